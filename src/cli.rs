@@ -1,0 +1,419 @@
+//! The command line: a thin skin over the library.
+
+use crate::attrs::{self, CertEncoding, CsrAttributes, Format};
+use crate::ca::{self, CaDir, ConductorSpec};
+use crate::classification::Classification;
+use crate::decide::{self, Request};
+use crate::error::Error;
+use crate::keys::KeyType;
+use crate::policy::{self, Policy};
+use crate::{csr, fsutil, oids};
+use clap::{Args, Parser, Subcommand};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// The fallback policy location for the autosign hook.
+pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
+
+#[derive(Parser, Debug)]
+#[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
+pub struct Cli {
+    /// The CA's data directory.
+    #[arg(long, global = true, env = "VOUCH_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
+    #[arg(long, global = true, hide = true)]
+    pub now: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Manage the CA itself.
+    #[command(subcommand)]
+    Ca(CaCommand),
+    /// Conductor credentials and signing.
+    #[command(subcommand)]
+    Conductor(ConductorCommand),
+    /// Make a key and a CSR carrying attributes, exactly as a Puppet agent does.
+    Csr(CsrArgs),
+    /// Puppet Server's policy-based autosign executable: certname as argument, CSR on stdin, exit 0 signs.
+    Autosign(AutosignArgs),
+    /// Explain the decision for a CSR (like autosign, but reads a file and prints every reason).
+    Check(CheckArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CaCommand {
+    /// Create a root CA, a master CA and a default policy in DIR.
+    Init {
+        #[arg(long, value_enum, default_value_t = KeyType::P256)]
+        key_type: KeyType,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConductorCommand {
+    /// Issue a conductor certificate (EKU 1.3.6.1.4.1.34380.2.0) from the root.
+    New {
+        name: String,
+        #[arg(long)]
+        cert_out: PathBuf,
+        #[arg(long)]
+        key_out: PathBuf,
+        #[arg(long, value_enum, default_value_t = KeyType::P256)]
+        key_type: KeyType,
+        /// Validity in days (capped at the root's).
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
+    /// Sign a node's attributes with a conductor key.
+    Sign(SignArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    #[arg(long)]
+    pub cert: PathBuf,
+    #[arg(long)]
+    pub key: PathBuf,
+    /// YAML classification file, or - for stdin.
+    #[arg(long)]
+    pub classification: String,
+    /// Lifetime of the attributes: 90s, 30m, 2h, 1d.
+    #[arg(long, conflicts_with = "expires", required_unless_present = "expires")]
+    pub expires_in: Option<String>,
+    /// Absolute expiry, RFC 3339.
+    #[arg(long)]
+    pub expires: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::PuppetYaml)]
+    pub format: Format,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// How attribute .2.4 carries the conductor certificate.
+    #[arg(long, value_enum, default_value_t = CertEncoding::Base64Der)]
+    pub cert_encoding: CertEncoding,
+    /// The classification mirror extension request OID (must match the CA's policy).
+    #[arg(long, default_value = "1.3.6.1.4.1.34380.1.2.5")]
+    pub mirror_oid: String,
+    /// Do not add the classification mirror extension request.
+    #[arg(long)]
+    pub no_mirror: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CsrArgs {
+    #[arg(long)]
+    pub certname: String,
+    #[arg(long)]
+    pub attributes: PathBuf,
+    #[arg(long, value_enum, default_value_t = KeyType::P256)]
+    pub key_type: KeyType,
+    #[arg(long)]
+    pub key_out: PathBuf,
+    #[arg(long)]
+    pub csr_out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct AutosignArgs {
+    pub certname: String,
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[arg(long)]
+    pub csr: PathBuf,
+    #[arg(long)]
+    pub certname: Option<String>,
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub format: OutFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Text,
+    Json,
+}
+
+/// Exit codes.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_REFUSED: i32 = 1;
+pub const EXIT_ERROR: i32 = 2;
+
+fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
+    match &cli.now {
+        None => Ok(OffsetDateTime::now_utc()),
+        Some(s) => OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            .map_err(|e| Error::Usage { detail: format!("--now {s:?} is not RFC 3339: {e}") }),
+    }
+}
+
+fn dir(cli: &Cli) -> Result<CaDir, Error> {
+    cli.dir
+        .clone()
+        .map(CaDir::new)
+        .ok_or_else(|| Error::Usage { detail: "no CA directory: pass --dir DIR or set VOUCH_DIR".into() })
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
+}
+
+fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
+    match out {
+        Some(p) => fsutil::write_replace(p, text.as_bytes(), mode)
+            .map_err(|source| Error::Io { path: p.to_path_buf(), op: "write", source }),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(|source| Error::Io { path: "stdout".into(), op: "write", source }),
+    }
+}
+
+fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
+    fsutil::write_new(path, text.as_bytes(), mode).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::AlreadyExists {
+            Error::AlreadyExists { path: path.to_path_buf() }
+        } else {
+            Error::Io { path: path.to_path_buf(), op: "write", source }
+        }
+    })
+}
+
+/// Finds the policy: --policy, then VOUCH_POLICY, then VOUCH_DIR (or --dir), then /etc/vouch.
+pub fn find_policy(explicit: Option<&Path>, dir: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let mut tried = Vec::new();
+    if let Some(p) = std::env::var_os("VOUCH_POLICY").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(d) = dir {
+        let p = d.join(ca::POLICY);
+        if p.exists() {
+            return Ok(p);
+        }
+        tried.push(p);
+    }
+    let sys = PathBuf::from(SYSTEM_POLICY);
+    if sys.exists() {
+        return Ok(sys);
+    }
+    tried.push(sys);
+    Err(Error::PolicyNotFound { tried })
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(cli: Cli) -> Result<i32, Error> {
+    match &cli.command {
+        Command::Ca(CaCommand::Init { key_type }) => {
+            let d = dir(&cli)?;
+            let r = ca::init(&d, *key_type, now(&cli)?)?;
+            println!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display());
+            println!("Root CA fingerprint (SHA-256): {}", r.root_fingerprint);
+            println!("Policy: {}", r.policy.display());
+            println!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display());
+            Ok(EXIT_OK)
+        }
+        Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
+            let d = dir(&cli)?;
+            let spec = ConductorSpec { name, key_type: *key_type, days: *days };
+            let (cert, key, fp) = ca::new_conductor(&d, &spec, now(&cli)?)?;
+            for p in [cert_out, key_out] {
+                if p.exists() {
+                    return Err(Error::AlreadyExists { path: p.clone() });
+                }
+            }
+            write_new(key_out, &key, 0o600)?;
+            write_new(cert_out, &cert, 0o644)?;
+            println!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display());
+            println!("Fingerprint (SHA-256): {fp}");
+            Ok(EXIT_OK)
+        }
+        Command::Conductor(ConductorCommand::Sign(a)) => conductor_sign(&cli, a),
+        Command::Csr(a) => make_csr(a),
+        Command::Autosign(a) => autosign(&cli, a),
+        Command::Check(a) => check(&cli, a),
+    }
+}
+
+fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
+    let (cert_der, key) = ca::load_cert_and_key(&a.cert, &a.key)?;
+    let (source, yaml) = if a.classification == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|source| Error::Io { path: "stdin".into(), op: "read", source })?;
+        ("(stdin)".to_string(), s)
+    } else {
+        let p = PathBuf::from(&a.classification);
+        let bytes = read_file(&p)?;
+        let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
+            source: a.classification.clone(),
+            error: crate::classification::ClassificationError::NotUtf8,
+        })?;
+        (a.classification.clone(), s)
+    };
+    let classification = Classification::from_yaml(&yaml, crate::classification::DEFAULT_MAX_BYTES)
+        .map_err(|error| Error::Classification { source, error })?;
+    let now = now(cli)?;
+    let expiry = match (&a.expires_in, &a.expires) {
+        (Some(d), None) => {
+            let d = policy::parse_duration(d)
+                .filter(|d| d.as_secs() > 0)
+                .ok_or_else(|| Error::Expiry { detail: format!("{d:?} is not a duration") })?;
+            now + d
+        }
+        (None, Some(t)) => {
+            let t = OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| Error::Expiry { detail: format!("{t:?} is not RFC 3339: {e}") })?;
+            if t <= now {
+                return Err(Error::Expiry { detail: format!("{} is already past", attrs::format_expiry(t)) });
+            }
+            t
+        }
+        _ => return Err(Error::Expiry { detail: "give exactly one of --expires-in and --expires".into() }),
+    };
+    // Refuse early what the CA would refuse: a certificate without the conductor EKU.
+    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
+        .map_err(|e| Error::Cert { path: a.cert.clone(), detail: e.to_string() })?;
+    let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
+        if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
+    if !has_eku {
+        return Err(Error::Cert {
+            path: a.cert.clone(),
+            detail: "it lacks the extended key usage 1.3.6.1.4.1.34380.2.0; a CA would refuse what it signs".into(),
+        });
+    }
+    let vouched = attrs::sign_v1(&cert_der, &key, &classification, expiry, a.cert_encoding)
+        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
+    let mirror = if a.no_mirror {
+        None
+    } else {
+        let o = oids::parse(&a.mirror_oid)
+            .filter(|o| oids::is_under(o, oids::PP_REG) || oids::is_under(o, oids::PP_PRIV))
+            .ok_or_else(|| Error::Usage {
+                detail: format!("--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2", a.mirror_oid),
+            })?;
+        Some(o)
+    };
+    let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
+    let text = attrs::render(&out, a.format).map_err(|detail| Error::Usage { detail })?;
+    write_out(a.out.as_deref(), &text, 0o600)?;
+    Ok(EXIT_OK)
+}
+
+fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
+    let certname = a.certname.to_lowercase();
+    let text = String::from_utf8(read_file(&a.attributes)?)
+        .map_err(|_| Error::Attributes { path: a.attributes.clone(), detail: "not UTF-8".into() })?;
+    let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
+    let mut spec = csr::CsrSpec { common_name: certname, ..Default::default() };
+    for (k, v) in &parsed.custom_attributes {
+        let oid = oids::parse(k).ok_or_else(|| Error::Attributes {
+            path: a.attributes.clone(),
+            detail: format!("custom attribute {k:?} is not an OID"),
+        })?;
+        spec.attributes.push((oid, vec![v.as_bytes().to_vec()]));
+    }
+    for (k, v) in &parsed.extension_requests {
+        let oid = oids::parse(k).ok_or_else(|| Error::Attributes {
+            path: a.attributes.clone(),
+            detail: format!("extension request {k:?} is neither an OID nor a pp_* name"),
+        })?;
+        spec.extension_requests.push((oid, v.clone()));
+    }
+    for p in [&a.key_out, &a.csr_out] {
+        if p.exists() {
+            return Err(Error::AlreadyExists { path: p.clone() });
+        }
+    }
+    let key = a.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+    let der = csr::build(&spec, &key).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+    write_new(&a.key_out, &key.serialize_pem(), 0o600)?;
+    write_new(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644)?;
+    Ok(EXIT_OK)
+}
+
+fn print_refusals(r: &decide::Refused, to: &mut dyn Write) {
+    for reason in &r.reasons {
+        let _ = writeln!(to, "vouch: refused [{}]: {reason}", reason.code());
+        let _ = writeln!(to, "  hint: {}", reason.hint());
+    }
+}
+
+fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
+    let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
+    let policy = Policy::load(&policy_path)?;
+    let now = now(cli)?;
+    // Puppet Server writes the whole PUT body and closes stdin. Read at most 1 MiB + 1
+    // so a huge body is refused, not buffered without bound.
+    let mut body = Vec::new();
+    std::io::stdin()
+        .take(1024 * 1024 + 1)
+        .read_to_end(&mut body)
+        .map_err(|source| Error::Io { path: "stdin".into(), op: "read", source })?;
+    let outcome = if body.len() > 1024 * 1024 {
+        Err(decide::Refused {
+            reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
+            conductor: None,
+        })
+    } else {
+        decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
+    };
+    let line = crate::audit::decision_line(now, &a.certname, &outcome, "autosign");
+    if let Some(log) = &policy.audit_log {
+        fsutil::append_line(log, &line).map_err(|source| Error::Io { path: log.clone(), op: "append to", source })?;
+    }
+    match outcome {
+        Ok(g) => {
+            println!(
+                "vouch: granted {} (vouched by {}, attributes expire {})",
+                g.certname(),
+                g.conductor().subject,
+                attrs::format_expiry(g.attributes_expiry())
+            );
+            Ok(EXIT_OK)
+        }
+        Err(r) => {
+            print_refusals(&r, &mut std::io::stderr());
+            Ok(EXIT_REFUSED)
+        }
+    }
+}
+
+fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
+    let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
+    let policy = Policy::load(&policy_path)?;
+    let body = read_file(&a.csr)?;
+    let certname = match &a.certname {
+        Some(c) => c.clone(),
+        None => csr::parse(&body)
+            .ok()
+            .and_then(|c| c.common_names.first().cloned())
+            .unwrap_or_default(),
+    };
+    let now = now(cli)?;
+    let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
+    match a.format {
+        OutFormat::Json => println!("{}", crate::audit::decision_line(now, &certname, &outcome, "check")),
+        OutFormat::Text => match &outcome {
+            Ok(g) => println!(
+                "granted {} (vouched by {}, attributes expire {})\n{}",
+                g.certname(),
+                g.conductor().subject,
+                attrs::format_expiry(g.attributes_expiry()),
+                g.classification().to_enc_yaml()
+            ),
+            Err(r) => print_refusals(r, &mut std::io::stdout()),
+        },
+    }
+    Ok(if outcome.is_ok() { EXIT_OK } else { EXIT_REFUSED })
+}

@@ -1,0 +1,415 @@
+//! PKCS#10 certificate signing requests: a lenient reader for what Puppet
+//! agents really send, and a writer that encodes exactly as a Puppet agent does.
+//!
+//! This module knows no policy. It reports what the CSR says; the decision
+//! core judges it.
+
+use crate::der::{self, tag, Reader, Tlv};
+use crate::oids;
+use aws_lc_rs::signature as sig;
+
+/// Why a CSR could not be read or its self-signature does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CsrError {
+    /// No PEM block and not DER either.
+    NotFound { detail: String },
+    /// The DER structure is broken.
+    Malformed { detail: String },
+    /// A signature algorithm vouch does not verify (e.g. RSA-PSS, DSA).
+    UnsupportedSignatureAlgorithm { oid: String },
+    /// A public key type vouch does not accept.
+    UnsupportedKey { detail: String },
+    /// The CSR's signature does not verify with its own public key.
+    BadSelfSignature,
+}
+
+impl std::fmt::Display for CsrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CsrError::NotFound { detail } => write!(f, "no certificate request found: {detail}"),
+            CsrError::Malformed { detail } => write!(f, "the certificate request is malformed: {detail}"),
+            CsrError::UnsupportedSignatureAlgorithm { oid } => {
+                write!(f, "the certificate request is signed with an unsupported algorithm {oid}")
+            }
+            CsrError::UnsupportedKey { detail } => write!(f, "unsupported public key: {detail}"),
+            CsrError::BadSelfSignature => f.write_str("the certificate request's self-signature does not verify"),
+        }
+    }
+}
+
+fn malformed(e: impl std::fmt::Display) -> CsrError {
+    CsrError::Malformed { detail: e.to_string() }
+}
+
+/// The kind of a public key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyKind {
+    Rsa { bits: usize },
+    P256,
+    P384,
+    Ed25519,
+}
+
+impl std::fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyKind::Rsa { bits } => write!(f, "RSA-{bits}"),
+            KeyKind::P256 => f.write_str("ECDSA P-256"),
+            KeyKind::P384 => f.write_str("ECDSA P-384"),
+            KeyKind::Ed25519 => f.write_str("Ed25519"),
+        }
+    }
+}
+
+/// One value of a CSR attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrValue {
+    /// The DER tag it came with (Puppet writes PrintableString, 0x13).
+    pub tag: u8,
+    /// Its content bytes, undecoded.
+    pub bytes: Vec<u8>,
+}
+
+/// A CSR attribute with all its values, in the order they came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribute {
+    pub oid: Vec<u64>,
+    pub values: Vec<AttrValue>,
+}
+
+/// A requested extension (from the extensionRequest attribute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestedExtension {
+    pub oid: Vec<u64>,
+    pub critical: bool,
+    /// The extnValue OCTET STRING's content (itself DER, e.g. a UTF8String).
+    pub value: Vec<u8>,
+}
+
+impl RequestedExtension {
+    /// The value as a string if it is a DER UTF8String, as Puppet writes them.
+    pub fn utf8_value(&self) -> Option<&str> {
+        let mut r = Reader::new(&self.value);
+        let t = r.any().ok()?;
+        if t.tag != tag::UTF8_STRING || !r.is_empty() {
+            return None;
+        }
+        std::str::from_utf8(t.content).ok()
+    }
+}
+
+/// A parsed, self-signature-checked CSR.
+#[derive(Debug, Clone)]
+pub struct Csr {
+    /// The whole DER encoding.
+    pub der: Vec<u8>,
+    /// Every commonName in the subject, decoded leniently.
+    pub common_names: Vec<String>,
+    /// The SubjectPublicKeyInfo, DER.
+    pub spki: Vec<u8>,
+    pub key_kind: KeyKind,
+    /// All attributes except extensionRequest, in order.
+    pub attributes: Vec<Attribute>,
+    /// The extensionRequest attributes seen (more than one is a defect the decision reports).
+    pub extension_request_attributes: usize,
+    /// Extensions requested, in order.
+    pub extensions: Vec<RequestedExtension>,
+}
+
+impl Csr {
+    /// All attributes with `oid`.
+    pub fn attributes_with(&self, oid: &[u64]) -> impl Iterator<Item = &Attribute> {
+        let oid = oid.to_vec();
+        self.attributes.iter().filter(move |a| a.oid == oid)
+    }
+}
+
+/// Reads a CSR from PEM (anywhere in the input, CRLF and junk tolerated) or DER,
+/// and verifies its self-signature.
+pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
+    let der = if input.first() == Some(&tag::SEQUENCE) {
+        input.to_vec()
+    } else {
+        match crate::pem::find(input, &["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]) {
+            Ok((_, der)) => der,
+            Err(crate::pem::PemError::NoBlock { .. }) => {
+                return Err(CsrError::NotFound {
+                    detail: "the input holds no '-----BEGIN CERTIFICATE REQUEST-----' block and is not DER".into(),
+                })
+            }
+            Err(e) => return Err(malformed(e)),
+        }
+    };
+    parse_der(der)
+}
+
+fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
+    let mut top = Reader::new(&der);
+    let outer = top.expect(tag::SEQUENCE, "CertificationRequest").map_err(malformed)?;
+    top.finish("CertificationRequest").map_err(malformed)?;
+    let mut r = Reader::new(outer.content);
+    let cri = r.expect(tag::SEQUENCE, "certificationRequestInfo").map_err(malformed)?;
+    let alg = r.expect(tag::SEQUENCE, "signatureAlgorithm").map_err(malformed)?;
+    let sigbits = r.expect(tag::BIT_STRING, "signature").map_err(malformed)?;
+    r.finish("CertificationRequest").map_err(malformed)?;
+
+    let mut info = Reader::new(cri.content);
+    let version = info.expect(tag::INTEGER, "version").map_err(malformed)?;
+    if version.content != [0] {
+        return Err(malformed("version is not 1 (0)"));
+    }
+    let subject = info.expect(tag::SEQUENCE, "subject").map_err(malformed)?;
+    let spki = info.expect(tag::SEQUENCE, "subjectPKInfo").map_err(malformed)?;
+    let mut attributes = Vec::new();
+    let mut extensions = Vec::new();
+    let mut extension_request_attributes = 0;
+    if !info.is_empty() {
+        let attrs = info.expect(tag::CONTEXT_0, "attributes").map_err(malformed)?;
+        let mut ar = Reader::new(attrs.content);
+        while !ar.is_empty() {
+            let a = ar.expect(tag::SEQUENCE, "attribute").map_err(malformed)?;
+            let mut fields = Reader::new(a.content);
+            let oid_tlv = fields.expect(tag::OID, "attribute type").map_err(malformed)?;
+            let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
+            let set = fields.expect(tag::SET, "attribute values").map_err(malformed)?;
+            fields.finish("attribute").map_err(malformed)?;
+            if oid == oids::EXTENSION_REQUEST {
+                extension_request_attributes += 1;
+                let mut vr = Reader::new(set.content);
+                while !vr.is_empty() {
+                    let exts = vr.expect(tag::SEQUENCE, "extensionRequest").map_err(malformed)?;
+                    parse_extensions(exts, &mut extensions)?;
+                }
+                continue;
+            }
+            let mut values = Vec::new();
+            let mut vr = Reader::new(set.content);
+            while !vr.is_empty() {
+                let v = vr.any().map_err(malformed)?;
+                values.push(AttrValue { tag: v.tag, bytes: v.content.to_vec() });
+            }
+            attributes.push(Attribute { oid, values });
+        }
+    }
+    info.finish("certificationRequestInfo").map_err(malformed)?;
+
+    let common_names = parse_common_names(subject)?;
+    let (key_kind, key_bits) = parse_spki(spki)?;
+
+    // Self-signature.
+    let mut ar = Reader::new(alg.content);
+    let alg_oid_tlv = ar.expect(tag::OID, "signature algorithm").map_err(malformed)?;
+    let alg_oid = der::oid_arcs(alg_oid_tlv.content).map_err(malformed)?;
+    if sigbits.content.first() != Some(&0) {
+        return Err(malformed("signature BIT STRING has unused bits"));
+    }
+    let signature = &sigbits.content[1..];
+    let algorithm: &'static dyn sig::VerificationAlgorithm = match (alg_oid.as_slice(), key_kind) {
+        (oids::SHA256_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA256,
+        (oids::SHA384_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA384,
+        (oids::SHA512_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA512,
+        (oids::ECDSA_SHA256, KeyKind::P256) => &sig::ECDSA_P256_SHA256_ASN1,
+        (oids::ECDSA_SHA384, KeyKind::P256) => &sig::ECDSA_P256_SHA384_ASN1,
+        (oids::ECDSA_SHA256, KeyKind::P384) => &sig::ECDSA_P384_SHA256_ASN1,
+        (oids::ECDSA_SHA384, KeyKind::P384) => &sig::ECDSA_P384_SHA384_ASN1,
+        (oids::ED25519, KeyKind::Ed25519) => &sig::ED25519,
+        _ => return Err(CsrError::UnsupportedSignatureAlgorithm { oid: oids::dotted(&alg_oid) }),
+    };
+    sig::UnparsedPublicKey::new(algorithm, key_bits)
+        .verify(cri.raw, signature)
+        .map_err(|_| CsrError::BadSelfSignature)?;
+
+    let spki = spki.raw.to_vec();
+    Ok(Csr { der, common_names, spki, key_kind, attributes, extension_request_attributes, extensions })
+}
+
+fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<(), CsrError> {
+    let mut er = Reader::new(exts.content);
+    while !er.is_empty() {
+        let ext = er.expect(tag::SEQUENCE, "extension").map_err(malformed)?;
+        let mut f = Reader::new(ext.content);
+        let oid_tlv = f.expect(tag::OID, "extension id").map_err(malformed)?;
+        let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
+        let mut next = f.any().map_err(malformed)?;
+        let mut critical = false;
+        if next.tag == tag::BOOLEAN {
+            critical = next.content.first().is_some_and(|&b| b != 0);
+            next = f.any().map_err(malformed)?;
+        }
+        if next.tag != tag::OCTET_STRING {
+            return Err(malformed("extension value is not an OCTET STRING"));
+        }
+        f.finish("extension").map_err(malformed)?;
+        out.push(RequestedExtension { oid, critical, value: next.content.to_vec() });
+    }
+    Ok(())
+}
+
+fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
+    let mut names = Vec::new();
+    let mut rdns = Reader::new(subject.content);
+    while !rdns.is_empty() {
+        let rdn = rdns.expect(tag::SET, "subject RDN").map_err(malformed)?;
+        let mut avas = Reader::new(rdn.content);
+        while !avas.is_empty() {
+            let ava = avas.expect(tag::SEQUENCE, "subject attribute").map_err(malformed)?;
+            let mut f = Reader::new(ava.content);
+            let oid_tlv = f.expect(tag::OID, "subject attribute type").map_err(malformed)?;
+            let value = f.any().map_err(malformed)?;
+            if der::oid_arcs(oid_tlv.content).map_err(malformed)? == oids::COMMON_NAME {
+                let s = match value.tag {
+                    tag::UTF8_STRING | tag::PRINTABLE_STRING | tag::IA5_STRING | tag::T61_STRING => {
+                        String::from_utf8(value.content.to_vec())
+                            .map_err(|_| malformed("the subject commonName is not UTF-8"))?
+                    }
+                    t => return Err(malformed(format!("the subject commonName has string type 0x{t:02x}"))),
+                };
+                names.push(s);
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// The key kind of a DER SubjectPublicKeyInfo.
+pub fn spki_kind(spki_der: &[u8]) -> Result<KeyKind, CsrError> {
+    let mut r = Reader::new(spki_der);
+    let spki = r.expect(tag::SEQUENCE, "SubjectPublicKeyInfo").map_err(malformed)?;
+    parse_spki(spki).map(|(k, _)| k)
+}
+
+/// Returns the key kind and the subjectPublicKey bits.
+fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
+    let mut r = Reader::new(spki.content);
+    let alg = r.expect(tag::SEQUENCE, "public key algorithm").map_err(malformed)?;
+    let bits = r.expect(tag::BIT_STRING, "public key").map_err(malformed)?;
+    if bits.content.first() != Some(&0) {
+        return Err(malformed("public key BIT STRING has unused bits"));
+    }
+    let key = &bits.content[1..];
+    let mut ar = Reader::new(alg.content);
+    let oid_tlv = ar.expect(tag::OID, "public key algorithm").map_err(malformed)?;
+    let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
+    let kind = match oid.as_slice() {
+        oids::RSA_ENCRYPTION => KeyKind::Rsa { bits: rsa_modulus_bits(key)? },
+        oids::EC_PUBLIC_KEY => {
+            let curve = ar.expect(tag::OID, "EC curve").map_err(malformed)?;
+            match der::oid_arcs(curve.content).map_err(malformed)?.as_slice() {
+                oids::SECP256R1 => KeyKind::P256,
+                oids::SECP384R1 => KeyKind::P384,
+                other => {
+                    return Err(CsrError::UnsupportedKey { detail: format!("EC curve {}", oids::dotted(other)) })
+                }
+            }
+        }
+        oids::ED25519 => KeyKind::Ed25519,
+        other => return Err(CsrError::UnsupportedKey { detail: format!("algorithm {}", oids::dotted(other)) }),
+    };
+    Ok((kind, key))
+}
+
+fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
+    let mut r = Reader::new(key);
+    let seq = r.expect(tag::SEQUENCE, "RSAPublicKey").map_err(malformed)?;
+    let mut f = Reader::new(seq.content);
+    let n = f.expect(tag::INTEGER, "RSA modulus").map_err(malformed)?;
+    let digits = match n.content {
+        [0, rest @ ..] => rest,
+        all => all,
+    };
+    let lead = digits.first().copied().unwrap_or(0);
+    Ok(digits.len().saturating_sub(1) * 8 + (8 - lead.leading_zeros() as usize))
+}
+
+/// What to put into a CSR. Values are written as Puppet writes them: each
+/// attribute value as a raw "PrintableString", each extension as a UTF8String.
+#[derive(Debug, Clone, Default)]
+pub struct CsrSpec {
+    pub common_name: String,
+    /// (OID, values): normally one value each; fixtures may carry more.
+    pub attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
+    /// (OID, UTF-8 value).
+    pub extension_requests: Vec<(Vec<u64>, String)>,
+}
+
+/// Encodes and signs a CSR with `key`.
+pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
+    use rcgen::PublicKeyData;
+    let subject = der::sequence(&[&der::set_of(vec![der::sequence(&[
+        &der::oid(oids::COMMON_NAME),
+        &der::utf8_string(&spec.common_name),
+    ])])]);
+    let mut attrs: Vec<Vec<u8>> = spec
+        .attributes
+        .iter()
+        .map(|(oid, values)| {
+            let vals = values.iter().map(|v| der::printable_string_raw(v)).collect();
+            der::sequence(&[&der::oid(oid), &der::set_of(vals)])
+        })
+        .collect();
+    if !spec.extension_requests.is_empty() {
+        let exts: Vec<Vec<u8>> = spec
+            .extension_requests
+            .iter()
+            .map(|(oid, v)| der::sequence(&[&der::oid(oid), &der::octet_string(&der::utf8_string(v))]))
+            .collect();
+        let refs: Vec<&[u8]> = exts.iter().map(Vec::as_slice).collect();
+        let extensions = der::sequence(&refs);
+        attrs.push(der::sequence(&[&der::oid(oids::EXTENSION_REQUEST), &der::set_of(vec![extensions])]));
+    }
+    let mut sorted = attrs;
+    sorted.sort();
+    let attr_refs: Vec<&[u8]> = sorted.iter().map(Vec::as_slice).collect();
+    let attributes = der::constructed(tag::CONTEXT_0, &attr_refs);
+    let cri = der::sequence(&[&der::small_integer(0), &subject, &key.subject_public_key_info(), &attributes]);
+    let signature = rcgen::SigningKey::sign(key, &cri)?;
+    let alg = signature_algorithm_der(key.algorithm());
+    Ok(der::sequence(&[&cri, &alg, &der::bit_string(&signature)]))
+}
+
+/// The AlgorithmIdentifier DER for the signature algorithms vouch signs with.
+pub fn signature_algorithm_der(alg: &'static rcgen::SignatureAlgorithm) -> Vec<u8> {
+    if alg == &rcgen::PKCS_ECDSA_P256_SHA256 {
+        der::sequence(&[&der::oid(oids::ECDSA_SHA256)])
+    } else if alg == &rcgen::PKCS_ECDSA_P384_SHA384 {
+        der::sequence(&[&der::oid(oids::ECDSA_SHA384)])
+    } else if alg == &rcgen::PKCS_ED25519 {
+        der::sequence(&[&der::oid(oids::ED25519)])
+    } else {
+        // RSA PKCS#1 v1.5 with SHA-256 takes an explicit NULL parameter.
+        der::sequence(&[&der::oid(oids::SHA256_WITH_RSA), &der::tlv(tag::NULL, &[])])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_and_parse_roundtrip() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let spec = CsrSpec {
+            common_name: "web01.example".into(),
+            attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![b"1".to_vec()])],
+            extension_requests: vec![(oids::PP_REG.iter().copied().chain([13]).collect(), "web".into())],
+        };
+        let der = build(&spec, &key).unwrap();
+        let csr = parse(&der).unwrap();
+        assert_eq!(csr.common_names, ["web01.example"]);
+        assert_eq!(csr.key_kind, KeyKind::Ed25519);
+        assert_eq!(csr.attributes.len(), 1);
+        assert_eq!(csr.extensions[0].utf8_value(), Some("web"));
+        let mut bad = der.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(parse(&bad).unwrap_err(), CsrError::BadSelfSignature);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for input in [&b""[..], b"\x30", b"\x30\x03\x30\x01\x00", b"hello", b"-----BEGIN CERTIFICATE REQUEST-----\n"] {
+            assert!(parse(input).is_err());
+        }
+    }
+}

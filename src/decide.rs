@@ -1,0 +1,755 @@
+//! The autosign decision: a pure function of the CSR bytes, the certname asked
+//! about, the policy (with its trust anchors) and the time. No I/O, no clock.
+//!
+//! It returns a [`Grant`], which only this module can construct and which
+//! issuance consumes, or every [`Refusal`] that applies.
+
+use crate::attrs::{self, VouchedAttributes};
+use crate::classification::{Classification, ClassificationError};
+use crate::csr::{self, Csr, CsrError, KeyKind};
+use crate::der::tag;
+use crate::oids;
+use crate::policy::Policy;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use rustls_pki_types::{CertificateDer, UnixTime};
+use time::OffsetDateTime;
+
+/// What is wrong with a certname.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CertnameProblem {
+    Empty,
+    TooLong,
+    Uppercase,
+    Wildcard,
+    TrailingDot,
+    EmptyLabel,
+    LabelTooLong,
+    LabelHyphen,
+    InvalidCharacter(char),
+}
+
+impl std::fmt::Display for CertnameProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CertnameProblem::Empty => f.write_str("it is empty"),
+            CertnameProblem::TooLong => f.write_str("it is longer than 253 characters"),
+            CertnameProblem::Uppercase => f.write_str("it has uppercase letters (Puppet certnames are lowercase)"),
+            CertnameProblem::Wildcard => f.write_str("it is a wildcard"),
+            CertnameProblem::TrailingDot => f.write_str("it ends with a dot"),
+            CertnameProblem::EmptyLabel => f.write_str("it has an empty label (two dots in a row, or a leading dot)"),
+            CertnameProblem::LabelTooLong => f.write_str("a label is longer than 63 characters"),
+            CertnameProblem::LabelHyphen => f.write_str("a label starts or ends with a hyphen"),
+            CertnameProblem::InvalidCharacter(c) => write!(f, "it contains the character {c:?}"),
+        }
+    }
+}
+
+/// Checks a certname against host-name rules as Puppet uses them: lowercase
+/// labels of letters, digits, `-` and `_`, separated by dots.
+pub fn check_certname(name: &str) -> Result<(), CertnameProblem> {
+    if name.is_empty() {
+        return Err(CertnameProblem::Empty);
+    }
+    if name.len() > 253 {
+        return Err(CertnameProblem::TooLong);
+    }
+    if name.contains('*') {
+        return Err(CertnameProblem::Wildcard);
+    }
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))) {
+        return Err(CertnameProblem::InvalidCharacter(c));
+    }
+    if name.chars().any(|c| c.is_ascii_uppercase()) {
+        return Err(CertnameProblem::Uppercase);
+    }
+    if name.ends_with('.') {
+        return Err(CertnameProblem::TrailingDot);
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Err(CertnameProblem::EmptyLabel);
+        }
+        if label.len() > 63 {
+            return Err(CertnameProblem::LabelTooLong);
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(CertnameProblem::LabelHyphen);
+        }
+    }
+    Ok(())
+}
+
+/// One reason to refuse a CSR. Each has a stable [`code`](Refusal::code), a
+/// message and a hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The input holds no CSR.
+    CsrMissing { detail: String },
+    /// The CSR's structure is broken.
+    CsrMalformed { detail: String },
+    /// The CSR's self-signature does not verify.
+    CsrSignatureInvalid,
+    /// The CSR is signed with an algorithm vouch does not verify.
+    CsrSignatureAlgorithmUnsupported { oid: String },
+    /// The CSR's key type is not accepted.
+    CsrKeyUnsupported { detail: String },
+    /// The certname asked about is not a valid certname.
+    CertnameInvalid { certname: String, problem: CertnameProblem },
+    /// The CSR has no commonName, or several.
+    CommonNameCount { count: usize },
+    /// The CSR's CN differs from the certname.
+    CommonNameMismatch { common_name: String, certname: String },
+    /// A required attribute is absent.
+    AttributeMissing { oid: String },
+    /// An attribute appears more than once.
+    AttributeDuplicated { oid: String, count: usize },
+    /// An attribute's SET holds other than one value.
+    AttributeValueCount { oid: String, count: usize },
+    /// An attribute value is not a string type, or not UTF-8.
+    AttributeNotText { oid: String },
+    /// An attribute in the vouch arc that this version does not define.
+    AttributeUnexpected { oid: String },
+    /// The version attribute is not a canonical decimal integer.
+    VersionMalformed { value: String },
+    /// The version is not one the policy accepts.
+    VersionUnsupported { version: String, accepted: Vec<u32> },
+    /// The expiry is not RFC 3339.
+    ExpiryMalformed { value: String },
+    /// The attributes have expired.
+    AttributesExpired { expiry: String, now: String },
+    /// The expiry lies further ahead than the policy allows.
+    ExpiryTooFar { expiry: String, max_lifetime: String },
+    /// The conductor certificate cannot be decoded or parsed.
+    ConductorMalformed { detail: String },
+    /// The conductor certificate is not yet valid.
+    ConductorNotYetValid { subject: String },
+    /// The conductor certificate has expired.
+    ConductorExpired { subject: String },
+    /// The conductor certificate does not chain to a trusted root.
+    ConductorUntrusted { subject: String, detail: String },
+    /// The conductor's own certificate lacks EKU .2.0.
+    ConductorEkuMissing { subject: String },
+    /// The conductor's own certificate lacks key usage digitalSignature.
+    ConductorKeyUsageMissing { subject: String },
+    /// The signature attribute is not base64.
+    SignatureMalformed { detail: String },
+    /// The signature does not verify with the conductor's key.
+    SignatureInvalid { subject: String },
+    /// The conductor's key type cannot sign attributes.
+    SignatureKeyUnsupported { detail: String },
+    /// The classification is unusable.
+    ClassificationInvalid { error: ClassificationError },
+    /// More than one extensionRequest attribute, or msExtReq.
+    ExtensionRequestAmbiguous { detail: String },
+    /// The same extension requested twice.
+    ExtensionDuplicated { oid: String },
+    /// A subjectAltName was requested.
+    SubjectAltNameRequested,
+    /// An extension in the ppAuthCertExt arc (pp_cli_auth, pp_auth_role…) was requested.
+    AuthorizationExtensionRequested { oid: String },
+    /// A pp_* extension the policy does not allow.
+    PuppetExtensionNotAllowed { oid: String },
+    /// Any other extension the policy does not allow.
+    ExtensionNotAllowed { oid: String },
+    /// The classification mirror request differs from the signed classification.
+    MirrorMismatch { oid: String },
+    /// The policy requires the mirror request and it is absent.
+    MirrorMissing { oid: String },
+}
+
+impl Refusal {
+    /// A stable short code, for logs, JSON and tests.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::CsrMissing { .. } => "csr-missing",
+            Refusal::CsrMalformed { .. } => "csr-malformed",
+            Refusal::CsrSignatureInvalid => "csr-signature-invalid",
+            Refusal::CsrSignatureAlgorithmUnsupported { .. } => "csr-signature-algorithm-unsupported",
+            Refusal::CsrKeyUnsupported { .. } => "csr-key-unsupported",
+            Refusal::CertnameInvalid { .. } => "certname-invalid",
+            Refusal::CommonNameCount { .. } => "common-name-count",
+            Refusal::CommonNameMismatch { .. } => "common-name-mismatch",
+            Refusal::AttributeMissing { .. } => "attribute-missing",
+            Refusal::AttributeDuplicated { .. } => "attribute-duplicated",
+            Refusal::AttributeValueCount { .. } => "attribute-value-count",
+            Refusal::AttributeNotText { .. } => "attribute-not-text",
+            Refusal::AttributeUnexpected { .. } => "attribute-unexpected",
+            Refusal::VersionMalformed { .. } => "version-malformed",
+            Refusal::VersionUnsupported { .. } => "version-unsupported",
+            Refusal::ExpiryMalformed { .. } => "expiry-malformed",
+            Refusal::AttributesExpired { .. } => "attributes-expired",
+            Refusal::ExpiryTooFar { .. } => "expiry-too-far",
+            Refusal::ConductorMalformed { .. } => "conductor-malformed",
+            Refusal::ConductorNotYetValid { .. } => "conductor-not-yet-valid",
+            Refusal::ConductorExpired { .. } => "conductor-expired",
+            Refusal::ConductorUntrusted { .. } => "conductor-untrusted",
+            Refusal::ConductorEkuMissing { .. } => "conductor-eku-missing",
+            Refusal::ConductorKeyUsageMissing { .. } => "conductor-key-usage-missing",
+            Refusal::SignatureMalformed { .. } => "signature-malformed",
+            Refusal::SignatureInvalid { .. } => "signature-invalid",
+            Refusal::SignatureKeyUnsupported { .. } => "signature-key-unsupported",
+            Refusal::ClassificationInvalid { .. } => "classification-invalid",
+            Refusal::ExtensionRequestAmbiguous { .. } => "extension-request-ambiguous",
+            Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
+            Refusal::SubjectAltNameRequested => "subject-alt-name-requested",
+            Refusal::AuthorizationExtensionRequested { .. } => "authorization-extension-requested",
+            Refusal::PuppetExtensionNotAllowed { .. } => "puppet-extension-not-allowed",
+            Refusal::ExtensionNotAllowed { .. } => "extension-not-allowed",
+            Refusal::MirrorMismatch { .. } => "mirror-mismatch",
+            Refusal::MirrorMissing { .. } => "mirror-missing",
+        }
+    }
+
+    /// What to do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Refusal::CsrMissing { .. } | Refusal::CsrMalformed { .. } => {
+                "send the PEM certificate request exactly as the agent produced it"
+            }
+            Refusal::CsrSignatureInvalid => "the request was altered after the agent signed it; make a new one",
+            Refusal::CsrSignatureAlgorithmUnsupported { .. } | Refusal::CsrKeyUnsupported { .. } => {
+                "use an RSA (2048+ bits), ECDSA P-256/P-384 or Ed25519 agent key"
+            }
+            Refusal::CertnameInvalid { .. } => "use a lowercase host name without wildcards, e.g. web01.example.com",
+            Refusal::CommonNameCount { .. } | Refusal::CommonNameMismatch { .. } => {
+                "the CSR subject must be CN=<certname>, exactly the name the agent asks for"
+            }
+            Refusal::AttributeMissing { .. }
+            | Refusal::AttributeDuplicated { .. }
+            | Refusal::AttributeValueCount { .. }
+            | Refusal::AttributeNotText { .. }
+            | Refusal::AttributeUnexpected { .. } => {
+                "put the csr_attributes.yaml written by 'vouch conductor sign' on the node, unchanged"
+            }
+            Refusal::VersionMalformed { .. } | Refusal::VersionUnsupported { .. } => {
+                "sign with a vouch version the policy accepts (attributes.versions)"
+            }
+            Refusal::ExpiryMalformed { .. } => "the expiry must be RFC 3339, e.g. 2030-01-01T00:00:00Z",
+            Refusal::AttributesExpired { .. } => "have the conductor sign fresh attributes for this node",
+            Refusal::ExpiryTooFar { .. } => "sign with a shorter --expires-in, or raise attributes.max_lifetime",
+            Refusal::ConductorMalformed { .. } => "attribute .2.4 must hold the conductor certificate (PEM or base64 DER)",
+            Refusal::ConductorNotYetValid { .. } | Refusal::ConductorExpired { .. } => {
+                "renew the conductor certificate (vouch conductor new) and check the clocks"
+            }
+            Refusal::ConductorUntrusted { .. } => {
+                "issue the conductor from a root in conductors.trusted_roots, listing any intermediate in conductors.intermediates"
+            }
+            Refusal::ConductorEkuMissing { .. } => {
+                "the conductor certificate itself must carry EKU 1.3.6.1.4.1.34380.2.0 (vouch conductor new adds it)"
+            }
+            Refusal::ConductorKeyUsageMissing { .. } => "the conductor certificate must carry key usage digitalSignature",
+            Refusal::SignatureMalformed { .. } | Refusal::SignatureInvalid { .. } => {
+                "a signed value was changed after signing, or another key signed it; sign again with the conductor's own key"
+            }
+            Refusal::SignatureKeyUnsupported { .. } => "use an RSA, ECDSA P-256/P-384 or Ed25519 conductor key",
+            Refusal::ClassificationInvalid { .. } => {
+                "the classification must be base64 of a YAML mapping with classes, parameters and/or environment"
+            }
+            Refusal::ExtensionRequestAmbiguous { .. } | Refusal::ExtensionDuplicated { .. } => {
+                "request each extension once, in one extensionRequest attribute"
+            }
+            Refusal::SubjectAltNameRequested => "remove subjectAltName from the request, or set extensions.allow_subject_alt_names",
+            Refusal::AuthorizationExtensionRequested { .. } => {
+                "authorization extensions grant API rights and are never autosigned; sign such a request by hand"
+            }
+            Refusal::PuppetExtensionNotAllowed { .. } | Refusal::ExtensionNotAllowed { .. } => {
+                "remove the extension request, or list it in the policy's extensions.allow"
+            }
+            Refusal::MirrorMismatch { .. } | Refusal::MirrorMissing { .. } => {
+                "use the extension_requests written by 'vouch conductor sign', unchanged"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::CsrMissing { detail } => write!(f, "no certificate request: {detail}"),
+            Refusal::CsrMalformed { detail } => write!(f, "the certificate request is malformed: {detail}"),
+            Refusal::CsrSignatureInvalid => f.write_str("the certificate request's self-signature does not verify"),
+            Refusal::CsrSignatureAlgorithmUnsupported { oid } => {
+                write!(f, "the certificate request is signed with unsupported algorithm {oid}")
+            }
+            Refusal::CsrKeyUnsupported { detail } => write!(f, "the certificate request's key is unsupported: {detail}"),
+            Refusal::CertnameInvalid { certname, problem } => write!(f, "certname {certname:?} is invalid: {problem}"),
+            Refusal::CommonNameCount { count } => write!(f, "the CSR subject has {count} commonNames; exactly one is required"),
+            Refusal::CommonNameMismatch { common_name, certname } => {
+                write!(f, "the CSR's CN {common_name:?} differs from the certname {certname:?}")
+            }
+            Refusal::AttributeMissing { oid } => write!(f, "attribute {oid} is missing"),
+            Refusal::AttributeDuplicated { oid, count } => write!(f, "attribute {oid} appears {count} times"),
+            Refusal::AttributeValueCount { oid, count } => {
+                write!(f, "attribute {oid} has {count} values; exactly one is required")
+            }
+            Refusal::AttributeNotText { oid } => write!(f, "attribute {oid} is not a UTF-8 string"),
+            Refusal::AttributeUnexpected { oid } => write!(f, "attribute {oid} is not defined by the signature version"),
+            Refusal::VersionMalformed { value } => write!(f, "signature version {value:?} is not a plain decimal integer"),
+            Refusal::VersionUnsupported { version, accepted } => {
+                write!(f, "signature version {version} is not accepted (policy accepts {accepted:?})")
+            }
+            Refusal::ExpiryMalformed { value } => write!(f, "expiry {value:?} is not an RFC 3339 date-time"),
+            Refusal::AttributesExpired { expiry, now } => write!(f, "the attributes expired at {expiry} (now {now})"),
+            Refusal::ExpiryTooFar { expiry, max_lifetime } => {
+                write!(f, "expiry {expiry} is further ahead than the policy's maximum of {max_lifetime}")
+            }
+            Refusal::ConductorMalformed { detail } => write!(f, "the conductor certificate is unreadable: {detail}"),
+            Refusal::ConductorNotYetValid { subject } => write!(f, "conductor certificate {subject} is not yet valid"),
+            Refusal::ConductorExpired { subject } => write!(f, "conductor certificate {subject} has expired"),
+            Refusal::ConductorUntrusted { subject, detail } => {
+                write!(f, "conductor certificate {subject} does not chain to a trusted root: {detail}")
+            }
+            Refusal::ConductorEkuMissing { subject } => write!(
+                f,
+                "conductor certificate {subject} lacks the extended key usage 1.3.6.1.4.1.34380.2.0 (allowed to create new instances)"
+            ),
+            Refusal::ConductorKeyUsageMissing { subject } => {
+                write!(f, "conductor certificate {subject} lacks the key usage digitalSignature")
+            }
+            Refusal::SignatureMalformed { detail } => write!(f, "the signature attribute is not base64: {detail}"),
+            Refusal::SignatureInvalid { subject } => {
+                write!(f, "the attribute signature does not verify with the key of conductor {subject}")
+            }
+            Refusal::SignatureKeyUnsupported { detail } => write!(f, "the conductor's key cannot sign attributes: {detail}"),
+            Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
+            Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
+            Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
+            Refusal::SubjectAltNameRequested => f.write_str("the CSR requests subjectAltNames, which the policy does not allow"),
+            Refusal::AuthorizationExtensionRequested { oid } => {
+                write!(f, "the CSR requests the authorization extension {oid}")
+            }
+            Refusal::PuppetExtensionNotAllowed { oid } => {
+                write!(f, "the CSR requests the Puppet extension {oid}, which the policy does not allow")
+            }
+            Refusal::ExtensionNotAllowed { oid } => write!(f, "the CSR requests extension {oid}, which the policy does not allow"),
+            Refusal::MirrorMismatch { oid } => {
+                write!(f, "the classification mirror request {oid} differs from the signed classification")
+            }
+            Refusal::MirrorMissing { oid } => write!(f, "the policy requires the classification mirror request {oid}"),
+        }
+    }
+}
+
+/// Who vouched.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conductor {
+    /// The conductor certificate's subject.
+    pub subject: String,
+    /// SHA-256 of its DER, lowercase hex.
+    pub fingerprint: String,
+    /// Its serial, hex.
+    pub serial: String,
+}
+
+/// A granted decision. Only [`decide`] constructs one; issuing consumes it.
+#[derive(Debug)]
+pub struct Grant {
+    certname: String,
+    csr: Csr,
+    classification: Classification,
+    classification_b64: String,
+    conductor: Conductor,
+    expiry: OffsetDateTime,
+    version: u32,
+    decided_at: OffsetDateTime,
+}
+
+impl Grant {
+    pub fn certname(&self) -> &str {
+        &self.certname
+    }
+    pub fn csr(&self) -> &Csr {
+        &self.csr
+    }
+    pub fn classification(&self) -> &Classification {
+        &self.classification
+    }
+    /// The signed .2.5 value, byte for byte.
+    pub fn classification_base64(&self) -> &str {
+        &self.classification_b64
+    }
+    pub fn conductor(&self) -> &Conductor {
+        &self.conductor
+    }
+    pub fn attributes_expiry(&self) -> OffsetDateTime {
+        self.expiry
+    }
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+    pub fn decided_at(&self) -> OffsetDateTime {
+        self.decided_at
+    }
+}
+
+/// A refusal with what could be learnt before refusing (for logs).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub reasons: Vec<Refusal>,
+    /// The conductor, if its certificate could be read.
+    pub conductor: Option<Conductor>,
+}
+
+/// What the decision needs.
+pub struct Request<'a> {
+    /// The CSR, PEM (junk and CRLF tolerated) or DER.
+    pub csr: &'a [u8],
+    /// The certname the agent asks for.
+    pub certname: &'a str,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decides. `now` is the time the decision is made for.
+pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result<Grant, Refused> {
+    let mut reasons = Vec::new();
+    let refuse = |reasons: Vec<Refusal>, conductor| Err(Refused { reasons, conductor });
+
+    // 1. The CSR itself.
+    let csr = match csr::parse(req.csr) {
+        Ok(c) => c,
+        Err(e) => {
+            let r = match e {
+                CsrError::NotFound { detail } => Refusal::CsrMissing { detail },
+                CsrError::Malformed { detail } => Refusal::CsrMalformed { detail },
+                CsrError::UnsupportedSignatureAlgorithm { oid } => Refusal::CsrSignatureAlgorithmUnsupported { oid },
+                CsrError::UnsupportedKey { detail } => Refusal::CsrKeyUnsupported { detail },
+                CsrError::BadSelfSignature => Refusal::CsrSignatureInvalid,
+            };
+            let mut all = vec![r];
+            if let Err(problem) = check_certname(req.certname) {
+                all.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
+            }
+            return refuse(all, None);
+        }
+    };
+    if let KeyKind::Rsa { bits } = csr.key_kind {
+        if bits < 2048 {
+            reasons.push(Refusal::CsrKeyUnsupported { detail: format!("RSA key of {bits} bits; at least 2048 are required") });
+        }
+    }
+
+    // 2. Names.
+    if let Err(problem) = check_certname(req.certname) {
+        reasons.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
+    }
+    match csr.common_names.as_slice() {
+        [cn] if cn == req.certname => {}
+        [cn] => reasons.push(Refusal::CommonNameMismatch { common_name: cn.clone(), certname: req.certname.to_string() }),
+        other => reasons.push(Refusal::CommonNameCount { count: other.len() }),
+    }
+
+    // 3. Attributes: each of the five exactly once, with exactly one text value.
+    let mut take = |oid: &[u64]| -> Option<String> {
+        let dotted = oids::dotted(oid);
+        let found: Vec<_> = csr.attributes_with(oid).collect();
+        match found.as_slice() {
+            [] => reasons.push(Refusal::AttributeMissing { oid: dotted }),
+            [a] => match a.values.as_slice() {
+                [v] if matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) => {
+                    match String::from_utf8(v.bytes.clone()) {
+                        Ok(s) => return Some(s),
+                        Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted }),
+                    }
+                }
+                [_] => reasons.push(Refusal::AttributeNotText { oid: dotted }),
+                vals => reasons.push(Refusal::AttributeValueCount { oid: dotted, count: vals.len() }),
+            },
+            many => reasons.push(Refusal::AttributeDuplicated { oid: dotted, count: many.len() }),
+        }
+        None
+    };
+    let signature = take(oids::ATTR_SIGNATURE);
+    let version = take(oids::ATTR_VERSION);
+    let expiry = take(oids::ATTR_EXPIRY);
+    let conductor_value = take(oids::ATTR_CONDUCTOR);
+    let classification_value = take(oids::ATTR_CLASSIFICATION);
+    let known = [
+        oids::ATTR_SIGNATURE,
+        oids::ATTR_VERSION,
+        oids::ATTR_EXPIRY,
+        oids::ATTR_CONDUCTOR,
+        oids::ATTR_CLASSIFICATION,
+    ];
+    let mut seen_unexpected = Vec::new();
+    for a in &csr.attributes {
+        if (oids::is_under(&a.oid, oids::VOUCH_ARC) || a.oid == oids::VOUCH_ARC)
+            && !known.contains(&a.oid.as_slice())
+            && !seen_unexpected.contains(&a.oid)
+        {
+            seen_unexpected.push(a.oid.clone());
+            reasons.push(Refusal::AttributeUnexpected { oid: oids::dotted(&a.oid) });
+        }
+        if a.oid == oids::MS_EXTENSION_REQUEST {
+            reasons.push(Refusal::ExtensionRequestAmbiguous {
+                detail: "the CSR carries a Microsoft extension request attribute (1.3.6.1.4.1.311.2.1.14)".into(),
+            });
+        }
+    }
+    if csr.extension_request_attributes > 1 {
+        reasons.push(Refusal::ExtensionRequestAmbiguous {
+            detail: format!("{} extensionRequest attributes", csr.extension_request_attributes),
+        });
+    }
+
+    // 4. Version.
+    let mut version_num = None;
+    if let Some(v) = &version {
+        let canonical = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
+        match v.parse::<u32>() {
+            Ok(n) if canonical => {
+                if policy.versions.contains(&n) {
+                    version_num = Some(n);
+                } else {
+                    reasons.push(Refusal::VersionUnsupported { version: v.clone(), accepted: policy.versions.clone() });
+                }
+            }
+            _ => reasons.push(Refusal::VersionMalformed { value: v.clone() }),
+        }
+    }
+
+    // 5. Expiry.
+    let mut expiry_time = None;
+    if let Some(e) = &expiry {
+        match OffsetDateTime::parse(e, &time::format_description::well_known::Rfc3339) {
+            Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.clone() }),
+            Ok(t) => {
+                if t <= now {
+                    reasons.push(Refusal::AttributesExpired { expiry: e.clone(), now: attrs::format_expiry(now) });
+                } else if t - now > policy.max_attribute_lifetime {
+                    reasons.push(Refusal::ExpiryTooFar {
+                        expiry: e.clone(),
+                        max_lifetime: crate::policy::format_duration(policy.max_attribute_lifetime),
+                    });
+                } else {
+                    expiry_time = Some(t);
+                }
+            }
+        }
+    }
+
+    // 6. The conductor certificate and its chain; 7. the signature over the canonical string.
+    let mut conductor = None;
+    if let Some(cv) = &conductor_value {
+        match check_conductor(cv, policy, now) {
+            Err(r) => reasons.push(r),
+            Ok((info, leaf_der, chain_reasons)) => {
+                reasons.extend(chain_reasons);
+                if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
+                    // Verified even when the chain failed, so that the reasons are complete;
+                    // a signature by an untrusted certificate grants nothing.
+                    if let Err(r) = verify_signature(&leaf_der, &info.subject, sig, &attrs::canonical_v1(v, e, cv, c)) {
+                        reasons.push(r);
+                    }
+                }
+                conductor = Some(info);
+            }
+        }
+    }
+
+    // 8. Classification.
+    let mut classification = None;
+    if let Some(c) = &classification_value {
+        match Classification::from_base64(c, policy.classification_max_bytes) {
+            Ok(parsed) => classification = Some(parsed),
+            Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
+        }
+    }
+
+    // 9. Extension requests: the node controls them all.
+    let mut seen: Vec<&[u64]> = Vec::new();
+    let mut mirror_seen = false;
+    for ext in &csr.extensions {
+        let shown = oids::display(&ext.oid);
+        if seen.contains(&ext.oid.as_slice()) {
+            reasons.push(Refusal::ExtensionDuplicated { oid: shown });
+            continue;
+        }
+        seen.push(&ext.oid);
+        if ext.oid == oids::SUBJECT_ALT_NAME {
+            if !policy.allow_subject_alt_names {
+                reasons.push(Refusal::SubjectAltNameRequested);
+            }
+        } else if oids::is_under(&ext.oid, oids::PP_AUTH) {
+            reasons.push(Refusal::AuthorizationExtensionRequested { oid: shown });
+        } else if ext.oid == policy.mirror_oid {
+            mirror_seen = true;
+            let matches = match (&classification_value, ext.utf8_value()) {
+                (Some(signed), Some(requested)) => signed == requested,
+                _ => false,
+            };
+            if !matches {
+                reasons.push(Refusal::MirrorMismatch { oid: shown });
+            }
+        } else if policy.allowed_extensions.contains(&ext.oid) {
+        } else if oids::is_under(&ext.oid, oids::PUPPET) {
+            reasons.push(Refusal::PuppetExtensionNotAllowed { oid: shown });
+        } else {
+            reasons.push(Refusal::ExtensionNotAllowed { oid: shown });
+        }
+    }
+    if policy.mirror_required && !mirror_seen {
+        reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
+    }
+
+    if !reasons.is_empty() {
+        return refuse(reasons, conductor);
+    }
+    match (classification, classification_value, conductor, expiry_time, version_num) {
+        (Some(classification), Some(classification_b64), Some(conductor), Some(expiry), Some(version)) => Ok(Grant {
+            certname: req.certname.to_string(),
+            csr,
+            classification,
+            classification_b64,
+            conductor,
+            expiry,
+            version,
+            decided_at: now,
+        }),
+        // Unreachable when no reason was recorded; refuse rather than grant on doubt.
+        (_, _, conductor, _, _) => refuse(
+            vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }],
+            conductor,
+        ),
+    }
+}
+
+/// Reads the conductor certificate, verifies its chain, EKU and key usage.
+/// Returns who it is, its DER, and chain problems (the certificate was readable).
+fn check_conductor(
+    value: &str,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
+    let der = attrs::decode_conductor_cert(value).map_err(|detail| Refusal::ConductorMalformed { detail })?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
+    if !rest.is_empty() {
+        return Err(Refusal::ConductorMalformed { detail: "trailing bytes after the certificate".into() });
+    }
+    let subject = cert.subject().to_string();
+    let fingerprint = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref());
+    let info = Conductor { subject: subject.clone(), fingerprint, serial: cert.raw_serial_as_string() };
+    let mut problems = Vec::new();
+
+    // Chain: webpki, with EKU .2.0 required wherever an EKU extension is present.
+    let ee_der = CertificateDer::from(der.as_slice());
+    match webpki::EndEntityCert::try_from(&ee_der) {
+        Err(e) => problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
+        Ok(ee) => {
+            let anchors: Vec<_> = policy
+                .trust
+                .roots
+                .iter()
+                .filter_map(|r| {
+                    let d = CertificateDer::from(r.as_slice());
+                    webpki::anchor_from_trusted_cert(&d).ok().map(|a| a.to_owned())
+                })
+                .collect();
+            let intermediates: Vec<CertificateDer<'_>> =
+                policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
+            let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+            let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
+            static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
+            if let Err(e) = ee.verify_for_usage(
+                webpki::ALL_VERIFICATION_ALGS,
+                &anchors,
+                &intermediates,
+                time,
+                webpki::KeyUsage::required_if_present(EKU),
+                None,
+                None,
+            ) {
+                problems.push(match e {
+                    webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject: subject.clone() },
+                    webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject: subject.clone() },
+                    webpki::Error::RequiredEkuNotFoundContext(_) => {
+                        Refusal::ConductorUntrusted {
+                            subject: subject.clone(),
+                            detail: "an intermediate's extended key usage does not include 1.3.6.1.4.1.34380.2.0".into(),
+                        }
+                    }
+                    webpki::Error::UnknownIssuer => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "its issuer is not a trusted root nor a listed intermediate".into(),
+                    },
+                    other => Refusal::ConductorUntrusted { subject: subject.clone(), detail: format!("{other:?}") },
+                });
+            }
+        }
+    }
+    // The leaf itself must name EKU .2.0 (webpki's check passes a leaf without any EKU).
+    let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
+        if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
+    if !has_eku {
+        problems.push(Refusal::ConductorEkuMissing { subject: subject.clone() });
+    }
+    let has_ds = matches!(cert.key_usage(), Ok(Some(ku)) if ku.value.digital_signature());
+    if !has_ds {
+        problems.push(Refusal::ConductorKeyUsageMissing { subject });
+    }
+    Ok((info, der, problems))
+}
+
+fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -> Result<(), Refusal> {
+    let sig = STANDARD
+        .decode(sig_b64.as_bytes())
+        .map_err(|e| Refusal::SignatureMalformed { detail: e.to_string() })?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
+    let kind = csr::spki_kind(cert.public_key().raw).map_err(|e| Refusal::SignatureKeyUnsupported { detail: e.to_string() })?;
+    let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match kind {
+        KeyKind::Rsa { .. } => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+        KeyKind::P256 => webpki::aws_lc_rs::ECDSA_P256_SHA256,
+        KeyKind::P384 => webpki::aws_lc_rs::ECDSA_P384_SHA384,
+        KeyKind::Ed25519 => webpki::aws_lc_rs::ED25519,
+    };
+    let ee_der = CertificateDer::from(leaf_der);
+    let ee = webpki::EndEntityCert::try_from(&ee_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: format!("{e:?}") })?;
+    ee.verify_signature(alg, msg, &sig)
+        .map_err(|_| Refusal::SignatureInvalid { subject: subject.to_string() })
+}
+
+/// The attributes of a CSR as a [`VouchedAttributes`], when all five are present once.
+pub fn vouched_attributes(csr: &Csr) -> Option<VouchedAttributes> {
+    let one = |oid: &[u64]| -> Option<String> {
+        let mut it = csr.attributes_with(oid);
+        let a = it.next()?;
+        if it.next().is_some() || a.values.len() != 1 {
+            return None;
+        }
+        String::from_utf8(a.values[0].bytes.clone()).ok()
+    };
+    Some(VouchedAttributes {
+        signature: one(oids::ATTR_SIGNATURE)?,
+        version: one(oids::ATTR_VERSION)?,
+        expiry: one(oids::ATTR_EXPIRY)?,
+        conductor: one(oids::ATTR_CONDUCTOR)?,
+        classification: one(oids::ATTR_CLASSIFICATION)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certnames() {
+        assert_eq!(check_certname("web01.example.com"), Ok(()));
+        assert_eq!(check_certname("web_01"), Ok(()));
+        assert_eq!(check_certname("Web01"), Err(CertnameProblem::Uppercase));
+        assert_eq!(check_certname("*.example.com"), Err(CertnameProblem::Wildcard));
+        assert_eq!(check_certname("web01.example.com."), Err(CertnameProblem::TrailingDot));
+        assert_eq!(check_certname("../etc/passwd"), Err(CertnameProblem::InvalidCharacter('/')));
+        assert_eq!(check_certname("a..b"), Err(CertnameProblem::EmptyLabel));
+        assert_eq!(check_certname("-a.b"), Err(CertnameProblem::LabelHyphen));
+        assert_eq!(check_certname(""), Err(CertnameProblem::Empty));
+        assert_eq!(check_certname("a b"), Err(CertnameProblem::InvalidCharacter(' ')));
+    }
+}

@@ -1,0 +1,102 @@
+//! Crash-safe file writes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// A unique temporary name beside `path`.
+pub fn temp_beside(path: &Path) -> PathBuf {
+    let mut rnd = [0u8; 8];
+    let _ = aws_lc_rs::rand::fill(&mut rnd);
+    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}-{tag}", std::process::id()))
+}
+
+/// fsyncs a directory so that a rename or link in it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    let tmp = temp_beside(path);
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
+    let res = f.write_all(bytes).and_then(|_| f.sync_all());
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// Writes a new file atomically: it appears whole or not at all, and an
+/// existing file is never replaced (`AlreadyExists`).
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp(path, bytes, mode)?;
+    let res = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    res?;
+    sync_dir(parent(path))
+}
+
+/// Replaces a file atomically (temp file, fsync, rename, fsync directory).
+pub fn write_replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp(path, bytes, mode)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(parent(path))
+}
+
+/// Renames `from` to `to` only if `to` does not exist (Linux renameat2 NOREPLACE).
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let f = CString::new(from.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let t = CString::new(to.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        sync_dir(parent(to))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Appends one line with a single write (O_APPEND), then fdatasync.
+pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
+    let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    f.write_all(&buf)?;
+    f.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn new_never_replaces_and_keeps_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("key.pem");
+        write_new(&p, b"secret", 0o600).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(write_new(&p, b"other", 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&p).unwrap(), b"secret");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp file left behind");
+        write_replace(&p, b"new", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+}

@@ -1,0 +1,24 @@
+//! vouch: a certificate authority that autosigns Puppet agents whose CSRs
+//! carry attributes vouched for (signed) by a trusted cloud conductor.
+//!
+//! The decision ([`decide::decide`]) is pure: CSR bytes, certname, policy and
+//! time in; a [`decide::Grant`] or every [`decide::Refusal`] out.
+
+pub mod attrs;
+pub mod audit;
+pub mod ca;
+pub mod classification;
+pub mod cli;
+pub mod csr;
+pub mod decide;
+pub mod der;
+pub mod error;
+pub mod fsutil;
+pub mod keys;
+pub mod oids;
+pub mod pem;
+pub mod policy;
+
+pub use decide::{decide, Grant, Refusal, Refused, Request};
+pub use error::Error;
+pub use policy::Policy;

@@ -1,0 +1,110 @@
+//! PEM in and out. Reading is lenient about what surrounds a block (CRLF line
+//! endings, junk lines before and after, as Puppet Server hands a CSR to an
+//! autosign executable) and strict about the block itself.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+
+/// Why a PEM block could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PemError {
+    /// No `-----BEGIN <label>-----` line.
+    NoBlock { label: String },
+    /// A BEGIN line without its END line.
+    Unterminated { label: String },
+    /// The body is not base64.
+    BadBase64 { label: String, detail: String },
+}
+
+impl std::fmt::Display for PemError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PemError::NoBlock { label } => write!(f, "no '-----BEGIN {label}-----' block found"),
+            PemError::Unterminated { label } => write!(f, "the {label} PEM block has no END line"),
+            PemError::BadBase64 { label, detail } => write!(f, "the {label} PEM block is not valid base64: {detail}"),
+        }
+    }
+}
+
+/// Finds the first PEM block with one of `labels` and decodes it.
+/// Returns the label found and the DER bytes.
+pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), PemError> {
+    let text = String::from_utf8_lossy(text);
+    let mut best: Option<(usize, &'l str)> = None;
+    for &label in labels {
+        let begin = format!("-----BEGIN {label}-----");
+        if let Some(pos) = text.find(&begin) {
+            if best.is_none_or(|(p, _)| pos < p) {
+                best = Some((pos, label));
+            }
+        }
+    }
+    let (pos, label) = best.ok_or_else(|| PemError::NoBlock { label: labels.first().copied().unwrap_or("").to_string() })?;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let after = &text[pos + begin.len()..];
+    let stop = after.find(&end).ok_or_else(|| PemError::Unterminated { label: label.to_string() })?;
+    let body: String = after[..stop].chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let der = STANDARD
+        .decode(body.as_bytes())
+        .map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
+    Ok((label, der))
+}
+
+/// Encodes DER as PEM with 64-column lines and a final newline.
+pub fn encode(label: &str, der: &[u8]) -> String {
+    let b64 = STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+/// All blocks with `label`, in order (for bundles).
+pub fn find_all(text: &[u8], label: &str) -> Result<Vec<Vec<u8>>, PemError> {
+    let mut out = Vec::new();
+    let s = String::from_utf8_lossy(text).into_owned();
+    let mut rest: &str = &s;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    while let Some(pos) = rest.find(&begin) {
+        let (_, der) = find(rest[pos..].as_bytes(), &[label])?;
+        out.push(der);
+        let tail = &rest[pos..];
+        match tail.find(&end) {
+            Some(e) => rest = &tail[e + end.len()..],
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_and_junk() {
+        let pem = encode("CERTIFICATE REQUEST", b"hello world, this is der");
+        let noisy = format!("junk\r\n{}\r\nmore junk\r\n", pem.replace('\n', "\r\n"));
+        let (label, der) = find(noisy.as_bytes(), &["NEW CERTIFICATE REQUEST", "CERTIFICATE REQUEST"]).unwrap();
+        assert_eq!(label, "CERTIFICATE REQUEST");
+        assert_eq!(der, b"hello world, this is der");
+    }
+
+    #[test]
+    fn errors() {
+        assert!(matches!(find(b"nothing", &["X"]), Err(PemError::NoBlock { .. })));
+        assert!(matches!(find(b"-----BEGIN X-----\nAAAA\n", &["X"]), Err(PemError::Unterminated { .. })));
+        assert!(matches!(find(b"-----BEGIN X-----\n!!!!\n-----END X-----", &["X"]), Err(PemError::BadBase64 { .. })));
+    }
+
+    #[test]
+    fn bundle() {
+        let b = format!("{}{}", encode("CERTIFICATE", b"one"), encode("CERTIFICATE", b"two"));
+        assert_eq!(find_all(b.as_bytes(), "CERTIFICATE").unwrap(), vec![b"one".to_vec(), b"two".to_vec()]);
+    }
+}

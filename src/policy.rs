@@ -1,0 +1,416 @@
+//! The policy: which conductors are trusted and what they may vouch for.
+//!
+//! A policy file (TOML) is read and validated once into [`Policy`], a type
+//! that cannot hold a bad value. Every error names the file, the line and the key.
+
+use crate::oids;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// A policy file problem, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "policy {}", self.file.display())?;
+        if let Some(l) = self.line {
+            write!(f, " line {l}")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, " key '{k}'")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The trusted roots and intermediates for conductor certificates (DER).
+#[derive(Debug, Clone, Default)]
+pub struct TrustBundle {
+    pub roots: Vec<Vec<u8>>,
+    pub intermediates: Vec<Vec<u8>>,
+}
+
+/// A validated policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Where it was read from.
+    pub source: PathBuf,
+    pub trust: TrustBundle,
+    /// Accepted signature versions.
+    pub versions: Vec<u32>,
+    /// How far ahead an attribute expiry may lie.
+    pub max_attribute_lifetime: Duration,
+    /// Cap on the decoded classification.
+    pub classification_max_bytes: usize,
+    /// The extension request that mirrors the classification (under ppRegCertExt or ppPrivCertExt).
+    pub mirror_oid: Vec<u64>,
+    /// Refuse CSRs without the mirror request.
+    pub mirror_required: bool,
+    /// Allow a requested subjectAltName.
+    pub allow_subject_alt_names: bool,
+    /// Other extension requests a node may add (never the ppAuthCertExt arc).
+    pub allowed_extensions: Vec<Vec<u64>>,
+    /// Where decisions are appended, one JSON line each.
+    pub audit_log: Option<PathBuf>,
+}
+
+/// The default mirror OID: ppPrivCertExt .5, after the seed's .2.5.
+pub const DEFAULT_MIRROR_OID: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 2, 5];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    conductors: RawConductors,
+    #[serde(default)]
+    attributes: RawAttributes,
+    #[serde(default)]
+    classification: RawClassification,
+    #[serde(default)]
+    extensions: RawExtensions,
+    #[serde(default)]
+    audit: RawAudit,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConductors {
+    trusted_roots: Vec<Spanned<String>>,
+    #[serde(default)]
+    intermediates: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAttributes {
+    versions: Option<Spanned<Vec<u32>>>,
+    max_lifetime: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawClassification {
+    max_bytes: Option<Spanned<i64>>,
+    mirror_oid: Option<Spanned<String>>,
+    mirror_required: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawExtensions {
+    allow_subject_alt_names: Option<bool>,
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    log: Option<String>,
+}
+
+/// Parses a duration like `90s`, `30m`, `24h`, `7d`, `2w`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return None,
+    };
+    n.checked_mul(mult).map(Duration::from_secs)
+}
+
+/// Formats a duration in the largest whole unit.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    for (unit, n) in [("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s >= n && s % n == 0 {
+            return format!("{}{unit}", s / n);
+        }
+    }
+    format!("{s}s")
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+impl Policy {
+    /// Reads and validates a policy file; relative paths in it are relative to its directory.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            file: path.to_path_buf(),
+            line: None,
+            key: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        Policy::parse(path, &text, |p| std::fs::read(p))
+    }
+
+    /// Parses policy text; `read` loads the certificate files it names.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        read: impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Policy, PolicyError> {
+        let err = |span: Option<std::ops::Range<usize>>, key: &str, message: String| PolicyError {
+            file: path.to_path_buf(),
+            line: span.map(|s| line_of(text, s.start)),
+            key: if key.is_empty() { None } else { Some(key.to_string()) },
+            message,
+        };
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            let key = msg
+                .split('`')
+                .nth(1)
+                .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field"))
+                .unwrap_or("");
+            err(e.span(), key, msg.clone())
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let resolve = |p: &str| -> PathBuf {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+
+        let load_certs = |items: &[Spanned<String>], key: &str| -> Result<Vec<Vec<u8>>, PolicyError> {
+            let mut out = Vec::new();
+            for item in items {
+                let file = resolve(item.get_ref());
+                let bytes = read(&file)
+                    .map_err(|e| err(Some(item.span()), key, format!("cannot read {}: {e}", file.display())))?;
+                let ders = crate::pem::find_all(&bytes, "CERTIFICATE")
+                    .map_err(|e| err(Some(item.span()), key, format!("{}: {e}", file.display())))?;
+                if ders.is_empty() {
+                    return Err(err(Some(item.span()), key, format!("{} holds no PEM certificate", file.display())));
+                }
+                for der in &ders {
+                    x509_parser::parse_x509_certificate(der).map_err(|e| {
+                        err(Some(item.span()), key, format!("{} holds a certificate that does not parse: {e}", file.display()))
+                    })?;
+                }
+                out.extend(ders);
+            }
+            Ok(out)
+        };
+        if raw.conductors.trusted_roots.is_empty() {
+            return Err(err(None, "conductors.trusted_roots", "at least one trusted root is required".into()));
+        }
+        let trust = TrustBundle {
+            roots: load_certs(&raw.conductors.trusted_roots, "conductors.trusted_roots")?,
+            intermediates: load_certs(&raw.conductors.intermediates, "conductors.intermediates")?,
+        };
+
+        let versions = match raw.attributes.versions {
+            None => vec![1],
+            Some(v) => {
+                let span = v.span();
+                let list = v.into_inner();
+                if list.is_empty() || list.iter().any(|&x| x != 1) {
+                    return Err(err(
+                        Some(span),
+                        "attributes.versions",
+                        format!("supported signature versions are [1]; got {list:?}"),
+                    ));
+                }
+                list
+            }
+        };
+        let max_attribute_lifetime = match raw.attributes.max_lifetime {
+            None => Duration::from_secs(7 * 86_400),
+            Some(s) => match parse_duration(s.get_ref()) {
+                Some(d) if d.as_secs() > 0 => d,
+                _ => {
+                    return Err(err(
+                        Some(s.span()),
+                        "attributes.max_lifetime",
+                        format!("'{}' is not a duration like 30m, 24h or 7d", s.get_ref()),
+                    ))
+                }
+            },
+        };
+        let classification_max_bytes = match raw.classification.max_bytes {
+            None => crate::classification::DEFAULT_MAX_BYTES,
+            Some(n) => {
+                let v = *n.get_ref();
+                if !(1..=1_048_576).contains(&v) {
+                    return Err(err(
+                        Some(n.span()),
+                        "classification.max_bytes",
+                        format!("{v} is out of range 1..=1048576"),
+                    ));
+                }
+                v as usize
+            }
+        };
+        let mirror_oid = match raw.classification.mirror_oid {
+            None => DEFAULT_MIRROR_OID.to_vec(),
+            Some(s) => {
+                let o = oids::parse(s.get_ref()).ok_or_else(|| {
+                    err(Some(s.span()), "classification.mirror_oid", format!("'{}' is not an OID", s.get_ref()))
+                })?;
+                if !(oids::is_under(&o, oids::PP_REG) || oids::is_under(&o, oids::PP_PRIV)) {
+                    return Err(err(
+                        Some(s.span()),
+                        "classification.mirror_oid",
+                        "must lie under ppRegCertExt (1.3.6.1.4.1.34380.1.1) or ppPrivCertExt \
+                         (1.3.6.1.4.1.34380.1.2): Puppet Server copies only those into certificates"
+                            .into(),
+                    ));
+                }
+                o
+            }
+        };
+        let mut allowed_extensions = Vec::new();
+        for item in &raw.extensions.allow {
+            let o = oids::parse(item.get_ref()).ok_or_else(|| {
+                err(Some(item.span()), "extensions.allow", format!("'{}' is neither an OID nor a pp_* name", item.get_ref()))
+            })?;
+            if oids::is_under(&o, oids::PP_AUTH) {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!("{} is in the ppAuthCertExt arc, which grants API rights; vouch never allows it", item.get_ref()),
+                ));
+            }
+            if o == oids::SUBJECT_ALT_NAME {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    "use allow_subject_alt_names for subjectAltName".into(),
+                ));
+            }
+            if o == mirror_oid {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    "this is the classification mirror OID; it is always checked against the signed classification".into(),
+                ));
+            }
+            allowed_extensions.push(o);
+        }
+        Ok(Policy {
+            source: path.to_path_buf(),
+            trust,
+            versions,
+            max_attribute_lifetime,
+            classification_max_bytes,
+            mirror_oid,
+            mirror_required: raw.classification.mirror_required.unwrap_or(false),
+            allow_subject_alt_names: raw.extensions.allow_subject_alt_names.unwrap_or(false),
+            allowed_extensions,
+            audit_log: raw.audit.log.map(|l| resolve(&l)),
+        })
+    }
+}
+
+/// The default policy `vouch ca init` writes.
+pub fn default_policy_text(root_file: &str) -> String {
+    format!(
+        r#"# vouch policy: which cloud conductors are trusted, and what they may vouch for.
+# Paths are relative to this file. Every key is documented in policy/README.md.
+
+[conductors]
+# Conductor certificates must chain to one of these roots and carry the EKU
+# 1.3.6.1.4.1.34380.2.0 ("allowed to create new instances") on their own certificate.
+trusted_roots = ["{root_file}"]
+# Intermediates through which conductor certificates may chain (PEM files).
+intermediates = []
+
+[attributes]
+# Signature versions accepted.
+versions = [1]
+# How far in the future a signed expiry (attribute .2.3) may lie.
+max_lifetime = "7d"
+
+[classification]
+# Largest decoded classification YAML accepted, in bytes.
+max_bytes = 65536
+# The extension request that mirrors the signed classification, so that Puppet
+# Server copies it into the certificate and $trusted['extensions'] shows it.
+# It must equal attribute .2.5 byte for byte whenever it is present.
+mirror_oid = "1.3.6.1.4.1.34380.1.2.5"
+# Refuse CSRs that lack the mirror request.
+mirror_required = false
+
+[extensions]
+# Requested subjectAltNames let a node claim other names (CVE-2011-3872).
+allow_subject_alt_names = false
+# Further extension requests nodes may add (OIDs or pp_* names). The node alone
+# controls them: never list one that your manifests or Hiera trust for roles.
+# The ppAuthCertExt arc (pp_cli_auth, pp_auth_role) can never be allowed.
+allow = []
+
+[audit]
+# One JSON line per decision.
+log = "audit.log"
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        let root = crate::pem::encode("CERTIFICATE", &test_cert());
+        Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| Ok(root.clone().into_bytes()))
+    }
+
+    fn test_cert() -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap().self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn default_parses() {
+        let p = parse(&default_policy_text("ca/root_crt.pem")).unwrap();
+        assert_eq!(p.versions, [1]);
+        assert_eq!(p.mirror_oid, DEFAULT_MIRROR_OID);
+        assert_eq!(p.audit_log.as_deref(), Some(Path::new("/etc/vouch/audit.log")));
+        assert_eq!(p.max_attribute_lifetime, Duration::from_secs(7 * 86400));
+    }
+
+    #[test]
+    fn errors_name_line_and_key() {
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n\n[extensions]\nallow = [\"pp_cli_auth\"]\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("extensions.allow")));
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\nbogus = 1\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("bogus")));
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nmax_lifetime = \"soon\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("attributes.max_lifetime")));
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[classification]\nmirror_oid = \"1.3.6.1.4.1.34380.2.5\"\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n").unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("24h"), Some(Duration::from_secs(86400)));
+        assert_eq!(parse_duration("h"), None);
+        assert_eq!(parse_duration("5y"), None);
+        assert_eq!(format_duration(Duration::from_secs(86400)), "1d");
+    }
+}
