@@ -102,9 +102,23 @@ pub fn sign_v1(
         CertEncoding::Pem => crate::pem::encode("CERTIFICATE", cert_der),
     };
     let classification = classification.to_base64();
-    let msg = canonical_v1(&version, &expiry, &conductor, &classification);
+    let signature = sign_raw_v1(key, &version, &expiry, &conductor, &classification)?;
+    Ok(VouchedAttributes { signature, version, expiry, conductor, classification })
+}
+
+/// Signs the version 1 canonical string of these exact values; returns base64.
+/// RSA keys sign PKCS#1 v1.5 SHA-256, P-256 ECDSA SHA-256, P-384 ECDSA SHA-384
+/// (DER signatures), Ed25519 pure Ed25519.
+pub fn sign_raw_v1(
+    key: &rcgen::KeyPair,
+    version: &str,
+    expiry: &str,
+    conductor: &str,
+    classification: &str,
+) -> Result<String, String> {
+    let msg = canonical_v1(version, expiry, conductor, classification);
     let sig = rcgen::SigningKey::sign(key, &msg).map_err(|e| format!("signing failed: {e}"))?;
-    Ok(VouchedAttributes { signature: STANDARD.encode(sig), version, expiry, conductor, classification })
+    Ok(STANDARD.encode(sig))
 }
 
 /// What goes into a Puppet agent's `csr_attributes.yaml`.

@@ -321,7 +321,7 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
             path: a.attributes.clone(),
             detail: format!("custom attribute {k:?} is not an OID"),
         })?;
-        spec.attributes.push((oid, vec![v.as_bytes().to_vec()]));
+        spec.attributes.push((oid, vec![csr::printable(v)]));
     }
     for (k, v) in &parsed.extension_requests {
         let oid = oids::parse(k).ok_or_else(|| Error::Attributes {

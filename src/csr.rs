@@ -327,10 +327,16 @@ fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
 #[derive(Debug, Clone, Default)]
 pub struct CsrSpec {
     pub common_name: String,
-    /// (OID, values): normally one value each; fixtures may carry more.
+    /// (OID, values): each value a whole DER TLV (see [`printable`]); normally
+    /// one value each, fixtures may carry more.
     pub attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     /// (OID, UTF-8 value).
     pub extension_requests: Vec<(Vec<u64>, String)>,
+}
+
+/// A value as Puppet encodes custom attributes: a "PrintableString" holding the raw bytes.
+pub fn printable(value: &str) -> Vec<u8> {
+    der::printable_string_raw(value.as_bytes())
 }
 
 /// Encodes and signs a CSR with `key`.
@@ -344,8 +350,7 @@ pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Err
         .attributes
         .iter()
         .map(|(oid, values)| {
-            let vals = values.iter().map(|v| der::printable_string_raw(v)).collect();
-            der::sequence(&[&der::oid(oid), &der::set_of(vals)])
+            der::sequence(&[&der::oid(oid), &der::set_of(values.clone())])
         })
         .collect();
     if !spec.extension_requests.is_empty() {
@@ -391,7 +396,7 @@ mod tests {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
         let spec = CsrSpec {
             common_name: "web01.example".into(),
-            attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![b"1".to_vec()])],
+            attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![printable("1")])],
             extension_requests: vec![(oids::PP_REG.iter().copied().chain([13]).collect(), "web".into())],
         };
         let der = build(&spec, &key).unwrap();

@@ -671,9 +671,13 @@ fn check_conductor(
                     webpki::Error::RequiredEkuNotFoundContext(_) => {
                         Refusal::ConductorUntrusted {
                             subject: subject.clone(),
-                            detail: "an intermediate's extended key usage does not include 1.3.6.1.4.1.34380.2.0".into(),
+                            detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0".into(),
                         }
                     }
+                    webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),
+                    },
                     webpki::Error::UnknownIssuer => Refusal::ConductorUntrusted {
                         subject: subject.clone(),
                         detail: "its issuer is not a trusted root nor a listed intermediate".into(),

@@ -1,0 +1,476 @@
+//! Regenerates `fixtures/`: a test PKI, a policy, one CSR per defect the
+//! decision must catch, and the version 1 signature test vectors.
+//!
+//!     cargo run --example gen_fixtures -- fixtures
+//!
+//! Everything is dated around FIXTURE_NOW (2030-06-01T12:00:00Z); tests decide
+//! "as of" that time (`vouch --now`), so the fixtures never go stale.
+//! Keys are fresh on every run; the expectations live in tests/common/mod.rs.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use std::path::PathBuf;
+use time::macros::datetime;
+use time::OffsetDateTime;
+use vouch::attrs::{canonical_v1, sign_raw_v1};
+use vouch::csr::{self, printable, CsrSpec};
+use vouch::keys::KeyType;
+use vouch::{der, oids};
+
+/// Tests decide as of this time.
+const NOW: &str = "2030-06-01T12:00:00Z";
+const EXPIRY: &str = "2030-06-02T12:00:00Z";
+const CERTNAME: &str = "web01.example.test";
+const CLASSIFICATION: &str = "classes:\n  - profile::web\nparameters:\n  tier: frontend\nenvironment: production\n";
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+struct Ca {
+    cert_der: Vec<u8>,
+    key: KeyPair,
+    params: CertificateParams,
+}
+
+impl Ca {
+    fn issuer(&self) -> Issuer<'_, &KeyPair> {
+        Issuer::from_params(&self.params, &self.key)
+    }
+}
+
+fn dn(cn: &str) -> rcgen::DistinguishedName {
+    let mut d = rcgen::DistinguishedName::new();
+    d.push(DnType::CommonName, cn);
+    d
+}
+
+fn ca_params(cn: &str, eku: bool) -> CertificateParams {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = dn(cn);
+    p.not_before = datetime!(2029-01-01 00:00:00 UTC);
+    p.not_after = datetime!(2040-01-01 00:00:00 UTC);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    if eku {
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
+    }
+    p
+}
+
+fn make_root(cn: &str) -> R<Ca> {
+    let key = KeyType::P256.generate()?;
+    let params = ca_params(cn, false);
+    let cert = params.self_signed(&key)?;
+    Ok(Ca { cert_der: cert.der().to_vec(), key, params })
+}
+
+fn intermediate(cn: &str, parent: &Ca, eku: bool) -> R<Ca> {
+    let key = KeyType::P256.generate()?;
+    let params = ca_params(cn, eku);
+    let cert = params.signed_by(&key, &parent.issuer())?;
+    Ok(Ca { cert_der: cert.der().to_vec(), key, params })
+}
+
+struct Conductor {
+    cert_der: Vec<u8>,
+    key: KeyPair,
+}
+
+#[derive(Clone, Copy)]
+struct ConductorShape {
+    eku: bool,
+    digital_signature: bool,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+}
+
+const GOOD: ConductorShape = ConductorShape {
+    eku: true,
+    digital_signature: true,
+    not_before: datetime!(2030-01-01 00:00:00 UTC),
+    not_after: datetime!(2031-01-01 00:00:00 UTC),
+};
+
+fn conductor(cn: &str, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Conductor> {
+    let key = kt.generate()?;
+    let mut p = CertificateParams::default();
+    p.distinguished_name = dn(cn);
+    p.not_before = shape.not_before;
+    p.not_after = shape.not_after;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = if shape.digital_signature {
+        vec![KeyUsagePurpose::DigitalSignature]
+    } else {
+        vec![KeyUsagePurpose::KeyEncipherment]
+    };
+    if shape.eku {
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
+    } else {
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    }
+    p.use_authority_key_identifier_extension = true;
+    let cert = p.signed_by(&key, &issuer.issuer())?;
+    Ok(Conductor { cert_der: cert.der().to_vec(), key })
+}
+
+/// The five values plus what goes around them, all editable for defects.
+#[derive(Clone)]
+struct Attrs {
+    signature: Option<String>,
+    version: String,
+    expiry: String,
+    conductor: String,
+    classification: String,
+    mirror: Option<String>,
+    extra_attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
+    extra_extensions: Vec<(Vec<u64>, String)>,
+}
+
+fn b64(s: &str) -> String {
+    STANDARD.encode(s.as_bytes())
+}
+
+impl Attrs {
+    fn new(c: &Conductor) -> Self {
+        let classification = b64(CLASSIFICATION);
+        Attrs {
+            signature: None,
+            version: "1".into(),
+            expiry: EXPIRY.into(),
+            conductor: STANDARD.encode(&c.cert_der),
+            mirror: Some(classification.clone()),
+            classification,
+            extra_attributes: vec![],
+            extra_extensions: vec![],
+        }
+    }
+
+    /// Signs the current values with `key` (sets .2.1).
+    fn signed_by(mut self, key: &KeyPair) -> R<Self> {
+        self.signature = Some(sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?);
+        Ok(self)
+    }
+
+    /// Sets the classification (and its mirror) to base64 of `yaml`.
+    fn classification_raw(mut self, value: String) -> Self {
+        self.mirror = Some(value.clone());
+        self.classification = value;
+        self
+    }
+
+    fn spec(&self, cn: &str) -> CsrSpec {
+        let mut attributes = vec![];
+        if let Some(s) = &self.signature {
+            attributes.push((oids::ATTR_SIGNATURE.to_vec(), vec![printable(s)]));
+        }
+        attributes.push((oids::ATTR_VERSION.to_vec(), vec![printable(&self.version)]));
+        attributes.push((oids::ATTR_EXPIRY.to_vec(), vec![printable(&self.expiry)]));
+        attributes.push((oids::ATTR_CONDUCTOR.to_vec(), vec![printable(&self.conductor)]));
+        attributes.push((oids::ATTR_CLASSIFICATION.to_vec(), vec![printable(&self.classification)]));
+        attributes.extend(self.extra_attributes.iter().cloned());
+        let mut extension_requests = vec![];
+        if let Some(m) = &self.mirror {
+            extension_requests.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), m.clone()));
+        }
+        extension_requests.extend(self.extra_extensions.iter().cloned());
+        CsrSpec { common_name: cn.to_string(), attributes, extension_requests }
+    }
+}
+
+struct Out {
+    dir: PathBuf,
+    written: Vec<String>,
+}
+
+impl Out {
+    fn write(&mut self, rel: &str, bytes: &[u8]) -> R<()> {
+        let p = self.dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, bytes)?;
+        self.written.push(rel.to_string());
+        Ok(())
+    }
+
+    fn cert(&mut self, rel: &str, der: &[u8]) -> R<()> {
+        self.write(rel, vouch::pem::encode("CERTIFICATE", der).as_bytes())
+    }
+
+    /// Writes a CSR fixture made from `spec`, signed by a fresh node key of `kt`.
+    fn csr(&mut self, name: &str, spec: &CsrSpec, kt: KeyType) -> R<()> {
+        let key = kt.generate()?;
+        let der = csr::build(spec, &key)?;
+        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
+    }
+}
+
+fn without(mut spec: CsrSpec, oid: &[u64]) -> CsrSpec {
+    spec.attributes.retain(|(o, _)| o != oid);
+    spec
+}
+
+fn main() -> R<()> {
+    let dir = std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("fixtures"));
+    for sub in ["csr", "pki", "vectors"] {
+        let _ = std::fs::remove_dir_all(dir.join(sub));
+    }
+    let mut out = Out { dir: dir.clone(), written: vec![] };
+
+    // The test PKI.
+    let root = make_root("vouch fixture root")?;
+    let inter = intermediate("vouch fixture conductor intermediate", &root, false)?;
+    let eku_inter = intermediate("vouch fixture EKU-only intermediate", &root, true)?;
+    let unlisted = intermediate("vouch fixture unlisted intermediate", &root, false)?;
+    let rogue = make_root("rogue root")?;
+    out.cert("pki/root_crt.pem", &root.cert_der)?;
+    out.write(
+        "pki/intermediates.pem",
+        format!(
+            "{}{}",
+            vouch::pem::encode("CERTIFICATE", &inter.cert_der),
+            vouch::pem::encode("CERTIFICATE", &eku_inter.cert_der)
+        )
+        .as_bytes(),
+    )?;
+    out.cert("pki/rogue_root_crt.pem", &rogue.cert_der)?;
+
+    let c_p256 = conductor("conductor-p256", KeyType::P256, &root, GOOD)?;
+    let c_p384 = conductor("conductor-p384", KeyType::P384, &root, GOOD)?;
+    let c_rsa = conductor("conductor-rsa2048", KeyType::Rsa2048, &root, GOOD)?;
+    let c_ed = conductor("conductor-ed25519", KeyType::Ed25519, &root, GOOD)?;
+    let c_other = conductor("conductor-other", KeyType::P256, &root, GOOD)?;
+    let c_via_inter = conductor("conductor-via-intermediate", KeyType::P256, &inter, GOOD)?;
+    let c_via_unlisted = conductor("conductor-via-unlisted", KeyType::P256, &unlisted, GOOD)?;
+    let c_eku_only_inter =
+        conductor("conductor-eku-only-on-intermediate", KeyType::P256, &eku_inter, ConductorShape { eku: false, ..GOOD })?;
+    let c_rogue = conductor("conductor-rogue", KeyType::P256, &rogue, GOOD)?;
+    let c_no_eku = conductor("conductor-no-eku", KeyType::P256, &root, ConductorShape { eku: false, ..GOOD })?;
+    let c_no_ds =
+        conductor("conductor-no-digital-signature", KeyType::P256, &root, ConductorShape { digital_signature: false, ..GOOD })?;
+    let c_expired = conductor(
+        "conductor-expired",
+        KeyType::P256,
+        &root,
+        ConductorShape {
+            not_before: datetime!(2029-01-01 00:00:00 UTC),
+            not_after: datetime!(2030-01-01 00:00:00 UTC),
+            ..GOOD
+        },
+    )?;
+    let c_future = conductor(
+        "conductor-not-yet-valid",
+        KeyType::P256,
+        &root,
+        ConductorShape {
+            not_before: datetime!(2030-07-01 00:00:00 UTC),
+            not_after: datetime!(2031-07-01 00:00:00 UTC),
+            ..GOOD
+        },
+    )?;
+
+    // Conductor credentials for the CLI tests (test keys, never for real use).
+    for (name, c) in [("p256", &c_p256), ("rsa2048", &c_rsa), ("ed25519", &c_ed), ("p384", &c_p384)] {
+        out.cert(&format!("pki/conductor-{name}.pem"), &c.cert_der)?;
+        out.write(&format!("pki/conductor-{name}.key"), c.key.serialize_pem().as_bytes())?;
+    }
+    out.write("classification.yaml", CLASSIFICATION.as_bytes())?;
+
+    // Valid requests.
+    for (name, c, kt) in [
+        ("valid-p256-conductor", &c_p256, KeyType::P256),
+        ("valid-p384-conductor", &c_p384, KeyType::P256),
+        ("valid-rsa2048-conductor", &c_rsa, KeyType::Rsa2048),
+        ("valid-ed25519-conductor", &c_ed, KeyType::Ed25519),
+        ("valid-via-listed-intermediate", &c_via_inter, KeyType::P256),
+    ] {
+        out.csr(name, &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME), kt)?;
+    }
+    let mut pem_conductor = Attrs::new(&c_p256);
+    pem_conductor.conductor = vouch::pem::encode("CERTIFICATE", &c_p256.cert_der);
+    out.csr("valid-pem-conductor-cert", &pem_conductor.signed_by(&c_p256.key)?.spec(CERTNAME), KeyType::P256)?;
+    let mut no_mirror = Attrs::new(&c_p256);
+    no_mirror.mirror = None;
+    out.csr("mirror-missing", &no_mirror.signed_by(&c_p256.key)?.spec(CERTNAME), KeyType::P256)?;
+    {
+        let key = KeyType::P256.generate()?;
+        let der = csr::build(&Attrs::new(&c_p256).signed_by(&c_p256.key)?.spec(CERTNAME), &key)?;
+        out.write("csr/valid-der-encoded.csr.der", &der)?;
+        let pem = vouch::pem::encode("CERTIFICATE REQUEST", &der).replace('\n', "\r\n");
+        out.write("csr/valid-crlf-and-junk.csr.txt", format!("leading junk\r\n{pem}trailing junk\r\n").as_bytes())?;
+    }
+
+    let good = || Attrs::new(&c_p256);
+    let k = &c_p256.key;
+
+    // The CSR itself.
+    {
+        let key = KeyType::P256.generate()?;
+        let mut der = csr::build(&good().signed_by(k)?.spec(CERTNAME), &key)?;
+        let last = der.len() - 1;
+        der[last] ^= 0x01;
+        out.write("csr/csr-bad-self-signature.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())?;
+        out.write("csr/csr-not-a-request.csr.pem", b"-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n")?;
+    }
+
+    // Names.
+    out.csr("cn-differs-from-certname", &good().signed_by(k)?.spec("db01.example.test"), KeyType::P256)?;
+    for (name, cn) in [
+        ("certname-uppercase", "WEB01.example.test"),
+        ("certname-wildcard", "*.example.test"),
+        ("certname-trailing-dot", "web01.example.test."),
+        ("certname-path-like", "../../etc/passwd"),
+    ] {
+        out.csr(name, &good().signed_by(k)?.spec(cn), KeyType::P256)?;
+    }
+
+    // Attributes present once, one text value each.
+    for (name, oid) in [
+        ("missing-signature", oids::ATTR_SIGNATURE),
+        ("missing-version", oids::ATTR_VERSION),
+        ("missing-expiry", oids::ATTR_EXPIRY),
+        ("missing-conductor-cert", oids::ATTR_CONDUCTOR),
+        ("missing-classification", oids::ATTR_CLASSIFICATION),
+    ] {
+        out.csr(name, &without(good().signed_by(k)?.spec(CERTNAME), oid), KeyType::P256)?;
+    }
+    let mut dup = good().signed_by(k)?;
+    dup.extra_attributes.push((oids::ATTR_EXPIRY.to_vec(), vec![printable("2030-06-01T13:00:00Z")]));
+    out.csr("duplicated-expiry-attribute", &dup.spec(CERTNAME), KeyType::P256)?;
+    let mut two = good().signed_by(k)?.spec(CERTNAME);
+    for (oid, vals) in two.attributes.iter_mut() {
+        if oid == oids::ATTR_CLASSIFICATION {
+            vals.push(printable(&b64("classes: [profile::db]\n")));
+        }
+    }
+    out.csr("classification-with-two-values", &two, KeyType::P256)?;
+    let mut not_text = good().signed_by(k)?.spec(CERTNAME);
+    for (oid, vals) in not_text.attributes.iter_mut() {
+        if oid == oids::ATTR_VERSION {
+            *vals = vec![der::tlv(der::tag::OCTET_STRING, b"1")];
+        }
+    }
+    out.csr("version-as-octet-string", &not_text, KeyType::P256)?;
+    let mut extra = good().signed_by(k)?;
+    extra.extra_attributes.push((oids::VOUCH_ARC.iter().copied().chain([9]).collect(), vec![printable("x")]));
+    out.csr("unexpected-vouch-attribute", &extra.spec(CERTNAME), KeyType::P256)?;
+
+    // Version and expiry (all correctly signed: the defect is the value itself).
+    for (name, version, expiry) in [
+        ("version-2-unsupported", "2", EXPIRY),
+        ("version-leading-zero", "01", EXPIRY),
+        ("expiry-not-rfc3339", "1", "tomorrow"),
+        ("attributes-expired", "1", "2030-06-01T11:00:00Z"),
+        ("expiry-too-far-ahead", "1", "2030-07-01T12:00:00Z"),
+    ] {
+        let mut a = good();
+        a.version = version.into();
+        a.expiry = expiry.into();
+        out.csr(name, &a.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+    }
+
+    // The conductor certificate.
+    for (name, c) in [
+        ("conductor-untrusted-root", &c_rogue),
+        ("conductor-via-unlisted-intermediate", &c_via_unlisted),
+        ("conductor-without-eku", &c_no_eku),
+        ("conductor-eku-only-on-intermediate", &c_eku_only_inter),
+        ("conductor-without-digital-signature", &c_no_ds),
+        ("conductor-expired", &c_expired),
+        ("conductor-not-yet-valid", &c_future),
+    ] {
+        out.csr(name, &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME), KeyType::P256)?;
+    }
+    let mut root_as_conductor = good();
+    root_as_conductor.conductor = STANDARD.encode(&root.cert_der);
+    out.csr("conductor-is-the-root-ca", &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME), KeyType::P256)?;
+    let mut garbage = good();
+    garbage.conductor = "bm90IGEgY2VydGlmaWNhdGU=".into();
+    out.csr("conductor-cert-garbage", &garbage.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+
+    // The signature.
+    let mut forged = good();
+    forged.signature = Some(STANDARD.encode([0x30u8, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01]));
+    out.csr("signature-forged", &forged.spec(CERTNAME), KeyType::P256)?;
+    out.csr("signature-by-another-conductor", &good().signed_by(&c_other.key)?.spec(CERTNAME), KeyType::P256)?;
+    let mut notb64 = good();
+    notb64.signature = Some("not base64 at all!".into());
+    out.csr("signature-not-base64", &notb64.spec(CERTNAME), KeyType::P256)?;
+    let mut swapped = good().signed_by(k)?;
+    swapped.conductor = STANDARD.encode(&c_other.cert_der);
+    out.csr("tampered-conductor-cert-swapped", &swapped.spec(CERTNAME), KeyType::P256)?;
+    let tampered_class = good().signed_by(k)?.classification_raw(b64("classes:\n  - profile::db\n"));
+    out.csr("tampered-classification", &tampered_class.spec(CERTNAME), KeyType::P256)?;
+    let mut tampered_expiry = good().signed_by(k)?;
+    tampered_expiry.expiry = "2030-06-03T12:00:00Z".into();
+    out.csr("tampered-expiry", &tampered_expiry.spec(CERTNAME), KeyType::P256)?;
+    let mut tampered_version = good().signed_by(k)?;
+    tampered_version.version = "01".into();
+    out.csr("tampered-version-1-to-01", &tampered_version.spec(CERTNAME), KeyType::P256)?;
+
+    // The classification (correctly signed: the defect is the value).
+    for (name, value) in [
+        ("classification-not-base64", "this is not base64!".to_string()),
+        ("classification-not-yaml", b64("classes: [unclosed\n")),
+        ("classification-not-a-mapping", b64("- profile::web\n")),
+        ("classification-unknown-key", b64("classes: [ntp]\nnodes: [x]\n")),
+        ("classification-yaml-tag", b64("classes: !ruby/object:Gem::Installer {}\n")),
+        ("classification-too-large", b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000)))),
+    ] {
+        out.csr(name, &good().classification_raw(value).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+    }
+
+    // Extension requests: the node controls these.
+    let pp = |arc: &[u64], n: u64| -> Vec<u64> { arc.iter().copied().chain([n]).collect() };
+    for (name, oid, value) in [
+        ("san-requested", oids::SUBJECT_ALT_NAME.to_vec(), "DNS:puppet".to_string()),
+        ("pp-cli-auth-requested", pp(oids::PP_AUTH, 39), "true".into()),
+        ("pp-auth-role-requested", pp(oids::PP_AUTH, 13), "admin".into()),
+        ("pp-role-requested", pp(oids::PP_REG, 13), "database".into()),
+        ("unknown-extension-requested", vec![1, 2, 3, 4], "x".into()),
+    ] {
+        let mut a = good().signed_by(k)?;
+        a.extra_extensions.push((oid, value));
+        out.csr(name, &a.spec(CERTNAME), KeyType::P256)?;
+    }
+    let mut mm = good().signed_by(k)?;
+    mm.mirror = Some(b64("classes:\n  - profile::db\n"));
+    out.csr("mirror-differs-from-signed-classification", &mm.spec(CERTNAME), KeyType::P256)?;
+    let mut dup_ext = good().signed_by(k)?;
+    dup_ext.extra_extensions.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), dup_ext.classification.clone()));
+    out.csr("mirror-requested-twice", &dup_ext.spec(CERTNAME), KeyType::P256)?;
+
+    // Test vectors for other implementations.
+    for (name, c) in [("p256", &c_p256), ("p384", &c_p384), ("rsa2048", &c_rsa), ("ed25519", &c_ed)] {
+        let a = Attrs::new(c).signed_by(&c.key)?;
+        let canonical = canonical_v1(&a.version, &a.expiry, &a.conductor, &a.classification);
+        let v = serde_json::json!({
+            "description": format!("vouch signature version 1 with a {name} conductor key"),
+            "algorithm": match name {
+                "p256" => "ECDSA P-256 with SHA-256, DER signature",
+                "p384" => "ECDSA P-384 with SHA-384, DER signature",
+                "rsa2048" => "RSA PKCS#1 v1.5 with SHA-256",
+                _ => "Ed25519",
+            },
+            "attributes": {
+                "1.3.6.1.4.1.34380.2.1": a.signature,
+                "1.3.6.1.4.1.34380.2.2": a.version,
+                "1.3.6.1.4.1.34380.2.3": a.expiry,
+                "1.3.6.1.4.1.34380.2.4": a.conductor,
+                "1.3.6.1.4.1.34380.2.5": a.classification,
+            },
+            "canonical_string": String::from_utf8(canonical)?,
+            "conductor_private_key_pem": c.key.serialize_pem(),
+        });
+        out.write(&format!("vectors/v1-{name}.json"), (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
+    }
+
+    out.write("NOW", format!("{NOW}\n").as_bytes())?;
+    out.written.sort();
+    let listing = out.written.join("\n") + "\n";
+    std::fs::write(dir.join("MANIFEST"), listing)?;
+    eprintln!("wrote {} files under {}", out.written.len(), dir.display());
+    Ok(())
+}
