@@ -62,7 +62,9 @@ impl<'a> Reader<'a> {
     /// Reads the next element, whatever its tag.
     pub fn any(&mut self) -> Result<Tlv<'a>, DerError> {
         let bytes = self.rest;
-        let (&t, after_tag) = bytes.split_first().ok_or_else(|| DerError("unexpected end of data".into()))?;
+        let (&t, after_tag) = bytes
+            .split_first()
+            .ok_or_else(|| DerError("unexpected end of data".into()))?;
         if t & 0x1f == 0x1f {
             return err("multi-byte tags are not supported");
         }
@@ -93,20 +95,30 @@ impl<'a> Reader<'a> {
             v
         };
         if after_len.len() < len {
-            return err(format!("element claims {len} bytes but only {} remain", after_len.len()));
+            return err(format!(
+                "element claims {len} bytes but only {} remain",
+                after_len.len()
+            ));
         }
         let header = bytes.len() - after_len.len();
         let content = &after_len[..len];
         let raw = &bytes[..header + len];
         self.rest = &after_len[len..];
-        Ok(Tlv { tag: t, content, raw })
+        Ok(Tlv {
+            tag: t,
+            content,
+            raw,
+        })
     }
 
     /// Reads the next element and requires its tag.
     pub fn expect(&mut self, want: u8, what: &str) -> Result<Tlv<'a>, DerError> {
         let tlv = self.any().map_err(|e| DerError(format!("{what}: {e}")))?;
         if tlv.tag != want {
-            return err(format!("{what}: expected tag 0x{want:02x}, found 0x{:02x}", tlv.tag));
+            return err(format!(
+                "{what}: expected tag 0x{want:02x}, found 0x{:02x}",
+                tlv.tag
+            ));
         }
         Ok(tlv)
     }
@@ -116,7 +128,10 @@ impl<'a> Reader<'a> {
         if self.rest.is_empty() {
             Ok(())
         } else {
-            err(format!("{what}: {} unexpected trailing bytes", self.rest.len()))
+            err(format!(
+                "{what}: {} unexpected trailing bytes",
+                self.rest.len()
+            ))
         }
     }
 }
@@ -140,7 +155,13 @@ pub fn oid_arcs(content: &[u8]) -> Result<Vec<u64>, DerError> {
         in_arc = true;
         if b & 0x80 == 0 {
             if arcs.is_empty() {
-                let first = if v < 40 { 0 } else if v < 80 { 1 } else { 2 };
+                let first = if v < 40 {
+                    0
+                } else if v < 80 {
+                    1
+                } else {
+                    2
+                };
                 arcs.push(first);
                 arcs.push(v - first * 40);
             } else {
@@ -158,7 +179,10 @@ pub fn oid_arcs(content: &[u8]) -> Result<Vec<u64>, DerError> {
 
 /// Formats OID arcs as a dotted string.
 pub fn oid_to_string(arcs: &[u64]) -> String {
-    arcs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(".")
+    arcs.iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 // ---- writing ----

@@ -6,36 +6,76 @@ use std::path::PathBuf;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    Io { path: PathBuf, op: &'static str, source: std::io::Error },
-    AlreadyExists { path: PathBuf },
-    NoCa { dir: PathBuf },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    AlreadyExists {
+        path: PathBuf,
+    },
+    NoCa {
+        dir: PathBuf,
+    },
     Policy(crate::policy::PolicyError),
-    PolicyNotFound { tried: Vec<PathBuf> },
-    Key { path: PathBuf, detail: String },
-    Cert { path: PathBuf, detail: String },
-    Classification { source: String, error: crate::classification::ClassificationError },
-    Attributes { path: PathBuf, detail: String },
-    Expiry { detail: String },
-    Usage { detail: String },
-    Crypto { detail: String },
+    PolicyNotFound {
+        tried: Vec<PathBuf>,
+    },
+    Key {
+        path: PathBuf,
+        detail: String,
+    },
+    Cert {
+        path: PathBuf,
+        detail: String,
+    },
+    Classification {
+        source: String,
+        error: crate::classification::ClassificationError,
+    },
+    Attributes {
+        path: PathBuf,
+        detail: String,
+    },
+    Expiry {
+        detail: String,
+    },
+    Usage {
+        detail: String,
+    },
+    Crypto {
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Io { path, op, source } => write!(f, "cannot {op} {}: {source}", path.display()),
-            Error::AlreadyExists { path } => write!(f, "{} already exists; refusing to overwrite it", path.display()),
+            Error::AlreadyExists { path } => write!(
+                f,
+                "{} already exists; refusing to overwrite it",
+                path.display()
+            ),
             Error::NoCa { dir } => write!(f, "no CA in {}", dir.display()),
             Error::Policy(e) => write!(f, "{e}"),
             Error::PolicyNotFound { tried } => write!(
                 f,
                 "no policy found (tried {})",
-                tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                tried
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Error::Key { path, detail } => write!(f, "private key {}: {detail}", path.display()),
             Error::Cert { path, detail } => write!(f, "certificate {}: {detail}", path.display()),
-            Error::Classification { source, error } => write!(f, "classification {source}: {error}"),
-            Error::Attributes { path, detail } => write!(f, "attributes file {}: {detail}", path.display()),
+            Error::Classification { source, error } => {
+                write!(f, "classification {source}: {error}")
+            }
+            Error::Attributes { path, detail } => {
+                write!(f, "attributes file {}: {detail}", path.display())
+            }
             Error::Expiry { detail } => write!(f, "expiry: {detail}"),
             Error::Usage { detail } => f.write_str(detail),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
@@ -47,14 +87,24 @@ impl Error {
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
             Error::Io { .. } => "check that the path exists and that this user may access it",
-            Error::AlreadyExists { .. } => "choose another path, or move the existing file away first",
-            Error::NoCa { .. } => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
+            Error::AlreadyExists { .. } => {
+                "choose another path, or move the existing file away first"
+            }
+            Error::NoCa { .. } => {
+                "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA"
+            }
             Error::Policy(_) => "fix the named key; policy/README.md documents every key",
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
-            Error::Key { .. } => "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate",
+            Error::Key { .. } => {
+                "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate"
+            }
             Error::Cert { .. } => "give a PEM or DER X.509 certificate",
-            Error::Classification { .. } => "write a YAML mapping with classes, parameters and/or environment",
-            Error::Attributes { .. } => "give the file written by 'vouch conductor sign' (yaml, txt, json or cloud-config)",
+            Error::Classification { .. } => {
+                "write a YAML mapping with classes, parameters and/or environment"
+            }
+            Error::Attributes { .. } => {
+                "give the file written by 'vouch conductor sign' (yaml, txt, json or cloud-config)"
+            }
             Error::Expiry { .. } => "use --expires-in 30m|2h|1d or --expires 2030-01-01T00:00:00Z",
             Error::Usage { .. } => "see vouch --help",
             Error::Crypto { .. } => return None,

@@ -145,7 +145,11 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 impl Policy {
@@ -169,7 +173,11 @@ impl Policy {
         let err = |span: Option<std::ops::Range<usize>>, key: &str, message: String| PolicyError {
             file: path.to_path_buf(),
             line: span.map(|s| line_of(text, s.start)),
-            key: if key.is_empty() { None } else { Some(key.to_string()) },
+            key: if key.is_empty() {
+                None
+            } else {
+                Some(key.to_string())
+            },
             message,
         };
         let raw: RawPolicy = toml::from_str(text).map_err(|e| {
@@ -191,20 +199,38 @@ impl Policy {
             }
         };
 
-        let load_certs = |items: &[Spanned<String>], key: &str| -> Result<Vec<Vec<u8>>, PolicyError> {
+        let load_certs = |items: &[Spanned<String>],
+                          key: &str|
+         -> Result<Vec<Vec<u8>>, PolicyError> {
             let mut out = Vec::new();
             for item in items {
                 let file = resolve(item.get_ref());
-                let bytes = read(&file)
-                    .map_err(|e| err(Some(item.span()), key, format!("cannot read {}: {e}", file.display())))?;
+                let bytes = read(&file).map_err(|e| {
+                    err(
+                        Some(item.span()),
+                        key,
+                        format!("cannot read {}: {e}", file.display()),
+                    )
+                })?;
                 let ders = crate::pem::find_all(&bytes, "CERTIFICATE")
                     .map_err(|e| err(Some(item.span()), key, format!("{}: {e}", file.display())))?;
                 if ders.is_empty() {
-                    return Err(err(Some(item.span()), key, format!("{} holds no PEM certificate", file.display())));
+                    return Err(err(
+                        Some(item.span()),
+                        key,
+                        format!("{} holds no PEM certificate", file.display()),
+                    ));
                 }
                 for der in &ders {
                     x509_parser::parse_x509_certificate(der).map_err(|e| {
-                        err(Some(item.span()), key, format!("{} holds a certificate that does not parse: {e}", file.display()))
+                        err(
+                            Some(item.span()),
+                            key,
+                            format!(
+                                "{} holds a certificate that does not parse: {e}",
+                                file.display()
+                            ),
+                        )
                     })?;
                 }
                 out.extend(ders);
@@ -212,7 +238,11 @@ impl Policy {
             Ok(out)
         };
         if raw.conductors.trusted_roots.is_empty() {
-            return Err(err(None, "conductors.trusted_roots", "at least one trusted root is required".into()));
+            return Err(err(
+                None,
+                "conductors.trusted_roots",
+                "at least one trusted root is required".into(),
+            ));
         }
         let trust = TrustBundle {
             roots: load_certs(&raw.conductors.trusted_roots, "conductors.trusted_roots")?,
@@ -265,7 +295,11 @@ impl Policy {
             None => DEFAULT_MIRROR_OID.to_vec(),
             Some(s) => {
                 let o = oids::parse(s.get_ref()).ok_or_else(|| {
-                    err(Some(s.span()), "classification.mirror_oid", format!("'{}' is not an OID", s.get_ref()))
+                    err(
+                        Some(s.span()),
+                        "classification.mirror_oid",
+                        format!("'{}' is not an OID", s.get_ref()),
+                    )
                 })?;
                 if !(oids::is_under(&o, oids::PP_REG) || oids::is_under(&o, oids::PP_PRIV)) {
                     return Err(err(
@@ -282,7 +316,11 @@ impl Policy {
         let mut allowed_extensions = Vec::new();
         for item in &raw.extensions.allow {
             let o = oids::parse(item.get_ref()).ok_or_else(|| {
-                err(Some(item.span()), "extensions.allow", format!("'{}' is neither an OID nor a pp_* name", item.get_ref()))
+                err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!("'{}' is neither an OID nor a pp_* name", item.get_ref()),
+                )
             })?;
             if oids::is_under(&o, oids::PP_AUTH) {
                 return Err(err(
@@ -372,12 +410,19 @@ mod tests {
 
     fn parse(text: &str) -> Result<Policy, PolicyError> {
         let root = crate::pem::encode("CERTIFICATE", &test_cert());
-        Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| Ok(root.clone().into_bytes()))
+        Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| {
+            Ok(root.clone().into_bytes())
+        })
     }
 
     fn test_cert() -> Vec<u8> {
         let key = rcgen::KeyPair::generate().unwrap();
-        rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap().self_signed(&key).unwrap().der().to_vec()
+        rcgen::CertificateParams::new(vec!["x".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap()
+            .der()
+            .to_vec()
     }
 
     #[test]
@@ -385,24 +430,43 @@ mod tests {
         let p = parse(&default_policy_text("ca/root_crt.pem")).unwrap();
         assert_eq!(p.versions, [1]);
         assert_eq!(p.mirror_oid, DEFAULT_MIRROR_OID);
-        assert_eq!(p.audit_log.as_deref(), Some(Path::new("/etc/vouch/audit.log")));
+        assert_eq!(
+            p.audit_log.as_deref(),
+            Some(Path::new("/etc/vouch/audit.log"))
+        );
         assert_eq!(p.max_attribute_lifetime, Duration::from_secs(7 * 86400));
     }
 
     #[test]
     fn errors_name_line_and_key() {
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n\n[extensions]\nallow = [\"pp_cli_auth\"]\n").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("extensions.allow")));
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(5), Some("extensions.allow"))
+        );
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\nbogus = 1\n").unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("bogus")));
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nmax_lifetime = \"soon\"\n").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("attributes.max_lifetime")));
+        let e = parse(
+            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nmax_lifetime = \"soon\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(4), Some("attributes.max_lifetime"))
+        );
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[classification]\nmirror_oid = \"1.3.6.1.4.1.34380.2.5\"\n")
             .unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(4), Some("classification.mirror_oid"))
+        );
+        let e =
+            parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n")
+                .unwrap_err();
         assert_eq!(e.line, Some(4));
-        assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+        assert!(e
+            .to_string()
+            .starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
     }
 
     #[test]
