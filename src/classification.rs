@@ -214,9 +214,11 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
                                 for pk in p.keys() {
                                     match pk.as_str() {
                                         Some(n) if is_parameter_name(n) => {}
-                                        _ => return invalid(format!(
+                                        _ => {
+                                            return invalid(format!(
                                             "class '{name}' has an invalid parameter name {pk:?}"
-                                        )),
+                                        ))
+                                        }
                                     }
                                 }
                             }

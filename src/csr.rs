@@ -156,45 +156,47 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
 fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
     let mut top = Reader::new(&der);
     let outer = top
-        .expect(tag::SEQUENCE, "CertificationRequest")
+        .next_tag(tag::SEQUENCE, "CertificationRequest")
         .map_err(malformed)?;
     top.finish("CertificationRequest").map_err(malformed)?;
     let mut r = Reader::new(outer.content);
     let cri = r
-        .expect(tag::SEQUENCE, "certificationRequestInfo")
+        .next_tag(tag::SEQUENCE, "certificationRequestInfo")
         .map_err(malformed)?;
     let alg = r
-        .expect(tag::SEQUENCE, "signatureAlgorithm")
+        .next_tag(tag::SEQUENCE, "signatureAlgorithm")
         .map_err(malformed)?;
-    let sigbits = r.expect(tag::BIT_STRING, "signature").map_err(malformed)?;
+    let sigbits = r
+        .next_tag(tag::BIT_STRING, "signature")
+        .map_err(malformed)?;
     r.finish("CertificationRequest").map_err(malformed)?;
 
     let mut info = Reader::new(cri.content);
-    let version = info.expect(tag::INTEGER, "version").map_err(malformed)?;
+    let version = info.next_tag(tag::INTEGER, "version").map_err(malformed)?;
     if version.content != [0] {
         return Err(malformed("version is not 1 (0)"));
     }
-    let subject = info.expect(tag::SEQUENCE, "subject").map_err(malformed)?;
+    let subject = info.next_tag(tag::SEQUENCE, "subject").map_err(malformed)?;
     let spki = info
-        .expect(tag::SEQUENCE, "subjectPKInfo")
+        .next_tag(tag::SEQUENCE, "subjectPKInfo")
         .map_err(malformed)?;
     let mut attributes = Vec::new();
     let mut extensions = Vec::new();
     let mut extension_request_attributes = 0;
     if !info.is_empty() {
         let attrs = info
-            .expect(tag::CONTEXT_0, "attributes")
+            .next_tag(tag::CONTEXT_0, "attributes")
             .map_err(malformed)?;
         let mut ar = Reader::new(attrs.content);
         while !ar.is_empty() {
-            let a = ar.expect(tag::SEQUENCE, "attribute").map_err(malformed)?;
+            let a = ar.next_tag(tag::SEQUENCE, "attribute").map_err(malformed)?;
             let mut fields = Reader::new(a.content);
             let oid_tlv = fields
-                .expect(tag::OID, "attribute type")
+                .next_tag(tag::OID, "attribute type")
                 .map_err(malformed)?;
             let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
             let set = fields
-                .expect(tag::SET, "attribute values")
+                .next_tag(tag::SET, "attribute values")
                 .map_err(malformed)?;
             fields.finish("attribute").map_err(malformed)?;
             if oid == oids::EXTENSION_REQUEST {
@@ -202,7 +204,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
                 let mut vr = Reader::new(set.content);
                 while !vr.is_empty() {
                     let exts = vr
-                        .expect(tag::SEQUENCE, "extensionRequest")
+                        .next_tag(tag::SEQUENCE, "extensionRequest")
                         .map_err(malformed)?;
                     parse_extensions(exts, &mut extensions)?;
                 }
@@ -228,7 +230,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
     // Self-signature.
     let mut ar = Reader::new(alg.content);
     let alg_oid_tlv = ar
-        .expect(tag::OID, "signature algorithm")
+        .next_tag(tag::OID, "signature algorithm")
         .map_err(malformed)?;
     let alg_oid = der::oid_arcs(alg_oid_tlv.content).map_err(malformed)?;
     if sigbits.content.first() != Some(&0) {
@@ -269,9 +271,9 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
 fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<(), CsrError> {
     let mut er = Reader::new(exts.content);
     while !er.is_empty() {
-        let ext = er.expect(tag::SEQUENCE, "extension").map_err(malformed)?;
+        let ext = er.next_tag(tag::SEQUENCE, "extension").map_err(malformed)?;
         let mut f = Reader::new(ext.content);
-        let oid_tlv = f.expect(tag::OID, "extension id").map_err(malformed)?;
+        let oid_tlv = f.next_tag(tag::OID, "extension id").map_err(malformed)?;
         let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
         let mut next = f.any().map_err(malformed)?;
         let mut critical = false;
@@ -296,15 +298,15 @@ fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
     let mut names = Vec::new();
     let mut rdns = Reader::new(subject.content);
     while !rdns.is_empty() {
-        let rdn = rdns.expect(tag::SET, "subject RDN").map_err(malformed)?;
+        let rdn = rdns.next_tag(tag::SET, "subject RDN").map_err(malformed)?;
         let mut avas = Reader::new(rdn.content);
         while !avas.is_empty() {
             let ava = avas
-                .expect(tag::SEQUENCE, "subject attribute")
+                .next_tag(tag::SEQUENCE, "subject attribute")
                 .map_err(malformed)?;
             let mut f = Reader::new(ava.content);
             let oid_tlv = f
-                .expect(tag::OID, "subject attribute type")
+                .next_tag(tag::OID, "subject attribute type")
                 .map_err(malformed)?;
             let value = f.any().map_err(malformed)?;
             if der::oid_arcs(oid_tlv.content).map_err(malformed)? == oids::COMMON_NAME {
@@ -331,7 +333,7 @@ fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
 pub fn spki_kind(spki_der: &[u8]) -> Result<KeyKind, CsrError> {
     let mut r = Reader::new(spki_der);
     let spki = r
-        .expect(tag::SEQUENCE, "SubjectPublicKeyInfo")
+        .next_tag(tag::SEQUENCE, "SubjectPublicKeyInfo")
         .map_err(malformed)?;
     parse_spki(spki).map(|(k, _)| k)
 }
@@ -340,16 +342,18 @@ pub fn spki_kind(spki_der: &[u8]) -> Result<KeyKind, CsrError> {
 fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
     let mut r = Reader::new(spki.content);
     let alg = r
-        .expect(tag::SEQUENCE, "public key algorithm")
+        .next_tag(tag::SEQUENCE, "public key algorithm")
         .map_err(malformed)?;
-    let bits = r.expect(tag::BIT_STRING, "public key").map_err(malformed)?;
+    let bits = r
+        .next_tag(tag::BIT_STRING, "public key")
+        .map_err(malformed)?;
     if bits.content.first() != Some(&0) {
         return Err(malformed("public key BIT STRING has unused bits"));
     }
     let key = &bits.content[1..];
     let mut ar = Reader::new(alg.content);
     let oid_tlv = ar
-        .expect(tag::OID, "public key algorithm")
+        .next_tag(tag::OID, "public key algorithm")
         .map_err(malformed)?;
     let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
     let kind = match oid.as_slice() {
@@ -357,7 +361,7 @@ fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
             bits: rsa_modulus_bits(key)?,
         },
         oids::EC_PUBLIC_KEY => {
-            let curve = ar.expect(tag::OID, "EC curve").map_err(malformed)?;
+            let curve = ar.next_tag(tag::OID, "EC curve").map_err(malformed)?;
             match der::oid_arcs(curve.content).map_err(malformed)?.as_slice() {
                 oids::SECP256R1 => KeyKind::P256,
                 oids::SECP384R1 => KeyKind::P384,
@@ -380,9 +384,11 @@ fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
 
 fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
     let mut r = Reader::new(key);
-    let seq = r.expect(tag::SEQUENCE, "RSAPublicKey").map_err(malformed)?;
+    let seq = r
+        .next_tag(tag::SEQUENCE, "RSAPublicKey")
+        .map_err(malformed)?;
     let mut f = Reader::new(seq.content);
-    let n = f.expect(tag::INTEGER, "RSA modulus").map_err(malformed)?;
+    let n = f.next_tag(tag::INTEGER, "RSA modulus").map_err(malformed)?;
     let digits = match n.content {
         [0, rest @ ..] => rest,
         all => all,

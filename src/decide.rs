@@ -839,7 +839,7 @@ pub fn vouched_attributes(csr: &Csr) -> Option<VouchedAttributes> {
         if it.next().is_some() || a.values.len() != 1 {
             return None;
         }
-        String::from_utf8(a.values[0].bytes.clone()).ok()
+        String::from_utf8(a.values.first()?.bytes.clone()).ok()
     };
     Some(VouchedAttributes {
         signature: one(oids::ATTR_SIGNATURE)?,

@@ -112,7 +112,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the next element and requires its tag.
-    pub fn expect(&mut self, want: u8, what: &str) -> Result<Tlv<'a>, DerError> {
+    pub fn next_tag(&mut self, want: u8, what: &str) -> Result<Tlv<'a>, DerError> {
         let tlv = self.any().map_err(|e| DerError(format!("{what}: {e}")))?;
         if tlv.tag != want {
             return err(format!(
@@ -297,7 +297,7 @@ mod tests {
         let enc = oid(&arcs);
         assert_eq!(enc, [0x06, 0x0a, 0x2b, 6, 1, 4, 1, 0x82, 0x8c, 0x4c, 2, 0]);
         let mut r = Reader::new(&enc);
-        let t = r.expect(tag::OID, "oid").unwrap();
+        let t = r.next_tag(tag::OID, "oid").unwrap();
         assert_eq!(oid_arcs(t.content).unwrap(), arcs);
     }
 

@@ -83,7 +83,7 @@ pub fn find_all(text: &[u8], label: &str) -> Result<Vec<Vec<u8>>, PemError> {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     while let Some(pos) = rest.find(&begin) {
-        let (_, der) = find(rest[pos..].as_bytes(), &[label])?;
+        let (_, der) = find(&rest.as_bytes()[pos..], &[label])?;
         out.push(der);
         let tail = &rest[pos..];
         match tail.find(&end) {
