@@ -676,3 +676,64 @@ fn cloud_config_output_passes_cloud_init_schema() {
         .unwrap();
     assert!(!out.status.success(), "cloud-init accepted a bogus key");
 }
+
+/// Puppet Server runs `autosign = PATH` with only the certname: a symlink named
+/// vouch-autosign behaves as `vouch autosign`.
+#[test]
+fn vouch_autosign_symlink_is_the_hook() {
+    let t = tempfile::tempdir().unwrap();
+    let link = t.path().join("vouch-autosign");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), &link).unwrap();
+    let body = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let mut c = Command::new(&link);
+    c.arg(CERTNAME)
+        .env("VOUCH_POLICY", fixture("policy.toml"))
+        .env_remove("VOUCH_DIR");
+    // The hook has no --now: the fixture conductor (valid from 2030) is refused today,
+    // with the reason on stderr, which proves the hook ran the decision.
+    let out = run(&mut c, Some(&body));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[conductor-not-yet-valid]"));
+}
+
+/// The shipped example policies parse (next to a root certificate).
+#[test]
+fn shipped_policies_parse() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("ca")).unwrap();
+    std::fs::copy(
+        fixture("pki/root_crt.pem"),
+        t.path().join("ca/root_crt.pem"),
+    )
+    .unwrap();
+    for name in ["default.toml", "strict.toml"] {
+        let p = t.path().join(name);
+        std::fs::copy(root().join("policy").join(name), &p).unwrap();
+        let policy = vouch::Policy::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(policy.mirror_required, name == "strict.toml");
+    }
+}
+
+/// The README's main command runs end to end with the built binary.
+#[test]
+fn readme_walkthrough_script_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("examples/walkthrough.sh"))
+        .arg(t.path().join("w"))
+        .env("VOUCH", env!("CARGO_BIN_EXE_vouch"))
+        .env_remove("VOUCH_DIR")
+        .env_remove("VOUCH_POLICY")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("exit 0 (granted)") && all.contains("refused, as it must be"),
+        "{all}"
+    );
+}
