@@ -1,0 +1,249 @@
+//! Issuance: the node certificate profile. Knows no policy: it consumes an
+//! [`Authorization`] that only the decision (a [`Grant`]) or a verified renewal
+//! can produce, prepares the certificate, and signs it exactly once.
+
+use crate::csr::KeyKind;
+use crate::decide::Grant;
+use crate::oids;
+use rcgen::{
+    CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
+};
+use time::{Duration, OffsetDateTime};
+
+/// Why issuance failed (never a policy reason: those are refusals).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssueError {
+    /// The master CA expires before the certificate could start.
+    CaExpired { not_after: String },
+    /// The public key or names could not be encoded.
+    Encoding { detail: String },
+}
+
+impl std::fmt::Display for IssueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IssueError::CaExpired { not_after } => write!(f, "the master CA expired at {not_after}"),
+            IssueError::Encoding { detail } => write!(f, "cannot encode the certificate: {detail}"),
+        }
+    }
+}
+
+/// Validity settings (from the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Lifetime of node certificates (Puppet: 5 years).
+    pub validity: std::time::Duration,
+    /// How far notBefore is set back, for nodes whose clocks lag (Puppet: 24 hours).
+    pub backdate: std::time::Duration,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile { validity: std::time::Duration::from_secs(5 * 365 * 86_400), backdate: std::time::Duration::from_secs(86_400) }
+    }
+}
+
+/// The master CA that signs node certificates.
+pub struct MasterCa {
+    pub cert_der: Vec<u8>,
+    pub key: KeyPair,
+    pub not_after: OffsetDateTime,
+    pub(crate) params: CertificateParams,
+    /// PEM of the master CA then the root, sent after every certificate.
+    pub chain_pem: String,
+}
+
+impl MasterCa {
+    pub fn new(cert_der: Vec<u8>, key: KeyPair, chain_pem: String) -> Result<Self, IssueError> {
+        let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
+            .map_err(|e| IssueError::Encoding { detail: format!("master CA certificate: {e}") })?;
+        let not_after = cert.validity().not_after.to_datetime();
+        let params = CertificateParams::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(cert_der.as_slice()))
+            .map_err(|e| IssueError::Encoding { detail: format!("master CA certificate: {e}") })?;
+        Ok(MasterCa { cert_der, key, not_after, params, chain_pem })
+    }
+}
+
+/// Proof that a certificate renewal was checked: the existing certificate is
+/// vouch's own, current, and unrevoked. Only the authority constructs it.
+#[derive(Debug)]
+pub struct RenewalProof {
+    pub(crate) certname: String,
+    pub(crate) spki: Vec<u8>,
+    pub(crate) key_kind: KeyKind,
+    pub(crate) classification_b64: String,
+}
+
+/// What entitles a certificate to be issued.
+#[derive(Debug)]
+pub enum Authorization {
+    /// A granted decision on a vouched CSR.
+    Vouched(Grant),
+    /// A renewal of a checked existing certificate.
+    Renewal(RenewalProof),
+}
+
+impl Authorization {
+    pub fn certname(&self) -> &str {
+        match self {
+            Authorization::Vouched(g) => g.certname(),
+            Authorization::Renewal(r) => &r.certname,
+        }
+    }
+    pub fn spki(&self) -> &[u8] {
+        match self {
+            Authorization::Vouched(g) => &g.csr().spki,
+            Authorization::Renewal(r) => &r.spki,
+        }
+    }
+    pub fn classification_base64(&self) -> &str {
+        match self {
+            Authorization::Vouched(g) => g.classification_base64(),
+            Authorization::Renewal(r) => &r.classification_b64,
+        }
+    }
+    fn key_kind(&self) -> KeyKind {
+        match self {
+            Authorization::Vouched(g) => g.csr().key_kind,
+            Authorization::Renewal(r) => r.key_kind,
+        }
+    }
+}
+
+/// A certificate ready to sign. `sign` consumes it: one preparation, one signature.
+pub struct Prepared {
+    params: CertificateParams,
+    spki: SubjectPublicKeyInfo,
+    pub certname: String,
+    pub serial_hex: String,
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+    pub classification_b64: String,
+}
+
+/// A signed certificate.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub certname: String,
+    pub serial_hex: String,
+    pub der: Vec<u8>,
+    pub pem: String,
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+}
+
+fn utf8_ext(oid: &[u64], value: &str) -> CustomExtension {
+    CustomExtension::from_oid_content(oid, crate::der::utf8_string(value))
+}
+
+/// Builds the node certificate for `auth` (consumed).
+pub fn prepare(
+    auth: Authorization,
+    profile: &Profile,
+    mirror_oid: &[u64],
+    serial: &[u8],
+    ca: &MasterCa,
+    now: OffsetDateTime,
+) -> Result<Prepared, IssueError> {
+    let certname = auth.certname().to_string();
+    let not_before = now - Duration::try_from(profile.backdate).unwrap_or(Duration::DAY);
+    let mut not_after = now + Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
+    if not_after > ca.not_after {
+        not_after = ca.not_after;
+    }
+    if not_after <= now {
+        return Err(IssueError::CaExpired { not_after: crate::attrs::format_expiry(ca.not_after) });
+    }
+    let mut p = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, certname.as_str());
+    p.distinguished_name = dn;
+    p.subject_alt_names = vec![SanType::DnsName(
+        certname.clone().try_into().map_err(|e| IssueError::Encoding { detail: format!("certname as DNS name: {e}") })?,
+    )];
+    p.serial_number = Some(SerialNumber::from_slice(serial));
+    p.not_before = not_before;
+    p.not_after = not_after;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = match auth.key_kind() {
+        KeyKind::Rsa { .. } => vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment],
+        _ => vec![KeyUsagePurpose::DigitalSignature],
+    };
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    p.use_authority_key_identifier_extension = true;
+    let classification_b64 = auth.classification_base64().to_string();
+    p.custom_extensions = vec![
+        utf8_ext(oids::ATTR_CLASSIFICATION, &classification_b64),
+        utf8_ext(mirror_oid, &classification_b64),
+    ];
+    let spki = SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
+    Ok(Prepared {
+        params: p,
+        spki,
+        certname,
+        serial_hex: hex(serial),
+        not_before,
+        not_after,
+        classification_b64,
+    })
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Prepared {
+    /// A digest of what will be signed (for the intent record).
+    pub fn digest(&self) -> String {
+        let mut h = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        for part in [
+            self.certname.as_bytes(),
+            self.serial_hex.as_bytes(),
+            self.classification_b64.as_bytes(),
+            crate::attrs::format_expiry(self.not_before).as_bytes(),
+            crate::attrs::format_expiry(self.not_after).as_bytes(),
+        ] {
+            h.update(part);
+            h.update(b"\n");
+        }
+        hex(h.finish().as_ref())
+    }
+
+    /// Signs. Consumes the preparation.
+    pub fn sign(self, ca: &MasterCa) -> Result<Issued, IssueError> {
+        let issuer = Issuer::from_params(&ca.params, &ca.key);
+        let cert = self.params.signed_by(&self.spki, &issuer).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
+        Ok(Issued {
+            certname: self.certname,
+            serial_hex: self.serial_hex,
+            der: cert.der().to_vec(),
+            pem: cert.pem(),
+            not_before: self.not_before,
+            not_after: self.not_after,
+        })
+    }
+}
+
+/// Reads the classification a vouch-issued (or Puppet Server-issued, via the
+/// mirror) certificate carries: the .2.5 extension, else `mirror_oid`.
+pub fn classification_of(cert_der: &[u8], mirror_oid: &[u64]) -> Result<Option<String>, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).map_err(|e| e.to_string())?;
+    let mut mirror = None;
+    for ext in cert.extensions() {
+        let arcs: Option<Vec<u64>> = ext.oid.iter().map(|i| i.collect());
+        let Some(arcs) = arcs else { continue };
+        let is_main = arcs == oids::ATTR_CLASSIFICATION;
+        if !is_main && arcs != mirror_oid {
+            continue;
+        }
+        let mut r = crate::der::Reader::new(ext.value);
+        let t = r.any().map_err(|e| e.to_string())?;
+        let s = std::str::from_utf8(t.content).map_err(|_| "classification extension is not UTF-8".to_string())?;
+        if is_main {
+            return Ok(Some(s.to_string()));
+        }
+        mirror = Some(s.to_string());
+    }
+    Ok(mirror)
+}
