@@ -431,13 +431,12 @@ fn print_refusals(r: &decide::Refused, to: &mut dyn Write) {
 }
 
 fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
-    let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
-    let policy = Policy::load(&policy_path)?;
-    let now = now(cli)?;
-    // Puppet Server writes the whole PUT body and closes stdin. Read at most 1 MiB + 1
-    // so a huge body is refused, not buffered without bound.
+    // Puppet Server writes the whole PUT body and closes stdin: read it first, so the
+    // server never meets a closed pipe, whatever happens next. At most 1 MiB + 1 is
+    // kept; the rest is drained, so a huge body is refused, not buffered.
     let mut body = Vec::new();
-    std::io::stdin()
+    let mut stdin = std::io::stdin();
+    (&mut stdin)
         .take(1024 * 1024 + 1)
         .read_to_end(&mut body)
         .map_err(|source| Error::Io {
@@ -445,6 +444,10 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
             op: "read",
             source,
         })?;
+    let _ = std::io::copy(&mut stdin, &mut std::io::sink());
+    let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
+    let policy = Policy::load(&policy_path)?;
+    let now = now(cli)?;
     let outcome = if body.len() > 1024 * 1024 {
         Err(decide::Refused {
             reasons: vec![decide::Refusal::CsrMalformed {
