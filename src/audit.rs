@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 pub fn decision_line(
     now: OffsetDateTime,
     certname: &str,
-    outcome: &Result<Grant, Refused>,
+    outcome: Result<&Grant, &Refused>,
     source: &str,
 ) -> String {
     let time = crate::attrs::format_expiry(now);

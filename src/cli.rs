@@ -1,6 +1,7 @@
 //! The command line: a thin skin over the library.
 
 use crate::attrs::{self, CertEncoding, CsrAttributes, Format};
+use crate::authority::{Authority, ListEntry, SignOutcome};
 use crate::ca::{self, CaDir, ConductorSpec};
 use crate::classification::Classification;
 use crate::decide::{self, Request};
@@ -47,6 +48,56 @@ pub enum Command {
     Autosign(AutosignArgs),
     /// Explain the decision for a CSR (like autosign, but reads a file and prints every reason).
     Check(CheckArgs),
+    /// Decide on a CSR and, on a grant, issue its certificate from the master CA
+    /// (prints the certificate, then the master CA and root certificates).
+    Sign(SignCsrArgs),
+    /// List requests; with --all, signed and revoked certificates too.
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// Revoke a certname's certificate and regenerate the CRL.
+    Revoke {
+        certname: String,
+        /// unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
+        /// cessation-of-operation, privilege-withdrawn.
+        #[arg(long, default_value = "unspecified")]
+        reason: String,
+    },
+    /// Revoke a certname's certificate and forget it (and any pending request).
+    Clean { certname: String },
+    /// Regenerate the CRL (signed by the master CA) and print or write it.
+    Crl {
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// A new certificate for the same key and classification, new validity; the old one is superseded.
+    Renew {
+        certname: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Print a node's classification from its certificate, as Puppet's external node classifier.
+    Enc {
+        /// The node (its current certificate in the store).
+        certname: Option<String>,
+        /// Read this certificate file instead (e.g. from Puppet Server's CA).
+        #[arg(long, conflicts_with = "certname")]
+        cert: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SignCsrArgs {
+    #[arg(long)]
+    pub csr: PathBuf,
+    /// The certname (default: the CSR's CN).
+    #[arg(long)]
+    pub certname: Option<String>,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -284,6 +335,86 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Csr(a) => make_csr(a),
         Command::Autosign(a) => autosign(&cli, a),
         Command::Check(a) => check(&cli, a),
+        Command::Sign(a) => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            let csr = read_file(&a.csr)?;
+            match auth.sign(&csr, a.certname.as_deref(), now(&cli)?)? {
+                SignOutcome::Issued(i) => {
+                    write_out(
+                        a.out.as_deref(),
+                        &format!("{}{}", i.pem, auth.chain_pem()),
+                        0o644,
+                    )?;
+                    eprintln!(
+                        "vouch: issued {} serial {} valid until {}",
+                        i.certname,
+                        i.serial_hex,
+                        crate::attrs::format_expiry(i.not_after)
+                    );
+                    Ok(EXIT_OK)
+                }
+                SignOutcome::Refused(r) => {
+                    print_refusals(&r, &mut std::io::stderr());
+                    Ok(EXIT_REFUSED)
+                }
+            }
+        }
+        Command::List { all, format } => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            auth.maintain(now(&cli)?)?;
+            let entries = auth.list(*all)?;
+            let text = match format {
+                OutFormat::Json => {
+                    serde_json::to_string_pretty(&entries).map_err(|e| Error::Usage {
+                        detail: e.to_string(),
+                    })? + "\n"
+                }
+                OutFormat::Text => render_list(&entries, *all),
+            };
+            write_out(None, &text, 0o644)?;
+            Ok(EXIT_OK)
+        }
+        Command::Revoke { certname, reason } => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            println!(
+                "{}",
+                auth.revoke(certname, &canonical_reason(reason), false, now(&cli)?)?
+            );
+            Ok(EXIT_OK)
+        }
+        Command::Clean { certname } => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            println!(
+                "{}",
+                auth.revoke(certname, "cessationOfOperation", true, now(&cli)?)?
+            );
+            Ok(EXIT_OK)
+        }
+        Command::Crl { out } => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            let pem = auth.crl(now(&cli)?)?;
+            write_out(out.as_deref(), &pem, 0o644)?;
+            Ok(EXIT_OK)
+        }
+        Command::Renew { certname, out } => {
+            let auth = Authority::open(&dir(&cli)?)?;
+            let now = now(&cli)?;
+            auth.maintain(now)?;
+            let i = auth.renew(certname, now)?;
+            write_out(
+                out.as_deref(),
+                &format!("{}{}", i.pem, auth.chain_pem()),
+                0o644,
+            )?;
+            eprintln!(
+                "vouch: renewed {} serial {} valid until {}",
+                i.certname,
+                i.serial_hex,
+                crate::attrs::format_expiry(i.not_after)
+            );
+            Ok(EXIT_OK)
+        }
+        Command::Enc { certname, cert } => enc(&cli, certname.as_deref(), cert.as_deref()),
     }
 }
 
@@ -465,7 +596,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
             now,
         )
     };
-    let line = crate::audit::decision_line(now, &a.certname, &outcome, "autosign");
+    let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {
         fsutil::append_line(log, &line).map_err(|source| Error::Io {
             path: log.clone(),
@@ -513,7 +644,7 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     match a.format {
         OutFormat::Json => println!(
             "{}",
-            crate::audit::decision_line(now, &certname, &outcome, "check")
+            crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")
         ),
         OutFormat::Text => match &outcome {
             Ok(g) => println!(
@@ -531,4 +662,111 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     } else {
         EXIT_REFUSED
     })
+}
+
+/// Accepts RFC 5280 names (keyCompromise) and kebab-case (key-compromise).
+fn canonical_reason(r: &str) -> String {
+    let mut out = String::new();
+    let mut upper = false;
+    for c in r.chars() {
+        if c == '-' || c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn render_list(entries: &[ListEntry], all: bool) -> String {
+    let mut out = String::new();
+    for (title, state) in [
+        ("Requested Certificates:", "requested"),
+        ("Signed Certificates:", "signed"),
+        ("Revoked Certificates:", "revoked"),
+    ] {
+        if !all && state != "requested" {
+            continue;
+        }
+        let group: Vec<&ListEntry> = entries.iter().filter(|e| e.state == state).collect();
+        out.push_str(title);
+        out.push('\n');
+        if group.is_empty() {
+            out.push_str("    (none)\n");
+        }
+        for e in group {
+            match state {
+                "requested" => {
+                    out.push_str(&format!("    {}  ({})\n", e.name, e.reasons.join("; ")))
+                }
+                _ => out.push_str(&format!(
+                    "    {}  serial {}  expires {}\n",
+                    e.name,
+                    e.serial.as_deref().unwrap_or("?"),
+                    e.not_after.as_deref().unwrap_or("?")
+                )),
+            }
+        }
+    }
+    out
+}
+
+fn enc(cli: &Cli, certname: Option<&str>, cert: Option<&Path>) -> Result<i32, Error> {
+    let now = now(cli)?;
+    let classification = match (certname, cert) {
+        (Some(name), None) => {
+            let auth = Authority::open(&dir(cli)?)?;
+            auth.maintain(now)?;
+            auth.enc(name, now)?
+        }
+        (None, Some(path)) => {
+            let bytes = read_file(path)?;
+            let der = if bytes.first() == Some(&0x30) {
+                bytes
+            } else {
+                crate::pem::find(&bytes, &["CERTIFICATE"])
+                    .map(|(_, d)| d)
+                    .map_err(|e| Error::Cert {
+                        path: path.to_path_buf(),
+                        detail: e.to_string(),
+                    })?
+            };
+            let (_, c) = x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert {
+                path: path.to_path_buf(),
+                detail: e.to_string(),
+            })?;
+            let name = c.subject().to_string();
+            if c.validity().not_after.to_datetime() <= now
+                || c.validity().not_before.to_datetime() > now
+            {
+                return Err(Error::NotValid {
+                    certname: name,
+                    detail: "the certificate is outside its validity period".into(),
+                });
+            }
+            // With a CA directory, use its policy's mirror OID and size cap.
+            let (mirror, max) = match cli
+                .dir
+                .as_ref()
+                .map(|d| Policy::load(&CaDir::new(d).policy()))
+            {
+                Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
+                _ => (
+                    policy::DEFAULT_MIRROR_OID.to_vec(),
+                    crate::classification::DEFAULT_MAX_BYTES,
+                ),
+            };
+            crate::authority::classification_from_cert(&der, &mirror, max, &name)?
+        }
+        _ => {
+            return Err(Error::Usage {
+                detail: "give a CERTNAME or --cert FILE".into(),
+            })
+        }
+    };
+    write_out(None, &classification.to_enc_yaml(), 0o644)?;
+    Ok(EXIT_OK)
 }

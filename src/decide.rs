@@ -174,6 +174,12 @@ pub enum Refusal {
     MirrorMismatch { oid: String },
     /// The policy requires the mirror request and it is absent.
     MirrorMissing { oid: String },
+    /// The certname already has a valid certificate (issuance: on_existing = refuse).
+    CertificateExists { certname: String, serial: String },
+    /// Superseding requires a new key (issuance: on_existing = supersede).
+    SupersedeSameKey { certname: String },
+    /// Superseding requires attributes that expire later than the old certificate's.
+    SupersedeReplay { certname: String },
 }
 
 impl Refusal {
@@ -218,6 +224,9 @@ impl Refusal {
             Refusal::ExtensionNotAllowed { .. } => "extension-not-allowed",
             Refusal::MirrorMismatch { .. } => "mirror-mismatch",
             Refusal::MirrorMissing { .. } => "mirror-missing",
+            Refusal::CertificateExists { .. } => "certificate-exists",
+            Refusal::SupersedeSameKey { .. } => "supersede-same-key",
+            Refusal::SupersedeReplay { .. } => "supersede-replay",
         }
     }
 
@@ -279,6 +288,11 @@ impl Refusal {
             Refusal::MirrorMismatch { .. } | Refusal::MirrorMissing { .. } => {
                 "use the extension_requests written by 'vouch conductor sign', unchanged"
             }
+            Refusal::CertificateExists { .. } => {
+                "run 'vouch clean NAME' to retire the old certificate, or set issuance.on_existing = \"supersede\""
+            }
+            Refusal::SupersedeSameKey { .. } => "the same key is a renewal: use 'vouch renew NAME'",
+            Refusal::SupersedeReplay { .. } => "have the conductor sign fresh attributes for the reinstalled host",
         }
     }
 }
@@ -347,6 +361,16 @@ impl std::fmt::Display for Refusal {
                 write!(f, "the classification mirror request {oid} differs from the signed classification")
             }
             Refusal::MirrorMissing { oid } => write!(f, "the policy requires the classification mirror request {oid}"),
+            Refusal::CertificateExists { certname, serial } => {
+                write!(f, "{certname} already has a valid certificate (serial {serial})")
+            }
+            Refusal::SupersedeSameKey { certname } => {
+                write!(f, "the request for {certname} uses the key of its current certificate; superseding needs a new key")
+            }
+            Refusal::SupersedeReplay { certname } => write!(
+                f,
+                "the attributes for {certname} do not expire later than those that vouched for its current certificate (a replay?)"
+            ),
         }
     }
 }

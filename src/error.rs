@@ -46,6 +46,16 @@ pub enum Error {
     Crypto {
         detail: String,
     },
+    Store {
+        detail: String,
+    },
+    NotFound {
+        certname: String,
+    },
+    NotValid {
+        certname: String,
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -79,6 +89,11 @@ impl std::fmt::Display for Error {
             Error::Expiry { detail } => write!(f, "expiry: {detail}"),
             Error::Usage { detail } => f.write_str(detail),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
+            Error::Store { detail } => write!(f, "CA store: {detail}"),
+            Error::NotFound { certname } => write!(f, "no certificate for {certname}"),
+            Error::NotValid { certname, detail } => {
+                write!(f, "{certname} has no valid certificate: {detail}")
+            }
         }
     }
 }
@@ -108,6 +123,11 @@ impl Error {
             Error::Expiry { .. } => "use --expires-in 30m|2h|1d or --expires 2030-01-01T00:00:00Z",
             Error::Usage { .. } => "see vouch --help",
             Error::Crypto { .. } => return None,
+            Error::Store { .. } => "the store was left consistent; check the named file and retry",
+            Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
+            Error::NotValid { .. } => {
+                "a revoked, expired or foreign certificate has no classification here"
+            }
         })
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod attrs;
 pub mod audit;
+pub mod authority;
 pub mod ca;
 pub mod classification;
 pub mod cli;
@@ -19,10 +20,12 @@ pub mod decide;
 pub mod der;
 pub mod error;
 pub mod fsutil;
+pub mod issue;
 pub mod keys;
 pub mod oids;
 pub mod pem;
 pub mod policy;
+pub mod store;
 
 pub use decide::{decide, Grant, Refusal, Refused, Request};
 pub use error::Error;

@@ -60,6 +60,25 @@ pub struct Policy {
     pub allowed_extensions: Vec<Vec<u64>>,
     /// Where decisions are appended, one JSON line each.
     pub audit_log: Option<PathBuf>,
+    /// Node certificate validity and backdating.
+    pub profile: crate::issue::Profile,
+    /// What a vouched CSR for a certname that already has a valid certificate gets.
+    pub on_existing: OnExisting,
+    /// How long a CRL is valid (its nextUpdate).
+    pub crl_validity: Duration,
+    /// Regenerate the CRL when less than this remains before its nextUpdate.
+    pub crl_refresh_before: Duration,
+}
+
+/// The rule for a certname that already has a valid certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnExisting {
+    /// Refuse, as Puppet does (the operator cleans the old certificate first).
+    Refuse,
+    /// Revoke the old certificate (reason superseded) and issue the new one, but only
+    /// for a new key and attributes that expire later than those that vouched for the
+    /// old certificate (so replaying the old attributes cannot supersede it).
+    Supersede,
 }
 
 /// The default mirror OID: ppPrivCertExt .5, after the seed's .2.5.
@@ -77,6 +96,25 @@ struct RawPolicy {
     extensions: RawExtensions,
     #[serde(default)]
     audit: RawAudit,
+    #[serde(default)]
+    issuance: RawIssuance,
+    #[serde(default)]
+    crl: RawCrl,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawIssuance {
+    validity: Option<Spanned<String>>,
+    backdate: Option<Spanned<String>>,
+    on_existing: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCrl {
+    validity: Option<Spanned<String>>,
+    refresh_before: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -128,6 +166,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "h" => 3600,
         "d" => 86_400,
         "w" => 604_800,
+        "y" => 365 * 86_400,
         _ => return None,
     };
     n.checked_mul(mult).map(Duration::from_secs)
@@ -136,7 +175,13 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 /// Formats a duration in the largest whole unit.
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
-    for (unit, n) in [("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)] {
+    for (unit, n) in [
+        ("y", 365 * 86_400),
+        ("w", 604_800),
+        ("d", 86_400),
+        ("h", 3600),
+        ("m", 60),
+    ] {
         if s >= n && s % n == 0 {
             return format!("{}{unit}", s / n);
         }
@@ -249,6 +294,25 @@ impl Policy {
             intermediates: load_certs(&raw.conductors.intermediates, "conductors.intermediates")?,
         };
 
+        let dur = |v: &Option<Spanned<String>>,
+                   key: &str,
+                   default: u64|
+         -> Result<Duration, PolicyError> {
+            match v {
+                None => Ok(Duration::from_secs(default)),
+                Some(s) => match parse_duration(s.get_ref()) {
+                    Some(d) if d.as_secs() > 0 => Ok(d),
+                    _ => Err(err(
+                        Some(s.span()),
+                        key,
+                        format!(
+                            "'{}' is not a duration like 30m, 24h, 7d or 5y",
+                            s.get_ref()
+                        ),
+                    )),
+                },
+            }
+        };
         let versions = match raw.attributes.versions {
             None => vec![1],
             Some(v) => {
@@ -356,6 +420,32 @@ impl Policy {
             allow_subject_alt_names: raw.extensions.allow_subject_alt_names.unwrap_or(false),
             allowed_extensions,
             audit_log: raw.audit.log.map(|l| resolve(&l)),
+            profile: crate::issue::Profile {
+                validity: dur(
+                    &raw.issuance.validity,
+                    "issuance.validity",
+                    5 * 365 * 86_400,
+                )?,
+                backdate: dur(&raw.issuance.backdate, "issuance.backdate", 86_400)?,
+            },
+            on_existing: match raw
+                .issuance
+                .on_existing
+                .as_ref()
+                .map(|s| (s.get_ref().as_str(), s.span()))
+            {
+                None | Some(("refuse", _)) => OnExisting::Refuse,
+                Some(("supersede", _)) => OnExisting::Supersede,
+                Some((other, span)) => {
+                    return Err(err(
+                        Some(span),
+                        "issuance.on_existing",
+                        format!("'{other}' is not one of: refuse, supersede"),
+                    ))
+                }
+            },
+            crl_validity: dur(&raw.crl.validity, "crl.validity", 30 * 86_400)?,
+            crl_refresh_before: dur(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?,
         })
     }
 }
@@ -397,8 +487,26 @@ allow_subject_alt_names = false
 # The ppAuthCertExt arc (pp_cli_auth, pp_auth_role) can never be allowed.
 allow = []
 
+[issuance]
+# Node certificates: lifetime (Puppet's default is 5 years, capped at the master
+# CA's own notAfter) and how far notBefore is set back for lagging clocks.
+validity = "5y"
+backdate = "1d"
+# A vouched CSR for a certname that already has a valid certificate:
+#   "refuse"    as Puppet does; 'vouch clean NAME' first;
+#   "supersede" for reinstalled hosts: the old certificate is revoked (superseded)
+#               and a new one issued, only for a new key whose attributes expire
+#               later than those that vouched for the old certificate.
+on_existing = "refuse"
+
+[crl]
+# The CRL's nextUpdate, and when to regenerate it: every command that touches
+# the store regenerates it when less than refresh_before remains.
+validity = "30d"
+refresh_before = "10d"
+
 [audit]
-# One JSON line per decision.
+# One JSON line per decision, issuance and revocation.
 log = "audit.log"
 "#
     )
@@ -474,7 +582,11 @@ mod tests {
         assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("24h"), Some(Duration::from_secs(86400)));
         assert_eq!(parse_duration("h"), None);
-        assert_eq!(parse_duration("5y"), None);
+        assert_eq!(parse_duration("5x"), None);
+        assert_eq!(
+            parse_duration("5y"),
+            Some(Duration::from_secs(5 * 365 * 86400))
+        );
         assert_eq!(format_duration(Duration::from_secs(86400)), "1d");
     }
 }

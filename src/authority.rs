@@ -1,0 +1,725 @@
+//! The authority: decide → lock → reserve a serial → prepare → sign → store →
+//! audit. The decision knows no keys; the issuer knows no policy; this module
+//! joins them and owns the order of the steps.
+
+use crate::attrs::format_expiry;
+use crate::ca::{self, CaDir};
+use crate::classification::Classification;
+use crate::decide::{self, Refusal, Refused, Request};
+use crate::error::Error;
+use crate::issue::{self, Authorization, Issued, MasterCa, RenewalProof};
+use crate::policy::{OnExisting, Policy};
+use crate::store::{
+    CertRecord, FileStore, PendingRequest, Revocation, State, Store, StoreError, WriteLock,
+};
+use time::OffsetDateTime;
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Error::Store {
+            detail: e.to_string(),
+        }
+    }
+}
+
+impl From<issue::IssueError> for Error {
+    fn from(e: issue::IssueError) -> Self {
+        Error::Crypto {
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// The outcome of `sign`.
+#[derive(Debug)]
+pub enum SignOutcome {
+    Issued(Issued),
+    Refused(Refused),
+}
+
+/// One line of `vouch list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ListEntry {
+    pub name: String,
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// RFC 5280 revocation reasons vouch records.
+pub const REASONS: &[&str] = &[
+    "unspecified",
+    "keyCompromise",
+    "caCompromise",
+    "affiliationChanged",
+    "superseded",
+    "cessationOfOperation",
+    "privilegeWithdrawn",
+];
+
+fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
+    use rcgen::RevocationReason as R;
+    Some(match r {
+        "unspecified" => R::Unspecified,
+        "keyCompromise" => R::KeyCompromise,
+        "caCompromise" => R::CaCompromise,
+        "affiliationChanged" => R::AffiliationChanged,
+        "superseded" => R::Superseded,
+        "cessationOfOperation" => R::CessationOfOperation,
+        "privilegeWithdrawn" => R::PrivilegeWithdrawn,
+        _ => return None,
+    })
+}
+
+fn parse_time(s: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+}
+
+/// An open CA: its directory, policy, store and master CA.
+pub struct Authority {
+    pub dir: CaDir,
+    pub policy: Policy,
+    pub store: FileStore,
+    ca: MasterCa,
+}
+
+impl Authority {
+    /// Opens the CA in `dir` with its `policy.toml`.
+    pub fn open(dir: &CaDir) -> Result<Self, Error> {
+        if !dir.file(ca::CA_CERT).exists() {
+            return Err(Error::NoCa {
+                dir: dir.dir.clone(),
+            });
+        }
+        let policy = Policy::load(&dir.policy())?;
+        let (cert_der, key) = ca::load_cert_and_key(&dir.file(ca::CA_CERT), &dir.file(ca::CA_KEY))?;
+        let chain =
+            std::fs::read_to_string(dir.file(ca::CA_BUNDLE)).map_err(|source| Error::Io {
+                path: dir.file(ca::CA_BUNDLE),
+                op: "read",
+                source,
+            })?;
+        let ca = MasterCa::new(cert_der, key, chain)?;
+        Ok(Authority {
+            store: FileStore::new(dir.ca()),
+            dir: dir.clone(),
+            policy,
+            ca,
+        })
+    }
+
+    /// The PEM chain sent after each certificate: master CA, then root.
+    pub fn chain_pem(&self) -> &str {
+        &self.ca.chain_pem
+    }
+
+    fn audit(&self, value: serde_json::Value) -> Result<(), Error> {
+        if let Some(log) = &self.policy.audit_log {
+            crate::fsutil::append_line(log, &value.to_string()).map_err(|source| Error::Io {
+                path: log.clone(),
+                op: "append to",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn new_serial() -> Result<Vec<u8>, Error> {
+        let mut b = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto {
+            detail: "no randomness available".into(),
+        })?;
+        b[0] = (b[0] & 0x7f) | 0x40;
+        Ok(b.to_vec())
+    }
+
+    /// Reserves a serial, signs, stores. Called with the lock held.
+    fn issue_locked(
+        &self,
+        lock: &WriteLock,
+        auth: Authorization,
+        attributes_expiry: Option<String>,
+        conductor: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
+        let mut prepared = issue::prepare(
+            auth,
+            &self.policy.profile,
+            &self.policy.mirror_oid,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )?;
+        // A fresh random serial; on the (2^-126) chance it was used before, draw again.
+        let mut tries = 0;
+        let record = loop {
+            let record = CertRecord {
+                serial: prepared.serial_hex.clone(),
+                certname: prepared.certname.clone(),
+                state: State::Intent,
+                digest: prepared.digest(),
+                not_before: format_expiry(prepared.not_before),
+                not_after: format_expiry(prepared.not_after),
+                attributes_expiry: attributes_expiry.clone(),
+                conductor: conductor.clone(),
+                revoked_at: None,
+                reason: None,
+            };
+            match self.store.reserve(lock, &record) {
+                Err(StoreError::SerialTaken { .. }) if tries < 4 => {
+                    tries += 1;
+                    prepared.reserial(&Self::new_serial()?);
+                }
+                Err(e) => return Err(e.into()),
+                Ok(()) => break record,
+            }
+        };
+        let issued = match prepared.sign(&self.ca) {
+            Ok(i) => i,
+            Err(e) => {
+                self.store.abandon(lock, &record.serial)?;
+                return Err(e.into());
+            }
+        };
+        self.store.commit(lock, &record, &issued.pem)?;
+        self.audit(serde_json::json!({
+            "time": format_expiry(now), "event": "issued", "certname": issued.certname,
+            "serial": issued.serial_hex, "not_after": format_expiry(issued.not_after),
+            "conductor": conductor,
+        }))?;
+        Ok(issued)
+    }
+
+    /// `vouch sign`: decide, and on a grant issue at once.
+    pub fn sign(
+        &self,
+        csr: &[u8],
+        certname: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<SignOutcome, Error> {
+        self.maintain(now)?;
+        let certname = match certname {
+            Some(c) => c.to_string(),
+            None => crate::csr::parse(csr)
+                .ok()
+                .and_then(|c| c.common_names.first().cloned())
+                .unwrap_or_default(),
+        };
+        let outcome = decide::decide(
+            &Request {
+                csr,
+                certname: &certname,
+            },
+            &self.policy,
+            now,
+        );
+        let grant = match outcome {
+            Err(refused) => return self.refuse(&certname, csr, refused, now),
+            Ok(g) => g,
+        };
+        let lock = self.store.lock()?;
+        let mut extra = Vec::new();
+        let mut supersede = None;
+        if let Some((rec, pem)) = self.store.current(&certname)? {
+            let valid =
+                rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            if valid {
+                let old_spki = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+                    .ok()
+                    .and_then(|(_, der)| {
+                        x509_parser::parse_x509_certificate(&der)
+                            .ok()
+                            .map(|(_, c)| c.public_key().raw.to_vec())
+                    })
+                    .unwrap_or_default();
+                let later = match (
+                    &rec.attributes_expiry,
+                    parse_time(rec.attributes_expiry.as_deref().unwrap_or("")),
+                ) {
+                    (Some(_), Some(old)) => grant.attributes_expiry() > old,
+                    _ => true,
+                };
+                match self.policy.on_existing {
+                    OnExisting::Refuse => extra.push(Refusal::CertificateExists {
+                        certname: certname.clone(),
+                        serial: rec.serial.clone(),
+                    }),
+                    OnExisting::Supersede if old_spki == grant.csr().spki => {
+                        extra.push(Refusal::SupersedeSameKey {
+                            certname: certname.clone(),
+                        })
+                    }
+                    OnExisting::Supersede if !later => extra.push(Refusal::SupersedeReplay {
+                        certname: certname.clone(),
+                    }),
+                    OnExisting::Supersede => supersede = Some(rec),
+                }
+            }
+        }
+        if !extra.is_empty() {
+            let conductor = Some(grant.conductor().clone());
+            drop(lock);
+            return self.refuse(
+                &certname,
+                csr,
+                Refused {
+                    reasons: extra,
+                    conductor,
+                },
+                now,
+            );
+        }
+        if let Some(old) = supersede {
+            self.revoke_locked(&lock, &old, "superseded", false, now)?;
+        }
+        let expiry = format_expiry(grant.attributes_expiry());
+        let conductor = grant.conductor().fingerprint.clone();
+        self.audit_raw(&crate::audit::decision_line(
+            now,
+            &certname,
+            Ok(&grant),
+            "sign",
+        ))?;
+        let issued = self.issue_locked(
+            &lock,
+            Authorization::Vouched(Box::new(grant)),
+            Some(expiry),
+            Some(conductor),
+            now,
+        )?;
+        self.store.remove_request(&certname)?;
+        if self.crl_due(now)? {
+            self.write_crl_locked(&lock, now)?;
+        }
+        Ok(SignOutcome::Issued(issued))
+    }
+
+    fn audit_raw(&self, line: &str) -> Result<(), Error> {
+        if let Some(log) = &self.policy.audit_log {
+            crate::fsutil::append_line(log, line).map_err(|source| Error::Io {
+                path: log.clone(),
+                op: "append to",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn refuse(
+        &self,
+        certname: &str,
+        csr: &[u8],
+        refused: Refused,
+        now: OffsetDateTime,
+    ) -> Result<SignOutcome, Error> {
+        self.audit_raw(&crate::audit::decision_line(
+            now,
+            certname,
+            Err(&refused),
+            "sign",
+        ))?;
+        if decide::check_certname(certname).is_ok() {
+            let pem = match crate::csr::parse(csr) {
+                Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
+                Err(_) => String::from_utf8_lossy(csr).into_owned(),
+            };
+            let req = PendingRequest {
+                certname: certname.to_string(),
+                time: format_expiry(now),
+                reasons: refused
+                    .reasons
+                    .iter()
+                    .map(|r| format!("[{}] {r}", r.code()))
+                    .collect(),
+            };
+            self.store.put_request(&req, pem.as_bytes())?;
+        }
+        Ok(SignOutcome::Refused(refused))
+    }
+
+    fn revoke_locked(
+        &self,
+        lock: &WriteLock,
+        rec: &CertRecord,
+        reason: &str,
+        cleaned: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        let rev = Revocation {
+            serial: rec.serial.clone(),
+            time: format_expiry(now),
+            reason: reason.to_string(),
+            certname: rec.certname.clone(),
+            cleaned,
+        };
+        self.store.revoke(lock, &rev)?;
+        self.audit(serde_json::json!({
+            "time": rev.time, "event": if cleaned { "cleaned" } else { "revoked" },
+            "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
+        }))?;
+        self.write_crl_locked(lock, now)
+    }
+
+    /// `vouch revoke` / `vouch clean`.
+    pub fn revoke(
+        &self,
+        certname: &str,
+        reason: &str,
+        clean: bool,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
+        if reason_code(reason).is_none() {
+            return Err(Error::Usage {
+                detail: format!(
+                    "unknown revocation reason {reason:?}; one of {}",
+                    REASONS.join(", ")
+                ),
+            });
+        }
+        let lock = self.store.lock()?;
+        let Some((rec, _)) = self.store.current(certname)? else {
+            if clean {
+                self.store.remove_request(certname)?;
+                return Ok(format!(
+                    "no certificate for {certname}; pending request removed if there was one"
+                ));
+            }
+            return Err(Error::NotFound {
+                certname: certname.to_string(),
+            });
+        };
+        if rec.state == State::Revoked && !clean {
+            return Ok(format!(
+                "{certname} (serial {}) was already revoked",
+                rec.serial
+            ));
+        }
+        if rec.state == State::Revoked {
+            // Clean a revoked certificate: forget it without a second CRL entry.
+            let rev = Revocation {
+                serial: rec.serial.clone(),
+                time: rec.revoked_at.clone().unwrap_or_else(|| format_expiry(now)),
+                reason: rec.reason.clone().unwrap_or_else(|| reason.to_string()),
+                certname: certname.to_string(),
+                cleaned: true,
+            };
+            self.store.revoke(&lock, &rev)?;
+            return Ok(format!("cleaned {certname} (serial {})", rec.serial));
+        }
+        self.revoke_locked(&lock, &rec, reason, clean, now)?;
+        Ok(format!(
+            "{} {certname} (serial {})",
+            if clean {
+                "revoked and cleaned"
+            } else {
+                "revoked"
+            },
+            rec.serial
+        ))
+    }
+
+    /// `vouch renew`: same key, same classification, new serial and validity; the
+    /// old certificate is revoked (superseded) so a certname never has two valid ones.
+    pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Issued, Error> {
+        let lock = self.store.lock()?;
+        let (rec, pem) = self
+            .store
+            .current(certname)?
+            .ok_or_else(|| Error::NotFound {
+                certname: certname.to_string(),
+            })?;
+        if rec.state != State::Issued || parse_time(&rec.not_after).is_none_or(|t| t <= now) {
+            return Err(Error::NotValid {
+                certname: certname.to_string(),
+                detail: format!("its certificate is {:?}", rec.state).to_lowercase(),
+            });
+        }
+        let (_, der) =
+            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store {
+                detail: format!("{certname}: {e}"),
+            })?;
+        self.verify_ours(&der, now)?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Store {
+            detail: format!("{certname}: {e}"),
+        })?;
+        let spki = cert.public_key().raw.to_vec();
+        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Store {
+            detail: e.to_string(),
+        })?;
+        let classification_b64 = issue::classification_of(&der, &self.policy.mirror_oid)
+            .map_err(|detail| Error::Store { detail })?
+            .ok_or_else(|| Error::NotValid {
+                certname: certname.to_string(),
+                detail: "its certificate carries no classification".into(),
+            })?;
+        let proof = RenewalProof {
+            certname: certname.to_string(),
+            spki,
+            key_kind,
+            classification_b64,
+        };
+        self.revoke_locked(&lock, &rec, "superseded", false, now)?;
+        self.issue_locked(
+            &lock,
+            Authorization::Renewal(proof),
+            rec.attributes_expiry.clone(),
+            rec.conductor.clone(),
+            now,
+        )
+    }
+
+    /// Checks a certificate chains to this CA (master, then root) and is valid at `now`.
+    pub fn verify_ours(&self, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {
+        let root = std::fs::read(self.dir.file(ca::ROOT_CERT)).map_err(|source| Error::Io {
+            path: self.dir.file(ca::ROOT_CERT),
+            op: "read",
+            source,
+        })?;
+        let (_, root_der) =
+            crate::pem::find(&root, &["CERTIFICATE"]).map_err(|e| Error::Store {
+                detail: e.to_string(),
+            })?;
+        let root_cd = rustls_pki_types::CertificateDer::from(root_der.as_slice());
+        let anchor = webpki::anchor_from_trusted_cert(&root_cd).map_err(|e| Error::Store {
+            detail: format!("{e:?}"),
+        })?;
+        let inter = [rustls_pki_types::CertificateDer::from(
+            self.ca.cert_der.as_slice(),
+        )];
+        let ee_cd = rustls_pki_types::CertificateDer::from(der);
+        let ee = webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| Error::Store {
+            detail: format!("{e:?}"),
+        })?;
+        let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+        ee.verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &[anchor],
+            &inter,
+            rustls_pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs)),
+            webpki::KeyUsage::client_auth(),
+            None,
+            None,
+        )
+        .map(|_| ())
+        .map_err(|e| Error::NotValid {
+            certname: String::new(),
+            detail: format!("it does not verify against this CA: {e:?}"),
+        })
+    }
+
+    /// `vouch enc CERTNAME`: the classification from the node's current certificate.
+    pub fn enc(&self, certname: &str, now: OffsetDateTime) -> Result<Classification, Error> {
+        let (rec, pem) = self
+            .store
+            .current(certname)?
+            .ok_or_else(|| Error::NotFound {
+                certname: certname.to_string(),
+            })?;
+        if rec.state != State::Issued {
+            return Err(Error::NotValid {
+                certname: certname.to_string(),
+                detail: "its certificate is revoked".into(),
+            });
+        }
+        let (_, der) =
+            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store {
+                detail: e.to_string(),
+            })?;
+        self.verify_ours(&der, now).map_err(|e| match e {
+            Error::NotValid { detail, .. } => Error::NotValid {
+                certname: certname.to_string(),
+                detail,
+            },
+            other => other,
+        })?;
+        classification_from_cert(
+            &der,
+            &self.policy.mirror_oid,
+            self.policy.classification_max_bytes,
+            certname,
+        )
+    }
+
+    /// Whether the CRL is missing or within `refresh_before` of its nextUpdate.
+    pub fn crl_due(&self, now: OffsetDateTime) -> Result<bool, Error> {
+        let path = self.dir.file("ca_crl.pem");
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Ok(true);
+        };
+        let Ok((_, der)) = crate::pem::find(&bytes, &["X509 CRL"]) else {
+            return Ok(true);
+        };
+        let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else {
+            return Ok(true);
+        };
+        let Some(next) = crl.next_update() else {
+            return Ok(true);
+        };
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before)
+            .unwrap_or(time::Duration::days(10));
+        Ok(next.to_datetime() - now < refresh)
+    }
+
+    /// Regenerates the CRL if it is due. Every command that touches the store calls this.
+    pub fn maintain(&self, now: OffsetDateTime) -> Result<(), Error> {
+        if self.crl_due(now)? {
+            let lock = self.store.lock()?;
+            if self.crl_due(now)? {
+                self.write_crl_locked(&lock, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `vouch crl`: regenerates and returns the CRL PEM.
+    pub fn crl(&self, now: OffsetDateTime) -> Result<String, Error> {
+        let lock = self.store.lock()?;
+        self.write_crl_locked(&lock, now)?;
+        std::fs::read_to_string(self.dir.file("ca_crl.pem")).map_err(|source| Error::Io {
+            path: self.dir.file("ca_crl.pem"),
+            op: "read",
+            source,
+        })
+    }
+
+    fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
+        let number_path = self.dir.file("crl_number");
+        let number: u64 = std::fs::read_to_string(&number_path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+            + 1;
+        let mut seen = std::collections::HashSet::new();
+        let mut revoked = Vec::new();
+        for r in self.store.revocations()? {
+            if !seen.insert(r.serial.clone()) {
+                continue;
+            }
+            let serial = (0..r.serial.len())
+                .step_by(2)
+                .filter_map(|i| {
+                    r.serial
+                        .get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                })
+                .collect::<Vec<u8>>();
+            revoked.push(rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(&serial),
+                revocation_time: parse_time(&r.time).unwrap_or(now),
+                reason_code: reason_code(&r.reason),
+                invalidity_date: None,
+            });
+        }
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now
+                + time::Duration::try_from(self.policy.crl_validity)
+                    .unwrap_or(time::Duration::days(30)),
+            crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
+            issuing_distribution_point: None,
+            revoked_certs: revoked,
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params
+            .signed_by(&self.ca.issuer)
+            .map_err(|e| Error::Crypto {
+                detail: e.to_string(),
+            })?;
+        let pem = crl.pem().map_err(|e| Error::Crypto {
+            detail: e.to_string(),
+        })?;
+        crate::fsutil::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
+            .map_err(|source| Error::Io {
+                path: number_path.clone(),
+                op: "write",
+                source,
+            })?;
+        let path = self.dir.file("ca_crl.pem");
+        crate::fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
+            path,
+            op: "write",
+            source,
+        })
+    }
+
+    /// `vouch list`: requests; with `all`, signed and revoked certificates too.
+    pub fn list(&self, all: bool) -> Result<Vec<ListEntry>, Error> {
+        let mut out: Vec<ListEntry> = self
+            .store
+            .requests()?
+            .into_iter()
+            .map(|r| ListEntry {
+                name: r.certname,
+                state: "requested",
+                serial: None,
+                not_after: None,
+                reasons: r.reasons,
+            })
+            .collect();
+        if all {
+            let revs: std::collections::HashMap<String, bool> = self
+                .store
+                .revocations()?
+                .into_iter()
+                .map(|r| (r.serial, r.cleaned))
+                .fold(std::collections::HashMap::new(), |mut m, (s, c)| {
+                    let e = m.entry(s).or_insert(false);
+                    *e |= c;
+                    m
+                });
+            let mut latest: std::collections::HashMap<String, (String, String)> =
+                std::collections::HashMap::new();
+            let mut order = Vec::new();
+            for (serial, _nb, na, cn) in self.store.inventory()? {
+                if latest.insert(cn.clone(), (serial, na)).is_none() {
+                    order.push(cn);
+                }
+            }
+            order.sort();
+            for cn in order {
+                let Some((serial, na)) = latest.remove(&cn) else {
+                    continue;
+                };
+                let state = match revs.get(&serial) {
+                    Some(true) => continue,
+                    Some(false) => "revoked",
+                    None => "signed",
+                };
+                out.push(ListEntry {
+                    name: cn,
+                    state,
+                    serial: Some(serial),
+                    not_after: Some(na),
+                    reasons: vec![],
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The classification a certificate carries, validated, for `vouch enc`.
+pub fn classification_from_cert(
+    der: &[u8],
+    mirror_oid: &[u64],
+    max: usize,
+    name: &str,
+) -> Result<Classification, Error> {
+    let b64 = issue::classification_of(der, mirror_oid)
+        .map_err(|detail| Error::NotValid {
+            certname: name.to_string(),
+            detail,
+        })?
+        .ok_or_else(|| Error::NotValid {
+            certname: name.to_string(),
+            detail: "its certificate carries no classification".into(),
+        })?;
+    Classification::from_base64(&b64, max).map_err(|e| Error::NotValid {
+        certname: name.to_string(),
+        detail: format!("its classification is unusable: {e}"),
+    })
+}
