@@ -1,0 +1,330 @@
+//! Issuance, the store and the lifecycle commands, through the real binary,
+//! with `openssl` as the independent verifier of everything vouch issues.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+struct Ca {
+    _t: tempfile::TempDir,
+    dir: PathBuf,
+    work: PathBuf,
+}
+
+impl Ca {
+    fn new(key_type: &str) -> Ca {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vouch");
+        let work = t.path().to_path_buf();
+        let ca = Ca { _t: t, dir, work };
+        ok(&ca.vouch(&["ca", "init", "--key-type", key_type]));
+        let cert = ca.work.join("cloud1.pem");
+        let key = ca.work.join("cloud1.key");
+        ok(&ca.vouch(&["conductor", "new", "cloud1", "--cert-out", s(&cert), "--key-out", s(&key)]));
+        ca
+    }
+
+    fn vouch(&self, args: &[&str]) -> Output {
+        self.vouch_in(args, None)
+    }
+
+    fn vouch_in(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.args(args).env("VOUCH_DIR", &self.dir).env_remove("VOUCH_POLICY");
+        c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(input) = stdin {
+            let _ = child.stdin.take().unwrap().write_all(input);
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// Vouched attributes for a node (with `classification` YAML) and a CSR with a fresh key.
+    fn vouched_csr(&self, name: &str, tag: &str, classification: &str, expires_in: &str) -> PathBuf {
+        let class = self.work.join(format!("{name}-{tag}.class.yaml"));
+        std::fs::write(&class, classification).unwrap();
+        let attrs = self.work.join(format!("{name}-{tag}.attrs.yaml"));
+        ok(&self.vouch(&[
+            "conductor",
+            "sign",
+            "--cert",
+            s(&self.work.join("cloud1.pem")),
+            "--key",
+            s(&self.work.join("cloud1.key")),
+            "--classification",
+            s(&class),
+            "--expires-in",
+            expires_in,
+            "--out",
+            s(&attrs),
+        ]));
+        self.csr_from(name, tag, &attrs)
+    }
+
+    fn csr_from(&self, name: &str, tag: &str, attrs: &Path) -> PathBuf {
+        let csr = self.work.join(format!("{name}-{tag}.csr"));
+        let key = self.work.join(format!("{name}-{tag}.key"));
+        ok(&self.vouch(&["csr", "--certname", name, "--attributes", s(attrs), "--key-out", s(&key), "--csr-out", s(&csr)]));
+        csr
+    }
+
+    fn ca_file(&self, f: &str) -> PathBuf {
+        self.dir.join("ca").join(f)
+    }
+
+    fn set_policy(&self, from: &str, to: &str) {
+        let p = self.dir.join("policy.toml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{from}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn openssl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("openssl").args(args).output().expect("openssl is installed (apt-get install -y openssl)");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+const WEB: &str = "classes:\n  - profile::web\nparameters:\n  tier: frontend\nenvironment: production\n";
+const DB: &str = "classes:\n  - profile::db\n";
+
+/// Splits `vouch sign` output: the certificate, then the chain.
+fn split_pem(pem: &str) -> Vec<String> {
+    pem.split_inclusive("-----END CERTIFICATE-----\n").map(str::to_string).collect()
+}
+
+#[test]
+fn issued_certificates_verify_with_openssl_and_carry_the_classification() {
+    for key_type in ["p256", "rsa2048", "ed25519", "p384"] {
+        let ca = Ca::new(key_type);
+        let csr = ca.vouched_csr("web01.example.test", "a", WEB, "1h");
+        let out = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+        let parts = split_pem(&out);
+        assert_eq!(parts.len(), 3, "certificate, master CA, root: {out}");
+        let cert = ca.work.join("web01.pem");
+        std::fs::write(&cert, &parts[0]).unwrap();
+        assert_eq!(parts[1], std::fs::read_to_string(ca.ca_file("ca_crt.pem")).unwrap());
+        assert_eq!(parts[2], std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap());
+        let (good, text) = openssl(&[
+            "verify",
+            "-CAfile",
+            s(&ca.ca_file("root_crt.pem")),
+            "-untrusted",
+            s(&ca.ca_file("ca_crt.pem")),
+            "-purpose",
+            "sslclient",
+            s(&cert),
+        ]);
+        assert!(good, "{key_type}: {text}");
+        let (_, text) = openssl(&["x509", "-in", s(&cert), "-noout", "-text"]);
+        for want in [
+            "Subject: CN = web01.example.test",
+            "DNS:web01.example.test",
+            "CA:FALSE",
+            "TLS Web Server Authentication, TLS Web Client Authentication",
+            "Digital Signature",
+            "X509v3 Subject Key Identifier",
+            "X509v3 Authority Key Identifier",
+            "1.3.6.1.4.1.34380.2.5:",
+            "1.3.6.1.4.1.34380.1.2.5:",
+            "Issuer: CN = vouch Master CA",
+        ] {
+            assert!(text.contains(want), "{key_type}: missing {want}:\n{text}");
+        }
+        // Serial: 16 random octets, positive.
+        let (_, serial) = openssl(&["x509", "-in", s(&cert), "-noout", "-serial"]);
+        assert_eq!(serial.trim().trim_start_matches("serial=").len(), 32, "{serial}");
+        // Validity: 5 years, notBefore a day back, within the master CA's.
+        let (_, dates) = openssl(&["x509", "-in", s(&cert), "-noout", "-startdate", "-enddate"]);
+        assert!(dates.contains("notBefore") && dates.contains("notAfter"));
+        // The classifier reads it back from the certificate.
+        let enc = ok(&ca.vouch(&["enc", "web01.example.test"]));
+        let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&enc).unwrap();
+        assert_eq!(v["classes"][0], "profile::web");
+        assert_eq!(v["parameters"]["tier"], "frontend");
+        assert_eq!(v["environment"], "production");
+        let enc2 = ok(&ca.vouch(&["enc", "--cert", s(&cert)]));
+        assert_eq!(enc, enc2);
+    }
+}
+
+#[test]
+fn refused_requests_stay_pending_with_reasons_and_nothing_is_issued() {
+    let ca = Ca::new("p256");
+    let csr = ca.vouched_csr("web01.example.test", "a", WEB, "1h");
+    let out = ca.vouch(&["sign", "--csr", s(&csr), "--certname", "web02.example.test"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[common-name-mismatch]"));
+    let list: serde_json::Value = serde_json::from_str(&ok(&ca.vouch(&["list", "--all", "--format", "json"]))).unwrap();
+    let entries = list.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{list}");
+    assert_eq!(entries[0]["state"], "requested");
+    assert_eq!(entries[0]["name"], "web02.example.test");
+    assert!(entries[0]["reasons"][0].as_str().unwrap().contains("common-name-mismatch"));
+    assert!(!ca.ca_file("signed/web02.example.test.pem").exists());
+    assert!(std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap_or_default().is_empty());
+    let out = ca.vouch(&["enc", "web02.example.test"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no certificate for web02.example.test"));
+}
+
+#[test]
+fn duplicates_refused_by_default_and_superseded_by_policy() {
+    let ca = Ca::new("p256");
+    let first = ca.vouched_csr("web01.example.test", "a", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&first)]));
+    // A reinstalled host: new key, fresh attributes. Refused by default, as Puppet does.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = ca.vouched_csr("web01.example.test", "b", DB, "1h");
+    let out = ca.vouch(&["sign", "--csr", s(&second)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[certificate-exists]"));
+
+    ca.set_policy("on_existing = \"refuse\"", "on_existing = \"supersede\"");
+    // Replaying the first attributes with a new key does not supersede (same expiry).
+    let replay = ca.csr_from("web01.example.test", "replay", &ca.work.join("web01.example.test-a.attrs.yaml"));
+    let out = ca.vouch(&["sign", "--csr", s(&replay)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[supersede-replay]"), "{out:?}");
+    // The same CSR again (same key) does not supersede either.
+    let out = ca.vouch(&["sign", "--csr", s(&first)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("[supersede-same-key]") || stderr.contains("[supersede-replay]"), "{stderr}");
+    // Fresh attributes and a new key: the old certificate is revoked (superseded).
+    let old_serial = ok(&ca.vouch(&["list", "--all", "--format", "json"]));
+    ok(&ca.vouch(&["sign", "--csr", s(&second)]));
+    let enc = ok(&ca.vouch(&["enc", "web01.example.test"]));
+    assert!(enc.contains("profile::db"), "{enc}");
+    let list: serde_json::Value = serde_json::from_str(&ok(&ca.vouch(&["list", "--all", "--format", "json"]))).unwrap();
+    let signed: Vec<_> = list.as_array().unwrap().iter().filter(|e| e["state"] == "signed").collect();
+    assert_eq!(signed.len(), 1, "never two valid certificates for one certname: {list}");
+    assert!(!old_serial.contains(signed[0]["serial"].as_str().unwrap()));
+    let (_, crl) = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-text"]);
+    assert!(crl.contains("Superseded"), "{crl}");
+}
+
+#[test]
+fn revoke_crl_clean_and_renew() {
+    let ca = Ca::new("p256");
+    for n in ["a", "b", "c"] {
+        let name = format!("{n}.example.test");
+        let csr = ca.vouched_csr(&name, "x", WEB, "1h");
+        let out = ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join(format!("{n}.pem")))]));
+        assert!(out.is_empty());
+    }
+    // Renew: same key, same classification, new serial; the old one is superseded.
+    let before = std::fs::read_to_string(ca.work.join("a.pem")).unwrap();
+    ok(&ca.vouch(&["renew", "a.example.test", "--out", s(&ca.work.join("a2.pem"))]));
+    let after = std::fs::read_to_string(ca.work.join("a2.pem")).unwrap();
+    let pubkey = |p: &str| {
+        let f = ca.work.join("tmp.pem");
+        std::fs::write(&f, split_pem(p)[0].as_bytes()).unwrap();
+        openssl(&["x509", "-in", s(&f), "-noout", "-pubkey"]).1
+    };
+    assert_eq!(pubkey(&before), pubkey(&after));
+    assert!(ok(&ca.vouch(&["enc", "a.example.test"])).contains("profile::web"));
+    // Revoke b: it appears on the CRL and openssl's CRL check fails for it.
+    ok(&ca.vouch(&["revoke", "b.example.test", "--reason", "key-compromise"]));
+    let crl = ca.work.join("crl.pem");
+    ok(&ca.vouch(&["crl", "--out", s(&crl)]));
+    let (_, text) = openssl(&["crl", "-in", s(&crl), "-noout", "-text"]);
+    assert!(text.contains("Key Compromise") && text.contains("Superseded"), "{text}");
+    let chain = ca.work.join("chain.pem");
+    std::fs::write(
+        &chain,
+        format!(
+            "{}{}",
+            std::fs::read_to_string(ca.ca_file("ca_crt.pem")).unwrap(),
+            std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap()
+        ),
+    )
+    .unwrap();
+    let b = ca.work.join("b-only.pem");
+    std::fs::write(&b, split_pem(&std::fs::read_to_string(ca.work.join("b.pem")).unwrap())[0].as_bytes()).unwrap();
+    let (good, text) = openssl(&["verify", "-crl_check", "-CAfile", s(&chain), "-CRLfile", s(&crl), s(&b)]);
+    assert!(!good && text.contains("revoked"), "{text}");
+    let c = ca.work.join("c-only.pem");
+    std::fs::write(&c, split_pem(&std::fs::read_to_string(ca.work.join("c.pem")).unwrap())[0].as_bytes()).unwrap();
+    let (good, text) = openssl(&["verify", "-crl_check", "-CAfile", s(&chain), "-CRLfile", s(&crl), s(&c)]);
+    assert!(good, "{text}");
+    // A revoked node has no classification.
+    assert_eq!(ca.vouch(&["enc", "b.example.test"]).status.code(), Some(2));
+    // Clean c: revoked and forgotten.
+    ok(&ca.vouch(&["clean", "c.example.test"]));
+    let list = ok(&ca.vouch(&["list", "--all"]));
+    assert!(!list.contains("c.example.test"), "{list}");
+    assert!(list.contains("b.example.test") && list.contains("a.example.test"), "{list}");
+    assert!(!ca.ca_file("signed/c.example.test.pem").exists());
+    // Revoke of an unknown name: a clear error.
+    let out = ca.vouch(&["revoke", "nobody.example.test"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no certificate for nobody.example.test"));
+}
+
+#[test]
+fn crl_is_regenerated_before_it_lapses() {
+    let ca = Ca::new("p256");
+    ok(&ca.vouch(&["crl"]));
+    let number = || std::fs::read_to_string(ca.ca_file("crl_number")).unwrap().trim().parse::<u64>().unwrap();
+    let n0 = number();
+    // Touching the store now does not regenerate (30 days left, threshold 10).
+    ok(&ca.vouch(&["list"]));
+    assert_eq!(number(), n0);
+    // 25 days later, any command that touches the store regenerates it.
+    let later = time::OffsetDateTime::now_utc() + time::Duration::days(25);
+    let later = vouch::attrs::format_expiry(later);
+    ok(&ca.vouch(&["--now", &later, "list"]));
+    assert_eq!(number(), n0 + 1);
+    let (_, text) = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-nextupdate"]);
+    assert!(text.contains("nextUpdate"), "{text}");
+}
+
+/// Many concurrent `vouch sign` processes: distinct names all issue; one name issues once.
+#[test]
+fn concurrent_signers_never_duplicate() {
+    let ca = Ca::new("p256");
+    let same: Vec<PathBuf> = (0..8).map(|i| ca.vouched_csr("same.example.test", &format!("k{i}"), WEB, "1h")).collect();
+    let distinct: Vec<PathBuf> =
+        (0..12).map(|i| ca.vouched_csr(&format!("n{i}.example.test"), "k", WEB, "1h")).collect();
+    let children: Vec<_> = same
+        .iter()
+        .chain(distinct.iter())
+        .map(|csr| {
+            Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .args(["sign", "--csr", s(csr)])
+                .env("VOUCH_DIR", &ca.dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap()).collect();
+    assert_eq!(codes[..8].iter().filter(|&&c| c == 0).count(), 1, "exactly one certificate for same.example.test: {codes:?}");
+    assert!(codes[8..].iter().all(|&c| c == 0), "{codes:?}");
+    let inv = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
+    assert_eq!(inv.lines().count(), 13);
+    let mut serials: Vec<&str> = inv.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    serials.sort();
+    serials.dedup();
+    assert_eq!(serials.len(), 13, "no serial twice");
+}
