@@ -10,8 +10,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 use std::path::PathBuf;
 use time::macros::datetime;
@@ -25,8 +24,7 @@ use vouch::{der, oids};
 const NOW: &str = "2030-06-01T12:00:00Z";
 const EXPIRY: &str = "2030-06-02T12:00:00Z";
 const CERTNAME: &str = "web01.example.test";
-const CLASSIFICATION: &str =
-    "classes:\n  - profile::web\nparameters:\n  tier: frontend\nenvironment: production\n";
+const CLASSIFICATION: &str = "classes:\n  - profile::web\nparameters:\n  tier: frontend\nenvironment: production\n";
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -65,22 +63,14 @@ fn make_root(cn: &str) -> R<Ca> {
     let key = KeyType::P256.generate()?;
     let params = ca_params(cn, false);
     let cert = params.self_signed(&key)?;
-    Ok(Ca {
-        cert_der: cert.der().to_vec(),
-        key,
-        params,
-    })
+    Ok(Ca { cert_der: cert.der().to_vec(), key, params })
 }
 
 fn intermediate(cn: &str, parent: &Ca, eku: bool) -> R<Ca> {
     let key = KeyType::P256.generate()?;
     let params = ca_params(cn, eku);
     let cert = params.signed_by(&key, &parent.issuer())?;
-    Ok(Ca {
-        cert_der: cert.der().to_vec(),
-        key,
-        params,
-    })
+    Ok(Ca { cert_der: cert.der().to_vec(), key, params })
 }
 
 struct Conductor {
@@ -122,10 +112,7 @@ fn conductor(cn: &str, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Con
     }
     p.use_authority_key_identifier_extension = true;
     let cert = p.signed_by(&key, &issuer.issuer())?;
-    Ok(Conductor {
-        cert_der: cert.der().to_vec(),
-        key,
-    })
+    Ok(Conductor { cert_der: cert.der().to_vec(), key })
 }
 
 /// The five values plus what goes around them, all editable for defects.
@@ -162,13 +149,7 @@ impl Attrs {
 
     /// Signs the current values with `key` (sets .2.1).
     fn signed_by(mut self, key: &KeyPair) -> R<Self> {
-        self.signature = Some(sign_raw_v1(
-            key,
-            &self.version,
-            &self.expiry,
-            &self.conductor,
-            &self.classification,
-        )?);
+        self.signature = Some(sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?);
         Ok(self)
     }
 
@@ -186,25 +167,15 @@ impl Attrs {
         }
         attributes.push((oids::ATTR_VERSION.to_vec(), vec![printable(&self.version)]));
         attributes.push((oids::ATTR_EXPIRY.to_vec(), vec![printable(&self.expiry)]));
-        attributes.push((
-            oids::ATTR_CONDUCTOR.to_vec(),
-            vec![printable(&self.conductor)],
-        ));
-        attributes.push((
-            oids::ATTR_CLASSIFICATION.to_vec(),
-            vec![printable(&self.classification)],
-        ));
+        attributes.push((oids::ATTR_CONDUCTOR.to_vec(), vec![printable(&self.conductor)]));
+        attributes.push((oids::ATTR_CLASSIFICATION.to_vec(), vec![printable(&self.classification)]));
         attributes.extend(self.extra_attributes.iter().cloned());
         let mut extension_requests = vec![];
         if let Some(m) = &self.mirror {
             extension_requests.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), m.clone()));
         }
         extension_requests.extend(self.extra_extensions.iter().cloned());
-        CsrSpec {
-            common_name: cn.to_string(),
-            attributes,
-            extension_requests,
-        }
+        CsrSpec { common_name: cn.to_string(), attributes, extension_requests }
     }
 }
 
@@ -232,10 +203,7 @@ impl Out {
     fn csr(&mut self, name: &str, spec: &CsrSpec, kt: KeyType) -> R<()> {
         let key = kt.generate()?;
         let der = csr::build(spec, &key)?;
-        self.write(
-            &format!("csr/{name}.csr.pem"),
-            vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes(),
-        )
+        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
     }
 }
 
@@ -245,17 +213,11 @@ fn without(mut spec: CsrSpec, oid: &[u64]) -> CsrSpec {
 }
 
 fn main() -> R<()> {
-    let dir = std::env::args()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("fixtures"));
+    let dir = std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("fixtures"));
     for sub in ["csr", "pki", "vectors"] {
         let _ = std::fs::remove_dir_all(dir.join(sub));
     }
-    let mut out = Out {
-        dir: dir.clone(),
-        written: vec![],
-    };
+    let mut out = Out { dir: dir.clone(), written: vec![] };
 
     // The test PKI.
     let root = make_root("vouch fixture root")?;
@@ -289,20 +251,12 @@ fn main() -> R<()> {
         ConductorShape { eku: false, ..GOOD },
     )?;
     let c_rogue = conductor("conductor-rogue", KeyType::P256, &rogue, GOOD)?;
-    let c_no_eku = conductor(
-        "conductor-no-eku",
-        KeyType::P256,
-        &root,
-        ConductorShape { eku: false, ..GOOD },
-    )?;
+    let c_no_eku = conductor("conductor-no-eku", KeyType::P256, &root, ConductorShape { eku: false, ..GOOD })?;
     let c_no_ds = conductor(
         "conductor-no-digital-signature",
         KeyType::P256,
         &root,
-        ConductorShape {
-            digital_signature: false,
-            ..GOOD
-        },
+        ConductorShape { digital_signature: false, ..GOOD },
     )?;
     let c_expired = conductor(
         "conductor-expired",
@@ -326,17 +280,9 @@ fn main() -> R<()> {
     )?;
 
     // Conductor credentials for the CLI tests (test keys, never for real use).
-    for (name, c) in [
-        ("p256", &c_p256),
-        ("rsa2048", &c_rsa),
-        ("ed25519", &c_ed),
-        ("p384", &c_p384),
-    ] {
+    for (name, c) in [("p256", &c_p256), ("rsa2048", &c_rsa), ("ed25519", &c_ed), ("p384", &c_p384)] {
         out.cert(&format!("pki/conductor-{name}.pem"), &c.cert_der)?;
-        out.write(
-            &format!("pki/conductor-{name}.key"),
-            c.key.serialize_pem().as_bytes(),
-        )?;
+        out.write(&format!("pki/conductor-{name}.key"), c.key.serialize_pem().as_bytes())?;
     }
     out.write("classification.yaml", CLASSIFICATION.as_bytes())?;
 
@@ -352,30 +298,16 @@ fn main() -> R<()> {
     }
     let mut pem_conductor = Attrs::new(&c_p256);
     pem_conductor.conductor = vouch::pem::encode("CERTIFICATE", &c_p256.cert_der);
-    out.csr(
-        "valid-pem-conductor-cert",
-        &pem_conductor.signed_by(&c_p256.key)?.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("valid-pem-conductor-cert", &pem_conductor.signed_by(&c_p256.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut no_mirror = Attrs::new(&c_p256);
     no_mirror.mirror = None;
-    out.csr(
-        "mirror-missing",
-        &no_mirror.signed_by(&c_p256.key)?.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("mirror-missing", &no_mirror.signed_by(&c_p256.key)?.spec(CERTNAME), KeyType::P256)?;
     {
         let key = KeyType::P256.generate()?;
-        let der = csr::build(
-            &Attrs::new(&c_p256).signed_by(&c_p256.key)?.spec(CERTNAME),
-            &key,
-        )?;
+        let der = csr::build(&Attrs::new(&c_p256).signed_by(&c_p256.key)?.spec(CERTNAME), &key)?;
         out.write("csr/valid-der-encoded.csr.der", &der)?;
         let pem = vouch::pem::encode("CERTIFICATE REQUEST", &der).replace('\n', "\r\n");
-        out.write(
-            "csr/valid-crlf-and-junk.csr.txt",
-            format!("leading junk\r\n{pem}trailing junk\r\n").as_bytes(),
-        )?;
+        out.write("csr/valid-crlf-and-junk.csr.txt", format!("leading junk\r\n{pem}trailing junk\r\n").as_bytes())?;
     }
 
     let good = || Attrs::new(&c_p256);
@@ -387,10 +319,7 @@ fn main() -> R<()> {
         let mut der = csr::build(&good().signed_by(k)?.spec(CERTNAME), &key)?;
         let last = der.len() - 1;
         der[last] ^= 0x01;
-        out.write(
-            "csr/csr-bad-self-signature.csr.pem",
-            vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes(),
-        )?;
+        out.write("csr/csr-bad-self-signature.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())?;
         out.write(
             "csr/csr-not-a-request.csr.pem",
             b"-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n",
@@ -398,11 +327,7 @@ fn main() -> R<()> {
     }
 
     // Names.
-    out.csr(
-        "cn-differs-from-certname",
-        &good().signed_by(k)?.spec("db01.example.test"),
-        KeyType::P256,
-    )?;
+    out.csr("cn-differs-from-certname", &good().signed_by(k)?.spec("db01.example.test"), KeyType::P256)?;
     for (name, cn) in [
         ("certname-uppercase", "WEB01.example.test"),
         ("certname-wildcard", "*.example.test"),
@@ -420,22 +345,11 @@ fn main() -> R<()> {
         ("missing-conductor-cert", oids::ATTR_CONDUCTOR),
         ("missing-classification", oids::ATTR_CLASSIFICATION),
     ] {
-        out.csr(
-            name,
-            &without(good().signed_by(k)?.spec(CERTNAME), oid),
-            KeyType::P256,
-        )?;
+        out.csr(name, &without(good().signed_by(k)?.spec(CERTNAME), oid), KeyType::P256)?;
     }
     let mut dup = good().signed_by(k)?;
-    dup.extra_attributes.push((
-        oids::ATTR_EXPIRY.to_vec(),
-        vec![printable("2030-06-01T13:00:00Z")],
-    ));
-    out.csr(
-        "duplicated-expiry-attribute",
-        &dup.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    dup.extra_attributes.push((oids::ATTR_EXPIRY.to_vec(), vec![printable("2030-06-01T13:00:00Z")]));
+    out.csr("duplicated-expiry-attribute", &dup.spec(CERTNAME), KeyType::P256)?;
     let mut two = good().signed_by(k)?.spec(CERTNAME);
     for (oid, vals) in two.attributes.iter_mut() {
         if oid == oids::ATTR_CLASSIFICATION {
@@ -451,15 +365,8 @@ fn main() -> R<()> {
     }
     out.csr("version-as-octet-string", &not_text, KeyType::P256)?;
     let mut extra = good().signed_by(k)?;
-    extra.extra_attributes.push((
-        oids::VOUCH_ARC.iter().copied().chain([9]).collect(),
-        vec![printable("x")],
-    ));
-    out.csr(
-        "unexpected-vouch-attribute",
-        &extra.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    extra.extra_attributes.push((oids::VOUCH_ARC.iter().copied().chain([9]).collect(), vec![printable("x")]));
+    out.csr("unexpected-vouch-attribute", &extra.spec(CERTNAME), KeyType::P256)?;
 
     // Version and expiry (all correctly signed: the defect is the value itself).
     for (name, version, expiry) in [
@@ -485,122 +392,53 @@ fn main() -> R<()> {
         ("conductor-expired", &c_expired),
         ("conductor-not-yet-valid", &c_future),
     ] {
-        out.csr(
-            name,
-            &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME),
-            KeyType::P256,
-        )?;
+        out.csr(name, &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME), KeyType::P256)?;
     }
     let mut root_as_conductor = good();
     root_as_conductor.conductor = STANDARD.encode(&root.cert_der);
-    out.csr(
-        "conductor-is-the-root-ca",
-        &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("conductor-is-the-root-ca", &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut garbage = good();
     garbage.conductor = "bm90IGEgY2VydGlmaWNhdGU=".into();
-    out.csr(
-        "conductor-cert-garbage",
-        &garbage.signed_by(k)?.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("conductor-cert-garbage", &garbage.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
 
     // The signature.
     let mut forged = good();
     forged.signature = Some(STANDARD.encode([0x30u8, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01]));
     out.csr("signature-forged", &forged.spec(CERTNAME), KeyType::P256)?;
-    out.csr(
-        "signature-by-another-conductor",
-        &good().signed_by(&c_other.key)?.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("signature-by-another-conductor", &good().signed_by(&c_other.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut notb64 = good();
     notb64.signature = Some("not base64 at all!".into());
-    out.csr(
-        "signature-not-base64",
-        &notb64.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("signature-not-base64", &notb64.spec(CERTNAME), KeyType::P256)?;
     let mut swapped = good().signed_by(k)?;
     swapped.conductor = STANDARD.encode(&c_other.cert_der);
-    out.csr(
-        "tampered-conductor-cert-swapped",
-        &swapped.spec(CERTNAME),
-        KeyType::P256,
-    )?;
-    let tampered_class = good()
-        .signed_by(k)?
-        .classification_raw(b64("classes:\n  - profile::db\n"));
-    out.csr(
-        "tampered-classification",
-        &tampered_class.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("tampered-conductor-cert-swapped", &swapped.spec(CERTNAME), KeyType::P256)?;
+    let tampered_class = good().signed_by(k)?.classification_raw(b64("classes:\n  - profile::db\n"));
+    out.csr("tampered-classification", &tampered_class.spec(CERTNAME), KeyType::P256)?;
     let mut tampered_expiry = good().signed_by(k)?;
     tampered_expiry.expiry = "2030-06-03T12:00:00Z".into();
-    out.csr(
-        "tampered-expiry",
-        &tampered_expiry.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("tampered-expiry", &tampered_expiry.spec(CERTNAME), KeyType::P256)?;
     let mut tampered_version = good().signed_by(k)?;
     tampered_version.version = "01".into();
-    out.csr(
-        "tampered-version-1-to-01",
-        &tampered_version.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("tampered-version-1-to-01", &tampered_version.spec(CERTNAME), KeyType::P256)?;
 
     // The classification (correctly signed: the defect is the value).
     for (name, value) in [
-        (
-            "classification-not-base64",
-            "this is not base64!".to_string(),
-        ),
+        ("classification-not-base64", "this is not base64!".to_string()),
         ("classification-not-yaml", b64("classes: [unclosed\n")),
         ("classification-not-a-mapping", b64("- profile::web\n")),
-        (
-            "classification-unknown-key",
-            b64("classes: [ntp]\nnodes: [x]\n"),
-        ),
-        (
-            "classification-yaml-tag",
-            b64("classes: !ruby/object:Gem::Installer {}\n"),
-        ),
-        (
-            "classification-too-large",
-            b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000))),
-        ),
+        ("classification-unknown-key", b64("classes: [ntp]\nnodes: [x]\n")),
+        ("classification-yaml-tag", b64("classes: !ruby/object:Gem::Installer {}\n")),
+        ("classification-too-large", b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000)))),
     ] {
-        out.csr(
-            name,
-            &good()
-                .classification_raw(value)
-                .signed_by(k)?
-                .spec(CERTNAME),
-            KeyType::P256,
-        )?;
+        out.csr(name, &good().classification_raw(value).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     }
 
     // Extension requests: the node controls these.
     let pp = |arc: &[u64], n: u64| -> Vec<u64> { arc.iter().copied().chain([n]).collect() };
     for (name, oid, value) in [
-        (
-            "san-requested",
-            oids::SUBJECT_ALT_NAME.to_vec(),
-            "DNS:puppet".to_string(),
-        ),
-        (
-            "pp-cli-auth-requested",
-            pp(oids::PP_AUTH, 39),
-            "true".into(),
-        ),
-        (
-            "pp-auth-role-requested",
-            pp(oids::PP_AUTH, 13),
-            "admin".into(),
-        ),
+        ("san-requested", oids::SUBJECT_ALT_NAME.to_vec(), "DNS:puppet".to_string()),
+        ("pp-cli-auth-requested", pp(oids::PP_AUTH, 39), "true".into()),
+        ("pp-auth-role-requested", pp(oids::PP_AUTH, 13), "admin".into()),
         ("pp-role-requested", pp(oids::PP_REG, 13), "database".into()),
         ("unknown-extension-requested", vec![1, 2, 3, 4], "x".into()),
     ] {
@@ -610,29 +448,13 @@ fn main() -> R<()> {
     }
     let mut mm = good().signed_by(k)?;
     mm.mirror = Some(b64("classes:\n  - profile::db\n"));
-    out.csr(
-        "mirror-differs-from-signed-classification",
-        &mm.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    out.csr("mirror-differs-from-signed-classification", &mm.spec(CERTNAME), KeyType::P256)?;
     let mut dup_ext = good().signed_by(k)?;
-    dup_ext.extra_extensions.push((
-        vouch::policy::DEFAULT_MIRROR_OID.to_vec(),
-        dup_ext.classification.clone(),
-    ));
-    out.csr(
-        "mirror-requested-twice",
-        &dup_ext.spec(CERTNAME),
-        KeyType::P256,
-    )?;
+    dup_ext.extra_extensions.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), dup_ext.classification.clone()));
+    out.csr("mirror-requested-twice", &dup_ext.spec(CERTNAME), KeyType::P256)?;
 
     // Test vectors for other implementations.
-    for (name, c) in [
-        ("p256", &c_p256),
-        ("p384", &c_p384),
-        ("rsa2048", &c_rsa),
-        ("ed25519", &c_ed),
-    ] {
+    for (name, c) in [("p256", &c_p256), ("p384", &c_p384), ("rsa2048", &c_rsa), ("ed25519", &c_ed)] {
         let a = Attrs::new(c).signed_by(&c.key)?;
         let canonical = canonical_v1(&a.version, &a.expiry, &a.conductor, &a.classification);
         let v = serde_json::json!({
@@ -653,10 +475,7 @@ fn main() -> R<()> {
             "canonical_string": String::from_utf8(canonical)?,
             "conductor_private_key_pem": c.key.serialize_pem(),
         });
-        out.write(
-            &format!("vectors/v1-{name}.json"),
-            (serde_json::to_string_pretty(&v)? + "\n").as_bytes(),
-        )?;
+        out.write(&format!("vectors/v1-{name}.json"), (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
     }
 
     out.write("NOW", format!("{NOW}\n").as_bytes())?;

@@ -54,14 +54,10 @@ pub enum CertEncoding {
 /// (whitespace ignored).
 pub fn decode_conductor_cert(value: &str) -> Result<Vec<u8>, String> {
     if value.contains("-----BEGIN") {
-        crate::pem::find(value.as_bytes(), &["CERTIFICATE"])
-            .map(|(_, der)| der)
-            .map_err(|e| e.to_string())
+        crate::pem::find(value.as_bytes(), &["CERTIFICATE"]).map(|(_, der)| der).map_err(|e| e.to_string())
     } else {
         let compact: String = value.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-        STANDARD
-            .decode(compact.as_bytes())
-            .map_err(|e| format!("neither PEM nor base64 DER ({e})"))
+        STANDARD.decode(compact.as_bytes()).map_err(|e| format!("neither PEM nor base64 DER ({e})"))
     }
 }
 
@@ -103,13 +99,7 @@ pub fn sign_v1(
     };
     let classification = classification.to_base64();
     let signature = sign_raw_v1(key, &version, &expiry, &conductor, &classification)?;
-    Ok(VouchedAttributes {
-        signature,
-        version,
-        expiry,
-        conductor,
-        classification,
-    })
+    Ok(VouchedAttributes { signature, version, expiry, conductor, classification })
 }
 
 /// Signs the version 1 canonical string of these exact values; returns base64.
@@ -151,8 +141,7 @@ impl CsrAttributes {
             c.custom_attributes.insert(oids::dotted(oid), v.clone());
         }
         if let Some(m) = mirror {
-            c.extension_requests
-                .insert(oids::dotted(m), a.classification.clone());
+            c.extension_requests.insert(oids::dotted(m), a.classification.clone());
         }
         c
     }
@@ -198,8 +187,7 @@ fn yaml_map(out: &mut String, indent: &str, name: &str, map: &BTreeMap<String, S
 pub fn render(a: &CsrAttributes, format: Format) -> Result<String, String> {
     match format {
         Format::PuppetYaml => {
-            let mut out =
-                String::from("---\n# csr_attributes.yaml written by vouch conductor sign\n");
+            let mut out = String::from("---\n# csr_attributes.yaml written by vouch conductor sign\n");
             yaml_map(&mut out, "", "custom_attributes", &a.custom_attributes);
             yaml_map(&mut out, "", "extension_requests", &a.extension_requests);
             Ok(out)
@@ -207,17 +195,10 @@ pub fn render(a: &CsrAttributes, format: Format) -> Result<String, String> {
         Format::CloudConfig => {
             let mut out = String::from("#cloud-config\npuppet:\n  csr_attributes:\n");
             yaml_map(&mut out, "    ", "custom_attributes", &a.custom_attributes);
-            yaml_map(
-                &mut out,
-                "    ",
-                "extension_requests",
-                &a.extension_requests,
-            );
+            yaml_map(&mut out, "    ", "extension_requests", &a.extension_requests);
             Ok(out)
         }
-        Format::Json => serde_json::to_string_pretty(a)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string()),
+        Format::Json => serde_json::to_string_pretty(a).map(|s| s + "\n").map_err(|e| e.to_string()),
         Format::Txt => {
             let mut out = String::from("# csr_attributes.txt written by vouch conductor sign\n");
             for (k, v) in &a.custom_attributes {
@@ -248,9 +229,7 @@ pub fn parse_file(text: &str) -> Result<CsrAttributes, String> {
     }
     let looks_yaml = text.lines().any(|l| {
         let l = l.trim_start();
-        l.starts_with("custom_attributes:")
-            || l.starts_with("extension_requests:")
-            || l.starts_with("puppet:")
+        l.starts_with("custom_attributes:") || l.starts_with("extension_requests:") || l.starts_with("puppet:")
     });
     if looks_yaml {
         let doc: serde_yaml_ng::Value =
@@ -260,21 +239,16 @@ pub fn parse_file(text: &str) -> Result<CsrAttributes, String> {
             None => doc,
         };
         let mut out = CsrAttributes::default();
-        for (section, target) in [
-            ("custom_attributes", &mut out.custom_attributes),
-            ("extension_requests", &mut out.extension_requests),
-        ] {
+        for (section, target) in
+            [("custom_attributes", &mut out.custom_attributes), ("extension_requests", &mut out.extension_requests)]
+        {
             let Some(map) = node.get(section) else {
                 continue;
             };
-            let map = map
-                .as_mapping()
-                .ok_or_else(|| format!("{section} must be a mapping"))?;
+            let map = map.as_mapping().ok_or_else(|| format!("{section} must be a mapping"))?;
             for (k, v) in map {
-                let key = yaml_scalar_string(k)
-                    .ok_or_else(|| format!("{section}: a key is not a string"))?;
-                let val = yaml_scalar_string(v)
-                    .ok_or_else(|| format!("{section}.{key}: the value is not a string"))?;
+                let key = yaml_scalar_string(k).ok_or_else(|| format!("{section}: a key is not a string"))?;
+                let val = yaml_scalar_string(v).ok_or_else(|| format!("{section}.{key}: the value is not a string"))?;
                 target.insert(key, val);
             }
         }
@@ -286,14 +260,10 @@ pub fn parse_file(text: &str) -> Result<CsrAttributes, String> {
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        let (k, v) = l
-            .split_once('=')
-            .ok_or_else(|| format!("line {}: expected 'OID = value'", n + 1))?;
+        let (k, v) = l.split_once('=').ok_or_else(|| format!("line {}: expected 'OID = value'", n + 1))?;
         let (k, v) = (k.trim(), v.trim());
         match k.strip_prefix("extension_requests.") {
-            Some(ext) => out
-                .extension_requests
-                .insert(ext.to_string(), v.to_string()),
+            Some(ext) => out.extension_requests.insert(ext.to_string(), v.to_string()),
             None => out.custom_attributes.insert(k.to_string(), v.to_string()),
         };
     }
@@ -326,27 +296,14 @@ mod tests {
     #[test]
     fn formats_roundtrip() {
         let mut a = CsrAttributes::default();
-        a.custom_attributes
-            .insert("1.3.6.1.4.1.34380.2.2".into(), "1".into());
-        a.custom_attributes.insert(
-            "1.3.6.1.4.1.34380.2.3".into(),
-            "2030-01-01T00:00:00Z".into(),
-        );
-        a.extension_requests
-            .insert("1.3.6.1.4.1.34380.1.2.5".into(), "Y2xhc3NlczogW10K".into());
-        for f in [
-            Format::PuppetYaml,
-            Format::CloudConfig,
-            Format::Json,
-            Format::Txt,
-        ] {
+        a.custom_attributes.insert("1.3.6.1.4.1.34380.2.2".into(), "1".into());
+        a.custom_attributes.insert("1.3.6.1.4.1.34380.2.3".into(), "2030-01-01T00:00:00Z".into());
+        a.extension_requests.insert("1.3.6.1.4.1.34380.1.2.5".into(), "Y2xhc3NlczogW10K".into());
+        for f in [Format::PuppetYaml, Format::CloudConfig, Format::Json, Format::Txt] {
             let text = render(&a, f).unwrap();
             assert_eq!(parse_file(&text).unwrap(), a, "{f:?}\n{text}");
         }
-        a.custom_attributes.insert(
-            "1.3.6.1.4.1.34380.2.4".into(),
-            "-----BEGIN X-----\nAB'C\n".into(),
-        );
+        a.custom_attributes.insert("1.3.6.1.4.1.34380.2.4".into(), "-----BEGIN X-----\nAB'C\n".into());
         for f in [Format::PuppetYaml, Format::CloudConfig, Format::Json] {
             let text = render(&a, f).unwrap();
             assert_eq!(parse_file(&text).unwrap(), a, "{f:?}\n{text}");

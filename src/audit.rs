@@ -4,25 +4,16 @@ use crate::decide::{Conductor, Grant, Refused};
 use time::OffsetDateTime;
 
 /// Renders a decision as one JSON line.
-pub fn decision_line(
-    now: OffsetDateTime,
-    certname: &str,
-    outcome: Result<&Grant, &Refused>,
-    source: &str,
-) -> String {
+pub fn decision_line(now: OffsetDateTime, certname: &str, outcome: Result<&Grant, &Refused>, source: &str) -> String {
     let time = crate::attrs::format_expiry(now);
-    let (verdict, conductor, reasons): (&str, Option<&Conductor>, Vec<serde_json::Value>) =
-        match outcome {
-            Ok(g) => ("granted", Some(g.conductor()), Vec::new()),
-            Err(r) => (
-                "refused",
-                r.conductor.as_ref(),
-                r.reasons
-                    .iter()
-                    .map(|x| serde_json::json!({"code": x.code(), "message": x.to_string()}))
-                    .collect(),
-            ),
-        };
+    let (verdict, conductor, reasons): (&str, Option<&Conductor>, Vec<serde_json::Value>) = match outcome {
+        Ok(g) => ("granted", Some(g.conductor()), Vec::new()),
+        Err(r) => (
+            "refused",
+            r.conductor.as_ref(),
+            r.reasons.iter().map(|x| serde_json::json!({"code": x.code(), "message": x.to_string()})).collect(),
+        ),
+    };
     serde_json::json!({
         "time": time,
         "event": "decision",

@@ -9,24 +9,18 @@ use crate::decide::{self, Refusal, Refused, Request};
 use crate::error::Error;
 use crate::issue::{self, Authorization, Issued, MasterCa, RenewalProof};
 use crate::policy::{OnExisting, Policy};
-use crate::store::{
-    CertRecord, FileStore, PendingRequest, Revocation, State, Store, StoreError, WriteLock,
-};
+use crate::store::{CertRecord, FileStore, PendingRequest, Revocation, State, Store, StoreError, WriteLock};
 use time::OffsetDateTime;
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
-        Error::Store {
-            detail: e.to_string(),
-        }
+        Error::Store { detail: e.to_string() }
     }
 }
 
 impl From<issue::IssueError> for Error {
     fn from(e: issue::IssueError) -> Self {
-        Error::Crypto {
-            detail: e.to_string(),
-        }
+        Error::Crypto { detail: e.to_string() }
     }
 }
 
@@ -91,25 +85,17 @@ impl Authority {
     /// Opens the CA in `dir` with its `policy.toml`.
     pub fn open(dir: &CaDir) -> Result<Self, Error> {
         if !dir.file(ca::CA_CERT).exists() {
-            return Err(Error::NoCa {
-                dir: dir.dir.clone(),
-            });
+            return Err(Error::NoCa { dir: dir.dir.clone() });
         }
         let policy = Policy::load(&dir.policy())?;
         let (cert_der, key) = ca::load_cert_and_key(&dir.file(ca::CA_CERT), &dir.file(ca::CA_KEY))?;
-        let chain =
-            std::fs::read_to_string(dir.file(ca::CA_BUNDLE)).map_err(|source| Error::Io {
-                path: dir.file(ca::CA_BUNDLE),
-                op: "read",
-                source,
-            })?;
+        let chain = std::fs::read_to_string(dir.file(ca::CA_BUNDLE)).map_err(|source| Error::Io {
+            path: dir.file(ca::CA_BUNDLE),
+            op: "read",
+            source,
+        })?;
         let ca = MasterCa::new(cert_der, key, chain)?;
-        Ok(Authority {
-            store: FileStore::new(dir.ca()),
-            dir: dir.clone(),
-            policy,
-            ca,
-        })
+        Ok(Authority { store: FileStore::new(dir.ca()), dir: dir.clone(), policy, ca })
     }
 
     /// The PEM chain sent after each certificate: master CA, then root.
@@ -130,9 +116,7 @@ impl Authority {
 
     fn new_serial() -> Result<Vec<u8>, Error> {
         let mut b = [0u8; 16];
-        aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto {
-            detail: "no randomness available".into(),
-        })?;
+        aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
         b[0] = (b[0] & 0x7f) | 0x40;
         Ok(b.to_vec())
     }
@@ -146,14 +130,8 @@ impl Authority {
         conductor: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
-        let mut prepared = issue::prepare(
-            auth,
-            &self.policy.profile,
-            &self.policy.mirror_oid,
-            &Self::new_serial()?,
-            &self.ca,
-            now,
-        )?;
+        let mut prepared =
+            issue::prepare(auth, &self.policy.profile, &self.policy.mirror_oid, &Self::new_serial()?, &self.ca, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         let record = loop {
@@ -195,28 +173,13 @@ impl Authority {
     }
 
     /// `vouch sign`: decide, and on a grant issue at once.
-    pub fn sign(
-        &self,
-        csr: &[u8],
-        certname: Option<&str>,
-        now: OffsetDateTime,
-    ) -> Result<SignOutcome, Error> {
+    pub fn sign(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<SignOutcome, Error> {
         self.maintain(now)?;
         let certname = match certname {
             Some(c) => c.to_string(),
-            None => crate::csr::parse(csr)
-                .ok()
-                .and_then(|c| c.common_names.first().cloned())
-                .unwrap_or_default(),
+            None => crate::csr::parse(csr).ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
         };
-        let outcome = decide::decide(
-            &Request {
-                csr,
-                certname: &certname,
-            },
-            &self.policy,
-            now,
-        );
+        let outcome = decide::decide(&Request { csr, certname: &certname }, &self.policy, now);
         let grant = match outcome {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
             Ok(g) => g,
@@ -225,37 +188,27 @@ impl Authority {
         let mut extra = Vec::new();
         let mut supersede = None;
         if let Some((rec, pem)) = self.store.current(&certname)? {
-            let valid =
-                rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
             if valid {
                 let old_spki = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
                     .ok()
                     .and_then(|(_, der)| {
-                        x509_parser::parse_x509_certificate(&der)
-                            .ok()
-                            .map(|(_, c)| c.public_key().raw.to_vec())
+                        x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
                     })
                     .unwrap_or_default();
-                let later = match (
-                    &rec.attributes_expiry,
-                    parse_time(rec.attributes_expiry.as_deref().unwrap_or("")),
-                ) {
+                let later = match (&rec.attributes_expiry, parse_time(rec.attributes_expiry.as_deref().unwrap_or(""))) {
                     (Some(_), Some(old)) => grant.attributes_expiry() > old,
                     _ => true,
                 };
                 match self.policy.on_existing {
-                    OnExisting::Refuse => extra.push(Refusal::CertificateExists {
-                        certname: certname.clone(),
-                        serial: rec.serial.clone(),
-                    }),
+                    OnExisting::Refuse => extra
+                        .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
                     OnExisting::Supersede if old_spki == grant.csr().spki => {
-                        extra.push(Refusal::SupersedeSameKey {
-                            certname: certname.clone(),
-                        })
+                        extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
-                    OnExisting::Supersede if !later => extra.push(Refusal::SupersedeReplay {
-                        certname: certname.clone(),
-                    }),
+                    OnExisting::Supersede if !later => {
+                        extra.push(Refusal::SupersedeReplay { certname: certname.clone() })
+                    }
                     OnExisting::Supersede => supersede = Some(rec),
                 }
             }
@@ -263,34 +216,16 @@ impl Authority {
         if !extra.is_empty() {
             let conductor = Some(grant.conductor().clone());
             drop(lock);
-            return self.refuse(
-                &certname,
-                csr,
-                Refused {
-                    reasons: extra,
-                    conductor,
-                },
-                now,
-            );
+            return self.refuse(&certname, csr, Refused { reasons: extra, conductor }, now);
         }
         if let Some(old) = supersede {
             self.revoke_locked(&lock, &old, "superseded", false, now)?;
         }
         let expiry = format_expiry(grant.attributes_expiry());
         let conductor = grant.conductor().fingerprint.clone();
-        self.audit_raw(&crate::audit::decision_line(
-            now,
-            &certname,
-            Ok(&grant),
-            "sign",
-        ))?;
-        let issued = self.issue_locked(
-            &lock,
-            Authorization::Vouched(Box::new(grant)),
-            Some(expiry),
-            Some(conductor),
-            now,
-        )?;
+        self.audit_raw(&crate::audit::decision_line(now, &certname, Ok(&grant), "sign"))?;
+        let issued =
+            self.issue_locked(&lock, Authorization::Vouched(Box::new(grant)), Some(expiry), Some(conductor), now)?;
         self.store.remove_request(&certname)?;
         if self.crl_due(now)? {
             self.write_crl_locked(&lock, now)?;
@@ -309,19 +244,8 @@ impl Authority {
         Ok(())
     }
 
-    fn refuse(
-        &self,
-        certname: &str,
-        csr: &[u8],
-        refused: Refused,
-        now: OffsetDateTime,
-    ) -> Result<SignOutcome, Error> {
-        self.audit_raw(&crate::audit::decision_line(
-            now,
-            certname,
-            Err(&refused),
-            "sign",
-        ))?;
+    fn refuse(&self, certname: &str, csr: &[u8], refused: Refused, now: OffsetDateTime) -> Result<SignOutcome, Error> {
+        self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
         if decide::check_certname(certname).is_ok() {
             let pem = match crate::csr::parse(csr) {
                 Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
@@ -330,11 +254,7 @@ impl Authority {
             let req = PendingRequest {
                 certname: certname.to_string(),
                 time: format_expiry(now),
-                reasons: refused
-                    .reasons
-                    .iter()
-                    .map(|r| format!("[{}] {r}", r.code()))
-                    .collect(),
+                reasons: refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect(),
             };
             self.store.put_request(&req, pem.as_bytes())?;
         }
@@ -365,38 +285,22 @@ impl Authority {
     }
 
     /// `vouch revoke` / `vouch clean`.
-    pub fn revoke(
-        &self,
-        certname: &str,
-        reason: &str,
-        clean: bool,
-        now: OffsetDateTime,
-    ) -> Result<String, Error> {
+    pub fn revoke(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
         if reason_code(reason).is_none() {
             return Err(Error::Usage {
-                detail: format!(
-                    "unknown revocation reason {reason:?}; one of {}",
-                    REASONS.join(", ")
-                ),
+                detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
             });
         }
         let lock = self.store.lock()?;
         let Some((rec, _)) = self.store.current(certname)? else {
             if clean {
                 self.store.remove_request(certname)?;
-                return Ok(format!(
-                    "no certificate for {certname}; pending request removed if there was one"
-                ));
+                return Ok(format!("no certificate for {certname}; pending request removed if there was one"));
             }
-            return Err(Error::NotFound {
-                certname: certname.to_string(),
-            });
+            return Err(Error::NotFound { certname: certname.to_string() });
         };
         if rec.state == State::Revoked && !clean {
-            return Ok(format!(
-                "{certname} (serial {}) was already revoked",
-                rec.serial
-            ));
+            return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }
         if rec.state == State::Revoked {
             // Clean a revoked certificate: forget it without a second CRL entry.
@@ -411,57 +315,35 @@ impl Authority {
             return Ok(format!("cleaned {certname} (serial {})", rec.serial));
         }
         self.revoke_locked(&lock, &rec, reason, clean, now)?;
-        Ok(format!(
-            "{} {certname} (serial {})",
-            if clean {
-                "revoked and cleaned"
-            } else {
-                "revoked"
-            },
-            rec.serial
-        ))
+        Ok(format!("{} {certname} (serial {})", if clean { "revoked and cleaned" } else { "revoked" }, rec.serial))
     }
 
     /// `vouch renew`: same key, same classification, new serial and validity; the
     /// old certificate is revoked (superseded) so a certname never has two valid ones.
     pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Issued, Error> {
         let lock = self.store.lock()?;
-        let (rec, pem) = self
-            .store
-            .current(certname)?
-            .ok_or_else(|| Error::NotFound {
-                certname: certname.to_string(),
-            })?;
+        let (rec, pem) =
+            self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         if rec.state != State::Issued || parse_time(&rec.not_after).is_none_or(|t| t <= now) {
             return Err(Error::NotValid {
                 certname: certname.to_string(),
                 detail: format!("its certificate is {:?}", rec.state).to_lowercase(),
             });
         }
-        let (_, der) =
-            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store {
-                detail: format!("{certname}: {e}"),
-            })?;
+        let (_, der) = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+            .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
         self.verify_ours(&der, now)?;
-        let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Store {
-            detail: format!("{certname}: {e}"),
-        })?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&der)
+            .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
         let spki = cert.public_key().raw.to_vec();
-        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Store {
-            detail: e.to_string(),
-        })?;
+        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Store { detail: e.to_string() })?;
         let classification_b64 = issue::classification_of(&der, &self.policy.mirror_oid)
             .map_err(|detail| Error::Store { detail })?
             .ok_or_else(|| Error::NotValid {
                 certname: certname.to_string(),
                 detail: "its certificate carries no classification".into(),
             })?;
-        let proof = RenewalProof {
-            certname: certname.to_string(),
-            spki,
-            key_kind,
-            classification_b64,
-        };
+        let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64 };
         self.revoke_locked(&lock, &rec, "superseded", false, now)?;
         self.issue_locked(
             &lock,
@@ -480,20 +362,13 @@ impl Authority {
             source,
         })?;
         let (_, root_der) =
-            crate::pem::find(&root, &["CERTIFICATE"]).map_err(|e| Error::Store {
-                detail: e.to_string(),
-            })?;
+            crate::pem::find(&root, &["CERTIFICATE"]).map_err(|e| Error::Store { detail: e.to_string() })?;
         let root_cd = rustls_pki_types::CertificateDer::from(root_der.as_slice());
-        let anchor = webpki::anchor_from_trusted_cert(&root_cd).map_err(|e| Error::Store {
-            detail: format!("{e:?}"),
-        })?;
-        let inter = [rustls_pki_types::CertificateDer::from(
-            self.ca.cert_der.as_slice(),
-        )];
+        let anchor =
+            webpki::anchor_from_trusted_cert(&root_cd).map_err(|e| Error::Store { detail: format!("{e:?}") })?;
+        let inter = [rustls_pki_types::CertificateDer::from(self.ca.cert_der.as_slice())];
         let ee_cd = rustls_pki_types::CertificateDer::from(der);
-        let ee = webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| Error::Store {
-            detail: format!("{e:?}"),
-        })?;
+        let ee = webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| Error::Store { detail: format!("{e:?}") })?;
         let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
         ee.verify_for_usage(
             webpki::ALL_VERIFICATION_ALGS,
@@ -513,12 +388,8 @@ impl Authority {
 
     /// `vouch enc CERTNAME`: the classification from the node's current certificate.
     pub fn enc(&self, certname: &str, now: OffsetDateTime) -> Result<Classification, Error> {
-        let (rec, pem) = self
-            .store
-            .current(certname)?
-            .ok_or_else(|| Error::NotFound {
-                certname: certname.to_string(),
-            })?;
+        let (rec, pem) =
+            self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         if rec.state != State::Issued {
             return Err(Error::NotValid {
                 certname: certname.to_string(),
@@ -526,22 +397,12 @@ impl Authority {
             });
         }
         let (_, der) =
-            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store {
-                detail: e.to_string(),
-            })?;
+            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store { detail: e.to_string() })?;
         self.verify_ours(&der, now).map_err(|e| match e {
-            Error::NotValid { detail, .. } => Error::NotValid {
-                certname: certname.to_string(),
-                detail,
-            },
+            Error::NotValid { detail, .. } => Error::NotValid { certname: certname.to_string(), detail },
             other => other,
         })?;
-        classification_from_cert(
-            &der,
-            &self.policy.mirror_oid,
-            self.policy.classification_max_bytes,
-            certname,
-        )
+        classification_from_cert(&der, &self.policy.mirror_oid, self.policy.classification_max_bytes, certname)
     }
 
     /// Whether the CRL is missing or within `refresh_before` of its nextUpdate.
@@ -559,8 +420,7 @@ impl Authority {
         let Some(next) = crl.next_update() else {
             return Ok(true);
         };
-        let refresh = time::Duration::try_from(self.policy.crl_refresh_before)
-            .unwrap_or(time::Duration::days(10));
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
         Ok(next.to_datetime() - now < refresh)
     }
 
@@ -588,11 +448,8 @@ impl Authority {
 
     fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
-        let number: u64 = std::fs::read_to_string(&number_path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-            + 1;
+        let number: u64 =
+            std::fs::read_to_string(&number_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0) + 1;
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
         for r in self.store.revocations()? {
@@ -601,11 +458,7 @@ impl Authority {
             }
             let serial = (0..r.serial.len())
                 .step_by(2)
-                .filter_map(|i| {
-                    r.serial
-                        .get(i..i + 2)
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                })
+                .filter_map(|i| r.serial.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
                 .collect::<Vec<u8>>();
             revoked.push(rcgen::RevokedCertParams {
                 serial_number: rcgen::SerialNumber::from_slice(&serial),
@@ -616,28 +469,16 @@ impl Authority {
         }
         let params = rcgen::CertificateRevocationListParams {
             this_update: now,
-            next_update: now
-                + time::Duration::try_from(self.policy.crl_validity)
-                    .unwrap_or(time::Duration::days(30)),
+            next_update: now + time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30)),
             crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
             issuing_distribution_point: None,
             revoked_certs: revoked,
             key_identifier_method: rcgen::KeyIdMethod::Sha256,
         };
-        let crl = params
-            .signed_by(&self.ca.issuer)
-            .map_err(|e| Error::Crypto {
-                detail: e.to_string(),
-            })?;
-        let pem = crl.pem().map_err(|e| Error::Crypto {
-            detail: e.to_string(),
-        })?;
+        let crl = params.signed_by(&self.ca.issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
         crate::fsutil::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
-            .map_err(|source| Error::Io {
-                path: number_path.clone(),
-                op: "write",
-                source,
-            })?;
+            .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
         crate::fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
             path,
@@ -661,18 +502,16 @@ impl Authority {
             })
             .collect();
         if all {
-            let revs: std::collections::HashMap<String, bool> = self
-                .store
-                .revocations()?
-                .into_iter()
-                .map(|r| (r.serial, r.cleaned))
-                .fold(std::collections::HashMap::new(), |mut m, (s, c)| {
-                    let e = m.entry(s).or_insert(false);
-                    *e |= c;
-                    m
-                });
-            let mut latest: std::collections::HashMap<String, (String, String)> =
-                std::collections::HashMap::new();
+            let revs: std::collections::HashMap<String, bool> =
+                self.store.revocations()?.into_iter().map(|r| (r.serial, r.cleaned)).fold(
+                    std::collections::HashMap::new(),
+                    |mut m, (s, c)| {
+                        let e = m.entry(s).or_insert(false);
+                        *e |= c;
+                        m
+                    },
+                );
+            let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
             let mut order = Vec::new();
             for (serial, _nb, na, cn) in self.store.inventory()? {
                 if latest.insert(cn.clone(), (serial, na)).is_none() {
@@ -689,13 +528,7 @@ impl Authority {
                     Some(false) => "revoked",
                     None => "signed",
                 };
-                out.push(ListEntry {
-                    name: cn,
-                    state,
-                    serial: Some(serial),
-                    not_after: Some(na),
-                    reasons: vec![],
-                });
+                out.push(ListEntry { name: cn, state, serial: Some(serial), not_after: Some(na), reasons: vec![] });
             }
         }
         Ok(out)
@@ -710,10 +543,7 @@ pub fn classification_from_cert(
     name: &str,
 ) -> Result<Classification, Error> {
     let b64 = issue::classification_of(der, mirror_oid)
-        .map_err(|detail| Error::NotValid {
-            certname: name.to_string(),
-            detail,
-        })?
+        .map_err(|detail| Error::NotValid { certname: name.to_string(), detail })?
         .ok_or_else(|| Error::NotValid {
             certname: name.to_string(),
             detail: "its certificate carries no classification".into(),

@@ -5,8 +5,8 @@ use crate::fsutil;
 use crate::keys::KeyType;
 use crate::oids;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SerialNumber,
 };
 use std::path::{Path, PathBuf};
 use time::{Duration, OffsetDateTime};
@@ -43,9 +43,7 @@ impl CaDir {
 /// A random positive serial of 128 bits (at least 64 bits of entropy, RFC 5280 ≤ 20 octets).
 pub fn random_serial() -> Result<SerialNumber, Error> {
     let mut b = [0u8; 16];
-    aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto {
-        detail: "no randomness available".into(),
-    })?;
+    aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
     b[0] &= 0x7f;
     b[0] |= 0x40; // keep 16 octets, positive
     Ok(SerialNumber::from_slice(&b))
@@ -58,9 +56,7 @@ fn name(cn: &str) -> DistinguishedName {
 }
 
 fn crypto(e: rcgen::Error) -> Error {
-    Error::Crypto {
-        detail: e.to_string(),
-    }
+    Error::Crypto { detail: e.to_string() }
 }
 
 /// What `ca init` made.
@@ -103,11 +99,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     root.not_before = now - Duration::days(1);
     root.not_after = now + Duration::days(365 * 20);
     root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    root.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    root.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let root_cert = root.self_signed(&root_key).map_err(crypto)?;
     let root_issuer = Issuer::new(root, &root_key);
 
@@ -118,11 +110,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     master.not_before = now - Duration::days(1);
     master.not_after = now + Duration::days(365 * 15);
     master.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    master.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    master.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     master.use_authority_key_identifier_extension = true;
     let ca_cert = master.signed_by(&ca_key, &root_issuer).map_err(crypto)?;
 
@@ -135,11 +123,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
             (CA_KEY, ca_key.serialize_pem(), 0o600),
             (ROOT_CERT, root_cert.pem(), 0o644),
             (CA_CERT, ca_cert.pem(), 0o644),
-            (
-                CA_BUNDLE,
-                format!("{}{}", ca_cert.pem(), root_cert.pem()),
-                0o644,
-            ),
+            (CA_BUNDLE, format!("{}{}", ca_cert.pem(), root_cert.pem()), 0o644),
         ];
         for (file, content, mode) in files {
             let p = staging.join(file);
@@ -149,11 +133,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: dir.ca() }
             } else {
-                Error::Io {
-                    path: dir.ca(),
-                    op: "rename",
-                    source: e,
-                }
+                Error::Io { path: dir.ca(), op: "rename", source: e }
             }
         })
     })();
@@ -165,55 +145,30 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     let policy = dir.policy();
     fsutil::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
-            Error::AlreadyExists {
-                path: policy.clone(),
-            }
+            Error::AlreadyExists { path: policy.clone() }
         } else {
-            Error::Io {
-                path: policy.clone(),
-                op: "write",
-                source: e,
-            }
+            Error::Io { path: policy.clone(), op: "write", source: e }
         }
     })?;
-    Ok(InitReport {
-        root_fingerprint: fingerprint(root_cert.der()),
-        key_type,
-        policy,
-        ca_dir: dir.ca(),
-    })
+    Ok(InitReport { root_fingerprint: fingerprint(root_cert.der()), key_type, policy, ca_dir: dir.ca() })
 }
 
 /// Loads a certificate (first PEM block) and a key from files.
 pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), Error> {
-    let cert_bytes = std::fs::read(cert).map_err(|source| Error::Io {
-        path: cert.to_path_buf(),
-        op: "read",
-        source,
-    })?;
+    let cert_bytes =
+        std::fs::read(cert).map_err(|source| Error::Io { path: cert.to_path_buf(), op: "read", source })?;
     let der = if cert_bytes.first() == Some(&0x30) {
         cert_bytes
     } else {
         crate::pem::find(&cert_bytes, &["CERTIFICATE"])
             .map(|(_, d)| d)
-            .map_err(|e| Error::Cert {
-                path: cert.to_path_buf(),
-                detail: e.to_string(),
-            })?
+            .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?
     };
-    x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert {
-        path: cert.to_path_buf(),
-        detail: e.to_string(),
-    })?;
-    let key_text = std::fs::read_to_string(key).map_err(|source| Error::Io {
-        path: key.to_path_buf(),
-        op: "read",
-        source,
-    })?;
-    let kp = crate::keys::load_pem(&key_text).map_err(|detail| Error::Key {
-        path: key.to_path_buf(),
-        detail,
-    })?;
+    x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?;
+    let key_text =
+        std::fs::read_to_string(key).map_err(|source| Error::Io { path: key.to_path_buf(), op: "read", source })?;
+    let kp = crate::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
     Ok((der, kp))
 }
 
@@ -232,9 +187,7 @@ pub fn new_conductor(
     now: OffsetDateTime,
 ) -> Result<(String, String, String), Error> {
     if !dir.file(ROOT_CERT).exists() {
-        return Err(Error::NoCa {
-            dir: dir.dir.clone(),
-        });
+        return Err(Error::NoCa { dir: dir.dir.clone() });
     }
     let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
     let root_pem = crate::pem::encode("CERTIFICATE", &root_der);
@@ -245,10 +198,8 @@ pub fn new_conductor(
     p.serial_number = Some(random_serial()?);
     p.not_before = now - Duration::minutes(5);
     p.not_after = now + Duration::days(i64::from(spec.days));
-    let (_, root) = x509_parser::parse_x509_certificate(&root_der).map_err(|e| Error::Cert {
-        path: dir.file(ROOT_CERT),
-        detail: e.to_string(),
-    })?;
+    let (_, root) = x509_parser::parse_x509_certificate(&root_der)
+        .map_err(|e| Error::Cert { path: dir.file(ROOT_CERT), detail: e.to_string() })?;
     let root_not_after = root.validity().not_after.to_datetime();
     if p.not_after > root_not_after {
         p.not_after = root_not_after;

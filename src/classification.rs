@@ -40,19 +40,15 @@ impl std::fmt::Display for ClassificationError {
                 write!(f, "the classification is not base64: {detail}")
             }
             ClassificationError::TooLarge { size, max } => {
-                write!(
-                    f,
-                    "the classification is {size} bytes, more than the limit of {max}"
-                )
+                write!(f, "the classification is {size} bytes, more than the limit of {max}")
             }
             ClassificationError::NotUtf8 => f.write_str("the classification is not UTF-8 text"),
             ClassificationError::NotYaml { detail } => {
                 write!(f, "the classification is not valid YAML: {detail}")
             }
-            ClassificationError::Invalid { detail } => write!(
-                f,
-                "the classification is not a node classification: {detail}"
-            ),
+            ClassificationError::Invalid { detail } => {
+                write!(f, "the classification is not a node classification: {detail}")
+            }
         }
     }
 }
@@ -70,20 +66,12 @@ impl Classification {
     /// Parses and validates YAML text (conductor side).
     pub fn from_yaml(text: &str, max_bytes: usize) -> Result<Self, ClassificationError> {
         if text.len() > max_bytes {
-            return Err(ClassificationError::TooLarge {
-                size: text.len(),
-                max: max_bytes,
-            });
+            return Err(ClassificationError::TooLarge { size: text.len(), max: max_bytes });
         }
         let value: Value =
-            serde_yaml_ng::from_str(text).map_err(|e| ClassificationError::NotYaml {
-                detail: e.to_string(),
-            })?;
+            serde_yaml_ng::from_str(text).map_err(|e| ClassificationError::NotYaml { detail: e.to_string() })?;
         validate(&value)?;
-        Ok(Classification {
-            yaml: text.to_string(),
-            value,
-        })
+        Ok(Classification { yaml: text.to_string(), value })
     }
 
     /// Decodes the base64 attribute value and validates it (CA side).
@@ -91,17 +79,10 @@ impl Classification {
         // Base64 is 4/3 the size: refuse before decoding anything huge.
         let decoded_len = b64.len() / 4 * 3;
         if decoded_len > max_bytes + 3 {
-            return Err(ClassificationError::TooLarge {
-                size: decoded_len,
-                max: max_bytes,
-            });
+            return Err(ClassificationError::TooLarge { size: decoded_len, max: max_bytes });
         }
         let bytes =
-            STANDARD
-                .decode(b64.as_bytes())
-                .map_err(|e| ClassificationError::NotBase64 {
-                    detail: e.to_string(),
-                })?;
+            STANDARD.decode(b64.as_bytes()).map_err(|e| ClassificationError::NotBase64 { detail: e.to_string() })?;
         let text = String::from_utf8(bytes).map_err(|_| ClassificationError::NotUtf8)?;
         Self::from_yaml(&text, max_bytes)
     }
@@ -118,9 +99,7 @@ impl Classification {
 }
 
 fn invalid<T>(detail: impl Into<String>) -> Result<T, ClassificationError> {
-    Err(ClassificationError::Invalid {
-        detail: detail.into(),
-    })
+    Err(ClassificationError::Invalid { detail: detail.into() })
 }
 
 /// Puppet class names: `apache`, `profile::web`, optionally `::`-anchored.
@@ -129,41 +108,28 @@ pub fn is_class_name(s: &str) -> bool {
     !s.is_empty()
         && s.split("::").all(|seg| {
             let mut b = seg.bytes();
-            matches!(b.next(), Some(b'a'..=b'z'))
-                && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+            matches!(b.next(), Some(b'a'..=b'z')) && b.all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'))
         })
 }
 
 /// Puppet environment names.
 pub fn is_environment_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+    !s.is_empty() && s.bytes().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'_'))
 }
 
 /// Top-scope variable names an ENC may set.
 pub fn is_parameter_name(s: &str) -> bool {
     let mut b = s.bytes();
-    matches!(b.next(), Some(b'a'..=b'z' | b'_'))
-        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    matches!(b.next(), Some(b'a'..=b'z' | b'_')) && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 fn no_tags(v: &Value, path: &str) -> Result<(), ClassificationError> {
     match v {
-        Value::Tagged(t) => invalid(format!(
-            "{path} carries the YAML tag {}; tags are not allowed",
-            t.tag
-        )),
-        Value::Sequence(s) => s
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, x)| no_tags(x, &format!("{path}[{i}]"))),
+        Value::Tagged(t) => invalid(format!("{path} carries the YAML tag {}; tags are not allowed", t.tag)),
+        Value::Sequence(s) => s.iter().enumerate().try_for_each(|(i, x)| no_tags(x, &format!("{path}[{i}]"))),
         Value::Mapping(m) => m.iter().try_for_each(|(k, x)| {
             no_tags(k, path)?;
-            let key = k
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("{k:?}"));
+            let key = k.as_str().map(str::to_string).unwrap_or_else(|| format!("{k:?}"));
             no_tags(x, &format!("{path}.{key}"))
         }),
         _ => Ok(()),
@@ -176,16 +142,12 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
     let map = match v {
         Value::Mapping(m) => m,
         Value::Null => return invalid("it is empty; write {} for a node with no classes"),
-        _ => {
-            return invalid(
-                "the top level must be a mapping with classes, parameters and/or environment",
-            )
-        }
+        _ => return invalid("the top level must be a mapping with classes, parameters and/or environment"),
     };
     for (k, val) in map {
-        let key = k.as_str().ok_or_else(|| ClassificationError::Invalid {
-            detail: "a top-level key is not a string".into(),
-        })?;
+        let key = k
+            .as_str()
+            .ok_or_else(|| ClassificationError::Invalid { detail: "a top-level key is not a string".into() })?;
         match key {
             "classes" => match val {
                 Value::Null => {}
@@ -193,11 +155,7 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
                     for c in list {
                         match c.as_str() {
                             Some(name) if is_class_name(name) => {}
-                            Some(name) => {
-                                return invalid(format!(
-                                    "'{name}' is not a valid Puppet class name"
-                                ))
-                            }
+                            Some(name) => return invalid(format!("'{name}' is not a valid Puppet class name")),
                             None => return invalid("classes must be a list of class names"),
                         }
                     }
@@ -216,17 +174,13 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
                                         Some(n) if is_parameter_name(n) => {}
                                         _ => {
                                             return invalid(format!(
-                                            "class '{name}' has an invalid parameter name {pk:?}"
-                                        ))
+                                                "class '{name}' has an invalid parameter name {pk:?}"
+                                            ))
                                         }
                                     }
                                 }
                             }
-                            _ => {
-                                return invalid(format!(
-                                    "the parameters of class '{name}' must be a mapping"
-                                ))
-                            }
+                            _ => return invalid(format!("the parameters of class '{name}' must be a mapping")),
                         }
                     }
                 }
@@ -250,9 +204,7 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
                 None => return invalid("environment must be a string"),
             },
             other => {
-                return invalid(format!(
-                    "unknown top-level key '{other}' (allowed: classes, parameters, environment)"
-                ))
+                return invalid(format!("unknown top-level key '{other}' (allowed: classes, parameters, environment)"))
             }
         }
     }
@@ -288,31 +240,20 @@ mod tests {
             "parameters:\n  x: !custom aGVsbG8=\n",
             "",
         ] {
-            assert!(
-                Classification::from_yaml(bad, DEFAULT_MAX_BYTES).is_err(),
-                "{bad}"
-            );
+            assert!(Classification::from_yaml(bad, DEFAULT_MAX_BYTES).is_err(), "{bad}");
         }
-        assert!(matches!(
-            Classification::from_yaml(&"#".repeat(100), 10),
-            Err(ClassificationError::TooLarge { .. })
-        ));
-        assert!(matches!(
-            Classification::from_base64("!!", 10),
-            Err(ClassificationError::NotBase64 { .. })
-        ));
+        assert!(matches!(Classification::from_yaml(&"#".repeat(100), 10), Err(ClassificationError::TooLarge { .. })));
+        assert!(matches!(Classification::from_base64("!!", 10), Err(ClassificationError::NotBase64 { .. })));
     }
 
     #[test]
     fn alias_bomb_is_refused() {
         let mut y = String::from("parameters:\n  a: &a [x,x,x,x,x,x,x,x,x,x]\n");
         for i in 0..10 {
-            let prev = if i == 0 {
-                "a".to_string()
-            } else {
-                format!("l{}", i - 1)
-            };
-            y.push_str(&format!("  l{i}: &l{i} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+            let prev = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
+            y.push_str(&format!(
+                "  l{i}: &l{i} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
         }
         assert!(Classification::from_yaml(&y, DEFAULT_MAX_BYTES).is_err());
     }

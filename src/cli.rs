@@ -18,11 +18,7 @@ use time::OffsetDateTime;
 pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "vouch",
-    version,
-    about = "A CA that autosigns Puppet agents vouched for by a cloud conductor"
-)]
+#[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
 pub struct Cli {
     /// The CA's data directory.
     #[arg(long, global = true, env = "VOUCH_DIR")]
@@ -206,24 +202,19 @@ fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
     match &cli.now {
         None => Ok(OffsetDateTime::now_utc()),
         Some(s) => OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-            .map_err(|e| Error::Usage {
-                detail: format!("--now {s:?} is not RFC 3339: {e}"),
-            }),
+            .map_err(|e| Error::Usage { detail: format!("--now {s:?} is not RFC 3339: {e}") }),
     }
 }
 
 fn dir(cli: &Cli) -> Result<CaDir, Error> {
-    cli.dir.clone().map(CaDir::new).ok_or_else(|| Error::Usage {
-        detail: "no CA directory: pass --dir DIR or set VOUCH_DIR".into(),
-    })
+    cli.dir
+        .clone()
+        .map(CaDir::new)
+        .ok_or_else(|| Error::Usage { detail: "no CA directory: pass --dir DIR or set VOUCH_DIR".into() })
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        op: "read",
-        source,
-    })
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
 }
 
 fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
@@ -233,28 +224,20 @@ fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
             op: "write",
             source,
         }),
-        None => std::io::stdout()
-            .write_all(text.as_bytes())
-            .map_err(|source| Error::Io {
-                path: "stdout".into(),
-                op: "write",
-                source,
-            }),
+        None => std::io::stdout().write_all(text.as_bytes()).map_err(|source| Error::Io {
+            path: "stdout".into(),
+            op: "write",
+            source,
+        }),
     }
 }
 
 fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
     fsutil::write_new(path, text.as_bytes(), mode).map_err(|source| {
         if source.kind() == std::io::ErrorKind::AlreadyExists {
-            Error::AlreadyExists {
-                path: path.to_path_buf(),
-            }
+            Error::AlreadyExists { path: path.to_path_buf() }
         } else {
-            Error::Io {
-                path: path.to_path_buf(),
-                op: "write",
-                source,
-            }
+            Error::Io { path: path.to_path_buf(), op: "write", source }
         }
     })
 }
@@ -289,32 +272,15 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Ca(CaCommand::Init { key_type }) => {
             let d = dir(&cli)?;
             let r = ca::init(&d, *key_type, now(&cli)?)?;
-            println!(
-                "Created a {} root CA and master CA in {}",
-                r.key_type.name(),
-                r.ca_dir.display()
-            );
+            println!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display());
             println!("Root CA fingerprint (SHA-256): {}", r.root_fingerprint);
             println!("Policy: {}", r.policy.display());
-            println!(
-                "Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key",
-                d.dir.display()
-            );
+            println!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display());
             Ok(EXIT_OK)
         }
-        Command::Conductor(ConductorCommand::New {
-            name,
-            cert_out,
-            key_out,
-            key_type,
-            days,
-        }) => {
+        Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
             let d = dir(&cli)?;
-            let spec = ConductorSpec {
-                name,
-                key_type: *key_type,
-                days: *days,
-            };
+            let spec = ConductorSpec { name, key_type: *key_type, days: *days };
             let (cert, key, fp) = ca::new_conductor(&d, &spec, now(&cli)?)?;
             for p in [cert_out, key_out] {
                 if p.exists() {
@@ -323,11 +289,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             }
             write_new(key_out, &key, 0o600)?;
             write_new(cert_out, &cert, 0o644)?;
-            println!(
-                "Conductor {name}: certificate {} key {}",
-                cert_out.display(),
-                key_out.display()
-            );
+            println!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display());
             println!("Fingerprint (SHA-256): {fp}");
             Ok(EXIT_OK)
         }
@@ -340,11 +302,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             let csr = read_file(&a.csr)?;
             match auth.sign(&csr, a.certname.as_deref(), now(&cli)?)? {
                 SignOutcome::Issued(i) => {
-                    write_out(
-                        a.out.as_deref(),
-                        &format!("{}{}", i.pem, auth.chain_pem()),
-                        0o644,
-                    )?;
+                    write_out(a.out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
                     eprintln!(
                         "vouch: issued {} serial {} valid until {}",
                         i.certname,
@@ -365,9 +323,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             let entries = auth.list(*all)?;
             let text = match format {
                 OutFormat::Json => {
-                    serde_json::to_string_pretty(&entries).map_err(|e| Error::Usage {
-                        detail: e.to_string(),
-                    })? + "\n"
+                    serde_json::to_string_pretty(&entries).map_err(|e| Error::Usage { detail: e.to_string() })? + "\n"
                 }
                 OutFormat::Text => render_list(&entries, *all),
             };
@@ -376,18 +332,12 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         }
         Command::Revoke { certname, reason } => {
             let auth = Authority::open(&dir(&cli)?)?;
-            println!(
-                "{}",
-                auth.revoke(certname, &canonical_reason(reason), false, now(&cli)?)?
-            );
+            println!("{}", auth.revoke(certname, &canonical_reason(reason), false, now(&cli)?)?);
             Ok(EXIT_OK)
         }
         Command::Clean { certname } => {
             let auth = Authority::open(&dir(&cli)?)?;
-            println!(
-                "{}",
-                auth.revoke(certname, "cessationOfOperation", true, now(&cli)?)?
-            );
+            println!("{}", auth.revoke(certname, "cessationOfOperation", true, now(&cli)?)?);
             Ok(EXIT_OK)
         }
         Command::Crl { out } => {
@@ -401,11 +351,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             let now = now(&cli)?;
             auth.maintain(now)?;
             let i = auth.renew(certname, now)?;
-            write_out(
-                out.as_deref(),
-                &format!("{}{}", i.pem, auth.chain_pem()),
-                0o644,
-            )?;
+            write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
             eprintln!(
                 "vouch: renewed {} serial {} valid until {}",
                 i.certname,
@@ -422,13 +368,11 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     let (cert_der, key) = ca::load_cert_and_key(&a.cert, &a.key)?;
     let (source, yaml) = if a.classification == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|source| Error::Io {
-                path: "stdin".into(),
-                op: "read",
-                source,
-            })?;
+        std::io::stdin().read_to_string(&mut s).map_err(|source| Error::Io {
+            path: "stdin".into(),
+            op: "read",
+            source,
+        })?;
         ("(stdin)".to_string(), s)
     } else {
         let p = PathBuf::from(&a.classification);
@@ -446,34 +390,22 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         (Some(d), None) => {
             let d = policy::parse_duration(d)
                 .filter(|d| d.as_secs() > 0)
-                .ok_or_else(|| Error::Expiry {
-                    detail: format!("{d:?} is not a duration"),
-                })?;
+                .ok_or_else(|| Error::Expiry { detail: format!("{d:?} is not a duration") })?;
             now + d
         }
         (None, Some(t)) => {
             let t = OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-                .map_err(|e| Error::Expiry {
-                    detail: format!("{t:?} is not RFC 3339: {e}"),
-                })?;
+                .map_err(|e| Error::Expiry { detail: format!("{t:?} is not RFC 3339: {e}") })?;
             if t <= now {
-                return Err(Error::Expiry {
-                    detail: format!("{} is already past", attrs::format_expiry(t)),
-                });
+                return Err(Error::Expiry { detail: format!("{} is already past", attrs::format_expiry(t)) });
             }
             t
         }
-        _ => {
-            return Err(Error::Expiry {
-                detail: "give exactly one of --expires-in and --expires".into(),
-            })
-        }
+        _ => return Err(Error::Expiry { detail: "give exactly one of --expires-in and --expires".into() }),
     };
     // Refuse early what the CA would refuse: a certificate without the conductor EKU.
-    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der).map_err(|e| Error::Cert {
-        path: a.cert.clone(),
-        detail: e.to_string(),
-    })?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
+        .map_err(|e| Error::Cert { path: a.cert.clone(), detail: e.to_string() })?;
     let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
     if !has_eku {
@@ -483,20 +415,14 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         });
     }
     let vouched = attrs::sign_v1(&cert_der, &key, &classification, expiry, a.cert_encoding)
-        .map_err(|detail| Error::Key {
-            path: a.key.clone(),
-            detail,
-        })?;
+        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
     let mirror = if a.no_mirror {
         None
     } else {
         let o = oids::parse(&a.mirror_oid)
             .filter(|o| oids::is_under(o, oids::PP_REG) || oids::is_under(o, oids::PP_PRIV))
             .ok_or_else(|| Error::Usage {
-                detail: format!(
-                    "--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2",
-                    a.mirror_oid
-                ),
+                detail: format!("--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2", a.mirror_oid),
             })?;
         Some(o)
     };
@@ -508,18 +434,10 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
 
 fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     let certname = a.certname.to_lowercase();
-    let text = String::from_utf8(read_file(&a.attributes)?).map_err(|_| Error::Attributes {
-        path: a.attributes.clone(),
-        detail: "not UTF-8".into(),
-    })?;
-    let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes {
-        path: a.attributes.clone(),
-        detail,
-    })?;
-    let mut spec = csr::CsrSpec {
-        common_name: certname,
-        ..Default::default()
-    };
+    let text = String::from_utf8(read_file(&a.attributes)?)
+        .map_err(|_| Error::Attributes { path: a.attributes.clone(), detail: "not UTF-8".into() })?;
+    let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
+    let mut spec = csr::CsrSpec { common_name: certname, ..Default::default() };
     for (k, v) in &parsed.custom_attributes {
         let oid = oids::parse(k).ok_or_else(|| Error::Attributes {
             path: a.attributes.clone(),
@@ -539,18 +457,10 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
             return Err(Error::AlreadyExists { path: p.clone() });
         }
     }
-    let key = a.key_type.generate().map_err(|e| Error::Crypto {
-        detail: e.to_string(),
-    })?;
-    let der = csr::build(&spec, &key).map_err(|e| Error::Crypto {
-        detail: e.to_string(),
-    })?;
+    let key = a.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+    let der = csr::build(&spec, &key).map_err(|e| Error::Crypto { detail: e.to_string() })?;
     write_new(&a.key_out, &key.serialize_pem(), 0o600)?;
-    write_new(
-        &a.csr_out,
-        &crate::pem::encode("CERTIFICATE REQUEST", &der),
-        0o644,
-    )?;
+    write_new(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644)?;
     Ok(EXIT_OK)
 }
 
@@ -567,42 +477,26 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     // kept; the rest is drained, so a huge body is refused, not buffered.
     let mut body = Vec::new();
     let mut stdin = std::io::stdin();
-    (&mut stdin)
-        .take(1024 * 1024 + 1)
-        .read_to_end(&mut body)
-        .map_err(|source| Error::Io {
-            path: "stdin".into(),
-            op: "read",
-            source,
-        })?;
+    (&mut stdin).take(1024 * 1024 + 1).read_to_end(&mut body).map_err(|source| Error::Io {
+        path: "stdin".into(),
+        op: "read",
+        source,
+    })?;
     let _ = std::io::copy(&mut stdin, &mut std::io::sink());
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;
     let outcome = if body.len() > 1024 * 1024 {
         Err(decide::Refused {
-            reasons: vec![decide::Refusal::CsrMalformed {
-                detail: "the request body is larger than 1 MiB".into(),
-            }],
+            reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
             conductor: None,
         })
     } else {
-        decide::decide(
-            &Request {
-                csr: &body,
-                certname: &a.certname,
-            },
-            &policy,
-            now,
-        )
+        decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
     };
     let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {
-        fsutil::append_line(log, &line).map_err(|source| Error::Io {
-            path: log.clone(),
-            op: "append to",
-            source,
-        })?;
+        fsutil::append_line(log, &line).map_err(|source| Error::Io { path: log.clone(), op: "append to", source })?;
     }
     match outcome {
         Ok(g) => {
@@ -627,25 +521,12 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let body = read_file(&a.csr)?;
     let certname = match &a.certname {
         Some(c) => c.clone(),
-        None => csr::parse(&body)
-            .ok()
-            .and_then(|c| c.common_names.first().cloned())
-            .unwrap_or_default(),
+        None => csr::parse(&body).ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
     };
     let now = now(cli)?;
-    let outcome = decide::decide(
-        &Request {
-            csr: &body,
-            certname: &certname,
-        },
-        &policy,
-        now,
-    );
+    let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
     match a.format {
-        OutFormat::Json => println!(
-            "{}",
-            crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")
-        ),
+        OutFormat::Json => println!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")),
         OutFormat::Text => match &outcome {
             Ok(g) => println!(
                 "granted {} (vouched by {}, attributes expire {})\n{}",
@@ -657,11 +538,7 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
             Err(r) => print_refusals(r, &mut std::io::stdout()),
         },
     }
-    Ok(if outcome.is_ok() {
-        EXIT_OK
-    } else {
-        EXIT_REFUSED
-    })
+    Ok(if outcome.is_ok() { EXIT_OK } else { EXIT_REFUSED })
 }
 
 /// Accepts RFC 5280 names (keyCompromise) and kebab-case (key-compromise).
@@ -699,9 +576,7 @@ fn render_list(entries: &[ListEntry], all: bool) -> String {
         }
         for e in group {
             match state {
-                "requested" => {
-                    out.push_str(&format!("    {}  ({})\n", e.name, e.reasons.join("; ")))
-                }
+                "requested" => out.push_str(&format!("    {}  ({})\n", e.name, e.reasons.join("; "))),
                 _ => out.push_str(&format!(
                     "    {}  serial {}  expires {}\n",
                     e.name,
@@ -729,43 +604,25 @@ fn enc(cli: &Cli, certname: Option<&str>, cert: Option<&Path>) -> Result<i32, Er
             } else {
                 crate::pem::find(&bytes, &["CERTIFICATE"])
                     .map(|(_, d)| d)
-                    .map_err(|e| Error::Cert {
-                        path: path.to_path_buf(),
-                        detail: e.to_string(),
-                    })?
+                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
             };
-            let (_, c) = x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            })?;
+            let (_, c) = x509_parser::parse_x509_certificate(&der)
+                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
             let name = c.subject().to_string();
-            if c.validity().not_after.to_datetime() <= now
-                || c.validity().not_before.to_datetime() > now
-            {
+            if c.validity().not_after.to_datetime() <= now || c.validity().not_before.to_datetime() > now {
                 return Err(Error::NotValid {
                     certname: name,
                     detail: "the certificate is outside its validity period".into(),
                 });
             }
             // With a CA directory, use its policy's mirror OID and size cap.
-            let (mirror, max) = match cli
-                .dir
-                .as_ref()
-                .map(|d| Policy::load(&CaDir::new(d).policy()))
-            {
+            let (mirror, max) = match cli.dir.as_ref().map(|d| Policy::load(&CaDir::new(d).policy())) {
                 Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
-                _ => (
-                    policy::DEFAULT_MIRROR_OID.to_vec(),
-                    crate::classification::DEFAULT_MAX_BYTES,
-                ),
+                _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::classification::DEFAULT_MAX_BYTES),
             };
             crate::authority::classification_from_cert(&der, &mirror, max, &name)?
         }
-        _ => {
-            return Err(Error::Usage {
-                detail: "give a CERTNAME or --cert FILE".into(),
-            })
-        }
+        _ => return Err(Error::Usage { detail: "give a CERTNAME or --cert FILE".into() }),
     };
     write_out(None, &classification.to_enc_yaml(), 0o644)?;
     Ok(EXIT_OK)

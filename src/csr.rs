@@ -31,23 +31,16 @@ impl std::fmt::Display for CsrError {
                 write!(f, "the certificate request is malformed: {detail}")
             }
             CsrError::UnsupportedSignatureAlgorithm { oid } => {
-                write!(
-                    f,
-                    "the certificate request is signed with an unsupported algorithm {oid}"
-                )
+                write!(f, "the certificate request is signed with an unsupported algorithm {oid}")
             }
             CsrError::UnsupportedKey { detail } => write!(f, "unsupported public key: {detail}"),
-            CsrError::BadSelfSignature => {
-                f.write_str("the certificate request's self-signature does not verify")
-            }
+            CsrError::BadSelfSignature => f.write_str("the certificate request's self-signature does not verify"),
         }
     }
 }
 
 fn malformed(e: impl std::fmt::Display) -> CsrError {
-    CsrError::Malformed {
-        detail: e.to_string(),
-    }
+    CsrError::Malformed { detail: e.to_string() }
 }
 
 /// The kind of a public key.
@@ -142,11 +135,11 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
     } else {
         match crate::pem::find(input, &["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]) {
             Ok((_, der)) => der,
-            Err(crate::pem::PemError::NoBlock { .. }) => return Err(CsrError::NotFound {
-                detail:
-                    "the input holds no '-----BEGIN CERTIFICATE REQUEST-----' block and is not DER"
-                        .into(),
-            }),
+            Err(crate::pem::PemError::NoBlock { .. }) => {
+                return Err(CsrError::NotFound {
+                    detail: "the input holds no '-----BEGIN CERTIFICATE REQUEST-----' block and is not DER".into(),
+                })
+            }
             Err(e) => return Err(malformed(e)),
         }
     };
@@ -155,20 +148,12 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
 
 fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
     let mut top = Reader::new(&der);
-    let outer = top
-        .next_tag(tag::SEQUENCE, "CertificationRequest")
-        .map_err(malformed)?;
+    let outer = top.next_tag(tag::SEQUENCE, "CertificationRequest").map_err(malformed)?;
     top.finish("CertificationRequest").map_err(malformed)?;
     let mut r = Reader::new(outer.content);
-    let cri = r
-        .next_tag(tag::SEQUENCE, "certificationRequestInfo")
-        .map_err(malformed)?;
-    let alg = r
-        .next_tag(tag::SEQUENCE, "signatureAlgorithm")
-        .map_err(malformed)?;
-    let sigbits = r
-        .next_tag(tag::BIT_STRING, "signature")
-        .map_err(malformed)?;
+    let cri = r.next_tag(tag::SEQUENCE, "certificationRequestInfo").map_err(malformed)?;
+    let alg = r.next_tag(tag::SEQUENCE, "signatureAlgorithm").map_err(malformed)?;
+    let sigbits = r.next_tag(tag::BIT_STRING, "signature").map_err(malformed)?;
     r.finish("CertificationRequest").map_err(malformed)?;
 
     let mut info = Reader::new(cri.content);
@@ -177,35 +162,25 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         return Err(malformed("version is not 1 (0)"));
     }
     let subject = info.next_tag(tag::SEQUENCE, "subject").map_err(malformed)?;
-    let spki = info
-        .next_tag(tag::SEQUENCE, "subjectPKInfo")
-        .map_err(malformed)?;
+    let spki = info.next_tag(tag::SEQUENCE, "subjectPKInfo").map_err(malformed)?;
     let mut attributes = Vec::new();
     let mut extensions = Vec::new();
     let mut extension_request_attributes = 0;
     if !info.is_empty() {
-        let attrs = info
-            .next_tag(tag::CONTEXT_0, "attributes")
-            .map_err(malformed)?;
+        let attrs = info.next_tag(tag::CONTEXT_0, "attributes").map_err(malformed)?;
         let mut ar = Reader::new(attrs.content);
         while !ar.is_empty() {
             let a = ar.next_tag(tag::SEQUENCE, "attribute").map_err(malformed)?;
             let mut fields = Reader::new(a.content);
-            let oid_tlv = fields
-                .next_tag(tag::OID, "attribute type")
-                .map_err(malformed)?;
+            let oid_tlv = fields.next_tag(tag::OID, "attribute type").map_err(malformed)?;
             let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
-            let set = fields
-                .next_tag(tag::SET, "attribute values")
-                .map_err(malformed)?;
+            let set = fields.next_tag(tag::SET, "attribute values").map_err(malformed)?;
             fields.finish("attribute").map_err(malformed)?;
             if oid == oids::EXTENSION_REQUEST {
                 extension_request_attributes += 1;
                 let mut vr = Reader::new(set.content);
                 while !vr.is_empty() {
-                    let exts = vr
-                        .next_tag(tag::SEQUENCE, "extensionRequest")
-                        .map_err(malformed)?;
+                    let exts = vr.next_tag(tag::SEQUENCE, "extensionRequest").map_err(malformed)?;
                     parse_extensions(exts, &mut extensions)?;
                 }
                 continue;
@@ -214,10 +189,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
             let mut vr = Reader::new(set.content);
             while !vr.is_empty() {
                 let v = vr.any().map_err(malformed)?;
-                values.push(AttrValue {
-                    tag: v.tag,
-                    bytes: v.content.to_vec(),
-                });
+                values.push(AttrValue { tag: v.tag, bytes: v.content.to_vec() });
             }
             attributes.push(Attribute { oid, values });
         }
@@ -229,9 +201,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
 
     // Self-signature.
     let mut ar = Reader::new(alg.content);
-    let alg_oid_tlv = ar
-        .next_tag(tag::OID, "signature algorithm")
-        .map_err(malformed)?;
+    let alg_oid_tlv = ar.next_tag(tag::OID, "signature algorithm").map_err(malformed)?;
     let alg_oid = der::oid_arcs(alg_oid_tlv.content).map_err(malformed)?;
     if sigbits.content.first() != Some(&0) {
         return Err(malformed("signature BIT STRING has unused bits"));
@@ -246,26 +216,14 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         (oids::ECDSA_SHA256, KeyKind::P384) => &sig::ECDSA_P384_SHA256_ASN1,
         (oids::ECDSA_SHA384, KeyKind::P384) => &sig::ECDSA_P384_SHA384_ASN1,
         (oids::ED25519, KeyKind::Ed25519) => &sig::ED25519,
-        _ => {
-            return Err(CsrError::UnsupportedSignatureAlgorithm {
-                oid: oids::dotted(&alg_oid),
-            })
-        }
+        _ => return Err(CsrError::UnsupportedSignatureAlgorithm { oid: oids::dotted(&alg_oid) }),
     };
     sig::UnparsedPublicKey::new(algorithm, key_bits)
         .verify(cri.raw, signature)
         .map_err(|_| CsrError::BadSelfSignature)?;
 
     let spki = spki.raw.to_vec();
-    Ok(Csr {
-        der,
-        common_names,
-        spki,
-        key_kind,
-        attributes,
-        extension_request_attributes,
-        extensions,
-    })
+    Ok(Csr { der, common_names, spki, key_kind, attributes, extension_request_attributes, extensions })
 }
 
 fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<(), CsrError> {
@@ -285,11 +243,7 @@ fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<
             return Err(malformed("extension value is not an OCTET STRING"));
         }
         f.finish("extension").map_err(malformed)?;
-        out.push(RequestedExtension {
-            oid,
-            critical,
-            value: next.content.to_vec(),
-        });
+        out.push(RequestedExtension { oid, critical, value: next.content.to_vec() });
     }
     Ok(())
 }
@@ -301,26 +255,17 @@ fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
         let rdn = rdns.next_tag(tag::SET, "subject RDN").map_err(malformed)?;
         let mut avas = Reader::new(rdn.content);
         while !avas.is_empty() {
-            let ava = avas
-                .next_tag(tag::SEQUENCE, "subject attribute")
-                .map_err(malformed)?;
+            let ava = avas.next_tag(tag::SEQUENCE, "subject attribute").map_err(malformed)?;
             let mut f = Reader::new(ava.content);
-            let oid_tlv = f
-                .next_tag(tag::OID, "subject attribute type")
-                .map_err(malformed)?;
+            let oid_tlv = f.next_tag(tag::OID, "subject attribute type").map_err(malformed)?;
             let value = f.any().map_err(malformed)?;
             if der::oid_arcs(oid_tlv.content).map_err(malformed)? == oids::COMMON_NAME {
                 let s = match value.tag {
-                    tag::UTF8_STRING
-                    | tag::PRINTABLE_STRING
-                    | tag::IA5_STRING
-                    | tag::T61_STRING => String::from_utf8(value.content.to_vec())
-                        .map_err(|_| malformed("the subject commonName is not UTF-8"))?,
-                    t => {
-                        return Err(malformed(format!(
-                            "the subject commonName has string type 0x{t:02x}"
-                        )))
+                    tag::UTF8_STRING | tag::PRINTABLE_STRING | tag::IA5_STRING | tag::T61_STRING => {
+                        String::from_utf8(value.content.to_vec())
+                            .map_err(|_| malformed("the subject commonName is not UTF-8"))?
                     }
+                    t => return Err(malformed(format!("the subject commonName has string type 0x{t:02x}"))),
                 };
                 names.push(s);
             }
@@ -332,61 +277,41 @@ fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
 /// The key kind of a DER SubjectPublicKeyInfo.
 pub fn spki_kind(spki_der: &[u8]) -> Result<KeyKind, CsrError> {
     let mut r = Reader::new(spki_der);
-    let spki = r
-        .next_tag(tag::SEQUENCE, "SubjectPublicKeyInfo")
-        .map_err(malformed)?;
+    let spki = r.next_tag(tag::SEQUENCE, "SubjectPublicKeyInfo").map_err(malformed)?;
     parse_spki(spki).map(|(k, _)| k)
 }
 
 /// Returns the key kind and the subjectPublicKey bits.
 fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
     let mut r = Reader::new(spki.content);
-    let alg = r
-        .next_tag(tag::SEQUENCE, "public key algorithm")
-        .map_err(malformed)?;
-    let bits = r
-        .next_tag(tag::BIT_STRING, "public key")
-        .map_err(malformed)?;
+    let alg = r.next_tag(tag::SEQUENCE, "public key algorithm").map_err(malformed)?;
+    let bits = r.next_tag(tag::BIT_STRING, "public key").map_err(malformed)?;
     if bits.content.first() != Some(&0) {
         return Err(malformed("public key BIT STRING has unused bits"));
     }
     let key = &bits.content[1..];
     let mut ar = Reader::new(alg.content);
-    let oid_tlv = ar
-        .next_tag(tag::OID, "public key algorithm")
-        .map_err(malformed)?;
+    let oid_tlv = ar.next_tag(tag::OID, "public key algorithm").map_err(malformed)?;
     let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
     let kind = match oid.as_slice() {
-        oids::RSA_ENCRYPTION => KeyKind::Rsa {
-            bits: rsa_modulus_bits(key)?,
-        },
+        oids::RSA_ENCRYPTION => KeyKind::Rsa { bits: rsa_modulus_bits(key)? },
         oids::EC_PUBLIC_KEY => {
             let curve = ar.next_tag(tag::OID, "EC curve").map_err(malformed)?;
             match der::oid_arcs(curve.content).map_err(malformed)?.as_slice() {
                 oids::SECP256R1 => KeyKind::P256,
                 oids::SECP384R1 => KeyKind::P384,
-                other => {
-                    return Err(CsrError::UnsupportedKey {
-                        detail: format!("EC curve {}", oids::dotted(other)),
-                    })
-                }
+                other => return Err(CsrError::UnsupportedKey { detail: format!("EC curve {}", oids::dotted(other)) }),
             }
         }
         oids::ED25519 => KeyKind::Ed25519,
-        other => {
-            return Err(CsrError::UnsupportedKey {
-                detail: format!("algorithm {}", oids::dotted(other)),
-            })
-        }
+        other => return Err(CsrError::UnsupportedKey { detail: format!("algorithm {}", oids::dotted(other)) }),
     };
     Ok((kind, key))
 }
 
 fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
     let mut r = Reader::new(key);
-    let seq = r
-        .next_tag(tag::SEQUENCE, "RSAPublicKey")
-        .map_err(malformed)?;
+    let seq = r.next_tag(tag::SEQUENCE, "RSAPublicKey").map_err(malformed)?;
     let mut f = Reader::new(seq.content);
     let n = f.next_tag(tag::INTEGER, "RSA modulus").map_err(malformed)?;
     let digits = match n.content {
@@ -430,27 +355,17 @@ pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Err
         let exts: Vec<Vec<u8>> = spec
             .extension_requests
             .iter()
-            .map(|(oid, v)| {
-                der::sequence(&[&der::oid(oid), &der::octet_string(&der::utf8_string(v))])
-            })
+            .map(|(oid, v)| der::sequence(&[&der::oid(oid), &der::octet_string(&der::utf8_string(v))]))
             .collect();
         let refs: Vec<&[u8]> = exts.iter().map(Vec::as_slice).collect();
         let extensions = der::sequence(&refs);
-        attrs.push(der::sequence(&[
-            &der::oid(oids::EXTENSION_REQUEST),
-            &der::set_of(vec![extensions]),
-        ]));
+        attrs.push(der::sequence(&[&der::oid(oids::EXTENSION_REQUEST), &der::set_of(vec![extensions])]));
     }
     let mut sorted = attrs;
     sorted.sort();
     let attr_refs: Vec<&[u8]> = sorted.iter().map(Vec::as_slice).collect();
     let attributes = der::constructed(tag::CONTEXT_0, &attr_refs);
-    let cri = der::sequence(&[
-        &der::small_integer(0),
-        &subject,
-        &key.subject_public_key_info(),
-        &attributes,
-    ]);
+    let cri = der::sequence(&[&der::small_integer(0), &subject, &key.subject_public_key_info(), &attributes]);
     let signature = rcgen::SigningKey::sign(key, &cri)?;
     let alg = signature_algorithm_der(key.algorithm());
     Ok(der::sequence(&[&cri, &alg, &der::bit_string(&signature)]))
@@ -480,10 +395,7 @@ mod tests {
         let spec = CsrSpec {
             common_name: "web01.example".into(),
             attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![printable("1")])],
-            extension_requests: vec![(
-                oids::PP_REG.iter().copied().chain([13]).collect(),
-                "web".into(),
-            )],
+            extension_requests: vec![(oids::PP_REG.iter().copied().chain([13]).collect(), "web".into())],
         };
         let der = build(&spec, &key).unwrap();
         let csr = parse(&der).unwrap();
@@ -499,13 +411,7 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for input in [
-            &b""[..],
-            b"\x30",
-            b"\x30\x03\x30\x01\x00",
-            b"hello",
-            b"-----BEGIN CERTIFICATE REQUEST-----\n",
-        ] {
+        for input in [&b""[..], b"\x30", b"\x30\x03\x30\x01\x00", b"hello", b"-----BEGIN CERTIFICATE REQUEST-----\n"] {
             assert!(parse(input).is_err());
         }
     }

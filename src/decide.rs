@@ -35,14 +35,10 @@ impl std::fmt::Display for CertnameProblem {
         match self {
             CertnameProblem::Empty => f.write_str("it is empty"),
             CertnameProblem::TooLong => f.write_str("it is longer than 253 characters"),
-            CertnameProblem::Uppercase => {
-                f.write_str("it has uppercase letters (Puppet certnames are lowercase)")
-            }
+            CertnameProblem::Uppercase => f.write_str("it has uppercase letters (Puppet certnames are lowercase)"),
             CertnameProblem::Wildcard => f.write_str("it is a wildcard"),
             CertnameProblem::TrailingDot => f.write_str("it ends with a dot"),
-            CertnameProblem::EmptyLabel => {
-                f.write_str("it has an empty label (two dots in a row, or a leading dot)")
-            }
+            CertnameProblem::EmptyLabel => f.write_str("it has an empty label (two dots in a row, or a leading dot)"),
             CertnameProblem::LabelTooLong => f.write_str("a label is longer than 63 characters"),
             CertnameProblem::LabelHyphen => f.write_str("a label starts or ends with a hyphen"),
             CertnameProblem::InvalidCharacter(c) => write!(f, "it contains the character {c:?}"),
@@ -62,10 +58,7 @@ pub fn check_certname(name: &str) -> Result<(), CertnameProblem> {
     if name.contains('*') {
         return Err(CertnameProblem::Wildcard);
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-    {
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))) {
         return Err(CertnameProblem::InvalidCharacter(c));
     }
     if name.chars().any(|c| c.is_ascii_uppercase()) {
@@ -104,17 +97,11 @@ pub enum Refusal {
     /// The CSR's key type is not accepted.
     CsrKeyUnsupported { detail: String },
     /// The certname asked about is not a valid certname.
-    CertnameInvalid {
-        certname: String,
-        problem: CertnameProblem,
-    },
+    CertnameInvalid { certname: String, problem: CertnameProblem },
     /// The CSR has no commonName, or several.
     CommonNameCount { count: usize },
     /// The CSR's CN differs from the certname.
-    CommonNameMismatch {
-        common_name: String,
-        certname: String,
-    },
+    CommonNameMismatch { common_name: String, certname: String },
     /// A required attribute is absent.
     AttributeMissing { oid: String },
     /// An attribute appears more than once.
@@ -134,10 +121,7 @@ pub enum Refusal {
     /// The attributes have expired.
     AttributesExpired { expiry: String, now: String },
     /// The expiry lies further ahead than the policy allows.
-    ExpiryTooFar {
-        expiry: String,
-        max_lifetime: String,
-    },
+    ExpiryTooFar { expiry: String, max_lifetime: String },
     /// The conductor certificate cannot be decoded or parsed.
     ConductorMalformed { detail: String },
     /// The conductor certificate is not yet valid.
@@ -189,9 +173,7 @@ impl Refusal {
             Refusal::CsrMissing { .. } => "csr-missing",
             Refusal::CsrMalformed { .. } => "csr-malformed",
             Refusal::CsrSignatureInvalid => "csr-signature-invalid",
-            Refusal::CsrSignatureAlgorithmUnsupported { .. } => {
-                "csr-signature-algorithm-unsupported"
-            }
+            Refusal::CsrSignatureAlgorithmUnsupported { .. } => "csr-signature-algorithm-unsupported",
             Refusal::CsrKeyUnsupported { .. } => "csr-key-unsupported",
             Refusal::CertnameInvalid { .. } => "certname-invalid",
             Refusal::CommonNameCount { .. } => "common-name-count",
@@ -459,18 +441,13 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             let r = match e {
                 CsrError::NotFound { detail } => Refusal::CsrMissing { detail },
                 CsrError::Malformed { detail } => Refusal::CsrMalformed { detail },
-                CsrError::UnsupportedSignatureAlgorithm { oid } => {
-                    Refusal::CsrSignatureAlgorithmUnsupported { oid }
-                }
+                CsrError::UnsupportedSignatureAlgorithm { oid } => Refusal::CsrSignatureAlgorithmUnsupported { oid },
                 CsrError::UnsupportedKey { detail } => Refusal::CsrKeyUnsupported { detail },
                 CsrError::BadSelfSignature => Refusal::CsrSignatureInvalid,
             };
             let mut all = vec![r];
             if let Err(problem) = check_certname(req.certname) {
-                all.push(Refusal::CertnameInvalid {
-                    certname: req.certname.to_string(),
-                    problem,
-                });
+                all.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
             }
             return refuse(all, None);
         }
@@ -485,17 +462,13 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
 
     // 2. Names.
     if let Err(problem) = check_certname(req.certname) {
-        reasons.push(Refusal::CertnameInvalid {
-            certname: req.certname.to_string(),
-            problem,
-        });
+        reasons.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
     }
     match csr.common_names.as_slice() {
         [cn] if cn == req.certname => {}
-        [cn] => reasons.push(Refusal::CommonNameMismatch {
-            common_name: cn.clone(),
-            certname: req.certname.to_string(),
-        }),
+        [cn] => {
+            reasons.push(Refusal::CommonNameMismatch { common_name: cn.clone(), certname: req.certname.to_string() })
+        }
         other => reasons.push(Refusal::CommonNameCount { count: other.len() }),
     }
 
@@ -506,26 +479,16 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         match found.as_slice() {
             [] => reasons.push(Refusal::AttributeMissing { oid: dotted }),
             [a] => match a.values.as_slice() {
-                [v] if matches!(
-                    v.tag,
-                    tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING
-                ) =>
-                {
+                [v] if matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) => {
                     match String::from_utf8(v.bytes.clone()) {
                         Ok(s) => return Some(s),
                         Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted }),
                     }
                 }
                 [_] => reasons.push(Refusal::AttributeNotText { oid: dotted }),
-                vals => reasons.push(Refusal::AttributeValueCount {
-                    oid: dotted,
-                    count: vals.len(),
-                }),
+                vals => reasons.push(Refusal::AttributeValueCount { oid: dotted, count: vals.len() }),
             },
-            many => reasons.push(Refusal::AttributeDuplicated {
-                oid: dotted,
-                count: many.len(),
-            }),
+            many => reasons.push(Refusal::AttributeDuplicated { oid: dotted, count: many.len() }),
         }
         None
     };
@@ -534,13 +497,8 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     let expiry = take(oids::ATTR_EXPIRY);
     let conductor_value = take(oids::ATTR_CONDUCTOR);
     let classification_value = take(oids::ATTR_CLASSIFICATION);
-    let known = [
-        oids::ATTR_SIGNATURE,
-        oids::ATTR_VERSION,
-        oids::ATTR_EXPIRY,
-        oids::ATTR_CONDUCTOR,
-        oids::ATTR_CLASSIFICATION,
-    ];
+    let known =
+        [oids::ATTR_SIGNATURE, oids::ATTR_VERSION, oids::ATTR_EXPIRY, oids::ATTR_CONDUCTOR, oids::ATTR_CLASSIFICATION];
     let mut seen_unexpected = Vec::new();
     for a in &csr.attributes {
         if (oids::is_under(&a.oid, oids::VOUCH_ARC) || a.oid == oids::VOUCH_ARC)
@@ -548,9 +506,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             && !seen_unexpected.contains(&a.oid)
         {
             seen_unexpected.push(a.oid.clone());
-            reasons.push(Refusal::AttributeUnexpected {
-                oid: oids::dotted(&a.oid),
-            });
+            reasons.push(Refusal::AttributeUnexpected { oid: oids::dotted(&a.oid) });
         }
         if a.oid == oids::MS_EXTENSION_REQUEST {
             reasons.push(Refusal::ExtensionRequestAmbiguous {
@@ -560,28 +516,20 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     }
     if csr.extension_request_attributes > 1 {
         reasons.push(Refusal::ExtensionRequestAmbiguous {
-            detail: format!(
-                "{} extensionRequest attributes",
-                csr.extension_request_attributes
-            ),
+            detail: format!("{} extensionRequest attributes", csr.extension_request_attributes),
         });
     }
 
     // 4. Version.
     let mut version_num = None;
     if let Some(v) = &version {
-        let canonical = !v.is_empty()
-            && v.bytes().all(|b| b.is_ascii_digit())
-            && (v == "0" || !v.starts_with('0'));
+        let canonical = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
         match v.parse::<u32>() {
             Ok(n) if canonical => {
                 if policy.versions.contains(&n) {
                     version_num = Some(n);
                 } else {
-                    reasons.push(Refusal::VersionUnsupported {
-                        version: v.clone(),
-                        accepted: policy.versions.clone(),
-                    });
+                    reasons.push(Refusal::VersionUnsupported { version: v.clone(), accepted: policy.versions.clone() });
                 }
             }
             _ => reasons.push(Refusal::VersionMalformed { value: v.clone() }),
@@ -595,10 +543,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.clone() }),
             Ok(t) => {
                 if t <= now {
-                    reasons.push(Refusal::AttributesExpired {
-                        expiry: e.clone(),
-                        now: attrs::format_expiry(now),
-                    });
+                    reasons.push(Refusal::AttributesExpired { expiry: e.clone(), now: attrs::format_expiry(now) });
                 } else if t - now > policy.max_attribute_lifetime {
                     reasons.push(Refusal::ExpiryTooFar {
                         expiry: e.clone(),
@@ -618,17 +563,10 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             Err(r) => reasons.push(r),
             Ok((info, leaf_der, chain_reasons)) => {
                 reasons.extend(chain_reasons);
-                if let (Some(sig), Some(v), Some(e), Some(c)) =
-                    (&signature, &version, &expiry, &classification_value)
-                {
+                if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
                     // Verified even when the chain failed, so that the reasons are complete;
                     // a signature by an untrusted certificate grants nothing.
-                    if let Err(r) = verify_signature(
-                        &leaf_der,
-                        &info.subject,
-                        sig,
-                        &attrs::canonical_v1(v, e, cv, c),
-                    ) {
+                    if let Err(r) = verify_signature(&leaf_der, &info.subject, sig, &attrs::canonical_v1(v, e, cv, c)) {
                         reasons.push(r);
                     }
                 }
@@ -679,28 +617,14 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         }
     }
     if policy.mirror_required && !mirror_seen {
-        reasons.push(Refusal::MirrorMissing {
-            oid: oids::dotted(&policy.mirror_oid),
-        });
+        reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
     }
 
     if !reasons.is_empty() {
         return refuse(reasons, conductor);
     }
-    match (
-        classification,
-        classification_value,
-        conductor,
-        expiry_time,
-        version_num,
-    ) {
-        (
-            Some(classification),
-            Some(classification_b64),
-            Some(conductor),
-            Some(expiry),
-            Some(version),
-        ) => Ok(Grant {
+    match (classification, classification_value, conductor, expiry_time, version_num) {
+        (Some(classification), Some(classification_b64), Some(conductor), Some(expiry), Some(version)) => Ok(Grant {
             certname: req.certname.to_string(),
             csr,
             classification,
@@ -711,12 +635,9 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             decided_at: now,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
-        (_, _, conductor, _, _) => refuse(
-            vec![Refusal::AttributeMissing {
-                oid: "(internal: incomplete decision)".into(),
-            }],
-            conductor,
-        ),
+        (_, _, conductor, _, _) => {
+            refuse(vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }], conductor)
+        }
     }
 }
 
@@ -727,32 +648,21 @@ fn check_conductor(
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
-    let der = attrs::decode_conductor_cert(value)
-        .map_err(|detail| Refusal::ConductorMalformed { detail })?;
+    let der = attrs::decode_conductor_cert(value).map_err(|detail| Refusal::ConductorMalformed { detail })?;
     let (rest, cert) =
-        x509_parser::parse_x509_certificate(&der).map_err(|e| Refusal::ConductorMalformed {
-            detail: e.to_string(),
-        })?;
+        x509_parser::parse_x509_certificate(&der).map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
     if !rest.is_empty() {
-        return Err(Refusal::ConductorMalformed {
-            detail: "trailing bytes after the certificate".into(),
-        });
+        return Err(Refusal::ConductorMalformed { detail: "trailing bytes after the certificate".into() });
     }
     let subject = cert.subject().to_string();
     let fingerprint = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref());
-    let info = Conductor {
-        subject: subject.clone(),
-        fingerprint,
-        serial: cert.raw_serial_as_string(),
-    };
+    let info = Conductor { subject: subject.clone(), fingerprint, serial: cert.raw_serial_as_string() };
     let mut problems = Vec::new();
 
     // Chain: webpki, with EKU .2.0 required wherever an EKU extension is present.
     let ee_der = CertificateDer::from(der.as_slice());
     match webpki::EndEntityCert::try_from(&ee_der) {
-        Err(e) => problems.push(Refusal::ConductorMalformed {
-            detail: format!("{e:?}"),
-        }),
+        Err(e) => problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
         Ok(ee) => {
             let anchors: Vec<_> = policy
                 .trust
@@ -760,17 +670,11 @@ fn check_conductor(
                 .iter()
                 .filter_map(|r| {
                     let d = CertificateDer::from(r.as_slice());
-                    webpki::anchor_from_trusted_cert(&d)
-                        .ok()
-                        .map(|a| a.to_owned())
+                    webpki::anchor_from_trusted_cert(&d).ok().map(|a| a.to_owned())
                 })
                 .collect();
-            let intermediates: Vec<CertificateDer<'_>> = policy
-                .trust
-                .intermediates
-                .iter()
-                .map(|d| CertificateDer::from(d.as_slice()))
-                .collect();
+            let intermediates: Vec<CertificateDer<'_>> =
+                policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
             let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
             let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
             static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
@@ -786,12 +690,11 @@ fn check_conductor(
                 problems.push(match e {
                     webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject: subject.clone() },
                     webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject: subject.clone() },
-                    webpki::Error::RequiredEkuNotFoundContext(_) => {
-                        Refusal::ConductorUntrusted {
-                            subject: subject.clone(),
-                            detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0".into(),
-                        }
-                    }
+                    webpki::Error::RequiredEkuNotFoundContext(_) => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0"
+                            .into(),
+                    },
                     webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
                         subject: subject.clone(),
                         detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),
@@ -809,9 +712,7 @@ fn check_conductor(
     let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
     if !has_eku {
-        problems.push(Refusal::ConductorEkuMissing {
-            subject: subject.clone(),
-        });
+        problems.push(Refusal::ConductorEkuMissing { subject: subject.clone() });
     }
     let has_ds = matches!(cert.key_usage(), Ok(Some(ku)) if ku.value.digital_signature());
     if !has_ds {
@@ -820,25 +721,12 @@ fn check_conductor(
     Ok((info, der, problems))
 }
 
-fn verify_signature(
-    leaf_der: &[u8],
-    subject: &str,
-    sig_b64: &str,
-    msg: &[u8],
-) -> Result<(), Refusal> {
-    let sig = STANDARD
-        .decode(sig_b64.as_bytes())
-        .map_err(|e| Refusal::SignatureMalformed {
-            detail: e.to_string(),
-        })?;
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(leaf_der).map_err(|e| Refusal::ConductorMalformed {
-            detail: e.to_string(),
-        })?;
-    let kind =
-        csr::spki_kind(cert.public_key().raw).map_err(|e| Refusal::SignatureKeyUnsupported {
-            detail: e.to_string(),
-        })?;
+fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -> Result<(), Refusal> {
+    let sig = STANDARD.decode(sig_b64.as_bytes()).map_err(|e| Refusal::SignatureMalformed { detail: e.to_string() })?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
+    let kind = csr::spki_kind(cert.public_key().raw)
+        .map_err(|e| Refusal::SignatureKeyUnsupported { detail: e.to_string() })?;
     let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match kind {
         KeyKind::Rsa { .. } => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
         KeyKind::P256 => webpki::aws_lc_rs::ECDSA_P256_SHA256,
@@ -846,13 +734,9 @@ fn verify_signature(
         KeyKind::Ed25519 => webpki::aws_lc_rs::ED25519,
     };
     let ee_der = CertificateDer::from(leaf_der);
-    let ee = webpki::EndEntityCert::try_from(&ee_der).map_err(|e| Refusal::ConductorMalformed {
-        detail: format!("{e:?}"),
-    })?;
-    ee.verify_signature(alg, msg, &sig)
-        .map_err(|_| Refusal::SignatureInvalid {
-            subject: subject.to_string(),
-        })
+    let ee = webpki::EndEntityCert::try_from(&ee_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: format!("{e:?}") })?;
+    ee.verify_signature(alg, msg, &sig).map_err(|_| Refusal::SignatureInvalid { subject: subject.to_string() })
 }
 
 /// The attributes of a CSR as a [`VouchedAttributes`], when all five are present once.
@@ -883,24 +767,12 @@ mod tests {
         assert_eq!(check_certname("web01.example.com"), Ok(()));
         assert_eq!(check_certname("web_01"), Ok(()));
         assert_eq!(check_certname("Web01"), Err(CertnameProblem::Uppercase));
-        assert_eq!(
-            check_certname("*.example.com"),
-            Err(CertnameProblem::Wildcard)
-        );
-        assert_eq!(
-            check_certname("web01.example.com."),
-            Err(CertnameProblem::TrailingDot)
-        );
-        assert_eq!(
-            check_certname("../etc/passwd"),
-            Err(CertnameProblem::InvalidCharacter('/'))
-        );
+        assert_eq!(check_certname("*.example.com"), Err(CertnameProblem::Wildcard));
+        assert_eq!(check_certname("web01.example.com."), Err(CertnameProblem::TrailingDot));
+        assert_eq!(check_certname("../etc/passwd"), Err(CertnameProblem::InvalidCharacter('/')));
         assert_eq!(check_certname("a..b"), Err(CertnameProblem::EmptyLabel));
         assert_eq!(check_certname("-a.b"), Err(CertnameProblem::LabelHyphen));
         assert_eq!(check_certname(""), Err(CertnameProblem::Empty));
-        assert_eq!(
-            check_certname("a b"),
-            Err(CertnameProblem::InvalidCharacter(' '))
-        );
+        assert_eq!(check_certname("a b"), Err(CertnameProblem::InvalidCharacter(' ')));
     }
 }

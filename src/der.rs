@@ -62,15 +62,12 @@ impl<'a> Reader<'a> {
     /// Reads the next element, whatever its tag.
     pub fn any(&mut self) -> Result<Tlv<'a>, DerError> {
         let bytes = self.rest;
-        let (&t, after_tag) = bytes
-            .split_first()
-            .ok_or_else(|| DerError("unexpected end of data".into()))?;
+        let (&t, after_tag) = bytes.split_first().ok_or_else(|| DerError("unexpected end of data".into()))?;
         if t & 0x1f == 0x1f {
             return err("multi-byte tags are not supported");
         }
-        let (&l0, mut after_len) = after_tag
-            .split_first()
-            .ok_or_else(|| DerError("unexpected end of data in a length".into()))?;
+        let (&l0, mut after_len) =
+            after_tag.split_first().ok_or_else(|| DerError("unexpected end of data in a length".into()))?;
         let len: usize = if l0 < 0x80 {
             usize::from(l0)
         } else {
@@ -95,30 +92,20 @@ impl<'a> Reader<'a> {
             v
         };
         if after_len.len() < len {
-            return err(format!(
-                "element claims {len} bytes but only {} remain",
-                after_len.len()
-            ));
+            return err(format!("element claims {len} bytes but only {} remain", after_len.len()));
         }
         let header = bytes.len() - after_len.len();
         let content = &after_len[..len];
         let raw = &bytes[..header + len];
         self.rest = &after_len[len..];
-        Ok(Tlv {
-            tag: t,
-            content,
-            raw,
-        })
+        Ok(Tlv { tag: t, content, raw })
     }
 
     /// Reads the next element and requires its tag.
     pub fn next_tag(&mut self, want: u8, what: &str) -> Result<Tlv<'a>, DerError> {
         let tlv = self.any().map_err(|e| DerError(format!("{what}: {e}")))?;
         if tlv.tag != want {
-            return err(format!(
-                "{what}: expected tag 0x{want:02x}, found 0x{:02x}",
-                tlv.tag
-            ));
+            return err(format!("{what}: expected tag 0x{want:02x}, found 0x{:02x}", tlv.tag));
         }
         Ok(tlv)
     }
@@ -128,10 +115,7 @@ impl<'a> Reader<'a> {
         if self.rest.is_empty() {
             Ok(())
         } else {
-            err(format!(
-                "{what}: {} unexpected trailing bytes",
-                self.rest.len()
-            ))
+            err(format!("{what}: {} unexpected trailing bytes", self.rest.len()))
         }
     }
 }
@@ -179,10 +163,7 @@ pub fn oid_arcs(content: &[u8]) -> Result<Vec<u64>, DerError> {
 
 /// Formats OID arcs as a dotted string.
 pub fn oid_to_string(arcs: &[u64]) -> String {
-    arcs.iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(".")
+    arcs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(".")
 }
 
 // ---- writing ----

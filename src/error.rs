@@ -6,77 +6,34 @@ use std::path::PathBuf;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    Io {
-        path: PathBuf,
-        op: &'static str,
-        source: std::io::Error,
-    },
-    AlreadyExists {
-        path: PathBuf,
-    },
-    NoCa {
-        dir: PathBuf,
-    },
+    Io { path: PathBuf, op: &'static str, source: std::io::Error },
+    AlreadyExists { path: PathBuf },
+    NoCa { dir: PathBuf },
     Policy(crate::policy::PolicyError),
-    PolicyNotFound {
-        tried: Vec<PathBuf>,
-    },
-    Key {
-        path: PathBuf,
-        detail: String,
-    },
-    Cert {
-        path: PathBuf,
-        detail: String,
-    },
-    Classification {
-        source: String,
-        error: crate::classification::ClassificationError,
-    },
-    Attributes {
-        path: PathBuf,
-        detail: String,
-    },
-    Expiry {
-        detail: String,
-    },
-    Usage {
-        detail: String,
-    },
-    Crypto {
-        detail: String,
-    },
-    Store {
-        detail: String,
-    },
-    NotFound {
-        certname: String,
-    },
-    NotValid {
-        certname: String,
-        detail: String,
-    },
+    PolicyNotFound { tried: Vec<PathBuf> },
+    Key { path: PathBuf, detail: String },
+    Cert { path: PathBuf, detail: String },
+    Classification { source: String, error: crate::classification::ClassificationError },
+    Attributes { path: PathBuf, detail: String },
+    Expiry { detail: String },
+    Usage { detail: String },
+    Crypto { detail: String },
+    Store { detail: String },
+    NotFound { certname: String },
+    NotValid { certname: String, detail: String },
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Io { path, op, source } => write!(f, "cannot {op} {}: {source}", path.display()),
-            Error::AlreadyExists { path } => write!(
-                f,
-                "{} already exists; refusing to overwrite it",
-                path.display()
-            ),
+            Error::AlreadyExists { path } => write!(f, "{} already exists; refusing to overwrite it", path.display()),
             Error::NoCa { dir } => write!(f, "no CA in {}", dir.display()),
             Error::Policy(e) => write!(f, "{e}"),
             Error::PolicyNotFound { tried } => write!(
                 f,
                 "no policy found (tried {})",
-                tried
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             ),
             Error::Key { path, detail } => write!(f, "private key {}: {detail}", path.display()),
             Error::Cert { path, detail } => write!(f, "certificate {}: {detail}", path.display()),
@@ -102,21 +59,13 @@ impl Error {
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
             Error::Io { .. } => "check that the path exists and that this user may access it",
-            Error::AlreadyExists { .. } => {
-                "choose another path, or move the existing file away first"
-            }
-            Error::NoCa { .. } => {
-                "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA"
-            }
+            Error::AlreadyExists { .. } => "choose another path, or move the existing file away first",
+            Error::NoCa { .. } => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
             Error::Policy(_) => "fix the named key; policy/README.md documents every key",
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
-            Error::Key { .. } => {
-                "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate"
-            }
+            Error::Key { .. } => "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate",
             Error::Cert { .. } => "give a PEM or DER X.509 certificate",
-            Error::Classification { .. } => {
-                "write a YAML mapping with classes, parameters and/or environment"
-            }
+            Error::Classification { .. } => "write a YAML mapping with classes, parameters and/or environment",
             Error::Attributes { .. } => {
                 "give the file written by 'vouch conductor sign' (yaml, txt, json or cloud-config)"
             }
@@ -125,9 +74,7 @@ impl Error {
             Error::Crypto { .. } => return None,
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
-            Error::NotValid { .. } => {
-                "a revoked, expired or foreign certificate has no classification here"
-            }
+            Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
         })
     }
 }

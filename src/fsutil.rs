@@ -10,10 +10,7 @@ pub fn temp_beside(path: &Path) -> PathBuf {
     let mut rnd = [0u8; 8];
     let _ = aws_lc_rs::rand::fill(&mut rnd);
     let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp-{}-{tag}", std::process::id()))
 }
 
@@ -31,11 +28,7 @@ fn parent(path: &Path) -> &Path {
 
 fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
     let tmp = temp_beside(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)?;
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
     let res = f.write_all(bytes).and_then(|_| f.sync_all());
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
@@ -68,20 +61,10 @@ pub fn write_replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
-    let f = CString::new(from.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let t = CString::new(to.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let f = CString::new(from.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let t = CString::new(to.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
     if rc == 0 {
         sync_dir(parent(to))
     } else {
@@ -91,11 +74,7 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Appends one line with a single write (O_APPEND), then fdatasync.
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o640)
-        .open(path)?;
+    let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
@@ -113,20 +92,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("key.pem");
         write_new(&p, b"secret", 0o600).unwrap();
-        assert_eq!(
-            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            write_new(&p, b"other", 0o600).unwrap_err().kind(),
-            io::ErrorKind::AlreadyExists
-        );
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(write_new(&p, b"other", 0o600).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&p).unwrap(), b"secret");
-        assert_eq!(
-            fs::read_dir(d.path()).unwrap().count(),
-            1,
-            "no temp file left behind"
-        );
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp file left behind");
         write_replace(&p, b"new", 0o600).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new");
     }

@@ -6,8 +6,8 @@ use crate::csr::KeyKind;
 use crate::decide::Grant;
 use crate::oids;
 use rcgen::{
-    CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
+    CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -60,24 +60,12 @@ pub struct MasterCa {
 
 impl MasterCa {
     pub fn new(cert_der: Vec<u8>, key: KeyPair, chain_pem: String) -> Result<Self, IssueError> {
-        let (_, cert) =
-            x509_parser::parse_x509_certificate(&cert_der).map_err(|e| IssueError::Encoding {
-                detail: format!("master CA certificate: {e}"),
-            })?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
+            .map_err(|e| IssueError::Encoding { detail: format!("master CA certificate: {e}") })?;
         let not_after = cert.validity().not_after.to_datetime();
-        let issuer = Issuer::from_ca_cert_der(
-            &rustls_pki_types::CertificateDer::from(cert_der.as_slice()),
-            key,
-        )
-        .map_err(|e| IssueError::Encoding {
-            detail: format!("master CA certificate: {e}"),
-        })?;
-        Ok(MasterCa {
-            cert_der,
-            not_after,
-            issuer,
-            chain_pem,
-        })
+        let issuer = Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(cert_der.as_slice()), key)
+            .map_err(|e| IssueError::Encoding { detail: format!("master CA certificate: {e}") })?;
+        Ok(MasterCa { cert_der, not_after, issuer, chain_pem })
     }
 }
 
@@ -164,58 +152,39 @@ pub fn prepare(
 ) -> Result<Prepared, IssueError> {
     let certname = auth.certname().to_string();
     let not_before = now - Duration::try_from(profile.backdate).unwrap_or(Duration::DAY);
-    let mut not_after =
-        now + Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
+    let mut not_after = now + Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
     if not_after > ca.not_after {
         not_after = ca.not_after;
     }
     if not_after <= now {
-        return Err(IssueError::CaExpired {
-            not_after: crate::attrs::format_expiry(ca.not_after),
-        });
+        return Err(IssueError::CaExpired { not_after: crate::attrs::format_expiry(ca.not_after) });
     }
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, certname.as_str());
     p.distinguished_name = dn;
-    p.subject_alt_names = vec![SanType::DnsName(certname.clone().try_into().map_err(
-        |e| IssueError::Encoding {
-            detail: format!("certname as DNS name: {e}"),
-        },
-    )?)];
+    p.subject_alt_names = vec![SanType::DnsName(
+        certname
+            .clone()
+            .try_into()
+            .map_err(|e| IssueError::Encoding { detail: format!("certname as DNS name: {e}") })?,
+    )];
     p.serial_number = Some(SerialNumber::from_slice(serial));
     p.not_before = not_before;
     p.not_after = not_after;
     p.is_ca = IsCa::ExplicitNoCa;
     p.key_usages = match auth.key_kind() {
-        KeyKind::Rsa { .. } => vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ],
+        KeyKind::Rsa { .. } => vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment],
         _ => vec![KeyUsagePurpose::DigitalSignature],
     };
-    p.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
     p.use_authority_key_identifier_extension = true;
     let classification_b64 = auth.classification_base64().to_string();
-    p.custom_extensions = vec![
-        utf8_ext(oids::ATTR_CLASSIFICATION, &classification_b64),
-        utf8_ext(mirror_oid, &classification_b64),
-    ];
-    let spki = SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding {
-        detail: e.to_string(),
-    })?;
-    Ok(Prepared {
-        params: p,
-        spki,
-        certname,
-        serial_hex: hex(serial),
-        not_before,
-        not_after,
-        classification_b64,
-    })
+    p.custom_extensions =
+        vec![utf8_ext(oids::ATTR_CLASSIFICATION, &classification_b64), utf8_ext(mirror_oid, &classification_b64)];
+    let spki =
+        SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
+    Ok(Prepared { params: p, spki, certname, serial_hex: hex(serial), not_before, not_after, classification_b64 })
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -247,12 +216,10 @@ impl Prepared {
 
     /// Signs. Consumes the preparation.
     pub fn sign(self, ca: &MasterCa) -> Result<Issued, IssueError> {
-        let cert =
-            self.params
-                .signed_by(&self.spki, &ca.issuer)
-                .map_err(|e| IssueError::Encoding {
-                    detail: e.to_string(),
-                })?;
+        let cert = self
+            .params
+            .signed_by(&self.spki, &ca.issuer)
+            .map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
         Ok(Issued {
             certname: self.certname,
             serial_hex: self.serial_hex,
@@ -278,8 +245,7 @@ pub fn classification_of(cert_der: &[u8], mirror_oid: &[u64]) -> Result<Option<S
         }
         let mut r = crate::der::Reader::new(ext.value);
         let t = r.any().map_err(|e| e.to_string())?;
-        let s = std::str::from_utf8(t.content)
-            .map_err(|_| "classification extension is not UTF-8".to_string())?;
+        let s = std::str::from_utf8(t.content).map_err(|_| "classification extension is not UTF-8".to_string())?;
         if is_main {
             return Ok(Some(s.to_string()));
         }

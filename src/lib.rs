@@ -4,10 +4,7 @@
 //! The decision ([`decide::decide`]) is pure: CSR bytes, certname, policy and
 //! time in; a [`decide::Grant`] or every [`decide::Refusal`] out.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod attrs;
 pub mod audit;

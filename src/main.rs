@@ -5,11 +5,7 @@ use clap::Parser;
 /// not a command line.
 fn args() -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let called_as = args.first().and_then(|a| {
-        std::path::Path::new(a)
-            .file_name()
-            .map(|n| n.to_os_string())
-    });
+    let called_as = args.first().and_then(|a| std::path::Path::new(a).file_name().map(|n| n.to_os_string()));
     if called_as.as_deref() == Some(std::ffi::OsStr::new("vouch-autosign")) {
         args.insert(1, "autosign".into());
     }

@@ -94,10 +94,7 @@ pub fn parse(s: &str) -> Option<Vec<u64>> {
     let arcs: Option<Vec<u64>> = s
         .split('.')
         .map(|p| {
-            if p.is_empty()
-                || (p.len() > 1 && p.starts_with('0'))
-                || !p.bytes().all(|b| b.is_ascii_digit())
-            {
+            if p.is_empty() || (p.len() > 1 && p.starts_with('0')) || !p.bytes().all(|b| b.is_ascii_digit()) {
                 None
             } else {
                 p.parse().ok()
@@ -131,10 +128,7 @@ mod tests {
 
     #[test]
     fn parse_names_and_dotted() {
-        assert_eq!(
-            parse("pp_cli_auth").unwrap(),
-            [1, 3, 6, 1, 4, 1, 34380, 1, 3, 39]
-        );
+        assert_eq!(parse("pp_cli_auth").unwrap(), [1, 3, 6, 1, 4, 1, 34380, 1, 3, 39]);
         assert_eq!(parse("1.3.6.1.4.1.34380.2.5").unwrap(), ATTR_CLASSIFICATION);
         for bad in ["", "1", "1..2", "1.03", "3.1", "1.40", "a.b", "1.2.-3"] {
             assert!(parse(bad).is_none(), "{bad}");

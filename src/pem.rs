@@ -41,25 +41,16 @@ pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), P
             }
         }
     }
-    let (pos, label) = best.ok_or_else(|| PemError::NoBlock {
-        label: labels.first().copied().unwrap_or("").to_string(),
-    })?;
+    let (pos, label) =
+        best.ok_or_else(|| PemError::NoBlock { label: labels.first().copied().unwrap_or("").to_string() })?;
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let after = &text[pos + begin.len()..];
-    let stop = after.find(&end).ok_or_else(|| PemError::Unterminated {
-        label: label.to_string(),
-    })?;
-    let body: String = after[..stop]
-        .chars()
-        .filter(|c| !c.is_ascii_whitespace())
-        .collect();
+    let stop = after.find(&end).ok_or_else(|| PemError::Unterminated { label: label.to_string() })?;
+    let body: String = after[..stop].chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let der = STANDARD
         .decode(body.as_bytes())
-        .map_err(|e| PemError::BadBase64 {
-            label: label.to_string(),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
     Ok((label, der))
 }
 
@@ -102,41 +93,21 @@ mod tests {
     fn crlf_and_junk() {
         let pem = encode("CERTIFICATE REQUEST", b"hello world, this is der");
         let noisy = format!("junk\r\n{}\r\nmore junk\r\n", pem.replace('\n', "\r\n"));
-        let (label, der) = find(
-            noisy.as_bytes(),
-            &["NEW CERTIFICATE REQUEST", "CERTIFICATE REQUEST"],
-        )
-        .unwrap();
+        let (label, der) = find(noisy.as_bytes(), &["NEW CERTIFICATE REQUEST", "CERTIFICATE REQUEST"]).unwrap();
         assert_eq!(label, "CERTIFICATE REQUEST");
         assert_eq!(der, b"hello world, this is der");
     }
 
     #[test]
     fn errors() {
-        assert!(matches!(
-            find(b"nothing", &["X"]),
-            Err(PemError::NoBlock { .. })
-        ));
-        assert!(matches!(
-            find(b"-----BEGIN X-----\nAAAA\n", &["X"]),
-            Err(PemError::Unterminated { .. })
-        ));
-        assert!(matches!(
-            find(b"-----BEGIN X-----\n!!!!\n-----END X-----", &["X"]),
-            Err(PemError::BadBase64 { .. })
-        ));
+        assert!(matches!(find(b"nothing", &["X"]), Err(PemError::NoBlock { .. })));
+        assert!(matches!(find(b"-----BEGIN X-----\nAAAA\n", &["X"]), Err(PemError::Unterminated { .. })));
+        assert!(matches!(find(b"-----BEGIN X-----\n!!!!\n-----END X-----", &["X"]), Err(PemError::BadBase64 { .. })));
     }
 
     #[test]
     fn bundle() {
-        let b = format!(
-            "{}{}",
-            encode("CERTIFICATE", b"one"),
-            encode("CERTIFICATE", b"two")
-        );
-        assert_eq!(
-            find_all(b.as_bytes(), "CERTIFICATE").unwrap(),
-            vec![b"one".to_vec(), b"two".to_vec()]
-        );
+        let b = format!("{}{}", encode("CERTIFICATE", b"one"), encode("CERTIFICATE", b"two"));
+        assert_eq!(find_all(b.as_bytes(), "CERTIFICATE").unwrap(), vec![b"one".to_vec(), b"two".to_vec()]);
     }
 }

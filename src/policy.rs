@@ -175,13 +175,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 /// Formats a duration in the largest whole unit.
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
-    for (unit, n) in [
-        ("y", 365 * 86_400),
-        ("w", 604_800),
-        ("d", 86_400),
-        ("h", 3600),
-        ("m", 60),
-    ] {
+    for (unit, n) in [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)] {
         if s >= n && s % n == 0 {
             return format!("{}{unit}", s / n);
         }
@@ -190,11 +184,7 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 impl Policy {
@@ -218,11 +208,7 @@ impl Policy {
         let err = |span: Option<std::ops::Range<usize>>, key: &str, message: String| PolicyError {
             file: path.to_path_buf(),
             line: span.map(|s| line_of(text, s.start)),
-            key: if key.is_empty() {
-                None
-            } else {
-                Some(key.to_string())
-            },
+            key: if key.is_empty() { None } else { Some(key.to_string()) },
             message,
         };
         let raw: RawPolicy = toml::from_str(text).map_err(|e| {
@@ -244,37 +230,23 @@ impl Policy {
             }
         };
 
-        let load_certs = |items: &[Spanned<String>],
-                          key: &str|
-         -> Result<Vec<Vec<u8>>, PolicyError> {
+        let load_certs = |items: &[Spanned<String>], key: &str| -> Result<Vec<Vec<u8>>, PolicyError> {
             let mut out = Vec::new();
             for item in items {
                 let file = resolve(item.get_ref());
-                let bytes = read(&file).map_err(|e| {
-                    err(
-                        Some(item.span()),
-                        key,
-                        format!("cannot read {}: {e}", file.display()),
-                    )
-                })?;
+                let bytes = read(&file)
+                    .map_err(|e| err(Some(item.span()), key, format!("cannot read {}: {e}", file.display())))?;
                 let ders = crate::pem::find_all(&bytes, "CERTIFICATE")
                     .map_err(|e| err(Some(item.span()), key, format!("{}: {e}", file.display())))?;
                 if ders.is_empty() {
-                    return Err(err(
-                        Some(item.span()),
-                        key,
-                        format!("{} holds no PEM certificate", file.display()),
-                    ));
+                    return Err(err(Some(item.span()), key, format!("{} holds no PEM certificate", file.display())));
                 }
                 for der in &ders {
                     x509_parser::parse_x509_certificate(der).map_err(|e| {
                         err(
                             Some(item.span()),
                             key,
-                            format!(
-                                "{} holds a certificate that does not parse: {e}",
-                                file.display()
-                            ),
+                            format!("{} holds a certificate that does not parse: {e}", file.display()),
                         )
                     })?;
                 }
@@ -283,21 +255,14 @@ impl Policy {
             Ok(out)
         };
         if raw.conductors.trusted_roots.is_empty() {
-            return Err(err(
-                None,
-                "conductors.trusted_roots",
-                "at least one trusted root is required".into(),
-            ));
+            return Err(err(None, "conductors.trusted_roots", "at least one trusted root is required".into()));
         }
         let trust = TrustBundle {
             roots: load_certs(&raw.conductors.trusted_roots, "conductors.trusted_roots")?,
             intermediates: load_certs(&raw.conductors.intermediates, "conductors.intermediates")?,
         };
 
-        let dur = |v: &Option<Spanned<String>>,
-                   key: &str,
-                   default: u64|
-         -> Result<Duration, PolicyError> {
+        let dur = |v: &Option<Spanned<String>>, key: &str, default: u64| -> Result<Duration, PolicyError> {
             match v {
                 None => Ok(Duration::from_secs(default)),
                 Some(s) => match parse_duration(s.get_ref()) {
@@ -305,10 +270,7 @@ impl Policy {
                     _ => Err(err(
                         Some(s.span()),
                         key,
-                        format!(
-                            "'{}' is not a duration like 30m, 24h, 7d or 5y",
-                            s.get_ref()
-                        ),
+                        format!("'{}' is not a duration like 30m, 24h, 7d or 5y", s.get_ref()),
                     )),
                 },
             }
@@ -359,11 +321,7 @@ impl Policy {
             None => DEFAULT_MIRROR_OID.to_vec(),
             Some(s) => {
                 let o = oids::parse(s.get_ref()).ok_or_else(|| {
-                    err(
-                        Some(s.span()),
-                        "classification.mirror_oid",
-                        format!("'{}' is not an OID", s.get_ref()),
-                    )
+                    err(Some(s.span()), "classification.mirror_oid", format!("'{}' is not an OID", s.get_ref()))
                 })?;
                 if !(oids::is_under(&o, oids::PP_REG) || oids::is_under(&o, oids::PP_PRIV)) {
                     return Err(err(
@@ -390,7 +348,10 @@ impl Policy {
                 return Err(err(
                     Some(item.span()),
                     "extensions.allow",
-                    format!("{} is in the ppAuthCertExt arc, which grants API rights; vouch never allows it", item.get_ref()),
+                    format!(
+                        "{} is in the ppAuthCertExt arc, which grants API rights; vouch never allows it",
+                        item.get_ref()
+                    ),
                 ));
             }
             if o == oids::SUBJECT_ALT_NAME {
@@ -404,7 +365,8 @@ impl Policy {
                 return Err(err(
                     Some(item.span()),
                     "extensions.allow",
-                    "this is the classification mirror OID; it is always checked against the signed classification".into(),
+                    "this is the classification mirror OID; it is always checked against the signed classification"
+                        .into(),
                 ));
             }
             allowed_extensions.push(o);
@@ -421,19 +383,10 @@ impl Policy {
             allowed_extensions,
             audit_log: raw.audit.log.map(|l| resolve(&l)),
             profile: crate::issue::Profile {
-                validity: dur(
-                    &raw.issuance.validity,
-                    "issuance.validity",
-                    5 * 365 * 86_400,
-                )?,
+                validity: dur(&raw.issuance.validity, "issuance.validity", 5 * 365 * 86_400)?,
                 backdate: dur(&raw.issuance.backdate, "issuance.backdate", 86_400)?,
             },
-            on_existing: match raw
-                .issuance
-                .on_existing
-                .as_ref()
-                .map(|s| (s.get_ref().as_str(), s.span()))
-            {
+            on_existing: match raw.issuance.on_existing.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
                 None | Some(("refuse", _)) => OnExisting::Refuse,
                 Some(("supersede", _)) => OnExisting::Supersede,
                 Some((other, span)) => {
@@ -518,19 +471,12 @@ mod tests {
 
     fn parse(text: &str) -> Result<Policy, PolicyError> {
         let root = crate::pem::encode("CERTIFICATE", &test_cert());
-        Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| {
-            Ok(root.clone().into_bytes())
-        })
+        Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| Ok(root.clone().into_bytes()))
     }
 
     fn test_cert() -> Vec<u8> {
         let key = rcgen::KeyPair::generate().unwrap();
-        rcgen::CertificateParams::new(vec!["x".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap()
-            .der()
-            .to_vec()
+        rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap().self_signed(&key).unwrap().der().to_vec()
     }
 
     #[test]
@@ -538,43 +484,28 @@ mod tests {
         let p = parse(&default_policy_text("ca/root_crt.pem")).unwrap();
         assert_eq!(p.versions, [1]);
         assert_eq!(p.mirror_oid, DEFAULT_MIRROR_OID);
-        assert_eq!(
-            p.audit_log.as_deref(),
-            Some(Path::new("/etc/vouch/audit.log"))
-        );
+        assert_eq!(p.audit_log.as_deref(), Some(Path::new("/etc/vouch/audit.log")));
         assert_eq!(p.max_attribute_lifetime, Duration::from_secs(7 * 86400));
     }
 
     #[test]
     fn errors_name_line_and_key() {
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n\n[extensions]\nallow = [\"pp_cli_auth\"]\n").unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_deref()),
-            (Some(5), Some("extensions.allow"))
-        );
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n\n[extensions]\nallow = [\"pp_cli_auth\"]\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("extensions.allow")));
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\nbogus = 1\n").unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("bogus")));
+        let e =
+            parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nmax_lifetime = \"soon\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("attributes.max_lifetime")));
         let e = parse(
-            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nmax_lifetime = \"soon\"\n",
+            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[classification]\nmirror_oid = \"1.3.6.1.4.1.34380.2.5\"\n",
         )
         .unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_deref()),
-            (Some(4), Some("attributes.max_lifetime"))
-        );
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[classification]\nmirror_oid = \"1.3.6.1.4.1.34380.2.5\"\n")
-            .unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_deref()),
-            (Some(4), Some("classification.mirror_oid"))
-        );
-        let e =
-            parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n")
-                .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
-        assert!(e
-            .to_string()
-            .starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+        assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
     }
 
     #[test]
@@ -583,10 +514,7 @@ mod tests {
         assert_eq!(parse_duration("24h"), Some(Duration::from_secs(86400)));
         assert_eq!(parse_duration("h"), None);
         assert_eq!(parse_duration("5x"), None);
-        assert_eq!(
-            parse_duration("5y"),
-            Some(Duration::from_secs(5 * 365 * 86400))
-        );
+        assert_eq!(parse_duration("5y"), Some(Duration::from_secs(5 * 365 * 86400)));
         assert_eq!(format_duration(Duration::from_secs(86400)), "1d");
     }
 }

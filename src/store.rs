@@ -28,18 +28,9 @@ use std::path::{Path, PathBuf};
 /// A store failure.
 #[derive(Debug)]
 pub enum StoreError {
-    Io {
-        path: PathBuf,
-        op: &'static str,
-        source: io::Error,
-    },
-    Corrupt {
-        path: PathBuf,
-        detail: String,
-    },
-    SerialTaken {
-        serial: String,
-    },
+    Io { path: PathBuf, op: &'static str, source: io::Error },
+    Corrupt { path: PathBuf, detail: String },
+    SerialTaken { serial: String },
 }
 
 impl std::fmt::Display for StoreError {
@@ -154,23 +145,13 @@ pub struct FileStore {
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Marker {
-    Issue {
-        record: CertRecord,
-    },
-    Revoke {
-        serial: String,
-        time: String,
-        reason: String,
-        certname: String,
-        cleaned: bool,
-    },
+    Issue { record: CertRecord },
+    Revoke { serial: String, time: String, reason: String, certname: String, cleaned: bool },
 }
 
 impl FileStore {
     pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
-        FileStore {
-            root: ca_dir.into(),
-        }
+        FileStore { root: ca_dir.into() }
     }
 
     fn p(&self, rel: &str) -> PathBuf {
@@ -183,10 +164,7 @@ impl FileStore {
 
     fn serial_path(&self, serial: &str) -> PathBuf {
         let shard = serial.get(..2).unwrap_or("00");
-        self.root
-            .join("serials")
-            .join(shard)
-            .join(format!("{serial}.json"))
+        self.root.join("serials").join(shard).join(format!("{serial}.json"))
     }
 
     fn ensure_dirs(&self) -> Result<(), StoreError> {
@@ -201,16 +179,9 @@ impl FileStore {
         match fs::read(path) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
-                .map_err(|e| StoreError::Corrupt {
-                    path: path.to_path_buf(),
-                    detail: e.to_string(),
-                }),
+                .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::Io {
-                path: path.to_path_buf(),
-                op: "read",
-                source: e,
-            }),
+            Err(e) => Err(StoreError::Io { path: path.to_path_buf(), op: "read", source: e }),
         }
     }
 
@@ -219,26 +190,15 @@ impl FileStore {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(io_err(parent, "create directory"))?;
         }
-        let bytes = serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt {
-            path: path.clone(),
-            detail: e.to_string(),
-        })?;
-        let res = if new {
-            fsutil::write_new(&path, &bytes, 0o644)
-        } else {
-            fsutil::write_replace(&path, &bytes, 0o644)
-        };
+        let bytes =
+            serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let res =
+            if new { fsutil::write_new(&path, &bytes, 0o644) } else { fsutil::write_replace(&path, &bytes, 0o644) };
         res.map_err(|e| {
             if e.kind() == io::ErrorKind::AlreadyExists {
-                StoreError::SerialTaken {
-                    serial: rec.serial.clone(),
-                }
+                StoreError::SerialTaken { serial: rec.serial.clone() }
             } else {
-                StoreError::Io {
-                    path,
-                    op: "write",
-                    source: e,
-                }
+                StoreError::Io { path, op: "write", source: e }
             }
         })
     }
@@ -248,10 +208,8 @@ impl FileStore {
     }
 
     fn write_marker(&self, path: &Path, m: &Marker) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(m).map_err(|e| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        })?;
+        let bytes = serde_json::to_vec(m)
+            .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() })?;
         fsutil::write_replace(path, &bytes, 0o644).map_err(io_err(path, "write"))
     }
 
@@ -259,11 +217,7 @@ impl FileStore {
         match fs::remove_file(path) {
             Ok(()) => fsutil::sync_dir(&self.p("pending")).map_err(io_err(path, "sync")),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Io {
-                path: path.to_path_buf(),
-                op: "remove",
-                source: e,
-            }),
+            Err(e) => Err(StoreError::Io { path: path.to_path_buf(), op: "remove", source: e }),
         }
     }
 
@@ -278,21 +232,11 @@ impl FileStore {
     }
 
     fn inventory_line(rec: &CertRecord) -> String {
-        format!(
-            "0x{} {} {} /CN={}",
-            rec.serial, rec.not_before, rec.not_after, rec.certname
-        )
+        format!("0x{} {} {} /CN={}", rec.serial, rec.not_before, rec.not_after, rec.certname)
     }
 
     fn revocation_line(r: &Revocation) -> String {
-        format!(
-            "{} {} {} {}{}",
-            r.serial,
-            r.time,
-            r.reason,
-            r.certname,
-            if r.cleaned { " cleaned" } else { "" }
-        )
+        format!("{} {} {} {}{}", r.serial, r.time, r.reason, r.certname, if r.cleaned { " cleaned" } else { "" })
     }
 
     fn serial_of_pem(pem: &str) -> Option<String> {
@@ -305,23 +249,27 @@ impl FileStore {
         let on_disk = match fs::read_to_string(self.signed_path(&rec.certname)) {
             Ok(pem) => Self::serial_of_pem(&pem),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path: self.signed_path(&rec.certname),
-                    op: "read",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(StoreError::Io { path: self.signed_path(&rec.certname), op: "read", source: e }),
         };
         if on_disk.as_deref() == Some(rec.serial.as_str()) {
             self.append_once("inventory.txt", &Self::inventory_line(rec))?;
+            crash_point("issue:inventory");
             let mut done = rec.clone();
             done.state = State::Issued;
-            self.write_record(&done, false)
+            self.write_record(&done, false)?;
+            crash_point("issue:issued");
+            Ok(())
         } else {
-            let mut gone = rec.clone();
-            gone.state = State::Abandoned;
-            self.write_record(&gone, false)
+            // Never issued. Mark the reservation abandoned, unless the serial's record
+            // is someone else's (the process died before its O_EXCL create).
+            match self.record(&rec.serial)? {
+                Some(r) if r.certname != rec.certname || r.state != State::Intent => Ok(()),
+                _ => {
+                    let mut gone = rec.clone();
+                    gone.state = State::Abandoned;
+                    self.write_record(&gone, false)
+                }
+            }
         }
     }
 
@@ -331,24 +279,36 @@ impl FileStore {
             rec.revoked_at = Some(r.time.clone());
             rec.reason = Some(r.reason.clone());
             self.write_record(&rec, false)?;
+            crash_point("revoke:record");
         }
         self.append_once("revocations.txt", &Self::revocation_line(r))?;
+        crash_point("revoke:log");
         if r.cleaned {
             let p = self.signed_path(&r.certname);
-            let current = fs::read_to_string(&p)
-                .ok()
-                .and_then(|pem| Self::serial_of_pem(&pem));
+            let current = fs::read_to_string(&p).ok().and_then(|pem| Self::serial_of_pem(&pem));
             if current.as_deref() == Some(r.serial.as_str()) {
                 fs::remove_file(&p).map_err(io_err(&p, "remove"))?;
                 fsutil::sync_dir(&self.p("signed")).map_err(io_err(&p, "sync"))?;
+                crash_point("revoke:forget");
             }
             let _ = self.remove_request(&r.certname);
         }
         Ok(())
     }
 
-    /// Finishes what killed processes left under `pending/`. Needs the lock.
+    /// Finishes what killed processes left under `pending/`, and removes the
+    /// temporary files killed writers left in `signed/` (written only under the lock).
+    /// Needs the lock.
     fn recover(&self) -> Result<(), StoreError> {
+        let signed = self.p("signed");
+        let entries = fs::read_dir(&signed).map_err(io_err(&signed, "read directory"))?;
+        for e in entries {
+            let path = e.map_err(io_err(&signed, "read directory"))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') && name.contains(".tmp-") {
+                let _ = fs::remove_file(&path);
+            }
+        }
         let dir = self.p("pending");
         let entries = fs::read_dir(&dir).map_err(io_err(&dir, "read directory"))?;
         for e in entries {
@@ -360,24 +320,25 @@ impl FileStore {
             }
             match Self::read_json::<Marker>(&path)? {
                 Some(Marker::Issue { record }) => self.redo_issue(&record)?,
-                Some(Marker::Revoke {
-                    serial,
-                    time,
-                    reason,
-                    certname,
-                    cleaned,
-                }) => self.redo_revoke(&Revocation {
-                    serial,
-                    time,
-                    reason,
-                    certname,
-                    cleaned,
-                })?,
+                Some(Marker::Revoke { serial, time, reason, certname, cleaned }) => {
+                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned })?
+                }
                 None => {}
             }
             self.remove_marker(&path)?;
         }
         Ok(())
+    }
+}
+
+/// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
+/// step, the process aborts here, as if killed. Steps: issue:marker,
+/// issue:record, issue:signed, issue:inventory, issue:issued, revoke:marker,
+/// revoke:record, revoke:log, revoke:forget.
+fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
+        std::process::abort();
     }
 }
 
@@ -399,20 +360,12 @@ impl Store for FileStore {
     fn lock(&self) -> Result<WriteLock, StoreError> {
         self.ensure_dirs()?;
         let path = self.p(".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path, "open"))?;
+        let file =
+            OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path, "open"))?;
         // SAFETY: flock on a valid, open file descriptor.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         if rc != 0 {
-            return Err(StoreError::Io {
-                path,
-                op: "lock",
-                source: io::Error::last_os_error(),
-            });
+            return Err(StoreError::Io { path, op: "lock", source: io::Error::last_os_error() });
         }
         let lock = WriteLock { _file: file };
         self.recover()?;
@@ -424,22 +377,13 @@ impl Store for FileStore {
         let pem = match fs::read_to_string(&path) {
             Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path,
-                    op: "read",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
-        let serial = Self::serial_of_pem(&pem).ok_or_else(|| StoreError::Corrupt {
-            path: path.clone(),
-            detail: "not a certificate".into(),
-        })?;
-        let rec = self.record(&serial)?.ok_or_else(|| StoreError::Corrupt {
-            path,
-            detail: format!("serial {serial} has no record"),
-        })?;
+        let serial = Self::serial_of_pem(&pem)
+            .ok_or_else(|| StoreError::Corrupt { path: path.clone(), detail: "not a certificate".into() })?;
+        let rec = self
+            .record(&serial)?
+            .ok_or_else(|| StoreError::Corrupt { path, detail: format!("serial {serial} has no record") })?;
         Ok(Some((rec, pem)))
     }
 
@@ -448,18 +392,22 @@ impl Store for FileStore {
     }
 
     fn reserve(&self, _lock: &WriteLock, intent: &CertRecord) -> Result<(), StoreError> {
-        self.write_record(intent, true)?;
-        self.write_marker(
-            &self.marker_path(&intent.serial, "issue"),
-            &Marker::Issue {
-                record: intent.clone(),
-            },
-        )
+        // The marker first: a process killed at any later point is found by recovery.
+        let marker = self.marker_path(&intent.serial, "issue");
+        self.write_marker(&marker, &Marker::Issue { record: intent.clone() })?;
+        crash_point("issue:marker");
+        if let Err(e) = self.write_record(intent, true) {
+            self.remove_marker(&marker)?;
+            return Err(e);
+        }
+        crash_point("issue:record");
+        Ok(())
     }
 
     fn commit(&self, _lock: &WriteLock, record: &CertRecord, pem: &str) -> Result<(), StoreError> {
         let path = self.signed_path(&record.certname);
         fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(io_err(&path, "write"))?;
+        crash_point("issue:signed");
         self.redo_issue(record)?;
         self.remove_marker(&self.marker_path(&record.serial, "issue"))
     }
@@ -484,6 +432,7 @@ impl Store for FileStore {
                 cleaned: r.cleaned,
             },
         )?;
+        crash_point("revoke:marker");
         self.redo_revoke(r)?;
         self.remove_marker(&marker)
     }
@@ -493,13 +442,7 @@ impl Store for FileStore {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path,
-                    op: "read",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
         let mut out = Vec::new();
         for line in text.lines() {
@@ -522,13 +465,7 @@ impl Store for FileStore {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path,
-                    op: "read",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
         Ok(text
             .lines()
@@ -552,10 +489,8 @@ impl Store for FileStore {
         let pem = self.p("requests").join(format!("{}.pem", req.certname));
         fsutil::write_replace(&pem, csr_pem, 0o644).map_err(io_err(&pem, "write"))?;
         let meta = self.p("requests").join(format!("{}.json", req.certname));
-        let bytes = serde_json::to_vec(req).map_err(|e| StoreError::Corrupt {
-            path: meta.clone(),
-            detail: e.to_string(),
-        })?;
+        let bytes =
+            serde_json::to_vec(req).map_err(|e| StoreError::Corrupt { path: meta.clone(), detail: e.to_string() })?;
         fsutil::write_replace(&meta, &bytes, 0o644).map_err(io_err(&meta, "write"))
     }
 
@@ -565,13 +500,7 @@ impl Store for FileStore {
             match fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(StoreError::Io {
-                        path: p,
-                        op: "remove",
-                        source: e,
-                    })
-                }
+                Err(e) => return Err(StoreError::Io { path: p, op: "remove", source: e }),
             }
         }
         Ok(())
@@ -582,13 +511,7 @@ impl Store for FileStore {
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => {
-                return Err(StoreError::Io {
-                    path: dir,
-                    op: "read directory",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(StoreError::Io { path: dir, op: "read directory", source: e }),
         };
         let mut out = Vec::new();
         for e in entries {

@@ -14,23 +14,12 @@ fn policy(name: &str) -> Policy {
 }
 
 fn now() -> OffsetDateTime {
-    OffsetDateTime::parse(
-        &fixture_now(),
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap()
+    OffsetDateTime::parse(&fixture_now(), &time::format_description::well_known::Rfc3339).unwrap()
 }
 
 fn codes(file: &str, certname: &str, policy: &Policy) -> Vec<&'static str> {
     let csr = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
-    match decide(
-        &Request {
-            csr: &csr,
-            certname,
-        },
-        policy,
-        now(),
-    ) {
+    match decide(&Request { csr: &csr, certname }, policy, now()) {
         Ok(grant) => {
             assert_eq!(grant.certname(), certname);
             vec![]
@@ -57,65 +46,32 @@ fn every_fixture_is_in_the_table() {
     let listed: Vec<&str> = CASES.iter().map(|(f, _, _)| *f).collect();
     for entry in std::fs::read_dir(fixture("csr")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            listed.contains(&name.as_str()),
-            "fixture {name} has no expectation in tests/common/mod.rs"
-        );
+        assert!(listed.contains(&name.as_str()), "fixture {name} has no expectation in tests/common/mod.rs");
     }
 }
 
 #[test]
 fn mirror_required_policy_refuses_a_missing_mirror() {
     let p = policy("policy-mirror-required.toml");
-    assert_eq!(
-        codes("mirror-missing.csr.pem", CERTNAME, &p),
-        ["mirror-missing"]
-    );
-    assert_eq!(
-        codes("valid-p256-conductor.csr.pem", CERTNAME, &p),
-        Vec::<&str>::new()
-    );
+    assert_eq!(codes("mirror-missing.csr.pem", CERTNAME, &p), ["mirror-missing"]);
+    assert_eq!(codes("valid-p256-conductor.csr.pem", CERTNAME, &p), Vec::<&str>::new());
 }
 
 #[test]
 fn exact_refusal_values() {
     let p = policy("policy.toml");
     let csr = std::fs::read(fixture("csr/attributes-expired.csr.pem")).unwrap();
-    let r = decide(
-        &Request {
-            csr: &csr,
-            certname: CERTNAME,
-        },
-        &p,
-        now(),
-    )
-    .unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, now()).unwrap_err();
     assert_eq!(
         r.reasons,
-        [Refusal::AttributesExpired {
-            expiry: "2030-06-01T11:00:00Z".into(),
-            now: "2030-06-01T12:00:00Z".into()
-        }]
+        [Refusal::AttributesExpired { expiry: "2030-06-01T11:00:00Z".into(), now: "2030-06-01T12:00:00Z".into() }]
     );
-    assert_eq!(
-        r.conductor.as_ref().map(|c| c.subject.as_str()),
-        Some("CN=conductor-p256")
-    );
+    assert_eq!(r.conductor.as_ref().map(|c| c.subject.as_str()), Some("CN=conductor-p256"));
     let csr = std::fs::read(fixture("csr/classification-too-large.csr.pem")).unwrap();
-    let r = decide(
-        &Request {
-            csr: &csr,
-            certname: CERTNAME,
-        },
-        &p,
-        now(),
-    )
-    .unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, now()).unwrap_err();
     assert!(matches!(
         r.reasons.as_slice(),
-        [Refusal::ClassificationInvalid {
-            error: ClassificationError::TooLarge { max: 65536, .. }
-        }]
+        [Refusal::ClassificationInvalid { error: ClassificationError::TooLarge { max: 65536, .. } }]
     ));
 }
 
@@ -123,18 +79,12 @@ fn exact_refusal_values() {
 fn time_is_a_parameter() {
     let p = policy("policy.toml");
     let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
-    let req = Request {
-        csr: &csr,
-        certname: CERTNAME,
-    };
+    let req = Request { csr: &csr, certname: CERTNAME };
     assert!(decide(&req, &p, now()).is_ok());
     // One second after the signed expiry (2030-06-02T12:00:00Z) the same CSR is refused.
     let later = now() + time::Duration::days(1) + time::Duration::seconds(1);
     let r = decide(&req, &p, later).unwrap_err();
-    assert_eq!(
-        r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(),
-        ["attributes-expired"]
-    );
+    assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["attributes-expired"]);
 }
 
 #[test]
@@ -142,19 +92,9 @@ fn every_refusal_has_a_message_and_a_hint() {
     let p = policy("policy.toml");
     for (file, certname, _) in CASES {
         let csr = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
-        if let Err(r) = decide(
-            &Request {
-                csr: &csr,
-                certname,
-            },
-            &p,
-            now(),
-        ) {
+        if let Err(r) = decide(&Request { csr: &csr, certname }, &p, now()) {
             for reason in r.reasons {
-                assert!(
-                    !reason.to_string().is_empty() && !reason.hint().is_empty(),
-                    "{file}"
-                );
+                assert!(!reason.to_string().is_empty() && !reason.hint().is_empty(), "{file}");
             }
         }
     }
@@ -165,64 +105,32 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
     // Made by Puppet 7's own code path: multi-line PEM in a "PrintableString",
     // fake signature, expiry 2025-11-22, self-signed conductor certificate.
     let p = policy("policy.toml");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/puppet7/offline-node.example.csr.pem");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/puppet7/offline-node.example.csr.pem");
     let csr = std::fs::read(&path).expect("shared/fixtures/puppet7 is beside the checkout");
-    let r = decide(
-        &Request {
-            csr: &csr,
-            certname: "offline-node.example",
-        },
-        &p,
-        now(),
-    )
-    .unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: "offline-node.example" }, &p, now()).unwrap_err();
     let codes: Vec<_> = r.reasons.iter().map(Refusal::code).collect();
-    for want in [
-        "attributes-expired",
-        "signature-invalid",
-        "conductor-eku-missing",
-    ] {
+    for want in ["attributes-expired", "signature-invalid", "conductor-eku-missing"] {
         assert!(codes.contains(&want), "{codes:?}");
     }
     // Its self-signed conductor certificate has lapsed by the fixture time; either way it is not trusted.
-    assert!(
-        codes.contains(&"conductor-expired") || codes.contains(&"conductor-untrusted"),
-        "{codes:?}"
-    );
-    assert!(
-        !codes
-            .iter()
-            .any(|c| c.starts_with("csr-") || *c == "attribute-missing"),
-        "{codes:?}"
-    );
+    assert!(codes.contains(&"conductor-expired") || codes.contains(&"conductor-untrusted"), "{codes:?}");
+    assert!(!codes.iter().any(|c| c.starts_with("csr-") || *c == "attribute-missing"), "{codes:?}");
     // The body exactly as Puppet Server hands it to an autosign executable.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/puppet7/crlf-body-as-received-by-hook.pem");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/puppet7/crlf-body-as-received-by-hook.pem");
     let body = std::fs::read(&path).unwrap();
-    let r = decide(
-        &Request {
-            csr: &body,
-            certname: "crlf-node.example",
-        },
-        &p,
-        now(),
-    );
+    let r = decide(&Request { csr: &body, certname: "crlf-node.example" }, &p, now());
     let codes: Vec<_> = r.unwrap_err().reasons.iter().map(Refusal::code).collect();
-    assert!(
-        !codes.iter().any(|c| c.starts_with("csr-")),
-        "the CRLF body parses: {codes:?}"
-    );
+    assert!(!codes.iter().any(|c| c.starts_with("csr-")), "the CRLF body parses: {codes:?}");
 }
 
 #[test]
 fn signature_vectors_verify_and_deterministic_ones_reproduce() {
     use base64::Engine;
     for name in ["p256", "p384", "rsa2048", "ed25519"] {
-        let v: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(fixture(&format!("vectors/v1-{name}.json"))).unwrap(),
-        )
-        .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture(&format!("vectors/v1-{name}.json"))).unwrap())
+                .unwrap();
         let a = &v["attributes"];
         let get = |oid: &str| a[oid].as_str().unwrap().to_string();
         let canonical = vouch::attrs::canonical_v1(
@@ -231,18 +139,10 @@ fn signature_vectors_verify_and_deterministic_ones_reproduce() {
             &get("1.3.6.1.4.1.34380.2.4"),
             &get("1.3.6.1.4.1.34380.2.5"),
         );
-        assert_eq!(
-            canonical,
-            v["canonical_string"].as_str().unwrap().as_bytes(),
-            "{name}"
-        );
+        assert_eq!(canonical, v["canonical_string"].as_str().unwrap().as_bytes(), "{name}");
         let key = vouch::keys::load_pem(v["conductor_private_key_pem"].as_str().unwrap()).unwrap();
-        let sig = base64::engine::general_purpose::STANDARD
-            .decode(get("1.3.6.1.4.1.34380.2.1"))
-            .unwrap();
-        let cert = base64::engine::general_purpose::STANDARD
-            .decode(get("1.3.6.1.4.1.34380.2.4"))
-            .unwrap();
+        let sig = base64::engine::general_purpose::STANDARD.decode(get("1.3.6.1.4.1.34380.2.1")).unwrap();
+        let cert = base64::engine::general_purpose::STANDARD.decode(get("1.3.6.1.4.1.34380.2.4")).unwrap();
         let der = rustls_pki_types::CertificateDer::from(cert.as_slice());
         let ee = webpki::EndEntityCert::try_from(&der).unwrap();
         let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match name {
@@ -251,8 +151,7 @@ fn signature_vectors_verify_and_deterministic_ones_reproduce() {
             "rsa2048" => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
             _ => webpki::aws_lc_rs::ED25519,
         };
-        ee.verify_signature(alg, &canonical, &sig)
-            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        ee.verify_signature(alg, &canonical, &sig).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let mut flipped = canonical.clone();
         flipped[0] ^= 1;
         assert!(ee.verify_signature(alg, &flipped, &sig).is_err());

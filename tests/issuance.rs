@@ -71,7 +71,17 @@ impl Ca {
     fn csr_from(&self, name: &str, tag: &str, attrs: &Path) -> PathBuf {
         let csr = self.work.join(format!("{name}-{tag}.csr"));
         let key = self.work.join(format!("{name}-{tag}.key"));
-        ok(&self.vouch(&["csr", "--certname", name, "--attributes", s(attrs), "--key-out", s(&key), "--csr-out", s(&csr)]));
+        ok(&self.vouch(&[
+            "csr",
+            "--certname",
+            name,
+            "--attributes",
+            s(attrs),
+            "--key-out",
+            s(&key),
+            "--csr-out",
+            s(&csr),
+        ]));
         csr
     }
 
@@ -319,7 +329,11 @@ fn concurrent_signers_never_duplicate() {
         })
         .collect();
     let codes: Vec<i32> = children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap()).collect();
-    assert_eq!(codes[..8].iter().filter(|&&c| c == 0).count(), 1, "exactly one certificate for same.example.test: {codes:?}");
+    assert_eq!(
+        codes[..8].iter().filter(|&&c| c == 0).count(),
+        1,
+        "exactly one certificate for same.example.test: {codes:?}"
+    );
     assert!(codes[8..].iter().all(|&c| c == 0), "{codes:?}");
     let inv = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
     assert_eq!(inv.lines().count(), 13);

@@ -10,16 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .status()
-        .unwrap()
-        .success();
-    assert!(
-        found,
-        "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)"
-    );
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).status().unwrap().success();
+    assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
 }
 
 fn s(p: &Path) -> &str {
@@ -45,14 +37,7 @@ fn puppet_csr(certname: &str, attrs: &Path, out: &Path) {
 /// Runs the hook as Puppet Server does; returns (exit code, stderr).
 fn autosign(certname: &str, csr: &Path) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
-        .args([
-            "--now",
-            &fixture_now(),
-            "autosign",
-            certname,
-            "--policy",
-            s(&fixture("policy.toml")),
-        ])
+        .args(["--now", &fixture_now(), "autosign", certname, "--policy", s(&fixture("policy.toml"))])
         .env_remove("VOUCH_DIR")
         .env_remove("VOUCH_POLICY")
         .stdin(Stdio::piped())
@@ -60,37 +45,17 @@ fn autosign(certname: &str, csr: &Path) -> (i32, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(
-        &mut child.stdin.take().unwrap(),
-        &std::fs::read(csr).unwrap(),
-    )
-    .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &std::fs::read(csr).unwrap()).unwrap();
     let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn sign(conductor: &str, out: &Path) {
     let o = Command::new(env!("CARGO_BIN_EXE_vouch"))
         .args(["--now", &fixture_now(), "conductor", "sign"])
-        .args([
-            "--cert",
-            s(&fixture(&format!("pki/conductor-{conductor}.pem"))),
-        ])
-        .args([
-            "--key",
-            s(&fixture(&format!("pki/conductor-{conductor}.key"))),
-        ])
-        .args([
-            "--classification",
-            s(&fixture("classification.yaml")),
-            "--expires-in",
-            "2h",
-            "--out",
-            s(out),
-        ])
+        .args(["--cert", s(&fixture(&format!("pki/conductor-{conductor}.pem")))])
+        .args(["--key", s(&fixture(&format!("pki/conductor-{conductor}.key")))])
+        .args(["--classification", s(&fixture("classification.yaml")), "--expires-in", "2h", "--out", s(out)])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -143,11 +108,7 @@ fn tampering_with_any_signed_value_in_the_yaml_is_refused() {
         let other = t.path().join("other.yaml");
         sign("rsa2048", &other);
         let y = std::fs::read_to_string(&other).unwrap();
-        let line = y
-            .lines()
-            .find(|l| l.starts_with("  '1.3.6.1.4.1.34380.2.4'"))
-            .unwrap()
-            .to_string();
+        let line = y.lines().find(|l| l.starts_with("  '1.3.6.1.4.1.34380.2.4'")).unwrap().to_string();
         line.split('\'').nth(3).unwrap().to_string()
     };
     let other_class = {
@@ -160,45 +121,31 @@ fn tampering_with_any_signed_value_in_the_yaml_is_refused() {
         c.into_iter().collect()
     };
     let cases: Vec<(&str, String, &[&str])> = vec![
-        (
-            "signature",
-            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.1", flip),
-            &["signature-invalid"],
-        ),
+        ("signature", tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.1", flip), &["signature-invalid"]),
         (
             "version",
-            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.2", |_| {
-                "01".into()
-            }),
+            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.2", |_| "01".into()),
             &["version-malformed", "signature-invalid"],
         ),
         (
             "expiry",
-            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.3", |v| {
-                v.replace("T1", "T0")
-            }),
+            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.3", |v| v.replace("T1", "T0")),
             &["signature-invalid"],
         ),
         (
             "conductor certificate",
-            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.4", |_| {
-                other_cert.clone()
-            }),
+            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.4", |_| other_cert.clone()),
             &["signature-invalid"],
         ),
         (
             "classification",
-            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.5", |_| {
-                other_class.clone()
-            }),
+            tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.5", |_| other_class.clone()),
             &["signature-invalid", "mirror-mismatch"],
         ),
         (
             "classification and its mirror",
             tamper(
-                &tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.5", |_| {
-                    other_class.clone()
-                }),
+                &tamper(&good, "custom_attributes", "1.3.6.1.4.1.34380.2.5", |_| other_class.clone()),
                 "extension_requests",
                 "1.3.6.1.4.1.34380.1.2.5",
                 |_| other_class.clone(),
@@ -207,12 +154,7 @@ fn tampering_with_any_signed_value_in_the_yaml_is_refused() {
         ),
         (
             "mirror only",
-            tamper(
-                &good,
-                "extension_requests",
-                "1.3.6.1.4.1.34380.1.2.5",
-                |_| other_class.clone(),
-            ),
+            tamper(&good, "extension_requests", "1.3.6.1.4.1.34380.1.2.5", |_| other_class.clone()),
             &["mirror-mismatch"],
         ),
     ];
@@ -226,10 +168,7 @@ fn tampering_with_any_signed_value_in_the_yaml_is_refused() {
         let (code, stderr) = autosign(CERTNAME, &csr);
         assert_eq!(code, 1, "tampered {what} was not refused: {stderr}");
         for w in want {
-            assert!(
-                stderr.contains(&format!("[{w}]")),
-                "tampered {what}: want [{w}] in {stderr}"
-            );
+            assert!(stderr.contains(&format!("[{w}]")), "tampered {what}: want [{w}] in {stderr}");
         }
     }
     // The untouched file still passes with the same agent code.

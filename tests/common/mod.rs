@@ -15,10 +15,7 @@ pub fn fixture(rel: &str) -> PathBuf {
 
 /// The time the fixtures are dated around.
 pub fn fixture_now() -> String {
-    std::fs::read_to_string(fixture("NOW"))
-        .expect("fixtures/NOW")
-        .trim()
-        .to_string()
+    std::fs::read_to_string(fixture("NOW")).expect("fixtures/NOW").trim().to_string()
 }
 
 /// (file under fixtures/csr, certname asked about, expected codes; empty = granted).
@@ -34,250 +31,66 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("valid-crlf-and-junk.csr.txt", CERTNAME, &[]),
     ("mirror-missing.csr.pem", CERTNAME, &[]),
     // The CSR.
-    (
-        "csr-bad-self-signature.csr.pem",
-        CERTNAME,
-        &["csr-signature-invalid"],
-    ),
+    ("csr-bad-self-signature.csr.pem", CERTNAME, &["csr-signature-invalid"]),
     ("csr-not-a-request.csr.pem", CERTNAME, &["csr-malformed"]),
     // Names.
-    (
-        "cn-differs-from-certname.csr.pem",
-        CERTNAME,
-        &["common-name-mismatch"],
-    ),
-    (
-        "valid-p256-conductor.csr.pem",
-        "db01.example.test",
-        &["common-name-mismatch"],
-    ),
-    (
-        "certname-uppercase.csr.pem",
-        "WEB01.example.test",
-        &["certname-invalid"],
-    ),
-    (
-        "certname-wildcard.csr.pem",
-        "*.example.test",
-        &["certname-invalid"],
-    ),
-    (
-        "certname-trailing-dot.csr.pem",
-        "web01.example.test.",
-        &["certname-invalid"],
-    ),
-    (
-        "certname-path-like.csr.pem",
-        "../../etc/passwd",
-        &["certname-invalid"],
-    ),
+    ("cn-differs-from-certname.csr.pem", CERTNAME, &["common-name-mismatch"]),
+    ("valid-p256-conductor.csr.pem", "db01.example.test", &["common-name-mismatch"]),
+    ("certname-uppercase.csr.pem", "WEB01.example.test", &["certname-invalid"]),
+    ("certname-wildcard.csr.pem", "*.example.test", &["certname-invalid"]),
+    ("certname-trailing-dot.csr.pem", "web01.example.test.", &["certname-invalid"]),
+    ("certname-path-like.csr.pem", "../../etc/passwd", &["certname-invalid"]),
     // Attributes.
-    (
-        "missing-signature.csr.pem",
-        CERTNAME,
-        &["attribute-missing"],
-    ),
+    ("missing-signature.csr.pem", CERTNAME, &["attribute-missing"]),
     ("missing-version.csr.pem", CERTNAME, &["attribute-missing"]),
     ("missing-expiry.csr.pem", CERTNAME, &["attribute-missing"]),
-    (
-        "missing-conductor-cert.csr.pem",
-        CERTNAME,
-        &["attribute-missing"],
-    ),
-    (
-        "missing-classification.csr.pem",
-        CERTNAME,
-        &["attribute-missing", "mirror-mismatch"],
-    ),
-    (
-        "duplicated-expiry-attribute.csr.pem",
-        CERTNAME,
-        &["attribute-duplicated"],
-    ),
-    (
-        "classification-with-two-values.csr.pem",
-        CERTNAME,
-        &["attribute-value-count", "mirror-mismatch"],
-    ),
-    (
-        "version-as-octet-string.csr.pem",
-        CERTNAME,
-        &["attribute-not-text"],
-    ),
-    (
-        "unexpected-vouch-attribute.csr.pem",
-        CERTNAME,
-        &["attribute-unexpected"],
-    ),
+    ("missing-conductor-cert.csr.pem", CERTNAME, &["attribute-missing"]),
+    ("missing-classification.csr.pem", CERTNAME, &["attribute-missing", "mirror-mismatch"]),
+    ("duplicated-expiry-attribute.csr.pem", CERTNAME, &["attribute-duplicated"]),
+    ("classification-with-two-values.csr.pem", CERTNAME, &["attribute-value-count", "mirror-mismatch"]),
+    ("version-as-octet-string.csr.pem", CERTNAME, &["attribute-not-text"]),
+    ("unexpected-vouch-attribute.csr.pem", CERTNAME, &["attribute-unexpected"]),
     // Version and expiry.
-    (
-        "version-2-unsupported.csr.pem",
-        CERTNAME,
-        &["version-unsupported"],
-    ),
-    (
-        "version-leading-zero.csr.pem",
-        CERTNAME,
-        &["version-malformed"],
-    ),
-    (
-        "expiry-not-rfc3339.csr.pem",
-        CERTNAME,
-        &["expiry-malformed"],
-    ),
-    (
-        "attributes-expired.csr.pem",
-        CERTNAME,
-        &["attributes-expired"],
-    ),
-    (
-        "expiry-too-far-ahead.csr.pem",
-        CERTNAME,
-        &["expiry-too-far"],
-    ),
+    ("version-2-unsupported.csr.pem", CERTNAME, &["version-unsupported"]),
+    ("version-leading-zero.csr.pem", CERTNAME, &["version-malformed"]),
+    ("expiry-not-rfc3339.csr.pem", CERTNAME, &["expiry-malformed"]),
+    ("attributes-expired.csr.pem", CERTNAME, &["attributes-expired"]),
+    ("expiry-too-far-ahead.csr.pem", CERTNAME, &["expiry-too-far"]),
     // The conductor.
-    (
-        "conductor-untrusted-root.csr.pem",
-        CERTNAME,
-        &["conductor-untrusted"],
-    ),
-    (
-        "conductor-via-unlisted-intermediate.csr.pem",
-        CERTNAME,
-        &["conductor-untrusted"],
-    ),
-    (
-        "conductor-without-eku.csr.pem",
-        CERTNAME,
-        &["conductor-untrusted", "conductor-eku-missing"],
-    ),
-    (
-        "conductor-eku-only-on-intermediate.csr.pem",
-        CERTNAME,
-        &["conductor-untrusted", "conductor-eku-missing"],
-    ),
-    (
-        "conductor-without-digital-signature.csr.pem",
-        CERTNAME,
-        &["conductor-key-usage-missing"],
-    ),
-    (
-        "conductor-expired.csr.pem",
-        CERTNAME,
-        &["conductor-expired"],
-    ),
-    (
-        "conductor-not-yet-valid.csr.pem",
-        CERTNAME,
-        &["conductor-not-yet-valid"],
-    ),
+    ("conductor-untrusted-root.csr.pem", CERTNAME, &["conductor-untrusted"]),
+    ("conductor-via-unlisted-intermediate.csr.pem", CERTNAME, &["conductor-untrusted"]),
+    ("conductor-without-eku.csr.pem", CERTNAME, &["conductor-untrusted", "conductor-eku-missing"]),
+    ("conductor-eku-only-on-intermediate.csr.pem", CERTNAME, &["conductor-untrusted", "conductor-eku-missing"]),
+    ("conductor-without-digital-signature.csr.pem", CERTNAME, &["conductor-key-usage-missing"]),
+    ("conductor-expired.csr.pem", CERTNAME, &["conductor-expired"]),
+    ("conductor-not-yet-valid.csr.pem", CERTNAME, &["conductor-not-yet-valid"]),
     (
         "conductor-is-the-root-ca.csr.pem",
         CERTNAME,
-        &[
-            "conductor-untrusted",
-            "conductor-eku-missing",
-            "conductor-key-usage-missing",
-        ],
+        &["conductor-untrusted", "conductor-eku-missing", "conductor-key-usage-missing"],
     ),
-    (
-        "conductor-cert-garbage.csr.pem",
-        CERTNAME,
-        &["conductor-malformed"],
-    ),
+    ("conductor-cert-garbage.csr.pem", CERTNAME, &["conductor-malformed"]),
     // The signature.
     ("signature-forged.csr.pem", CERTNAME, &["signature-invalid"]),
-    (
-        "signature-by-another-conductor.csr.pem",
-        CERTNAME,
-        &["signature-invalid"],
-    ),
-    (
-        "signature-not-base64.csr.pem",
-        CERTNAME,
-        &["signature-malformed"],
-    ),
-    (
-        "tampered-conductor-cert-swapped.csr.pem",
-        CERTNAME,
-        &["signature-invalid"],
-    ),
-    (
-        "tampered-classification.csr.pem",
-        CERTNAME,
-        &["signature-invalid"],
-    ),
+    ("signature-by-another-conductor.csr.pem", CERTNAME, &["signature-invalid"]),
+    ("signature-not-base64.csr.pem", CERTNAME, &["signature-malformed"]),
+    ("tampered-conductor-cert-swapped.csr.pem", CERTNAME, &["signature-invalid"]),
+    ("tampered-classification.csr.pem", CERTNAME, &["signature-invalid"]),
     ("tampered-expiry.csr.pem", CERTNAME, &["signature-invalid"]),
-    (
-        "tampered-version-1-to-01.csr.pem",
-        CERTNAME,
-        &["version-malformed", "signature-invalid"],
-    ),
+    ("tampered-version-1-to-01.csr.pem", CERTNAME, &["version-malformed", "signature-invalid"]),
     // The classification.
-    (
-        "classification-not-base64.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
-    (
-        "classification-not-yaml.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
-    (
-        "classification-not-a-mapping.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
-    (
-        "classification-unknown-key.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
-    (
-        "classification-yaml-tag.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
-    (
-        "classification-too-large.csr.pem",
-        CERTNAME,
-        &["classification-invalid"],
-    ),
+    ("classification-not-base64.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-not-yaml.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-not-a-mapping.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-unknown-key.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-yaml-tag.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-too-large.csr.pem", CERTNAME, &["classification-invalid"]),
     // Extension requests.
-    (
-        "san-requested.csr.pem",
-        CERTNAME,
-        &["subject-alt-name-requested"],
-    ),
-    (
-        "pp-cli-auth-requested.csr.pem",
-        CERTNAME,
-        &["authorization-extension-requested"],
-    ),
-    (
-        "pp-auth-role-requested.csr.pem",
-        CERTNAME,
-        &["authorization-extension-requested"],
-    ),
-    (
-        "pp-role-requested.csr.pem",
-        CERTNAME,
-        &["puppet-extension-not-allowed"],
-    ),
-    (
-        "unknown-extension-requested.csr.pem",
-        CERTNAME,
-        &["extension-not-allowed"],
-    ),
-    (
-        "mirror-differs-from-signed-classification.csr.pem",
-        CERTNAME,
-        &["mirror-mismatch"],
-    ),
-    (
-        "mirror-requested-twice.csr.pem",
-        CERTNAME,
-        &["extension-duplicated"],
-    ),
+    ("san-requested.csr.pem", CERTNAME, &["subject-alt-name-requested"]),
+    ("pp-cli-auth-requested.csr.pem", CERTNAME, &["authorization-extension-requested"]),
+    ("pp-auth-role-requested.csr.pem", CERTNAME, &["authorization-extension-requested"]),
+    ("pp-role-requested.csr.pem", CERTNAME, &["puppet-extension-not-allowed"]),
+    ("unknown-extension-requested.csr.pem", CERTNAME, &["extension-not-allowed"]),
+    ("mirror-differs-from-signed-classification.csr.pem", CERTNAME, &["mirror-mismatch"]),
+    ("mirror-requested-twice.csr.pem", CERTNAME, &["extension-duplicated"]),
 ];

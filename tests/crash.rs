@@ -1,0 +1,270 @@
+//! Kills `vouch sign` and `vouch revoke` at random instants, many times, then
+//! checks that the store is consistent: no half-written certificate, no serial
+//! twice, no issued certificate the store does not know, no operation left
+//! half-done once the next command has taken the lock.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn vouch(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap()
+}
+
+fn ok(out: std::process::Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A small xorshift generator, seeded from the clock; the seed is printed so a failure can be replayed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn serial_of(pem: &str) -> String {
+    let (_, der) = vouch::pem::find(pem.as_bytes(), &["CERTIFICATE"]).expect("a whole PEM certificate");
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("a whole certificate");
+    cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn check_store(ca: &Path) -> (usize, usize) {
+    let pending: Vec<_> = std::fs::read_dir(ca.join("pending")).unwrap().collect();
+    assert!(pending.is_empty(), "operations left half-done: {pending:?}");
+    let inventory = std::fs::read_to_string(ca.join("inventory.txt")).unwrap_or_default();
+    let mut inv_serials = HashMap::new();
+    for line in inventory.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f.len(), 4, "whole inventory lines only: {line:?}");
+        let serial = f[0].trim_start_matches("0x").to_string();
+        assert!(
+            inv_serials.insert(serial.clone(), f[3].trim_start_matches("/CN=").to_string()).is_none(),
+            "serial {serial} twice"
+        );
+    }
+    let mut records = HashMap::new();
+    for shard in std::fs::read_dir(ca.join("serials")).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let path = f.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue; // a temporary file a killed writer left; never read as a record
+            }
+            let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+                .unwrap_or_else(|e| panic!("record {} is not whole JSON: {e}", path.display()));
+            assert_ne!(rec["state"], "intent", "an intent survived recovery: {rec}");
+            records.insert(rec["serial"].as_str().unwrap().to_string(), rec);
+        }
+    }
+    let mut signed = 0;
+    for f in std::fs::read_dir(ca.join("signed")).unwrap() {
+        let path = f.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(!name.starts_with('.'), "temporary file left in signed/: {name}");
+        let serial = serial_of(&std::fs::read_to_string(&path).unwrap());
+        let rec = records.get(&serial).unwrap_or_else(|| panic!("{name}: serial {serial} unknown to the store"));
+        assert!(rec["state"] == "issued" || rec["state"] == "revoked", "{name}: {rec}");
+        assert_eq!(format!("{}.pem", rec["certname"].as_str().unwrap()), name);
+        assert!(inv_serials.contains_key(&serial), "{name}: serial {serial} not in inventory.txt");
+        signed += 1;
+    }
+    for (serial, cn) in &inv_serials {
+        let rec = records.get(serial).unwrap_or_else(|| panic!("inventory serial {serial} has no record"));
+        assert!(rec["state"] == "issued" || rec["state"] == "revoked", "{rec}");
+        assert_eq!(rec["certname"].as_str().unwrap(), cn);
+    }
+    // Never two valid certificates for one certname.
+    let mut valid = HashSet::new();
+    for rec in records.values().filter(|r| r["state"] == "issued") {
+        assert!(valid.insert(rec["certname"].as_str().unwrap().to_string()), "two valid certificates: {rec}");
+    }
+    (signed, inv_serials.len())
+}
+
+#[test]
+fn killed_at_random_points_the_store_stays_consistent() {
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng(seed);
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let w = t.path();
+    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let class = w.join("class.yaml");
+    std::fs::write(&class, "classes: [ntp]\n").unwrap();
+    let attrs = w.join("attrs.yaml");
+    ok(vouch(
+        &dir,
+        &["conductor", "sign", "--cert", s(&w.join("c.pem")), "--key", s(&w.join("c.key"))]
+            .iter()
+            .copied()
+            .chain(["--classification", s(&class), "--expires-in", "1h", "--out", s(&attrs)])
+            .collect::<Vec<_>>(),
+    ));
+    const N: usize = 60;
+    let csrs: Vec<PathBuf> = (0..N)
+        .map(|i| {
+            let csr = w.join(format!("n{i}.csr"));
+            let name = format!("n{i}.example.test");
+            ok(vouch(
+                &dir,
+                &["csr", "--certname", &name, "--attributes", s(&attrs), "--key-out", s(&w.join(format!("n{i}.key")))]
+                    .iter()
+                    .copied()
+                    .chain(["--csr-out", s(&csr)])
+                    .collect::<Vec<_>>(),
+            ));
+            csr
+        })
+        .collect();
+    // Time one uninterrupted sign to spread the kills over its whole run.
+    let start = std::time::Instant::now();
+    ok(vouch(&dir, &["sign", "--csr", s(&csrs[0])]));
+    let span = start.elapsed().as_micros().max(1000) as u64 * 3 / 2;
+    let mut killed = 0;
+    // Kills that left an operation half-done for the next command to finish.
+    let mut mid_operation = 0;
+    for (i, csr) in csrs.iter().enumerate().skip(1) {
+        let revoke_too = i % 3 == 0;
+        let mut child = if revoke_too {
+            let name = format!("n{}.example.test", i - 1);
+            Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .args(["revoke", &name])
+                .env("VOUCH_DIR", &dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .args(["sign", "--csr", s(csr)])
+                .env("VOUCH_DIR", &dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        std::thread::sleep(Duration::from_micros(rng.next() % span));
+        if child.try_wait().unwrap().is_none() {
+            killed += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if std::fs::read_dir(dir.join("ca/pending")).map(|d| d.count()).unwrap_or(0) > 0 {
+            mid_operation += 1;
+        }
+    }
+    // The next command that takes the lock finishes or abandons what was left.
+    ok(vouch(&dir, &["crl"]));
+    let (signed, issued) = check_store(&dir.join("ca"));
+    eprintln!(
+        "{killed} of {} runs killed before they finished, {mid_operation} in the middle of an operation; \
+         {signed} certificates on disk, {issued} issued",
+        N - 1
+    );
+    // Every name can still be served: a retry either issues or meets its certificate.
+    for csr in &csrs {
+        let out = vouch(&dir, &["sign", "--csr", s(csr)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() || err.contains("[certificate-exists]"), "{err}");
+    }
+    check_store(&dir.join("ca"));
+    let list: serde_json::Value =
+        serde_json::from_str(&ok(vouch(&dir, &["list", "--all", "--format", "json"]))).unwrap();
+    let signed_names: HashSet<_> =
+        list.as_array().unwrap().iter().filter(|e| e["state"] == "signed").map(|e| e["name"].clone()).collect();
+    assert!(signed_names.len() >= N - N / 3 - 1, "{list}");
+    assert!(killed > 0, "no run was interrupted; the test proved nothing (seed {seed})");
+}
+
+/// Aborts at every step of issuance and revocation in turn (fault injection),
+/// then checks that recovery finishes or abandons the operation as it must.
+#[test]
+fn aborted_at_every_step_recovery_finishes_or_abandons() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let w = t.path();
+    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let class = w.join("class.yaml");
+    std::fs::write(&class, "classes: [ntp]\n").unwrap();
+    let attrs = w.join("attrs.yaml");
+    let c = w.join("c.pem");
+    let k = w.join("c.key");
+    ok(vouch(
+        &dir,
+        &["conductor", "sign", "--cert", s(&c), "--key", s(&k), "--classification", s(&class), "--expires-in", "1h"]
+            .iter()
+            .copied()
+            .chain(["--out", s(&attrs)])
+            .collect::<Vec<_>>(),
+    ));
+    let csr_for = |name: &str| -> PathBuf {
+        let csr = w.join(format!("{name}.csr"));
+        let key = w.join(format!("{name}.key"));
+        ok(vouch(
+            &dir,
+            &["csr", "--certname", name, "--attributes", s(&attrs), "--key-out", s(&key), "--csr-out", s(&csr)],
+        ));
+        csr
+    };
+    let abort_at = |step: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .args(args)
+            .env("VOUCH_DIR", &dir)
+            .env("VOUCH_TEST_ABORT_AT", step)
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_none(), "{step}: the process should have aborted: {out:?}");
+        assert!(out.stdout.is_empty(), "{step}: nothing may be handed out before the store knows it");
+    };
+    for (step, issued_after) in [
+        ("issue:marker", false),
+        ("issue:record", false),
+        ("issue:signed", true),
+        ("issue:inventory", true),
+        ("issue:issued", true),
+    ] {
+        let name = format!("{}.example.test", step.replace(':', "-"));
+        let csr = csr_for(&name);
+        abort_at(step, &["sign", "--csr", s(&csr)]);
+        ok(vouch(&dir, &["crl"])); // takes the lock: recovery runs
+        check_store(&dir.join("ca"));
+        let exists = dir.join(format!("ca/signed/{name}.pem")).exists();
+        assert_eq!(exists, issued_after, "{step}");
+        let retry = vouch(&dir, &["sign", "--csr", s(&csr)]);
+        assert_eq!(retry.status.success(), !issued_after, "{step}: {}", String::from_utf8_lossy(&retry.stderr));
+        check_store(&dir.join("ca"));
+    }
+    for step in ["revoke:marker", "revoke:record", "revoke:log", "revoke:forget"] {
+        let name = format!("{}.example.test", step.replace(':', "-"));
+        let csr = csr_for(&name);
+        let pem = ok(vouch(&dir, &["sign", "--csr", s(&csr)]));
+        let serial = serial_of(&pem);
+        let cmd = if step == "revoke:forget" { vec!["clean", name.as_str()] } else { vec!["revoke", name.as_str()] };
+        abort_at(step, &cmd);
+        ok(vouch(&dir, &["crl"]));
+        check_store(&dir.join("ca"));
+        // The marker was written first, so recovery completes the revocation.
+        let revs = std::fs::read_to_string(dir.join("ca/revocations.txt")).unwrap();
+        assert_eq!(revs.lines().filter(|l| l.starts_with(&serial)).count(), 1, "{step}: {revs}");
+        let crl = std::fs::read(dir.join("ca/ca_crl.pem")).unwrap();
+        let (_, der) = vouch::pem::find(&crl, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        let on_crl = crl
+            .iter_revoked_certificates()
+            .any(|r| r.raw_serial().iter().map(|b| format!("{b:02x}")).collect::<String>() == serial);
+        assert!(on_crl, "{step}: serial {serial} not on the CRL");
+        assert_eq!(vouch(&dir, &["enc", &name]).status.code(), Some(2), "{step}: a revoked node has no classification");
+    }
+}
