@@ -7,11 +7,16 @@ use std::path::{Path, PathBuf};
 
 /// A unique temporary name beside `path`.
 pub fn temp_beside(path: &Path) -> PathBuf {
+    temp_in(parent(path), path)
+}
+
+/// A unique temporary name in `dir` (same filesystem as `path`) for writing `path`.
+pub fn temp_in(dir: &Path, path: &Path) -> PathBuf {
     let mut rnd = [0u8; 8];
     let _ = aws_lc_rs::rand::fill(&mut rnd);
     let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}-{tag}", std::process::id()))
+    dir.join(format!(".{name}.tmp-{}-{tag}", std::process::id()))
 }
 
 /// fsyncs a directory so that a rename or link in it is durable.
@@ -26,8 +31,8 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
-fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
-    let tmp = temp_beside(path);
+fn write_temp(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    let tmp = temp_in(tmp_dir, path);
     let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
     let res = f.write_all(bytes).and_then(|_| f.sync_all());
     if let Err(e) = res {
@@ -40,7 +45,12 @@ fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
 /// Writes a new file atomically: it appears whole or not at all, and an
 /// existing file is never replaced (`AlreadyExists`).
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let tmp = write_temp(path, bytes, mode)?;
+    write_new_in(parent(path), path, bytes, mode)
+}
+
+/// [`write_new`] with the temporary file in `tmp_dir` (same filesystem).
+pub fn write_new_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp(tmp_dir, path, bytes, mode)?;
     let res = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
     res?;
@@ -49,7 +59,12 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 
 /// Replaces a file atomically (temp file, fsync, rename, fsync directory).
 pub fn write_replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let tmp = write_temp(path, bytes, mode)?;
+    write_replace_in(parent(path), path, bytes, mode)
+}
+
+/// [`write_replace`] with the temporary file in `tmp_dir` (same filesystem).
+pub fn write_replace_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp(tmp_dir, path, bytes, mode)?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(e);

@@ -9,6 +9,7 @@
 //! inventory.txt              Puppet's inventory: "0x<serial> <notBefore> <notAfter> /CN=<certname>"
 //! revocations.txt            "<serial> <time> <reason> <certname> [cleaned]", one line per revocation
 //! pending/                   redo journal: one marker per operation in flight
+//! tmp/                       staging for atomic writes (emptied by recovery)
 //! ca_crl.pem, crl_number     the CRL and its counter
 //! .lock                      flock: one writer at a time, across processes
 //! ```
@@ -168,7 +169,7 @@ impl FileStore {
     }
 
     fn ensure_dirs(&self) -> Result<(), StoreError> {
-        for d in ["signed", "requests", "serials", "pending"] {
+        for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
             fs::create_dir_all(&p).map_err(io_err(&p, "create directory"))?;
         }
@@ -192,8 +193,12 @@ impl FileStore {
         }
         let bytes =
             serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-        let res =
-            if new { fsutil::write_new(&path, &bytes, 0o644) } else { fsutil::write_replace(&path, &bytes, 0o644) };
+        let tmp = self.p("tmp");
+        let res = if new {
+            fsutil::write_new_in(&tmp, &path, &bytes, 0o644)
+        } else {
+            fsutil::write_replace_in(&tmp, &path, &bytes, 0o644)
+        };
         res.map_err(|e| {
             if e.kind() == io::ErrorKind::AlreadyExists {
                 StoreError::SerialTaken { serial: rec.serial.clone() }
@@ -210,7 +215,7 @@ impl FileStore {
     fn write_marker(&self, path: &Path, m: &Marker) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec(m)
             .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() })?;
-        fsutil::write_replace(path, &bytes, 0o644).map_err(io_err(path, "write"))
+        fsutil::write_replace_in(&self.p("tmp"), path, &bytes, 0o644).map_err(io_err(path, "write"))
     }
 
     fn remove_marker(&self, path: &Path) -> Result<(), StoreError> {
@@ -297,17 +302,14 @@ impl FileStore {
     }
 
     /// Finishes what killed processes left under `pending/`, and removes the
-    /// temporary files killed writers left in `signed/` (written only under the lock).
+    /// temporary files killed writers left in `tmp/` (store writes stage there, under the lock).
     /// Needs the lock.
     fn recover(&self) -> Result<(), StoreError> {
-        let signed = self.p("signed");
-        let entries = fs::read_dir(&signed).map_err(io_err(&signed, "read directory"))?;
+        // Temporary files of killed writers (store writes under the lock stage in tmp/).
+        let tmp = self.p("tmp");
+        let entries = fs::read_dir(&tmp).map_err(io_err(&tmp, "read directory"))?;
         for e in entries {
-            let path = e.map_err(io_err(&signed, "read directory"))?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with('.') && name.contains(".tmp-") {
-                let _ = fs::remove_file(&path);
-            }
+            let _ = fs::remove_file(e.map_err(io_err(&tmp, "read directory"))?.path());
         }
         let dir = self.p("pending");
         let entries = fs::read_dir(&dir).map_err(io_err(&dir, "read directory"))?;
@@ -406,7 +408,7 @@ impl Store for FileStore {
 
     fn commit(&self, _lock: &WriteLock, record: &CertRecord, pem: &str) -> Result<(), StoreError> {
         let path = self.signed_path(&record.certname);
-        fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(io_err(&path, "write"))?;
+        fsutil::write_replace_in(&self.p("tmp"), &path, pem.as_bytes(), 0o644).map_err(io_err(&path, "write"))?;
         crash_point("issue:signed");
         self.redo_issue(record)?;
         self.remove_marker(&self.marker_path(&record.serial, "issue"))
