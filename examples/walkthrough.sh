@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README walkthrough, end to end, in a scratch directory:
-#   init -> conductor new -> conductor sign -> csr -> autosign (granted, then a tampered copy refused).
+#   init -> conductor new -> conductor sign -> csr -> autosign (granted, then a tampered copy refused)
+#   -> sign -> list -> enc -> revoke -> crl.
 # Usage: examples/walkthrough.sh [WORKDIR]   (VOUCH=/path/to/vouch to use a built binary)
 set -euo pipefail
 VOUCH=${VOUCH:-"cargo run --quiet --release --"}
@@ -45,6 +46,27 @@ if $VOUCH autosign web01.example.com < "$W/tampered.csr"; then
   exit 1
 fi
 echo "refused, as it must be"
+
+echo "== 7. vouch as the CA: decide and issue (certificate, then master CA and root)"
+$VOUCH sign --csr "$W/web01.csr" --out "$W/web01.pem"
+openssl verify -CAfile "$VOUCH_DIR/ca/root_crt.pem" -untrusted "$VOUCH_DIR/ca/ca_crt.pem" "$W/web01.pem" 2>/dev/null \
+  || echo "(openssl not installed: skipped the independent check)"
+
+echo "== 8. the inventory"
+$VOUCH list --all
+
+echo "== 9. the master classifies the node from its certificate (external_nodes)"
+$VOUCH enc web01.example.com
+
+echo "== 10. revoke, and the CRL lists it"
+$VOUCH revoke web01.example.com --reason key-compromise
+$VOUCH crl --out "$W/crl.pem"
+grep -c "BEGIN X509 CRL" "$W/crl.pem" >/dev/null && echo "CRL written to $W/crl.pem"
+if $VOUCH enc web01.example.com 2>/dev/null; then
+  echo "a revoked node was classified: FAIL" >&2
+  exit 1
+fi
+echo "a revoked node gets no classification"
 
 echo "== audit log ($VOUCH_DIR/audit.log)"
 cat "$VOUCH_DIR/audit.log"

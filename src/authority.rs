@@ -406,22 +406,16 @@ impl Authority {
     }
 
     /// Whether the CRL is missing or within `refresh_before` of its nextUpdate.
+    /// Reads the small `crl_next_update` file written beside the CRL, so that
+    /// the hot path never parses a large CRL.
     pub fn crl_due(&self, now: OffsetDateTime) -> Result<bool, Error> {
-        let path = self.dir.file("ca_crl.pem");
-        let Ok(bytes) = std::fs::read(&path) else {
-            return Ok(true);
+        let next = match std::fs::read_to_string(self.dir.file("crl_next_update")) {
+            Ok(s) => parse_time(s.trim()),
+            Err(_) => None,
         };
-        let Ok((_, der)) = crate::pem::find(&bytes, &["X509 CRL"]) else {
-            return Ok(true);
-        };
-        let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else {
-            return Ok(true);
-        };
-        let Some(next) = crl.next_update() else {
-            return Ok(true);
-        };
+        let Some(next) = next else { return Ok(true) };
         let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
-        Ok(next.to_datetime() - now < refresh)
+        Ok(next - now < refresh || !self.dir.file("ca_crl.pem").exists())
     }
 
     /// Regenerates the CRL if it is due. Every command that touches the store calls this.
@@ -481,10 +475,15 @@ impl Authority {
             .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
         crate::fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
-            path,
+            path: path.clone(),
             op: "write",
             source,
-        })
+        })?;
+        // Written after the CRL: a crash between the two leaves an older date, which only
+        // makes the next command regenerate sooner.
+        let next = self.dir.file("crl_next_update");
+        crate::fsutil::write_replace(&next, format!("{}\n", format_expiry(params.next_update)).as_bytes(), 0o644)
+            .map_err(|source| Error::Io { path: next, op: "write", source })
     }
 
     /// `vouch list`: requests; with `all`, signed and revoked certificates too.

@@ -84,3 +84,11 @@ impl From<crate::policy::PolicyError> for Error {
         Error::Policy(e)
     }
 }
+
+impl std::error::Error for Error {}
+impl std::error::Error for crate::policy::PolicyError {}
+impl std::error::Error for crate::store::StoreError {}
+impl std::error::Error for crate::decide::Refusal {}
+impl std::error::Error for crate::csr::CsrError {}
+impl std::error::Error for crate::classification::ClassificationError {}
+impl std::error::Error for crate::issue::IssueError {}

@@ -535,4 +535,5 @@ fn readme_walkthrough_script_runs() {
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{all}");
     assert!(all.contains("exit 0 (granted)") && all.contains("refused, as it must be"), "{all}");
+    assert!(all.contains("profile::web") && all.contains("a revoked node gets no classification"), "{all}");
 }
