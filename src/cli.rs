@@ -20,7 +20,7 @@ pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
 #[derive(Parser, Debug)]
 #[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
 pub struct Cli {
-    /// The CA's data directory.
+    /// The CA's data directory [default: /var/lib/vouch].
     #[arg(long, global = true, env = "VOUCH_DIR")]
     pub dir: Option<PathBuf>,
     /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
@@ -206,11 +206,11 @@ fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
     }
 }
 
+/// The data directory when neither --dir nor VOUCH_DIR is given.
+pub const DEFAULT_DIR: &str = "/var/lib/vouch";
+
 fn dir(cli: &Cli) -> Result<CaDir, Error> {
-    cli.dir
-        .clone()
-        .map(CaDir::new)
-        .ok_or_else(|| Error::Usage { detail: "no CA directory: pass --dir DIR or set VOUCH_DIR".into() })
+    Ok(CaDir::new(cli.dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))))
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Error> {

@@ -1,13 +1,15 @@
 use clap::Parser;
 
-/// Invoked as `vouch-autosign CERTNAME` (a symlink to vouch), behave as
-/// `vouch autosign CERTNAME`: Puppet Server's `autosign` setting takes a path,
-/// not a command line.
+/// Invoked as `vouch-autosign CERTNAME` or `vouch-enc CERTNAME` (symlinks to
+/// vouch), behave as `vouch autosign CERTNAME` / `vouch enc CERTNAME`: Puppet
+/// Server's `autosign` and `external_nodes` settings take a path, not a command line.
 fn args() -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let called_as = args.first().and_then(|a| std::path::Path::new(a).file_name().map(|n| n.to_os_string()));
-    if called_as.as_deref() == Some(std::ffi::OsStr::new("vouch-autosign")) {
-        args.insert(1, "autosign".into());
+    match called_as.as_deref().and_then(|n| n.to_str()) {
+        Some("vouch-autosign") => args.insert(1, "autosign".into()),
+        Some("vouch-enc") => args.insert(1, "enc".into()),
+        _ => {}
     }
     args
 }

@@ -342,3 +342,21 @@ fn concurrent_signers_never_duplicate() {
     serials.dedup();
     assert_eq!(serials.len(), 13, "no serial twice");
 }
+
+/// Puppet runs `external_nodes = PATH` with only the certname: a symlink named
+/// vouch-enc behaves as `vouch enc`, and a node without a valid certificate gets
+/// a non-zero exit (no catalog), never an empty classification.
+#[test]
+fn vouch_enc_symlink_is_the_external_node_classifier() {
+    let ca = Ca::new("p256");
+    let csr = ca.vouched_csr("web01.example.test", "a", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    let link = ca.work.join("vouch-enc");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), &link).unwrap();
+    let out = Command::new(&link).arg("web01.example.test").env("VOUCH_DIR", &ca.dir).output().unwrap();
+    let enc = ok(&out);
+    assert!(enc.contains("profile::web") && enc.contains("environment: production"), "{enc}");
+    let out = Command::new(&link).arg("unknown.example.test").env("VOUCH_DIR", &ca.dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
