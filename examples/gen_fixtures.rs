@@ -126,6 +126,8 @@ struct Attrs {
     mirror: Option<String>,
     extra_attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     extra_extensions: Vec<(Vec<u64>, String)>,
+    /// Version 2: (certname, nonce).
+    binding: Option<(String, String)>,
 }
 
 fn b64(s: &str) -> String {
@@ -144,12 +146,26 @@ impl Attrs {
             classification,
             extra_attributes: vec![],
             extra_extensions: vec![],
+            binding: None,
         }
+    }
+
+    /// Version 2, bound to `certname` with `nonce`.
+    fn v2(mut self, certname: &str, nonce: &str) -> Self {
+        self.version = "2".into();
+        self.binding = Some((certname.into(), nonce.into()));
+        self
     }
 
     /// Signs the current values with `key` (sets .2.1).
     fn signed_by(mut self, key: &KeyPair) -> R<Self> {
-        self.signature = Some(sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?);
+        self.signature = Some(match &self.binding {
+            None => sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?,
+            Some((c, n)) => vouch::attrs::sign_message(
+                key,
+                &vouch::attrs::canonical_v2(&self.version, &self.expiry, &self.conductor, &self.classification, c, n),
+            )?,
+        });
         Ok(self)
     }
 
@@ -169,6 +185,10 @@ impl Attrs {
         attributes.push((oids::ATTR_EXPIRY.to_vec(), vec![printable(&self.expiry)]));
         attributes.push((oids::ATTR_CONDUCTOR.to_vec(), vec![printable(&self.conductor)]));
         attributes.push((oids::ATTR_CLASSIFICATION.to_vec(), vec![printable(&self.classification)]));
+        if let Some((c, n)) = &self.binding {
+            attributes.push((oids::ATTR_CERTNAME.to_vec(), vec![printable(c)]));
+            attributes.push((oids::ATTR_NONCE.to_vec(), vec![printable(n)]));
+        }
         attributes.extend(self.extra_attributes.iter().cloned());
         let mut extension_requests = vec![];
         if let Some(m) = &self.mirror {
@@ -370,7 +390,7 @@ fn main() -> R<()> {
 
     // Version and expiry (all correctly signed: the defect is the value itself).
     for (name, version, expiry) in [
-        ("version-2-unsupported", "2", EXPIRY),
+        ("version-3-unsupported", "3", EXPIRY),
         ("version-leading-zero", "01", EXPIRY),
         ("expiry-not-rfc3339", "1", "tomorrow"),
         ("attributes-expired", "1", "2030-06-01T11:00:00Z"),
@@ -381,6 +401,27 @@ fn main() -> R<()> {
         a.expiry = expiry.into();
         out.csr(name, &a.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     }
+
+    // Version 2: bound to the certname, with a nonce.
+    const NONCE: &str = "0123456789abcdef0123456789abcdef";
+    out.csr("valid-v2", &good().v2(CERTNAME, NONCE).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+    out.csr(
+        "v2-signed-for-another-certname",
+        &good().v2("db01.example.test", NONCE).signed_by(k)?.spec(CERTNAME),
+        KeyType::P256,
+    )?;
+    out.csr("v2-nonce-malformed", &good().v2(CERTNAME, "not-hex").signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+    out.csr(
+        "v2-missing-nonce",
+        &without(good().v2(CERTNAME, NONCE).signed_by(k)?.spec(CERTNAME), oids::ATTR_NONCE),
+        KeyType::P256,
+    )?;
+    let mut v2_tampered = good().v2(CERTNAME, NONCE).signed_by(k)?;
+    v2_tampered.binding = Some((CERTNAME.into(), "fedcba9876543210fedcba9876543210".into()));
+    out.csr("v2-tampered-nonce", &v2_tampered.spec(CERTNAME), KeyType::P256)?;
+    let mut downgraded = good().v2(CERTNAME, NONCE).signed_by(k)?;
+    downgraded.version = "1".into();
+    out.csr("v2-downgraded-to-v1", &downgraded.spec(CERTNAME), KeyType::P256)?;
 
     // The conductor certificate.
     for (name, c) in [

@@ -21,6 +21,46 @@ pub struct VouchedAttributes {
     pub conductor: String,
     /// .2.5: the classification, base64 YAML.
     pub classification: String,
+    /// .2.6 and .2.7 (version 2 only): the vouched certname and the one-time nonce.
+    pub binding: Option<Binding>,
+}
+
+/// What version 2 adds: the certname and a one-time nonce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub certname: String,
+    pub nonce: String,
+}
+
+/// A fresh nonce: 128 random bits as 32 lowercase hex digits.
+pub fn new_nonce() -> Result<String, String> {
+    let mut b = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut b).map_err(|_| "no randomness available".to_string())?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Whether a nonce has the version 2 form: 32 to 128 lowercase hex digits.
+pub fn is_nonce(s: &str) -> bool {
+    (32..=128).contains(&s.len()) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The version 2 canonical string: version 1's lines, then `.2.6=certname\n` and `.2.7=nonce\n`.
+pub fn canonical_v2(
+    version: &str,
+    expiry: &str,
+    conductor: &str,
+    classification: &str,
+    certname: &str,
+    nonce: &str,
+) -> Vec<u8> {
+    let mut out = canonical_v1(version, expiry, conductor, classification);
+    for (oid, value) in [(oids::ATTR_CERTNAME, certname), (oids::ATTR_NONCE, nonce)] {
+        out.extend_from_slice(oids::dotted(oid).as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'\n');
+    }
+    out
 }
 
 /// The version 1 canonical string: `OID=value\n` for .2.2, .2.3, .2.4, .2.5.
@@ -75,15 +115,17 @@ pub fn format_expiry(t: OffsetDateTime) -> String {
     )
 }
 
-/// Signs attributes with a conductor key (version 1).
+/// Signs attributes with a conductor key: version 1 without a certname,
+/// version 2 (bound to `certname`, with a fresh nonce) with one.
 ///
 /// `cert_der` is the conductor certificate; its public key must match `key`.
-pub fn sign_v1(
+pub fn sign(
     cert_der: &[u8],
     key: &rcgen::KeyPair,
     classification: &Classification,
     expiry: OffsetDateTime,
     encoding: CertEncoding,
+    certname: Option<&str>,
 ) -> Result<VouchedAttributes, String> {
     use rcgen::PublicKeyData;
     let (_, cert) = x509_parser::parse_x509_certificate(cert_der)
@@ -91,15 +133,29 @@ pub fn sign_v1(
     if cert.public_key().raw != key.subject_public_key_info().as_slice() {
         return Err("the private key does not belong to the conductor certificate".into());
     }
-    let version = "1".to_string();
     let expiry = format_expiry(expiry);
     let conductor = match encoding {
         CertEncoding::Base64Der => STANDARD.encode(cert_der),
         CertEncoding::Pem => crate::pem::encode("CERTIFICATE", cert_der),
     };
     let classification = classification.to_base64();
-    let signature = sign_raw_v1(key, &version, &expiry, &conductor, &classification)?;
-    Ok(VouchedAttributes { signature, version, expiry, conductor, classification })
+    let (version, binding) = match certname {
+        None => ("1".to_string(), None),
+        Some(c) => ("2".to_string(), Some(Binding { certname: c.to_string(), nonce: new_nonce()? })),
+    };
+    let msg = match &binding {
+        None => canonical_v1(&version, &expiry, &conductor, &classification),
+        Some(b) => canonical_v2(&version, &expiry, &conductor, &classification, &b.certname, &b.nonce),
+    };
+    let signature = sign_message(key, &msg)?;
+    Ok(VouchedAttributes { signature, version, expiry, conductor, classification, binding })
+}
+
+/// Signs a canonical string; returns base64. RSA keys sign PKCS#1 v1.5 SHA-256,
+/// P-256 ECDSA SHA-256, P-384 ECDSA SHA-384 (DER signatures), Ed25519 pure Ed25519.
+pub fn sign_message(key: &rcgen::KeyPair, msg: &[u8]) -> Result<String, String> {
+    let sig = rcgen::SigningKey::sign(key, msg).map_err(|e| format!("signing failed: {e}"))?;
+    Ok(STANDARD.encode(sig))
 }
 
 /// Signs the version 1 canonical string of these exact values; returns base64.
@@ -112,9 +168,7 @@ pub fn sign_raw_v1(
     conductor: &str,
     classification: &str,
 ) -> Result<String, String> {
-    let msg = canonical_v1(version, expiry, conductor, classification);
-    let sig = rcgen::SigningKey::sign(key, &msg).map_err(|e| format!("signing failed: {e}"))?;
-    Ok(STANDARD.encode(sig))
+    sign_message(key, &canonical_v1(version, expiry, conductor, classification))
 }
 
 /// What goes into a Puppet agent's `csr_attributes.yaml`.
@@ -139,6 +193,10 @@ impl CsrAttributes {
             (oids::ATTR_CLASSIFICATION, &a.classification),
         ] {
             c.custom_attributes.insert(oids::dotted(oid), v.clone());
+        }
+        if let Some(b) = &a.binding {
+            c.custom_attributes.insert(oids::dotted(oids::ATTR_CERTNAME), b.certname.clone());
+            c.custom_attributes.insert(oids::dotted(oids::ATTR_NONCE), b.nonce.clone());
         }
         if let Some(m) = mirror {
             c.extension_requests.insert(oids::dotted(m), a.classification.clone());

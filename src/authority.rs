@@ -218,6 +218,14 @@ impl Authority {
             drop(lock);
             return self.refuse(&certname, csr, Refused { reasons: extra, conductor }, now);
         }
+        // One-time use, recorded under the lock and before anything is issued.
+        let grant = match claim_once(&self.policy, grant, now)? {
+            Ok(g) => g,
+            Err(refused) => {
+                drop(lock);
+                return self.refuse(&certname, csr, refused, now);
+            }
+        };
         if let Some(old) = supersede {
             self.revoke_locked(&lock, &old, "superseded", false, now)?;
         }
@@ -532,6 +540,29 @@ impl Authority {
         }
         Ok(out)
     }
+}
+
+/// Records the grant's replay key in the policy's journal; a second use of the
+/// same attributes becomes a refusal. Without a journal (tests only) it is a no-op.
+pub fn claim_once(
+    policy: &Policy,
+    grant: decide::Grant,
+    now: OffsetDateTime,
+) -> Result<Result<decide::Grant, Refused>, Error> {
+    let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
+    let journal = crate::replay::Journal::new(dir);
+    let holder = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &grant.csr().spki);
+    let holder: String = holder.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let claim = journal
+        .claim(&grant.replay_key(), grant.attributes_expiry(), grant.certname(), &holder, now)
+        .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
+    Ok(match claim {
+        crate::replay::Claim::Fresh => Ok(grant),
+        crate::replay::Claim::Used { certname, time } => Err(Refused {
+            reasons: vec![Refusal::AttributesReplayed { first_certname: certname, first_time: time }],
+            conductor: Some(grant.conductor().clone()),
+        }),
+    })
 }
 
 /// The classification a certificate carries, validated, for `vouch enc`.

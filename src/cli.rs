@@ -152,6 +152,12 @@ pub struct SignArgs {
     /// Do not add the classification mirror extension request.
     #[arg(long)]
     pub no_mirror: bool,
+    /// Bind the attributes to this certname (signature version 2, with a one-time nonce).
+    #[arg(long)]
+    pub certname: Option<String>,
+    /// Signature version: 2 whenever --certname is given, else 1 (the seed's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub version: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -414,7 +420,24 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
             detail: "it lacks the extended key usage 1.3.6.1.4.1.34380.2.0; a CA would refuse what it signs".into(),
         });
     }
-    let vouched = attrs::sign_v1(&cert_der, &key, &classification, expiry, a.cert_encoding)
+    let certname = match (a.version, &a.certname) {
+        (Some(1), Some(_)) => {
+            return Err(Error::Usage {
+                detail: "signature version 1 cannot bind a certname; drop --version 1 to sign version 2".into(),
+            })
+        }
+        (Some(2), None) => {
+            return Err(Error::Usage { detail: "signature version 2 binds a certname: give --certname NAME".into() })
+        }
+        (_, Some(c)) => {
+            let c = c.to_lowercase();
+            crate::decide::check_certname(&c)
+                .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
+            Some(c)
+        }
+        (_, None) => None,
+    };
+    let vouched = attrs::sign(&cert_der, &key, &classification, expiry, a.cert_encoding, certname.as_deref())
         .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
     let mirror = if a.no_mirror {
         None
@@ -493,6 +516,11 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         })
     } else {
         decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
+    };
+    // One-time use: record the grant's nonce (or v1 signature) before answering.
+    let outcome = match outcome {
+        Ok(grant) => crate::authority::claim_once(&policy, grant, now)?,
+        refused => refused,
     };
     let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {

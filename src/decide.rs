@@ -4,7 +4,7 @@
 //! It returns a [`Grant`], which only this module can construct and which
 //! issuance consumes, or every [`Refusal`] that applies.
 
-use crate::attrs::{self, VouchedAttributes};
+use crate::attrs;
 use crate::classification::{Classification, ClassificationError};
 use crate::csr::{self, Csr, CsrError, KeyKind};
 use crate::der::tag;
@@ -158,6 +158,12 @@ pub enum Refusal {
     MirrorMismatch { oid: String },
     /// The policy requires the mirror request and it is absent.
     MirrorMissing { oid: String },
+    /// Version 2: the CSR asks for another certname than the conductor signed.
+    CertnameNotVouched { signed: String, certname: String },
+    /// Version 2: the nonce is not 32–128 lowercase hex digits.
+    NonceMalformed { value: String },
+    /// These attributes were already used (one-time use).
+    AttributesReplayed { first_certname: String, first_time: String },
     /// The certname already has a valid certificate (issuance: on_existing = refuse).
     CertificateExists { certname: String, serial: String },
     /// Superseding requires a new key (issuance: on_existing = supersede).
@@ -206,6 +212,9 @@ impl Refusal {
             Refusal::ExtensionNotAllowed { .. } => "extension-not-allowed",
             Refusal::MirrorMismatch { .. } => "mirror-mismatch",
             Refusal::MirrorMissing { .. } => "mirror-missing",
+            Refusal::CertnameNotVouched { .. } => "certname-not-vouched",
+            Refusal::NonceMalformed { .. } => "nonce-malformed",
+            Refusal::AttributesReplayed { .. } => "attributes-replayed",
             Refusal::CertificateExists { .. } => "certificate-exists",
             Refusal::SupersedeSameKey { .. } => "supersede-same-key",
             Refusal::SupersedeReplay { .. } => "supersede-replay",
@@ -269,6 +278,13 @@ impl Refusal {
             }
             Refusal::MirrorMismatch { .. } | Refusal::MirrorMissing { .. } => {
                 "use the extension_requests written by 'vouch conductor sign', unchanged"
+            }
+            Refusal::CertnameNotVouched { .. } => {
+                "the conductor vouched for another name; sign attributes for this certname (--certname)"
+            }
+            Refusal::NonceMalformed { .. } => "use the attributes written by 'vouch conductor sign', unchanged",
+            Refusal::AttributesReplayed { .. } => {
+                "attributes are good for one certificate; have the conductor sign fresh ones for this node"
             }
             Refusal::CertificateExists { .. } => {
                 "run 'vouch clean NAME' to retire the old certificate, or set issuance.on_existing = \"supersede\""
@@ -343,6 +359,14 @@ impl std::fmt::Display for Refusal {
                 write!(f, "the classification mirror request {oid} differs from the signed classification")
             }
             Refusal::MirrorMissing { oid } => write!(f, "the policy requires the classification mirror request {oid}"),
+            Refusal::CertnameNotVouched { signed, certname } => {
+                write!(f, "the conductor vouched for {signed:?}, not for the certname {certname:?}")
+            }
+            Refusal::NonceMalformed { value } => write!(f, "nonce {value:?} is not 32 to 128 lowercase hex digits"),
+            Refusal::AttributesReplayed { first_certname, first_time } => write!(
+                f,
+                "these attributes were already used, for {first_certname} at {first_time}; attributes are good once"
+            ),
             Refusal::CertificateExists { certname, serial } => {
                 write!(f, "{certname} already has a valid certificate (serial {serial})")
             }
@@ -379,6 +403,8 @@ pub struct Grant {
     expiry: OffsetDateTime,
     version: u32,
     decided_at: OffsetDateTime,
+    binding: Option<attrs::Binding>,
+    signature: String,
 }
 
 impl Grant {
@@ -406,6 +432,17 @@ impl Grant {
     }
     pub fn decided_at(&self) -> OffsetDateTime {
         self.decided_at
+    }
+    /// The vouched certname and nonce (version 2).
+    pub fn binding(&self) -> Option<&attrs::Binding> {
+        self.binding.as_ref()
+    }
+    /// What makes these attributes one-time: the nonce (version 2) or the signature (version 1).
+    pub fn replay_key(&self) -> String {
+        match &self.binding {
+            Some(b) => format!("v2-nonce:{}", b.nonce),
+            None => format!("v1-signature:{}", self.signature),
+        }
     }
 }
 
@@ -497,8 +534,30 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     let expiry = take(oids::ATTR_EXPIRY);
     let conductor_value = take(oids::ATTR_CONDUCTOR);
     let classification_value = take(oids::ATTR_CLASSIFICATION);
-    let known =
-        [oids::ATTR_SIGNATURE, oids::ATTR_VERSION, oids::ATTR_EXPIRY, oids::ATTR_CONDUCTOR, oids::ATTR_CLASSIFICATION];
+    // Version 2 adds the certname and the nonce; in version 1 they are unexpected.
+    let is_v2 = version.as_deref() == Some("2");
+    let (vouched_certname, nonce) =
+        if is_v2 { (take(oids::ATTR_CERTNAME), take(oids::ATTR_NONCE)) } else { (None, None) };
+    let mut known = vec![
+        oids::ATTR_SIGNATURE,
+        oids::ATTR_VERSION,
+        oids::ATTR_EXPIRY,
+        oids::ATTR_CONDUCTOR,
+        oids::ATTR_CLASSIFICATION,
+    ];
+    if is_v2 {
+        known.extend([oids::ATTR_CERTNAME, oids::ATTR_NONCE]);
+    }
+    if let Some(signed) = &vouched_certname {
+        if signed != req.certname {
+            reasons.push(Refusal::CertnameNotVouched { signed: signed.clone(), certname: req.certname.to_string() });
+        }
+    }
+    if let Some(n) = &nonce {
+        if !attrs::is_nonce(n) {
+            reasons.push(Refusal::NonceMalformed { value: n.clone() });
+        }
+    }
     let mut seen_unexpected = Vec::new();
     for a in &csr.attributes {
         if (oids::is_under(&a.oid, oids::VOUCH_ARC) || a.oid == oids::VOUCH_ARC)
@@ -566,8 +625,16 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
                 if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
                     // Verified even when the chain failed, so that the reasons are complete;
                     // a signature by an untrusted certificate grants nothing.
-                    if let Err(r) = verify_signature(&leaf_der, &info.subject, sig, &attrs::canonical_v1(v, e, cv, c)) {
-                        reasons.push(r);
+                    let msg = match (is_v2, &vouched_certname, &nonce) {
+                        (false, _, _) => Some(attrs::canonical_v1(v, e, cv, c)),
+                        (true, Some(cn), Some(n)) => Some(attrs::canonical_v2(v, e, cv, c, cn, n)),
+                        // A missing .2.6/.2.7 is already a reason; nothing to verify against.
+                        (true, _, _) => None,
+                    };
+                    if let Some(msg) = msg {
+                        if let Err(r) = verify_signature(&leaf_der, &info.subject, sig, &msg) {
+                            reasons.push(r);
+                        }
                     }
                 }
                 conductor = Some(info);
@@ -623,8 +690,19 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     if !reasons.is_empty() {
         return refuse(reasons, conductor);
     }
-    match (classification, classification_value, conductor, expiry_time, version_num) {
-        (Some(classification), Some(classification_b64), Some(conductor), Some(expiry), Some(version)) => Ok(Grant {
+    let binding = match (vouched_certname, nonce) {
+        (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
+        _ => None,
+    };
+    match (classification, classification_value, conductor, expiry_time, version_num, signature) {
+        (
+            Some(classification),
+            Some(classification_b64),
+            Some(conductor),
+            Some(expiry),
+            Some(version),
+            Some(signature),
+        ) if (version == 2) == binding.is_some() => Ok(Grant {
             certname: req.certname.to_string(),
             csr,
             classification,
@@ -633,9 +711,11 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             expiry,
             version,
             decided_at: now,
+            binding,
+            signature,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
-        (_, _, conductor, _, _) => {
+        (_, _, conductor, _, _, _) => {
             refuse(vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }], conductor)
         }
     }
@@ -737,25 +817,6 @@ fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -
     let ee = webpki::EndEntityCert::try_from(&ee_der)
         .map_err(|e| Refusal::ConductorMalformed { detail: format!("{e:?}") })?;
     ee.verify_signature(alg, msg, &sig).map_err(|_| Refusal::SignatureInvalid { subject: subject.to_string() })
-}
-
-/// The attributes of a CSR as a [`VouchedAttributes`], when all five are present once.
-pub fn vouched_attributes(csr: &Csr) -> Option<VouchedAttributes> {
-    let one = |oid: &[u64]| -> Option<String> {
-        let mut it = csr.attributes_with(oid);
-        let a = it.next()?;
-        if it.next().is_some() || a.values.len() != 1 {
-            return None;
-        }
-        String::from_utf8(a.values.first()?.bytes.clone()).ok()
-    };
-    Some(VouchedAttributes {
-        signature: one(oids::ATTR_SIGNATURE)?,
-        version: one(oids::ATTR_VERSION)?,
-        expiry: one(oids::ATTR_EXPIRY)?,
-        conductor: one(oids::ATTR_CONDUCTOR)?,
-        classification: one(oids::ATTR_CLASSIFICATION)?,
-    })
 }
 
 #[cfg(test)]

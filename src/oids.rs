@@ -15,7 +15,11 @@ pub const ATTR_EXPIRY: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 3];
 pub const ATTR_CONDUCTOR: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 4];
 /// .2.5 node classification, base64 YAML.
 pub const ATTR_CLASSIFICATION: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 5];
-/// The arc the five attributes live in.
+/// .2.6 the certname the conductor vouches for (version 2).
+pub const ATTR_CERTNAME: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 6];
+/// .2.7 a random one-time nonce (version 2).
+pub const ATTR_NONCE: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 7];
+/// The arc the attributes live in.
 pub const VOUCH_ARC: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2];
 
 /// ppRegCertExt: copied into certificates by Puppet Server, visible in `$trusted`.

@@ -68,6 +68,8 @@ pub struct Policy {
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.
     pub crl_refresh_before: Duration,
+    /// The one-time-use journal (None: disabled, which only tests should do).
+    pub replay_journal: Option<PathBuf>,
 }
 
 /// The rule for a certname that already has a valid certificate.
@@ -100,6 +102,15 @@ struct RawPolicy {
     issuance: RawIssuance,
     #[serde(default)]
     crl: RawCrl,
+    #[serde(default)]
+    replay: RawReplay,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReplay {
+    enabled: Option<bool>,
+    journal: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -276,15 +287,15 @@ impl Policy {
             }
         };
         let versions = match raw.attributes.versions {
-            None => vec![1],
+            None => vec![1, 2],
             Some(v) => {
                 let span = v.span();
                 let list = v.into_inner();
-                if list.is_empty() || list.iter().any(|&x| x != 1) {
+                if list.is_empty() || list.iter().any(|&x| !(1..=2).contains(&x)) {
                     return Err(err(
                         Some(span),
                         "attributes.versions",
-                        format!("supported signature versions are [1]; got {list:?}"),
+                        format!("supported signature versions are 1 and 2; got {list:?}"),
                     ));
                 }
                 list
@@ -399,6 +410,11 @@ impl Policy {
             },
             crl_validity: dur(&raw.crl.validity, "crl.validity", 30 * 86_400)?,
             crl_refresh_before: dur(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?,
+            replay_journal: if raw.replay.enabled.unwrap_or(true) {
+                Some(resolve(raw.replay.journal.as_deref().unwrap_or("replay")))
+            } else {
+                None
+            },
         })
     }
 }
@@ -417,8 +433,10 @@ trusted_roots = ["{root_file}"]
 intermediates = []
 
 [attributes]
-# Signature versions accepted.
-versions = [1]
+# Signature versions accepted. Version 2 binds the certname and a one-time
+# nonce; version 1 (the seed's) binds neither: accept only [2] once every
+# conductor signs version 2 (policy/strict.toml).
+versions = [1, 2]
 # How far in the future a signed expiry (attribute .2.3) may lie.
 max_lifetime = "7d"
 
@@ -458,6 +476,14 @@ on_existing = "refuse"
 validity = "30d"
 refresh_before = "10d"
 
+[replay]
+# One-time use: the nonce (version 2) or the signature (version 1) of every
+# attributes set that was approved is recorded here, and a second CSR with the
+# same one is refused, whatever its certname. Entries expire with the
+# attributes. Every process deciding with this policy must share this directory.
+enabled = true
+journal = "replay"
+
 [audit]
 # One JSON line per decision, issuance and revocation.
 log = "audit.log"
@@ -482,7 +508,8 @@ mod tests {
     #[test]
     fn default_parses() {
         let p = parse(&default_policy_text("ca/root_crt.pem")).unwrap();
-        assert_eq!(p.versions, [1]);
+        assert_eq!(p.versions, [1, 2]);
+        assert_eq!(p.replay_journal.as_deref(), Some(Path::new("/etc/vouch/replay")));
         assert_eq!(p.mirror_oid, DEFAULT_MIRROR_OID);
         assert_eq!(p.audit_log.as_deref(), Some(Path::new("/etc/vouch/audit.log")));
         assert_eq!(p.max_attribute_lifetime, Duration::from_secs(7 * 86400));
@@ -503,7 +530,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 9]\n").unwrap_err();
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
     }

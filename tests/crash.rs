@@ -16,6 +16,27 @@ fn vouch(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap()
 }
 
+/// Fresh version 2 attributes for `name` (attributes are good once), then its CSR.
+fn vouched_csr(dir: &Path, w: &Path, name: &str) -> PathBuf {
+    let attrs = w.join(format!("{name}.attrs.yaml"));
+    let class = w.join("class.yaml");
+    if !class.exists() {
+        std::fs::write(&class, "classes: [ntp]\n").unwrap();
+    }
+    ok(vouch(
+        dir,
+        &["conductor", "sign", "--cert", s(&w.join("c.pem")), "--key", s(&w.join("c.key")), "--certname", name]
+            .iter()
+            .copied()
+            .chain(["--classification", s(&class), "--expires-in", "1h", "--out", s(&attrs)])
+            .collect::<Vec<_>>(),
+    ));
+    let csr = w.join(format!("{name}.csr"));
+    let key = w.join(format!("{name}.key"));
+    ok(vouch(dir, &["csr", "--certname", name, "--attributes", s(&attrs), "--key-out", s(&key), "--csr-out", s(&csr)]));
+    csr
+}
+
 fn ok(out: std::process::Output) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -100,33 +121,8 @@ fn killed_at_random_points_the_store_stays_consistent() {
     ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
     ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
-    let class = w.join("class.yaml");
-    std::fs::write(&class, "classes: [ntp]\n").unwrap();
-    let attrs = w.join("attrs.yaml");
-    ok(vouch(
-        &dir,
-        &["conductor", "sign", "--cert", s(&w.join("c.pem")), "--key", s(&w.join("c.key"))]
-            .iter()
-            .copied()
-            .chain(["--classification", s(&class), "--expires-in", "1h", "--out", s(&attrs)])
-            .collect::<Vec<_>>(),
-    ));
     const N: usize = 60;
-    let csrs: Vec<PathBuf> = (0..N)
-        .map(|i| {
-            let csr = w.join(format!("n{i}.csr"));
-            let name = format!("n{i}.example.test");
-            ok(vouch(
-                &dir,
-                &["csr", "--certname", &name, "--attributes", s(&attrs), "--key-out", s(&w.join(format!("n{i}.key")))]
-                    .iter()
-                    .copied()
-                    .chain(["--csr-out", s(&csr)])
-                    .collect::<Vec<_>>(),
-            ));
-            csr
-        })
-        .collect();
+    let csrs: Vec<PathBuf> = (0..N).map(|i| vouched_csr(&dir, w, &format!("n{i}.example.test"))).collect();
     // Time one uninterrupted sign to spread the kills over its whole run.
     let start = std::time::Instant::now();
     ok(vouch(&dir, &["sign", "--csr", s(&csrs[0])]));
@@ -196,28 +192,7 @@ fn aborted_at_every_step_recovery_finishes_or_abandons() {
     ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
     ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
-    let class = w.join("class.yaml");
-    std::fs::write(&class, "classes: [ntp]\n").unwrap();
-    let attrs = w.join("attrs.yaml");
-    let c = w.join("c.pem");
-    let k = w.join("c.key");
-    ok(vouch(
-        &dir,
-        &["conductor", "sign", "--cert", s(&c), "--key", s(&k), "--classification", s(&class), "--expires-in", "1h"]
-            .iter()
-            .copied()
-            .chain(["--out", s(&attrs)])
-            .collect::<Vec<_>>(),
-    ));
-    let csr_for = |name: &str| -> PathBuf {
-        let csr = w.join(format!("{name}.csr"));
-        let key = w.join(format!("{name}.key"));
-        ok(vouch(
-            &dir,
-            &["csr", "--certname", name, "--attributes", s(&attrs), "--key-out", s(&key), "--csr-out", s(&csr)],
-        ));
-        csr
-    };
+    let csr_for = |name: &str| -> PathBuf { vouched_csr(&dir, w, name) };
     let abort_at = |step: &str, args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
             .args(args)

@@ -51,7 +51,15 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("version-as-octet-string.csr.pem", CERTNAME, &["attribute-not-text"]),
     ("unexpected-vouch-attribute.csr.pem", CERTNAME, &["attribute-unexpected"]),
     // Version and expiry.
-    ("version-2-unsupported.csr.pem", CERTNAME, &["version-unsupported"]),
+    ("version-3-unsupported.csr.pem", CERTNAME, &["version-unsupported"]),
+    // Version 2.
+    ("valid-v2.csr.pem", CERTNAME, &[]),
+    ("v2-signed-for-another-certname.csr.pem", CERTNAME, &["certname-not-vouched"]),
+    ("v2-nonce-malformed.csr.pem", CERTNAME, &["nonce-malformed"]),
+    ("v2-missing-nonce.csr.pem", CERTNAME, &["attribute-missing"]),
+    ("v2-tampered-nonce.csr.pem", CERTNAME, &["signature-invalid"]),
+    // Version field changed 2 -> 1: .2.6/.2.7 become undefined, and the signature fails.
+    ("v2-downgraded-to-v1.csr.pem", CERTNAME, &["attribute-unexpected", "attribute-unexpected", "signature-invalid"]),
     ("version-leading-zero.csr.pem", CERTNAME, &["version-malformed"]),
     ("expiry-not-rfc3339.csr.pem", CERTNAME, &["expiry-malformed"]),
     ("attributes-expired.csr.pem", CERTNAME, &["attributes-expired"]),

@@ -1,0 +1,153 @@
+//! One-time use: a journal of attributes already used.
+//!
+//! Each use is a small file named by the SHA-256 of the replay key (the
+//! version 2 nonce, or the version 1 signature), created with link(2) so that
+//! of two processes racing with the same attributes exactly one wins. Files
+//! live in a directory per UTC hour of the attributes' expiry, so entries
+//! expire with the attributes: whole buckets are removed a day after their
+//! hour has passed, without scanning entries.
+
+use crate::attrs::format_expiry;
+use std::io;
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// The result of claiming attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// First use: recorded now.
+    Fresh,
+    /// Already used.
+    Used { certname: String, time: String },
+}
+
+/// The journal (a directory; shared by every process that decides with this policy).
+#[derive(Debug, Clone)]
+pub struct Journal {
+    pub dir: PathBuf,
+}
+
+fn bucket(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{:04}{:02}{:02}{:02}", t.year(), u8::from(t.month()), t.day(), t.hour())
+}
+
+fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
+    if s.len() != 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n = |a: usize, b: usize| s.get(a..b).and_then(|x| x.parse::<u32>().ok());
+    let date = time::Date::from_calendar_date(
+        i32::try_from(n(0, 4)?).ok()?,
+        time::Month::try_from(u8::try_from(n(4, 6)?).ok()?).ok()?,
+        u8::try_from(n(6, 8)?).ok()?,
+    )
+    .ok()?;
+    let hour = time::Time::from_hms(u8::try_from(n(8, 10)?).ok()?, 0, 0).ok()?;
+    Some(date.with_time(hour).assume_utc())
+}
+
+impl Journal {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Journal { dir: dir.into() }
+    }
+
+    fn entry(&self, key: &str, expiry: OffsetDateTime) -> PathBuf {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
+        let name: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(bucket(expiry)).join(name)
+    }
+
+    /// Records the use of `key` (attributes expiring at `expiry`) for `certname`
+    /// by `holder` (a digest of the requesting public key), unless another holder
+    /// used it before. Atomic across processes. The same holder may claim again:
+    /// a node that resubmits its own CSR after a crash is not locked out, and
+    /// nobody else can use a certificate for its key.
+    pub fn claim(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        now: OffsetDateTime,
+    ) -> io::Result<Claim> {
+        self.prune(now)?;
+        let path = self.entry(key, expiry);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let record = serde_json::json!({
+            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
+        })
+        .to_string();
+        match crate::fsutil::write_new(&path, record.as_bytes(), 0o644) {
+            Ok(()) => Ok(Claim::Fresh),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let prior: serde_json::Value = std::fs::read(&path)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) {
+                    return Ok(Claim::Fresh);
+                }
+                Ok(Claim::Used {
+                    certname: prior["certname"].as_str().unwrap_or("?").to_string(),
+                    time: prior["time"].as_str().unwrap_or("?").to_string(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes buckets whose hour ended more than a day ago (their attributes
+    /// expired long since; the day covers clocks that disagree).
+    pub fn prune(&self, now: OffsetDateTime) -> io::Result<()> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for e in entries {
+            let path = e?.path();
+            let hour = path.file_name().and_then(|n| n.to_str()).and_then(parse_bucket);
+            if let Some(h) = hour {
+                if h + time::Duration::hours(25) < now {
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the journal directory exists (for status output).
+    pub fn exists(&self) -> bool {
+        Path::new(&self.dir).is_dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn once_then_used_then_pruned() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::new(d.path());
+        let now = datetime!(2030-06-01 12:00 UTC);
+        let exp = datetime!(2030-06-01 13:30 UTC);
+        assert_eq!(j.claim("k", exp, "a", "key1", now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim("k", exp, "a", "key1", now).unwrap(), Claim::Fresh, "the same requester again");
+        let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
+        assert_eq!(j.claim("k", exp, "b", "key1", now).unwrap(), used, "another certname");
+        assert_eq!(j.claim("k", exp, "a", "key2", now).unwrap(), used, "another key");
+        assert_eq!(j.claim("other", exp, "b", "key2", now).unwrap(), Claim::Fresh);
+        assert!(d.path().join("2030060113").is_dir());
+        j.prune(datetime!(2030-06-02 14:00 UTC)).unwrap();
+        assert!(d.path().join("2030060113").is_dir(), "kept for a day after its hour");
+        j.prune(datetime!(2030-06-02 15:00 UTC)).unwrap();
+        assert!(!d.path().join("2030060113").exists());
+        assert_eq!(parse_bucket("2030060113"), Some(datetime!(2030-06-01 13:00 UTC)));
+        assert_eq!(parse_bucket("20300601"), None);
+    }
+}
