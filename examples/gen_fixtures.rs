@@ -299,6 +299,27 @@ fn main() -> R<()> {
         },
     )?;
 
+    // A revoked conductor, and the root's CRL listing it.
+    let c_revoked = conductor("conductor-revoked", KeyType::P256, &root, GOOD)?;
+    {
+        let (_, parsed) = x509_parser::parse_x509_certificate(&c_revoked.cert_der)?;
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: datetime!(2030-05-01 00:00:00 UTC),
+            next_update: datetime!(2030-05-08 00:00:00 UTC),
+            crl_number: rcgen::SerialNumber::from_slice(&[1]),
+            issuing_distribution_point: None,
+            revoked_certs: vec![rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(parsed.raw_serial()),
+                revocation_time: datetime!(2030-05-01 00:00:00 UTC),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            }],
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&root.issuer())?;
+        out.write("pki/conductors_crl.pem", crl.pem()?.as_bytes())?;
+    }
+
     // Conductor credentials for the CLI tests (test keys, never for real use).
     for (name, c) in [("p256", &c_p256), ("rsa2048", &c_rsa), ("ed25519", &c_ed), ("p384", &c_p384)] {
         out.cert(&format!("pki/conductor-{name}.pem"), &c.cert_der)?;
@@ -435,6 +456,7 @@ fn main() -> R<()> {
     ] {
         out.csr(name, &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME), KeyType::P256)?;
     }
+    out.csr("conductor-revoked", &Attrs::new(&c_revoked).signed_by(&c_revoked.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut root_as_conductor = good();
     root_as_conductor.conductor = STANDARD.encode(&root.cert_der);
     out.csr("conductor-is-the-root-ca", &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME), KeyType::P256)?;
@@ -473,6 +495,40 @@ fn main() -> R<()> {
     ] {
         out.csr(name, &good().classification_raw(value).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     }
+
+    // Per-conductor scopes (fixtures/policy-scoped.toml lets conductor-p256 vouch for web* nodes with
+    // class profile::web, environment production, parameter tier, attributes living at most 2 days).
+    out.csr(
+        "scope-class-not-allowed",
+        &good()
+            .classification_raw(b64("classes: [profile::db]\nenvironment: production\n"))
+            .signed_by(k)?
+            .spec(CERTNAME),
+        KeyType::P256,
+    )?;
+    out.csr(
+        "scope-environment-not-allowed",
+        &good().classification_raw(b64("classes: [profile::web]\nenvironment: staging\n")).signed_by(k)?.spec(CERTNAME),
+        KeyType::P256,
+    )?;
+    out.csr(
+        "scope-environment-missing",
+        &good().classification_raw(b64("classes: [profile::web]\n")).signed_by(k)?.spec(CERTNAME),
+        KeyType::P256,
+    )?;
+    out.csr(
+        "scope-parameter-not-allowed",
+        &good()
+            .classification_raw(b64("classes: [profile::web]\nenvironment: production\nparameters:\n  role: db\n"))
+            .signed_by(k)?
+            .spec(CERTNAME),
+        KeyType::P256,
+    )?;
+    out.csr("scope-certname-not-allowed", &good().signed_by(k)?.spec("db01.example.test"), KeyType::P256)?;
+    let mut long = good();
+    long.expiry = "2030-06-04T12:00:00Z".into();
+    out.csr("scope-lifetime-too-long", &long.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
+    out.csr("scope-unscoped-conductor", &Attrs::new(&c_other).signed_by(&c_other.key)?.spec(CERTNAME), KeyType::P256)?;
 
     // Extension requests: the node controls these.
     let pp = |arc: &[u64], n: u64| -> Vec<u64> { arc.iter().copied().chain([n]).collect() };

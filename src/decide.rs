@@ -4,6 +4,10 @@
 //! It returns a [`Grant`], which only this module can construct and which
 //! issuance consumes, or every [`Refusal`] that applies.
 
+// A refusal carries every reason and who vouched; it is returned once per decision,
+// so its size does not matter.
+#![allow(clippy::result_large_err)]
+
 use crate::attrs;
 use crate::classification::{Classification, ClassificationError};
 use crate::csr::{self, Csr, CsrError, KeyKind};
@@ -162,6 +166,20 @@ pub enum Refusal {
     CertnameNotVouched { signed: String, certname: String },
     /// Version 2: the nonce is not 32–128 lowercase hex digits.
     NonceMalformed { value: String },
+    /// Scopes are defined and this conductor matches none.
+    ConductorUnscoped { subject: String },
+    /// The conductor's scope does not cover this certname.
+    CertnameOutOfScope { scope: String, certname: String },
+    /// The conductor's scope does not allow this class.
+    ClassOutOfScope { scope: String, class: String },
+    /// The conductor's scope does not allow this environment (or none was set).
+    EnvironmentOutOfScope { scope: String, environment: String },
+    /// The conductor's scope does not allow this top-level parameter.
+    ParameterOutOfScope { scope: String, parameter: String },
+    /// The attributes live longer than the conductor's scope allows.
+    LifetimeOutOfScope { scope: String, max_lifetime: String },
+    /// The conductor certificate is on its issuer's CRL.
+    ConductorRevoked { subject: String },
     /// These attributes were already used (one-time use).
     AttributesReplayed { first_certname: String, first_time: String },
     /// The certname already has a valid certificate (issuance: on_existing = refuse).
@@ -213,6 +231,13 @@ impl Refusal {
             Refusal::MirrorMismatch { .. } => "mirror-mismatch",
             Refusal::MirrorMissing { .. } => "mirror-missing",
             Refusal::CertnameNotVouched { .. } => "certname-not-vouched",
+            Refusal::ConductorUnscoped { .. } => "conductor-unscoped",
+            Refusal::CertnameOutOfScope { .. } => "certname-out-of-scope",
+            Refusal::ClassOutOfScope { .. } => "class-out-of-scope",
+            Refusal::EnvironmentOutOfScope { .. } => "environment-out-of-scope",
+            Refusal::ParameterOutOfScope { .. } => "parameter-out-of-scope",
+            Refusal::LifetimeOutOfScope { .. } => "lifetime-out-of-scope",
+            Refusal::ConductorRevoked { .. } => "conductor-revoked",
             Refusal::NonceMalformed { .. } => "nonce-malformed",
             Refusal::AttributesReplayed { .. } => "attributes-replayed",
             Refusal::CertificateExists { .. } => "certificate-exists",
@@ -283,6 +308,15 @@ impl Refusal {
                 "the conductor vouched for another name; sign attributes for this certname (--certname)"
             }
             Refusal::NonceMalformed { .. } => "use the attributes written by 'vouch conductor sign', unchanged",
+            Refusal::ConductorUnscoped { .. } => "add a [[conductor]] scope for it to the policy, or remove all scopes",
+            Refusal::CertnameOutOfScope { .. }
+            | Refusal::ClassOutOfScope { .. }
+            | Refusal::EnvironmentOutOfScope { .. }
+            | Refusal::ParameterOutOfScope { .. }
+            | Refusal::LifetimeOutOfScope { .. } => {
+                "this conductor may not vouch for that; use the conductor in charge of it, or widen its [[conductor]] scope"
+            }
+            Refusal::ConductorRevoked { .. } => "the conductor's certificate was revoked; issue it a new one",
             Refusal::AttributesReplayed { .. } => {
                 "attributes are good for one certificate; have the conductor sign fresh ones for this node"
             }
@@ -363,6 +397,21 @@ impl std::fmt::Display for Refusal {
                 write!(f, "the conductor vouched for {signed:?}, not for the certname {certname:?}")
             }
             Refusal::NonceMalformed { value } => write!(f, "nonce {value:?} is not 32 to 128 lowercase hex digits"),
+            Refusal::ConductorUnscoped { subject } => write!(f, "conductor {subject} matches no [[conductor]] scope"),
+            Refusal::CertnameOutOfScope { scope, certname } => {
+                write!(f, "scope '{scope}' does not allow the certname {certname:?}")
+            }
+            Refusal::ClassOutOfScope { scope, class } => write!(f, "scope '{scope}' does not allow the class {class:?}"),
+            Refusal::EnvironmentOutOfScope { scope, environment } => {
+                write!(f, "scope '{scope}' does not allow the environment {environment}")
+            }
+            Refusal::ParameterOutOfScope { scope, parameter } => {
+                write!(f, "scope '{scope}' does not allow the parameter {parameter:?}")
+            }
+            Refusal::LifetimeOutOfScope { scope, max_lifetime } => {
+                write!(f, "scope '{scope}' allows attributes to live at most {max_lifetime}")
+            }
+            Refusal::ConductorRevoked { subject } => write!(f, "conductor certificate {subject} is revoked"),
             Refusal::AttributesReplayed { first_certname, first_time } => write!(
                 f,
                 "these attributes were already used, for {first_certname} at {first_time}; attributes are good once"
@@ -390,6 +439,10 @@ pub struct Conductor {
     pub fingerprint: String,
     /// Its serial, hex.
     pub serial: String,
+    /// The subject of the certificate that issued it.
+    pub issuer: String,
+    /// Its notAfter, RFC 3339.
+    pub not_after: String,
 }
 
 /// A granted decision. Only [`decide`] constructs one; issuing consumes it.
@@ -651,7 +704,15 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         }
     }
 
-    // 9. Extension requests: the node controls them all.
+    // 9. Per-conductor scope: what this conductor may vouch for.
+    if let (false, Some(c)) = (policy.scopes.is_empty(), &conductor) {
+        match policy.scopes.iter().find(|sc| sc.matches(&c.fingerprint, &c.subject, &c.issuer)) {
+            None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
+            Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
+        }
+    }
+
+    // 10. Extension requests: the node controls them all.
     let mut seen: Vec<&[u64]> = Vec::new();
     let mut mirror_seen = false;
     for ext in &csr.extensions {
@@ -721,6 +782,65 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     }
 }
 
+fn check_scope(
+    scope: &crate::policy::Scope,
+    certname: &str,
+    expiry: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    classification: Option<&Classification>,
+    reasons: &mut Vec<Refusal>,
+) {
+    use crate::policy::glob;
+    let name = scope.name.clone();
+    if let Some(patterns) = &scope.certnames {
+        if !patterns.iter().any(|p| glob(p, certname, Some('.'))) {
+            reasons.push(Refusal::CertnameOutOfScope { scope: name.clone(), certname: certname.to_string() });
+        }
+    }
+    if let (Some(max), Some(exp)) = (scope.max_lifetime, expiry) {
+        if exp - now > max {
+            reasons.push(Refusal::LifetimeOutOfScope {
+                scope: name.clone(),
+                max_lifetime: crate::policy::format_duration(max),
+            });
+        }
+    }
+    let Some(value) = classification.map(|c| &c.value) else { return };
+    if let Some(allowed) = &scope.classes {
+        let classes: Vec<String> = match value.get("classes") {
+            Some(serde_yaml_ng::Value::Sequence(list)) => {
+                list.iter().filter_map(|v| v.as_str().map(String::from)).collect()
+            }
+            Some(serde_yaml_ng::Value::Mapping(m)) => m.keys().filter_map(|v| v.as_str().map(String::from)).collect(),
+            _ => vec![],
+        };
+        for class in classes {
+            let bare = class.trim_start_matches("::");
+            if !allowed.iter().any(|p| glob(p.trim_start_matches("::"), bare, None)) {
+                reasons.push(Refusal::ClassOutOfScope { scope: name.clone(), class });
+            }
+        }
+    }
+    if let Some(allowed) = &scope.environments {
+        match value.get("environment").and_then(|e| e.as_str()) {
+            Some(env) if allowed.iter().any(|a| a == env) => {}
+            other => reasons.push(Refusal::EnvironmentOutOfScope {
+                scope: name.clone(),
+                environment: other.unwrap_or("(none: the agent would choose)").to_string(),
+            }),
+        }
+    }
+    if let Some(allowed) = &scope.parameters {
+        if let Some(serde_yaml_ng::Value::Mapping(params)) = value.get("parameters") {
+            for k in params.keys().filter_map(|k| k.as_str()) {
+                if !allowed.iter().any(|a| a == k) {
+                    reasons.push(Refusal::ParameterOutOfScope { scope: name.clone(), parameter: k.to_string() });
+                }
+            }
+        }
+    }
+}
+
 /// Reads the conductor certificate, verifies its chain, EKU and key usage.
 /// Returns who it is, its DER, and chain problems (the certificate was readable).
 fn check_conductor(
@@ -736,7 +856,13 @@ fn check_conductor(
     }
     let subject = cert.subject().to_string();
     let fingerprint = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref());
-    let info = Conductor { subject: subject.clone(), fingerprint, serial: cert.raw_serial_as_string() };
+    let info = Conductor {
+        subject: subject.clone(),
+        fingerprint,
+        serial: cert.raw_serial_as_string(),
+        issuer: cert.issuer().to_string(),
+        not_after: attrs::format_expiry(cert.validity().not_after.to_datetime()),
+    };
     let mut problems = Vec::new();
 
     // Chain: webpki, with EKU .2.0 required wherever an EKU extension is present.
@@ -758,13 +884,26 @@ fn check_conductor(
             let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
             let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
             static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
+            let crls: Vec<webpki::CertRevocationList<'_>> = policy
+                .trust
+                .crls
+                .iter()
+                .filter_map(|d| webpki::BorrowedCertRevocationList::from_der(d).ok().map(Into::into))
+                .collect();
+            let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
+            let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs).ok().map(|b| {
+                b.with_depth(webpki::RevocationCheckDepth::Chain)
+                    .with_status_policy(webpki::UnknownStatusPolicy::Allow)
+                    .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+                    .build()
+            });
             if let Err(e) = ee.verify_for_usage(
                 webpki::ALL_VERIFICATION_ALGS,
                 &anchors,
                 &intermediates,
                 time,
                 webpki::KeyUsage::required_if_present(EKU),
-                None,
+                revocation,
                 None,
             ) {
                 problems.push(match e {
@@ -775,6 +914,7 @@ fn check_conductor(
                         detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0"
                             .into(),
                     },
+                    webpki::Error::CertRevoked => Refusal::ConductorRevoked { subject: subject.clone() },
                     webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
                         subject: subject.clone(),
                         detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),

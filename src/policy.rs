@@ -36,6 +36,8 @@ impl std::fmt::Display for PolicyError {
 pub struct TrustBundle {
     pub roots: Vec<Vec<u8>>,
     pub intermediates: Vec<Vec<u8>>,
+    /// CRLs of conductor issuers (DER): a conductor on one is refused.
+    pub crls: Vec<Vec<u8>>,
 }
 
 /// A validated policy.
@@ -70,6 +72,63 @@ pub struct Policy {
     pub crl_refresh_before: Duration,
     /// The one-time-use journal (None: disabled, which only tests should do).
     pub replay_journal: Option<PathBuf>,
+    /// Per-conductor scopes. Empty: every trusted conductor may vouch for anything;
+    /// otherwise a conductor must match one scope (the first that matches applies).
+    pub scopes: Vec<Scope>,
+}
+
+/// What one conductor (or group of conductors) may vouch for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub name: String,
+    /// SHA-256 of the conductor certificate, lowercase hex without colons.
+    pub fingerprint: Option<String>,
+    /// The conductor certificate's subject, as vouch prints it (e.g. `CN=cloud1`).
+    pub subject: Option<String>,
+    /// The subject of the certificate that issued the conductor's (its intermediate).
+    pub issuer: Option<String>,
+    /// Certname patterns; `*` matches any run of characters except `.`.
+    pub certnames: Option<Vec<String>>,
+    /// Class name patterns; `*` matches any run of characters.
+    pub classes: Option<Vec<String>>,
+    pub environments: Option<Vec<String>>,
+    /// Top-level parameter names the classification may set.
+    pub parameters: Option<Vec<String>>,
+    pub max_lifetime: Option<Duration>,
+}
+
+impl Scope {
+    /// Whether this scope applies to a conductor.
+    pub fn matches(&self, fingerprint: &str, subject: &str, issuer: &str) -> bool {
+        self.fingerprint.as_deref().is_none_or(|f| f == fingerprint)
+            && self.subject.as_deref().is_none_or(|s| s == subject)
+            && self.issuer.as_deref().is_none_or(|i| i == issuer)
+    }
+}
+
+/// Glob match: `*` matches any run of characters, except `stop` when given.
+pub fn glob(pattern: &str, text: &str, stop: Option<char>) -> bool {
+    fn go(p: &[char], t: &[char], stop: Option<char>) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('*', rest)) => {
+                let mut i = 0;
+                loop {
+                    if go(rest, &t[i..], stop) {
+                        return true;
+                    }
+                    match t.get(i) {
+                        Some(c) if Some(*c) != stop => i += 1,
+                        _ => return false,
+                    }
+                }
+            }
+            Some((c, rest)) => t.first() == Some(c) && go(rest, &t[1..], stop),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    go(&p, &t, stop)
 }
 
 /// The rule for a certname that already has a valid certificate.
@@ -104,6 +163,22 @@ struct RawPolicy {
     crl: RawCrl,
     #[serde(default)]
     replay: RawReplay,
+    #[serde(default)]
+    conductor: Vec<RawScope>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScope {
+    name: String,
+    fingerprint: Option<Spanned<String>>,
+    subject: Option<String>,
+    issuer: Option<String>,
+    certnames: Option<Vec<String>>,
+    classes: Option<Vec<String>>,
+    environments: Option<Vec<String>>,
+    parameters: Option<Vec<String>>,
+    max_lifetime: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -134,6 +209,8 @@ struct RawConductors {
     trusted_roots: Vec<Spanned<String>>,
     #[serde(default)]
     intermediates: Vec<Spanned<String>>,
+    #[serde(default)]
+    crls: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -271,6 +348,27 @@ impl Policy {
         let trust = TrustBundle {
             roots: load_certs(&raw.conductors.trusted_roots, "conductors.trusted_roots")?,
             intermediates: load_certs(&raw.conductors.intermediates, "conductors.intermediates")?,
+            crls: {
+                let mut out = Vec::new();
+                for item in &raw.conductors.crls {
+                    let file = resolve(item.get_ref());
+                    let bytes = read(&file).map_err(|e| {
+                        err(Some(item.span()), "conductors.crls", format!("cannot read {}: {e}", file.display()))
+                    })?;
+                    let der = if bytes.first() == Some(&0x30) {
+                        bytes
+                    } else {
+                        crate::pem::find(&bytes, &["X509 CRL"]).map(|(_, d)| d).map_err(|e| {
+                            err(Some(item.span()), "conductors.crls", format!("{}: {e}", file.display()))
+                        })?
+                    };
+                    webpki::BorrowedCertRevocationList::from_der(&der).map_err(|e| {
+                        err(Some(item.span()), "conductors.crls", format!("{} is not a CRL: {e:?}", file.display()))
+                    })?;
+                    out.push(der);
+                }
+                out
+            },
         };
 
         let dur = |v: &Option<Spanned<String>>, key: &str, default: u64| -> Result<Duration, PolicyError> {
@@ -410,6 +508,58 @@ impl Policy {
             },
             crl_validity: dur(&raw.crl.validity, "crl.validity", 30 * 86_400)?,
             crl_refresh_before: dur(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?,
+            scopes: {
+                let mut scopes = Vec::new();
+                for sc in raw.conductor {
+                    if sc.fingerprint.is_none() && sc.subject.is_none() && sc.issuer.is_none() {
+                        return Err(err(
+                            None,
+                            "conductor",
+                            format!("scope '{}' matches no conductor: give fingerprint, subject or issuer", sc.name),
+                        ));
+                    }
+                    let fingerprint = match sc.fingerprint {
+                        None => None,
+                        Some(f) => {
+                            let hexed: String =
+                                f.get_ref().chars().filter(|c| *c != ':').collect::<String>().to_lowercase();
+                            if hexed.len() != 64 || !hexed.bytes().all(|b| b.is_ascii_hexdigit()) {
+                                return Err(err(
+                                    Some(f.span()),
+                                    "conductor.fingerprint",
+                                    "must be the certificate's SHA-256 in hex (64 digits, colons allowed)".into(),
+                                ));
+                            }
+                            Some(hexed)
+                        }
+                    };
+                    let max_lifetime = match sc.max_lifetime {
+                        None => None,
+                        Some(m) => match parse_duration(m.get_ref()) {
+                            Some(d) if d.as_secs() > 0 => Some(d),
+                            _ => {
+                                return Err(err(
+                                    Some(m.span()),
+                                    "conductor.max_lifetime",
+                                    format!("'{}' is not a duration like 30m or 1h", m.get_ref()),
+                                ))
+                            }
+                        },
+                    };
+                    scopes.push(Scope {
+                        name: sc.name,
+                        fingerprint,
+                        subject: sc.subject,
+                        issuer: sc.issuer,
+                        certnames: sc.certnames,
+                        classes: sc.classes,
+                        environments: sc.environments,
+                        parameters: sc.parameters,
+                        max_lifetime,
+                    });
+                }
+                scopes
+            },
             replay_journal: if raw.replay.enabled.unwrap_or(true) {
                 Some(resolve(raw.replay.journal.as_deref().unwrap_or("replay")))
             } else {
@@ -431,6 +581,9 @@ pub fn default_policy_text(root_file: &str) -> String {
 trusted_roots = ["{root_file}"]
 # Intermediates through which conductor certificates may chain (PEM files).
 intermediates = []
+# CRLs (PEM or DER) of the conductors' issuers: a revoked conductor is refused.
+# Keep them fresh: an expired CRL here still counts (revocations never lapse).
+crls = []
 
 [attributes]
 # Signature versions accepted. Version 2 binds the certname and a one-time
@@ -533,6 +686,16 @@ mod tests {
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("web*.example.com", "web01.example.com", Some('.')));
+        assert!(!glob("web*.example.com", "web01.evil.example.com", Some('.')));
+        assert!(!glob("web*.example.com", "db01.example.com", Some('.')));
+        assert!(glob("profile::web*", "profile::web::nginx", None));
+        assert!(glob("*", "anything", None));
+        assert!(!glob("ntp", "ntpd", None));
     }
 
     #[test]

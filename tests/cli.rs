@@ -93,6 +93,21 @@ fn every_fixture_through_the_autosign_hook() {
 }
 
 #[test]
+fn scoped_policy_through_the_autosign_hook() {
+    let now = fixture_now();
+    let policy = fixture("policy-scoped.toml");
+    for (file, certname, want) in SCOPED_CASES {
+        let body = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
+        let out = run(vouch().args(["--now", &now, "autosign", certname, "--policy", s(&policy)]), Some(&body));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(if want.is_empty() { 0 } else { 1 }), "{file}: {stderr}");
+        for w in *want {
+            assert!(stderr.contains(&format!("[{w}]")), "{file}: want [{w}] in {stderr}");
+        }
+    }
+}
+
+#[test]
 fn check_json_lists_the_reasons() {
     let out = run(
         vouch().args([

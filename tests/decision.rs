@@ -42,6 +42,19 @@ fn every_fixture_gets_exactly_its_expected_reasons() {
 }
 
 #[test]
+fn per_conductor_scopes() {
+    let p = policy("policy-scoped.toml");
+    let mut failures = vec![];
+    for (file, certname, want) in SCOPED_CASES {
+        let got = codes(file, certname, &p);
+        if got != *want {
+            failures.push(format!("{file} as {certname}: want {want:?}, got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
 fn every_fixture_is_in_the_table() {
     let listed: Vec<&str> = CASES.iter().map(|(f, _, _)| *f).collect();
     for entry in std::fs::read_dir(fixture("csr")).unwrap() {

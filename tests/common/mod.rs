@@ -78,6 +78,15 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
         &["conductor-untrusted", "conductor-eku-missing", "conductor-key-usage-missing"],
     ),
     ("conductor-cert-garbage.csr.pem", CERTNAME, &["conductor-malformed"]),
+    ("conductor-revoked.csr.pem", CERTNAME, &["conductor-revoked"]),
+    // Scopes do not apply under policy.toml (no [[conductor]] scopes): these pass.
+    ("scope-class-not-allowed.csr.pem", CERTNAME, &[]),
+    ("scope-environment-not-allowed.csr.pem", CERTNAME, &[]),
+    ("scope-environment-missing.csr.pem", CERTNAME, &[]),
+    ("scope-parameter-not-allowed.csr.pem", CERTNAME, &[]),
+    ("scope-certname-not-allowed.csr.pem", "db01.example.test", &[]),
+    ("scope-lifetime-too-long.csr.pem", CERTNAME, &[]),
+    ("scope-unscoped-conductor.csr.pem", CERTNAME, &[]),
     // The signature.
     ("signature-forged.csr.pem", CERTNAME, &["signature-invalid"]),
     ("signature-by-another-conductor.csr.pem", CERTNAME, &["signature-invalid"]),
@@ -101,4 +110,18 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("unknown-extension-requested.csr.pem", CERTNAME, &["extension-not-allowed"]),
     ("mirror-differs-from-signed-classification.csr.pem", CERTNAME, &["mirror-mismatch"]),
     ("mirror-requested-twice.csr.pem", CERTNAME, &["extension-duplicated"]),
+];
+
+/// The same fixtures under fixtures/policy-scoped.toml.
+pub const SCOPED_CASES: &[(&str, &str, &[&str])] = &[
+    ("valid-p256-conductor.csr.pem", CERTNAME, &[]),
+    ("valid-v2.csr.pem", CERTNAME, &[]),
+    ("scope-class-not-allowed.csr.pem", CERTNAME, &["class-out-of-scope"]),
+    ("scope-environment-not-allowed.csr.pem", CERTNAME, &["environment-out-of-scope"]),
+    ("scope-environment-missing.csr.pem", CERTNAME, &["environment-out-of-scope"]),
+    ("scope-parameter-not-allowed.csr.pem", CERTNAME, &["parameter-out-of-scope"]),
+    ("scope-certname-not-allowed.csr.pem", "db01.example.test", &["certname-out-of-scope"]),
+    ("scope-lifetime-too-long.csr.pem", CERTNAME, &["lifetime-out-of-scope"]),
+    ("scope-unscoped-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
+    ("valid-rsa2048-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
 ];

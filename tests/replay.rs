@@ -1,0 +1,157 @@
+//! One-time use and certname binding, through the real binary: the hook and the
+//! CA share the journal; replays under another certname, under the same
+//! certname after the first certificate, and racing replays are refused.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+struct Env {
+    _t: tempfile::TempDir,
+    dir: PathBuf,
+    w: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vouch");
+        let w = t.path().to_path_buf();
+        let e = Env { _t: t, dir, w };
+        ok(&e.vouch(&["ca", "init"], None));
+        ok(&e.vouch(
+            &["conductor", "new", "c", "--cert-out", s(&e.w.join("c.pem")), "--key-out", s(&e.w.join("c.key"))],
+            None,
+        ));
+        std::fs::write(e.w.join("class.yaml"), "classes: [ntp]\n").unwrap();
+        e
+    }
+    fn vouch(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.args(args).env("VOUCH_DIR", &self.dir).env_remove("VOUCH_POLICY");
+        c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(b) = stdin {
+            let _ = child.stdin.take().unwrap().write_all(b);
+        }
+        child.wait_with_output().unwrap()
+    }
+    /// Attributes (v2 when `certname` is given, else v1).
+    fn attrs(&self, tag: &str, certname: Option<&str>) -> PathBuf {
+        let out = self.w.join(format!("{tag}.yaml"));
+        let (cert, key, class) = (self.w.join("c.pem"), self.w.join("c.key"), self.w.join("class.yaml"));
+        let mut args = vec!["conductor", "sign", "--cert", s(&cert), "--key", s(&key)];
+        args.extend(["--classification", s(&class), "--expires-in", "1h", "--out", s(&out)]);
+        if let Some(c) = certname {
+            args.extend(["--certname", c]);
+        }
+        ok(&self.vouch(&args, None));
+        out
+    }
+    /// A CSR with a fresh key for `name` carrying `attrs`.
+    fn csr(&self, name: &str, attrs: &Path, tag: &str) -> Vec<u8> {
+        let csr = self.w.join(format!("{tag}.csr"));
+        let key = self.w.join(format!("{tag}.key"));
+        ok(&self.vouch(
+            &["csr", "--certname", name, "--attributes", s(attrs), "--key-out", s(&key), "--csr-out", s(&csr)],
+            None,
+        ));
+        std::fs::read(csr).unwrap()
+    }
+    fn hook(&self, name: &str, csr: &[u8]) -> (i32, String) {
+        let out = self.vouch(&["autosign", name], Some(csr));
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn version_2_binds_the_certname() {
+    let e = Env::new();
+    let a = e.attrs("a", Some("web01.example.test"));
+    let text = std::fs::read_to_string(&a).unwrap();
+    assert!(text.contains("'1.3.6.1.4.1.34380.2.2': '2'") && text.contains("1.3.6.1.4.1.34380.2.7"), "{text}");
+    // Replayed under another certname: refused before one-time use is even consulted.
+    let (code, err) = e.hook("db01.example.test", &e.csr("db01.example.test", &a, "stolen"));
+    assert_eq!(code, 1);
+    assert!(err.contains("[certname-not-vouched]"), "{err}");
+    // The rightful node still gets through.
+    let (code, err) = e.hook("web01.example.test", &e.csr("web01.example.test", &a, "mine"));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn attributes_are_good_once_in_hook_and_ca() {
+    let e = Env::new();
+    // Version 1 (no certname): a replay under another name is caught by the journal.
+    let v1 = e.attrs("v1", None);
+    let first = e.csr("web01.example.test", &v1, "v1-first");
+    assert_eq!(e.hook("web01.example.test", &first).0, 0);
+    let (code, err) = e.hook("db01.example.test", &e.csr("db01.example.test", &v1, "v1-replay"));
+    assert_eq!(code, 1);
+    assert!(err.contains("[attributes-replayed]") && err.contains("web01.example.test"), "{err}");
+    // The same node resubmitting its own CSR (same key) is not locked out.
+    assert_eq!(e.hook("web01.example.test", &first).0, 0);
+    // Version 2: after the first certificate, the same attributes with a new key under the
+    // same certname are refused, by the CA as by the hook.
+    let v2 = e.attrs("v2", Some("web02.example.test"));
+    let csr1 = e.w.join("v2-1.csr");
+    std::fs::write(&csr1, e.csr("web02.example.test", &v2, "v2-1")).unwrap();
+    ok(&e.vouch(&["sign", "--csr", s(&csr1)], None));
+    let csr2 = e.w.join("v2-2.csr");
+    std::fs::write(&csr2, e.csr("web02.example.test", &v2, "v2-2")).unwrap();
+    ok(&e.vouch(&["clean", "web02.example.test"], None));
+    let out = e.vouch(&["sign", "--csr", s(&csr2)], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[attributes-replayed]"));
+    let (code, err) = e.hook("web02.example.test", &std::fs::read(&csr2).unwrap());
+    assert_eq!(code, 1, "{err}");
+    // Fresh attributes work.
+    let v2b = e.attrs("v2b", Some("web02.example.test"));
+    let csr3 = e.w.join("v2-3.csr");
+    std::fs::write(&csr3, e.csr("web02.example.test", &v2b, "v2-3")).unwrap();
+    ok(&e.vouch(&["sign", "--csr", s(&csr3)], None));
+    // The journal entries live under the hour of the attributes' expiry.
+    let buckets: Vec<_> = std::fs::read_dir(e.dir.join("replay")).unwrap().collect();
+    assert!(!buckets.is_empty());
+}
+
+#[test]
+fn racing_replays_exactly_one_wins() {
+    let e = Env::new();
+    let a = e.attrs("race", None);
+    let csrs: Vec<Vec<u8>> = (0..10).map(|i| e.csr(&format!("n{i}.example.test"), &a, &format!("r{i}"))).collect();
+    let children: Vec<_> = csrs
+        .iter()
+        .enumerate()
+        .map(|(i, csr)| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .args(["autosign", &format!("n{i}.example.test")])
+                .env("VOUCH_DIR", &e.dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(csr).unwrap();
+            c
+        })
+        .collect();
+    let wins = children
+        .into_iter()
+        .filter(|_| true)
+        .map(|c| c.wait_with_output().unwrap().status.success())
+        .filter(|&w| w)
+        .count();
+    assert_eq!(wins, 1, "exactly one of ten racing hooks approves the same attributes");
+}
