@@ -130,8 +130,12 @@ impl Authority {
         conductor: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
+        let mut profile = self.policy.profile;
+        if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
+            profile.cap = parse_time(&g.conductor().not_after);
+        }
         let mut prepared =
-            issue::prepare(auth, &self.policy.profile, &self.policy.mirror_oid, &Self::new_serial()?, &self.ca, now)?;
+            issue::prepare(auth, &profile, &self.policy.mirror_oid, &Self::new_serial()?, &self.ca, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         let record = loop {

@@ -38,6 +38,8 @@ pub struct Profile {
     pub validity: std::time::Duration,
     /// How far notBefore is set back, for nodes whose clocks lag (Puppet: 24 hours).
     pub backdate: std::time::Duration,
+    /// A latest notAfter (the vouching conductor's, when the policy caps at it).
+    pub cap: Option<OffsetDateTime>,
 }
 
 impl Default for Profile {
@@ -45,6 +47,7 @@ impl Default for Profile {
         Profile {
             validity: std::time::Duration::from_secs(5 * 365 * 86_400),
             backdate: std::time::Duration::from_secs(86_400),
+            cap: None,
         }
     }
 }
@@ -155,6 +158,11 @@ pub fn prepare(
     let mut not_after = now + Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
     if not_after > ca.not_after {
         not_after = ca.not_after;
+    }
+    if let Some(cap) = profile.cap {
+        if not_after > cap {
+            not_after = cap;
+        }
     }
     if not_after <= now {
         return Err(IssueError::CaExpired { not_after: crate::attrs::format_expiry(ca.not_after) });

@@ -66,6 +66,8 @@ pub struct Policy {
     pub profile: crate::issue::Profile,
     /// What a vouched CSR for a certname that already has a valid certificate gets.
     pub on_existing: OnExisting,
+    /// End node certificates no later than the conductor certificate that vouched for them.
+    pub cap_at_conductor: bool,
     /// How long a CRL is valid (its nextUpdate).
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.
@@ -191,6 +193,7 @@ struct RawReplay {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawIssuance {
+    cap_at_conductor: Option<bool>,
     validity: Option<Spanned<String>>,
     backdate: Option<Spanned<String>>,
     on_existing: Option<Spanned<String>>,
@@ -494,6 +497,7 @@ impl Policy {
             profile: crate::issue::Profile {
                 validity: dur(&raw.issuance.validity, "issuance.validity", 5 * 365 * 86_400)?,
                 backdate: dur(&raw.issuance.backdate, "issuance.backdate", 86_400)?,
+                cap: None,
             },
             on_existing: match raw.issuance.on_existing.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
                 None | Some(("refuse", _)) => OnExisting::Refuse,
@@ -506,6 +510,7 @@ impl Policy {
                     ))
                 }
             },
+            cap_at_conductor: raw.issuance.cap_at_conductor.unwrap_or(false),
             crl_validity: dur(&raw.crl.validity, "crl.validity", 30 * 86_400)?,
             crl_refresh_before: dur(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?,
             scopes: {
@@ -622,6 +627,11 @@ backdate = "1d"
 #               and a new one issued, only for a new key whose attributes expire
 #               later than those that vouched for the old certificate.
 on_existing = "refuse"
+# End node certificates no later than the conductor certificate that vouched
+# for them (step-ca's rule). Off: conductor credentials rotate often, and a
+# node's identity should not lapse with the launcher's; turn on for fleets that
+# treat the conductor's lifetime as the upper bound of trust.
+cap_at_conductor = false
 
 [crl]
 # The CRL's nextUpdate, and when to regenerate it: every command that touches

@@ -174,3 +174,22 @@ fn signature_vectors_verify_and_deterministic_ones_reproduce() {
         }
     }
 }
+
+#[test]
+fn strict_policy_accepts_only_short_lived_version_2() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("ca")).unwrap();
+    std::fs::copy(fixture("pki/root_crt.pem"), t.path().join("ca/root_crt.pem")).unwrap();
+    let p = t.path().join("strict.toml");
+    std::fs::copy(root().join("policy/strict.toml"), &p).unwrap();
+    let strict = Policy::load(&p).unwrap();
+    assert_eq!(strict.versions, [2]);
+    assert!(strict.mirror_required && strict.replay_journal.is_some());
+    // The fixtures' attributes live 24 hours: too long for strict's 1 hour.
+    assert_eq!(codes("valid-p256-conductor.csr.pem", CERTNAME, &strict), ["version-unsupported", "expiry-too-far"]);
+    assert_eq!(codes("valid-v2.csr.pem", CERTNAME, &strict), ["expiry-too-far"]);
+    // Half an hour before the signed expiry, the version 2 CSR passes.
+    let late = now() + time::Duration::hours(23) + time::Duration::minutes(30);
+    let csr = std::fs::read(fixture("csr/valid-v2.csr.pem")).unwrap();
+    assert!(decide(&Request { csr: &csr, certname: CERTNAME }, &strict, late).is_ok());
+}

@@ -360,3 +360,23 @@ fn vouch_enc_symlink_is_the_external_node_classifier() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }
+
+/// With issuance.cap_at_conductor, a node certificate ends no later than the
+/// conductor certificate that vouched for it.
+#[test]
+fn validity_capped_at_the_conductor_when_the_policy_says_so() {
+    let ca = Ca::new("p256");
+    ca.set_policy("cap_at_conductor = false", "cap_at_conductor = true");
+    let csr = ca.vouched_csr("web01.example.test", "a", WEB, "1h");
+    let pem = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    let cert = ca.work.join("capped.pem");
+    std::fs::write(&cert, &split_pem(&pem)[0]).unwrap();
+    let end = |p: &Path| openssl(&["x509", "-in", s(p), "-noout", "-enddate"]).1;
+    assert_eq!(end(&cert), end(&ca.work.join("cloud1.pem")), "capped at the conductor's notAfter (1 year)");
+    // Without the cap: five years.
+    ca.set_policy("cap_at_conductor = true", "cap_at_conductor = false");
+    let csr = ca.vouched_csr("web02.example.test", "b", WEB, "1h");
+    let pem = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    std::fs::write(&cert, &split_pem(&pem)[0]).unwrap();
+    assert_ne!(end(&cert), end(&ca.work.join("cloud1.pem")));
+}
