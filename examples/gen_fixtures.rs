@@ -227,6 +227,17 @@ impl Out {
     }
 }
 
+/// "Billion laughs": nine levels of nine aliases each.
+fn alias_bomb() -> String {
+    let mut y = String::from("parameters:\n  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let p = format!("*l{}", i - 1);
+        let list = vec![p.as_str(); 9].join(", ");
+        y.push_str(&format!("  l{i}: &l{i} [{list}]\n"));
+    }
+    y
+}
+
 fn without(mut spec: CsrSpec, oid: &[u64]) -> CsrSpec {
     spec.attributes.retain(|(o, _)| o != oid);
     spec
@@ -440,6 +451,9 @@ fn main() -> R<()> {
     let mut v2_tampered = good().v2(CERTNAME, NONCE).signed_by(k)?;
     v2_tampered.binding = Some((CERTNAME.into(), "fedcba9876543210fedcba9876543210".into()));
     out.csr("v2-tampered-nonce", &v2_tampered.spec(CERTNAME), KeyType::P256)?;
+    let mut v2_renamed = good().v2("db01.example.test", NONCE).signed_by(k)?;
+    v2_renamed.binding = Some((CERTNAME.into(), NONCE.into()));
+    out.csr("v2-tampered-certname", &v2_renamed.spec(CERTNAME), KeyType::P256)?;
     let mut downgraded = good().v2(CERTNAME, NONCE).signed_by(k)?;
     downgraded.version = "1".into();
     out.csr("v2-downgraded-to-v1", &downgraded.spec(CERTNAME), KeyType::P256)?;
@@ -460,6 +474,9 @@ fn main() -> R<()> {
     let mut root_as_conductor = good();
     root_as_conductor.conductor = STANDARD.encode(&root.cert_der);
     out.csr("conductor-is-the-root-ca", &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME), KeyType::P256)?;
+    let mut junk = good();
+    junk.conductor = format!("{}1.3.6.1.4.1.34380.2.5=x", vouch::pem::encode("CERTIFICATE", &c_p256.cert_der));
+    out.csr("conductor-pem-with-trailing-junk", &junk.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     let mut garbage = good();
     garbage.conductor = "bm90IGEgY2VydGlmaWNhdGU=".into();
     out.csr("conductor-cert-garbage", &garbage.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
@@ -492,6 +509,8 @@ fn main() -> R<()> {
         ("classification-unknown-key", b64("classes: [ntp]\nnodes: [x]\n")),
         ("classification-yaml-tag", b64("classes: !ruby/object:Gem::Installer {}\n")),
         ("classification-too-large", b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000)))),
+        ("classification-deeply-nested", b64(&format!("parameters:\n  x: {}{}\n", "[".repeat(300), "]".repeat(300)))),
+        ("classification-alias-bomb", b64(&alias_bomb())),
     ] {
         out.csr(name, &good().classification_raw(value).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     }
@@ -549,6 +568,16 @@ fn main() -> R<()> {
     let mut dup_ext = good().signed_by(k)?;
     dup_ext.extra_extensions.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), dup_ext.classification.clone()));
     out.csr("mirror-requested-twice", &dup_ext.spec(CERTNAME), KeyType::P256)?;
+
+    // Not a CSR at all.
+    out.write("csr/input-garbage.csr.txt", b"\x00\xffthis is not a certificate request\x01\x02")?;
+    out.write("csr/input-empty.csr.txt", b"")?;
+    {
+        let key = KeyType::P256.generate()?;
+        let der = csr::build(&good().signed_by(k)?.spec(CERTNAME), &key)?;
+        let half = &der[..der.len() / 2];
+        out.write("csr/input-truncated.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", half).as_bytes())?;
+    }
 
     // Test vectors for other implementations.
     for (name, c) in [("p256", &c_p256), ("p384", &c_p384), ("rsa2048", &c_rsa), ("ed25519", &c_ed)] {

@@ -90,14 +90,36 @@ pub enum CertEncoding {
     Pem,
 }
 
-/// Decodes a .2.4 value: PEM if it holds a BEGIN CERTIFICATE line, else base64 DER
-/// (whitespace ignored).
+/// Decodes a .2.4 value: PEM if it starts with a BEGIN line, else base64 DER.
+///
+/// Both forms are strict, so that no byte of the signed string is ignored: the
+/// PEM form is exactly one CERTIFICATE block (optionally followed by one line
+/// end), its lines base64 only; the base64 form is one line of standard base64.
+/// Nothing may surround them (no junk that a lenient reader would skip).
 pub fn decode_conductor_cert(value: &str) -> Result<Vec<u8>, String> {
-    if value.contains("-----BEGIN") {
-        crate::pem::find(value.as_bytes(), &["CERTIFICATE"]).map(|(_, der)| der).map_err(|e| e.to_string())
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    if value.starts_with("-----BEGIN") {
+        let body = value.strip_suffix('\n').unwrap_or(value);
+        let body = body.strip_suffix('\r').unwrap_or(body);
+        let inner = body
+            .strip_prefix(BEGIN)
+            .and_then(|b| b.strip_suffix(END))
+            .ok_or_else(|| "the PEM value must be exactly one CERTIFICATE block, with nothing around it".to_string())?;
+        let mut b64 = String::new();
+        for line in inner.split('\n') {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if !line.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=')) {
+                return Err("the PEM block holds a line that is not base64".into());
+            }
+            b64.push_str(line);
+        }
+        STANDARD.decode(b64.as_bytes()).map_err(|e| format!("the PEM block is not valid base64 ({e})"))
     } else {
-        let compact: String = value.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-        STANDARD.decode(compact.as_bytes()).map_err(|e| format!("neither PEM nor base64 DER ({e})"))
+        if !value.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=')) {
+            return Err("neither a PEM block nor one line of base64 DER".into());
+        }
+        STANDARD.decode(value.as_bytes()).map_err(|e| format!("not valid base64 DER ({e})"))
     }
 }
 
@@ -367,6 +389,20 @@ mod tests {
             assert_eq!(parse_file(&text).unwrap(), a, "{f:?}\n{text}");
         }
         assert!(render(&a, Format::Txt).is_err());
+    }
+
+    #[test]
+    fn conductor_value_is_strict() {
+        let pem = crate::pem::encode("CERTIFICATE", b"0123456789abcdef");
+        assert!(decode_conductor_cert(&pem).is_ok());
+        assert!(decode_conductor_cert(pem.trim_end()).is_ok());
+        assert!(decode_conductor_cert(&pem.replace('\n', "\r\n")).is_ok());
+        assert!(decode_conductor_cert(&format!("{pem}junk")).is_err());
+        assert!(decode_conductor_cert(&format!("{pem}\n1.3.6.1.4.1.34380.2.5=x")).is_err());
+        assert!(decode_conductor_cert(&format!("junk{pem}")).is_err());
+        assert!(decode_conductor_cert("MDEyMzQ1Njc4OWFiY2RlZg==").is_ok());
+        assert!(decode_conductor_cert("MDEy MzQ1").is_err());
+        assert!(decode_conductor_cert("MDEy\nMzQ1").is_err());
     }
 
     #[test]

@@ -552,3 +552,17 @@ fn readme_walkthrough_script_runs() {
     assert!(all.contains("exit 0 (granted)") && all.contains("refused, as it must be"), "{all}");
     assert!(all.contains("profile::web") && all.contains("a revoked node gets no classification"), "{all}");
 }
+
+/// A body over 1 MiB is refused by the hook (Puppet Server itself has no limit).
+#[test]
+fn oversized_request_body_is_refused() {
+    let mut body = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    body.extend(std::iter::repeat_n(b'#', 2 * 1024 * 1024));
+    let out = run(
+        vouch().args(["--now", &fixture_now(), "autosign", CERTNAME, "--policy", s(&fixture("policy.toml"))]),
+        Some(&body),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("[csr-malformed]") && e.contains("larger than 1 MiB"), "{e}");
+}

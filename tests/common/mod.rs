@@ -102,6 +102,13 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("classification-unknown-key.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-yaml-tag.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-too-large.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-deeply-nested.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-alias-bomb.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("conductor-pem-with-trailing-junk.csr.pem", CERTNAME, &["conductor-malformed"]),
+    ("v2-tampered-certname.csr.pem", CERTNAME, &["signature-invalid"]),
+    ("input-garbage.csr.txt", CERTNAME, &["csr-missing"]),
+    ("input-empty.csr.txt", CERTNAME, &["csr-missing"]),
+    ("input-truncated.csr.pem", CERTNAME, &["csr-malformed"]),
     // Extension requests.
     ("san-requested.csr.pem", CERTNAME, &["subject-alt-name-requested"]),
     ("pp-cli-auth-requested.csr.pem", CERTNAME, &["authorization-extension-requested"]),
