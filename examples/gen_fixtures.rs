@@ -232,7 +232,7 @@ fn alias_bomb() -> String {
     let mut y = String::from("parameters:\n  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
     for i in 1..10 {
         let p = format!("*l{}", i - 1);
-        let list = vec![p.as_str(); 9].join(", ");
+        let list = [p.as_str(); 9].join(", ");
         y.push_str(&format!("  l{i}: &l{i} [{list}]\n"));
     }
     y
