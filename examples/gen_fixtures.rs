@@ -579,29 +579,45 @@ fn main() -> R<()> {
         out.write("csr/input-truncated.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", half).as_bytes())?;
     }
 
-    // Test vectors for other implementations.
+    // Test vectors for other implementations: version 1 and version 2 for each key type.
     for (name, c) in [("p256", &c_p256), ("p384", &c_p384), ("rsa2048", &c_rsa), ("ed25519", &c_ed)] {
-        let a = Attrs::new(c).signed_by(&c.key)?;
-        let canonical = canonical_v1(&a.version, &a.expiry, &a.conductor, &a.classification);
-        let v = serde_json::json!({
-            "description": format!("vouch signature version 1 with a {name} conductor key"),
-            "algorithm": match name {
-                "p256" => "ECDSA P-256 with SHA-256, DER signature",
-                "p384" => "ECDSA P-384 with SHA-384, DER signature",
-                "rsa2048" => "RSA PKCS#1 v1.5 with SHA-256",
-                _ => "Ed25519",
-            },
-            "attributes": {
+        for version in [1, 2] {
+            let base = Attrs::new(c);
+            let a = if version == 2 { base.v2(CERTNAME, NONCE) } else { base }.signed_by(&c.key)?;
+            let canonical = match &a.binding {
+                None => canonical_v1(&a.version, &a.expiry, &a.conductor, &a.classification),
+                Some((cn, n)) => {
+                    vouch::attrs::canonical_v2(&a.version, &a.expiry, &a.conductor, &a.classification, cn, n)
+                }
+            };
+            let mut attributes = serde_json::json!({
                 "1.3.6.1.4.1.34380.2.1": a.signature,
                 "1.3.6.1.4.1.34380.2.2": a.version,
                 "1.3.6.1.4.1.34380.2.3": a.expiry,
                 "1.3.6.1.4.1.34380.2.4": a.conductor,
                 "1.3.6.1.4.1.34380.2.5": a.classification,
-            },
-            "canonical_string": String::from_utf8(canonical)?,
-            "conductor_private_key_pem": c.key.serialize_pem(),
-        });
-        out.write(&format!("vectors/v1-{name}.json"), (serde_json::to_string_pretty(&v)? + "\n").as_bytes())?;
+            });
+            if let Some((cn, n)) = &a.binding {
+                attributes["1.3.6.1.4.1.34380.2.6"] = serde_json::json!(cn);
+                attributes["1.3.6.1.4.1.34380.2.7"] = serde_json::json!(n);
+            }
+            let v = serde_json::json!({
+                "description": format!("vouch signature version {version} with a {name} conductor key"),
+                "algorithm": match name {
+                    "p256" => "ECDSA P-256 with SHA-256, DER signature",
+                    "p384" => "ECDSA P-384 with SHA-384, DER signature",
+                    "rsa2048" => "RSA PKCS#1 v1.5 with SHA-256",
+                    _ => "Ed25519",
+                },
+                "attributes": attributes,
+                "canonical_string": String::from_utf8(canonical)?,
+                "conductor_private_key_pem": c.key.serialize_pem(),
+            });
+            out.write(
+                &format!("vectors/v{version}-{name}.json"),
+                (serde_json::to_string_pretty(&v)? + "\n").as_bytes(),
+            )?;
+        }
     }
 
     out.write("NOW", format!("{NOW}\n").as_bytes())?;

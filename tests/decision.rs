@@ -140,18 +140,30 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
 #[test]
 fn signature_vectors_verify_and_deterministic_ones_reproduce() {
     use base64::Engine;
-    for name in ["p256", "p384", "rsa2048", "ed25519"] {
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(fixture(&format!("vectors/v1-{name}.json"))).unwrap())
-                .unwrap();
+    for (version, name) in ["p256", "p384", "rsa2048", "ed25519"].iter().flat_map(|n| [(1, *n), (2, *n)]) {
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("vectors/v{version}-{name}.json"))).unwrap(),
+        )
+        .unwrap();
         let a = &v["attributes"];
         let get = |oid: &str| a[oid].as_str().unwrap().to_string();
-        let canonical = vouch::attrs::canonical_v1(
-            &get("1.3.6.1.4.1.34380.2.2"),
-            &get("1.3.6.1.4.1.34380.2.3"),
-            &get("1.3.6.1.4.1.34380.2.4"),
-            &get("1.3.6.1.4.1.34380.2.5"),
-        );
+        let canonical = if version == 1 {
+            vouch::attrs::canonical_v1(
+                &get("1.3.6.1.4.1.34380.2.2"),
+                &get("1.3.6.1.4.1.34380.2.3"),
+                &get("1.3.6.1.4.1.34380.2.4"),
+                &get("1.3.6.1.4.1.34380.2.5"),
+            )
+        } else {
+            vouch::attrs::canonical_v2(
+                &get("1.3.6.1.4.1.34380.2.2"),
+                &get("1.3.6.1.4.1.34380.2.3"),
+                &get("1.3.6.1.4.1.34380.2.4"),
+                &get("1.3.6.1.4.1.34380.2.5"),
+                &get("1.3.6.1.4.1.34380.2.6"),
+                &get("1.3.6.1.4.1.34380.2.7"),
+            )
+        };
         assert_eq!(canonical, v["canonical_string"].as_str().unwrap().as_bytes(), "{name}");
         let key = vouch::keys::load_pem(v["conductor_private_key_pem"].as_str().unwrap()).unwrap();
         let sig = base64::engine::general_purpose::STANDARD.decode(get("1.3.6.1.4.1.34380.2.1")).unwrap();
