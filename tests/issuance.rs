@@ -380,3 +380,39 @@ fn validity_capped_at_the_conductor_when_the_policy_says_so() {
     std::fs::write(&cert, &split_pem(&pem)[0]).unwrap();
     assert_ne!(end(&cert), end(&ca.work.join("cloud1.pem")));
 }
+
+/// Every refused fixture is refused by the CA path too (`vouch sign`), with its
+/// reasons, and nothing is issued; the granted ones are issued.
+#[test]
+fn every_fixture_through_vouch_sign_and_nothing_refused_is_issued() {
+    use common::{fixture, fixture_now, CASES};
+    let ca = Ca::new("p256");
+    // The CA's policy: the fixture policy, with absolute paths to the fixture PKI.
+    let pki = fixture("pki");
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace("\"pki/", &format!("\"{}/", s(&pki)));
+    std::fs::write(ca.dir.join("policy.toml"), text).unwrap();
+    let now = fixture_now();
+    let mut issued = 0;
+    for (file, certname, want) in CASES {
+        let path = fixture(&format!("csr/{file}"));
+        let before = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap_or_default();
+        let out = ca.vouch(&["--now", &now, "sign", "--csr", s(&path), "--certname", certname]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if want.is_empty() {
+            assert_eq!(out.status.code(), Some(0), "{file}: {err}");
+            issued += 1;
+            // The next granted fixture reuses the name: clean it.
+            ok(&ca.vouch(&["--now", &now, "clean", certname]));
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+            for w in *want {
+                assert!(err.contains(&format!("[{w}]")), "{file}: want [{w}]: {err}");
+            }
+            assert!(out.stdout.is_empty(), "{file}: a refused request printed a certificate");
+            let after = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap_or_default();
+            assert_eq!(before, after, "{file}: a refused request changed the inventory");
+        }
+    }
+    let expected = CASES.iter().filter(|(_, _, w)| w.is_empty()).count();
+    assert_eq!(issued, expected);
+}
