@@ -134,8 +134,15 @@ impl Authority {
         if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
             profile.cap = parse_time(&g.conductor().not_after);
         }
-        let mut prepared =
-            issue::prepare(auth, &profile, &self.policy.mirror_oid, &Self::new_serial()?, &self.ca, now)?;
+        let mut prepared = issue::prepare(
+            auth,
+            &profile,
+            &self.policy.mirror_oid,
+            &self.policy.allowed_extensions,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         let record = loop {
@@ -355,7 +362,15 @@ impl Authority {
                 certname: certname.to_string(),
                 detail: "its certificate carries no classification".into(),
             })?;
-        let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64 };
+        let extra = cert
+            .extensions()
+            .iter()
+            .filter_map(|e| {
+                let arcs: Vec<u64> = e.oid.iter()?.collect();
+                self.policy.allowed_extensions.contains(&arcs).then(|| (arcs, e.value.to_vec()))
+            })
+            .collect();
+        let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra };
         self.revoke_locked(&lock, &rec, "superseded", false, now)?;
         self.issue_locked(
             &lock,

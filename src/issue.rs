@@ -80,6 +80,8 @@ pub struct RenewalProof {
     pub(crate) spki: Vec<u8>,
     pub(crate) key_kind: KeyKind,
     pub(crate) classification_b64: String,
+    /// Extensions of the current certificate that the policy allows (OID, DER value).
+    pub(crate) extra: Vec<(Vec<u64>, Vec<u8>)>,
 }
 
 /// What entitles a certificate to be issued.
@@ -108,6 +110,19 @@ impl Authorization {
         match self {
             Authorization::Vouched(g) => g.classification_base64(),
             Authorization::Renewal(r) => &r.classification_b64,
+        }
+    }
+    /// Requested extensions the policy allows, to copy into the certificate (OID, DER value).
+    fn allowed_extensions(&self, allowed: &[Vec<u64>]) -> Vec<(Vec<u64>, Vec<u8>)> {
+        match self {
+            Authorization::Vouched(g) => g
+                .csr()
+                .extensions
+                .iter()
+                .filter(|e| allowed.contains(&e.oid))
+                .map(|e| (e.oid.clone(), e.value.clone()))
+                .collect(),
+            Authorization::Renewal(r) => r.extra.clone(),
         }
     }
     fn key_kind(&self) -> KeyKind {
@@ -149,6 +164,7 @@ pub fn prepare(
     auth: Authorization,
     profile: &Profile,
     mirror_oid: &[u64],
+    allowed: &[Vec<u64>],
     serial: &[u8],
     ca: &MasterCa,
     now: OffsetDateTime,
@@ -190,6 +206,11 @@ pub fn prepare(
     let classification_b64 = auth.classification_base64().to_string();
     p.custom_extensions =
         vec![utf8_ext(oids::ATTR_CLASSIFICATION, &classification_b64), utf8_ext(mirror_oid, &classification_b64)];
+    // Extension requests the policy allows are copied as requested (as Puppet Server does);
+    // nothing else a node asked for reaches the certificate.
+    for (oid, value) in auth.allowed_extensions(allowed) {
+        p.custom_extensions.push(CustomExtension::from_oid_content(&oid, value));
+    }
     let spki =
         SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
     Ok(Prepared { params: p, spki, certname, serial_hex: hex(serial), not_before, not_after, classification_b64 })

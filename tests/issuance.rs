@@ -416,3 +416,45 @@ fn every_fixture_through_vouch_sign_and_nothing_refused_is_issued() {
     let expected = CASES.iter().filter(|(_, _, w)| w.is_empty()).count();
     assert_eq!(issued, expected);
 }
+
+/// Extension requests the policy allows (here pp_uuid) are copied into the
+/// certificate, and kept on renewal; nothing else the node asked for is.
+#[test]
+fn allowed_extension_requests_are_copied() {
+    let ca = Ca::new("p256");
+    ca.set_policy("allow = []", "allow = [\"pp_uuid\"]");
+    let class = ca.work.join("c.yaml");
+    std::fs::write(&class, WEB).unwrap();
+    let attrs = ca.work.join("a.yaml");
+    ok(&ca.vouch(&[
+        "conductor",
+        "sign",
+        "--cert",
+        s(&ca.work.join("cloud1.pem")),
+        "--key",
+        s(&ca.work.join("cloud1.key")),
+        "--classification",
+        s(&class),
+        "--expires-in",
+        "1h",
+        "--out",
+        s(&attrs),
+    ]));
+    let yaml = std::fs::read_to_string(&attrs).unwrap();
+    let yaml = yaml
+        .replace("extension_requests:\n", "extension_requests:\n  'pp_uuid': 'ED803750-E3C7-44F5-BB08-41A04433FE2E'\n");
+    std::fs::write(&attrs, yaml).unwrap();
+    let csr = ca.csr_from("web01.example.test", "u", &attrs);
+    let pem = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    let cert = ca.work.join("u.pem");
+    std::fs::write(&cert, &split_pem(&pem)[0]).unwrap();
+    let (_, text) = openssl(&["x509", "-in", s(&cert), "-noout", "-text"]);
+    assert!(
+        text.contains("1.3.6.1.4.1.34380.1.1.1") && text.contains("ED803750-E3C7-44F5-BB08-41A04433FE2E"),
+        "{text}"
+    );
+    let renewed = ok(&ca.vouch(&["renew", "web01.example.test"]));
+    std::fs::write(&cert, &split_pem(&renewed)[0]).unwrap();
+    let (_, text) = openssl(&["x509", "-in", s(&cert), "-noout", "-text"]);
+    assert!(text.contains("ED803750-E3C7-44F5-BB08-41A04433FE2E"), "renewal keeps it: {text}");
+}
