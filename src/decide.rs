@@ -670,10 +670,13 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
 
     // 6. The conductor certificate and its chain; 7. the signature over the canonical string.
     let mut conductor = None;
+    // Whether a trusted conductor signed exactly these values.
+    let mut vouched = false;
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
             Ok((info, leaf_der, chain_reasons)) => {
+                let chain_ok = chain_reasons.is_empty();
                 reasons.extend(chain_reasons);
                 if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
                     // Verified even when the chain failed, so that the reasons are complete;
@@ -685,8 +688,9 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
                         (true, _, _) => None,
                     };
                     if let Some(msg) = msg {
-                        if let Err(r) = verify_signature(&leaf_der, &info.subject, sig, &msg) {
-                            reasons.push(r);
+                        match verify_signature(&leaf_der, &info.subject, sig, &msg) {
+                            Err(r) => reasons.push(r),
+                            Ok(()) => vouched = chain_ok,
                         }
                     }
                 }
@@ -695,9 +699,11 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         }
     }
 
-    // 8. Classification.
+    // 8. Classification. Its YAML is parsed only once a trusted conductor is known to
+    // have signed it: unsigned YAML never reaches the parser (an alias bomb costs
+    // ~0.1 s of CPU before the parser's limits refuse it; nobody unvouched gets that).
     let mut classification = None;
-    if let Some(c) = &classification_value {
+    if let (true, Some(c)) = (vouched, &classification_value) {
         match Classification::from_base64(c, policy.classification_max_bytes) {
             Ok(parsed) => classification = Some(parsed),
             Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
