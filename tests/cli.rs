@@ -28,23 +28,6 @@ fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A tool the test needs: missing means failure, never a silent skip.
-pub fn require(tool: &str, package: &str) {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().unwrap().status.success();
-    assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
-}
-
 fn openssl(args: &[&str]) -> String {
     require("openssl", "openssl");
     let out = Command::new("openssl").args(args).output().unwrap();
@@ -59,10 +42,6 @@ fn openssl(args: &[&str]) -> String {
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]

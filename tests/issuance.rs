@@ -3,13 +3,11 @@
 
 mod common;
 
+use common::{ok, s};
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 struct Ca {
     _t: tempfile::TempDir,
@@ -95,17 +93,6 @@ impl Ca {
         assert!(text.contains(from), "{from}");
         std::fs::write(&p, text.replace(from, to)).unwrap();
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn openssl(args: &[&str]) -> (bool, String) {

@@ -9,15 +9,6 @@ use common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn require(tool: &str, package: &str) {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).status().unwrap().success();
-    assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// Puppet's agent code makes the CSR.
 fn puppet_csr(certname: &str, attrs: &Path, out: &Path) {
     require("ruby", "ruby puppet-agent");

@@ -2,13 +2,12 @@
 //! CA share the journal; replays under another certname, under the same
 //! certname after the first certificate, and racing replays are refused.
 
+mod common;
+
+use common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 struct Env {
     _t: tempfile::TempDir,
@@ -68,11 +67,6 @@ impl Env {
         let out = self.vouch(&["autosign", name], Some(csr));
         (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Shared by the test files: the fixture table (file → certname → expected refusal codes).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 pub const CERTNAME: &str = "web01.example.test";
 
@@ -132,3 +133,25 @@ pub const SCOPED_CASES: &[(&str, &str, &[&str])] = &[
     ("scope-unscoped-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
     ("valid-rsa2048-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
 ];
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts success; returns stdout.
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A tool the test needs: missing means failure, never a silent skip.
+pub fn require(tool: &str, package: &str) {
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().unwrap().status.success();
+    assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
+}
