@@ -11,12 +11,17 @@ pub fn temp_beside(path: &Path) -> PathBuf {
 }
 
 /// A unique temporary name in `dir` (same filesystem as `path`) for writing `path`.
+/// Unique, not secret: process id, clock and a counter (files are created with
+/// O_EXCL, so a collision is an error, never a clobber). No CSPRNG here: the
+/// first use of aws-lc's RNG costs ~100 ms of entropy collection, which the
+/// autosign hook must not pay.
 pub fn temp_in(dir: &Path, path: &Path) -> PathBuf {
-    let mut rnd = [0u8; 8];
-    let _ = aws_lc_rs::rand::fill(&mut rnd);
-    let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dir.join(format!(".{name}.tmp-{}-{tag}", std::process::id()))
+    dir.join(format!(".{name}.tmp-{}-{nanos:x}-{n}", std::process::id()))
 }
 
 /// fsyncs a directory so that a rename or link in it is durable.
