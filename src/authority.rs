@@ -230,7 +230,8 @@ impl Authority {
             return self.refuse(&certname, csr, Refused { reasons: extra, conductor }, now);
         }
         // One-time use, recorded under the lock and before anything is issued.
-        let grant = match claim_once(&self.policy, grant, now)? {
+        let replay = (grant.replay_key(), grant.attributes_expiry());
+        let grant = match claim_once(&self.policy, grant, true, now)? {
             Ok(g) => g,
             Err(refused) => {
                 drop(lock);
@@ -245,6 +246,13 @@ impl Authority {
         self.audit_raw(&crate::audit::decision_line(now, &certname, Ok(&grant), "sign"))?;
         let issued =
             self.issue_locked(&lock, Authorization::Vouched(Box::new(grant)), Some(expiry), Some(conductor), now)?;
+        if let Some(dir) = &self.policy.replay_journal {
+            crate::replay::Journal::new(dir).mark_issued(&replay.0, replay.1).map_err(|source| Error::Io {
+                path: dir.clone(),
+                op: "record one-time use in",
+                source,
+            })?;
+        }
         self.store.remove_request(&certname)?;
         if self.crl_due(now)? {
             self.write_crl_locked(&lock, now)?;
@@ -566,6 +574,7 @@ impl Authority {
 pub fn claim_once(
     policy: &Policy,
     grant: decide::Grant,
+    reusable: bool,
     now: OffsetDateTime,
 ) -> Result<Result<decide::Grant, Refused>, Error> {
     let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
@@ -573,7 +582,7 @@ pub fn claim_once(
     let holder = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &grant.csr().spki);
     let holder: String = holder.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let claim = journal
-        .claim(&grant.replay_key(), grant.attributes_expiry(), grant.certname(), &holder, now)
+        .claim(&grant.replay_key(), grant.attributes_expiry(), grant.certname(), &holder, reusable, now)
         .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
     Ok(match claim {
         crate::replay::Claim::Fresh => Ok(grant),

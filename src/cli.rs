@@ -519,7 +519,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     };
     // One-time use: record the grant's nonce (or v1 signature) before answering.
     let outcome = match outcome {
-        Ok(grant) => crate::authority::claim_once(&policy, grant, now)?,
+        Ok(grant) => crate::authority::claim_once(&policy, grant, false, now)?,
         refused => refused,
     };
     let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");

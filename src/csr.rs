@@ -133,6 +133,19 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
     let der = if input.first() == Some(&tag::SEQUENCE) {
         input.to_vec()
     } else {
+        // Whatever reads this body after vouch (Puppet Server's BouncyCastle, OpenSSL) must
+        // find the same request: exactly one PEM block, its BEGIN and END lines starting at
+        // column 0, and no other "-----BEGIN" anywhere (junk lines around it are tolerated,
+        // as Puppet Server hands them over).
+        let text = String::from_utf8_lossy(input);
+        let begins = text.matches("-----BEGIN").count();
+        if begins > 1 {
+            return Err(malformed(format!("the input holds {begins} PEM blocks; exactly one is accepted")));
+        }
+        let at_line_start = |marker: &str| text.find(marker).is_some_and(|i| i == 0 || text[..i].ends_with('\n'));
+        if begins == 1 && !(at_line_start("-----BEGIN") && at_line_start("-----END")) {
+            return Err(malformed("the PEM BEGIN and END lines must start at the beginning of a line"));
+        }
         match crate::pem::find(input, &["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]) {
             Ok((_, der)) => der,
             Err(crate::pem::PemError::NoBlock { .. }) => {
@@ -407,6 +420,19 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(parse(&bad).unwrap_err(), CsrError::BadSelfSignature);
+    }
+
+    #[test]
+    fn exactly_one_pem_block_at_column_zero() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let spec = CsrSpec { common_name: "a.example".into(), ..Default::default() };
+        let pem = crate::pem::encode("CERTIFICATE REQUEST", &build(&spec, &key).unwrap());
+        assert!(parse(pem.as_bytes()).is_ok());
+        assert!(parse(format!("junk\r\n{}junk\r\n", pem.replace('\n', "\r\n")).as_bytes()).is_ok());
+        // Two blocks: another reader could take the second one.
+        assert!(matches!(parse(format!("{pem}{pem}").as_bytes()), Err(CsrError::Malformed { .. })));
+        // A BEGIN not at column 0 is invisible to OpenSSL and BouncyCastle.
+        assert!(matches!(parse(format!("x{pem}").as_bytes()), Err(CsrError::Malformed { .. })));
     }
 
     #[test]

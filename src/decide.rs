@@ -457,7 +457,7 @@ pub struct Grant {
     version: u32,
     decided_at: OffsetDateTime,
     binding: Option<attrs::Binding>,
-    signature: String,
+    signed_digest: String,
 }
 
 impl Grant {
@@ -491,10 +491,12 @@ impl Grant {
         self.binding.as_ref()
     }
     /// What makes these attributes one-time: the nonce (version 2) or the signature (version 1).
+    /// What makes these attributes one-time: the nonce (version 2), or the digest of
+    /// the signed canonical string (version 1; the signature itself is malleable).
     pub fn replay_key(&self) -> String {
         match &self.binding {
             Some(b) => format!("v2-nonce:{}", b.nonce),
-            None => format!("v1-signature:{}", self.signature),
+            None => format!("v1-canonical:{}", self.signed_digest),
         }
     }
 }
@@ -672,6 +674,9 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     let mut conductor = None;
     // Whether a trusted conductor signed exactly these values.
     let mut vouched = false;
+    // SHA-256 of the verified canonical string: the one-time-use key (a signature is
+    // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
+    let mut signed_digest = String::new();
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
@@ -690,7 +695,11 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
                     if let Some(msg) = msg {
                         match verify_signature(&leaf_der, &info.subject, sig, &msg) {
                             Err(r) => reasons.push(r),
-                            Ok(()) => vouched = chain_ok,
+                            Ok(()) => {
+                                vouched = chain_ok;
+                                signed_digest =
+                                    hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &msg).as_ref());
+                            }
                         }
                     }
                 }
@@ -768,8 +777,8 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             Some(conductor),
             Some(expiry),
             Some(version),
-            Some(signature),
-        ) if (version == 2) == binding.is_some() => Ok(Grant {
+            Some(_signature),
+        ) if (version == 2) == binding.is_some() && !signed_digest.is_empty() => Ok(Grant {
             certname: req.certname.to_string(),
             csr,
             classification,
@@ -779,7 +788,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             version,
             decided_at: now,
             binding,
-            signature,
+            signed_digest,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => {

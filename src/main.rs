@@ -7,7 +7,11 @@ fn args() -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let called_as = args.first().and_then(|a| std::path::Path::new(a).file_name().map(|n| n.to_os_string()));
     match called_as.as_deref().and_then(|n| n.to_str()) {
-        Some("vouch-autosign") => args.insert(1, "autosign".into()),
+        // `--` so that a certname can never be read as an option (`--help` would exit 0: "sign").
+        Some("vouch-autosign") => {
+            args.insert(1, "autosign".into());
+            args.insert(2, "--".into());
+        }
         Some("vouch-enc") => args.insert(1, "enc".into()),
         _ => {}
     }
@@ -15,7 +19,17 @@ fn args() -> Vec<std::ffi::OsString> {
 }
 
 fn main() {
-    let cli = vouch::cli::Cli::parse_from(args());
+    let args = args();
+    let cli = match vouch::cli::Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // For the autosign hook, exit 0 means "sign": help, version or any usage error
+            // must never end in 0 there.
+            let hook = args.iter().any(|a| a == "autosign");
+            std::process::exit(if hook { vouch::cli::EXIT_ERROR } else { e.exit_code() });
+        }
+    };
     let code = match vouch::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {

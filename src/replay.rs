@@ -69,6 +69,7 @@ impl Journal {
         expiry: OffsetDateTime,
         certname: &str,
         holder: &str,
+        reusable: bool,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
         self.prune(now)?;
@@ -87,7 +88,13 @@ impl Journal {
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .unwrap_or(serde_json::Value::Null);
-                if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) {
+                // Re-claim by the same key and name only where allowed (the CA, until it has
+                // issued for this claim; never the hook, whose approval Puppet Server acts on).
+                if reusable
+                    && prior["issued"].as_bool() != Some(true)
+                    && prior["holder"].as_str() == Some(holder)
+                    && prior["certname"].as_str() == Some(certname)
+                {
                     return Ok(Claim::Fresh);
                 }
                 Ok(Claim::Used {
@@ -97,6 +104,16 @@ impl Journal {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Marks a claim as spent: a certificate was issued for it, so even its holder
+    /// cannot claim it again (e.g. after the certificate is revoked).
+    pub fn mark_issued(&self, key: &str, expiry: OffsetDateTime) -> io::Result<()> {
+        let path = self.entry(key, expiry);
+        let mut v: serde_json::Value =
+            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        v["issued"] = serde_json::Value::Bool(true);
+        crate::fsutil::write_replace(&path, v.to_string().as_bytes(), 0o644)
     }
 
     /// Removes buckets whose hour ended more than a day ago (their attributes
@@ -136,12 +153,15 @@ mod tests {
         let j = Journal::new(d.path());
         let now = datetime!(2030-06-01 12:00 UTC);
         let exp = datetime!(2030-06-01 13:30 UTC);
-        assert_eq!(j.claim("k", exp, "a", "key1", now).unwrap(), Claim::Fresh);
-        assert_eq!(j.claim("k", exp, "a", "key1", now).unwrap(), Claim::Fresh, "the same requester again");
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "the same requester again");
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim("k", exp, "b", "key1", now).unwrap(), used, "another certname");
-        assert_eq!(j.claim("k", exp, "a", "key2", now).unwrap(), used, "another key");
-        assert_eq!(j.claim("other", exp, "b", "key2", now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim("k", exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
+        assert_eq!(j.claim("k", exp, "b", "key1", true, now).unwrap(), used, "another certname");
+        assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "another key");
+        j.mark_issued("k", exp).unwrap();
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent once issued");
+        assert_eq!(j.claim("other", exp, "b", "key2", true, now).unwrap(), Claim::Fresh);
         assert!(d.path().join("2030060113").is_dir());
         j.prune(datetime!(2030-06-02 14:00 UTC)).unwrap();
         assert!(d.path().join("2030060113").is_dir(), "kept for a day after its hour");

@@ -58,6 +58,8 @@ impl Ca {
             s(&self.work.join("cloud1.key")),
             "--classification",
             s(&class),
+            "--certname",
+            name,
             "--expires-in",
             expires_in,
             "--out",

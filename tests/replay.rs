@@ -94,8 +94,8 @@ fn attributes_are_good_once_in_hook_and_ca() {
     let (code, err) = e.hook("db01.example.test", &e.csr("db01.example.test", &v1, "v1-replay"));
     assert_eq!(code, 1);
     assert!(err.contains("[attributes-replayed]") && err.contains("web01.example.test"), "{err}");
-    // The same node resubmitting its own CSR (same key) is not locked out.
-    assert_eq!(e.hook("web01.example.test", &first).0, 0);
+    // The hook's approval is final (Puppet Server signs on it): even the same CSR again is refused.
+    assert_eq!(e.hook("web01.example.test", &first).0, 1);
     // Version 2: after the first certificate, the same attributes with a new key under the
     // same certname are refused, by the CA as by the hook.
     let v2 = e.attrs("v2", Some("web02.example.test"));
@@ -148,4 +148,44 @@ fn racing_replays_exactly_one_wins() {
         .filter(|&w| w)
         .count();
     assert_eq!(wins, 1, "exactly one of ten racing hooks approves the same attributes");
+}
+
+/// A revoked (e.g. compromised) key cannot get a new certificate by presenting
+/// its still-unexpired attributes again.
+#[test]
+fn a_revoked_key_cannot_reuse_its_attributes() {
+    let e = Env::new();
+    let a = e.attrs("k", Some("web09.example.test"));
+    let csr = e.w.join("k.csr");
+    std::fs::write(&csr, e.csr("web09.example.test", &a, "k")).unwrap();
+    ok(&e.vouch(&["sign", "--csr", s(&csr)], None));
+    ok(&e.vouch(&["revoke", "web09.example.test", "--reason", "key-compromise"], None));
+    let out = e.vouch(&["sign", "--csr", s(&csr)], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[attributes-replayed]"));
+}
+
+/// Two PEM blocks, or a BEGIN line not at column 0: another reader (Puppet Server's
+/// BouncyCastle, OpenSSL) could pick a different request than vouch checked. Refused.
+#[test]
+fn smuggled_second_request_is_refused() {
+    let e = Env::new();
+    let a = e.attrs("sm", Some("web01.example.test"));
+    let honest = e.csr("web01.example.test", &a, "honest");
+    let other = e.csr("web01.example.test", &a, "other");
+    let mut body = b"x".to_vec();
+    body.extend(&honest);
+    body.extend(&other);
+    let (code, err) = e.hook("web01.example.test", &body);
+    assert_eq!(code, 1);
+    assert!(err.contains("[csr-malformed]") && err.contains("exactly one"), "{err}");
+    let mut shifted = b"x".to_vec();
+    shifted.extend(&honest);
+    let (code, err) = e.hook("web01.example.test", &shifted);
+    assert_eq!(code, 1, "{err}");
+    // vouch-autosign --help must never exit 0 ("sign").
+    let link = e.w.join("vouch-autosign");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), &link).unwrap();
+    let out = Command::new(&link).arg("--help").env("VOUCH_DIR", &e.dir).stdin(Stdio::null()).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
 }
