@@ -449,6 +449,12 @@ impl Authority {
             Err(_) => None,
         };
         let Some(next) = next else { return Ok(true) };
+        // A revocation recorded after the last CRL (e.g. a crash between the two) makes it due.
+        let recorded = std::fs::read_to_string(self.dir.file("crl_revocations_size")).ok();
+        let now_size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
+        if recorded.as_deref().map(str::trim) != Some(now_size.to_string().as_str()) {
+            return Ok(true);
+        }
         let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
         Ok(next - now < refresh || !self.dir.file("ca_crl.pem").exists())
     }
@@ -516,6 +522,10 @@ impl Authority {
         })?;
         // Written after the CRL: a crash between the two leaves an older date, which only
         // makes the next command regenerate sooner.
+        let size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
+        let size_path = self.dir.file("crl_revocations_size");
+        crate::fsutil::write_replace(&size_path, format!("{size}\n").as_bytes(), 0o644)
+            .map_err(|source| Error::Io { path: size_path, op: "write", source })?;
         let next = self.dir.file("crl_next_update");
         crate::fsutil::write_replace(&next, format!("{}\n", format_expiry(params.next_update)).as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: next, op: "write", source })

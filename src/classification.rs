@@ -92,9 +92,11 @@ impl Classification {
         STANDARD.encode(self.yaml.as_bytes())
     }
 
-    /// The classification as Puppet's ENC prints it (YAML).
+    /// The classification as Puppet's ENC reads it. Written as JSON (a YAML subset
+    /// that Puppet's YAML 1.1 loader reads without retyping: in plain YAML, signed
+    /// strings such as "on", "1_000" or "2001-01-01" would become booleans, numbers, dates).
     pub fn to_enc_yaml(&self) -> String {
-        serde_yaml_ng::to_string(&self.value).unwrap_or_else(|_| self.yaml.clone())
+        serde_json::to_string_pretty(&self.value).map(|s| s + "\n").unwrap_or_else(|_| self.yaml.clone())
     }
 }
 
@@ -226,6 +228,13 @@ mod tests {
             let again = Classification::from_base64(&c.to_base64(), DEFAULT_MAX_BYTES).unwrap();
             assert_eq!(again, c);
         }
+    }
+
+    #[test]
+    fn enc_output_keeps_strings_strings_for_yaml_1_1() {
+        let c = Classification::from_yaml("parameters:\n  a: 'on'\n  b: '1_000'\n  c: '2001-01-01'\n", 4096).unwrap();
+        let out = c.to_enc_yaml();
+        assert!(out.contains("\"on\"") && out.contains("\"1_000\"") && out.contains("\"2001-01-01\""), "{out}");
     }
 
     #[test]

@@ -127,6 +127,9 @@ impl Csr {
     }
 }
 
+/// The most attributes, and the most extension requests, a CSR may carry.
+pub const MAX_ITEMS: usize = 64;
+
 /// Reads a CSR from PEM (anywhere in the input, CRLF and junk tolerated) or DER,
 /// and verifies its self-signature.
 pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
@@ -208,6 +211,14 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         }
     }
     info.finish("certificationRequestInfo").map_err(malformed)?;
+    // A Puppet CSR carries a handful; thousands are a denial-of-service attempt.
+    if attributes.len() > MAX_ITEMS || extensions.len() > MAX_ITEMS {
+        return Err(malformed(format!(
+            "{} attributes and {} extension requests; at most {MAX_ITEMS} of each are accepted",
+            attributes.len(),
+            extensions.len()
+        )));
+    }
 
     let common_names = parse_common_names(subject)?;
     let (key_kind, key_bits) = parse_spki(spki)?;
@@ -420,6 +431,24 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(parse(&bad).unwrap_err(), CsrError::BadSelfSignature);
+    }
+
+    #[test]
+    fn too_many_extension_requests_are_refused() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let ext = |i: u64| (vec![1, 2, 3, i], "x".to_string());
+        let ok = CsrSpec {
+            common_name: "a.example".into(),
+            extension_requests: (0..64).map(ext).collect(),
+            ..Default::default()
+        };
+        assert!(parse(&build(&ok, &key).unwrap()).is_ok());
+        let many = CsrSpec {
+            common_name: "a.example".into(),
+            extension_requests: (0..65).map(ext).collect(),
+            ..Default::default()
+        };
+        assert!(matches!(parse(&build(&many, &key).unwrap()), Err(CsrError::Malformed { .. })));
     }
 
     #[test]

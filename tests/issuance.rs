@@ -344,7 +344,7 @@ fn vouch_enc_symlink_is_the_external_node_classifier() {
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), &link).unwrap();
     let out = Command::new(&link).arg("web01.example.test").env("VOUCH_DIR", &ca.dir).output().unwrap();
     let enc = ok(&out);
-    assert!(enc.contains("profile::web") && enc.contains("environment: production"), "{enc}");
+    assert!(enc.contains("profile::web") && enc.contains("\"environment\": \"production\""), "{enc}");
     let out = Command::new(&link).arg("unknown.example.test").env("VOUCH_DIR", &ca.dir).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
