@@ -217,7 +217,8 @@ impl Authority {
                     OnExisting::Supersede if old_spki == grant.csr().spki => {
                         extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
-                    OnExisting::Supersede if !later => {
+                    // Version 1 attributes name no certname: they never take over a name.
+                    OnExisting::Supersede if !later || grant.version() != 2 => {
                         extra.push(Refusal::SupersedeReplay { certname: certname.clone() })
                     }
                     OnExisting::Supersede => supersede = Some(rec),

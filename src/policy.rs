@@ -378,7 +378,8 @@ impl Policy {
             match v {
                 None => Ok(Duration::from_secs(default)),
                 Some(s) => match parse_duration(s.get_ref()) {
-                    Some(d) if d.as_secs() > 0 => Ok(d),
+                    // Bounded so that no date arithmetic can overflow (100 years).
+                    Some(d) if d.as_secs() > 0 && d.as_secs() <= 100 * 365 * 86_400 => Ok(d),
                     _ => Err(err(
                         Some(s.span()),
                         key,
