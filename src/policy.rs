@@ -403,19 +403,7 @@ impl Policy {
                 list
             }
         };
-        let max_attribute_lifetime = match raw.attributes.max_lifetime {
-            None => Duration::from_secs(7 * 86_400),
-            Some(s) => match parse_duration(s.get_ref()) {
-                Some(d) if d.as_secs() > 0 => d,
-                _ => {
-                    return Err(err(
-                        Some(s.span()),
-                        "attributes.max_lifetime",
-                        format!("'{}' is not a duration like 30m, 24h or 7d", s.get_ref()),
-                    ))
-                }
-            },
-        };
+        let max_attribute_lifetime = dur(&raw.attributes.max_lifetime, "attributes.max_lifetime", 7 * 86_400)?;
         let classification_max_bytes = match raw.classification.max_bytes {
             None => crate::classification::DEFAULT_MAX_BYTES,
             Some(n) => {
