@@ -349,9 +349,27 @@ impl Authority {
     /// `vouch renew`: same key, same classification, new serial and validity; the
     /// old certificate is revoked (superseded) so a certname never has two valid ones.
     pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Issued, Error> {
+        self.renew_if_current(certname, None, now)
+    }
+
+    /// Renews only if `expected_serial` (when given) is still the certname's current
+    /// certificate, checked under the store lock: a node renewing with a certificate that
+    /// was meanwhile renewed, revoked or cleaned gets an error, never a second renewal.
+    pub fn renew_if_current(
+        &self,
+        certname: &str,
+        expected_serial: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
         let lock = self.store.lock()?;
         let (rec, pem) =
             self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
+        if let Some(expected) = expected_serial.filter(|e| *e != rec.serial) {
+            return Err(Error::NotValid {
+                certname: certname.to_string(),
+                detail: format!("serial {expected} is no longer its current certificate (that is {})", rec.serial),
+            });
+        }
         if rec.state != State::Issued || parse_time(&rec.not_after).is_none_or(|t| t <= now) {
             return Err(Error::NotValid {
                 certname: certname.to_string(),
@@ -466,6 +484,12 @@ impl Authority {
             let lock = self.store.lock()?;
             if self.crl_due(now)? {
                 self.write_crl_locked(&lock, now)?;
+            }
+        }
+        if self.root_crl_due(now) {
+            let lock = self.store.lock()?;
+            if self.root_crl_due(now) {
+                self.write_root_crl_locked(&lock, now)?;
             }
         }
         Ok(())
@@ -621,4 +645,181 @@ pub fn classification_from_cert(
         certname: name.to_string(),
         detail: format!("its classification is unusable: {e}"),
     })
+}
+
+/// A certificate presented by a TLS client, checked against the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presented {
+    pub certname: String,
+    pub serial: String,
+    /// Carries Puppet's `pp_cli_auth` = "true".
+    pub cli_auth: bool,
+    /// SHA-256 fingerprint, `AB:CD:…`.
+    pub fingerprint: String,
+}
+
+impl Authority {
+    /// The root CRL (empty: vouch's root signs only the master CA and conductors) is
+    /// due when missing or within `refresh_before` of its nextUpdate, and only if
+    /// the root key is on this machine (an operator may keep it offline).
+    fn root_crl_due(&self, now: OffsetDateTime) -> bool {
+        if !self.dir.file(ca::ROOT_KEY).exists() {
+            return false;
+        }
+        let next =
+            std::fs::read_to_string(self.dir.file("root_crl_next_update")).ok().and_then(|s| parse_time(s.trim()));
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
+        match next {
+            Some(next) => next - now < refresh || !self.dir.file(ca::ROOT_CRL).exists(),
+            None => true,
+        }
+    }
+
+    /// Writes the root's CRL. Puppet agents check revocation for the whole chain
+    /// (`certificate_revocation = chain`), so they need a CRL from the root too.
+    fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
+        let (root_der, root_key) = ca::load_cert_and_key(&self.dir.file(ca::ROOT_CERT), &self.dir.file(ca::ROOT_KEY))?;
+        let issuer = rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
+            .map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let number_path = self.dir.file("root_crl_number");
+        let number: u64 =
+            std::fs::read_to_string(&number_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0) + 1;
+        // A year, or the policy's CRL validity if longer.
+        let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now + validity.max(time::Duration::days(365)),
+            crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
+            issuing_distribution_point: None,
+            revoked_certs: Vec::new(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let write = |path: std::path::PathBuf, bytes: &[u8]| {
+            crate::fsutil::write_replace(&path, bytes, 0o644).map_err(|source| Error::Io { path, op: "write", source })
+        };
+        write(number_path, format!("{number}\n").as_bytes())?;
+        write(self.dir.file(ca::ROOT_CRL), pem.as_bytes())?;
+        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_expiry(params.next_update)).as_bytes())
+    }
+
+    /// The CRLs of the whole chain, as Puppet's agents want them: the master CA's, then the root's.
+    pub fn crl_bundle(&self) -> Result<String, Error> {
+        let read = |name: &str| {
+            std::fs::read_to_string(self.dir.file(name)).map_err(|source| Error::Io {
+                path: self.dir.file(name),
+                op: "read",
+                source,
+            })
+        };
+        let mut out = read("ca_crl.pem")?;
+        if self.dir.file(ca::ROOT_CRL).exists() {
+            out.push_str(&read(ca::ROOT_CRL)?);
+        }
+        Ok(out)
+    }
+
+    /// Issues a certificate for the service itself or for an administrator, with a
+    /// key generated here (returned as PEM, for the caller to write 0600). With
+    /// `replace`, a current certificate of the same name is revoked (superseded).
+    pub fn issue_local(
+        &self,
+        certname: &str,
+        role: issue::LocalRole,
+        dns_names: &[String],
+        ip_addresses: &[std::net::IpAddr],
+        key_type: crate::keys::KeyType,
+        replace: bool,
+        now: OffsetDateTime,
+    ) -> Result<(Issued, String), Error> {
+        decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        let key = key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let lock = self.store.lock()?;
+        if let Some((rec, _)) = self.store.current(certname)? {
+            let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            if valid && !replace {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{certname} already has a valid certificate (serial {}); revoke or clean it first",
+                        rec.serial
+                    ),
+                });
+            }
+            if valid {
+                self.revoke_locked(&lock, &rec, "superseded", false, now)?;
+            }
+        }
+        let proof = issue::LocalProof {
+            certname: certname.to_string(),
+            spki,
+            key_kind,
+            role,
+            dns_names: dns_names.to_vec(),
+            ip_addresses: ip_addresses.to_vec(),
+        };
+        let issued = self.issue_locked(&lock, Authorization::Local(proof), None, None, now)?;
+        Ok((issued, key.serialize_pem()))
+    }
+
+    /// Checks a certificate a TLS client presented: issued by this CA, valid now, and
+    /// still the current, unrevoked certificate of its certname in the store (so a
+    /// revoked, superseded or cleaned certificate is refused at once, without a CRL).
+    pub fn presented(&self, der: &[u8], now: OffsetDateTime) -> Result<Presented, Error> {
+        self.verify_ours(der, now)?;
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| Error::NotValid { certname: String::new(), detail: e.to_string() })?;
+        let certname = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| Error::NotValid { certname: String::new(), detail: "it has no common name".into() })?;
+        decide::check_certname(&certname)
+            .map_err(|r| Error::NotValid { certname: certname.clone(), detail: r.to_string() })?;
+        let serial = issue::hex(cert.raw_serial());
+        match self.store.record(&serial)? {
+            Some(rec) if rec.state == State::Issued && rec.certname == certname => {}
+            Some(rec) => {
+                return Err(Error::NotValid {
+                    certname,
+                    detail: format!("serial {serial} is {:?} in the store", rec.state).to_lowercase(),
+                })
+            }
+            None => return Err(Error::NotValid { certname, detail: format!("serial {serial} is unknown here") }),
+        }
+        match self.store.current(&certname)? {
+            Some((rec, _)) if rec.serial == serial => {}
+            _ => {
+                return Err(Error::NotValid {
+                    certname,
+                    detail: format!("serial {serial} is no longer its current certificate"),
+                })
+            }
+        }
+        let cli_auth = cert.extensions().iter().any(|e| {
+            let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
+            arcs.as_deref() == Some(crate::oids::PP_CLI_AUTH)
+                && crate::der::Reader::new(e.value).any().is_ok_and(|t| t.content == b"true")
+        });
+        Ok(Presented { certname, serial, cli_auth, fingerprint: ca::fingerprint(der) })
+    }
+
+    /// One pending request, its reasons and CSR PEM.
+    pub fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, Error> {
+        Ok(self.store.request(certname)?)
+    }
+
+    /// The state of a serial in the store.
+    pub fn store_record(&self, serial: &str) -> Result<Option<State>, Error> {
+        Ok(self.store.record(serial)?.map(|r| r.state))
+    }
+
+    /// The certname's current certificate record and PEM.
+    pub fn certificate(&self, certname: &str) -> Result<Option<(CertRecord, String)>, Error> {
+        Ok(self.store.current(certname)?)
+    }
 }

@@ -17,6 +17,8 @@ pub const ROOT_KEY: &str = "root_key.pem";
 pub const CA_CERT: &str = "ca_crt.pem";
 pub const CA_KEY: &str = "ca_key.pem";
 pub const CA_BUNDLE: &str = "ca_bundle.pem";
+/// The root's CRL (the master CA's is `ca_crl.pem`).
+pub const ROOT_CRL: &str = "root_crl.pem";
 pub const POLICY: &str = "policy.toml";
 
 /// Paths of a CA data directory.

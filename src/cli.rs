@@ -47,6 +47,11 @@ pub enum Command {
     /// Decide on a CSR and, on a grant, issue its certificate from the master CA
     /// (prints the certificate, then the master CA and root certificates).
     Sign(SignCsrArgs),
+    /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
+    Serve(ServeArgs),
+    /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// List requests; with --all, signed and revoked certificates too.
     List {
         #[arg(long)]
@@ -182,6 +187,49 @@ pub struct AutosignArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, default_value = "127.0.0.1:8140")]
+    pub listen: std::net::SocketAddr,
+    /// A DNS name or IP address agents use to reach this service (repeatable); the first
+    /// is the service certificate's certname [default: this host's name, localhost].
+    #[arg(long = "server-name")]
+    pub server_names: Vec<String>,
+    /// Key type for a CA created on the first run and for the service's certificate.
+    #[arg(long, value_enum, default_value_t = KeyType::P256)]
+    pub key_type: KeyType,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub max_body: usize,
+    /// Seconds allowed for a request's headers and for an idle kept-alive connection.
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout: u64,
+    /// Seconds allowed for a request body and for the TLS handshake.
+    #[arg(long, default_value_t = 30)]
+    pub body_timeout: u64,
+    /// Connections served at once (more wait in the kernel's backlog).
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Worker threads [default: one per core].
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Issue an administrator certificate (clientAuth, pp_cli_auth) from the master CA.
+    New {
+        name: String,
+        #[arg(long)]
+        cert_out: PathBuf,
+        #[arg(long)]
+        key_out: PathBuf,
+        #[arg(long, value_enum, default_value_t = KeyType::P256)]
+        key_type: KeyType,
+    },
+}
+
+#[derive(Args, Debug)]
 pub struct CheckArgs {
     #[arg(long)]
     pub csr: PathBuf,
@@ -212,11 +260,27 @@ fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
     }
 }
 
-/// The data directory when neither --dir nor VOUCH_DIR is given.
+/// The data directory when neither --dir nor VOUCH_DIR is given, for root.
 pub const DEFAULT_DIR: &str = "/var/lib/vouch";
 
+/// The data directory: --dir, VOUCH_DIR, then /var/lib/vouch for root and
+/// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else.
+pub fn default_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from(DEFAULT_DIR);
+    }
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("vouch");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".local/share/vouch"),
+        None => PathBuf::from(DEFAULT_DIR),
+    }
+}
+
 fn dir(cli: &Cli) -> Result<CaDir, Error> {
-    Ok(CaDir::new(cli.dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))))
+    Ok(CaDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
@@ -322,6 +386,42 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                     Ok(EXIT_REFUSED)
                 }
             }
+        }
+        Command::Serve(a) => {
+            if cli.now.is_some() {
+                return Err(Error::Usage { detail: "vouch serve runs on the clock; --now is not accepted".into() });
+            }
+            let mut opts = crate::serve::ServeOptions::new(dir(&cli)?.dir);
+            opts.listen = a.listen;
+            opts.server_names = a.server_names.clone();
+            opts.key_type = a.key_type;
+            opts.max_body = a.max_body;
+            opts.header_timeout = std::time::Duration::from_secs(a.header_timeout.max(1));
+            opts.body_timeout = std::time::Duration::from_secs(a.body_timeout.max(1));
+            opts.handshake_timeout = opts.body_timeout;
+            opts.max_connections = a.max_connections;
+            opts.threads = a.threads;
+            crate::serve::run(opts)?;
+            Ok(EXIT_OK)
+        }
+        Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
+            for p in [cert_out, key_out] {
+                if p.exists() {
+                    return Err(Error::AlreadyExists { path: p.clone() });
+                }
+            }
+            let auth = Authority::open(&dir(&cli)?)?;
+            let (issued, key) =
+                auth.issue_local(name, crate::issue::LocalRole::Admin, &[], &[], *key_type, false, now(&cli)?)?;
+            write_new(key_out, &key, 0o600)?;
+            write_new(cert_out, &issued.pem, 0o644)?;
+            println!(
+                "Administrator {name}: certificate {} key {} (serial {}; revoke with 'vouch revoke {name}')",
+                cert_out.display(),
+                key_out.display(),
+                issued.serial_hex
+            );
+            Ok(EXIT_OK)
         }
         Command::List { all, format } => {
             let auth = Authority::open(&dir(&cli)?)?;

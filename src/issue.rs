@@ -84,6 +84,28 @@ pub struct RenewalProof {
     pub(crate) extra: Vec<(Vec<u64>, Vec<u8>)>,
 }
 
+/// The role of a certificate the CA issues for its own operators and services
+/// (never for a node: nodes are vouched for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalRole {
+    /// The HTTPS service's own certificate (`vouch serve`): serverAuth, DNS/IP SANs.
+    Server,
+    /// An administrator's client certificate: clientAuth and Puppet's `pp_cli_auth`.
+    Admin,
+}
+
+/// Proof that the operator, on the CA's own machine, asked for a service or admin
+/// certificate with a key vouch generated itself. Only the authority constructs it.
+#[derive(Debug)]
+pub struct LocalProof {
+    pub(crate) certname: String,
+    pub(crate) spki: Vec<u8>,
+    pub(crate) key_kind: KeyKind,
+    pub(crate) role: LocalRole,
+    pub(crate) dns_names: Vec<String>,
+    pub(crate) ip_addresses: Vec<std::net::IpAddr>,
+}
+
 /// What entitles a certificate to be issued.
 #[derive(Debug)]
 pub enum Authorization {
@@ -91,6 +113,8 @@ pub enum Authorization {
     Vouched(Box<Grant>),
     /// A renewal of a checked existing certificate.
     Renewal(RenewalProof),
+    /// A service or admin certificate made on the CA's machine.
+    Local(LocalProof),
 }
 
 impl Authorization {
@@ -98,18 +122,22 @@ impl Authorization {
         match self {
             Authorization::Vouched(g) => g.certname(),
             Authorization::Renewal(r) => &r.certname,
+            Authorization::Local(l) => &l.certname,
         }
     }
     pub fn spki(&self) -> &[u8] {
         match self {
             Authorization::Vouched(g) => &g.csr().spki,
             Authorization::Renewal(r) => &r.spki,
+            Authorization::Local(l) => &l.spki,
         }
     }
-    pub fn classification_base64(&self) -> &str {
+    /// The classification the certificate carries; none for service and admin certificates.
+    pub fn classification_base64(&self) -> Option<&str> {
         match self {
-            Authorization::Vouched(g) => g.classification_base64(),
-            Authorization::Renewal(r) => &r.classification_b64,
+            Authorization::Vouched(g) => Some(g.classification_base64()),
+            Authorization::Renewal(r) => Some(&r.classification_b64),
+            Authorization::Local(_) => None,
         }
     }
     /// Requested extensions the policy allows, to copy into the certificate (OID, DER value).
@@ -123,12 +151,14 @@ impl Authorization {
                 .map(|e| (e.oid.clone(), e.value.clone()))
                 .collect(),
             Authorization::Renewal(r) => r.extra.clone(),
+            Authorization::Local(_) => Vec::new(),
         }
     }
     fn key_kind(&self) -> KeyKind {
         match self {
             Authorization::Vouched(g) => g.csr().key_kind,
             Authorization::Renewal(r) => r.key_kind,
+            Authorization::Local(l) => l.key_kind,
         }
     }
 }
@@ -187,12 +217,19 @@ pub fn prepare(
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, certname.as_str());
     p.distinguished_name = dn;
-    p.subject_alt_names = vec![SanType::DnsName(
-        certname
-            .clone()
+    let dns_name = |n: &str| {
+        n.to_string()
             .try_into()
-            .map_err(|e| IssueError::Encoding { detail: format!("certname as DNS name: {e}") })?,
-    )];
+            .map(SanType::DnsName)
+            .map_err(|e| IssueError::Encoding { detail: format!("{n:?} as DNS name: {e}") })
+    };
+    p.subject_alt_names = vec![dns_name(&certname)?];
+    if let Authorization::Local(l) = &auth {
+        for n in l.dns_names.iter().filter(|n| **n != certname) {
+            p.subject_alt_names.push(dns_name(n)?);
+        }
+        p.subject_alt_names.extend(l.ip_addresses.iter().map(|ip| SanType::IpAddress(*ip)));
+    }
     p.serial_number = Some(SerialNumber::from_slice(serial));
     p.not_before = not_before;
     p.not_after = not_after;
@@ -201,11 +238,20 @@ pub fn prepare(
         KeyKind::Rsa { .. } => vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment],
         _ => vec![KeyUsagePurpose::DigitalSignature],
     };
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    p.extended_key_usages = match &auth {
+        Authorization::Local(LocalProof { role: LocalRole::Admin, .. }) => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        _ => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
+    };
     p.use_authority_key_identifier_extension = true;
-    let classification_b64 = auth.classification_base64().to_string();
-    p.custom_extensions =
-        vec![utf8_ext(oids::ATTR_CLASSIFICATION, &classification_b64), utf8_ext(mirror_oid, &classification_b64)];
+    let classification_b64 = auth.classification_base64().unwrap_or_default().to_string();
+    p.custom_extensions = match auth.classification_base64() {
+        Some(c) => vec![utf8_ext(oids::ATTR_CLASSIFICATION, c), utf8_ext(mirror_oid, c)],
+        None => Vec::new(),
+    };
+    if let Authorization::Local(LocalProof { role: LocalRole::Admin, .. }) = &auth {
+        // Puppet's pp_cli_auth ("true"): what Puppet Server's own admin certificates carry.
+        p.custom_extensions.push(utf8_ext(oids::PP_CLI_AUTH, "true"));
+    }
     // Extension requests the policy allows are copied as requested (as Puppet Server does);
     // nothing else a node asked for reaches the certificate.
     for (oid, value) in auth.allowed_extensions(allowed) {

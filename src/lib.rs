@@ -23,6 +23,7 @@ pub mod oids;
 pub mod pem;
 pub mod policy;
 pub mod replay;
+pub mod serve;
 pub mod store;
 
 pub use decide::{decide, Grant, Refusal, Refused, Request};

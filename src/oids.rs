@@ -28,6 +28,8 @@ pub const PP_REG: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 1];
 pub const PP_PRIV: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 2];
 /// ppAuthCertExt: grants API rights (`pp_cli_auth`, `pp_auth_role`); never requested.
 pub const PP_AUTH: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 3];
+/// Puppet's `pp_cli_auth`: the certificate may administer the CA.
+pub const PP_CLI_AUTH: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 3, 39];
 
 /// PKCS#9 extensionRequest.
 pub const EXTENSION_REQUEST: &[u64] = &[1, 2, 840, 113549, 1, 9, 14];

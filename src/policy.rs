@@ -77,6 +77,9 @@ pub struct Policy {
     /// Per-conductor scopes. Empty: every trusted conductor may vouch for anything;
     /// otherwise a conductor must match one scope (the first that matches applies).
     pub scopes: Vec<Scope>,
+    /// `vouch serve`: SHA-256 fingerprints (`AB:CD:…`) of client certificates that may
+    /// administer the CA besides those carrying `pp_cli_auth`.
+    pub admin_fingerprints: Vec<String>,
 }
 
 /// What one conductor (or group of conductors) may vouch for.
@@ -167,6 +170,14 @@ struct RawPolicy {
     replay: RawReplay,
     #[serde(default)]
     conductor: Vec<RawScope>,
+    #[serde(default)]
+    serve: RawServe,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServe {
+    admins: Option<toml::Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -472,7 +483,24 @@ impl Policy {
             }
             allowed_extensions.push(o);
         }
+        let mut admin_fingerprints = Vec::new();
+        if let Some(admins) = &raw.serve.admins {
+            for a in admins.get_ref() {
+                let hex: String = a.chars().filter(|c| *c != ':').collect::<String>().to_ascii_uppercase();
+                if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(err(
+                        Some(admins.span()),
+                        "serve.admins",
+                        format!("{a:?} is not a SHA-256 fingerprint (64 hex digits, colons optional)"),
+                    ));
+                }
+                let pairs: Vec<String> =
+                    hex.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+                admin_fingerprints.push(pairs.join(":"));
+            }
+        }
         Ok(Policy {
+            admin_fingerprints,
             source: path.to_path_buf(),
             trust,
             versions,

@@ -135,6 +135,8 @@ pub trait Store {
     fn put_request(&self, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError>;
     fn remove_request(&self, certname: &str) -> Result<(), StoreError>;
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
+    /// One pending request with its CSR (PEM), if there is one.
+    fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError>;
 }
 
 /// The embedded default store: files under `DIR/ca/`.
@@ -526,5 +528,16 @@ impl Store for FileStore {
         }
         out.sort_by(|a, b| a.certname.cmp(&b.certname));
         Ok(out)
+    }
+
+    fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError> {
+        let meta = self.p("requests").join(format!("{certname}.json"));
+        let Some(req) = Self::read_json::<PendingRequest>(&meta)? else { return Ok(None) };
+        let pem_path = self.p("requests").join(format!("{certname}.pem"));
+        match fs::read(&pem_path) {
+            Ok(pem) => Ok(Some((req, pem))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Io { path: pem_path, op: "read", source: e }),
+        }
     }
 }

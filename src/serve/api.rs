@@ -1,0 +1,556 @@
+//! The Puppet CA API v1 (`/puppet-ca/v1/…`) as Puppet Server 7 answers it, over an
+//! [`Authority`]. No sockets, no TLS, no clock: a request (with the client's
+//! certificate, already checked against the store) and the time go in, a response
+//! and the log events come out. The HTTP skin in `serve::http` does the rest.
+
+use crate::authority::{Authority, Presented, SignOutcome};
+use crate::error::Error;
+use crate::store::State;
+use time::OffsetDateTime;
+
+/// The Puppet version vouch answers as in `X-Puppet-Version` (what the agents here run).
+pub const PUPPET_VERSION: &str = "7.23.0";
+const PREFIX: &str = "/puppet-ca/v1/";
+
+/// Who is asking, as far as TLS and the store can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Client {
+    /// No client certificate (bootstrap).
+    Anonymous,
+    /// A certificate of this CA that is current and unrevoked in the store.
+    Known(Presented),
+    /// A certificate that chains to this CA but is revoked, superseded, cleaned or expired.
+    Rejected { reason: String },
+}
+
+/// A request, reduced to what the API looks at.
+#[derive(Debug, Clone)]
+pub struct ApiRequest {
+    pub method: String,
+    /// The path, percent-decoded, without the query.
+    pub path: String,
+    /// The raw query string (`state=requested`).
+    pub query: String,
+    pub body: Vec<u8>,
+    pub if_modified_since: Option<OffsetDateTime>,
+    pub client: Client,
+}
+
+/// An answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub last_modified: Option<OffsetDateTime>,
+}
+
+impl ApiResponse {
+    fn text(status: u16, body: impl Into<String>) -> Self {
+        ApiResponse { status, content_type: "text/plain", body: body.into().into_bytes(), last_modified: None }
+    }
+    fn json(status: u16, value: &serde_json::Value) -> Self {
+        ApiResponse { status, content_type: "application/json", body: value.to_string().into_bytes(), last_modified: None }
+    }
+    fn empty(status: u16) -> Self {
+        ApiResponse { status, content_type: "text/plain", body: Vec::new(), last_modified: None }
+    }
+}
+
+/// Something worth a log line besides the request itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Decision { certname: String, granted: bool, serial: Option<String>, reasons: Vec<String> },
+    Renewed { certname: String, old_serial: String, serial: String },
+    Admin { client: String, action: String, certname: String },
+    Denied { client: String, reason: String },
+}
+
+/// Handles one request. Never panics on any input; internal failures become 500s
+/// whose text names the failure (the agent logs it) and whose event says more.
+pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiResponse, Vec<Event>) {
+    let mut events = Vec::new();
+    let resp = route(auth, req, now, &mut events).unwrap_or_else(|e| internal(&e));
+    (resp, events)
+}
+
+fn internal(e: &Error) -> ApiResponse {
+    let mut msg = format!("Internal Server Error: {e}");
+    if let Some(h) = e.hint() {
+        msg.push_str(&format!(" ({h})"));
+    }
+    ApiResponse::text(500, msg)
+}
+
+fn not_found(kind: &str, name: &str) -> ApiResponse {
+    ApiResponse::text(404, format!("Could not find {kind} {name}"))
+}
+
+fn forbidden(req: &ApiRequest) -> ApiResponse {
+    ApiResponse::text(
+        403,
+        format!(
+            "Forbidden request: {} (method :{}). Please see the server logs for details.",
+            req.path,
+            req.method.to_ascii_lowercase()
+        ),
+    )
+}
+
+fn method_not_allowed(req: &ApiRequest) -> ApiResponse {
+    ApiResponse::text(405, format!("Method Not Allowed: {} is not allowed on {}", req.method, req.path))
+}
+
+/// A certname in a URL: Puppet's rules (lowercase, no path tricks).
+fn certname_ok(name: &str) -> Result<(), ApiResponse> {
+    crate::decide::check_certname(name).map_err(|p| ApiResponse::text(400, format!("Invalid certname {name:?}: {p}")))
+}
+
+fn route(
+    auth: &Authority,
+    req: &ApiRequest,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if req.path == "/status/v1/simple" || req.path == "/status/v1/simple/" {
+        return Ok(ApiResponse::text(200, "running"));
+    }
+    let Some(rest) = req.path.strip_prefix(PREFIX) else {
+        return Ok(ApiResponse::text(404, format!("Not Found: no route for {}", req.path)));
+    };
+    let (endpoint, name) = match rest.split_once('/') {
+        Some((e, n)) => (e, Some(n)),
+        None => (rest, None),
+    };
+    let m = req.method.as_str();
+    match (endpoint, name) {
+        ("certificate", Some("ca")) if m == "GET" => read_file(auth, crate::ca::CA_BUNDLE),
+        ("certificate_revocation_list", Some("ca")) if m == "GET" => crl(auth, req),
+        ("certificate", Some(n)) if m == "GET" => certificate(auth, n),
+        ("certificate_request", Some(n)) if m == "GET" => request(auth, n),
+        ("certificate_request", Some(n)) if m == "PUT" => submit(auth, req, n, now, events),
+        ("certificate_status", Some(n)) => match admin(auth, req, events) {
+            Err(resp) => Ok(resp),
+            Ok(who) => match m {
+                "GET" => status_one(auth, n),
+                "PUT" => status_put(auth, req, n, &who, now, events),
+                "DELETE" => status_delete(auth, n, &who, now, events),
+                _ => Ok(method_not_allowed(req)),
+            },
+        },
+        ("certificate_statuses", Some(_)) => match admin(auth, req, events) {
+            Err(resp) => Ok(resp),
+            Ok(_) if m == "GET" => statuses(auth, &req.query),
+            Ok(_) => Ok(method_not_allowed(req)),
+        },
+        ("certificate_renewal", None) if m == "POST" => renewal(auth, req, now, events),
+        ("expirations", None) if m == "GET" => match &req.client {
+            Client::Known(_) => expirations(auth),
+            _ => Ok(forbidden(req)),
+        },
+        ("certificate" | "certificate_revocation_list" | "certificate_request", Some(_))
+        | ("certificate_renewal" | "expirations", None) => Ok(method_not_allowed(req)),
+        _ => Ok(ApiResponse::text(404, format!("Not Found: no route for {}", req.path))),
+    }
+}
+
+fn read_file(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
+    let path = auth.dir.file(name);
+    let body = std::fs::read(&path).map_err(|source| Error::Io { path, op: "read", source })?;
+    Ok(ApiResponse { status: 200, content_type: "text/plain", body, last_modified: None })
+}
+
+fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
+    let path = auth.dir.file("ca_crl.pem");
+    let modified = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .ok()
+        .map(OffsetDateTime::from)
+        .map(|t| t.replace_nanosecond(0).unwrap_or(t));
+    if let (Some(since), Some(modified)) = (req.if_modified_since, modified) {
+        if modified <= since {
+            return Ok(ApiResponse { last_modified: Some(modified), ..ApiResponse::empty(304) });
+        }
+    }
+    let body = auth.crl_bundle()?.into_bytes();
+    Ok(ApiResponse { status: 200, content_type: "text/plain", body, last_modified: modified })
+}
+
+fn certificate(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
+    if certname_ok(name).is_err() {
+        return Ok(not_found("certificate", name));
+    }
+    Ok(match auth.certificate(name)? {
+        // Only a current, unrevoked certificate: a node whose old certificate was revoked and
+        // that asked again must wait for the new decision, not receive the revoked one.
+        Some((rec, pem)) if rec.state == State::Issued => {
+            ApiResponse { status: 200, content_type: "text/plain", body: pem.into_bytes(), last_modified: None }
+        }
+        _ => not_found("certificate", name),
+    })
+}
+
+fn request(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
+    if certname_ok(name).is_err() {
+        return Ok(not_found("certificate_request", name));
+    }
+    Ok(match auth.request(name)? {
+        Some((_, pem)) => ApiResponse { status: 200, content_type: "text/plain", body: pem, last_modified: None },
+        None => not_found("certificate_request", name),
+    })
+}
+
+fn submit(
+    auth: &Authority,
+    req: &ApiRequest,
+    name: &str,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if let Err(resp) = certname_ok(name) {
+        return Ok(resp);
+    }
+    if req.body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ApiResponse::text(400, "The certificate request is empty"));
+    }
+    if let Err(e) = crate::csr::parse(&req.body) {
+        return Ok(ApiResponse::text(400, format!("The certificate request for {name} is not a valid CSR: {e}")));
+    }
+    // A node with a valid certificate that submits again gets Puppet's answer
+    // (400: the agent then just downloads its certificate); the policy's
+    // on_existing rule (refuse or supersede) is applied by the decision below.
+    match auth.sign(&req.body, Some(name), now)? {
+        SignOutcome::Issued(issued) => {
+            events.push(Event::Decision {
+                certname: name.to_string(),
+                granted: true,
+                serial: Some(issued.serial_hex),
+                reasons: Vec::new(),
+            });
+            Ok(ApiResponse::empty(200))
+        }
+        SignOutcome::Refused(refused) => {
+            let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+            let exists = refused.reasons.iter().any(|r| matches!(r, crate::decide::Refusal::CertificateExists { .. }));
+            events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
+            // As Puppet Server with a refusing autosign hook: 200, the request stays
+            // pending, the reasons are in the server's log and in certificate_status
+            // (admins only); the node learns nothing it could use to probe the policy.
+            if exists {
+                return Ok(ApiResponse::text(
+                    400,
+                    format!("{name} already has a signed certificate; ignoring certificate request"),
+                ));
+            }
+            Ok(ApiResponse::empty(200))
+        }
+    }
+}
+
+/// The client, if it may administer the CA (`pp_cli_auth`, or listed in the policy).
+fn admin(auth: &Authority, req: &ApiRequest, events: &mut Vec<Event>) -> Result<String, ApiResponse> {
+    match &req.client {
+        Client::Known(p) if p.cli_auth || auth.policy.admin_fingerprints.contains(&p.fingerprint) => {
+            Ok(p.certname.clone())
+        }
+        Client::Known(p) => {
+            events.push(Event::Denied { client: p.certname.clone(), reason: "not an administrator".into() });
+            Err(forbidden(req))
+        }
+        Client::Rejected { reason } => {
+            events.push(Event::Denied { client: "-".into(), reason: reason.clone() });
+            Err(forbidden(req))
+        }
+        Client::Anonymous => {
+            events.push(Event::Denied { client: "-".into(), reason: "no client certificate".into() });
+            Err(forbidden(req))
+        }
+    }
+}
+
+/// Puppet's time format in statuses: `2031-11-21T10:34:53UTC`.
+fn puppet_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+fn digest_hex(alg: &'static aws_lc_rs::digest::Algorithm, der: &[u8]) -> String {
+    aws_lc_rs::digest::digest(alg, der).as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+}
+
+fn fingerprints(der: &[u8]) -> serde_json::Value {
+    let sha256 = digest_hex(&aws_lc_rs::digest::SHA256, der);
+    serde_json::json!({
+        "SHA1": digest_hex(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der),
+        "SHA256": sha256,
+        "SHA512": digest_hex(&aws_lc_rs::digest::SHA512, der),
+        "default": sha256,
+    })
+}
+
+fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
+    if let Some((req, pem)) = auth.request(name)? {
+        let der = crate::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
+        let fp = fingerprints(&der);
+        return Ok(Some(serde_json::json!({
+            "name": name, "state": "requested",
+            "fingerprint": fp["SHA256"], "fingerprints": fp,
+            "dns_alt_names": [], "subject_alt_names": [], "authorization_extensions": {},
+            "requested_at": req.time,
+            "reasons": req.reasons,
+        })));
+    }
+    let Some((rec, pem)) = auth.certificate(name)? else { return Ok(None) };
+    let der = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+    let fp = fingerprints(&der);
+    let mut sans = Vec::new();
+    let mut not_before = None;
+    let mut not_after = None;
+    let mut auth_ext = serde_json::Map::new();
+    if let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) {
+        not_before = Some(puppet_time(cert.validity().not_before.to_datetime()));
+        not_after = Some(puppet_time(cert.validity().not_after.to_datetime()));
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for n in &san.value.general_names {
+                match n {
+                    x509_parser::extensions::GeneralName::DNSName(d) => sans.push(format!("DNS:{d}")),
+                    x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                        let ip = match ip.len() {
+                            4 => <[u8; 4]>::try_from(*ip).ok().map(|b| std::net::IpAddr::from(b).to_string()),
+                            16 => <[u8; 16]>::try_from(*ip).ok().map(|b| std::net::IpAddr::from(b).to_string()),
+                            _ => None,
+                        };
+                        if let Some(ip) = ip {
+                            sans.push(format!("IP Address:{ip}"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for e in cert.extensions() {
+            let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
+            if let Some(arcs) = arcs.filter(|a| crate::oids::is_under(a, crate::oids::PP_AUTH)) {
+                let name = crate::oids::PUPPET_SHORT_NAMES
+                    .iter()
+                    .find(|(_, o)| *o == arcs.as_slice())
+                    .map(|(n, _)| n.to_string())
+                    .unwrap_or_else(|| arcs.iter().map(u64::to_string).collect::<Vec<_>>().join("."));
+                let value = crate::der::Reader::new(e.value)
+                    .any()
+                    .ok()
+                    .map(|t| String::from_utf8_lossy(t.content).into_owned())
+                    .unwrap_or_default();
+                auth_ext.insert(name, serde_json::Value::String(value));
+            }
+        }
+    }
+    let serial_number = u128::from_str_radix(&rec.serial, 16).ok();
+    let dns: Vec<&String> = sans.iter().filter(|s| s.starts_with("DNS:")).collect();
+    let state = match rec.state {
+        State::Issued => "signed",
+        State::Revoked => "revoked",
+        // Never issued: nothing to show.
+        State::Intent | State::Abandoned => return Ok(None),
+    };
+    Ok(Some(serde_json::json!({
+        "name": name, "state": state,
+        "fingerprint": fp["SHA256"], "fingerprints": fp,
+        "dns_alt_names": dns, "subject_alt_names": sans,
+        "authorization_extensions": auth_ext,
+        "serial_number": serial_number, "serial": rec.serial,
+        "not_before": not_before, "not_after": not_after,
+        "conductor": rec.conductor, "attributes_expiry": rec.attributes_expiry,
+    })))
+}
+
+fn status_one(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
+    if certname_ok(name).is_err() {
+        return Ok(not_found("certificate_status", name));
+    }
+    Ok(match status_of(auth, name)? {
+        Some(v) => ApiResponse::json(200, &v),
+        None => not_found("certificate_status", name),
+    })
+}
+
+fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Error> {
+    let state = query.split('&').find_map(|kv| kv.strip_prefix("state=")).map(str::to_string);
+    if let Some(s) = state.as_deref().filter(|s| !["requested", "signed", "revoked"].contains(s)) {
+        return Ok(ApiResponse::text(400, format!("Invalid state {s:?}: one of requested, signed, revoked")));
+    }
+    let all = state.as_deref() != Some("requested");
+    let mut out = Vec::new();
+    for entry in auth.list(all)? {
+        let want = match state.as_deref() {
+            None => true,
+            Some(s) => entry.state == s,
+        };
+        if want {
+            if let Some(v) = status_of(auth, &entry.name)? {
+                if state.as_deref().is_none_or(|s| v["state"] == s) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    Ok(ApiResponse::json(200, &serde_json::Value::Array(out)))
+}
+
+fn status_put(
+    auth: &Authority,
+    req: &ApiRequest,
+    name: &str,
+    who: &str,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if let Err(resp) = certname_ok(name) {
+        return Ok(resp);
+    }
+    let desired = serde_json::from_slice::<serde_json::Value>(&req.body)
+        .ok()
+        .and_then(|v| v.get("desired_state").and_then(|s| s.as_str()).map(str::to_string));
+    let Some(desired) = desired else {
+        return Ok(ApiResponse::text(
+            400,
+            "Bad Request: the body must be JSON like {\"desired_state\":\"signed\"} or {\"desired_state\":\"revoked\"}",
+        ));
+    };
+    events.push(Event::Admin { client: who.to_string(), action: desired.clone(), certname: name.to_string() });
+    match desired.as_str() {
+        "signed" => {
+            // An administrator asks vouch to decide again (after fixing the policy, say):
+            // the pending CSR is judged by the current policy like any other. vouch
+            // never signs what no conductor vouched for.
+            let Some((_, pem)) = auth.request(name)? else {
+                return Ok(match auth.certificate(name)? {
+                    Some((rec, _)) if rec.state == State::Issued => {
+                        ApiResponse::text(409, format!("{name} is already signed (serial {})", rec.serial))
+                    }
+                    _ => not_found("certificate_request", name),
+                });
+            };
+            match auth.sign(&pem, Some(name), now)? {
+                SignOutcome::Issued(i) => {
+                    events.push(Event::Decision {
+                        certname: name.to_string(),
+                        granted: true,
+                        serial: Some(i.serial_hex),
+                        reasons: vec![],
+                    });
+                    Ok(ApiResponse::empty(204))
+                }
+                SignOutcome::Refused(r) => {
+                    let reasons: Vec<String> = r.reasons.iter().map(|x| format!("[{}] {x}", x.code())).collect();
+                    let body = format!("Conflict: {name} cannot be signed: {}", reasons.join("; "));
+                    events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
+                    Ok(ApiResponse::text(409, body))
+                }
+            }
+        }
+        "revoked" => match auth.revoke(name, "unspecified", false, now) {
+            Ok(_) => Ok(ApiResponse::empty(204)),
+            Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
+            Err(e) => Err(e),
+        },
+        other => Ok(ApiResponse::text(
+            400,
+            format!("Bad Request: desired_state {other:?} is not one of: signed, revoked"),
+        )),
+    }
+}
+
+fn status_delete(
+    auth: &Authority,
+    name: &str,
+    who: &str,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if let Err(resp) = certname_ok(name) {
+        return Ok(resp);
+    }
+    if auth.request(name)?.is_none() && auth.certificate(name)?.is_none() {
+        return Ok(not_found("certificate_status", name));
+    }
+    events.push(Event::Admin { client: who.to_string(), action: "clean".into(), certname: name.to_string() });
+    auth.revoke(name, "unspecified", true, now)?;
+    Ok(ApiResponse::empty(204))
+}
+
+fn renewal(
+    auth: &Authority,
+    req: &ApiRequest,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    let p = match &req.client {
+        Client::Known(p) => p,
+        Client::Rejected { reason } => {
+            events.push(Event::Denied { client: "-".into(), reason: reason.clone() });
+            return Ok(forbidden(req));
+        }
+        Client::Anonymous => {
+            return Ok(ApiResponse::text(400, "Bad Request: a certificate renewal needs the client's certificate"));
+        }
+    };
+    // The certificate renews itself only: same certname, same key, same classification.
+    match auth.renew_if_current(&p.certname, Some(&p.serial), now) {
+        Ok(issued) => {
+            events.push(Event::Renewed {
+                certname: p.certname.clone(),
+                old_serial: p.serial.clone(),
+                serial: issued.serial_hex.clone(),
+            });
+            Ok(ApiResponse { status: 200, content_type: "text/plain", body: issued.pem.into_bytes(), last_modified: None })
+        }
+        Err(Error::NotValid { detail, .. }) => {
+            events.push(Event::Denied { client: p.certname.clone(), reason: detail.clone() });
+            Ok(ApiResponse::text(409, format!("Conflict: cannot renew {}: {detail}", p.certname)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {
+    let mut ca_certs = serde_json::Map::new();
+    let bundle = std::fs::read(auth.dir.file(crate::ca::CA_BUNDLE)).map_err(|source| Error::Io {
+        path: auth.dir.file(crate::ca::CA_BUNDLE),
+        op: "read",
+        source,
+    })?;
+    for der in crate::pem::find_all(&bundle, "CERTIFICATE").unwrap_or_default() {
+        if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
+            ca_certs.insert(c.subject().to_string(), puppet_time(c.validity().not_after.to_datetime()).into());
+        }
+    }
+    let mut crls = serde_json::Map::new();
+    for der in crate::pem::find_all(auth.crl_bundle()?.as_bytes(), "X509 CRL").unwrap_or_default() {
+        if let Ok((_, c)) = x509_parser::parse_x509_crl(&der) {
+            if let Some(next) = c.next_update() {
+                crls.insert(c.issuer().to_string(), puppet_time(next.to_datetime()).into());
+            }
+        }
+    }
+    Ok(ApiResponse::json(200, &serde_json::json!({ "ca-certs": ca_certs, "crls": crls })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn puppet_time_format() {
+        let t = OffsetDateTime::from_unix_timestamp(1_953_462_893).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(puppet_time(t), "2031-11-25T10:34:53UTC");
+    }
+}

@@ -1,0 +1,402 @@
+//! The network skin of `vouch serve`: TLS, HTTP/1.1, limits, signals and logs.
+
+use super::api::{self, ApiRequest, ApiResponse, Client, Event};
+use super::setup::{self, SetupReport};
+use super::ServeOptions;
+use crate::authority::Authority;
+use crate::ca::CaDir;
+use crate::error::Error;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use time::OffsetDateTime;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// What every connection shares. SIGHUP swaps the authority (policy) and TLS config.
+struct Shared {
+    opts: ServeOptions,
+    authority: RwLock<Arc<Authority>>,
+    tls: RwLock<Arc<rustls::ServerConfig>>,
+}
+
+impl Shared {
+    fn authority(&self) -> Arc<Authority> {
+        match self.authority.read() {
+            Ok(a) => a.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+    fn tls(&self) -> Arc<rustls::ServerConfig> {
+        match self.tls.read() {
+            Ok(a) => a.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// One JSON line on stderr: the service's structured log.
+pub(crate) fn log(mut value: serde_json::Value) {
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert("time".into(), rfc3339(OffsetDateTime::now_utc()).into());
+    }
+    let mut line = value.to_string();
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+fn log_event(e: &Event, peer: SocketAddr) {
+    let v = match e {
+        Event::Decision { certname, granted, serial, reasons } => serde_json::json!({
+            "event": "decision", "certname": certname, "verdict": if *granted { "granted" } else { "refused" },
+            "serial": serial, "reasons": reasons, "peer": peer.to_string(),
+        }),
+        Event::Renewed { certname, old_serial, serial } => serde_json::json!({
+            "event": "renewed", "certname": certname, "old_serial": old_serial, "serial": serial,
+        }),
+        Event::Admin { client, action, certname } => serde_json::json!({
+            "event": "admin", "client": client, "action": action, "certname": certname,
+        }),
+        Event::Denied { client, reason } => serde_json::json!({
+            "event": "denied", "client": client, "reason": reason, "peer": peer.to_string(),
+        }),
+    };
+    log(v);
+}
+
+fn crypto(detail: impl std::fmt::Display) -> Error {
+    Error::Crypto { detail: detail.to_string() }
+}
+
+/// The TLS configuration: the service's certificate and the master CA; client
+/// certificates optional (bootstrap is anonymous) and, when sent, verified against
+/// the master CA. Revocation is checked per request against the store itself.
+fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let read = |p: std::path::PathBuf| std::fs::read(&p).map_err(|source| Error::Io { path: p, op: "read", source });
+    let cert_path = dir.dir.join(setup::SERVER_CERT);
+    let cert_pem = read(cert_path.clone())?;
+    let server_der = crate::pem::find(&cert_pem, &["CERTIFICATE"])
+        .map_err(|e| Error::Cert { path: cert_path, detail: e.to_string() })?
+        .1;
+    let ca_path = dir.file(crate::ca::CA_CERT);
+    let ca_der = crate::pem::find(&read(ca_path.clone())?, &["CERTIFICATE"])
+        .map_err(|e| Error::Cert { path: ca_path, detail: e.to_string() })?
+        .1;
+    let key_path = dir.dir.join(setup::SERVER_KEY);
+    let key_der = crate::pem::find(&read(key_path.clone())?, &["PRIVATE KEY"])
+        .map_err(|e| Error::Key { path: key_path, detail: e.to_string() })?
+        .1;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca_der.clone())).map_err(crypto)?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(crypto)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(crypto)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from(server_der), CertificateDer::from(ca_der)],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_der)),
+        )
+        .map_err(crypto)?;
+    // No TLS 1.3 session tickets: a ticket arriving after the response makes Ruby's
+    // Net::HTTP (Puppet's agent) block on its kept-alive connection until the server
+    // closes it (the 30-second stall in shared/research/puppet7.md). Without them,
+    // TLS 1.3 works with Puppet agents at full speed.
+    config.send_tls13_tickets = 0;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn http_date(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    t.format(&fmt).unwrap_or_default()
+}
+
+fn parse_http_date(s: &str) -> Option<OffsetDateTime> {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::PrimitiveDateTime::parse(s.trim(), &fmt).ok().map(|p| p.assume_utc())
+}
+
+/// Percent-decodes a URL path; `None` if it is not valid UTF-8 or has a bad escape.
+fn percent_decode(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn response(r: ApiResponse) -> Response<Full<Bytes>> {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("X-Puppet-Version", api::PUPPET_VERSION)
+        .header("Content-Type", r.content_type);
+    if let Some(t) = r.last_modified {
+        b = b.header("Last-Modified", http_date(t));
+    }
+    b.body(Full::new(Bytes::from(r.body))).unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+fn plain(status: u16, text: &str) -> ApiResponse {
+    ApiResponse { status, content_type: "text/plain", body: text.as_bytes().to_vec(), last_modified: None }
+}
+
+/// Serves one request: read the body within limits, hand it to the API on the
+/// blocking pool, log one line.
+async fn serve_request(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    peer_cert: Option<Arc<Vec<u8>>>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let started = Instant::now();
+    let method = req.method().as_str().to_string();
+    let method_log = method.clone();
+    let raw_path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let if_modified_since =
+        req.headers().get("if-modified-since").and_then(|v| v.to_str().ok()).and_then(parse_http_date);
+    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    let max = shared.opts.max_body;
+    let outcome: Result<(ApiResponse, Vec<Event>, String), ApiResponse> = async {
+        let path = percent_decode(&raw_path).ok_or_else(|| plain(400, "Bad Request: malformed URL"))?;
+        if declared.is_some_and(|n: usize| n > max) {
+            return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")));
+        }
+        let body = match tokio::time::timeout(shared.opts.body_timeout, Limited::new(req.into_body(), max).collect())
+            .await
+        {
+            Err(_) => return Err(plain(408, "Request Timeout: the body did not arrive in time")),
+            Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")))
+            }
+            Ok(Err(_)) => return Err(plain(400, "Bad Request: the body could not be read")),
+            Ok(Ok(c)) => c.to_bytes().to_vec(),
+        };
+        let auth = shared.authority();
+        let joined = tokio::task::spawn_blocking(move || {
+            let now = OffsetDateTime::now_utc();
+            let client = match peer_cert.as_deref() {
+                None => Client::Anonymous,
+                Some(der) => match auth.presented(der, now) {
+                    Ok(p) => Client::Known(p),
+                    Err(e) => Client::Rejected { reason: e.to_string() },
+                },
+            };
+            let who = match &client {
+                Client::Known(p) => p.certname.clone(),
+                Client::Rejected { .. } => "rejected".to_string(),
+                Client::Anonymous => "-".to_string(),
+            };
+            let req = ApiRequest { method, path, query, body, if_modified_since, client };
+            let (resp, events) = api::handle(&auth, &req, now);
+            (resp, events, who)
+        })
+        .await;
+        joined.map_err(|_| plain(500, "Internal Server Error: the request handler failed"))
+    }
+    .await;
+    let (resp, events, who) = match outcome {
+        Ok(x) => x,
+        Err(resp) => (resp, Vec::new(), "-".to_string()),
+    };
+    for e in &events {
+        log_event(e, peer);
+    }
+    log(serde_json::json!({
+        "event": "request", "peer": peer.to_string(), "client": who, "method": method_log,
+        "path": raw_path, "status": resp.status, "bytes": resp.body.len(),
+        "ms": (started.elapsed().as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
+    }));
+    Ok(response(resp))
+}
+
+/// Accepts until SIGTERM or SIGINT, then lets requests in flight finish (10 s at most).
+pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(), Error> {
+    let dir = CaDir::new(&opts.dir);
+    let authority = Authority::open(&dir)?;
+    let tls = tls_config(&dir)?;
+    let listener = TcpListener::bind(opts.listen).await.map_err(|source| Error::Io {
+        path: opts.listen.to_string().into(),
+        op: "listen on",
+        source,
+    })?;
+    let local = listener.local_addr().map_err(|source| Error::Io { path: "socket".into(), op: "inspect", source })?;
+    banner(&report, local);
+    let shared = Arc::new(Shared {
+        opts: opts.clone(),
+        authority: RwLock::new(Arc::new(authority)),
+        tls: RwLock::new(Arc::new(tls)),
+    });
+    let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
+    let (mut term, mut int, mut hup) = (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
+    let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut maintenance = tokio::time::interval(std::time::Duration::from_secs(60));
+    log(serde_json::json!({"event": "listening", "address": local.to_string(), "pid": std::process::id()}));
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => { reload(&shared); continue; }
+            _ = maintenance.tick() => {
+                let auth = shared.authority();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
+                        log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+                    }
+                }).await;
+                continue;
+            }
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    log(serde_json::json!({"event": "accept", "error": e.to_string()}));
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => { reload(&shared); continue; }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let acceptor = tokio_rustls::TlsAcceptor::from(shared.tls());
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(shared.opts.handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    log(serde_json::json!({"event": "tls", "peer": peer.to_string(), "error": e.to_string()}));
+                    return;
+                }
+                Err(_) => {
+                    log(serde_json::json!({"event": "tls", "peer": peer.to_string(), "error": "handshake timed out"}));
+                    return;
+                }
+            };
+            let peer_cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| Arc::new(c.to_vec()));
+            let header_timeout = shared.opts.header_timeout;
+            let svc_shared = shared.clone();
+            let service = hyper::service::service_fn(move |req| {
+                serve_request(svc_shared.clone(), peer, peer_cert.clone(), req)
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true).max_buf_size(64 * 1024);
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(conn).await {
+                if !e.is_incomplete_message() {
+                    log(serde_json::json!({"event": "connection", "peer": peer.to_string(), "error": e.to_string()}));
+                }
+            }
+        });
+    }
+    log(serde_json::json!({"event": "stopping", "reason": "signal"}));
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
+            log(serde_json::json!({"event": "stopping", "detail": "connections still open after 10 s; closing them"}));
+        }
+    }
+    log(serde_json::json!({"event": "stopped"}));
+    Ok(())
+}
+
+/// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.
+fn reload(shared: &Shared) {
+    let dir = CaDir::new(&shared.opts.dir);
+    match Authority::open(&dir) {
+        Ok(a) => {
+            if let Ok(mut w) = shared.authority.write() {
+                *w = Arc::new(a);
+            }
+            log(serde_json::json!({"event": "reload", "what": "policy", "ok": true}));
+        }
+        Err(e) => log(serde_json::json!({
+            "event": "reload", "what": "policy", "ok": false, "error": e.to_string(),
+            "detail": "the previous policy stays in force",
+        })),
+    }
+    match tls_config(&dir) {
+        Ok(t) => {
+            if let Ok(mut w) = shared.tls.write() {
+                *w = Arc::new(t);
+            }
+        }
+        Err(e) => log(serde_json::json!({"event": "reload", "what": "tls", "ok": false, "error": e.to_string()})),
+    }
+}
+
+fn banner(r: &SetupReport, local: SocketAddr) {
+    let mut out = String::new();
+    let dir = r.dir.display();
+    if r.created_ca {
+        out.push_str(&format!("vouch: created a new CA in {dir}\n"));
+    } else {
+        out.push_str(&format!("vouch: serving the CA in {dir}\n"));
+    }
+    out.push_str(&format!("  root CA fingerprint (SHA-256): {}\n", r.root_fingerprint));
+    out.push_str(&format!("  policy:                        {}\n", r.policy.display()));
+    if let Some((c, k)) = &r.conductor {
+        out.push_str(&format!("  conductor credentials:         {} {}\n", c.display(), k.display()));
+    }
+    if let Some((c, k)) = &r.admin {
+        out.push_str(&format!("  admin credentials:             {} {}\n", c.display(), k.display()));
+    }
+    out.push_str(&format!(
+        "  service certificate:           {} ({})\n",
+        r.server_cert.display(),
+        r.server_names.join(", ")
+    ));
+    out.push_str(&format!("  listening on https://{local}/puppet-ca/v1\n"));
+    let host = if local.ip().is_loopback() || local.ip().is_unspecified() {
+        if r.server_names.iter().any(|n| n == "localhost") {
+            "localhost".to_string()
+        } else {
+            r.server_certname.clone()
+        }
+    } else {
+        r.server_certname.clone()
+    };
+    out.push_str("\nAn agent's puppet.conf needs:\n");
+    out.push_str(&format!("  [main]\n  server = {host}\n  ca_server = {host}\n  serverport = {}\n", local.port()));
+    out.push_str(&format!("  ca_fingerprint = {}\n", r.bundle_fingerprint.replace(':', "")));
+    out.push_str("then: puppet ssl bootstrap\n");
+    print!("{out}");
+    let _ = std::io::stdout().flush();
+}

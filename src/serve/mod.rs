@@ -1,0 +1,66 @@
+//! `vouch serve`: the Puppet CA API over HTTPS, for stock Puppet agents.
+//!
+//! A thin skin: TLS (rustls, client certificates optional), HTTP/1.1 (hyper), limits
+//! and logs here; every answer comes from [`api::handle`] over the [`Authority`].
+//! Blocking store work runs on tokio's blocking pool; the store's own lock
+//! serialises writers, also against `vouch` commands run beside the server.
+
+pub mod api;
+mod http;
+pub mod setup;
+
+use crate::error::Error;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the service runs. Every limit has a documented default (README, "vouch serve").
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub dir: PathBuf,
+    pub listen: SocketAddr,
+    /// DNS names and IP addresses for the service's certificate; the first name is its certname.
+    pub server_names: Vec<String>,
+    pub key_type: crate::keys::KeyType,
+    /// Largest request body accepted (a CSR is 1–4 KB; Puppet Server takes up to 1 MB).
+    pub max_body: usize,
+    /// Time allowed for the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time allowed for a request's headers, and for an idle kept-alive connection.
+    pub header_timeout: Duration,
+    /// Time allowed to receive a request's body.
+    pub body_timeout: Duration,
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+}
+
+impl ServeOptions {
+    pub fn new(dir: PathBuf) -> Self {
+        ServeOptions {
+            dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8140)),
+            server_names: Vec::new(),
+            key_type: crate::keys::KeyType::default(),
+            max_body: 256 * 1024,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            threads: 0,
+        }
+    }
+}
+
+/// Prepares the data directory (first run: CA, policy, credentials) and serves until SIGTERM.
+pub fn run(opts: ServeOptions) -> Result<(), Error> {
+    let report = setup::prepare(&opts)?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().max_blocking_threads(256).thread_name("vouch-serve");
+    if opts.threads > 0 {
+        builder.worker_threads(opts.threads);
+    }
+    let rt = builder.build().map_err(|source| Error::Io { path: "tokio runtime".into(), op: "start", source })?;
+    rt.block_on(http::serve(opts, report))
+}

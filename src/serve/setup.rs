@@ -1,0 +1,192 @@
+//! First run of `vouch serve`: whatever the data directory lacks — the CA, the
+//! policy, a conductor credential to start with, the service's certificate, an
+//! administrator's certificate — is created; nothing that exists is overwritten.
+
+use super::ServeOptions;
+use crate::authority::Authority;
+use crate::ca::{self, CaDir, ConductorSpec};
+use crate::error::Error;
+use crate::issue::LocalRole;
+use crate::store::State;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+pub const SERVER_CERT: &str = "server/server_crt.pem";
+pub const SERVER_KEY: &str = "server/server_key.pem";
+pub const ADMIN_CERT: &str = "admin/admin_crt.pem";
+pub const ADMIN_KEY: &str = "admin/admin_key.pem";
+pub const CONDUCTOR_CERT: &str = "conductor/conductor_crt.pem";
+pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
+/// The administrator certificate's certname.
+pub const ADMIN_NAME: &str = "vouch-admin";
+/// The service certificate is renewed at start when it has less than this left.
+const SERVER_RENEW_BEFORE: time::Duration = time::Duration::days(30);
+
+/// What `prepare` found or made, for the start-up banner.
+#[derive(Debug, Clone)]
+pub struct SetupReport {
+    pub dir: PathBuf,
+    pub created_ca: bool,
+    pub root_fingerprint: String,
+    /// SHA-256 of the CA bundle as served (what `puppet ssl bootstrap --ca-fingerprint`... compares).
+    pub bundle_fingerprint: String,
+    pub policy: PathBuf,
+    pub conductor: Option<(PathBuf, PathBuf)>,
+    pub admin: Option<(PathBuf, PathBuf)>,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub server_certname: String,
+    pub server_names: Vec<String>,
+}
+
+fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io { path, op, source }
+}
+
+fn mkdir_private(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).recursive(true).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(io(dir, "create directory")(e)),
+    }
+}
+
+/// Writes a certificate and its key (0600) as a pair, replacing older ones: key first,
+/// so a crash leaves at worst a key whose certificate is missing (made again next start).
+fn write_pair(cert: &Path, cert_pem: &str, key: &Path, key_pem: &str) -> Result<(), Error> {
+    if let Some(parent) = cert.parent() {
+        mkdir_private(parent)?;
+    }
+    crate::fsutil::write_replace(key, key_pem.as_bytes(), 0o600).map_err(io(key, "write"))?;
+    crate::fsutil::write_replace(cert, cert_pem.as_bytes(), 0o644).map_err(io(cert, "write"))
+}
+
+/// This machine's host name, lowercased, if it is a valid certname.
+fn host_name() -> Option<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?.trim().to_ascii_lowercase();
+    crate::decide::check_certname(&h).is_ok().then_some(h)
+}
+
+/// The names for the service certificate: the operator's, else the host name and localhost,
+/// always with the loopback addresses.
+pub fn server_names(opts: &ServeOptions) -> (Vec<String>, Vec<IpAddr>) {
+    let mut dns = Vec::new();
+    let mut ips: Vec<IpAddr> = Vec::new();
+    let wanted: Vec<String> = if opts.server_names.is_empty() {
+        host_name().into_iter().chain(["localhost".to_string()]).collect()
+    } else {
+        opts.server_names.clone()
+    };
+    for n in wanted {
+        match n.parse::<IpAddr>() {
+            Ok(ip) => ips.push(ip),
+            Err(_) => {
+                if !dns.contains(&n) {
+                    dns.push(n)
+                }
+            }
+        }
+    }
+    if dns.is_empty() {
+        dns.push("localhost".into());
+    }
+    for ip in [IpAddr::from([127, 0, 0, 1]), IpAddr::from(std::net::Ipv6Addr::LOCALHOST)] {
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
+    if !opts.listen.ip().is_unspecified() && !ips.contains(&opts.listen.ip()) {
+        ips.push(opts.listen.ip());
+    }
+    (dns, ips)
+}
+
+/// Whether the service certificate on disk is usable: present with its key, valid for
+/// a while yet, current in the store, and naming everything asked for.
+fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], now: OffsetDateTime) -> bool {
+    let (cert, key) = (dir.join(SERVER_CERT), dir.join(SERVER_KEY));
+    let Ok(pem) = std::fs::read(&cert) else { return false };
+    if !key.exists() {
+        return false;
+    }
+    let Ok((_, der)) = crate::pem::find(&pem, &["CERTIFICATE"]) else { return false };
+    let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) else { return false };
+    if c.validity().not_after.to_datetime() - now < SERVER_RENEW_BEFORE {
+        return false;
+    }
+    let serial = crate::issue::hex(c.raw_serial());
+    if !matches!(auth.store_record(&serial), Ok(Some(State::Issued))) {
+        return false;
+    }
+    let mut have_dns = Vec::new();
+    let mut have_ips = Vec::new();
+    if let Ok(Some(san)) = c.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                x509_parser::extensions::GeneralName::DNSName(d) => have_dns.push(d.to_string()),
+                x509_parser::extensions::GeneralName::IPAddress(b) => {
+                    if let Ok(a) = <[u8; 4]>::try_from(*b) {
+                        have_ips.push(IpAddr::from(a));
+                    } else if let Ok(a) = <[u8; 16]>::try_from(*b) {
+                        have_ips.push(IpAddr::from(a));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    dns.iter().all(|d| have_dns.contains(d)) && ips.iter().all(|i| have_ips.contains(i))
+}
+
+/// Makes the data directory ready to serve.
+pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
+    let now = OffsetDateTime::now_utc();
+    let dir = CaDir::new(&opts.dir);
+    let created_ca = !dir.file(ca::CA_CERT).exists();
+    if created_ca {
+        ca::init(&dir, opts.key_type, now)?;
+    }
+    // A conductor credential to start with, on the first run only.
+    let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
+    if created_ca && !conductor.0.exists() {
+        let spec = ConductorSpec { name: "conductor", key_type: opts.key_type, days: 365 };
+        let (cert, key, _) = ca::new_conductor(&dir, &spec, now)?;
+        write_pair(&conductor.0, &cert, &conductor.1, &key)?;
+    }
+    let auth = Authority::open(&dir)?;
+    auth.maintain(now)?;
+
+    let (dns, ips) = server_names(opts);
+    let server_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
+    if !server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
+        let (issued, key) =
+            auth.issue_local(&server_certname, LocalRole::Server, &dns, &ips, opts.key_type, true, now)?;
+        write_pair(&dir.dir.join(SERVER_CERT), &issued.pem, &dir.dir.join(SERVER_KEY), &key)?;
+    }
+    let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
+    if !admin.0.exists() && !matches!(auth.certificate(ADMIN_NAME), Ok(Some(_))) {
+        let (issued, key) = auth.issue_local(ADMIN_NAME, LocalRole::Admin, &[], &[], opts.key_type, false, now)?;
+        write_pair(&admin.0, &issued.pem, &admin.1, &key)?;
+    }
+
+    let root = std::fs::read(dir.file(ca::ROOT_CERT)).map_err(io(&dir.file(ca::ROOT_CERT), "read"))?;
+    let root_der = crate::pem::find(&root, &["CERTIFICATE"])
+        .map(|(_, d)| d)
+        .map_err(|e| Error::Cert { path: dir.file(ca::ROOT_CERT), detail: e.to_string() })?;
+    let bundle = std::fs::read(dir.file(ca::CA_BUNDLE)).map_err(io(&dir.file(ca::CA_BUNDLE), "read"))?;
+    Ok(SetupReport {
+        dir: dir.dir.clone(),
+        created_ca,
+        root_fingerprint: ca::fingerprint(&root_der),
+        bundle_fingerprint: ca::fingerprint(&bundle),
+        policy: dir.policy(),
+        conductor: conductor.0.exists().then_some(conductor),
+        admin: admin.0.exists().then_some(admin),
+        server_cert: dir.dir.join(SERVER_CERT),
+        server_key: dir.dir.join(SERVER_KEY),
+        server_certname,
+        server_names: dns.into_iter().chain(ips.iter().map(IpAddr::to_string)).collect(),
+    })
+}
