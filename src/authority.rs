@@ -679,8 +679,9 @@ impl Authority {
     /// (`certificate_revocation = chain`), so they need a CRL from the root too.
     fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let (root_der, root_key) = ca::load_cert_and_key(&self.dir.file(ca::ROOT_CERT), &self.dir.file(ca::ROOT_KEY))?;
-        let issuer = rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
-            .map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let issuer =
+            rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
+                .map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let number_path = self.dir.file("root_crl_number");
         let number: u64 =
             std::fs::read_to_string(&number_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0) + 1;

@@ -50,7 +50,12 @@ impl ApiResponse {
         ApiResponse { status, content_type: "text/plain", body: body.into().into_bytes(), last_modified: None }
     }
     fn json(status: u16, value: &serde_json::Value) -> Self {
-        ApiResponse { status, content_type: "application/json", body: value.to_string().into_bytes(), last_modified: None }
+        ApiResponse {
+            status,
+            content_type: "application/json",
+            body: value.to_string().into_bytes(),
+            last_modified: None,
+        }
     }
     fn empty(status: u16) -> Self {
         ApiResponse { status, content_type: "text/plain", body: Vec::new(), last_modified: None }
@@ -462,10 +467,9 @@ fn status_put(
             Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
             Err(e) => Err(e),
         },
-        other => Ok(ApiResponse::text(
-            400,
-            format!("Bad Request: desired_state {other:?} is not one of: signed, revoked"),
-        )),
+        other => {
+            Ok(ApiResponse::text(400, format!("Bad Request: desired_state {other:?} is not one of: signed, revoked")))
+        }
     }
 }
 
@@ -511,7 +515,12 @@ fn renewal(
                 old_serial: p.serial.clone(),
                 serial: issued.serial_hex.clone(),
             });
-            Ok(ApiResponse { status: 200, content_type: "text/plain", body: issued.pem.into_bytes(), last_modified: None })
+            Ok(ApiResponse {
+                status: 200,
+                content_type: "text/plain",
+                body: issued.pem.into_bytes(),
+                last_modified: None,
+            })
         }
         Err(Error::NotValid { detail, .. }) => {
             events.push(Event::Denied { client: p.certname.clone(), reason: detail.clone() });

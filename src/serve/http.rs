@@ -192,16 +192,15 @@ async fn serve_request(
         if declared.is_some_and(|n: usize| n > max) {
             return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")));
         }
-        let body = match tokio::time::timeout(shared.opts.body_timeout, Limited::new(req.into_body(), max).collect())
-            .await
-        {
-            Err(_) => return Err(plain(408, "Request Timeout: the body did not arrive in time")),
-            Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")))
-            }
-            Ok(Err(_)) => return Err(plain(400, "Bad Request: the body could not be read")),
-            Ok(Ok(c)) => c.to_bytes().to_vec(),
-        };
+        let body =
+            match tokio::time::timeout(shared.opts.body_timeout, Limited::new(req.into_body(), max).collect()).await {
+                Err(_) => return Err(plain(408, "Request Timeout: the body did not arrive in time")),
+                Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                    return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")))
+                }
+                Ok(Err(_)) => return Err(plain(400, "Bad Request: the body could not be read")),
+                Ok(Ok(c)) => c.to_bytes().to_vec(),
+            };
         let auth = shared.authority();
         let joined = tokio::task::spawn_blocking(move || {
             let now = OffsetDateTime::now_utc();
@@ -258,7 +257,8 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
         tls: RwLock::new(Arc::new(tls)),
     });
     let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
-    let (mut term, mut int, mut hup) = (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
+    let (mut term, mut int, mut hup) =
+        (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
     let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut maintenance = tokio::time::interval(std::time::Duration::from_secs(60));
@@ -312,11 +312,14 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
             let peer_cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| Arc::new(c.to_vec()));
             let header_timeout = shared.opts.header_timeout;
             let svc_shared = shared.clone();
-            let service = hyper::service::service_fn(move |req| {
-                serve_request(svc_shared.clone(), peer, peer_cert.clone(), req)
-            });
+            let service =
+                hyper::service::service_fn(move |req| serve_request(svc_shared.clone(), peer, peer_cert.clone(), req));
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true).max_buf_size(64 * 1024);
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true)
+                .max_buf_size(64 * 1024);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn).await {
                 if !e.is_incomplete_message() {
