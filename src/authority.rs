@@ -647,6 +647,19 @@ pub fn classification_from_cert(
     })
 }
 
+/// What [`Authority::issue_local`] makes: a service or administrator certificate.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalSpec<'a> {
+    pub certname: &'a str,
+    pub role: issue::LocalRole,
+    /// Extra DNS names and IP addresses (service certificates).
+    pub dns_names: &'a [String],
+    pub ip_addresses: &'a [std::net::IpAddr],
+    pub key_type: crate::keys::KeyType,
+    /// Supersede a current certificate of the same name (else refuse).
+    pub replace: bool,
+}
+
 /// A certificate presented by a TLS client, checked against the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Presented {
@@ -724,16 +737,8 @@ impl Authority {
     /// Issues a certificate for the service itself or for an administrator, with a
     /// key generated here (returned as PEM, for the caller to write 0600). With
     /// `replace`, a current certificate of the same name is revoked (superseded).
-    pub fn issue_local(
-        &self,
-        certname: &str,
-        role: issue::LocalRole,
-        dns_names: &[String],
-        ip_addresses: &[std::net::IpAddr],
-        key_type: crate::keys::KeyType,
-        replace: bool,
-        now: OffsetDateTime,
-    ) -> Result<(Issued, String), Error> {
+    pub fn issue_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(Issued, String), Error> {
+        let LocalSpec { certname, role, dns_names, ip_addresses, key_type, replace } = *spec;
         decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
         let key = key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let spki = rcgen::PublicKeyData::subject_public_key_info(&key);

@@ -411,8 +411,17 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                 }
             }
             let auth = Authority::open(&dir(&cli)?)?;
-            let (issued, key) =
-                auth.issue_local(name, crate::issue::LocalRole::Admin, &[], &[], *key_type, false, now(&cli)?)?;
+            let (issued, key) = auth.issue_local(
+                &crate::authority::LocalSpec {
+                    certname: name,
+                    role: crate::issue::LocalRole::Admin,
+                    dns_names: &[],
+                    ip_addresses: &[],
+                    key_type: *key_type,
+                    replace: false,
+                },
+                now(&cli)?,
+            )?;
             write_new(key_out, &key, 0o600)?;
             write_new(cert_out, &issued.pem, 0o644)?;
             println!(
@@ -560,21 +569,8 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     let text = String::from_utf8(read_file(&a.attributes)?)
         .map_err(|_| Error::Attributes { path: a.attributes.clone(), detail: "not UTF-8".into() })?;
     let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
-    let mut spec = csr::CsrSpec { common_name: certname, ..Default::default() };
-    for (k, v) in &parsed.custom_attributes {
-        let oid = oids::parse(k).ok_or_else(|| Error::Attributes {
-            path: a.attributes.clone(),
-            detail: format!("custom attribute {k:?} is not an OID"),
-        })?;
-        spec.attributes.push((oid, vec![csr::printable(v)]));
-    }
-    for (k, v) in &parsed.extension_requests {
-        let oid = oids::parse(k).ok_or_else(|| Error::Attributes {
-            path: a.attributes.clone(),
-            detail: format!("extension request {k:?} is neither an OID nor a pp_* name"),
-        })?;
-        spec.extension_requests.push((oid, v.clone()));
-    }
+    let spec = csr::CsrSpec::from_attributes(&certname, &parsed)
+        .map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
     for p in [&a.key_out, &a.csr_out] {
         if p.exists() {
             return Err(Error::AlreadyExists { path: p.clone() });

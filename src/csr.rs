@@ -358,6 +358,24 @@ pub struct CsrSpec {
     pub extension_requests: Vec<(Vec<u64>, String)>,
 }
 
+impl CsrSpec {
+    /// What a Puppet agent puts into its CSR from a `csr_attributes.yaml`: each custom
+    /// attribute as a "PrintableString", each extension request as a UTF8String.
+    pub fn from_attributes(certname: &str, a: &crate::attrs::CsrAttributes) -> Result<CsrSpec, String> {
+        let mut spec = CsrSpec { common_name: certname.to_string(), ..Default::default() };
+        for (k, v) in &a.custom_attributes {
+            let oid = oids::parse(k).ok_or_else(|| format!("custom attribute {k:?} is not an OID"))?;
+            spec.attributes.push((oid, vec![printable(v)]));
+        }
+        for (k, v) in &a.extension_requests {
+            let oid =
+                oids::parse(k).ok_or_else(|| format!("extension request {k:?} is neither an OID nor a pp_* name"))?;
+            spec.extension_requests.push((oid, v.clone()));
+        }
+        Ok(spec)
+    }
+}
+
 /// A value as Puppet encodes custom attributes: a "PrintableString" holding the raw bytes.
 pub fn printable(value: &str) -> Vec<u8> {
     der::printable_string_raw(value.as_bytes())

@@ -358,7 +358,16 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
             }
         }
     }
-    let serial_number = u128::from_str_radix(&rec.serial, 16).ok();
+    // Puppet gives the serial as a JSON integer; vouch's serials are up to 128 bits, more
+    // than a JSON integer carries safely, so larger ones come as a decimal string
+    // (`serial` always has the hex form). (serde_json's json! panics on a u128.)
+    let serial_number = match u128::from_str_radix(&rec.serial, 16) {
+        Ok(n) => match u64::try_from(n) {
+            Ok(small) => serde_json::Value::from(small),
+            Err(_) => serde_json::Value::String(n.to_string()),
+        },
+        Err(_) => serde_json::Value::Null,
+    };
     let dns: Vec<&String> = sans.iter().filter(|s| s.starts_with("DNS:")).collect();
     let state = match rec.state {
         State::Issued => "signed",

@@ -6,6 +6,7 @@
 //! serialises writers, also against `vouch` commands run beside the server.
 
 pub mod api;
+pub mod client;
 mod http;
 pub mod setup;
 

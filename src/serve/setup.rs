@@ -3,7 +3,7 @@
 //! administrator's certificate — is created; nothing that exists is overwritten.
 
 use super::ServeOptions;
-use crate::authority::Authority;
+use crate::authority::{Authority, LocalSpec};
 use crate::ca::{self, CaDir, ConductorSpec};
 use crate::error::Error;
 use crate::issue::LocalRole;
@@ -161,13 +161,32 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let (dns, ips) = server_names(opts);
     let server_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
     if !server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
-        let (issued, key) =
-            auth.issue_local(&server_certname, LocalRole::Server, &dns, &ips, opts.key_type, true, now)?;
+        let (issued, key) = auth.issue_local(
+            &LocalSpec {
+                certname: &server_certname,
+                role: LocalRole::Server,
+                dns_names: &dns,
+                ip_addresses: &ips,
+                key_type: opts.key_type,
+                replace: true,
+            },
+            now,
+        )?;
         write_pair(&dir.dir.join(SERVER_CERT), &issued.pem, &dir.dir.join(SERVER_KEY), &key)?;
     }
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     if !admin.0.exists() && !matches!(auth.certificate(ADMIN_NAME), Ok(Some(_))) {
-        let (issued, key) = auth.issue_local(ADMIN_NAME, LocalRole::Admin, &[], &[], opts.key_type, false, now)?;
+        let (issued, key) = auth.issue_local(
+            &LocalSpec {
+                certname: ADMIN_NAME,
+                role: LocalRole::Admin,
+                dns_names: &[],
+                ip_addresses: &[],
+                key_type: opts.key_type,
+                replace: false,
+            },
+            now,
+        )?;
         write_pair(&admin.0, &issued.pem, &admin.1, &key)?;
     }
 
