@@ -470,6 +470,29 @@ impl Policy {
                         .into(),
                 ));
             }
+            if o == oids::VOUCH_ARC || oids::is_under(&o, oids::VOUCH_ARC) {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!(
+                        "{} is in vouch's own arc (1.3.6.1.4.1.34380.2), whose extensions only vouch writes",
+                        item.get_ref()
+                    ),
+                ));
+            }
+            // Anything else (basicConstraints, key usage, EKU, any 2.5.29.*, private OIDs) would
+            // be copied next to, or instead of, what vouch itself writes into the certificate.
+            if !(oids::is_under(&o, oids::PP_REG) || oids::is_under(&o, oids::PP_PRIV)) {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!(
+                        "{} is outside ppRegCertExt (1.3.6.1.4.1.34380.1.1.*) and ppPrivCertExt \
+                         (1.3.6.1.4.1.34380.1.2.*), the only extensions a node may request",
+                        item.get_ref()
+                    ),
+                ));
+            }
             allowed_extensions.push(o);
         }
         Ok(Policy {
@@ -602,7 +625,8 @@ mirror_required = false
 allow_subject_alt_names = false
 # Further extension requests nodes may add (OIDs or pp_* names). The node alone
 # controls them: never list one that your manifests or Hiera trust for roles.
-# The ppAuthCertExt arc (pp_cli_auth, pp_auth_role) can never be allowed.
+# Only ppRegCertExt (1.3.6.1.4.1.34380.1.1.*) and ppPrivCertExt (1.3.6.1.4.1.34380.1.2.*)
+# OIDs can be listed; the ppAuthCertExt arc (pp_cli_auth, pp_auth_role) never.
 allow = []
 
 [issuance]
@@ -685,6 +709,33 @@ mod tests {
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+    }
+
+    #[test]
+    fn extensions_allow_only_pp_reg_and_pp_priv() {
+        let policy =
+            |oid: &str| format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n[extensions]\nallow = [\"{oid}\"]\n");
+        for good in ["pp_uuid", "pp_role", "1.3.6.1.4.1.34380.1.1.99", "1.3.6.1.4.1.34380.1.2.1"] {
+            assert!(parse(&policy(good)).is_ok(), "{good}");
+        }
+        for bad in [
+            "2.5.29.19",               // basicConstraints
+            "2.5.29.37",               // extended key usage
+            "2.5.29.15",               // key usage
+            "2.5.29.99",               // anything under 2.5.29
+            "2.5.29",                  // the arc itself
+            "1.3.6.1.4.1.34380.2",     // vouch's arc
+            "1.3.6.1.4.1.34380.2.5",   // vouch's classification extension
+            "1.3.6.1.4.1.34380.1.3.1", // ppAuthCertExt
+            "pp_cli_auth",
+            "1.3.6.1.4.1.34380.1.1",   // the ppRegCertExt arc itself
+            "1.3.6.1.4.1.34380.1.2.5", // the mirror OID
+            "1.3.6.1.4.1.311.20.2",    // a Microsoft template name
+            "1.2.3.4",
+        ] {
+            let e = parse(&policy(bad)).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("extensions.allow")), "{bad}: {e}");
+        }
     }
 
     #[test]
