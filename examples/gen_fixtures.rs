@@ -126,6 +126,8 @@ struct Attrs {
     mirror: Option<String>,
     extra_attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     extra_extensions: Vec<(Vec<u64>, String)>,
+    /// Extension requests marked critical.
+    critical: Vec<Vec<u64>>,
     /// Version 2: (certname, nonce).
     binding: Option<(String, String)>,
 }
@@ -146,6 +148,7 @@ impl Attrs {
             classification,
             extra_attributes: vec![],
             extra_extensions: vec![],
+            critical: vec![],
             binding: None,
         }
     }
@@ -195,7 +198,7 @@ impl Attrs {
             extension_requests.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), m.clone()));
         }
         extension_requests.extend(self.extra_extensions.iter().cloned());
-        CsrSpec { common_name: cn.to_string(), attributes, extension_requests }
+        CsrSpec { common_name: cn.to_string(), attributes, extension_requests, critical: self.critical.clone() }
     }
 }
 
@@ -568,6 +571,11 @@ fn main() -> R<()> {
     let mut dup_ext = good().signed_by(k)?;
     dup_ext.extra_extensions.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), dup_ext.classification.clone()));
     out.csr("mirror-requested-twice", &dup_ext.spec(CERTNAME), KeyType::P256)?;
+    // The otherwise valid mirror request marked critical: Puppet Server (hook mode) would
+    // copy it into the certificate as critical.
+    let mut critical = good().signed_by(k)?;
+    critical.critical.push(vouch::policy::DEFAULT_MIRROR_OID.to_vec());
+    out.csr("extension-requested-critical", &critical.spec(CERTNAME), KeyType::P256)?;
 
     // Not a CSR at all.
     out.write("csr/input-garbage.csr.txt", b"\x00\xffthis is not a certificate request\x01\x02")?;

@@ -356,6 +356,8 @@ pub struct CsrSpec {
     pub attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     /// (OID, UTF-8 value).
     pub extension_requests: Vec<(Vec<u64>, String)>,
+    /// Extension requests (by OID) to mark critical; only fixtures do this.
+    pub critical: Vec<Vec<u64>>,
 }
 
 /// A value as Puppet encodes custom attributes: a "PrintableString" holding the raw bytes.
@@ -379,7 +381,14 @@ pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Err
         let exts: Vec<Vec<u8>> = spec
             .extension_requests
             .iter()
-            .map(|(oid, v)| der::sequence(&[&der::oid(oid), &der::octet_string(&der::utf8_string(v))]))
+            .map(|(oid, v)| {
+                let value = der::octet_string(&der::utf8_string(v));
+                if spec.critical.contains(oid) {
+                    der::sequence(&[&der::oid(oid), &der::boolean(true), &value])
+                } else {
+                    der::sequence(&[&der::oid(oid), &value])
+                }
+            })
             .collect();
         let refs: Vec<&[u8]> = exts.iter().map(Vec::as_slice).collect();
         let extensions = der::sequence(&refs);
@@ -420,6 +429,7 @@ mod tests {
             common_name: "web01.example".into(),
             attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![printable("1")])],
             extension_requests: vec![(oids::PP_REG.iter().copied().chain([13]).collect(), "web".into())],
+            ..Default::default()
         };
         let der = build(&spec, &key).unwrap();
         let csr = parse(&der).unwrap();

@@ -150,6 +150,8 @@ pub enum Refusal {
     ExtensionRequestAmbiguous { detail: String },
     /// The same extension requested twice.
     ExtensionDuplicated { oid: String },
+    /// An extension request is marked critical (in hook mode Puppet Server would copy it so).
+    ExtensionCritical { oid: String },
     /// A subjectAltName was requested.
     SubjectAltNameRequested,
     /// An extension in the ppAuthCertExt arc (pp_cli_auth, pp_auth_role…) was requested.
@@ -224,6 +226,7 @@ impl Refusal {
             Refusal::ClassificationInvalid { .. } => "classification-invalid",
             Refusal::ExtensionRequestAmbiguous { .. } => "extension-request-ambiguous",
             Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
+            Refusal::ExtensionCritical { .. } => "extension-critical",
             Refusal::SubjectAltNameRequested => "subject-alt-name-requested",
             Refusal::AuthorizationExtensionRequested { .. } => "authorization-extension-requested",
             Refusal::PuppetExtensionNotAllowed { .. } => "puppet-extension-not-allowed",
@@ -293,6 +296,9 @@ impl Refusal {
             }
             Refusal::ExtensionRequestAmbiguous { .. } | Refusal::ExtensionDuplicated { .. } => {
                 "request each extension once, in one extensionRequest attribute"
+            }
+            Refusal::ExtensionCritical { .. } => {
+                "request extensions as non-critical, as Puppet agents do (csr_attributes.yaml extension_requests)"
             }
             Refusal::SubjectAltNameRequested => "remove subjectAltName from the request, or set extensions.allow_subject_alt_names",
             Refusal::AuthorizationExtensionRequested { .. } => {
@@ -381,6 +387,11 @@ impl std::fmt::Display for Refusal {
             Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
             Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
             Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
+            Refusal::ExtensionCritical { oid } => write!(
+                f,
+                "extension {oid} is requested as critical; no requested extension may be critical \
+                 (Puppet Server would copy it into the certificate as critical)"
+            ),
             Refusal::SubjectAltNameRequested => f.write_str("the CSR requests subjectAltNames, which the policy does not allow"),
             Refusal::AuthorizationExtensionRequested { oid } => {
                 write!(f, "the CSR requests the authorization extension {oid}")
@@ -737,6 +748,11 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             continue;
         }
         seen.push(&ext.oid);
+        // Whatever the extension, a node does not get to make it critical: Puppet Server
+        // (hook mode) copies the flag, and relying parties must then understand it or fail.
+        if ext.critical {
+            reasons.push(Refusal::ExtensionCritical { oid: shown.clone() });
+        }
         if ext.oid == oids::SUBJECT_ALT_NAME {
             if !policy.allow_subject_alt_names {
                 reasons.push(Refusal::SubjectAltNameRequested);

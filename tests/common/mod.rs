@@ -118,6 +118,7 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("unknown-extension-requested.csr.pem", CERTNAME, &["extension-not-allowed"]),
     ("mirror-differs-from-signed-classification.csr.pem", CERTNAME, &["mirror-mismatch"]),
     ("mirror-requested-twice.csr.pem", CERTNAME, &["extension-duplicated"]),
+    ("extension-requested-critical.csr.pem", CERTNAME, &["extension-critical"]),
 ];
 
 /// The same fixtures under fixtures/policy-scoped.toml.
