@@ -222,6 +222,15 @@ impl Out {
         self.write(rel, vouch::pem::encode("CERTIFICATE", der).as_bytes())
     }
 
+    /// Writes a CSR fixture made from `spec` and then altered by `edit`, signed by a fresh P-256 key.
+    fn csr_edited(&mut self, name: &str, spec: &CsrSpec, edit: impl Fn(&mut csr::RequestParts)) -> R<()> {
+        let key = KeyType::P256.generate()?;
+        let mut parts = csr::parts(spec, &key);
+        edit(&mut parts);
+        let der = csr::sign_parts(&parts, &key)?;
+        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
+    }
+
     /// Writes a CSR fixture made from `spec`, signed by a fresh node key of `kt`.
     fn csr(&mut self, name: &str, spec: &CsrSpec, kt: KeyType) -> R<()> {
         let key = kt.generate()?;
@@ -576,6 +585,32 @@ fn main() -> R<()> {
     let mut critical = good().signed_by(k)?;
     critical.critical.push(vouch::policy::DEFAULT_MIRROR_OID.to_vec());
     out.csr("extension-requested-critical", &critical.spec(CERTNAME), KeyType::P256)?;
+
+    // Strict DER: encodings another reader could take differently from vouch.
+    let valid = good().signed_by(k)?.spec(CERTNAME);
+    out.csr_edited("extension-request-with-two-values", &valid, |p| p.extension_request.push(der::sequence(&[])))?;
+    out.csr_edited("cn-with-trailing-bytes", &valid, |p| {
+        p.subject = der::sequence(&[&der::set_of(vec![der::sequence(&[
+            &der::oid(oids::COMMON_NAME),
+            &der::utf8_string(CERTNAME),
+            &der::utf8_string("db01.example.test"),
+        ])])]);
+    })?;
+    out.csr_edited("key-params-with-trailing-data", &valid, |p| {
+        // The same P-256 key, with a NULL after the curve OID.
+        let mut r = der::Reader::new(&p.spki);
+        let Ok(outer) = r.any() else { return };
+        let mut f = der::Reader::new(outer.content);
+        let (Ok(alg), Ok(bits)) = (f.any(), f.any()) else { return };
+        let alg = der::sequence(&[alg.content, &der::tlv(der::tag::NULL, &[])]);
+        p.spki = der::sequence(&[&alg, bits.raw]);
+    })?;
+    out.csr_edited("critical-flag-not-der-boolean", &valid, |p| {
+        let value = der::octet_string(&der::utf8_string(&b64(CLASSIFICATION)));
+        let flag = der::tlv(der::tag::BOOLEAN, &[0x00, 0xff]);
+        let ext = der::sequence(&[&der::oid(vouch::policy::DEFAULT_MIRROR_OID), &flag, &value]);
+        p.extension_request = vec![der::sequence(&[&ext])];
+    })?;
 
     // Not a CSR at all.
     out.write("csr/input-garbage.csr.txt", b"\x00\xffthis is not a certificate request\x01\x02")?;

@@ -214,7 +214,8 @@ impl Authority {
                 match self.policy.on_existing {
                     OnExisting::Refuse => extra
                         .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
-                    OnExisting::Supersede if old_spki == grant.csr().spki => {
+                    // Compared in canonical form: a re-encoding of the same key is the same key.
+                    OnExisting::Supersede if crate::csr::same_key(&old_spki, &grant.csr().spki) => {
                         extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
                     // Version 1 attributes name no certname: they never take over a name.
@@ -590,6 +591,7 @@ pub fn claim_once(
 ) -> Result<Result<decide::Grant, Refused>, Error> {
     let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
     let journal = crate::replay::Journal::new(dir);
+    // The CSR's SPKI is canonical (csr::canonical_spki): one key, one holder, however encoded.
     let holder = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &grant.csr().spki);
     let holder: String = holder.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let claim = journal

@@ -643,6 +643,14 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         reasons.push(Refusal::ExtensionRequestAmbiguous {
             detail: format!("{} extensionRequest attributes", csr.extension_request_attributes),
         });
+    } else if csr.extension_request_values != csr.extension_request_attributes {
+        // One attribute whose SET holds several Extensions values (or none): never merged.
+        reasons.push(Refusal::ExtensionRequestAmbiguous {
+            detail: format!(
+                "the extensionRequest attribute holds {} values; exactly one is accepted",
+                csr.extension_request_values
+            ),
+        });
     }
 
     // 4. Version.

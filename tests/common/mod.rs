@@ -119,6 +119,11 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("mirror-differs-from-signed-classification.csr.pem", CERTNAME, &["mirror-mismatch"]),
     ("mirror-requested-twice.csr.pem", CERTNAME, &["extension-duplicated"]),
     ("extension-requested-critical.csr.pem", CERTNAME, &["extension-critical"]),
+    // Strict DER.
+    ("extension-request-with-two-values.csr.pem", CERTNAME, &["extension-request-ambiguous"]),
+    ("cn-with-trailing-bytes.csr.pem", CERTNAME, &["csr-malformed"]),
+    ("key-params-with-trailing-data.csr.pem", CERTNAME, &["csr-malformed"]),
+    ("critical-flag-not-der-boolean.csr.pem", CERTNAME, &["csr-malformed"]),
 ];
 
 /// The same fixtures under fixtures/policy-scoped.toml.
