@@ -94,9 +94,13 @@ const GOOD: ConductorShape = ConductorShape {
 };
 
 fn conductor(cn: &str, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Conductor> {
+    conductor_named(dn(cn), kt, issuer, shape)
+}
+
+fn conductor_named(name: rcgen::DistinguishedName, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Conductor> {
     let key = kt.generate()?;
     let mut p = CertificateParams::default();
-    p.distinguished_name = dn(cn);
+    p.distinguished_name = name;
     p.not_before = shape.not_before;
     p.not_after = shape.not_after;
     p.is_ca = IsCa::ExplicitNoCa;
@@ -560,6 +564,21 @@ fn main() -> R<()> {
     long.expiry = "2030-06-04T12:00:00Z".into();
     out.csr("scope-lifetime-too-long", &long.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     out.csr("scope-unscoped-conductor", &Attrs::new(&c_other).signed_by(&c_other.key)?.spec(CERTNAME), KeyType::P256)?;
+    // policy-scoped.toml's "db-launcher" scope names the subject "CN=db-launcher, O=Example Fleet"
+    // (two RDNs). The real one matches; a conductor whose single CN is "db-launcher, O=Example
+    // Fleet" prints the same string and must not.
+    let mut two_rdns = dn("db-launcher");
+    two_rdns.push(DnType::OrganizationName, "Example Fleet");
+    let c_db = conductor_named(two_rdns, KeyType::P256, &root, GOOD)?;
+    let c_lookalike = conductor("db-launcher, O=Example Fleet", KeyType::P256, &root, GOOD)?;
+    let db = |c: &Conductor| -> R<CsrSpec> {
+        Ok(Attrs::new(c)
+            .classification_raw(b64("classes: [profile::db]\nenvironment: production\n"))
+            .signed_by(&c.key)?
+            .spec("db01.example.test"))
+    };
+    out.csr("scope-subject-two-rdns", &db(&c_db)?, KeyType::P256)?;
+    out.csr("scope-subject-lookalike-single-cn", &db(&c_lookalike)?, KeyType::P256)?;
 
     // Extension requests: the node controls these.
     let pp = |arc: &[u64], n: u64| -> Vec<u64> { arc.iter().copied().chain([n]).collect() };

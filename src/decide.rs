@@ -454,6 +454,11 @@ pub struct Conductor {
     pub issuer: String,
     /// Its notAfter, RFC 3339.
     pub not_after: String,
+    /// Its subject and issuer names as read from the DER (scopes match these, not the strings).
+    #[serde(skip)]
+    pub subject_dn: Option<crate::dn::Dn>,
+    #[serde(skip)]
+    pub issuer_dn: Option<crate::dn::Dn>,
 }
 
 /// A granted decision. Only [`decide`] constructs one; issuing consumes it.
@@ -740,7 +745,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
 
     // 9. Per-conductor scope: what this conductor may vouch for.
     if let (false, Some(c)) = (policy.scopes.is_empty(), &conductor) {
-        match policy.scopes.iter().find(|sc| sc.matches(&c.fingerprint, &c.subject, &c.issuer)) {
+        match policy.scopes.iter().find(|sc| sc.matches(c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
             Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
         }
@@ -901,6 +906,8 @@ fn check_conductor(
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
         not_after: attrs::format_expiry(cert.validity().not_after.to_datetime()),
+        subject_dn: crate::dn::Dn::from_der(cert.subject().as_raw()).ok(),
+        issuer_dn: crate::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
     };
     let mut problems = Vec::new();
 
