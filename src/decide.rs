@@ -190,6 +190,9 @@ pub enum Refusal {
     SupersedeSameKey { certname: String },
     /// Superseding requires attributes that expire later than the old certificate's.
     SupersedeReplay { certname: String },
+    /// Renewal: the store does not hold the certificate of the conductor that vouched
+    /// (issued before vouch recorded it), so it cannot be checked again.
+    ConductorNotRecorded { certname: String },
 }
 
 impl Refusal {
@@ -246,6 +249,7 @@ impl Refusal {
             Refusal::CertificateExists { .. } => "certificate-exists",
             Refusal::SupersedeSameKey { .. } => "supersede-same-key",
             Refusal::SupersedeReplay { .. } => "supersede-replay",
+            Refusal::ConductorNotRecorded { .. } => "conductor-not-recorded",
         }
     }
 
@@ -331,6 +335,9 @@ impl Refusal {
             }
             Refusal::SupersedeSameKey { .. } => "the same key is a renewal: use 'vouch renew NAME'",
             Refusal::SupersedeReplay { .. } => "have the conductor sign fresh attributes for the reinstalled host",
+            Refusal::ConductorNotRecorded { .. } => {
+                "have a conductor vouch for the node again: 'vouch clean NAME', then sign a new vouched CSR"
+            }
         }
     }
 }
@@ -433,6 +440,11 @@ impl std::fmt::Display for Refusal {
             Refusal::SupersedeSameKey { certname } => {
                 write!(f, "the request for {certname} uses the key of its current certificate; superseding needs a new key")
             }
+            Refusal::ConductorNotRecorded { certname } => write!(
+                f,
+                "the certificate of {certname} was issued before vouch recorded the vouching conductor's \
+                 certificate; renewal cannot check that conductor against the current policy"
+            ),
             Refusal::SupersedeReplay { certname } => write!(
                 f,
                 "the attributes for {certname} do not expire later than those that vouched for its current certificate (a replay?)"
@@ -474,6 +486,7 @@ pub struct Grant {
     decided_at: OffsetDateTime,
     binding: Option<attrs::Binding>,
     signed_digest: String,
+    conductor_der: Vec<u8>,
 }
 
 impl Grant {
@@ -492,6 +505,10 @@ impl Grant {
     }
     pub fn conductor(&self) -> &Conductor {
         &self.conductor
+    }
+    /// The conductor's certificate (DER), which the store keeps so renewal can check it again.
+    pub fn conductor_der(&self) -> &[u8] {
+        &self.conductor_der
     }
     pub fn attributes_expiry(&self) -> OffsetDateTime {
         self.expiry
@@ -701,6 +718,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     // SHA-256 of the verified canonical string: the one-time-use key (a signature is
     // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
     let mut signed_digest = String::new();
+    let mut conductor_der = Vec::new();
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
@@ -728,6 +746,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
                     }
                 }
                 conductor = Some(info);
+                conductor_der = leaf_der;
             }
         }
     }
@@ -818,6 +837,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             decided_at: now,
             binding,
             signed_digest,
+            conductor_der,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => {
@@ -885,6 +905,37 @@ fn check_scope(
     }
 }
 
+/// Renewal: whether the conductor that vouched for `certname` (its certificate, as the
+/// store recorded it at issuance) would still be accepted by the current policy: not on a
+/// conductor CRL, still chaining to a trusted root through listed intermediates, still
+/// carrying EKU .2.0 and digitalSignature, and still matching a scope that covers this
+/// certname and classification. Its own expiry does not count (a node's identity does not
+/// lapse with its launcher's: the chain is checked at a time within the conductor's
+/// validity), nor does the attributes' lifetime. Pure, like [`decide`].
+pub fn recheck_conductor(
+    conductor_der: &[u8],
+    certname: &str,
+    classification: Option<&Classification>,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<Conductor, Refused> {
+    let (info, _, mut reasons) = match check_conductor_der(conductor_der.to_vec(), policy, now, true) {
+        Ok(checked) => checked,
+        Err(r) => return Err(Refused { reasons: vec![r], conductor: None }),
+    };
+    if !policy.scopes.is_empty() {
+        match policy.scopes.iter().find(|sc| sc.matches(&info)) {
+            None => reasons.push(Refusal::ConductorUnscoped { subject: info.subject.clone() }),
+            Some(scope) => check_scope(scope, certname, None, now, classification, &mut reasons),
+        }
+    }
+    if reasons.is_empty() {
+        Ok(info)
+    } else {
+        Err(Refused { reasons, conductor: Some(info) })
+    }
+}
+
 /// Reads the conductor certificate, verifies its chain, EKU and key usage.
 /// Returns who it is, its DER, and chain problems (the certificate was readable).
 fn check_conductor(
@@ -893,6 +944,18 @@ fn check_conductor(
     now: OffsetDateTime,
 ) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
     let der = attrs::decode_conductor_cert(value).map_err(|detail| Refusal::ConductorMalformed { detail })?;
+    check_conductor_der(der, policy, now, false)
+}
+
+/// [`check_conductor`] on DER. With `at_validity`, the chain is checked at `now` moved
+/// into the conductor's own validity period (renewal: a conductor that has since expired
+/// still vouched while it was valid; revocation, trust, EKU and key usage still count).
+fn check_conductor_der(
+    der: Vec<u8>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    at_validity: bool,
+) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
     let (rest, cert) =
         x509_parser::parse_x509_certificate(&der).map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
     if !rest.is_empty() {
@@ -927,7 +990,14 @@ fn check_conductor(
                 .collect();
             let intermediates: Vec<CertificateDer<'_>> =
                 policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
-            let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+            let at = if at_validity {
+                let validity = cert.validity();
+                // Not Ord::clamp: it panics on a certificate whose notBefore is after its notAfter.
+                now.min(validity.not_after.to_datetime()).max(validity.not_before.to_datetime())
+            } else {
+                now
+            };
+            let secs = u64::try_from(at.unix_timestamp()).unwrap_or(0);
             let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
             static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
             let crls: Vec<webpki::CertRevocationList<'_>> = policy
