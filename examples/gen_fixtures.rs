@@ -94,9 +94,13 @@ const GOOD: ConductorShape = ConductorShape {
 };
 
 fn conductor(cn: &str, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Conductor> {
+    conductor_named(dn(cn), kt, issuer, shape)
+}
+
+fn conductor_named(name: rcgen::DistinguishedName, kt: KeyType, issuer: &Ca, shape: ConductorShape) -> R<Conductor> {
     let key = kt.generate()?;
     let mut p = CertificateParams::default();
-    p.distinguished_name = dn(cn);
+    p.distinguished_name = name;
     p.not_before = shape.not_before;
     p.not_after = shape.not_after;
     p.is_ca = IsCa::ExplicitNoCa;
@@ -126,6 +130,8 @@ struct Attrs {
     mirror: Option<String>,
     extra_attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     extra_extensions: Vec<(Vec<u64>, String)>,
+    /// Extension requests marked critical.
+    critical: Vec<Vec<u64>>,
     /// Version 2: (certname, nonce).
     binding: Option<(String, String)>,
 }
@@ -146,6 +152,7 @@ impl Attrs {
             classification,
             extra_attributes: vec![],
             extra_extensions: vec![],
+            critical: vec![],
             binding: None,
         }
     }
@@ -195,7 +202,7 @@ impl Attrs {
             extension_requests.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), m.clone()));
         }
         extension_requests.extend(self.extra_extensions.iter().cloned());
-        CsrSpec { common_name: cn.to_string(), attributes, extension_requests }
+        CsrSpec { common_name: cn.to_string(), attributes, extension_requests, critical: self.critical.clone() }
     }
 }
 
@@ -217,6 +224,15 @@ impl Out {
 
     fn cert(&mut self, rel: &str, der: &[u8]) -> R<()> {
         self.write(rel, vouch::pem::encode("CERTIFICATE", der).as_bytes())
+    }
+
+    /// Writes a CSR fixture made from `spec` and then altered by `edit`, signed by a fresh P-256 key.
+    fn csr_edited(&mut self, name: &str, spec: &CsrSpec, edit: impl Fn(&mut csr::RequestParts)) -> R<()> {
+        let key = KeyType::P256.generate()?;
+        let mut parts = csr::parts(spec, &key);
+        edit(&mut parts);
+        let der = csr::sign_parts(&parts, &key)?;
+        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
     }
 
     /// Writes a CSR fixture made from `spec`, signed by a fresh node key of `kt`.
@@ -548,6 +564,21 @@ fn main() -> R<()> {
     long.expiry = "2030-06-04T12:00:00Z".into();
     out.csr("scope-lifetime-too-long", &long.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     out.csr("scope-unscoped-conductor", &Attrs::new(&c_other).signed_by(&c_other.key)?.spec(CERTNAME), KeyType::P256)?;
+    // policy-scoped.toml's "db-launcher" scope names the subject "CN=db-launcher, O=Example Fleet"
+    // (two RDNs). The real one matches; a conductor whose single CN is "db-launcher, O=Example
+    // Fleet" prints the same string and must not.
+    let mut two_rdns = dn("db-launcher");
+    two_rdns.push(DnType::OrganizationName, "Example Fleet");
+    let c_db = conductor_named(two_rdns, KeyType::P256, &root, GOOD)?;
+    let c_lookalike = conductor("db-launcher, O=Example Fleet", KeyType::P256, &root, GOOD)?;
+    let db = |c: &Conductor| -> R<CsrSpec> {
+        Ok(Attrs::new(c)
+            .classification_raw(b64("classes: [profile::db]\nenvironment: production\n"))
+            .signed_by(&c.key)?
+            .spec("db01.example.test"))
+    };
+    out.csr("scope-subject-two-rdns", &db(&c_db)?, KeyType::P256)?;
+    out.csr("scope-subject-lookalike-single-cn", &db(&c_lookalike)?, KeyType::P256)?;
 
     // Extension requests: the node controls these.
     let pp = |arc: &[u64], n: u64| -> Vec<u64> { arc.iter().copied().chain([n]).collect() };
@@ -568,6 +599,37 @@ fn main() -> R<()> {
     let mut dup_ext = good().signed_by(k)?;
     dup_ext.extra_extensions.push((vouch::policy::DEFAULT_MIRROR_OID.to_vec(), dup_ext.classification.clone()));
     out.csr("mirror-requested-twice", &dup_ext.spec(CERTNAME), KeyType::P256)?;
+    // The otherwise valid mirror request marked critical: Puppet Server (hook mode) would
+    // copy it into the certificate as critical.
+    let mut critical = good().signed_by(k)?;
+    critical.critical.push(vouch::policy::DEFAULT_MIRROR_OID.to_vec());
+    out.csr("extension-requested-critical", &critical.spec(CERTNAME), KeyType::P256)?;
+
+    // Strict DER: encodings another reader could take differently from vouch.
+    let valid = good().signed_by(k)?.spec(CERTNAME);
+    out.csr_edited("extension-request-with-two-values", &valid, |p| p.extension_request.push(der::sequence(&[])))?;
+    out.csr_edited("cn-with-trailing-bytes", &valid, |p| {
+        p.subject = der::sequence(&[&der::set_of(vec![der::sequence(&[
+            &der::oid(oids::COMMON_NAME),
+            &der::utf8_string(CERTNAME),
+            &der::utf8_string("db01.example.test"),
+        ])])]);
+    })?;
+    out.csr_edited("key-params-with-trailing-data", &valid, |p| {
+        // The same P-256 key, with a NULL after the curve OID.
+        let mut r = der::Reader::new(&p.spki);
+        let Ok(outer) = r.any() else { return };
+        let mut f = der::Reader::new(outer.content);
+        let (Ok(alg), Ok(bits)) = (f.any(), f.any()) else { return };
+        let alg = der::sequence(&[alg.content, &der::tlv(der::tag::NULL, &[])]);
+        p.spki = der::sequence(&[&alg, bits.raw]);
+    })?;
+    out.csr_edited("critical-flag-not-der-boolean", &valid, |p| {
+        let value = der::octet_string(&der::utf8_string(&b64(CLASSIFICATION)));
+        let flag = der::tlv(der::tag::BOOLEAN, &[0x00, 0xff]);
+        let ext = der::sequence(&[&der::oid(vouch::policy::DEFAULT_MIRROR_OID), &flag, &value]);
+        p.extension_request = vec![der::sequence(&[&ext])];
+    })?;
 
     // Not a CSR at all.
     out.write("csr/input-garbage.csr.txt", b"\x00\xffthis is not a certificate request\x01\x02")?;

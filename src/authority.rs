@@ -128,6 +128,7 @@ impl Authority {
         auth: Authorization,
         attributes_expiry: Option<String>,
         conductor: Option<String>,
+        conductor_cert: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
         let mut profile = self.policy.profile;
@@ -155,6 +156,7 @@ impl Authority {
                 not_after: format_expiry(prepared.not_after),
                 attributes_expiry: attributes_expiry.clone(),
                 conductor: conductor.clone(),
+                conductor_cert: conductor_cert.clone(),
                 revoked_at: None,
                 reason: None,
             };
@@ -214,7 +216,8 @@ impl Authority {
                 match self.policy.on_existing {
                     OnExisting::Refuse => extra
                         .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
-                    OnExisting::Supersede if old_spki == grant.csr().spki => {
+                    // Compared in canonical form: a re-encoding of the same key is the same key.
+                    OnExisting::Supersede if crate::csr::same_key(&old_spki, &grant.csr().spki) => {
                         extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
                     // Version 1 attributes name no certname: they never take over a name.
@@ -244,9 +247,19 @@ impl Authority {
         }
         let expiry = format_expiry(grant.attributes_expiry());
         let conductor = grant.conductor().fingerprint.clone();
+        let conductor_cert = {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(grant.conductor_der())
+        };
         self.audit_raw(&crate::audit::decision_line(now, &certname, Ok(&grant), "sign"))?;
-        let issued =
-            self.issue_locked(&lock, Authorization::Vouched(Box::new(grant)), Some(expiry), Some(conductor), now)?;
+        let issued = self.issue_locked(
+            &lock,
+            Authorization::Vouched(Box::new(grant)),
+            Some(expiry),
+            Some(conductor),
+            Some(conductor_cert),
+            now,
+        )?;
         if let Some(dir) = &self.policy.replay_journal {
             crate::replay::Journal::new(dir).mark_issued(&replay.0, replay.1).map_err(|source| Error::Io {
                 path: dir.clone(),
@@ -397,6 +410,8 @@ impl Authority {
                 self.policy.allowed_extensions.contains(&arcs).then(|| (arcs, e.value.to_vec()))
             })
             .collect();
+        // The conductor that vouched must still be acceptable under the current policy.
+        self.recheck_conductor(&rec, &classification_b64, now)?;
         let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra };
         self.revoke_locked(&lock, &rec, "superseded", false, now)?;
         self.issue_locked(
@@ -404,8 +419,44 @@ impl Authority {
             Authorization::Renewal(proof),
             rec.attributes_expiry.clone(),
             rec.conductor.clone(),
+            rec.conductor_cert.clone(),
             now,
         )
+    }
+
+    /// Renewal: refuses (audited) unless the conductor recorded for `rec` passes
+    /// [`decide::recheck_conductor`] under the current policy. A record without the
+    /// conductor's certificate (written before vouch kept it) is refused.
+    fn recheck_conductor(&self, rec: &CertRecord, classification_b64: &str, now: OffsetDateTime) -> Result<(), Error> {
+        use base64::Engine;
+        let certname = &rec.certname;
+        let der = rec.conductor_cert.as_deref().and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+        let outcome = match der {
+            None => Err(Refused {
+                reasons: vec![Refusal::ConductorNotRecorded { certname: certname.clone() }],
+                conductor: None,
+            }),
+            Some(der) => match Classification::from_base64(classification_b64, self.policy.classification_max_bytes) {
+                // Scopes judge the classification; one the current policy cannot read is refused.
+                Err(error) => Err(Refused { reasons: vec![Refusal::ClassificationInvalid { error }], conductor: None }),
+                Ok(classification) => {
+                    decide::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
+                }
+            },
+        };
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(refused) => {
+                self.audit(serde_json::json!({
+                    "time": format_expiry(now), "event": "renewal-refused", "certname": certname,
+                    "serial": rec.serial, "conductor": refused.conductor,
+                    "reasons": refused.reasons.iter().map(|r| serde_json::json!({
+                        "code": r.code(), "message": r.to_string(),
+                    })).collect::<Vec<_>>(),
+                }))?;
+                Err(Error::Refused { certname: certname.clone(), refused: Box::new(refused) })
+            }
+        }
     }
 
     /// Checks a certificate chains to this CA (master, then root) and is valid at `now`.
@@ -614,6 +665,7 @@ pub fn claim_once(
 ) -> Result<Result<decide::Grant, Refused>, Error> {
     let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
     let journal = crate::replay::Journal::new(dir);
+    // The CSR's SPKI is canonical (csr::canonical_spki): one key, one holder, however encoded.
     let holder = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &grant.csr().spki);
     let holder: String = holder.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let claim = journal

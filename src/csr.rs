@@ -108,13 +108,16 @@ pub struct Csr {
     pub der: Vec<u8>,
     /// Every commonName in the subject, decoded leniently.
     pub common_names: Vec<String>,
-    /// The SubjectPublicKeyInfo, DER.
+    /// The SubjectPublicKeyInfo, DER, in its one canonical encoding (see [`canonical_spki`]).
     pub spki: Vec<u8>,
     pub key_kind: KeyKind,
     /// All attributes except extensionRequest, in order.
     pub attributes: Vec<Attribute>,
     /// The extensionRequest attributes seen (more than one is a defect the decision reports).
     pub extension_request_attributes: usize,
+    /// The values in all extensionRequest attributes' SETs (other than one per attribute
+    /// is a defect the decision reports: two values are never merged silently).
+    pub extension_request_values: usize,
     /// Extensions requested, in order.
     pub extensions: Vec<RequestedExtension>,
 }
@@ -182,6 +185,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
     let mut attributes = Vec::new();
     let mut extensions = Vec::new();
     let mut extension_request_attributes = 0;
+    let mut extension_request_values = 0;
     if !info.is_empty() {
         let attrs = info.next_tag(tag::CONTEXT_0, "attributes").map_err(malformed)?;
         let mut ar = Reader::new(attrs.content);
@@ -197,6 +201,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
                 let mut vr = Reader::new(set.content);
                 while !vr.is_empty() {
                     let exts = vr.next_tag(tag::SEQUENCE, "extensionRequest").map_err(malformed)?;
+                    extension_request_values += 1;
                     parse_extensions(exts, &mut extensions)?;
                 }
                 continue;
@@ -246,8 +251,17 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         .verify(cri.raw, signature)
         .map_err(|_| CsrError::BadSelfSignature)?;
 
-    let spki = spki.raw.to_vec();
-    Ok(Csr { der, common_names, spki, key_kind, attributes, extension_request_attributes, extensions })
+    let spki = canonical_spki(spki.raw)?;
+    Ok(Csr {
+        der,
+        common_names,
+        spki,
+        key_kind,
+        attributes,
+        extension_request_attributes,
+        extension_request_values,
+        extensions,
+    })
 }
 
 fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<(), CsrError> {
@@ -260,7 +274,18 @@ fn parse_extensions(exts: Tlv<'_>, out: &mut Vec<RequestedExtension>) -> Result<
         let mut next = f.any().map_err(malformed)?;
         let mut critical = false;
         if next.tag == tag::BOOLEAN {
-            critical = next.content.first().is_some_and(|&b| b != 0);
+            // DER: one octet, 0x00 or 0xff. Anything else could be read differently by
+            // Puppet Server's parser than by vouch.
+            critical = match next.content {
+                [0x00] => false,
+                [0xff] => true,
+                other => {
+                    return Err(malformed(format!(
+                        "extension critical flag is not a DER BOOLEAN ({} octets: {other:02x?})",
+                        other.len()
+                    )))
+                }
+            };
             next = f.any().map_err(malformed)?;
         }
         if next.tag != tag::OCTET_STRING {
@@ -283,6 +308,8 @@ fn parse_common_names(subject: Tlv<'_>) -> Result<Vec<String>, CsrError> {
             let mut f = Reader::new(ava.content);
             let oid_tlv = f.next_tag(tag::OID, "subject attribute type").map_err(malformed)?;
             let value = f.any().map_err(malformed)?;
+            // Nothing may follow the value: bytes after it are ignored by some readers.
+            f.finish("subject attribute").map_err(malformed)?;
             if der::oid_arcs(oid_tlv.content).map_err(malformed)? == oids::COMMON_NAME {
                 let s = match value.tag {
                     tag::UTF8_STRING | tag::PRINTABLE_STRING | tag::IA5_STRING | tag::T61_STRING => {
@@ -305,11 +332,47 @@ pub fn spki_kind(spki_der: &[u8]) -> Result<KeyKind, CsrError> {
     parse_spki(spki).map(|(k, _)| k)
 }
 
-/// Returns the key kind and the subjectPublicKey bits.
+/// The one canonical DER encoding of a SubjectPublicKeyInfo: the key read strictly
+/// (exact algorithm parameters, minimal integers, uncompressed EC points, nothing
+/// trailing anywhere) and encoded again. Two encodings of one key give the same bytes,
+/// so "the same key" is a byte comparison of canonical forms.
+pub fn canonical_spki(spki_der: &[u8]) -> Result<Vec<u8>, CsrError> {
+    let mut r = Reader::new(spki_der);
+    let spki = r.next_tag(tag::SEQUENCE, "SubjectPublicKeyInfo").map_err(malformed)?;
+    r.finish("SubjectPublicKeyInfo").map_err(malformed)?;
+    let (kind, key) = parse_spki(spki)?;
+    let alg = match kind {
+        KeyKind::Rsa { .. } => der::sequence(&[&der::oid(oids::RSA_ENCRYPTION), &der::tlv(tag::NULL, &[])]),
+        KeyKind::P256 => der::sequence(&[&der::oid(oids::EC_PUBLIC_KEY), &der::oid(oids::SECP256R1)]),
+        KeyKind::P384 => der::sequence(&[&der::oid(oids::EC_PUBLIC_KEY), &der::oid(oids::SECP384R1)]),
+        KeyKind::Ed25519 => der::sequence(&[&der::oid(oids::ED25519)]),
+    };
+    let key = match kind {
+        KeyKind::Rsa { .. } => {
+            let (n, e) = rsa_integers(key)?;
+            der::sequence(&[&der::tlv(tag::INTEGER, n), &der::tlv(tag::INTEGER, e)])
+        }
+        _ => key.to_vec(),
+    };
+    Ok(der::sequence(&[&alg, &der::bit_string(&key)]))
+}
+
+/// Whether two SubjectPublicKeyInfos hold the same key, whatever their encodings.
+/// One that cannot be read is compared as raw bytes (it is then a different key from
+/// any readable one).
+pub fn same_key(a: &[u8], b: &[u8]) -> bool {
+    match (canonical_spki(a), canonical_spki(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Returns the key kind and the subjectPublicKey bits, read strictly.
 fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
     let mut r = Reader::new(spki.content);
     let alg = r.next_tag(tag::SEQUENCE, "public key algorithm").map_err(malformed)?;
     let bits = r.next_tag(tag::BIT_STRING, "public key").map_err(malformed)?;
+    r.finish("SubjectPublicKeyInfo").map_err(malformed)?;
     if bits.content.first() != Some(&0) {
         return Err(malformed("public key BIT STRING has unused bits"));
     }
@@ -318,27 +381,64 @@ fn parse_spki<'a>(spki: Tlv<'a>) -> Result<(KeyKind, &'a [u8]), CsrError> {
     let oid_tlv = ar.next_tag(tag::OID, "public key algorithm").map_err(malformed)?;
     let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
     let kind = match oid.as_slice() {
-        oids::RSA_ENCRYPTION => KeyKind::Rsa { bits: rsa_modulus_bits(key)? },
+        oids::RSA_ENCRYPTION => {
+            // RFC 3279: the parameters MUST be NULL.
+            let null = ar.next_tag(tag::NULL, "RSA parameters").map_err(malformed)?;
+            if !null.content.is_empty() {
+                return Err(malformed("RSA parameters: NULL with content"));
+            }
+            KeyKind::Rsa { bits: rsa_modulus_bits(key)? }
+        }
         oids::EC_PUBLIC_KEY => {
             let curve = ar.next_tag(tag::OID, "EC curve").map_err(malformed)?;
-            match der::oid_arcs(curve.content).map_err(malformed)?.as_slice() {
-                oids::SECP256R1 => KeyKind::P256,
-                oids::SECP384R1 => KeyKind::P384,
+            let (kind, coordinate) = match der::oid_arcs(curve.content).map_err(malformed)?.as_slice() {
+                oids::SECP256R1 => (KeyKind::P256, 32),
+                oids::SECP384R1 => (KeyKind::P384, 48),
                 other => return Err(CsrError::UnsupportedKey { detail: format!("EC curve {}", oids::dotted(other)) }),
+            };
+            // Uncompressed points only: a compressed point is a second encoding of the same key.
+            if key.len() != 1 + 2 * coordinate || key[0] != 0x04 {
+                return Err(malformed("EC public key is not an uncompressed point of its curve"));
             }
+            kind
         }
-        oids::ED25519 => KeyKind::Ed25519,
+        oids::ED25519 => {
+            if key.len() != 32 {
+                return Err(malformed("Ed25519 public key is not 32 octets"));
+            }
+            KeyKind::Ed25519
+        }
         other => return Err(CsrError::UnsupportedKey { detail: format!("algorithm {}", oids::dotted(other)) }),
     };
+    // No parameters beyond those read above (RFC 8410: Ed25519 has none).
+    ar.finish("public key algorithm").map_err(malformed)?;
     Ok((kind, key))
 }
 
-fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
+/// The modulus and exponent contents of a DER RSAPublicKey, each a minimal positive INTEGER.
+fn rsa_integers(key: &[u8]) -> Result<(&[u8], &[u8]), CsrError> {
     let mut r = Reader::new(key);
     let seq = r.next_tag(tag::SEQUENCE, "RSAPublicKey").map_err(malformed)?;
+    r.finish("RSAPublicKey").map_err(malformed)?;
     let mut f = Reader::new(seq.content);
     let n = f.next_tag(tag::INTEGER, "RSA modulus").map_err(malformed)?;
-    let digits = match n.content {
+    let e = f.next_tag(tag::INTEGER, "RSA exponent").map_err(malformed)?;
+    f.finish("RSAPublicKey").map_err(malformed)?;
+    for (what, int) in [("modulus", n.content), ("exponent", e.content)] {
+        match int {
+            [] => return Err(malformed(format!("RSA {what} is empty"))),
+            [b, ..] if b & 0x80 != 0 => return Err(malformed(format!("RSA {what} is negative"))),
+            [0, b, ..] if b & 0x80 == 0 => return Err(malformed(format!("RSA {what} is not minimally encoded"))),
+            [0] => return Err(malformed(format!("RSA {what} is zero"))),
+            _ => {}
+        }
+    }
+    Ok((n.content, e.content))
+}
+
+fn rsa_modulus_bits(key: &[u8]) -> Result<usize, CsrError> {
+    let (n, _) = rsa_integers(key)?;
+    let digits = match n {
         [0, rest @ ..] => rest,
         all => all,
     };
@@ -356,6 +456,8 @@ pub struct CsrSpec {
     pub attributes: Vec<(Vec<u64>, Vec<Vec<u8>>)>,
     /// (OID, UTF-8 value).
     pub extension_requests: Vec<(Vec<u64>, String)>,
+    /// Extension requests (by OID) to mark critical; only fixtures do this.
+    pub critical: Vec<Vec<u64>>,
 }
 
 impl CsrSpec {
@@ -383,31 +485,65 @@ pub fn printable(value: &str) -> Vec<u8> {
 
 /// Encodes and signs a CSR with `key`.
 pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
+    sign_parts(&parts(spec, key), key)
+}
+
+/// The pieces of a certificationRequestInfo, already DER-encoded, so that fixtures and
+/// tests can build requests that are wrong in one precise way.
+#[derive(Debug, Clone)]
+pub struct RequestParts {
+    /// The subject Name.
+    pub subject: Vec<u8>,
+    pub spki: Vec<u8>,
+    /// Each Attribute, except extensionRequest.
+    pub attributes: Vec<Vec<u8>>,
+    /// The values of the extensionRequest attribute's SET (normally one Extensions
+    /// SEQUENCE); empty: no extensionRequest attribute.
+    pub extension_request: Vec<Vec<u8>>,
+}
+
+/// Encodes `spec` (with `key`'s public key) as Puppet would.
+pub fn parts(spec: &CsrSpec, key: &rcgen::KeyPair) -> RequestParts {
     use rcgen::PublicKeyData;
     let subject = der::sequence(&[&der::set_of(vec![der::sequence(&[
         &der::oid(oids::COMMON_NAME),
         &der::utf8_string(&spec.common_name),
     ])])]);
-    let mut attrs: Vec<Vec<u8>> = spec
+    let attributes = spec
         .attributes
         .iter()
         .map(|(oid, values)| der::sequence(&[&der::oid(oid), &der::set_of(values.clone())]))
         .collect();
+    let mut extension_request = vec![];
     if !spec.extension_requests.is_empty() {
         let exts: Vec<Vec<u8>> = spec
             .extension_requests
             .iter()
-            .map(|(oid, v)| der::sequence(&[&der::oid(oid), &der::octet_string(&der::utf8_string(v))]))
+            .map(|(oid, v)| {
+                let value = der::octet_string(&der::utf8_string(v));
+                if spec.critical.contains(oid) {
+                    der::sequence(&[&der::oid(oid), &der::boolean(true), &value])
+                } else {
+                    der::sequence(&[&der::oid(oid), &value])
+                }
+            })
             .collect();
         let refs: Vec<&[u8]> = exts.iter().map(Vec::as_slice).collect();
-        let extensions = der::sequence(&refs);
-        attrs.push(der::sequence(&[&der::oid(oids::EXTENSION_REQUEST), &der::set_of(vec![extensions])]));
+        extension_request.push(der::sequence(&refs));
     }
-    let mut sorted = attrs;
-    sorted.sort();
-    let attr_refs: Vec<&[u8]> = sorted.iter().map(Vec::as_slice).collect();
+    RequestParts { subject, spki: key.subject_public_key_info(), attributes, extension_request }
+}
+
+/// Assembles the certificationRequestInfo from `parts` and signs it with `key`.
+pub fn sign_parts(parts: &RequestParts, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
+    let mut attrs = parts.attributes.clone();
+    if !parts.extension_request.is_empty() {
+        attrs.push(der::sequence(&[&der::oid(oids::EXTENSION_REQUEST), &der::set_of(parts.extension_request.clone())]));
+    }
+    attrs.sort();
+    let attr_refs: Vec<&[u8]> = attrs.iter().map(Vec::as_slice).collect();
     let attributes = der::constructed(tag::CONTEXT_0, &attr_refs);
-    let cri = der::sequence(&[&der::small_integer(0), &subject, &key.subject_public_key_info(), &attributes]);
+    let cri = der::sequence(&[&der::small_integer(0), &parts.subject, &parts.spki, &attributes]);
     let signature = rcgen::SigningKey::sign(key, &cri)?;
     let alg = signature_algorithm_der(key.algorithm());
     Ok(der::sequence(&[&cri, &alg, &der::bit_string(&signature)]))
@@ -438,6 +574,7 @@ mod tests {
             common_name: "web01.example".into(),
             attributes: vec![(oids::ATTR_VERSION.to_vec(), vec![printable("1")])],
             extension_requests: vec![(oids::PP_REG.iter().copied().chain([13]).collect(), "web".into())],
+            ..Default::default()
         };
         let der = build(&spec, &key).unwrap();
         let csr = parse(&der).unwrap();
@@ -480,6 +617,155 @@ mod tests {
         assert!(matches!(parse(format!("{pem}{pem}").as_bytes()), Err(CsrError::Malformed { .. })));
         // A BEGIN not at column 0 is invisible to OpenSSL and BouncyCastle.
         assert!(matches!(parse(format!("x{pem}").as_bytes()), Err(CsrError::Malformed { .. })));
+    }
+
+    fn spec() -> CsrSpec {
+        CsrSpec {
+            common_name: "a.example".into(),
+            extension_requests: vec![(oids::PP_REG.iter().copied().chain([1]).collect(), "x".into())],
+            ..Default::default()
+        }
+    }
+
+    fn is_malformed(r: Result<Csr, CsrError>) -> bool {
+        matches!(r, Err(CsrError::Malformed { .. }))
+    }
+
+    /// `spki` with `extra` appended inside its AlgorithmIdentifier.
+    fn with_alg_params(spki: &[u8], extra: &[u8]) -> Vec<u8> {
+        let mut r = Reader::new(spki);
+        let outer = r.next_tag(tag::SEQUENCE, "spki").unwrap();
+        let mut f = Reader::new(outer.content);
+        let alg = f.next_tag(tag::SEQUENCE, "alg").unwrap();
+        let bits = f.any().unwrap();
+        der::sequence(&[&der::sequence(&[alg.content, extra]), bits.raw])
+    }
+
+    #[test]
+    fn canonical_spki_is_the_encoding_of_every_accepted_key() {
+        use rcgen::PublicKeyData;
+        for kt in [
+            crate::keys::KeyType::P256,
+            crate::keys::KeyType::P384,
+            crate::keys::KeyType::Ed25519,
+            crate::keys::KeyType::Rsa2048,
+        ] {
+            let key = kt.generate().unwrap();
+            let spki = key.subject_public_key_info();
+            assert_eq!(canonical_spki(&spki).unwrap(), spki, "{kt:?}");
+            let csr = parse(&build(&spec(), &key).unwrap()).unwrap();
+            assert_eq!(csr.spki, spki);
+            assert!(same_key(&csr.spki, &spki));
+        }
+    }
+
+    #[test]
+    fn spki_re_encodings_of_the_same_key_are_refused() {
+        use rcgen::PublicKeyData;
+        let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let ed_spki = ed.subject_public_key_info();
+        let p256 = crate::keys::KeyType::P256.generate().unwrap();
+        let p256_spki = p256.subject_public_key_info();
+        let null = der::tlv(tag::NULL, &[]);
+        // Parameters where there are none (Ed25519), or trailing after the curve (EC).
+        for (key, spki) in [(&ed, with_alg_params(&ed_spki, &null)), (&p256, with_alg_params(&p256_spki, &null))] {
+            let mut parts = parts(&spec(), key);
+            parts.spki = spki.clone();
+            assert!(is_malformed(parse(&sign_parts(&parts, key).unwrap())));
+            assert!(canonical_spki(&spki).is_err());
+            assert!(!same_key(&spki, &parts_spki(key)));
+        }
+        // Bytes after the BIT STRING, and after the whole SPKI.
+        let mut trailing = ed_spki.clone();
+        trailing.extend_from_slice(&null);
+        assert!(canonical_spki(&trailing).is_err());
+        let inner = Reader::new(&ed_spki).any().unwrap().content.to_vec();
+        assert!(canonical_spki(&der::sequence(&[&inner, &null])).is_err());
+        // A compressed EC point is the same key in another encoding.
+        let point = &p256_spki[p256_spki.len() - 65..];
+        let mut compressed = vec![0x02 | (point[64] & 1)];
+        compressed.extend_from_slice(&point[1..33]);
+        let alg = Reader::new(Reader::new(&p256_spki).any().unwrap().content).any().unwrap().raw.to_vec();
+        let spki = der::sequence(&[&alg, &der::bit_string(&compressed)]);
+        let mut parts = parts(&spec(), &p256);
+        parts.spki = spki.clone();
+        assert!(is_malformed(parse(&sign_parts(&parts, &p256).unwrap())));
+        assert!(canonical_spki(&spki).is_err());
+    }
+
+    fn parts_spki(key: &rcgen::KeyPair) -> Vec<u8> {
+        use rcgen::PublicKeyData;
+        key.subject_public_key_info()
+    }
+
+    #[test]
+    fn rsa_spki_read_strictly() {
+        let rsa_alg = der::sequence(&[&der::oid(oids::RSA_ENCRYPTION), &der::tlv(tag::NULL, &[])]);
+        let n = [&[0x00u8, 0xc1][..], &[0x5a; 255][..]].concat();
+        let e = [0x01u8, 0x00, 0x01];
+        let key = |n: &[u8], e: &[u8]| der::sequence(&[&der::tlv(tag::INTEGER, n), &der::tlv(tag::INTEGER, e)]);
+        let good = der::sequence(&[&rsa_alg, &der::bit_string(&key(&n, &e))]);
+        assert_eq!(canonical_spki(&good).unwrap(), good);
+        assert_eq!(spki_kind(&good).unwrap(), KeyKind::Rsa { bits: 2048 });
+        let padded = [&[0u8][..], &n[..]].concat();
+        let no_null =
+            der::sequence(&[&der::sequence(&[&der::oid(oids::RSA_ENCRYPTION)]), &der::bit_string(&key(&n, &e))]);
+        for bad in [
+            // Modulus with a superfluous leading zero.
+            der::sequence(&[&rsa_alg, &der::bit_string(&key(&padded, &e))]),
+            // Negative modulus.
+            der::sequence(&[&rsa_alg, &der::bit_string(&key(&n[1..], &e))]),
+            // Parameters absent (RFC 3279: NULL).
+            no_null,
+            // Bytes after the RSAPublicKey.
+            der::sequence(&[&rsa_alg, &der::bit_string(&[key(&n, &e), vec![0, 0]].concat())]),
+        ] {
+            assert!(canonical_spki(&bad).is_err(), "{bad:02x?}");
+        }
+    }
+
+    #[test]
+    fn bytes_after_a_name_value_are_refused() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let mut p = parts(&spec(), &key);
+        assert!(parse(&sign_parts(&p, &key).unwrap()).is_ok());
+        p.subject = der::sequence(&[&der::set_of(vec![der::sequence(&[
+            &der::oid(oids::COMMON_NAME),
+            &der::utf8_string("a.example"),
+            &der::utf8_string("evil.example"),
+        ])])]);
+        assert!(is_malformed(parse(&sign_parts(&p, &key).unwrap())));
+    }
+
+    #[test]
+    fn critical_flag_must_be_a_der_boolean() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let ext = |flag: &[u8]| {
+            let value = der::octet_string(&der::utf8_string("x"));
+            let oid = der::oid(&oids::PP_REG.iter().copied().chain([1]).collect::<Vec<_>>());
+            der::sequence(&[&der::sequence(&[&oid, &der::tlv(tag::BOOLEAN, flag), &value])])
+        };
+        let with = |flag: &[u8]| {
+            let mut p = parts(&spec(), &key);
+            p.extension_request = vec![ext(flag)];
+            parse(&sign_parts(&p, &key).unwrap())
+        };
+        assert!(with(&[0xff]).unwrap().extensions[0].critical);
+        assert!(!with(&[0x00]).unwrap().extensions[0].critical);
+        for bad in [&[][..], &[0x01], &[0x00, 0xff], &[0xff, 0xff]] {
+            assert!(is_malformed(with(bad)), "{bad:02x?}");
+        }
+    }
+
+    #[test]
+    fn extension_request_values_are_counted_not_merged() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let mut p = parts(&spec(), &key);
+        let csr = parse(&sign_parts(&p, &key).unwrap()).unwrap();
+        assert_eq!((csr.extension_request_attributes, csr.extension_request_values), (1, 1));
+        p.extension_request.push(der::sequence(&[]));
+        let csr = parse(&sign_parts(&p, &key).unwrap()).unwrap();
+        assert_eq!((csr.extension_request_attributes, csr.extension_request_values), (1, 2));
     }
 
     #[test]

@@ -150,6 +150,8 @@ pub enum Refusal {
     ExtensionRequestAmbiguous { detail: String },
     /// The same extension requested twice.
     ExtensionDuplicated { oid: String },
+    /// An extension request is marked critical (in hook mode Puppet Server would copy it so).
+    ExtensionCritical { oid: String },
     /// A subjectAltName was requested.
     SubjectAltNameRequested,
     /// An extension in the ppAuthCertExt arc (pp_cli_auth, pp_auth_role…) was requested.
@@ -188,6 +190,9 @@ pub enum Refusal {
     SupersedeSameKey { certname: String },
     /// Superseding requires attributes that expire later than the old certificate's.
     SupersedeReplay { certname: String },
+    /// Renewal: the store does not hold the certificate of the conductor that vouched
+    /// (issued before vouch recorded it), so it cannot be checked again.
+    ConductorNotRecorded { certname: String },
 }
 
 impl Refusal {
@@ -224,6 +229,7 @@ impl Refusal {
             Refusal::ClassificationInvalid { .. } => "classification-invalid",
             Refusal::ExtensionRequestAmbiguous { .. } => "extension-request-ambiguous",
             Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
+            Refusal::ExtensionCritical { .. } => "extension-critical",
             Refusal::SubjectAltNameRequested => "subject-alt-name-requested",
             Refusal::AuthorizationExtensionRequested { .. } => "authorization-extension-requested",
             Refusal::PuppetExtensionNotAllowed { .. } => "puppet-extension-not-allowed",
@@ -243,6 +249,7 @@ impl Refusal {
             Refusal::CertificateExists { .. } => "certificate-exists",
             Refusal::SupersedeSameKey { .. } => "supersede-same-key",
             Refusal::SupersedeReplay { .. } => "supersede-replay",
+            Refusal::ConductorNotRecorded { .. } => "conductor-not-recorded",
         }
     }
 
@@ -294,6 +301,9 @@ impl Refusal {
             Refusal::ExtensionRequestAmbiguous { .. } | Refusal::ExtensionDuplicated { .. } => {
                 "request each extension once, in one extensionRequest attribute"
             }
+            Refusal::ExtensionCritical { .. } => {
+                "request extensions as non-critical, as Puppet agents do (csr_attributes.yaml extension_requests)"
+            }
             Refusal::SubjectAltNameRequested => "remove subjectAltName from the request, or set extensions.allow_subject_alt_names",
             Refusal::AuthorizationExtensionRequested { .. } => {
                 "authorization extensions grant API rights and are never autosigned; sign such a request by hand"
@@ -325,6 +335,9 @@ impl Refusal {
             }
             Refusal::SupersedeSameKey { .. } => "the same key is a renewal: use 'vouch renew NAME'",
             Refusal::SupersedeReplay { .. } => "have the conductor sign fresh attributes for the reinstalled host",
+            Refusal::ConductorNotRecorded { .. } => {
+                "have a conductor vouch for the node again: 'vouch clean NAME', then sign a new vouched CSR"
+            }
         }
     }
 }
@@ -381,6 +394,11 @@ impl std::fmt::Display for Refusal {
             Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
             Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
             Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
+            Refusal::ExtensionCritical { oid } => write!(
+                f,
+                "extension {oid} is requested as critical; no requested extension may be critical \
+                 (Puppet Server would copy it into the certificate as critical)"
+            ),
             Refusal::SubjectAltNameRequested => f.write_str("the CSR requests subjectAltNames, which the policy does not allow"),
             Refusal::AuthorizationExtensionRequested { oid } => {
                 write!(f, "the CSR requests the authorization extension {oid}")
@@ -422,6 +440,11 @@ impl std::fmt::Display for Refusal {
             Refusal::SupersedeSameKey { certname } => {
                 write!(f, "the request for {certname} uses the key of its current certificate; superseding needs a new key")
             }
+            Refusal::ConductorNotRecorded { certname } => write!(
+                f,
+                "the certificate of {certname} was issued before vouch recorded the vouching conductor's \
+                 certificate; renewal cannot check that conductor against the current policy"
+            ),
             Refusal::SupersedeReplay { certname } => write!(
                 f,
                 "the attributes for {certname} do not expire later than those that vouched for its current certificate (a replay?)"
@@ -443,6 +466,11 @@ pub struct Conductor {
     pub issuer: String,
     /// Its notAfter, RFC 3339.
     pub not_after: String,
+    /// Its subject and issuer names as read from the DER (scopes match these, not the strings).
+    #[serde(skip)]
+    pub subject_dn: Option<crate::dn::Dn>,
+    #[serde(skip)]
+    pub issuer_dn: Option<crate::dn::Dn>,
 }
 
 /// A granted decision. Only [`decide`] constructs one; issuing consumes it.
@@ -458,6 +486,7 @@ pub struct Grant {
     decided_at: OffsetDateTime,
     binding: Option<attrs::Binding>,
     signed_digest: String,
+    conductor_der: Vec<u8>,
 }
 
 impl Grant {
@@ -476,6 +505,10 @@ impl Grant {
     }
     pub fn conductor(&self) -> &Conductor {
         &self.conductor
+    }
+    /// The conductor's certificate (DER), which the store keeps so renewal can check it again.
+    pub fn conductor_der(&self) -> &[u8] {
+        &self.conductor_der
     }
     pub fn attributes_expiry(&self) -> OffsetDateTime {
         self.expiry
@@ -632,6 +665,14 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
         reasons.push(Refusal::ExtensionRequestAmbiguous {
             detail: format!("{} extensionRequest attributes", csr.extension_request_attributes),
         });
+    } else if csr.extension_request_values != csr.extension_request_attributes {
+        // One attribute whose SET holds several Extensions values (or none): never merged.
+        reasons.push(Refusal::ExtensionRequestAmbiguous {
+            detail: format!(
+                "the extensionRequest attribute holds {} values; exactly one is accepted",
+                csr.extension_request_values
+            ),
+        });
     }
 
     // 4. Version.
@@ -677,6 +718,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     // SHA-256 of the verified canonical string: the one-time-use key (a signature is
     // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
     let mut signed_digest = String::new();
+    let mut conductor_der = Vec::new();
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
@@ -704,6 +746,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
                     }
                 }
                 conductor = Some(info);
+                conductor_der = leaf_der;
             }
         }
     }
@@ -721,7 +764,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
 
     // 9. Per-conductor scope: what this conductor may vouch for.
     if let (false, Some(c)) = (policy.scopes.is_empty(), &conductor) {
-        match policy.scopes.iter().find(|sc| sc.matches(&c.fingerprint, &c.subject, &c.issuer)) {
+        match policy.scopes.iter().find(|sc| sc.matches(c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
             Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
         }
@@ -737,6 +780,11 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             continue;
         }
         seen.push(&ext.oid);
+        // Whatever the extension, a node does not get to make it critical: Puppet Server
+        // (hook mode) copies the flag, and relying parties must then understand it or fail.
+        if ext.critical {
+            reasons.push(Refusal::ExtensionCritical { oid: shown.clone() });
+        }
         if ext.oid == oids::SUBJECT_ALT_NAME {
             if !policy.allow_subject_alt_names {
                 reasons.push(Refusal::SubjectAltNameRequested);
@@ -789,6 +837,7 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
             decided_at: now,
             binding,
             signed_digest,
+            conductor_der,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => {
@@ -856,6 +905,37 @@ fn check_scope(
     }
 }
 
+/// Renewal: whether the conductor that vouched for `certname` (its certificate, as the
+/// store recorded it at issuance) would still be accepted by the current policy: not on a
+/// conductor CRL, still chaining to a trusted root through listed intermediates, still
+/// carrying EKU .2.0 and digitalSignature, and still matching a scope that covers this
+/// certname and classification. Its own expiry does not count (a node's identity does not
+/// lapse with its launcher's: the chain is checked at a time within the conductor's
+/// validity), nor does the attributes' lifetime. Pure, like [`decide`].
+pub fn recheck_conductor(
+    conductor_der: &[u8],
+    certname: &str,
+    classification: Option<&Classification>,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<Conductor, Refused> {
+    let (info, _, mut reasons) = match check_conductor_der(conductor_der.to_vec(), policy, now, true) {
+        Ok(checked) => checked,
+        Err(r) => return Err(Refused { reasons: vec![r], conductor: None }),
+    };
+    if !policy.scopes.is_empty() {
+        match policy.scopes.iter().find(|sc| sc.matches(&info)) {
+            None => reasons.push(Refusal::ConductorUnscoped { subject: info.subject.clone() }),
+            Some(scope) => check_scope(scope, certname, None, now, classification, &mut reasons),
+        }
+    }
+    if reasons.is_empty() {
+        Ok(info)
+    } else {
+        Err(Refused { reasons, conductor: Some(info) })
+    }
+}
+
 /// Reads the conductor certificate, verifies its chain, EKU and key usage.
 /// Returns who it is, its DER, and chain problems (the certificate was readable).
 fn check_conductor(
@@ -864,6 +944,18 @@ fn check_conductor(
     now: OffsetDateTime,
 ) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
     let der = attrs::decode_conductor_cert(value).map_err(|detail| Refusal::ConductorMalformed { detail })?;
+    check_conductor_der(der, policy, now, false)
+}
+
+/// [`check_conductor`] on DER. With `at_validity`, the chain is checked at `now` moved
+/// into the conductor's own validity period (renewal: a conductor that has since expired
+/// still vouched while it was valid; revocation, trust, EKU and key usage still count).
+fn check_conductor_der(
+    der: Vec<u8>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    at_validity: bool,
+) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
     let (rest, cert) =
         x509_parser::parse_x509_certificate(&der).map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
     if !rest.is_empty() {
@@ -877,6 +969,8 @@ fn check_conductor(
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
         not_after: attrs::format_expiry(cert.validity().not_after.to_datetime()),
+        subject_dn: crate::dn::Dn::from_der(cert.subject().as_raw()).ok(),
+        issuer_dn: crate::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
     };
     let mut problems = Vec::new();
 
@@ -896,7 +990,14 @@ fn check_conductor(
                 .collect();
             let intermediates: Vec<CertificateDer<'_>> =
                 policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
-            let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+            let at = if at_validity {
+                let validity = cert.validity();
+                // Not Ord::clamp: it panics on a certificate whose notBefore is after its notAfter.
+                now.min(validity.not_after.to_datetime()).max(validity.not_before.to_datetime())
+            } else {
+                now
+            };
+            let secs = u64::try_from(at.unix_timestamp()).unwrap_or(0);
             let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
             static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
             let crls: Vec<webpki::CertRevocationList<'_>> = policy

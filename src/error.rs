@@ -6,21 +6,61 @@ use std::path::PathBuf;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    Io { path: PathBuf, op: &'static str, source: std::io::Error },
-    AlreadyExists { path: PathBuf },
-    NoCa { dir: PathBuf },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    AlreadyExists {
+        path: PathBuf,
+    },
+    NoCa {
+        dir: PathBuf,
+    },
     Policy(crate::policy::PolicyError),
-    PolicyNotFound { tried: Vec<PathBuf> },
-    Key { path: PathBuf, detail: String },
-    Cert { path: PathBuf, detail: String },
-    Classification { source: String, error: crate::classification::ClassificationError },
-    Attributes { path: PathBuf, detail: String },
-    Expiry { detail: String },
-    Usage { detail: String },
-    Crypto { detail: String },
-    Store { detail: String },
-    NotFound { certname: String },
-    NotValid { certname: String, detail: String },
+    PolicyNotFound {
+        tried: Vec<PathBuf>,
+    },
+    Key {
+        path: PathBuf,
+        detail: String,
+    },
+    Cert {
+        path: PathBuf,
+        detail: String,
+    },
+    Classification {
+        source: String,
+        error: crate::classification::ClassificationError,
+    },
+    Attributes {
+        path: PathBuf,
+        detail: String,
+    },
+    Expiry {
+        detail: String,
+    },
+    Usage {
+        detail: String,
+    },
+    Crypto {
+        detail: String,
+    },
+    Store {
+        detail: String,
+    },
+    NotFound {
+        certname: String,
+    },
+    NotValid {
+        certname: String,
+        detail: String,
+    },
+    /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
+    Refused {
+        certname: String,
+        refused: Box<crate::decide::Refused>,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -51,6 +91,11 @@ impl std::fmt::Display for Error {
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
             }
+            Error::Refused { certname, refused } => {
+                write!(f, "{certname}: refused: ")?;
+                let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+                f.write_str(&reasons.join("; "))
+            }
         }
     }
 }
@@ -75,6 +120,10 @@ impl Error {
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
+            Error::Refused { refused, .. } => match refused.reasons.first() {
+                Some(r) => r.hint(),
+                None => return None,
+            },
         })
     }
 }

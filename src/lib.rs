@@ -15,6 +15,7 @@ pub mod cli;
 pub mod csr;
 pub mod decide;
 pub mod der;
+pub mod dn;
 pub mod error;
 pub mod fsutil;
 pub mod issue;

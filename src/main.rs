@@ -32,6 +32,14 @@ fn main() {
     };
     let code = match vouch::cli::run(cli) {
         Ok(code) => code,
+        // A refusal (renewal): each reason with its code and hint, exit 1, as for a CSR.
+        Err(vouch::Error::Refused { certname, refused }) => {
+            for reason in &refused.reasons {
+                eprintln!("vouch: refused [{}]: {certname}: {reason}", reason.code());
+                eprintln!("  hint: {}", reason.hint());
+            }
+            vouch::cli::EXIT_REFUSED
+        }
         Err(e) => {
             eprintln!("vouch: error: {e}");
             if let Some(h) = e.hint() {

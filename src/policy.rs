@@ -88,10 +88,14 @@ pub struct Scope {
     pub name: String,
     /// SHA-256 of the conductor certificate, lowercase hex without colons.
     pub fingerprint: Option<String>,
-    /// The conductor certificate's subject, as vouch prints it (e.g. `CN=cloud1`).
+    /// The conductor certificate's subject, as written in the policy (e.g. `CN=cloud1`).
     pub subject: Option<String>,
     /// The subject of the certificate that issued the conductor's (its intermediate).
     pub issuer: Option<String>,
+    /// `subject` parsed: compared with the certificate's DER name, never as a string.
+    pub subject_dn: Option<crate::dn::Dn>,
+    /// `issuer` parsed likewise.
+    pub issuer_dn: Option<crate::dn::Dn>,
     /// Certname patterns; `*` matches any run of characters except `.`.
     pub certnames: Option<Vec<String>>,
     /// Class name patterns; `*` matches any run of characters.
@@ -103,11 +107,18 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// Whether this scope applies to a conductor.
-    pub fn matches(&self, fingerprint: &str, subject: &str, issuer: &str) -> bool {
-        self.fingerprint.as_deref().is_none_or(|f| f == fingerprint)
-            && self.subject.as_deref().is_none_or(|s| s == subject)
-            && self.issuer.as_deref().is_none_or(|i| i == issuer)
+    /// Whether this scope applies to a conductor. Names are compared structurally
+    /// (`crate::dn`): two names that merely display alike never match.
+    pub fn matches(&self, c: &crate::decide::Conductor) -> bool {
+        let name = |want: &Option<crate::dn::Dn>, got: &Option<crate::dn::Dn>| match (want, got) {
+            (None, _) => true,
+            (Some(w), Some(g)) => w == g,
+            // A certificate name vouch could not read matches no configured name.
+            (Some(_), None) => false,
+        };
+        self.fingerprint.as_deref().is_none_or(|f| f == c.fingerprint)
+            && name(&self.subject_dn, &c.subject_dn)
+            && name(&self.issuer_dn, &c.issuer_dn)
     }
 }
 
@@ -185,8 +196,8 @@ struct RawServe {
 struct RawScope {
     name: String,
     fingerprint: Option<Spanned<String>>,
-    subject: Option<String>,
-    issuer: Option<String>,
+    subject: Option<Spanned<String>>,
+    issuer: Option<Spanned<String>>,
     certnames: Option<Vec<String>>,
     classes: Option<Vec<String>>,
     environments: Option<Vec<String>>,
@@ -481,6 +492,29 @@ impl Policy {
                         .into(),
                 ));
             }
+            if o == oids::VOUCH_ARC || oids::is_under(&o, oids::VOUCH_ARC) {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!(
+                        "{} is in vouch's own arc (1.3.6.1.4.1.34380.2), whose extensions only vouch writes",
+                        item.get_ref()
+                    ),
+                ));
+            }
+            // Anything else (basicConstraints, key usage, EKU, any 2.5.29.*, private OIDs) would
+            // be copied next to, or instead of, what vouch itself writes into the certificate.
+            if !(oids::is_under(&o, oids::PP_REG) || oids::is_under(&o, oids::PP_PRIV)) {
+                return Err(err(
+                    Some(item.span()),
+                    "extensions.allow",
+                    format!(
+                        "{} is outside ppRegCertExt (1.3.6.1.4.1.34380.1.1.*) and ppPrivCertExt \
+                         (1.3.6.1.4.1.34380.1.2.*), the only extensions a node may request",
+                        item.get_ref()
+                    ),
+                ));
+            }
             allowed_extensions.push(o);
         }
         let mut admin_fingerprints = Vec::new();
@@ -568,11 +602,27 @@ impl Policy {
                             }
                         },
                     };
+                    let dn = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<crate::dn::Dn>, PolicyError> {
+                        match v {
+                            None => Ok(None),
+                            Some(text) => crate::dn::Dn::parse(text.get_ref()).map(Some).map_err(|e| {
+                                err(
+                                    Some(text.span()),
+                                    key,
+                                    format!("not a distinguished name as vouch prints them (CN=…, O=…): {e}"),
+                                )
+                            }),
+                        }
+                    };
+                    let subject_dn = dn(&sc.subject, "conductor.subject")?;
+                    let issuer_dn = dn(&sc.issuer, "conductor.issuer")?;
                     scopes.push(Scope {
                         name: sc.name,
                         fingerprint,
-                        subject: sc.subject,
-                        issuer: sc.issuer,
+                        subject: sc.subject.map(Spanned::into_inner),
+                        issuer: sc.issuer.map(Spanned::into_inner),
+                        subject_dn,
+                        issuer_dn,
                         certnames: sc.certnames,
                         classes: sc.classes,
                         environments: sc.environments,
@@ -630,7 +680,8 @@ mirror_required = false
 allow_subject_alt_names = false
 # Further extension requests nodes may add (OIDs or pp_* names). The node alone
 # controls them: never list one that your manifests or Hiera trust for roles.
-# The ppAuthCertExt arc (pp_cli_auth, pp_auth_role) can never be allowed.
+# Only ppRegCertExt (1.3.6.1.4.1.34380.1.1.*) and ppPrivCertExt (1.3.6.1.4.1.34380.1.2.*)
+# OIDs can be listed; the ppAuthCertExt arc (pp_cli_auth, pp_auth_role) never.
 allow = []
 
 [issuance]
@@ -713,6 +764,50 @@ mod tests {
         let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
+    }
+
+    #[test]
+    fn scope_names_are_parsed_distinguished_names() {
+        let scope = |m: &str| format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n[[conductor]]\nname = \"x\"\n{m}\n");
+        let p = parse(&scope("subject = \"CN=launcher\\\\, O=Example\"")).unwrap();
+        assert_eq!(p.scopes[0].subject_dn.as_ref().map(|d| d.0.len()), Some(1), "one RDN: the comma is escaped");
+        let p = parse(&scope("subject = \"CN=launcher, O=Example\"")).unwrap();
+        assert_eq!(p.scopes[0].subject_dn.as_ref().map(|d| d.0.len()), Some(2));
+        for (bad, key) in [
+            ("subject = \"CN=a;b\"", "conductor.subject"),
+            ("issuer = \"Bogus=root\"", "conductor.issuer"),
+            ("subject = \"CN=#0403\"", "conductor.subject"),
+        ] {
+            let e = parse(&scope(bad)).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (Some(5), Some(key)), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn extensions_allow_only_pp_reg_and_pp_priv() {
+        let policy =
+            |oid: &str| format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n[extensions]\nallow = [\"{oid}\"]\n");
+        for good in ["pp_uuid", "pp_role", "1.3.6.1.4.1.34380.1.1.99", "1.3.6.1.4.1.34380.1.2.1"] {
+            assert!(parse(&policy(good)).is_ok(), "{good}");
+        }
+        for bad in [
+            "2.5.29.19",               // basicConstraints
+            "2.5.29.37",               // extended key usage
+            "2.5.29.15",               // key usage
+            "2.5.29.99",               // anything under 2.5.29
+            "2.5.29",                  // the arc itself
+            "1.3.6.1.4.1.34380.2",     // vouch's arc
+            "1.3.6.1.4.1.34380.2.5",   // vouch's classification extension
+            "1.3.6.1.4.1.34380.1.3.1", // ppAuthCertExt
+            "pp_cli_auth",
+            "1.3.6.1.4.1.34380.1.1",   // the ppRegCertExt arc itself
+            "1.3.6.1.4.1.34380.1.2.5", // the mirror OID
+            "1.3.6.1.4.1.311.20.2",    // a Microsoft template name
+            "1.2.3.4",
+        ] {
+            let e = parse(&policy(bad)).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("extensions.allow")), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -78,8 +78,14 @@ pub struct CertRecord {
     /// The expiry of the attributes that vouched for it (renewals keep the original's).
     #[serde(default)]
     pub attributes_expiry: Option<String>,
+    /// The SHA-256 fingerprint of the conductor certificate that vouched (renewals keep the original's).
     #[serde(default)]
     pub conductor: Option<String>,
+    /// That conductor certificate itself, base64 DER, so that renewal can check it against the
+    /// current policy (CRLs, trust, scopes). Absent in records written before vouch kept it:
+    /// such certificates cannot be renewed (`conductor-not-recorded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conductor_cert: Option<String>,
     #[serde(default)]
     pub revoked_at: Option<String>,
     #[serde(default)]

@@ -231,6 +231,28 @@ fn bad_policy_names_file_line_and_key() {
             4,
             "extensions.allow",
         ),
+        // Only ppRegCertExt / ppPrivCertExt may be allowed: not basicConstraints, EKU, any
+        // 2.5.29.*, vouch's own .2 arc, nor the classification mirror vouch writes itself.
+        (
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n[extensions]\nallow = [\"2.5.29.19\"]\n",
+            4,
+            "extensions.allow",
+        ),
+        (
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n[extensions]\nallow = [\"pp_uuid\",\n  \"2.5.29.37\"]\n",
+            5,
+            "extensions.allow",
+        ),
+        (
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n[extensions]\nallow = [\"1.3.6.1.4.1.34380.2.5\"]\n",
+            4,
+            "extensions.allow",
+        ),
+        (
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n[extensions]\nallow = [\"1.3.6.1.4.1.34380.1.2.5\"]\n",
+            4,
+            "extensions.allow",
+        ),
         ("[conductors]\ntrusted_roots = [\"root.pem\"]\n\n[attributes]\nmax_lifetme = \"1d\"\n", 5, "max_lifetme"),
         ("[conductors]\ntrusted_roots = [\"missing.pem\"]\n", 2, "conductors.trusted_roots"),
     ] {

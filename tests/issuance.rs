@@ -447,3 +447,103 @@ fn allowed_extension_requests_are_copied() {
     let (_, text) = openssl(&["x509", "-in", s(&cert), "-noout", "-text"]);
     assert!(text.contains("ED803750-E3C7-44F5-BB08-41A04433FE2E"), "renewal keeps it: {text}");
 }
+
+/// Renewal checks the conductor that vouched for the certificate (recorded in the store at
+/// issuance) against the current policy: its scope, the trusted roots, the conductor CRLs.
+/// A record from before vouch kept the conductor certificate cannot be renewed.
+#[test]
+fn renewal_rechecks_the_vouching_conductor() {
+    let ca = Ca::new("p256");
+    let name = "a.example.test";
+    let csr = ca.vouched_csr(name, "x", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    let policy = ca.dir.join("policy.toml");
+    let original = std::fs::read_to_string(&policy).unwrap();
+    let signed = || std::fs::read_to_string(ca.ca_file(&format!("signed/{name}.pem"))).unwrap();
+    let issued = signed();
+    let refused = |code: &str| {
+        let out = ca.vouch(&["renew", name]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "renewal must be refused with {code}: {stderr}");
+        assert!(stderr.contains(&format!("[{code}]")) && stderr.contains("hint:"), "{code}: {stderr}");
+        assert_eq!(signed(), issued, "nothing issued, nothing revoked");
+        std::fs::write(&policy, &original).unwrap();
+    };
+    let conductor_pem = std::fs::read(ca.work.join("cloud1.pem")).unwrap();
+    let (_, conductor_der) = vouch::pem::find(&conductor_pem, &["CERTIFICATE"]).unwrap();
+    let (_, conductor) = x509_parser::parse_x509_certificate(&conductor_der).unwrap();
+    let subject = conductor.subject().to_string();
+
+    // Scopes now exist and none matches this conductor.
+    std::fs::write(&policy, format!("{original}\n[[conductor]]\nname = \"other\"\nsubject = \"CN=someone-else\"\n"))
+        .unwrap();
+    refused("conductor-unscoped");
+    // Its scope no longer covers this certname.
+    std::fs::write(
+        &policy,
+        format!(
+            "{original}\n[[conductor]]\nname = \"web\"\nsubject = \"{subject}\"\ncertnames = [\"web*.example.test\"]\n"
+        ),
+    )
+    .unwrap();
+    refused("certname-out-of-scope");
+    // Its root is no longer trusted.
+    std::fs::copy(common::fixture("pki/rogue_root_crt.pem"), ca.dir.join("other_root.pem")).unwrap();
+    ca.set_policy("trusted_roots = [\"ca/root_crt.pem\"]", "trusted_roots = [\"other_root.pem\"]");
+    refused("conductor-untrusted");
+    // It was revoked: a CRL from its issuer (the root) lists it.
+    let root_pem = std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap();
+    let root_key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca_file("root_key.pem")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&root_pem, &root_key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let crl = rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(7),
+        crl_number: rcgen::SerialNumber::from_slice(&[1]),
+        issuing_distribution_point: None,
+        revoked_certs: vec![rcgen::RevokedCertParams {
+            serial_number: rcgen::SerialNumber::from_slice(conductor.raw_serial()),
+            revocation_time: now,
+            reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+            invalidity_date: None,
+        }],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)
+    .unwrap();
+    std::fs::write(ca.dir.join("conductors_crl.pem"), crl.pem().unwrap()).unwrap();
+    ca.set_policy("crls = []", "crls = [\"conductors_crl.pem\"]");
+    refused("conductor-revoked");
+
+    // A record written before vouch kept the conductor certificate: refused, not waved through.
+    let list: serde_json::Value = serde_json::from_str(&ok(&ca.vouch(&["list", "--all", "--format", "json"]))).unwrap();
+    let serial =
+        list.as_array().unwrap().iter().find(|e| e["name"] == name).unwrap()["serial"].as_str().unwrap().to_string();
+    let record_path = ca.ca_file(&format!("serials/{}/{serial}.json", &serial[..2]));
+    let record_text = std::fs::read_to_string(&record_path).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&record_text).unwrap();
+    assert!(record["conductor_cert"].is_string(), "issuance records the conductor: {record}");
+    record.as_object_mut().unwrap().remove("conductor_cert");
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    refused("conductor-not-recorded");
+    std::fs::write(&record_path, record_text).unwrap();
+
+    // Under a policy that still accepts it (a matching scope included), renewal works, twice:
+    // the renewed record keeps the original conductor.
+    std::fs::write(
+        &policy,
+        format!(
+            "{original}\n[[conductor]]\nname = \"all\"\nsubject = \"{subject}\"\ncertnames = [\"*.example.test\"]\n"
+        ),
+    )
+    .unwrap();
+    ok(&ca.vouch(&["renew", name]));
+    ok(&ca.vouch(&["renew", name]));
+    assert_ne!(signed(), issued);
+    // The conductor's own expiry does not stop renewal (a node's identity does not lapse
+    // with its launcher's): 400 days on, the 365-day conductor has expired.
+    let later = vouch::attrs::format_expiry(time::OffsetDateTime::now_utc() + time::Duration::days(400));
+    ok(&ca.vouch(&["--now", &later, "renew", name]));
+    let audit = std::fs::read_to_string(ca.dir.join("audit.log")).unwrap();
+    assert_eq!(audit.matches("\"renewal-refused\"").count(), 5, "{audit}");
+}

@@ -82,6 +82,7 @@ fn any_single_byte_change_of_a_signed_value_is_refused() {
             common_name: CERTNAME.into(),
             attributes: oids.iter().zip(vals).map(|(o, v)| (o.to_vec(), vec![printable(v)])).collect(),
             extension_requests: vec![],
+            ..Default::default()
         };
         build(&spec, &node_key).unwrap()
     };

@@ -88,6 +88,8 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("scope-certname-not-allowed.csr.pem", "db01.example.test", &[]),
     ("scope-lifetime-too-long.csr.pem", CERTNAME, &[]),
     ("scope-unscoped-conductor.csr.pem", CERTNAME, &[]),
+    ("scope-subject-two-rdns.csr.pem", "db01.example.test", &[]),
+    ("scope-subject-lookalike-single-cn.csr.pem", "db01.example.test", &[]),
     // The signature.
     ("signature-forged.csr.pem", CERTNAME, &["signature-invalid"]),
     ("signature-by-another-conductor.csr.pem", CERTNAME, &["signature-invalid"]),
@@ -118,6 +120,12 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("unknown-extension-requested.csr.pem", CERTNAME, &["extension-not-allowed"]),
     ("mirror-differs-from-signed-classification.csr.pem", CERTNAME, &["mirror-mismatch"]),
     ("mirror-requested-twice.csr.pem", CERTNAME, &["extension-duplicated"]),
+    ("extension-requested-critical.csr.pem", CERTNAME, &["extension-critical"]),
+    // Strict DER.
+    ("extension-request-with-two-values.csr.pem", CERTNAME, &["extension-request-ambiguous"]),
+    ("cn-with-trailing-bytes.csr.pem", CERTNAME, &["csr-malformed"]),
+    ("key-params-with-trailing-data.csr.pem", CERTNAME, &["csr-malformed"]),
+    ("critical-flag-not-der-boolean.csr.pem", CERTNAME, &["csr-malformed"]),
 ];
 
 /// The same fixtures under fixtures/policy-scoped.toml.
@@ -132,6 +140,9 @@ pub const SCOPED_CASES: &[(&str, &str, &[&str])] = &[
     ("scope-lifetime-too-long.csr.pem", CERTNAME, &["lifetime-out-of-scope"]),
     ("scope-unscoped-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
     ("valid-rsa2048-conductor.csr.pem", CERTNAME, &["conductor-unscoped"]),
+    // Scopes match names structurally: a one-CN lookalike of a two-RDN subject is no match.
+    ("scope-subject-two-rdns.csr.pem", "db01.example.test", &[]),
+    ("scope-subject-lookalike-single-cn.csr.pem", "db01.example.test", &["conductor-unscoped"]),
 ];
 
 pub fn s(p: &Path) -> &str {
