@@ -818,7 +818,7 @@ impl Authority {
             dns_names: dns_names.to_vec(),
             ip_addresses: ip_addresses.to_vec(),
         };
-        let issued = self.issue_locked(&lock, Authorization::Local(proof), None, None, now)?;
+        let issued = self.issue_locked(&lock, Authorization::Local(proof), None, None, None, now)?;
         Ok((issued, key.serialize_pem()))
     }
 

@@ -535,6 +535,18 @@ fn renewal(
             events.push(Event::Denied { client: p.certname.clone(), reason: detail.clone() });
             Ok(ApiResponse::text(409, format!("Conflict: cannot renew {}: {detail}", p.certname)))
         }
+        // The conductor that vouched is no longer acceptable (revoked, untrusted, out of scope).
+        Err(Error::Refused { refused, .. }) => {
+            let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+            events.push(Event::Denied { client: p.certname.clone(), reason: reasons.join("; ") });
+            Ok(ApiResponse::text(
+                403,
+                format!(
+                    "Forbidden: {} cannot be renewed: the conductor that vouched for it is no longer accepted",
+                    p.certname
+                ),
+            ))
+        }
         Err(e) => Err(e),
     }
 }
