@@ -49,6 +49,9 @@ pub enum Command {
     Sign(SignCsrArgs),
     /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
     Serve(ServeArgs),
+    /// Measure vouch next to the cost of its signatures (decision, hook, service).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -213,6 +216,63 @@ pub struct ServeArgs {
     /// Worker threads [default: one per core].
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Decision, and decision + issuance (no store), per core, next to the signature floor.
+    Decide {
+        /// CA key types (comma-separated).
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [KeyType::Rsa4096, KeyType::Rsa2048, KeyType::P256, KeyType::Ed25519])]
+        ca_keys: Vec<KeyType>,
+        /// Client (agent) key types (comma-separated).
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [KeyType::Rsa2048, KeyType::Rsa4096, KeyType::P256])]
+        client_keys: Vec<KeyType>,
+        /// Seconds spent on each measurement.
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// `vouch autosign` as Puppet Server runs it: process start to exit, median and p99.
+    Hook {
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Without the replay journal and the audit log (no fsync).
+        #[arg(long)]
+        no_journal: bool,
+    },
+    /// N agents at once against a CA service (vouch serve or Puppet Server): PUT + GET each.
+    Serve {
+        /// The service's address.
+        #[arg(long, default_value = "127.0.0.1:8140")]
+        addr: std::net::SocketAddr,
+        /// The name its certificate carries.
+        #[arg(long, default_value = "localhost")]
+        host: String,
+        /// The CA bundle to trust [default: DIR/ca/ca_bundle.pem].
+        #[arg(long)]
+        ca_bundle: Option<PathBuf>,
+        /// Conductor credentials that vouch for the CSRs [default: DIR/conductor/].
+        #[arg(long)]
+        conductor_cert: Option<PathBuf>,
+        #[arg(long)]
+        conductor_key: Option<PathBuf>,
+        /// Concurrency levels, comma-separated.
+        #[arg(long, default_value = "1,8,64,256")]
+        agents: String,
+        /// Certificates each agent asks for.
+        #[arg(long, default_value_t = 10)]
+        per_agent: usize,
+        /// The agents' key type (Puppet agents: RSA).
+        #[arg(long, value_enum, default_value_t = KeyType::Rsa2048)]
+        client_key: KeyType,
+        /// The server's PID, to report its peak RSS.
+        #[arg(long)]
+        server_pid: Option<u32>,
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -404,6 +464,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             crate::serve::run(opts)?;
             Ok(EXIT_OK)
         }
+        Command::Bench(b) => bench(&cli, b),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
             for p in [cert_out, key_out] {
                 if p.exists() {
@@ -581,6 +642,115 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     write_new(&a.key_out, &key.serialize_pem(), 0o600)?;
     write_new(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644)?;
     Ok(EXIT_OK)
+}
+
+fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
+    let json = |v: &dyn erased_json::Json| -> Result<(), Error> {
+        println!("{}", v.to_json().map_err(|e| Error::Usage { detail: e.to_string() })?);
+        Ok(())
+    };
+    match b {
+        BenchCommand::Decide { ca_keys, client_keys, seconds, format } => {
+            if !(0.01..=600.0).contains(seconds) {
+                return Err(Error::Usage { detail: "--seconds must be between 0.01 and 600".into() });
+            }
+            let rows = crate::bench::decide(ca_keys, client_keys, std::time::Duration::from_secs_f64(*seconds))?;
+            match format {
+                OutFormat::Json => json(&rows)?,
+                OutFormat::Text => {
+                    println!(
+                        "one core; floor = CSR verify + conductor certificate verify + attribute verify + CA sign"
+                    );
+                    println!(
+                        "{:<8} {:<8} {:>12} {:>12} {:>12} {:>7}",
+                        "CA key", "client", "decide/s", "issue/s", "floor/s", "ratio"
+                    );
+                    for r in &rows {
+                        println!(
+                            "{:<8} {:<8} {:>12.0} {:>12.0} {:>12.0} {:>6.0}%",
+                            r.ca_key,
+                            r.client_key,
+                            r.decide_per_s,
+                            r.issue_per_s,
+                            r.floor_per_s,
+                            r.ratio * 100.0
+                        );
+                    }
+                }
+            }
+        }
+        BenchCommand::Hook { runs, no_journal } => {
+            let r = crate::bench::hook((*runs).clamp(1, 100_000), !no_journal)?;
+            println!(
+                "vouch autosign, process start to exit, {} runs ({}): median {:.2} ms, p99 {:.2} ms",
+                r.runs,
+                if r.journal_and_audit { "replay journal and audit log on" } else { "no journal, no audit log" },
+                r.median_ms,
+                r.p99_ms
+            );
+        }
+        BenchCommand::Serve {
+            addr,
+            host,
+            ca_bundle,
+            conductor_cert,
+            conductor_key,
+            agents,
+            per_agent,
+            client_key,
+            server_pid,
+            format,
+        } => {
+            let d = dir(cli)?.dir;
+            let load = crate::bench::ServeLoad {
+                addr: *addr,
+                host: host.clone(),
+                ca_bundle: ca_bundle.clone().unwrap_or_else(|| d.join("ca").join(crate::ca::CA_BUNDLE)),
+                conductor_cert: conductor_cert.clone().unwrap_or_else(|| d.join(crate::serve::setup::CONDUCTOR_CERT)),
+                conductor_key: conductor_key.clone().unwrap_or_else(|| d.join(crate::serve::setup::CONDUCTOR_KEY)),
+                client_key: *client_key,
+                agents: crate::bench::parse_levels(agents)?,
+                per_agent: (*per_agent).clamp(1, 100_000),
+                server_pid: *server_pid,
+            };
+            if *format == OutFormat::Text {
+                println!(
+                    "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10}",
+                    "agents", "certs", "failed", "seconds", "certs/s", "p50 ms", "p99 ms", "peak RSS"
+                );
+            }
+            let rows = crate::bench::serve(&load, |r| {
+                if *format == OutFormat::Text {
+                    println!(
+                        "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10}",
+                        r.agents,
+                        r.certificates,
+                        r.failures,
+                        r.seconds,
+                        r.certs_per_s,
+                        r.p50_ms,
+                        r.p99_ms,
+                        r.server_peak_rss_mb.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "-".into())
+                    );
+                }
+            })?;
+            if *format == OutFormat::Json {
+                json(&rows)?;
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+mod erased_json {
+    pub trait Json {
+        fn to_json(&self) -> serde_json::Result<String>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> serde_json::Result<String> {
+            serde_json::to_string_pretty(self)
+        }
+    }
 }
 
 fn print_refusals(r: &decide::Refused, to: &mut dyn Write) {

@@ -1013,15 +1013,35 @@ fn check_conductor_der(
                     .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
                     .build()
             });
-            if let Err(e) = ee.verify_for_usage(
-                webpki::ALL_VERIFICATION_ALGS,
-                &anchors,
-                &intermediates,
-                time,
-                webpki::KeyUsage::required_if_present(EKU),
-                revocation,
-                None,
-            ) {
+            let digest: [u8; 32] =
+                aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref().try_into().unwrap_or([0u8; 32]);
+            let unix = at.unix_timestamp();
+            let verified = if policy.chain_cache.holds(&digest, unix) {
+                Ok(())
+            } else {
+                ee.verify_for_usage(
+                    webpki::ALL_VERIFICATION_ALGS,
+                    &anchors,
+                    &intermediates,
+                    time,
+                    webpki::KeyUsage::required_if_present(EKU),
+                    revocation,
+                    None,
+                )
+                .map(|path| {
+                    // The window in which this chain holds: every certificate in it valid.
+                    let v = cert.validity();
+                    let mut window = (v.not_before.timestamp(), v.not_after.timestamp());
+                    for c in path.intermediate_certificates() {
+                        if let Ok((_, ic)) = x509_parser::parse_x509_certificate(c.der().as_ref()) {
+                            let iv = ic.validity();
+                            window = (window.0.max(iv.not_before.timestamp()), window.1.min(iv.not_after.timestamp()));
+                        }
+                    }
+                    policy.chain_cache.insert(digest, window);
+                })
+            };
+            if let Err(e) = verified {
                 problems.push(match e {
                     webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject: subject.clone() },
                     webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject: subject.clone() },

@@ -9,6 +9,7 @@
 pub mod attrs;
 pub mod audit;
 pub mod authority;
+pub mod bench;
 pub mod ca;
 pub mod classification;
 pub mod cli;

@@ -205,3 +205,33 @@ fn strict_policy_accepts_only_short_lived_version_2() {
     let csr = std::fs::read(fixture("csr/valid-v2.csr.pem")).unwrap();
     assert!(decide(&Request { csr: &csr, certname: CERTNAME }, &strict, late).is_ok());
 }
+
+#[test]
+fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
+    let p = policy("policy.toml");
+    let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let req = Request { csr: &csr, certname: CERTNAME };
+    assert!(p.chain_cache.is_empty());
+    assert!(decide(&req, &p, now()).is_ok());
+    assert_eq!(p.chain_cache.len(), 1, "the verified chain is remembered");
+    assert!(decide(&req, &p, now()).is_ok(), "and a second decision uses it");
+    let at = |t: OffsetDateTime| match decide(&req, &p, t) {
+        Ok(_) => vec![],
+        Err(r) => r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(),
+    };
+    // The conductor certificate is valid through 2030: the cache does not outlive it, nor
+    // make it valid before its time.
+    assert!(at(now() + time::Duration::days(365)).contains(&"conductor-expired"));
+    assert!(at(now() - time::Duration::days(365)).contains(&"conductor-not-yet-valid"));
+    // Another policy that trusts another root refuses the same conductor: caches are per policy.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace(
+        "trusted_roots = [\"pki/root_crt.pem\"]",
+        &format!("trusted_roots = [\"{}\"]", fixture("pki/rogue_root_crt.pem").display()),
+    );
+    let other_path = dir.path().join("policy.toml");
+    std::fs::write(&other_path, text.replace("\"pki/", &format!("\"{}/pki/", fixture("").display()))).unwrap();
+    let other = Policy::load(&other_path).unwrap();
+    let r = decide(&req, &other, now()).unwrap_err();
+    assert!(r.reasons.iter().any(|x| x.code() == "conductor-untrusted"), "{:?}", r.reasons);
+}

@@ -1,0 +1,436 @@
+//! `vouch bench`: vouch's cost measured next to the cost of the signatures it
+//! cannot avoid, in the same run (issue 7). Nothing here asserts a time: it reports.
+//!
+//! - `decide`: the decision alone, and decision + issuance (prepare and sign, no
+//!   store), per core, for each CA key type and client key type, next to the
+//!   *signature floor*: CSR self-signature verify + conductor certificate verify +
+//!   attribute signature verify + one CA signature, timed with aws-lc directly.
+//! - `hook`: `vouch autosign` as Puppet Server runs it, process start to exit.
+//! - `serve`: N simulated agents, each PUT certificate_request + GET certificate on
+//!   one kept-alive TLS connection, against `vouch serve` or Puppet Server.
+
+use crate::ca::{self, CaDir, ConductorSpec};
+use crate::error::Error;
+use crate::keys::KeyType;
+use crate::serve::client::{tls_config, Client};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+
+fn crypto(e: impl std::fmt::Display) -> Error {
+    Error::Crypto { detail: e.to_string() }
+}
+
+const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: gold\nenvironment: production\n";
+
+/// Runs `f` repeatedly for about `budget`; returns operations per second.
+fn rate(budget: Duration, mut f: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
+    // Warm up (first use of the CPU features, caches, lazy statics).
+    for _ in 0..3 {
+        f()?;
+    }
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < budget || n < 5 {
+        f()?;
+        n += 1;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Operations per second of one signature and one verification with a key of this type,
+/// over a message the size of a certificate's signed part.
+fn sign_verify_rates(kt: KeyType, budget: Duration) -> Result<(f64, f64), Error> {
+    use aws_lc_rs::signature::{self as sig, UnparsedPublicKey};
+    let key = kt.generate().map_err(crypto)?;
+    let msg = vec![0x5au8; 900];
+    let signature = rcgen::SigningKey::sign(&key, &msg).map_err(crypto)?;
+    let raw = rcgen::PublicKeyData::der_bytes(&key).to_vec();
+    let alg: &'static dyn sig::VerificationAlgorithm = match kt {
+        KeyType::P256 => &sig::ECDSA_P256_SHA256_ASN1,
+        KeyType::P384 => &sig::ECDSA_P384_SHA384_ASN1,
+        KeyType::Ed25519 => &sig::ED25519,
+        KeyType::Rsa2048 | KeyType::Rsa3072 | KeyType::Rsa4096 => &sig::RSA_PKCS1_2048_8192_SHA256,
+    };
+    let signs = rate(budget, || rcgen::SigningKey::sign(&key, &msg).map(|_| ()).map_err(crypto))?;
+    let verifies = rate(budget, || {
+        UnparsedPublicKey::new(alg, &raw).verify(&msg, &signature).map_err(|_| crypto("verification failed"))
+    })?;
+    Ok((signs, verifies))
+}
+
+/// A scratch CA of `ca_type` with a P-256 conductor, for the in-process benchmarks.
+struct Lab {
+    _tmp: TempDir,
+    dir: CaDir,
+    conductor_der: Vec<u8>,
+    conductor_key: rcgen::KeyPair,
+}
+
+/// A directory removed on drop (no dev-dependency in the binary).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Result<Self, Error> {
+        let mut b = [0u8; 8];
+        aws_lc_rs::rand::fill(&mut b).map_err(|_| crypto("no randomness"))?;
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let p = std::env::temp_dir().join(format!("vouch-bench-{tag}-{hex}"));
+        std::fs::create_dir_all(&p).map_err(|source| Error::Io { path: p.clone(), op: "create directory", source })?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Lab {
+    fn new(ca_type: KeyType, now: OffsetDateTime) -> Result<Lab, Error> {
+        let tmp = TempDir::new(ca_type.name())?;
+        let dir = CaDir::new(tmp.0.join("ca"));
+        ca::init(&dir, ca_type, now)?;
+        let spec = ConductorSpec { name: "bench-conductor", key_type: KeyType::P256, days: 30 };
+        let (cert_pem, key_pem, _) = ca::new_conductor(&dir, &spec, now)?;
+        let (_, conductor_der) =
+            crate::pem::find(cert_pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| crypto(e.to_string()))?;
+        let conductor_key = crate::keys::load_pem(&key_pem).map_err(crypto)?;
+        Ok(Lab { _tmp: tmp, dir, conductor_der, conductor_key })
+    }
+
+    /// A vouched (version 2) CSR for `certname`, signed by a fresh `client` key.
+    fn csr(&self, certname: &str, client: &rcgen::KeyPair, now: OffsetDateTime) -> Result<Vec<u8>, Error> {
+        vouched_csr(&self.conductor_der, &self.conductor_key, certname, client, now)
+    }
+}
+
+/// Version 2 attributes for `certname` from a conductor, in a CSR signed by `client`, as
+/// a Puppet agent makes it from `csr_attributes.yaml` (DER).
+pub fn vouched_csr(
+    conductor_der: &[u8],
+    conductor_key: &rcgen::KeyPair,
+    certname: &str,
+    client: &rcgen::KeyPair,
+    now: OffsetDateTime,
+) -> Result<Vec<u8>, Error> {
+    let class = crate::classification::Classification::from_yaml(CLASSIFICATION, 65536)
+        .map_err(|error| Error::Classification { source: "bench".into(), error })?;
+    let a = crate::attrs::sign(
+        conductor_der,
+        conductor_key,
+        &class,
+        now + time::Duration::hours(1),
+        crate::attrs::CertEncoding::Base64Der,
+        Some(certname),
+    )
+    .map_err(crypto)?;
+    let attrs = crate::attrs::CsrAttributes::from_vouched(&a, Some(crate::policy::DEFAULT_MIRROR_OID));
+    let spec = crate::csr::CsrSpec::from_attributes(certname, &attrs).map_err(crypto)?;
+    crate::csr::build(&spec, client).map_err(crypto)
+}
+
+/// One row of `vouch bench decide`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DecideRow {
+    pub ca_key: &'static str,
+    pub client_key: &'static str,
+    /// Decisions per second on one core.
+    pub decide_per_s: f64,
+    /// Decision + certificate prepared and signed (no store), per second on one core.
+    pub issue_per_s: f64,
+    /// 1 / (CSR verify + conductor certificate verify + attribute verify + CA sign).
+    pub floor_per_s: f64,
+    /// issue_per_s / floor_per_s.
+    pub ratio: f64,
+}
+
+/// `vouch bench decide`: the matrix of CA key types × client key types.
+pub fn decide(ca_types: &[KeyType], client_types: &[KeyType], budget: Duration) -> Result<Vec<DecideRow>, Error> {
+    let now = OffsetDateTime::now_utc();
+    let mut rates = std::collections::HashMap::new();
+    let mut rate_of = |kt: KeyType| -> Result<(f64, f64), Error> {
+        if let Some(r) = rates.get(&kt) {
+            return Ok(*r);
+        }
+        let r = sign_verify_rates(kt, budget)?;
+        rates.insert(kt, r);
+        Ok(r)
+    };
+    let mut rows = Vec::new();
+    for &ca_type in ca_types {
+        let lab = Lab::new(ca_type, now)?;
+        let auth = crate::authority::Authority::open(&lab.dir)?;
+        let (ca_der, ca_key) = ca::load_cert_and_key(&lab.dir.file(ca::CA_CERT), &lab.dir.file(ca::CA_KEY))?;
+        let master = crate::issue::MasterCa::new(ca_der, ca_key, String::new())?;
+        for &client_type in client_types {
+            let client = client_type.generate().map_err(crypto)?;
+            let certname = "web01.example.test";
+            let csr = lab.csr(certname, &client, now)?;
+            let req = crate::decide::Request { csr: &csr, certname };
+            let decide_once = || {
+                crate::decide::decide(&req, &auth.policy, now)
+                    .map_err(|r| Error::Usage { detail: format!("the benchmark CSR was refused: {:?}", r.reasons) })
+            };
+            decide_once()?;
+            let decide_per_s = rate(budget, || decide_once().map(|_| ()))?;
+            let mut serial = [0u8; 16];
+            let issue_per_s = rate(budget, || {
+                let grant = decide_once()?;
+                aws_lc_rs::rand::fill(&mut serial).map_err(|_| crypto("no randomness"))?;
+                serial[0] = (serial[0] & 0x7f) | 0x40;
+                let prepared = crate::issue::prepare(
+                    crate::issue::Authorization::Vouched(Box::new(grant)),
+                    &auth.policy.profile,
+                    &auth.policy.mirror_oid,
+                    &auth.policy.allowed_extensions,
+                    &serial,
+                    &master,
+                    now,
+                )?;
+                prepared.sign(&master).map(|_| ()).map_err(Error::from)
+            })?;
+            // The floor: verify the client's CSR, the conductor certificate (signed by the
+            // root, of the CA's key type), the attributes (P-256 conductor), sign once.
+            let (_, client_verify) = rate_of(client_type)?;
+            let (ca_sign, ca_verify) = rate_of(ca_type)?;
+            let (_, conductor_verify) = rate_of(KeyType::P256)?;
+            let floor_s = 1.0 / client_verify + 1.0 / ca_verify + 1.0 / conductor_verify + 1.0 / ca_sign;
+            let floor_per_s = 1.0 / floor_s;
+            rows.push(DecideRow {
+                ca_key: ca_type.name(),
+                client_key: client_type.name(),
+                decide_per_s,
+                issue_per_s,
+                floor_per_s,
+                ratio: issue_per_s / floor_per_s,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Median and 99th percentile of durations (sorted in place).
+fn percentiles(v: &mut [Duration]) -> (Duration, Duration) {
+    v.sort();
+    let at = |q: usize| v.get((v.len().saturating_sub(1)) * q / 100).copied().unwrap_or_default();
+    (at(50), at(99))
+}
+
+/// Result of `vouch bench hook`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HookResult {
+    pub runs: usize,
+    pub median_ms: f64,
+    pub p99_ms: f64,
+    pub journal_and_audit: bool,
+}
+
+/// `vouch bench hook`: runs `vouch autosign` (this executable) `runs` times on fresh
+/// vouched CSRs, as Puppet Server does (argv certname, CSR on stdin), timing each
+/// process from spawn to exit.
+pub fn hook(runs: usize, journal_and_audit: bool) -> Result<HookResult, Error> {
+    let now = OffsetDateTime::now_utc();
+    let lab = Lab::new(KeyType::P256, now)?;
+    let policy = lab.dir.policy();
+    if !journal_and_audit {
+        let text = std::fs::read_to_string(&policy)
+            .map_err(|source| Error::Io { path: policy.clone(), op: "read", source })?
+            .replace("enabled = true", "enabled = false")
+            .replace("log = \"audit.log\"", "log = \"\"");
+        crate::fsutil::write_replace(&policy, text.as_bytes(), 0o644).map_err(|source| Error::Io {
+            path: policy.clone(),
+            op: "write",
+            source,
+        })?;
+        crate::policy::Policy::load(&policy)?;
+    }
+    let exe = std::env::current_exe().map_err(|source| Error::Io { path: "vouch".into(), op: "find", source })?;
+    let client = KeyType::P256.generate().map_err(crypto)?;
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let certname = format!("hook{i}.example.test");
+        let csr = crate::pem::encode("CERTIFICATE REQUEST", &lab.csr(&certname, &client, now)?);
+        let start = Instant::now();
+        let mut child = std::process::Command::new(&exe)
+            .args(["autosign", "--policy"])
+            .arg(&policy)
+            .arg("--")
+            .arg(&certname)
+            .env_remove("VOUCH_DIR")
+            .env_remove("VOUCH_POLICY")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|source| Error::Io { path: exe.clone(), op: "run", source })?;
+        if let Some(mut stdin) = child.stdin.take() {
+            std::io::Write::write_all(&mut stdin, csr.as_bytes()).map_err(|source| Error::Io {
+                path: exe.clone(),
+                op: "write to",
+                source,
+            })?;
+        }
+        let out = child.wait_with_output().map_err(|source| Error::Io { path: exe.clone(), op: "wait for", source })?;
+        times.push(start.elapsed());
+        if !out.status.success() {
+            return Err(Error::Usage {
+                detail: format!("the hook refused the benchmark CSR: {}", String::from_utf8_lossy(&out.stderr)),
+            });
+        }
+    }
+    let (p50, p99) = percentiles(&mut times);
+    Ok(HookResult {
+        runs,
+        median_ms: p50.as_secs_f64() * 1000.0,
+        p99_ms: p99.as_secs_f64() * 1000.0,
+        journal_and_audit,
+    })
+}
+
+/// What `vouch bench serve` loads.
+#[derive(Debug, Clone)]
+pub struct ServeLoad {
+    pub addr: std::net::SocketAddr,
+    /// The name the server's certificate must carry.
+    pub host: String,
+    pub ca_bundle: PathBuf,
+    pub conductor_cert: PathBuf,
+    pub conductor_key: PathBuf,
+    pub client_key: KeyType,
+    /// Concurrency levels to run, one after the other.
+    pub agents: Vec<usize>,
+    /// Certificates each agent asks for (one connection each).
+    pub per_agent: usize,
+    /// The server's PID, to report its peak RSS (VmHWM) after each level.
+    pub server_pid: Option<u32>,
+}
+
+/// One concurrency level of `vouch bench serve`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServeRow {
+    pub agents: usize,
+    pub certificates: usize,
+    pub failures: usize,
+    pub seconds: f64,
+    pub certs_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub server_peak_rss_mb: Option<f64>,
+}
+
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 =
+        s.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// `vouch bench serve`: CSRs are made before the clock starts; then every agent, on its
+/// own kept-alive TLS connection, PUTs its CSR and GETs its certificate, `per_agent` times.
+pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Vec<ServeRow>, Error> {
+    let now = OffsetDateTime::now_utc();
+    let (conductor_der, conductor_key) = ca::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
+    let bundle = std::fs::read(&load.ca_bundle).map_err(|source| Error::Io {
+        path: load.ca_bundle.clone(),
+        op: "read",
+        source,
+    })?;
+    let config = tls_config(&bundle, None).map_err(crypto)?;
+    let mut run_id = [0u8; 4];
+    aws_lc_rs::rand::fill(&mut run_id).map_err(|_| crypto("no randomness"))?;
+    let run: String = run_id.iter().map(|b| format!("{b:02x}")).collect();
+    // Key generation is slow for RSA: a few keys shared round-robin (a CA sees different
+    // certnames; whether two nodes share a key does not change its work).
+    let keys: Vec<rcgen::KeyPair> =
+        (0..8).map(|_| load.client_key.generate().map_err(crypto)).collect::<Result<_, _>>()?;
+    let mut rows = Vec::new();
+    for &agents in &load.agents {
+        let mut work: Vec<Vec<(String, Vec<u8>)>> = Vec::with_capacity(agents);
+        for a in 0..agents {
+            let mut mine = Vec::with_capacity(load.per_agent);
+            for i in 0..load.per_agent {
+                let name = format!("b{run}-{agents}-{a}-{i}.bench.test");
+                let key = keys.get((a + i) % keys.len()).ok_or_else(|| crypto("no key"))?;
+                let der = vouched_csr(&conductor_der, &conductor_key, &name, key, now)?;
+                mine.push((name, crate::pem::encode("CERTIFICATE REQUEST", &der).into_bytes()));
+            }
+            work.push(mine);
+        }
+        let barrier = Arc::new(std::sync::Barrier::new(agents + 1));
+        let mut handles = Vec::with_capacity(agents);
+        for mine in work {
+            let (config, barrier, addr, host) = (config.clone(), barrier.clone(), load.addr, load.host.clone());
+            handles.push(std::thread::spawn(move || -> (Vec<Duration>, usize) {
+                let mut lat = Vec::with_capacity(mine.len());
+                let mut failures = 0;
+                let mut client = match Client::new(config, addr, &host) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        barrier.wait();
+                        return (lat, mine.len());
+                    }
+                };
+                barrier.wait();
+                for (name, csr) in mine {
+                    let t = Instant::now();
+                    let put = client.request(
+                        "PUT",
+                        &format!("/puppet-ca/v1/certificate_request/{name}"),
+                        Some("text/plain"),
+                        &csr,
+                    );
+                    let get = client.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"");
+                    match (put, get) {
+                        (Ok(p), Ok(g)) if p.status == 200 && g.status == 200 => lat.push(t.elapsed()),
+                        _ => failures += 1,
+                    }
+                }
+                (lat, failures)
+            }));
+        }
+        barrier.wait();
+        let start = Instant::now();
+        let mut lat = Vec::new();
+        let mut failures = 0;
+        for h in handles {
+            match h.join() {
+                Ok((l, f)) => {
+                    lat.extend(l);
+                    failures += f;
+                }
+                Err(_) => failures += load.per_agent,
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let (p50, p99) = percentiles(&mut lat);
+        let row = ServeRow {
+            agents,
+            certificates: lat.len(),
+            failures,
+            seconds,
+            certs_per_s: lat.len() as f64 / seconds,
+            p50_ms: p50.as_secs_f64() * 1000.0,
+            p99_ms: p99.as_secs_f64() * 1000.0,
+            server_peak_rss_mb: load.server_pid.and_then(peak_rss_mb),
+        };
+        progress(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Parses "1,8,64" into levels.
+pub fn parse_levels(s: &str) -> Result<Vec<usize>, Error> {
+    s.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0 && *n <= 4096)
+                .ok_or_else(|| Error::Usage { detail: format!("{p:?} is not a number of agents between 1 and 4096") })
+        })
+        .collect()
+}
