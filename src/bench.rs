@@ -239,7 +239,7 @@ pub fn hook(runs: usize, journal_and_audit: bool) -> Result<HookResult, Error> {
         let text = std::fs::read_to_string(&policy)
             .map_err(|source| Error::Io { path: policy.clone(), op: "read", source })?
             .replace("enabled = true", "enabled = false")
-            .replace("log = \"audit.log\"", "log = \"\"");
+            .replace("log = \"audit.log\"", "# no audit log");
         crate::fsutil::write_replace(&policy, text.as_bytes(), 0o644).map_err(|source| Error::Io {
             path: policy.clone(),
             op: "write",

@@ -583,6 +583,13 @@ impl Policy {
                 admin_fingerprints.push(pairs.join(":"));
             }
         }
+        // An empty path would resolve to the policy's directory: refuse it by name.
+        if raw.audit.log.as_deref().is_some_and(|l| l.trim().is_empty()) {
+            return Err(err(None, "audit.log", "is empty: name a file, or remove the key to keep no audit log".into()));
+        }
+        if raw.replay.journal.as_deref().is_some_and(|l| l.trim().is_empty()) {
+            return Err(err(None, "replay.journal", "is empty: name a directory (default \"replay\")".into()));
+        }
         Ok(Policy {
             chain_cache: ChainCache::default(),
             admin_fingerprints,
@@ -785,6 +792,14 @@ mod tests {
     fn test_cert() -> Vec<u8> {
         let key = rcgen::KeyPair::generate().unwrap();
         rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap().self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn empty_paths_are_refused_by_name() {
+        for (text, key) in [("[audit]\nlog = \"\"\n", "audit.log"), ("[replay]\njournal = \" \"\n", "replay.journal")] {
+            let e = parse(&format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n{text}")).map(|_| ()).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
     }
 
     #[test]
