@@ -69,9 +69,13 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
     })
 }
 
-fn parse_time(s: &str) -> Option<OffsetDateTime> {
+pub(crate) fn parse_time(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
 }
+
+/// The largest refused request kept under `requests/` when no trusted conductor vouched
+/// for it (see [`Authority::sign`]).
+pub const KEEP_UNVOUCHED_MAX: usize = 16 * 1024;
 
 /// An open CA: its directory, policy, store and master CA.
 pub struct Authority {
@@ -230,8 +234,14 @@ impl Authority {
         }
         if !extra.is_empty() {
             let conductor = Some(grant.conductor().clone());
+            // The attributes are good: they become this key's, as in any kept refusal.
+            let held = Some(decide::Held {
+                replay_key: grant.replay_key(),
+                expiry: grant.attributes_expiry(),
+                spki: grant.csr().spki.clone(),
+            });
             drop(lock);
-            return self.refuse(&certname, csr, Refused { reasons: extra, conductor }, now);
+            return self.refuse(&certname, csr, Refused { reasons: extra, conductor, held }, now);
         }
         // One-time use, recorded under the lock and before anything is issued.
         let replay = (grant.replay_key(), grant.attributes_expiry());
@@ -286,8 +296,14 @@ impl Authority {
     }
 
     fn refuse(&self, certname: &str, csr: &[u8], refused: Refused, now: OffsetDateTime) -> Result<SignOutcome, Error> {
+        let refused = hold_refused(&self.policy, refused, certname, now)?;
         self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
-        if decide::check_certname(certname).is_ok() {
+        // Kept for the operator: requests a trusted conductor vouched for (whatever their
+        // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
+        // KB). Larger unvouched bodies are only logged: anyone can send them, under any
+        // number of names.
+        let keep = refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX;
+        if keep && decide::check_certname(certname).is_ok() {
             let pem = match crate::csr::parse(csr) {
                 Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
                 Err(_) => String::from_utf8_lossy(csr).into_owned(),
@@ -435,10 +451,15 @@ impl Authority {
             None => Err(Refused {
                 reasons: vec![Refusal::ConductorNotRecorded { certname: certname.clone() }],
                 conductor: None,
+                held: None,
             }),
             Some(der) => match Classification::from_base64(classification_b64, self.policy.classification_max_bytes) {
                 // Scopes judge the classification; one the current policy cannot read is refused.
-                Err(error) => Err(Refused { reasons: vec![Refusal::ClassificationInvalid { error }], conductor: None }),
+                Err(error) => Err(Refused {
+                    reasons: vec![Refusal::ClassificationInvalid { error }],
+                    conductor: None,
+                    held: None,
+                }),
                 Ok(classification) => {
                     decide::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
                 }
@@ -666,8 +687,7 @@ pub fn claim_once(
     let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
     let journal = crate::replay::Journal::new(dir);
     // The CSR's SPKI is canonical (csr::canonical_spki): one key, one holder, however encoded.
-    let holder = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &grant.csr().spki);
-    let holder: String = holder.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let holder = holder_digest(&grant.csr().spki);
     let claim = journal
         .claim(&grant.replay_key(), grant.attributes_expiry(), grant.certname(), &holder, reusable, now)
         .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
@@ -676,8 +696,37 @@ pub fn claim_once(
         crate::replay::Claim::Used { certname, time } => Err(Refused {
             reasons: vec![Refusal::AttributesReplayed { first_certname: certname, first_time: time }],
             conductor: Some(grant.conductor().clone()),
+            held: None,
         }),
     })
+}
+
+/// A refused request whose attributes a trusted conductor did sign: records the
+/// request's key as their holder in the replay journal, so that a copy of the pending
+/// request (it may be shown, and Puppet Server serves it) cannot be replayed with
+/// another key. If another key already holds them, the refusal also says so.
+pub fn hold_refused(
+    policy: &Policy,
+    mut refused: Refused,
+    certname: &str,
+    now: OffsetDateTime,
+) -> Result<Refused, Error> {
+    let (Some(dir), Some(held)) = (&policy.replay_journal, &refused.held) else { return Ok(refused) };
+    let journal = crate::replay::Journal::new(dir);
+    let holder = holder_digest(&held.spki);
+    let claim = journal.hold(&held.replay_key, held.expiry, certname, &holder, now).map_err(|source| Error::Io {
+        path: dir.clone(),
+        op: "record the holder of attributes in",
+        source,
+    })?;
+    if let crate::replay::Claim::Used { certname, time } = claim {
+        refused.reasons.push(Refusal::AttributesReplayed { first_certname: certname, first_time: time });
+    }
+    Ok(refused)
+}
+
+fn holder_digest(spki: &[u8]) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, spki).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The classification a certificate carries, validated, for `vouch enc`.

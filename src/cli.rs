@@ -213,6 +213,12 @@ pub struct ServeArgs {
     /// Connections served at once (more wait in the kernel's backlog).
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Connections from one client address at once (more are closed at once).
+    #[arg(long, default_value_t = 256)]
+    pub max_connections_per_address: usize,
+    /// Seconds a connection may stay open, whatever it does.
+    #[arg(long, default_value_t = 300)]
+    pub connection_lifetime: u64,
     /// Worker threads [default: one per core].
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -460,6 +466,8 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             opts.body_timeout = std::time::Duration::from_secs(a.body_timeout.max(1));
             opts.handshake_timeout = opts.body_timeout;
             opts.max_connections = a.max_connections;
+            opts.max_per_peer = a.max_connections_per_address.max(1);
+            opts.connection_lifetime = std::time::Duration::from_secs(a.connection_lifetime.max(1));
             opts.threads = a.threads;
             crate::serve::run(opts)?;
             Ok(EXIT_OK)
@@ -779,6 +787,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         Err(decide::Refused {
             reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
             conductor: None,
+            held: None,
         })
     } else {
         decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
@@ -786,7 +795,8 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     // One-time use: record the grant's nonce (or v1 signature) before answering.
     let outcome = match outcome {
         Ok(grant) => crate::authority::claim_once(&policy, grant, false, now)?,
-        refused => refused,
+        // Puppet Server keeps the refused CSR and serves it: its attributes become this key's.
+        Err(refused) => Err(crate::authority::hold_refused(&policy, refused, &a.certname, now)?),
     };
     let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {

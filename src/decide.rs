@@ -540,6 +540,21 @@ pub struct Refused {
     pub reasons: Vec<Refusal>,
     /// The conductor, if its certificate could be read.
     pub conductor: Option<Conductor>,
+    /// Set when a trusted conductor did sign exactly these unexpired attributes and the
+    /// CSR was refused for another reason: the attributes are good, so whoever keeps the
+    /// request must make them this key's (see [`Held`]).
+    pub held: Option<Held>,
+}
+
+/// Vouched attributes in a refused CSR, and the key that presented them. A refused
+/// request is kept (and may be shown), so its attributes must not stay usable by
+/// another key: the store records this key as their holder, as a grant would.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub replay_key: String,
+    pub expiry: OffsetDateTime,
+    /// The CSR's public key (canonical SubjectPublicKeyInfo).
+    pub spki: Vec<u8>,
 }
 
 /// What the decision needs.
@@ -557,7 +572,7 @@ fn hex(bytes: &[u8]) -> String {
 /// Decides. `now` is the time the decision is made for.
 pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result<Grant, Refused> {
     let mut reasons = Vec::new();
-    let refuse = |reasons: Vec<Refusal>, conductor| Err(Refused { reasons, conductor });
+    let refuse = |reasons: Vec<Refusal>, conductor| Err(Refused { reasons, conductor, held: None });
 
     // 1. The CSR itself.
     let csr = match csr::parse(req.csr) {
@@ -812,7 +827,29 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     }
 
     if !reasons.is_empty() {
-        return refuse(reasons, conductor);
+        // Held only by a request for the name they vouch for: attributes presented under
+        // another name prove nothing about their owner, and must not lock the node out.
+        let for_this_name = !reasons.iter().any(|r| {
+            matches!(
+                r,
+                Refusal::CertnameNotVouched { .. }
+                    | Refusal::CertnameInvalid { .. }
+                    | Refusal::CommonNameCount { .. }
+                    | Refusal::CommonNameMismatch { .. }
+            )
+        });
+        let held = match (vouched && for_this_name, expiry_time) {
+            (true, Some(expiry)) => Some(Held {
+                replay_key: match (&vouched_certname, &nonce) {
+                    (Some(_), Some(n)) if is_v2 => format!("v2-nonce:{n}"),
+                    _ => format!("v1-canonical:{signed_digest}"),
+                },
+                expiry,
+                spki: csr.spki.clone(),
+            }),
+            _ => None,
+        };
+        return Err(Refused { reasons, conductor, held });
     }
     let binding = match (vouched_certname, nonce) {
         (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
@@ -921,7 +958,7 @@ pub fn recheck_conductor(
 ) -> Result<Conductor, Refused> {
     let (info, _, mut reasons) = match check_conductor_der(conductor_der.to_vec(), policy, now, true) {
         Ok(checked) => checked,
-        Err(r) => return Err(Refused { reasons: vec![r], conductor: None }),
+        Err(r) => return Err(Refused { reasons: vec![r], conductor: None, held: None }),
     };
     if !policy.scopes.is_empty() {
         match policy.scopes.iter().find(|sc| sc.matches(&info)) {
@@ -932,7 +969,7 @@ pub fn recheck_conductor(
     if reasons.is_empty() {
         Ok(info)
     } else {
-        Err(Refused { reasons, conductor: Some(info) })
+        Err(Refused { reasons, conductor: Some(info), held: None })
     }
 }
 

@@ -88,6 +88,13 @@ impl Journal {
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .unwrap_or(serde_json::Value::Null);
+                let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
+                // Held by this key when an earlier request with them was refused for
+                // another reason: this is the first approval; from now on it counts as one.
+                if same && prior["held"].as_bool() == Some(true) {
+                    crate::fsutil::write_replace(&path, record.as_bytes(), 0o644)?;
+                    return Ok(Claim::Fresh);
+                }
                 // Re-claim by the same key and name only where allowed (the CA, until it has
                 // issued for this claim; never the hook, whose approval Puppet Server acts on).
                 if reusable
@@ -95,6 +102,46 @@ impl Journal {
                     && prior["holder"].as_str() == Some(holder)
                     && prior["certname"].as_str() == Some(certname)
                 {
+                    return Ok(Claim::Fresh);
+                }
+                Ok(Claim::Used {
+                    certname: prior["certname"].as_str().unwrap_or("?").to_string(),
+                    time: prior["time"].as_str().unwrap_or("?").to_string(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes attributes from a refused request this key's (`holder`) without approving
+    /// anything: a later request with them and another key is refused as a replay, the
+    /// same key may still be approved once. Returns `Used` if another key holds them.
+    pub fn hold(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        now: OffsetDateTime,
+    ) -> io::Result<Claim> {
+        self.prune(now)?;
+        let path = self.entry(key, expiry);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let record = serde_json::json!({
+            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
+            "held": true,
+        })
+        .to_string();
+        match crate::fsutil::write_new(&path, record.as_bytes(), 0o644) {
+            Ok(()) => Ok(Claim::Fresh),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let prior: serde_json::Value = std::fs::read(&path)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) {
                     return Ok(Claim::Fresh);
                 }
                 Ok(Claim::Used {

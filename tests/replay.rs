@@ -189,3 +189,33 @@ fn smuggled_second_request_is_refused() {
     let out = Command::new(&link).arg("--help").env("VOUCH_DIR", &e.dir).stdin(Stdio::null()).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
 }
+
+/// Puppet Server keeps a refused CSR and serves it to anyone (`GET certificate_request`):
+/// good attributes in a CSR refused for another reason become its key's, so a copy made
+/// with another key is refused, while the node itself, same key, is approved once mended.
+#[test]
+fn attributes_of_a_refused_request_belong_to_its_key() {
+    let e = Env::new();
+    let name = "web01.example.test";
+    let a = e.attrs("held", Some(name));
+    let parsed = vouch::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let build = |attrs: &vouch::attrs::CsrAttributes, key: &rcgen::KeyPair| {
+        let spec = vouch::csr::CsrSpec::from_attributes(name, attrs).unwrap();
+        vouch::pem::encode("CERTIFICATE REQUEST", &vouch::csr::build(&spec, key).unwrap()).into_bytes()
+    };
+    let mut with_role = parsed.clone();
+    with_role.extension_requests.insert("1.3.6.1.4.1.34380.1.1.13".into(), "webserver".into());
+    let node = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let thief = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let (code, err) = e.hook(name, &build(&with_role, &node));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("puppet-extension-not-allowed"), "{err}");
+    let (code, err) = e.hook(name, &build(&parsed, &thief));
+    assert_eq!(code, 1, "the copy with another key was approved: {err}");
+    assert!(err.contains("attributes-replayed"), "{err}");
+    let (code, err) = e.hook(name, &build(&parsed, &node));
+    assert_eq!(code, 0, "{err}");
+    // Approved once: the hook's approval is final, even for the same key.
+    let (code, err) = e.hook(name, &build(&parsed, &node));
+    assert_eq!(code, 1, "{err}");
+}

@@ -768,3 +768,140 @@ fn an_admin_revocation_racing_a_renewal_is_never_lost() {
     }
     assert!(server.stop());
 }
+
+#[test]
+fn pending_requests_do_not_leak_good_attributes_nor_hide_signed_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let put = |name: &str, csr: &[u8]| {
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, csr).unwrap()
+    };
+    let get_cert = |name: &str| {
+        server.client(None).request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap()
+    };
+    // The victim's CSR carries good attributes but also asks for pp_role: refused, kept pending.
+    let name = "web07.example.test";
+    let attrs = vouched_attributes(&dir, name);
+    let mut with_role = attrs.clone();
+    with_role.extension_requests.insert("1.3.6.1.4.1.34380.1.1.13".into(), "webserver".into());
+    let victim = p256();
+    assert_eq!(put(name, &csr_for(name, &with_role, &victim)).status, 200);
+    assert_eq!(get_cert(name).status, 404);
+    // Nobody but an administrator reads a pending request back.
+    let r =
+        server.client(None).request("GET", &format!("/puppet-ca/v1/certificate_request/{name}"), None, b"").unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = server.admin().request("GET", &format!("/puppet-ca/v1/certificate_request/{name}"), None, b"").unwrap();
+    assert_eq!(r.status, 200);
+    // Whoever copied the attributes anyway cannot use them with another key...
+    let thief = p256();
+    assert_eq!(put(name, &csr_for(name, &attrs, &thief)).status, 200);
+    assert_eq!(get_cert(name).status, 404, "the thief got a certificate");
+    server.wait_log("the replay refusal", |v| {
+        v["certname"] == name && v["verdict"] == "refused" && v["reasons"].to_string().contains("attributes-replayed")
+    });
+    // ...while the victim, with the same key and its CSR mended, is granted.
+    assert_eq!(put(name, &csr_for(name, &attrs, &victim)).status, 200);
+    let r = get_cert(name);
+    assert_eq!(r.status, 200);
+    let (_, der) = vouch::pem::find(&r.body, &["CERTIFICATE"]).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    assert_eq!(cert.public_key().raw, rcgen::PublicKeyData::subject_public_key_info(&victim).as_slice());
+
+    // A junk request for a signed name is answered as Puppet does and kept nowhere: the
+    // node stays "signed" for administrators.
+    let r = put(name, &make_csr(tmp.path(), name, &tmp.path().join("empty.yaml").tap_write("custom_attributes: {}\n")));
+    assert_eq!(r.status, 400, "{}", r.text());
+    let st = server.admin().request("GET", &format!("/puppet-ca/v1/certificate_status/{name}"), None, b"").unwrap();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&st.body).unwrap()["state"], "signed");
+    // The service's and the administrator's names are not for nodes, vouched or not.
+    let before = inventory(&dir).len();
+    for reserved in ["vouch-admin", "localhost"] {
+        let r = put(reserved, &csr_for(reserved, &vouched_attributes(&dir, reserved), &p256()));
+        assert_eq!(r.status, 400, "{reserved}: {}", r.text());
+    }
+    assert_eq!(inventory(&dir).len(), before, "a reserved name was issued to a node");
+    // Large unvouched bodies are not kept (anyone could fill the disk with them); small
+    // ones are, for the operator to see.
+    let junk_attrs = tmp
+        .path()
+        .join("junk.yaml")
+        .tap_write(&format!("custom_attributes:\n  '1.3.6.1.4.1.34380.2.5': '{}'\n", "A".repeat(20_000)));
+    assert_eq!(put("big.example.test", &make_csr(tmp.path(), "big.example.test", &junk_attrs)).status, 200);
+    let small_attrs =
+        tmp.path().join("small.yaml").tap_write("custom_attributes:\n  '1.3.6.1.4.1.34380.2.5': 'AAAA'\n");
+    assert_eq!(put("small.example.test", &make_csr(tmp.path(), "small.example.test", &small_attrs)).status, 200);
+    let names: Vec<String> = list_json(&dir).iter().filter_map(|e| e["name"].as_str().map(str::to_string)).collect();
+    assert!(!names.contains(&"big.example.test".to_string()), "{names:?}");
+    assert!(names.contains(&"small.example.test".to_string()), "{names:?}");
+    assert!(server.stop());
+}
+
+trait TapWrite {
+    fn tap_write(self, text: &str) -> PathBuf;
+}
+
+impl TapWrite for PathBuf {
+    fn tap_write(self, text: &str) -> PathBuf {
+        std::fs::write(&self, text).unwrap();
+        self
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_or_opens_too_many_connections_is_cut_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(
+        &dir,
+        &["--connection-lifetime", "3", "--max-connections-per-address", "4", "--header-timeout", "30"],
+    );
+    let config = tls_config(&server.ca_bundle(), None).unwrap();
+    let connect = || {
+        let tcp = std::net::TcpStream::connect(server.addr()).unwrap();
+        let conn =
+            rustls::ClientConnection::new(config.clone(), rustls_pki_types::ServerName::try_from("localhost").unwrap())
+                .unwrap();
+        rustls::StreamOwned::new(conn, tcp)
+    };
+    // Pipelined requests, never reading an answer: the server's writes stall; the
+    // connection lifetime ends it (the writer then fails instead of blocking for ever).
+    let mut stalled = connect();
+    let writer = std::thread::spawn(move || {
+        let req = b"GET /puppet-ca/v1/certificate_revocation_list/ca HTTP/1.1\r\nHost: localhost\r\n\r\n".repeat(64);
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            if std::io::Write::write_all(&mut stalled, &req).is_err() {
+                return Some(t.elapsed());
+            }
+        }
+        None
+    });
+    let cut = writer.join().unwrap();
+    assert!(cut.is_some(), "the stalled connection was never closed");
+    // Four connections from this address at once are served; a fifth is closed at once.
+    let mut held: Vec<_> = (0..4).map(|_| connect()).collect();
+    for tls in &mut held {
+        while tls.conn.is_handshaking() {
+            tls.conn.complete_io(&mut tls.sock).unwrap();
+        }
+    }
+    let mut fifth = connect();
+    let mut failed = false;
+    while fifth.conn.is_handshaking() {
+        if fifth.conn.complete_io(&mut fifth.sock).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "a fifth connection from one address was served");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = server.client(None).request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap();
+    assert_eq!(r.status, 200, "slots are given back");
+    server.wait_log("the per-address refusal", |v| {
+        v["event"] == "connection" && v["error"].to_string().contains("from this address")
+    });
+    assert!(server.stop());
+}

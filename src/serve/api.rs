@@ -69,22 +69,34 @@ pub enum Event {
     Renewed { certname: String, old_serial: String, serial: String },
     Admin { client: String, action: String, certname: String },
     Denied { client: String, reason: String },
+    Failed { method: String, path: String, error: String },
 }
 
 /// Handles one request. Never panics on any input; internal failures become 500s
 /// whose text names the failure (the agent logs it) and whose event says more.
-pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiResponse, Vec<Event>) {
+pub fn handle(
+    auth: &Authority,
+    req: &ApiRequest,
+    reserved: &[String],
+    now: OffsetDateTime,
+) -> (ApiResponse, Vec<Event>) {
     let mut events = Vec::new();
-    let resp = route(auth, req, now, &mut events).unwrap_or_else(|e| internal(&e));
+    let resp = match route(auth, req, reserved, now, &mut events) {
+        Ok(r) => r,
+        Err(e) => internal(&e, req, &mut events),
+    };
     (resp, events)
 }
 
-fn internal(e: &Error) -> ApiResponse {
-    let mut msg = format!("Internal Server Error: {e}");
+/// A failure inside vouch: the client learns only that; the log has the error, its
+/// hint and the request (paths in the message would tell anyone the data directory).
+fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse {
+    let mut detail = e.to_string();
     if let Some(h) = e.hint() {
-        msg.push_str(&format!(" ({h})"));
+        detail.push_str(&format!(" ({h})"));
     }
-    ApiResponse::text(500, msg)
+    events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
+    ApiResponse::text(500, "Internal Server Error: the CA could not complete this request; its log says why")
 }
 
 fn not_found(kind: &str, name: &str) -> ApiResponse {
@@ -114,6 +126,7 @@ fn certname_ok(name: &str) -> Result<(), ApiResponse> {
 fn route(
     auth: &Authority,
     req: &ApiRequest,
+    reserved: &[String],
     now: OffsetDateTime,
     events: &mut Vec<Event>,
 ) -> Result<ApiResponse, Error> {
@@ -132,8 +145,13 @@ fn route(
         ("certificate", Some("ca")) if m == "GET" => read_file(auth, crate::ca::CA_BUNDLE),
         ("certificate_revocation_list", Some("ca")) if m == "GET" => crl(auth, req),
         ("certificate", Some(n)) if m == "GET" => certificate(auth, n),
-        ("certificate_request", Some(n)) if m == "GET" => request(auth, n),
-        ("certificate_request", Some(n)) if m == "PUT" => submit(auth, req, n, now, events),
+        // Admin only (Puppet agents never read it back): a pending request may carry good
+        // attributes, and nobody else needs to see them.
+        ("certificate_request", Some(n)) if m == "GET" => match admin(auth, req, events) {
+            Err(resp) => Ok(resp),
+            Ok(_) => request(auth, n),
+        },
+        ("certificate_request", Some(n)) if m == "PUT" => submit(auth, req, n, reserved, now, events),
         ("certificate_status", Some(n)) => match admin(auth, req, events) {
             Err(resp) => Ok(resp),
             Ok(who) => match m {
@@ -166,12 +184,18 @@ fn read_file(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
 }
 
 fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
-    let path = auth.dir.file("ca_crl.pem");
-    let modified = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .ok()
-        .map(OffsetDateTime::from)
-        .map(|t| t.replace_nanosecond(0).unwrap_or(t));
+    // The answer holds the master CA's and the root's CRLs: it changed when either did.
+    let mtime = |name: &str| {
+        std::fs::metadata(auth.dir.file(name))
+            .and_then(|m| m.modified())
+            .ok()
+            .map(OffsetDateTime::from)
+            .map(|t| t.replace_nanosecond(0).unwrap_or(t))
+    };
+    let modified = match (mtime("ca_crl.pem"), mtime(crate::ca::ROOT_CRL)) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
     if let (Some(since), Some(modified)) = (req.if_modified_since, modified) {
         if modified <= since {
             return Ok(ApiResponse { last_modified: Some(modified), ..ApiResponse::empty(304) });
@@ -209,11 +233,37 @@ fn submit(
     auth: &Authority,
     req: &ApiRequest,
     name: &str,
+    reserved: &[String],
     now: OffsetDateTime,
     events: &mut Vec<Event>,
 ) -> Result<ApiResponse, Error> {
     if let Err(resp) = certname_ok(name) {
         return Ok(resp);
+    }
+    // The service's own names and the administrator's are never a node's.
+    if reserved.iter().any(|r| r == name) {
+        events.push(Event::Decision {
+            certname: name.to_string(),
+            granted: false,
+            serial: None,
+            reasons: vec![format!("[name-reserved] {name} is a name of this CA's own service or administrator")],
+        });
+        return Ok(ApiResponse::text(400, format!("{name} is reserved by this CA; ignoring certificate request")));
+    }
+    // A name with a valid certificate: Puppet's answer, before any decision and without
+    // keeping anything (else anyone could hide a signed node behind a junk request).
+    // With on_existing = supersede the decision below judges a vouched replacement.
+    if auth.policy.on_existing == crate::policy::OnExisting::Refuse {
+        if let Some((rec, _)) = auth.certificate(name)? {
+            let valid =
+                rec.state == State::Issued && crate::authority::parse_time(&rec.not_after).is_some_and(|t| t > now);
+            if valid {
+                return Ok(ApiResponse::text(
+                    400,
+                    format!("{name} already has a signed certificate; ignoring certificate request"),
+                ));
+            }
+        }
     }
     if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ApiResponse::text(400, "The certificate request is empty"));
@@ -302,6 +352,12 @@ fn fingerprints(der: &[u8]) -> serde_json::Value {
 }
 
 fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
+    // A current certificate first: a pending request (anyone can make one) never hides it.
+    if let Some(v) = cert_status(auth, name)? {
+        if v["state"] == "signed" {
+            return Ok(Some(v));
+        }
+    }
     if let Some((req, pem)) = auth.request(name)? {
         let der = crate::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
         let fp = fingerprints(&der);
@@ -313,6 +369,10 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
             "reasons": req.reasons,
         })));
     }
+    cert_status(auth, name)
+}
+
+fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
     let Some((rec, pem)) = auth.certificate(name)? else { return Ok(None) };
     let der = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
     let fp = fingerprints(&der);

@@ -22,6 +22,10 @@ use tokio::signal::unix::{signal, SignalKind};
 /// What every connection shares. SIGHUP swaps the authority (policy) and TLS config.
 struct Shared {
     opts: ServeOptions,
+    /// Names a node may never have: the service's and the administrator's.
+    reserved: Vec<String>,
+    /// Open connections per client address (at most `opts.max_per_peer` each).
+    per_peer: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
     authority: RwLock<Arc<Authority>>,
     tls: RwLock<Arc<rustls::ServerConfig>>,
 }
@@ -69,6 +73,9 @@ fn log_event(e: &Event, peer: SocketAddr) {
         }),
         Event::Denied { client, reason } => serde_json::json!({
             "event": "denied", "client": client, "reason": reason, "peer": peer.to_string(),
+        }),
+        Event::Failed { method, path, error } => serde_json::json!({
+            "event": "failed", "method": method, "path": path, "error": error, "peer": peer.to_string(),
         }),
     };
     log(v);
@@ -202,6 +209,7 @@ async fn serve_request(
                 Ok(Ok(c)) => c.to_bytes().to_vec(),
             };
         let auth = shared.authority();
+        let reserved = shared.reserved.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let now = OffsetDateTime::now_utc();
             let client = match peer_cert.as_deref() {
@@ -217,7 +225,7 @@ async fn serve_request(
                 Client::Anonymous => "-".to_string(),
             };
             let req = ApiRequest { method, path, query, body, if_modified_since, client };
-            let (resp, events) = api::handle(&auth, &req, now);
+            let (resp, events) = api::handle(&auth, &req, &reserved, now);
             (resp, events, who)
         })
         .await;
@@ -251,7 +259,11 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
     })?;
     let local = listener.local_addr().map_err(|source| Error::Io { path: "socket".into(), op: "inspect", source })?;
     banner(&report, local);
+    let mut reserved: Vec<String> = report.server_names.clone();
+    reserved.push(setup::ADMIN_NAME.to_string());
     let shared = Arc::new(Shared {
+        reserved,
+        per_peer: std::sync::Mutex::new(std::collections::HashMap::new()),
         opts: opts.clone(),
         authority: RwLock::new(Arc::new(authority)),
         tls: RwLock::new(Arc::new(tls)),
@@ -262,6 +274,7 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
     let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut maintenance = tokio::time::interval(std::time::Duration::from_secs(60));
+    let maintaining = Arc::new(std::sync::atomic::AtomicBool::new(false));
     log(serde_json::json!({"event": "listening", "address": local.to_string(), "pid": std::process::id()}));
     loop {
         let permit = tokio::select! {
@@ -270,12 +283,17 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
             _ = int.recv() => break,
             _ = hup.recv() => { reload(&shared); continue; }
             _ = maintenance.tick() => {
-                let auth = shared.authority();
-                let _ = tokio::task::spawn_blocking(move || {
-                    if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
-                        log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
-                    }
-                }).await;
+                // In the background: maintenance may wait for the store's lock (a `vouch`
+                // command beside the server), and accepting must not wait with it.
+                if !maintaining.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    let (auth, flag) = (shared.authority(), maintaining.clone());
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
+                            log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+                        }
+                        flag.store(false, std::sync::atomic::Ordering::Release);
+                    });
+                }
                 continue;
             }
         };
@@ -293,11 +311,20 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
             _ = hup.recv() => { reload(&shared); continue; }
         };
         let _ = stream.set_nodelay(true);
+        let Some(peer_slot) = PeerSlot::take(&shared, peer.ip()) else {
+            log(serde_json::json!({
+                "event": "connection", "peer": peer.to_string(),
+                "error": format!("more than {} connections from this address; closed", shared.opts.max_per_peer),
+            }));
+            drop(stream);
+            continue;
+        };
         let shared = shared.clone();
         let acceptor = tokio_rustls::TlsAcceptor::from(shared.tls());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _permit = permit;
+            let _peer_slot = peer_slot;
             let tls = match tokio::time::timeout(shared.opts.handshake_timeout, acceptor.accept(stream)).await {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
@@ -321,10 +348,17 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
                 .keep_alive(true)
                 .max_buf_size(64 * 1024);
             let conn = builder.serve_connection(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn).await {
-                if !e.is_incomplete_message() {
+            // A connection lives at most `connection_lifetime`, whatever it does: a client
+            // that stops reading its answers (the write never completes, so no header or
+            // idle timer runs) cannot hold a slot for ever.
+            match tokio::time::timeout(shared.opts.connection_lifetime, watcher.watch(conn)).await {
+                Ok(Err(e)) if !e.is_incomplete_message() => {
                     log(serde_json::json!({"event": "connection", "peer": peer.to_string(), "error": e.to_string()}));
                 }
+                Ok(_) => {}
+                Err(_) => log(serde_json::json!({
+                    "event": "connection", "peer": peer.to_string(), "error": "connection lifetime reached; closed",
+                })),
             }
         });
     }
@@ -338,6 +372,42 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
     }
     log(serde_json::json!({"event": "stopped"}));
     Ok(())
+}
+
+/// One of a client address's connection slots, given back on drop.
+struct PeerSlot {
+    shared: Arc<Shared>,
+    ip: std::net::IpAddr,
+}
+
+impl PeerSlot {
+    fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<PeerSlot> {
+        let mut map = match shared.per_peer.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        let n = map.entry(ip).or_insert(0);
+        if *n >= shared.opts.max_per_peer {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot { shared: shared.clone(), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = match self.shared.per_peer.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.

@@ -33,6 +33,10 @@ pub struct ServeOptions {
     pub body_timeout: Duration,
     /// Connections served at once; more wait in the kernel's backlog.
     pub max_connections: usize,
+    /// Connections from one client address at once; more are closed at once.
+    pub max_per_peer: usize,
+    /// The longest a connection may stay open, whatever it does.
+    pub connection_lifetime: Duration,
     /// Worker threads (0: one per core).
     pub threads: usize,
 }
@@ -49,6 +53,8 @@ impl ServeOptions {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            max_per_peer: 256,
+            connection_lifetime: Duration::from_secs(300),
             threads: 0,
         }
     }
