@@ -6,21 +6,66 @@ use std::path::PathBuf;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    Io { path: PathBuf, op: &'static str, source: std::io::Error },
-    AlreadyExists { path: PathBuf },
-    NoCa { dir: PathBuf },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    AlreadyExists {
+        path: PathBuf,
+    },
+    NoCa {
+        dir: PathBuf,
+    },
     Policy(crate::policy::PolicyError),
-    PolicyNotFound { tried: Vec<PathBuf> },
-    Key { path: PathBuf, detail: String },
-    Cert { path: PathBuf, detail: String },
-    Classification { source: String, error: crate::classification::ClassificationError },
-    Attributes { path: PathBuf, detail: String },
-    Expiry { detail: String },
-    Usage { detail: String },
-    Crypto { detail: String },
-    Store { detail: String },
-    NotFound { certname: String },
-    NotValid { certname: String, detail: String },
+    PolicyNotFound {
+        tried: Vec<PathBuf>,
+    },
+    Key {
+        path: PathBuf,
+        detail: String,
+    },
+    Cert {
+        path: PathBuf,
+        detail: String,
+    },
+    Classification {
+        source: String,
+        error: crate::classification::ClassificationError,
+    },
+    Attributes {
+        path: PathBuf,
+        detail: String,
+    },
+    Expiry {
+        detail: String,
+    },
+    Usage {
+        detail: String,
+    },
+    Crypto {
+        detail: String,
+    },
+    Store {
+        detail: String,
+    },
+    NotFound {
+        certname: String,
+    },
+    NotValid {
+        certname: String,
+        detail: String,
+    },
+    /// Puppet Server's CA directory (hook mode) is unusable.
+    PuppetCa {
+        path: PathBuf,
+        detail: String,
+    },
+    /// Puppet Server's CA has not signed this certname.
+    PuppetCaNotSigned {
+        certname: String,
+        path: PathBuf,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -51,6 +96,10 @@ impl std::fmt::Display for Error {
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
             }
+            Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),
+            Error::PuppetCaNotSigned { certname, path } => {
+                write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
+            }
         }
     }
 }
@@ -75,6 +124,13 @@ impl Error {
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
+            Error::PuppetCa { .. } => {
+                "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
+                 it holds ca_crt.pem, ca_crl.pem and signed/"
+            }
+            Error::PuppetCaNotSigned { .. } => {
+                "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"
+            }
         })
     }
 }
