@@ -141,6 +141,25 @@ impl Lab {
         (code, out)
     }
 
+    /// A CA API call with the server's own certificate (it carries pp_cli_auth); asserts 204.
+    fn admin(&self, method: &str, certname: &str, body: &str) {
+        let ssl = self.server.join("etc/ssl");
+        let script = format!(
+            "require 'net/http'; require 'openssl'\n\
+             h = Net::HTTP.new('localhost', {port}); h.use_ssl = true\n\
+             h.ca_file = '{ca}'; h.cert = OpenSSL::X509::Certificate.new(File.read('{cert}'))\n\
+             h.key = OpenSSL::PKey.read(File.read('{key}'))\n\
+             r = h.send_request('{method}', '/puppet-ca/v1/certificate_status/{certname}', ARGV[0], \
+             'Content-Type' => 'application/json')\n\
+             puts r.code, r.body; exit(r.code.to_i == 204 ? 0 : 1)\n",
+            port = self.port,
+            ca = s(&ssl.join("certs/ca.pem")),
+            cert = s(&ssl.join("certs/localhost.pem")),
+            key = s(&ssl.join("private_keys/localhost.pem")),
+        );
+        ok(&Command::new("ruby").arg("-e").arg(&script).arg(body).output().unwrap());
+    }
+
     /// The lines Puppet Server logged for the autosign hook's stderr about `certname`.
     fn hook_log(&self, certname: &str) -> String {
         let needle = format!("autosign.sh {certname}' generated output to stderr");
@@ -382,6 +401,22 @@ fn the_seeds_story_on_a_stock_puppet_server() {
         eprintln!("{certname}: pending; server log: {}", logged.lines().next().unwrap_or("").trim());
     }
 
+    // A refused request blocks its certname: Puppet Server ignores a new CSR (even a
+    // validly vouched one) until an administrator deletes the pending request.
+    let a03 = &cases[1].1;
+    lab.attributes(web03, &[], &a03.join("csr_attributes.yaml"));
+    std::fs::remove_dir_all(a03.join("ssl")).unwrap();
+    let (code, out) = lab.agent_run(a03, "web03-again", &[]);
+    assert_ne!(code, 0, "{out}");
+    let blocked = format!("{web03} already has a requested certificate; ignoring certificate request");
+    assert!(lab.log().contains(&blocked), "want {blocked:?} in the server log; agent said:\n{out}");
+    lab.admin("DELETE", web03, "");
+    std::fs::remove_dir_all(a03.join("ssl")).unwrap();
+    let (code, out) = lab.agent_run(a03, "web03-cleaned", &[]);
+    assert!(code == 0 || code == 2, "web03 after cleaning ({code}):\n{out}");
+    assert!(out.contains(&format!("Notice: {MARKER} tier=frontend")), "{out}");
+    assert!(cadir.join(format!("signed/{web03}.pem")).exists());
+
     // 3. A node cannot change its own role: facts and extension_requests changed after
     // signing change nothing; the classification comes from the certificate.
     let f = a01.join("csr_attributes.yaml");
@@ -394,20 +429,7 @@ fn the_seeds_story_on_a_stock_puppet_server() {
 
     // 4. A revoked node gets no classification: revoke through Puppet Server's CA API
     // (the server's own certificate carries pp_cli_auth), then the ENC refuses.
-    let ssl = lab.server.join("etc/ssl");
-    let revoke = format!(
-        "require 'net/http'; require 'openssl'\n\
-         h = Net::HTTP.new('localhost', {port}); h.use_ssl = true\n\
-         h.ca_file = '{ca}'; h.cert = OpenSSL::X509::Certificate.new(File.read('{cert}'))\n\
-         h.key = OpenSSL::PKey.read(File.read('{key}'))\n\
-         r = h.send_request('PUT', '/puppet-ca/v1/certificate_status/{web01}', '{{\"desired_state\":\"revoked\"}}', \
-         'Content-Type' => 'application/json')\n\
-         puts r.code; exit(r.code.to_i == 204 ? 0 : 1)\n",
-        ca = s(&ssl.join("certs/ca.pem")),
-        cert = s(&ssl.join("certs/localhost.pem")),
-        key = s(&ssl.join("private_keys/localhost.pem")),
-    );
-    ok(&Command::new("ruby").arg("-e").arg(&revoke).output().unwrap());
+    lab.admin("PUT", web01, r#"{"desired_state":"revoked"}"#);
     let o = Command::new(&enc).arg(web01).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "the ENC classified a revoked node: {}", String::from_utf8_lossy(&o.stdout));
     assert!(String::from_utf8_lossy(&o.stderr).contains("revoked"), "{}", String::from_utf8_lossy(&o.stderr));
