@@ -417,6 +417,13 @@ fn the_seeds_story_on_a_stock_puppet_server() {
     assert!(out.contains(&format!("Notice: {MARKER} tier=frontend")), "{out}");
     assert!(cadir.join(format!("signed/{web03}.pem")).exists());
 
+    // The ENC has nothing for a pending request, and no path tricks.
+    for name in [web02, "../ca/ca_key", "WEB01.example.test"] {
+        let o = Command::new(&enc).arg(name).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "ENC for {name:?}: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(o.stdout.is_empty(), "ENC for {name:?} printed {}", String::from_utf8_lossy(&o.stdout));
+    }
+
     // 3. A node cannot change its own role: facts and extension_requests changed after
     // signing change nothing; the classification comes from the certificate.
     let f = a01.join("csr_attributes.yaml");
