@@ -85,11 +85,19 @@ pub enum Command {
     },
     /// Print a node's classification from its certificate, as Puppet's external node classifier.
     Enc {
-        /// The node (its current certificate in the store).
+        /// The node (its current certificate in the store, or in --puppet-cadir).
         certname: Option<String>,
-        /// Read this certificate file instead (e.g. from Puppet Server's CA).
-        #[arg(long, conflicts_with = "certname")]
+        /// Read this certificate file instead; trusts the file's origin, checks only its validity.
+        #[arg(long, conflicts_with_all = ["certname", "puppet_cadir"])]
         cert: Option<PathBuf>,
+        /// Hook mode: read CERTNAME's certificate from Puppet Server's CA directory
+        /// (DIR/signed/CERTNAME.pem), verified against DIR/ca_crt.pem and DIR/ca_crl.pem.
+        #[arg(long, value_name = "DIR", requires = "certname")]
+        puppet_cadir: Option<PathBuf>,
+        /// The policy whose classification settings (mirror OID, size cap) apply
+        /// [default: the --dir CA's policy, if any, else vouch's defaults].
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
 }
 
@@ -544,7 +552,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             );
             Ok(EXIT_OK)
         }
-        Command::Enc { certname, cert } => enc(&cli, certname.as_deref(), cert.as_deref()),
+        Command::Enc { certname, cert, puppet_cadir, policy } => {
+            enc(&cli, certname.as_deref(), cert.as_deref(), puppet_cadir.as_deref(), policy.as_deref())
+        }
     }
 }
 
@@ -893,15 +903,40 @@ fn render_list(entries: &[ListEntry], all: bool) -> String {
     out
 }
 
-fn enc(cli: &Cli, certname: Option<&str>, cert: Option<&Path>) -> Result<i32, Error> {
+/// The classification settings for reading a certificate outside vouch's store:
+/// an explicit --policy (which must load), else the --dir CA's policy if it loads,
+/// else vouch's defaults.
+fn classification_settings(cli: &Cli, explicit: Option<&Path>) -> Result<(Vec<u64>, usize), Error> {
+    if let Some(p) = explicit {
+        let p = Policy::load(p)?;
+        return Ok((p.mirror_oid, p.classification_max_bytes));
+    }
+    Ok(match cli.dir.as_ref().map(|d| Policy::load(&CaDir::new(d).policy())) {
+        Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
+        _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::classification::DEFAULT_MAX_BYTES),
+    })
+}
+
+fn enc(
+    cli: &Cli,
+    certname: Option<&str>,
+    cert: Option<&Path>,
+    puppet_cadir: Option<&Path>,
+    policy_path: Option<&Path>,
+) -> Result<i32, Error> {
     let now = now(cli)?;
-    let classification = match (certname, cert) {
-        (Some(name), None) => {
+    let classification = match (certname, cert, puppet_cadir) {
+        (Some(name), None, Some(cadir)) => {
+            let der = crate::puppetca::verified_signed_cert(cadir, name, now)?;
+            let (mirror, max) = classification_settings(cli, policy_path)?;
+            crate::authority::classification_from_cert(&der, &mirror, max, name)?
+        }
+        (Some(name), None, None) => {
             let auth = Authority::open(&dir(cli)?)?;
             auth.maintain(now)?;
             auth.enc(name, now)?
         }
-        (None, Some(path)) => {
+        (None, Some(path), None) => {
             let bytes = read_file(path)?;
             let der = if bytes.first() == Some(&0x30) {
                 bytes
@@ -919,14 +954,10 @@ fn enc(cli: &Cli, certname: Option<&str>, cert: Option<&Path>) -> Result<i32, Er
                     detail: "the certificate is outside its validity period".into(),
                 });
             }
-            // With a CA directory, use its policy's mirror OID and size cap.
-            let (mirror, max) = match cli.dir.as_ref().map(|d| Policy::load(&CaDir::new(d).policy())) {
-                Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
-                _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::classification::DEFAULT_MAX_BYTES),
-            };
+            let (mirror, max) = classification_settings(cli, policy_path)?;
             crate::authority::classification_from_cert(&der, &mirror, max, &name)?
         }
-        _ => return Err(Error::Usage { detail: "give a CERTNAME or --cert FILE".into() }),
+        _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
     };
     write_out(None, &classification.to_enc_yaml(), 0o644)?;
     Ok(EXIT_OK)

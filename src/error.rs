@@ -61,6 +61,16 @@ pub enum Error {
         certname: String,
         refused: Box<crate::decide::Refused>,
     },
+    /// Puppet Server's CA directory (hook mode) is unusable.
+    PuppetCa {
+        path: PathBuf,
+        detail: String,
+    },
+    /// Puppet Server's CA has not signed this certname.
+    PuppetCaNotSigned {
+        certname: String,
+        path: PathBuf,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -96,6 +106,10 @@ impl std::fmt::Display for Error {
                 let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
                 f.write_str(&reasons.join("; "))
             }
+            Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),
+            Error::PuppetCaNotSigned { certname, path } => {
+                write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
+            }
         }
     }
 }
@@ -124,6 +138,13 @@ impl Error {
                 Some(r) => r.hint(),
                 None => return None,
             },
+            Error::PuppetCa { .. } => {
+                "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
+                 it holds ca_crt.pem, ca_crl.pem and signed/"
+            }
+            Error::PuppetCaNotSigned { .. } => {
+                "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"
+            }
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod keys;
 pub mod oids;
 pub mod pem;
 pub mod policy;
+pub mod puppetca;
 pub mod replay;
 pub mod serve;
 pub mod store;

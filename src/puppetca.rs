@@ -1,0 +1,120 @@
+//! Hook mode: Puppet Server is the CA. `vouch enc --puppet-cadir DIR CERTNAME`
+//! reads the node's certificate from Puppet Server's own CA directory
+//! (`DIR/signed/CERTNAME.pem`) and trusts it only after verifying it against
+//! that CA (`DIR/ca_crt.pem`) and its CRL (`DIR/ca_crl.pem`): the classification
+//! comes from a certificate the CA signed, never from anything the node sends.
+
+use crate::error::Error;
+use rustls_pki_types::{CertificateDer, UnixTime};
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// The CA bundle inside Puppet Server's cadir.
+pub const CA_CERT: &str = "ca_crt.pem";
+/// The CRL (bundle) inside Puppet Server's cadir.
+pub const CA_CRL: &str = "ca_crl.pem";
+/// Signed node certificates inside Puppet Server's cadir.
+pub const SIGNED: &str = "signed";
+
+fn ca_error(path: &Path, detail: impl Into<String>) -> Error {
+    Error::PuppetCa { path: path.to_path_buf(), detail: detail.into() }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
+}
+
+/// The path of a node's signed certificate in a Puppet Server cadir. The
+/// certname is checked first: it becomes a file name.
+pub fn signed_path(cadir: &Path, certname: &str) -> Result<PathBuf, Error> {
+    crate::decide::check_certname(certname)
+        .map_err(|p| Error::Usage { detail: format!("{certname:?} is not a valid certname: {p}") })?;
+    Ok(cadir.join(SIGNED).join(format!("{certname}.pem")))
+}
+
+/// Reads `CERTNAME`'s certificate from Puppet Server's cadir and verifies it:
+/// it chains to a self-signed certificate of `ca_crt.pem` (through the others
+/// there), is valid at `now` for client authentication, is not on a CRL of
+/// `ca_crl.pem` (an expired CRL still counts), and names `CERTNAME` as its CN.
+/// Returns its DER.
+pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -> Result<Vec<u8>, Error> {
+    let leaf_path = signed_path(cadir, certname)?;
+    let bundle_path = cadir.join(CA_CERT);
+    let crl_path = cadir.join(CA_CRL);
+
+    let bundle =
+        crate::pem::find_all(&read(&bundle_path)?, "CERTIFICATE").map_err(|e| ca_error(&bundle_path, e.to_string()))?;
+    let mut anchors = Vec::new();
+    let mut intermediates = Vec::new();
+    for der in &bundle {
+        let (_, c) = x509_parser::parse_x509_certificate(der).map_err(|e| ca_error(&bundle_path, e.to_string()))?;
+        if c.subject().as_raw() == c.issuer().as_raw() {
+            let cd = CertificateDer::from(der.as_slice());
+            let anchor = webpki::anchor_from_trusted_cert(&cd).map_err(|e| ca_error(&bundle_path, format!("{e:?}")))?;
+            anchors.push(anchor.to_owned());
+        } else {
+            intermediates.push(CertificateDer::from(der.as_slice()));
+        }
+    }
+    if anchors.is_empty() {
+        return Err(ca_error(&bundle_path, "it holds no self-signed CA certificate"));
+    }
+
+    let crl_ders =
+        crate::pem::find_all(&read(&crl_path)?, "X509 CRL").map_err(|e| ca_error(&crl_path, e.to_string()))?;
+    if crl_ders.is_empty() {
+        return Err(ca_error(&crl_path, "it holds no CRL"));
+    }
+    let mut crls = Vec::new();
+    for d in &crl_ders {
+        let crl = webpki::BorrowedCertRevocationList::from_der(d).map_err(|e| ca_error(&crl_path, format!("{e:?}")))?;
+        crls.push(webpki::CertRevocationList::from(crl));
+    }
+    let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
+    let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs)
+        .map_err(|e| ca_error(&crl_path, format!("{e:?}")))?
+        .with_depth(webpki::RevocationCheckDepth::Chain)
+        // Every certificate in the chain must be covered by a CRL of this CA: fail closed.
+        .with_status_policy(webpki::UnknownStatusPolicy::Deny)
+        // A lapsed CRL still lists what was revoked (puppetserver#2789 lets CRLs lapse).
+        .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+        .build();
+
+    let leaf_text = match std::fs::read(&leaf_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::PuppetCaNotSigned { certname: certname.to_string(), path: leaf_path })
+        }
+        Err(source) => return Err(Error::Io { path: leaf_path, op: "read", source }),
+    };
+    let (_, der) = crate::pem::find(&leaf_text, &["CERTIFICATE"])
+        .map_err(|e| Error::Cert { path: leaf_path.clone(), detail: e.to_string() })?;
+    let not_valid = |detail: String| Error::NotValid { certname: certname.to_string(), detail };
+
+    let ee_cd = CertificateDer::from(der.as_slice());
+    let ee =
+        webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| not_valid(format!("unreadable certificate: {e:?}")))?;
+    let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+    ee.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        &intermediates,
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs)),
+        webpki::KeyUsage::client_auth(),
+        Some(revocation),
+        None,
+    )
+    .map_err(|e| match e {
+        webpki::Error::CertRevoked => not_valid("its certificate is revoked (Puppet Server's CRL)".into()),
+        webpki::Error::CertExpired { .. } => not_valid("its certificate has expired".into()),
+        webpki::Error::CertNotValidYet { .. } => not_valid("its certificate is not yet valid".into()),
+        other => not_valid(format!("its certificate does not verify against {}: {other:?}", bundle_path.display())),
+    })?;
+
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| not_valid(e.to_string()))?;
+    let cns: Vec<&str> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).collect();
+    if cns != [certname] {
+        return Err(not_valid(format!("its certificate names CN {cns:?}, not {certname:?}")));
+    }
+    Ok(der)
+}
