@@ -68,6 +68,9 @@ pub struct Policy {
     pub on_existing: OnExisting,
     /// End node certificates no later than the conductor certificate that vouched for them.
     pub cap_at_conductor: bool,
+    /// `POST certificate_renewal` (a node renewing itself) is refused for a certificate
+    /// issued less than this long ago: each renewal adds a CRL entry (superseded).
+    pub renewal_min_age: Duration,
     /// How long a CRL is valid (its nextUpdate).
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.
@@ -266,6 +269,7 @@ struct RawReplay {
 #[serde(deny_unknown_fields)]
 struct RawIssuance {
     cap_at_conductor: Option<bool>,
+    renewal_min_age: Option<Spanned<String>>,
     validity: Option<Spanned<String>>,
     backdate: Option<Spanned<String>>,
     on_existing: Option<Spanned<String>>,
@@ -603,6 +607,11 @@ impl Policy {
             allow_subject_alt_names: raw.extensions.allow_subject_alt_names.unwrap_or(false),
             allowed_extensions,
             audit_log: raw.audit.log.map(|l| resolve(&l)),
+            // "0s" (no minimum) is allowed here, unlike in the other durations.
+            renewal_min_age: match &raw.issuance.renewal_min_age {
+                Some(v) if matches!(v.get_ref().trim(), "0" | "0s") => Duration::ZERO,
+                v => dur(v, "issuance.renewal_min_age", 3_600)?,
+            },
             profile: crate::issue::Profile {
                 validity: dur(&raw.issuance.validity, "issuance.validity", 5 * 365 * 86_400)?,
                 backdate: dur(&raw.issuance.backdate, "issuance.backdate", 86_400)?,
@@ -758,6 +767,10 @@ on_existing = "refuse"
 # node's identity should not lapse with the launcher's; turn on for fleets that
 # treat the conductor's lifetime as the upper bound of trust.
 cap_at_conductor = false
+# vouch serve: a node renewing itself (POST certificate_renewal) must hold its
+# certificate at least this long (each renewal adds a CRL entry). Operators'
+# `vouch renew` is not limited.
+renewal_min_age = "1h"
 
 [crl]
 # The CRL's nextUpdate, and when to regenerate it: every command that touches

@@ -576,6 +576,23 @@ fn renewal(
             return Ok(ApiResponse::text(400, "Bad Request: a certificate renewal needs the client's certificate"));
         }
     };
+    // Not too often: every renewal puts the old certificate on the CRL.
+    if let Some((rec, _)) = auth.certificate(&p.certname)? {
+        let backdate = time::Duration::try_from(auth.policy.profile.backdate).unwrap_or(time::Duration::DAY);
+        let min_age = time::Duration::try_from(auth.policy.renewal_min_age).unwrap_or(time::Duration::HOUR);
+        let issued_at = crate::authority::parse_time(&rec.not_before).map(|t| t + backdate);
+        if issued_at.is_some_and(|t| now - t < min_age) {
+            events.push(Event::Denied { client: p.certname.clone(), reason: "renewal too soon".into() });
+            return Ok(ApiResponse::text(
+                429,
+                format!(
+                    "Too Many Requests: {} was issued less than {} ago (issuance.renewal_min_age); renew later",
+                    p.certname,
+                    crate::policy::format_duration(auth.policy.renewal_min_age)
+                ),
+            ));
+        }
+    }
     // The certificate renews itself only: same certname, same key, same classification.
     match auth.renew_if_current(&p.certname, Some(&p.serial), now) {
         Ok(issued) => {
