@@ -658,6 +658,6 @@ mod tests {
     #[test]
     fn puppet_time_format() {
         let t = OffsetDateTime::from_unix_timestamp(1_953_462_893).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        assert_eq!(puppet_time(t), "2031-11-25T10:34:53UTC");
+        assert_eq!(puppet_time(t), "2031-11-26T12:34:53UTC");
     }
 }
