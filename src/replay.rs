@@ -72,45 +72,22 @@ impl Journal {
         reusable: bool,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
-        self.prune(now)?;
-        let path = self.entry(key, expiry);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+        let record = Self::record(certname, holder, expiry, now, false);
+        let (path, prior) = self.create(key, expiry, &record, now)?;
+        let Some(prior) = prior else { return Ok(Claim::Fresh) };
+        let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
+        // Held by this key when an earlier request with them was refused for
+        // another reason: this is the first approval; from now on it counts as one.
+        if same && prior["held"].as_bool() == Some(true) {
+            crate::fsutil::write_replace(&path, record.as_bytes(), 0o644)?;
+            return Ok(Claim::Fresh);
         }
-        let record = serde_json::json!({
-            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
-        })
-        .to_string();
-        match crate::fsutil::write_new(&path, record.as_bytes(), 0o644) {
-            Ok(()) => Ok(Claim::Fresh),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let prior: serde_json::Value = std::fs::read(&path)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok())
-                    .unwrap_or(serde_json::Value::Null);
-                let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
-                // Held by this key when an earlier request with them was refused for
-                // another reason: this is the first approval; from now on it counts as one.
-                if same && prior["held"].as_bool() == Some(true) {
-                    crate::fsutil::write_replace(&path, record.as_bytes(), 0o644)?;
-                    return Ok(Claim::Fresh);
-                }
-                // Re-claim by the same key and name only where allowed (the CA, until it has
-                // issued for this claim; never the hook, whose approval Puppet Server acts on).
-                if reusable
-                    && prior["issued"].as_bool() != Some(true)
-                    && prior["holder"].as_str() == Some(holder)
-                    && prior["certname"].as_str() == Some(certname)
-                {
-                    return Ok(Claim::Fresh);
-                }
-                Ok(Claim::Used {
-                    certname: prior["certname"].as_str().unwrap_or("?").to_string(),
-                    time: prior["time"].as_str().unwrap_or("?").to_string(),
-                })
-            }
-            Err(e) => Err(e),
+        // Re-claim by the same key and name only where allowed (the CA, until it has
+        // issued for this claim; never the hook, whose approval Puppet Server acts on).
+        if same && reusable && prior["issued"].as_bool() != Some(true) {
+            return Ok(Claim::Fresh);
         }
+        Ok(Self::used(&prior))
     }
 
     /// Makes attributes from a refused request this key's (`holder`) without approving
@@ -124,32 +101,57 @@ impl Journal {
         holder: &str,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
+        let record = Self::record(certname, holder, expiry, now, true);
+        match self.create(key, expiry, &record, now)?.1 {
+            None => Ok(Claim::Fresh),
+            Some(prior) if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) => {
+                Ok(Claim::Fresh)
+            }
+            Some(prior) => Ok(Self::used(&prior)),
+        }
+    }
+
+    fn record(certname: &str, holder: &str, expiry: OffsetDateTime, now: OffsetDateTime, held: bool) -> String {
+        let mut v = serde_json::json!({
+            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
+        });
+        if held {
+            v["held"] = serde_json::Value::Bool(true);
+        }
+        v.to_string()
+    }
+
+    /// Creates the entry for `key` with `record` unless it exists (link(2): atomic across
+    /// processes); returns its path and, if it existed, what it holds.
+    fn create(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        record: &str,
+        now: OffsetDateTime,
+    ) -> io::Result<(PathBuf, Option<serde_json::Value>)> {
         self.prune(now)?;
         let path = self.entry(key, expiry);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let record = serde_json::json!({
-            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
-            "held": true,
-        })
-        .to_string();
         match crate::fsutil::write_new(&path, record.as_bytes(), 0o644) {
-            Ok(()) => Ok(Claim::Fresh),
+            Ok(()) => Ok((path, None)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let prior: serde_json::Value = std::fs::read(&path)
+                let prior = std::fs::read(&path)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .unwrap_or(serde_json::Value::Null);
-                if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) {
-                    return Ok(Claim::Fresh);
-                }
-                Ok(Claim::Used {
-                    certname: prior["certname"].as_str().unwrap_or("?").to_string(),
-                    time: prior["time"].as_str().unwrap_or("?").to_string(),
-                })
+                Ok((path, Some(prior)))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    fn used(prior: &serde_json::Value) -> Claim {
+        Claim::Used {
+            certname: prior["certname"].as_str().unwrap_or("?").to_string(),
+            time: prior["time"].as_str().unwrap_or("?").to_string(),
         }
     }
 
