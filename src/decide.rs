@@ -38,7 +38,7 @@ impl std::fmt::Display for CertnameProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CertnameProblem::Empty => f.write_str("it is empty"),
-            CertnameProblem::TooLong => f.write_str("it is longer than 253 characters"),
+            CertnameProblem::TooLong => write!(f, "it is longer than {MAX_CERTNAME} characters"),
             CertnameProblem::Uppercase => f.write_str("it has uppercase letters (Puppet certnames are lowercase)"),
             CertnameProblem::Wildcard => f.write_str("it is a wildcard"),
             CertnameProblem::TrailingDot => f.write_str("it ends with a dot"),
@@ -52,11 +52,16 @@ impl std::fmt::Display for CertnameProblem {
 
 /// Checks a certname against host-name rules as Puppet uses them: lowercase
 /// labels of letters, digits, `-` and `_`, separated by dots.
+/// The longest certname: a DNS name may have 253 characters, but the store names files
+/// (and their temporary copies, `.NAME.pem.tmp-PID-TIME-N`) after it, and a file name
+/// has at most 255 bytes; 200 leaves room, and no real host name comes near it.
+pub const MAX_CERTNAME: usize = 200;
+
 pub fn check_certname(name: &str) -> Result<(), CertnameProblem> {
     if name.is_empty() {
         return Err(CertnameProblem::Empty);
     }
-    if name.len() > 253 {
+    if name.len() > MAX_CERTNAME {
         return Err(CertnameProblem::TooLong);
     }
     if name.contains('*') {

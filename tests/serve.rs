@@ -923,3 +923,19 @@ fn a_client_that_stops_reading_or_opens_too_many_connections_is_cut_off() {
     });
     assert!(server.stop());
 }
+
+#[test]
+fn a_certname_too_long_for_the_store_is_refused_by_name_and_failures_name_no_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    // 232 characters: a valid DNS name, too long for the store's file names.
+    let name = format!("{}.{}.{}.{}.example.test", "a".repeat(60), "b".repeat(60), "c".repeat(60), "d".repeat(30));
+    let csr = csr_for(&name, &vouched_attributes(&dir, "web01.example.test"), &p256());
+    let r =
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("longer than 200"), "{}", r.text());
+    assert!(!r.text().contains(s(&dir)), "the answer names the data directory: {}", r.text());
+    assert!(server.stop());
+}
