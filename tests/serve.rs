@@ -939,3 +939,20 @@ fn a_certname_too_long_for_the_store_is_refused_by_name_and_failures_name_no_pat
     assert!(!r.text().contains(s(&dir)), "the answer names the data directory: {}", r.text());
     assert!(server.stop());
 }
+
+#[test]
+fn a_world_writable_data_directory_is_refused_and_a_new_one_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let open = tmp.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = vouch().args(["--dir", s(&open), "serve", "--listen", "127.0.0.1:0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("writable by every user"), "{}", text(&o));
+    assert!(!open.join("ca").exists(), "a CA was created in a world-writable directory");
+    let fresh = tmp.path().join("fresh");
+    let server = Server::start(&fresh, &[]);
+    assert_eq!(mode(&fresh), 0o700);
+    assert!(server.stop());
+}

@@ -144,6 +144,24 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
 pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let now = OffsetDateTime::now_utc();
     let dir = CaDir::new(&opts.dir);
+    // A new data directory is private; an existing one must not be writable by everyone
+    // (anyone could swap the policy for one trusting their own conductors).
+    if !dir.dir.exists() {
+        mkdir_private(&dir.dir)?;
+    }
+    for p in [dir.dir.clone(), dir.ca()] {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::symlink_metadata(&p) {
+            if m.permissions().mode() & 0o002 != 0 {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{} is writable by every user: anyone could replace the policy or keys; run chmod o-w on it",
+                        p.display()
+                    ),
+                });
+            }
+        }
+    }
     let created_ca = !dir.file(ca::CA_CERT).exists();
     if created_ca {
         ca::init(&dir, opts.key_type, now)?;
