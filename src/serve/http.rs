@@ -258,6 +258,10 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
         source,
     })?;
     let local = listener.local_addr().map_err(|source| Error::Io { path: "socket".into(), op: "inspect", source })?;
+    // Signals first: whoever reads the banner may signal at once (a supervisor, a test).
+    let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
+    let (mut term, mut int, mut hup) =
+        (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
     banner(&report, local);
     let mut reserved: Vec<String> = report.server_names.clone();
     reserved.push(setup::ADMIN_NAME.to_string());
@@ -268,9 +272,6 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
         authority: RwLock::new(Arc::new(authority)),
         tls: RwLock::new(Arc::new(tls)),
     });
-    let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
-    let (mut term, mut int, mut hup) =
-        (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
     let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut maintenance = tokio::time::interval(std::time::Duration::from_secs(60));
