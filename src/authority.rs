@@ -311,7 +311,7 @@ impl Authority {
             let req = PendingRequest {
                 certname: certname.to_string(),
                 time: format_expiry(now),
-                reasons: refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect(),
+                reasons: refused.tagged_reasons(),
             };
             self.store.put_request(&req, pem.as_bytes())?;
         }

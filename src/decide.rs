@@ -551,6 +551,13 @@ pub struct Refused {
     pub held: Option<Held>,
 }
 
+impl Refused {
+    /// Every reason as `[code] message`, the form logs, pending requests and the API use.
+    pub fn tagged_reasons(&self) -> Vec<String> {
+        self.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect()
+    }
+}
+
 /// Vouched attributes in a refused CSR, and the key that presented them. A refused
 /// request is kept (and may be shown), so its attributes must not stay usable by
 /// another key: the store records this key as their holder, as a grant would.

@@ -103,7 +103,7 @@ impl std::fmt::Display for Error {
             }
             Error::Refused { certname, refused } => {
                 write!(f, "{certname}: refused: ")?;
-                let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+                let reasons = refused.tagged_reasons();
                 f.write_str(&reasons.join("; "))
             }
             Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),

@@ -564,9 +564,13 @@ fn limits_bad_requests_slow_clients_and_signals() {
     for tls in &mut idle {
         tls.sock.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
         let mut b = [0u8; 16];
-        // EOF (or a TLS close) within the timeout, never a hang.
+        // EOF (or a TLS close) within the timeout, never a hang: a read timeout is a failure.
         match tls.read(&mut b) {
-            Ok(0) | Err(_) => {}
+            Ok(0) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                panic!("an idle connection was never closed")
+            }
+            Err(_) => {}
             Ok(n) => panic!("an idle connection got {n} bytes"),
         }
     }

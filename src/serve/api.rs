@@ -285,7 +285,7 @@ fn submit(
             Ok(ApiResponse::empty(200))
         }
         SignOutcome::Refused(refused) => {
-            let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+            let reasons = refused.tagged_reasons();
             let exists = refused.reasons.iter().any(|r| matches!(r, crate::decide::Refusal::CertificateExists { .. }));
             events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
             // As Puppet Server with a refusing autosign hook: 200, the request stays
@@ -323,18 +323,13 @@ fn admin(auth: &Authority, req: &ApiRequest, events: &mut Vec<Event>) -> Result<
     }
 }
 
-/// Puppet's time format in statuses: `2031-11-21T10:34:53UTC`.
+/// Puppet's time format in statuses: `2031-11-21T10:34:53UTC` (vouch's RFC 3339 form
+/// with Puppet's zone suffix).
 fn puppet_time(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    let mut s = crate::attrs::format_expiry(t);
+    s.pop();
+    s.push_str("UTC");
+    s
 }
 
 fn digest_hex(alg: &'static aws_lc_rs::digest::Algorithm, der: &[u8]) -> String {
@@ -524,7 +519,7 @@ fn status_put(
                     Ok(ApiResponse::empty(204))
                 }
                 SignOutcome::Refused(r) => {
-                    let reasons: Vec<String> = r.reasons.iter().map(|x| format!("[{}] {x}", x.code())).collect();
+                    let reasons = r.tagged_reasons();
                     let body = format!("Conflict: {name} cannot be signed: {}", reasons.join("; "));
                     events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
                     Ok(ApiResponse::text(409, body))
@@ -614,7 +609,7 @@ fn renewal(
         }
         // The conductor that vouched is no longer acceptable (revoked, untrusted, out of scope).
         Err(Error::Refused { refused, .. }) => {
-            let reasons: Vec<String> = refused.reasons.iter().map(|r| format!("[{}] {r}", r.code())).collect();
+            let reasons = refused.tagged_reasons();
             events.push(Event::Denied { client: p.certname.clone(), reason: reasons.join("; ") });
             Ok(ApiResponse::text(
                 403,

@@ -29,7 +29,7 @@ pub struct SetupReport {
     pub dir: PathBuf,
     pub created_ca: bool,
     pub root_fingerprint: String,
-    /// SHA-256 of the CA bundle as served (what `puppet ssl bootstrap --ca-fingerprint`... compares).
+    /// SHA-256 of the CA bundle as served: what an agent's `ca_fingerprint` setting is compared with.
     pub bundle_fingerprint: String,
     pub policy: PathBuf,
     pub conductor: Option<(PathBuf, PathBuf)>,
