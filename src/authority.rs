@@ -1,15 +1,20 @@
-//! The authority: decide → lock → reserve a serial → prepare → sign → store →
-//! audit. The decision knows no keys; the issuer knows no policy; this module
-//! joins them and owns the order of the steps.
+//! The authority: decide → prepare → sign (each request on its own thread) →
+//! group commit (under the store lock: check the store, claim the attributes,
+//! store the batch with one synchronous write, audit) → answer. The decision
+//! knows no keys; the issuer knows no policy; this module joins them and owns
+//! the order of the steps.
 
 use crate::attrs::format_expiry;
 use crate::ca::{self, CaDir};
 use crate::classification::Classification;
 use crate::decide::{self, Refusal, Refused, Request};
 use crate::error::Error;
+use crate::group::GroupCommit;
 use crate::issue::{self, Authorization, Issued, MasterCa, RenewalProof};
 use crate::policy::{OnExisting, Policy};
-use crate::store::{CertRecord, FileStore, PendingRequest, Revocation, State, Store, StoreError, WriteLock};
+use crate::store::{
+    CertRecord, FileStore, Issuance, PendingRequest, Revocation, SpentClaim, State, Store, StoreError, WriteLock,
+};
 use time::OffsetDateTime;
 
 impl From<StoreError> for Error {
@@ -83,6 +88,31 @@ pub struct Authority {
     pub policy: Policy,
     pub store: FileStore,
     ca: MasterCa,
+    /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
+    group: GroupCommit<Job, Result<Committed, Error>>,
+}
+
+/// Most issuances stored with one synchronous write.
+const MAX_BATCH: usize = 128;
+
+/// A vouched request, decided and signed, waiting for the group commit.
+struct Job {
+    certname: String,
+    issued: Issued,
+    record: CertRecord,
+    /// The replay key, the attributes' expiry, and the requesting key's digest.
+    replay: (String, OffsetDateTime, String),
+    spki: Vec<u8>,
+    version: u32,
+    conductor: decide::Conductor,
+    decision_line: String,
+    now: OffsetDateTime,
+}
+
+/// What the group commit made of a job.
+enum Committed {
+    Issued(Issued),
+    Refused(Refused),
 }
 
 impl Authority {
@@ -99,7 +129,13 @@ impl Authority {
             source,
         })?;
         let ca = MasterCa::new(cert_der, key, chain)?;
-        Ok(Authority { store: FileStore::new(dir.ca()), dir: dir.clone(), policy, ca })
+        Ok(Authority {
+            store: FileStore::new(dir.ca()),
+            dir: dir.clone(),
+            policy,
+            ca,
+            group: GroupCommit::new(MAX_BATCH),
+        })
     }
 
     /// The PEM chain sent after each certificate: master CA, then root.
@@ -125,7 +161,7 @@ impl Authority {
         Ok(b.to_vec())
     }
 
-    /// Reserves a serial, signs, stores. Called with the lock held.
+    /// Prepares, signs, stores (one synchronous write). Called with the lock held.
     fn issue_locked(
         &self,
         lock: &WriteLock,
@@ -150,37 +186,25 @@ impl Authority {
         )?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
-        let record = loop {
-            let record = CertRecord {
-                serial: prepared.serial_hex.clone(),
-                certname: prepared.certname.clone(),
-                state: State::Intent,
-                digest: prepared.digest(),
-                not_before: format_expiry(prepared.not_before),
-                not_after: format_expiry(prepared.not_after),
-                attributes_expiry: attributes_expiry.clone(),
-                conductor: conductor.clone(),
-                conductor_cert: conductor_cert.clone(),
-                revoked_at: None,
-                reason: None,
-            };
-            match self.store.reserve(lock, &record) {
-                Err(StoreError::SerialTaken { .. }) if tries < 4 => {
-                    tries += 1;
-                    prepared.reserial(&Self::new_serial()?);
-                }
-                Err(e) => return Err(e.into()),
-                Ok(()) => break record,
-            }
+        while self.store.record(&prepared.serial_hex)?.is_some() && tries < 4 {
+            tries += 1;
+            prepared.reserial(&Self::new_serial()?);
+        }
+        let record = CertRecord {
+            serial: prepared.serial_hex.clone(),
+            certname: prepared.certname.clone(),
+            state: State::Issued,
+            digest: prepared.digest(),
+            not_before: format_expiry(prepared.not_before),
+            not_after: format_expiry(prepared.not_after),
+            attributes_expiry,
+            conductor: conductor.clone(),
+            conductor_cert,
+            revoked_at: None,
+            reason: None,
         };
-        let issued = match prepared.sign(&self.ca) {
-            Ok(i) => i,
-            Err(e) => {
-                self.store.abandon(lock, &record.serial)?;
-                return Err(e.into());
-            }
-        };
-        self.store.commit(lock, &record, &issued.pem)?;
+        let issued = prepared.sign(&self.ca)?;
+        self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
         self.audit(serde_json::json!({
             "time": format_expiry(now), "event": "issued", "certname": issued.certname,
             "serial": issued.serial_hex, "not_after": format_expiry(issued.not_after),
@@ -201,10 +225,167 @@ impl Authority {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
             Ok(g) => g,
         };
-        let lock = self.store.lock()?;
+        let job = self.prepare_job(grant, &certname, now)?;
+        let outcome = self.group.submit(
+            job,
+            |jobs| self.commit_batch(jobs),
+            || Err(Error::Store { detail: "the batch this issuance was part of failed; nothing was issued".into() }),
+        )?;
+        match outcome {
+            Committed::Issued(issued) => Ok(SignOutcome::Issued(issued)),
+            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now),
+        }
+    }
+
+    /// Builds and signs the certificate for a grant, outside the store lock (so that
+    /// concurrent requests sign on every core); the group commit decides whether it
+    /// is stored or thrown away.
+    fn prepare_job(&self, grant: decide::Grant, certname: &str, now: OffsetDateTime) -> Result<Job, Error> {
+        use base64::Engine;
+        let replay = (grant.replay_key(), grant.attributes_expiry(), holder_digest(&grant.csr().spki));
+        let spki = grant.csr().spki.clone();
+        let version = grant.version();
+        let conductor = grant.conductor().clone();
+        let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
+        let decision_line = crate::audit::decision_line(now, certname, Ok(&grant), "sign");
+        let mut profile = self.policy.profile;
+        if self.policy.cap_at_conductor {
+            profile.cap = parse_time(&conductor.not_after);
+        }
+        let prepared = issue::prepare(
+            Authorization::Vouched(Box::new(grant)),
+            &profile,
+            &self.policy.mirror_oid,
+            &self.policy.allowed_extensions,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )?;
+        let record = CertRecord {
+            serial: prepared.serial_hex.clone(),
+            certname: prepared.certname.clone(),
+            state: State::Issued,
+            digest: prepared.digest(),
+            not_before: format_expiry(prepared.not_before),
+            not_after: format_expiry(prepared.not_after),
+            attributes_expiry: Some(format_expiry(replay.1)),
+            conductor: Some(conductor.fingerprint.clone()),
+            conductor_cert: Some(conductor_cert),
+            revoked_at: None,
+            reason: None,
+        };
+        let issued = prepared.sign(&self.ca)?;
+        Ok(Job { certname: certname.to_string(), issued, record, replay, spki, version, conductor, decision_line, now })
+    }
+
+    /// Stores a batch of signed jobs under one lock: each is checked against the
+    /// store (an existing certificate, attributes already used) and claimed in the
+    /// replay journal, then all admitted ones are stored with one synchronous write,
+    /// audited with another, and answered. Two jobs for one certname never share a
+    /// batch: the second waits for the next round and meets the first's certificate.
+    fn commit_batch(&self, jobs: Vec<Job>) -> Vec<Result<Committed, Error>> {
+        let lock = match self.store.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                let detail = e.to_string();
+                return jobs.iter().map(|_| Err(Error::Store { detail: detail.clone() })).collect();
+            }
+        };
+        let mut results: Vec<Option<Result<Committed, Error>>> = jobs.iter().map(|_| None).collect();
+        let mut remaining: Vec<usize> = (0..jobs.len()).collect();
+        let mut issued_any = false;
+        while !remaining.is_empty() {
+            let mut names = std::collections::HashSet::new();
+            let mut admitted = Vec::new();
+            let mut deferred = Vec::new();
+            for i in remaining {
+                let job = &jobs[i];
+                if names.contains(job.certname.as_str()) {
+                    deferred.push(i);
+                    continue;
+                }
+                match self.admit(&lock, job) {
+                    Ok(None) => {
+                        names.insert(job.certname.as_str());
+                        admitted.push(i);
+                    }
+                    Ok(Some(refused)) => results[i] = Some(Ok(Committed::Refused(refused))),
+                    Err(e) => results[i] = Some(Err(e)),
+                }
+            }
+            let batch: Vec<Issuance> = admitted
+                .iter()
+                .map(|&i| {
+                    let job = &jobs[i];
+                    Issuance {
+                        record: job.record.clone(),
+                        pem: job.issued.pem.clone(),
+                        claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
+                            journal: dir.clone(),
+                            key: job.replay.0.clone(),
+                            expiry: format_expiry(job.replay.1),
+                            certname: job.certname.clone(),
+                            holder: job.replay.2.clone(),
+                            time: format_expiry(job.now),
+                        }),
+                    }
+                })
+                .collect();
+            let stored = self.store.issue(&lock, &batch).map_err(Error::from).and_then(|()| {
+                let mut lines = Vec::with_capacity(admitted.len() * 2);
+                for &i in &admitted {
+                    let job = &jobs[i];
+                    lines.push(job.decision_line.clone());
+                    lines.push(
+                        serde_json::json!({
+                            "time": format_expiry(job.now), "event": "issued", "certname": job.certname,
+                            "serial": job.issued.serial_hex, "not_after": format_expiry(job.issued.not_after),
+                            "conductor": job.conductor.fingerprint,
+                        })
+                        .to_string(),
+                    );
+                }
+                self.audit_lines(&lines)
+            });
+            match stored {
+                Ok(()) => {
+                    issued_any |= !admitted.is_empty();
+                    for &i in &admitted {
+                        // A request refused earlier under this name is answered now.
+                        let _ = self.store.remove_request(&jobs[i].certname);
+                        results[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
+                    }
+                }
+                Err(e) => {
+                    let detail = e.to_string();
+                    for &i in &admitted {
+                        results[i] = Some(Err(Error::Store { detail: detail.clone() }));
+                    }
+                }
+            }
+            remaining = deferred;
+        }
+        // The certificates are issued whatever happens to the CRL; a CRL that could not
+        // be written now is written by the next maintenance.
+        if let (true, Some(now)) = (issued_any, jobs.first().map(|j| j.now)) {
+            if self.crl_due(now).unwrap_or(false) {
+                let _ = self.write_crl_locked(&lock, now);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() })))
+            .collect()
+    }
+
+    /// Under the lock: may `job` be stored now? `None` if so (its attributes are then
+    /// claimed, and a certificate it supersedes revoked); else the refusal.
+    fn admit(&self, lock: &WriteLock, job: &Job) -> Result<Option<Refused>, Error> {
+        let certname = &job.certname;
+        let now = job.now;
         let mut extra = Vec::new();
         let mut supersede = None;
-        if let Some((rec, pem)) = self.store.current(&certname)? {
+        if let Some((rec, pem)) = self.store.current(certname)? {
             let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
             if valid {
                 let old_spki = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
@@ -214,18 +395,18 @@ impl Authority {
                     })
                     .unwrap_or_default();
                 let later = match (&rec.attributes_expiry, parse_time(rec.attributes_expiry.as_deref().unwrap_or(""))) {
-                    (Some(_), Some(old)) => grant.attributes_expiry() > old,
+                    (Some(_), Some(old)) => job.replay.1 > old,
                     _ => true,
                 };
                 match self.policy.on_existing {
                     OnExisting::Refuse => extra
                         .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
                     // Compared in canonical form: a re-encoding of the same key is the same key.
-                    OnExisting::Supersede if crate::csr::same_key(&old_spki, &grant.csr().spki) => {
+                    OnExisting::Supersede if crate::csr::same_key(&old_spki, &job.spki) => {
                         extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
                     // Version 1 attributes name no certname: they never take over a name.
-                    OnExisting::Supersede if !later || grant.version() != 2 => {
+                    OnExisting::Supersede if !later || job.version != 2 => {
                         extra.push(Refusal::SupersedeReplay { certname: certname.clone() })
                     }
                     OnExisting::Supersede => supersede = Some(rec),
@@ -233,55 +414,52 @@ impl Authority {
             }
         }
         if !extra.is_empty() {
-            let conductor = Some(grant.conductor().clone());
             // The attributes are good: they become this key's, as in any kept refusal.
-            let held = Some(decide::Held {
-                replay_key: grant.replay_key(),
-                expiry: grant.attributes_expiry(),
-                spki: grant.csr().spki.clone(),
+            let held =
+                Some(decide::Held { replay_key: job.replay.0.clone(), expiry: job.replay.1, spki: job.spki.clone() });
+            return Ok(Some(Refused { reasons: extra, conductor: Some(job.conductor.clone()), held }));
+        }
+        if self.store.record(&job.record.serial)?.is_some() {
+            return Err(Error::Store {
+                detail: format!("serial {} was drawn twice (p = 2^-126); nothing was issued, retry", job.record.serial),
             });
-            drop(lock);
-            return self.refuse(&certname, csr, Refused { reasons: extra, conductor, held }, now);
         }
-        // One-time use, recorded under the lock and before anything is issued.
-        let replay = (grant.replay_key(), grant.attributes_expiry());
-        let grant = match claim_once(&self.policy, grant, true, now)? {
-            Ok(g) => g,
-            Err(refused) => {
-                drop(lock);
-                return self.refuse(&certname, csr, refused, now);
-            }
-        };
-        if let Some(old) = supersede {
-            self.revoke_locked(&lock, &old, "superseded", false, now)?;
-        }
-        let expiry = format_expiry(grant.attributes_expiry());
-        let conductor = grant.conductor().fingerprint.clone();
-        let conductor_cert = {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD.encode(grant.conductor_der())
-        };
-        self.audit_raw(&crate::audit::decision_line(now, &certname, Ok(&grant), "sign"))?;
-        let issued = self.issue_locked(
-            &lock,
-            Authorization::Vouched(Box::new(grant)),
-            Some(expiry),
-            Some(conductor),
-            Some(conductor_cert),
-            now,
-        )?;
+        // One-time use, claimed under the lock and before anything is stored. The entry is
+        // written unsynced: the store's log, synced before anyone is answered, names it.
         if let Some(dir) = &self.policy.replay_journal {
-            crate::replay::Journal::new(dir).mark_issued(&replay.0, replay.1).map_err(|source| Error::Io {
-                path: dir.clone(),
-                op: "record one-time use in",
+            let (key, expiry, holder) = &job.replay;
+            let claim = crate::replay::Journal::unsynced(dir)
+                .claim(key, *expiry, certname, holder, true, now)
+                .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
+            if let crate::replay::Claim::Used { certname: first_certname, time } = claim {
+                return Ok(Some(Refused {
+                    reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
+                    conductor: Some(job.conductor.clone()),
+                    held: None,
+                }));
+            }
+        }
+        if let Some(old) = supersede {
+            self.revoke_locked(lock, &old, "superseded", false, now)?;
+        }
+        Ok(None)
+    }
+
+    fn audit_lines(&self, lines: &[String]) -> Result<(), Error> {
+        if let Some(log) = &self.policy.audit_log {
+            crate::fsutil::append_lines(log, lines).map_err(|source| Error::Io {
+                path: log.clone(),
+                op: "append to",
                 source,
             })?;
         }
-        self.store.remove_request(&certname)?;
-        if self.crl_due(now)? {
-            self.write_crl_locked(&lock, now)?;
-        }
-        Ok(SignOutcome::Issued(issued))
+        Ok(())
+    }
+
+    /// Makes every issuance so far durable in the store's own files (see [`crate::store`]).
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        let lock = self.store.lock()?;
+        Ok(self.store.checkpoint(&lock)?)
     }
 
     fn audit_raw(&self, line: &str) -> Result<(), Error> {

@@ -3,6 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// A unique temporary name beside `path`.
@@ -37,9 +38,13 @@ fn parent(path: &Path) -> &Path {
 }
 
 fn write_temp(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    write_temp_sync(tmp_dir, path, bytes, mode, true)
+}
+
+fn write_temp_sync(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32, sync: bool) -> io::Result<PathBuf> {
     let tmp = temp_in(tmp_dir, path);
     let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-    let res = f.write_all(bytes).and_then(|_| f.sync_all());
+    let res = f.write_all(bytes).and_then(|_| if sync { f.sync_all() } else { Ok(()) });
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -75,6 +80,52 @@ pub fn write_replace_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) ->
         return Err(e);
     }
     sync_dir(parent(path))
+}
+
+/// [`write_replace_in`] without fsync: atomic against a killed process (the file
+/// is whole or absent), not against power loss. For files a write-ahead log can
+/// rebuild: the store's [`crate::store`] log is synced instead, once per batch.
+pub fn write_replace_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp_sync(tmp_dir, path, bytes, mode, false)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// [`write_new`] without fsync (see [`write_replace_unsynced_in`]).
+pub fn write_new_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = write_temp_sync(parent(path), path, bytes, mode, false)?;
+    let res = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    res
+}
+
+/// Flushes every dirty page and inode of the filesystem holding `path` (syncfs(2)).
+pub fn sync_filesystem(path: &Path) -> io::Result<()> {
+    let f = File::open(path)?;
+    // SAFETY: syncfs on a valid, open file descriptor.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Appends lines with a single write (O_APPEND), then one fdatasync.
+pub fn append_lines(path: &Path, lines: &[String]) -> io::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
+    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for l in lines {
+        buf.extend_from_slice(l.as_bytes());
+        buf.push(b'\n');
+    }
+    f.write_all(&buf)?;
+    f.sync_data()
 }
 
 /// Renames `from` to `to` only if `to` does not exist (Linux renameat2 NOREPLACE).

@@ -19,6 +19,7 @@ pub mod der;
 pub mod dn;
 pub mod error;
 pub mod fsutil;
+pub mod group;
 pub mod issue;
 pub mod keys;
 pub mod oids;

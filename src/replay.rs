@@ -25,6 +25,10 @@ pub enum Claim {
 #[derive(Debug, Clone)]
 pub struct Journal {
     pub dir: PathBuf,
+    /// Whether each entry is fsynced. The CA's group commit writes entries
+    /// unsynced and makes them durable through its write-ahead log instead
+    /// ([`crate::store`]), which names every claim it issued for.
+    pub sync: bool,
 }
 
 fn bucket(t: OffsetDateTime) -> String {
@@ -49,7 +53,21 @@ fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
 
 impl Journal {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Journal { dir: dir.into() }
+        Journal { dir: dir.into(), sync: true }
+    }
+
+    /// A journal whose entries are not fsynced (see [`Journal::sync`]).
+    pub fn unsynced(dir: impl Into<PathBuf>) -> Self {
+        Journal { dir: dir.into(), sync: false }
+    }
+
+    fn replace(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        if self.sync {
+            crate::fsutil::write_replace(path, bytes, 0o644)
+        } else {
+            let tmp = path.parent().unwrap_or(Path::new("."));
+            crate::fsutil::write_replace_unsynced_in(tmp, path, bytes, 0o644)
+        }
     }
 
     fn entry(&self, key: &str, expiry: OffsetDateTime) -> PathBuf {
@@ -79,7 +97,7 @@ impl Journal {
         // Held by this key when an earlier request with them was refused for
         // another reason: this is the first approval; from now on it counts as one.
         if same && prior["held"].as_bool() == Some(true) {
-            crate::fsutil::write_replace(&path, record.as_bytes(), 0o644)?;
+            self.replace(&path, record.as_bytes())?;
             return Ok(Claim::Fresh);
         }
         // Re-claim by the same key and name only where allowed (the CA, until it has
@@ -135,7 +153,12 @@ impl Journal {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        match crate::fsutil::write_new(&path, record.as_bytes(), 0o644) {
+        let created = if self.sync {
+            crate::fsutil::write_new(&path, record.as_bytes(), 0o644)
+        } else {
+            crate::fsutil::write_new_unsynced(&path, record.as_bytes(), 0o644)
+        };
+        match created {
             Ok(()) => Ok((path, None)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let prior = std::fs::read(&path)
@@ -162,7 +185,32 @@ impl Journal {
         let mut v: serde_json::Value =
             std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         v["issued"] = serde_json::Value::Bool(true);
-        crate::fsutil::write_replace(&path, v.to_string().as_bytes(), 0o644)
+        self.replace(&path, v.to_string().as_bytes())
+    }
+
+    /// Makes sure the entry for `key` says it was issued to `holder` for `certname`:
+    /// what the store's write-ahead log replays after a crash, for a claim whose
+    /// unsynced entry may have been lost. Idempotent.
+    pub fn restore_issued(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        time: OffsetDateTime,
+    ) -> io::Result<()> {
+        let path = self.entry(key, expiry);
+        let prior: Option<serde_json::Value> = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        if prior.as_ref().is_some_and(|p| p["issued"].as_bool() == Some(true)) {
+            return Ok(());
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut v: serde_json::Value =
+            serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
+        v["issued"] = serde_json::Value::Bool(true);
+        self.replace(&path, v.to_string().as_bytes())
     }
 
     /// Removes buckets whose hour ended more than a day ago (their attributes

@@ -12,12 +12,28 @@
 //! tmp/                       staging for atomic writes (emptied by recovery)
 //! ca_crl.pem, crl_number     the CRL and its counter
 //! .lock                      flock: one writer at a time, across processes
+//! wal.log                    write-ahead log of issuances since the last checkpoint
 //! ```
 //!
-//! Every write is atomic (temporary file, fsync, rename or link, fsync the
-//! directory). An operation first writes its marker under `pending/`, then
-//! its steps, each idempotent, then removes the marker; whoever takes the lock
-//! next redoes or abandons what a killed process left.
+//! **Issuance** is a group commit: a batch of signed certificates is appended
+//! to `wal.log` in one write and made durable with one `fdatasync`; only then
+//! are the files above written (records, `signed/`, inventory, the replay
+//! journal's entries), atomically (temporary file, rename) but without fsync.
+//! A *checkpoint* (`syncfs`, then a fresh `wal.log` whose header records the
+//! inventory's length) makes those files durable on their own; it runs when the
+//! log passes 8 MiB, before any revocation, and when `vouch serve` is idle.
+//! Recovery: a process trusts the files only for log entries it applied itself;
+//! whoever takes the lock and finds a log it did not write (a killed process's,
+//! or one from before a power loss) truncates the inventory to the header's
+//! length, re-applies every entry in order (each step is idempotent) and
+//! checkpoints. A torn last entry was never acknowledged and is dropped.
+//!
+//! **Revocation** (rare) keeps the per-operation protocol: every write atomic
+//! and synced (temporary file, fsync, rename or link, fsync the directory); the
+//! operation first writes its marker under `pending/`, then its steps, each
+//! idempotent, then removes the marker; whoever takes the lock next redoes
+//! what a killed process left. It checkpoints first, so no log entry is ever
+//! ordered after a revocation.
 
 use crate::fsutil;
 use serde::{Deserialize, Serialize};
@@ -25,6 +41,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 /// A store failure.
 #[derive(Debug)]
@@ -110,6 +127,29 @@ pub struct PendingRequest {
     pub reasons: Vec<String>,
 }
 
+/// A replay-journal claim an issuance spent: the log replays it after a crash,
+/// since the journal's entry is written without fsync (see [`crate::replay::Journal::sync`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpentClaim {
+    pub journal: PathBuf,
+    pub key: String,
+    /// The attributes' expiry (RFC 3339): it names the journal's bucket.
+    pub expiry: String,
+    pub certname: String,
+    pub holder: String,
+    pub time: String,
+}
+
+/// One signed certificate to store: its record (state `Issued`), its PEM, and the
+/// claim that made its attributes one-time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Issuance {
+    pub record: CertRecord,
+    pub pem: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<SpentClaim>,
+}
+
 /// Proof that the caller holds the store's write lock.
 pub struct WriteLock {
     _file: File,
@@ -125,12 +165,13 @@ pub trait Store {
     fn current(&self, certname: &str) -> Result<Option<(CertRecord, String)>, StoreError>;
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
-    /// Reserves a serial and records the intent to sign (fails if the serial exists).
-    fn reserve(&self, lock: &WriteLock, intent: &CertRecord) -> Result<(), StoreError>;
-    /// Stores a signed certificate for a reserved serial and marks it issued.
-    fn commit(&self, lock: &WriteLock, record: &CertRecord, pem: &str) -> Result<(), StoreError>;
-    /// Marks a reserved serial as never issued.
-    fn abandon(&self, lock: &WriteLock, serial: &str) -> Result<(), StoreError>;
+    /// Stores a batch of signed certificates, each becoming its certname's current one.
+    /// When this returns Ok, all of them are durable; on an error, none is acknowledged.
+    /// Fails with [`StoreError::SerialTaken`], storing nothing, if a serial was ever used.
+    fn issue(&self, lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError>;
+    /// Makes everything stored so far durable in the store's own layout (the file
+    /// store: flushes its write-ahead log into its files).
+    fn checkpoint(&self, lock: &WriteLock) -> Result<(), StoreError>;
     /// Revokes a serial; `cleaned` also forgets the certname's current certificate.
     fn revoke(&self, lock: &WriteLock, rev: &Revocation) -> Result<(), StoreError>;
     /// All revocations, oldest first.
@@ -309,6 +350,161 @@ impl FileStore {
         Ok(())
     }
 
+    fn wal_path(&self) -> PathBuf {
+        self.p(WAL)
+    }
+
+    fn wal_id(&self) -> Result<Option<WalId>, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.wal_path();
+        match fs::metadata(&path) {
+            Ok(m) => Ok(Some(WalId { dev: m.dev(), ino: m.ino(), len: m.len(), ctime: (m.ctime(), m.ctime_nsec()) })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Io { path, op: "read", source: e }),
+        }
+    }
+
+    /// What this process last left in the log (None: it trusts nothing there).
+    fn known(&self) -> Option<WalId> {
+        known_logs().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).copied()
+    }
+
+    fn set_known(&self, id: Option<WalId>) {
+        let mut map = known_logs().lock().unwrap_or_else(|e| e.into_inner());
+        match id {
+            Some(id) => map.insert(self.root.clone(), id),
+            None => map.remove(&self.root),
+        };
+    }
+
+    /// Reads the log: its header, its whole entries, and the length they end at
+    /// (a torn last entry, never acknowledged, lies beyond it).
+    fn read_wal(&self) -> Result<(WalHeader, Vec<Issuance>, u64), StoreError> {
+        let path = self.wal_path();
+        let bytes = fs::read(&path).map_err(io_err(&path, "read"))?;
+        let corrupt = |detail: String| StoreError::Corrupt { path: path.clone(), detail };
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while let Some(n) = bytes.get(start..).and_then(|rest| rest.iter().position(|b| *b == b'\n')) {
+            lines.push((start, start + n + 1));
+            start += n + 1;
+        }
+        let Some(&(h0, h1)) = lines.first() else { return Err(corrupt("no header".into())) };
+        let header: WalHeader = serde_json::from_slice(&bytes[h0..h1]).map_err(|e| corrupt(format!("header: {e}")))?;
+        let mut entries = Vec::new();
+        let mut end = h1 as u64;
+        let count = lines.len();
+        for (i, &(a, b)) in lines.iter().enumerate().skip(1) {
+            match serde_json::from_slice::<Issuance>(&bytes[a..b]) {
+                Ok(e) => {
+                    entries.push(e);
+                    end = b as u64;
+                }
+                // The last line may be torn (a power loss during its write); it was never acknowledged.
+                Err(_) if i + 1 == count => {}
+                Err(e) => return Err(corrupt(format!("entry {i}: {e}"))),
+            }
+        }
+        Ok((header, entries, end))
+    }
+
+    /// Writes a fresh log (header only) recording the inventory's current length. Synced.
+    fn reset_wal(&self) -> Result<(), StoreError> {
+        let inv = self.p("inventory.txt");
+        let inventory_len = match fs::metadata(&inv) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(StoreError::Io { path: inv, op: "read", source: e }),
+        };
+        let path = self.wal_path();
+        let mut header = serde_json::to_vec(&WalHeader { wal: 1, inventory_len })
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        header.push(b'\n');
+        fsutil::write_replace_in(&self.p("tmp"), &path, &header, 0o644).map_err(io_err(&path, "write"))?;
+        self.set_known(self.wal_id()?);
+        Ok(())
+    }
+
+    /// Applies one log entry to the files, without fsync. Idempotent.
+    fn apply(&self, e: &Issuance, inventory: &mut File) -> Result<(), StoreError> {
+        use std::io::Write;
+        let rec = &e.record;
+        let path = self.serial_path(&rec.serial);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io_err(parent, "create directory"))?;
+        }
+        let bytes = serde_json::to_vec(rec)
+            .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
+        fsutil::write_replace_unsynced_in(&self.p("tmp"), &path, &bytes, 0o644).map_err(io_err(&path, "write"))?;
+        crash_point("wal:record");
+        let signed = self.signed_path(&rec.certname);
+        fsutil::write_replace_unsynced_in(&self.p("tmp"), &signed, e.pem.as_bytes(), 0o644)
+            .map_err(io_err(&signed, "write"))?;
+        let line = format!("{}\n", Self::inventory_line(rec));
+        inventory.write_all(line.as_bytes()).map_err(io_err(&self.p("inventory.txt"), "append to"))?;
+        if let Some(c) = &e.claim {
+            let expiry = crate::authority::parse_time(&c.expiry);
+            let time = crate::authority::parse_time(&c.time);
+            if let (Some(expiry), Some(time)) = (expiry, time) {
+                crate::replay::Journal::unsynced(&c.journal)
+                    .restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
+                    .map_err(io_err(&c.journal, "record one-time use in"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_inventory(&self) -> Result<File, StoreError> {
+        let path = self.p("inventory.txt");
+        OpenOptions::new().append(true).create(true).open(&path).map_err(io_err(&path, "open"))
+    }
+
+    /// Flushes what the log holds into the files (syncfs on the store's filesystem and
+    /// on each replay journal's, if elsewhere), then starts a fresh log.
+    fn checkpoint_now(&self, entries: &[Issuance]) -> Result<(), StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        fsutil::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?;
+        let here = fs::metadata(&self.root).map(|m| m.dev()).ok();
+        let mut synced: Vec<&Path> = Vec::new();
+        for c in entries.iter().filter_map(|e| e.claim.as_ref()) {
+            if synced.contains(&c.journal.as_path()) {
+                continue;
+            }
+            synced.push(&c.journal);
+            if fs::metadata(&c.journal).map(|m| m.dev()).ok() != here {
+                fsutil::sync_filesystem(&c.journal).map_err(io_err(&c.journal, "sync"))?;
+            }
+        }
+        crash_point("checkpoint:synced");
+        self.reset_wal()
+    }
+
+    /// At lock time: a log this process did not leave is re-applied and checkpointed.
+    fn recover_wal(&self) -> Result<(), StoreError> {
+        let Some(id) = self.wal_id()? else { return self.reset_wal() };
+        if self.known() == Some(id) {
+            return Ok(());
+        }
+        let (header, entries, end) = self.read_wal()?;
+        if entries.is_empty() {
+            if end == id.len {
+                self.set_known(Some(id));
+                return Ok(());
+            }
+            return self.reset_wal();
+        }
+        let inv = self.p("inventory.txt");
+        if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
+            let f = OpenOptions::new().write(true).open(&inv).map_err(io_err(&inv, "open"))?;
+            f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
+        }
+        let mut inventory = self.open_inventory()?;
+        for e in &entries {
+            self.apply(e, &mut inventory)?;
+        }
+        self.checkpoint_now(&entries)
+    }
+
     /// Finishes what killed processes left under `pending/`, and removes the
     /// temporary files killed writers left in `tmp/` (store writes stage there, under the lock).
     /// Needs the lock.
@@ -341,10 +537,38 @@ impl FileStore {
     }
 }
 
+/// The write-ahead log's file name under `DIR/ca/`.
+pub const WAL: &str = "wal.log";
+/// The log is checkpointed once it grows past this.
+const CHECKPOINT_BYTES: u64 = 8 << 20;
+
+#[derive(Serialize, Deserialize)]
+struct WalHeader {
+    wal: u32,
+    inventory_len: u64,
+}
+
+/// A log file's identity, length and change time, as this process last left it
+/// (the change time tells a reused inode number of the same length apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WalId {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    ctime: (i64, i64),
+}
+
+/// Per store directory: the log as this process last left it, fully applied.
+fn known_logs() -> &'static Mutex<std::collections::HashMap<PathBuf, WalId>> {
+    static KNOWN: OnceLock<Mutex<std::collections::HashMap<PathBuf, WalId>>> = OnceLock::new();
+    KNOWN.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
+}
+
 /// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
-/// step, the process aborts here, as if killed. Steps: issue:marker,
-/// issue:record, issue:signed, issue:inventory, issue:issued, revoke:marker,
-/// revoke:record, revoke:log, revoke:forget.
+/// step, the process aborts here, as if killed. Steps: wal:before,
+/// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
+/// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
+/// versions left).
 fn crash_point(step: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
@@ -379,6 +603,7 @@ impl Store for FileStore {
         }
         let lock = WriteLock { _file: file };
         self.recover()?;
+        self.recover_wal()?;
         Ok(lock)
     }
 
@@ -401,36 +626,62 @@ impl Store for FileStore {
         Self::read_json(&self.serial_path(serial))
     }
 
-    fn reserve(&self, _lock: &WriteLock, intent: &CertRecord) -> Result<(), StoreError> {
-        // The marker first: a process killed at any later point is found by recovery.
-        let marker = self.marker_path(&intent.serial, "issue");
-        self.write_marker(&marker, &Marker::Issue { record: intent.clone() })?;
-        crash_point("issue:marker");
-        if let Err(e) = self.write_record(intent, true) {
-            self.remove_marker(&marker)?;
+    fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
+        use std::io::Write;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for e in batch {
+            let serial = &e.record.serial;
+            if !seen.insert(serial.as_str()) || self.serial_path(serial).exists() {
+                return Err(StoreError::SerialTaken { serial: serial.clone() });
+            }
+        }
+        let path = self.wal_path();
+        let mut buf = Vec::new();
+        for e in batch {
+            serde_json::to_writer(&mut buf, e)
+                .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
+            buf.push(b'\n');
+        }
+        crash_point("wal:before");
+        let mut f = OpenOptions::new().append(true).open(&path).map_err(io_err(&path, "open"))?;
+        let before = f.metadata().map_err(io_err(&path, "read"))?.len();
+        if let Err(e) = f.write_all(&buf).and_then(|_| f.sync_data()) {
+            // Nothing was acknowledged: take the partial write back, and trust the log no more.
+            let _ = f.set_len(before);
+            self.set_known(None);
+            return Err(StoreError::Io { path, op: "append to", source: e });
+        }
+        crash_point("wal:appended");
+        let applied = self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv)));
+        if let Err(e) = applied {
+            // Durable in the log; the next lock holder applies it.
+            self.set_known(None);
             return Err(e);
         }
-        crash_point("issue:record");
+        crash_point("wal:applied");
+        let id = self.wal_id()?;
+        self.set_known(id);
+        if id.is_some_and(|id| id.len > CHECKPOINT_BYTES) {
+            let (_, entries, _) = self.read_wal()?;
+            self.checkpoint_now(&entries)?;
+        }
         Ok(())
     }
 
-    fn commit(&self, _lock: &WriteLock, record: &CertRecord, pem: &str) -> Result<(), StoreError> {
-        let path = self.signed_path(&record.certname);
-        fsutil::write_replace_in(&self.p("tmp"), &path, pem.as_bytes(), 0o644).map_err(io_err(&path, "write"))?;
-        crash_point("issue:signed");
-        self.redo_issue(record)?;
-        self.remove_marker(&self.marker_path(&record.serial, "issue"))
-    }
-
-    fn abandon(&self, _lock: &WriteLock, serial: &str) -> Result<(), StoreError> {
-        if let Some(mut rec) = self.record(serial)? {
-            rec.state = State::Abandoned;
-            self.write_record(&rec, false)?;
+    fn checkpoint(&self, _lock: &WriteLock) -> Result<(), StoreError> {
+        let (_, entries, _) = self.read_wal()?;
+        if entries.is_empty() {
+            return Ok(());
         }
-        self.remove_marker(&self.marker_path(serial, "issue"))
+        self.checkpoint_now(&entries)
     }
 
-    fn revoke(&self, _lock: &WriteLock, r: &Revocation) -> Result<(), StoreError> {
+    fn revoke(&self, lock: &WriteLock, r: &Revocation) -> Result<(), StoreError> {
+        // No log entry may be ordered after a revocation: a replay would undo it.
+        self.checkpoint(lock)?;
         let marker = self.marker_path(&r.serial, "revoke");
         self.write_marker(
             &marker,

@@ -1,0 +1,120 @@
+//! Group commit: callers on many threads hand in one job each; one of them (the
+//! leader) takes every job waiting, runs them as one batch, and hands each
+//! caller its own result. Whoever arrives while a batch runs waits for the
+//! next one, which is why a batch grows with the load: one synchronous write
+//! serves as many callers as arrived during the previous write.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+
+/// Jobs of type `J` become results of type `R`.
+pub struct GroupCommit<J, R> {
+    state: Mutex<State<J, R>>,
+    done: Condvar,
+    max_batch: usize,
+}
+
+struct State<J, R> {
+    queue: Vec<(u64, J)>,
+    results: HashMap<u64, R>,
+    leading: bool,
+    next: u64,
+}
+
+impl<J, R> GroupCommit<J, R> {
+    /// Batches of at most `max_batch` jobs (at least one).
+    pub fn new(max_batch: usize) -> Self {
+        GroupCommit {
+            state: Mutex::new(State { queue: Vec::new(), results: HashMap::new(), leading: false, next: 0 }),
+            done: Condvar::new(),
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    /// Runs `job` in a batch and returns its result. `run` gets the batch's jobs and
+    /// returns one result per job, in order; `failed` stands in for a result `run`
+    /// did not give (it returned too few, or panicked).
+    pub fn submit(&self, job: J, run: impl Fn(Vec<J>) -> Vec<R>, failed: impl Fn() -> R) -> R {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let id = st.next;
+        st.next += 1;
+        st.queue.push((id, job));
+        loop {
+            if let Some(r) = st.results.remove(&id) {
+                return r;
+            }
+            if st.leading {
+                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.leading = true;
+            let take = st.queue.len().min(self.max_batch);
+            let batch: Vec<(u64, J)> = st.queue.drain(..take).collect();
+            drop(st);
+            let (ids, jobs): (Vec<u64>, Vec<J>) = batch.into_iter().unzip();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(jobs)));
+            let mut results = ran.unwrap_or_default().into_iter();
+            st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for id in ids {
+                let r = results.next().unwrap_or_else(&failed);
+                st.results.insert(id, r);
+            }
+            st.leading = false;
+            self.done.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn every_caller_gets_its_own_result_and_waiting_callers_share_a_batch() {
+        let g = Arc::new(GroupCommit::<u64, Result<u64, ()>>::new(16));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let (open_tx, open_rx) = std::sync::mpsc::channel::<()>();
+        let open_rx = Arc::new(Mutex::new(open_rx));
+        let spawn = |i: u64| {
+            let (g, sizes, open_rx) = (g.clone(), sizes.clone(), open_rx.clone());
+            std::thread::spawn(move || {
+                g.submit(
+                    i,
+                    |jobs| {
+                        if jobs == [0] {
+                            // The first batch holds the leader's seat until every other caller waits.
+                            let _ = open_rx.lock().unwrap().recv();
+                        }
+                        sizes.lock().unwrap().push(jobs.len());
+                        jobs.into_iter().map(|j| Ok(j * 10)).collect()
+                    },
+                    || Err(()),
+                )
+            })
+        };
+        let first = spawn(0);
+        while !g.state.lock().unwrap().leading {
+            std::thread::yield_now();
+        }
+        let rest: Vec<_> = (1..64).map(spawn).collect();
+        while g.state.lock().unwrap().queue.len() < 63 {
+            std::thread::yield_now();
+        }
+        open_tx.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), Ok(0));
+        for (i, t) in rest.into_iter().enumerate() {
+            assert_eq!(t.join().unwrap(), Ok((i as u64 + 1) * 10));
+        }
+        assert_eq!(*sizes.lock().unwrap(), vec![1, 16, 16, 16, 15], "63 waiting callers in batches of at most 16");
+    }
+
+    #[test]
+    fn a_panicking_or_short_batch_fails_its_callers_and_the_next_batch_runs() {
+        let g = GroupCommit::<u32, Result<u32, &str>>::new(8);
+        let r = g.submit(1, |_| panic!("injected"), || Err("failed"));
+        assert_eq!(r, Err("failed"));
+        assert_eq!(g.submit(2, |_| Vec::new(), || Err("short")), Err("short"));
+        assert_eq!(g.submit(3, |j| j.into_iter().map(Ok).collect(), || Err("x")), Ok(3));
+    }
+}
