@@ -292,6 +292,10 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
                         if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
                             log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
                         }
+                        // The store's log into its files (a syncfs), once a minute at most.
+                        if let Err(e) = auth.checkpoint() {
+                            log(serde_json::json!({"event": "checkpoint", "error": e.to_string()}));
+                        }
                         flag.store(false, std::sync::atomic::Ordering::Release);
                     });
                 }
@@ -370,6 +374,12 @@ pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(),
         _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
             log(serde_json::json!({"event": "stopping", "detail": "connections still open after 10 s; closing them"}));
         }
+    }
+    let auth = shared.authority();
+    match tokio::task::spawn_blocking(move || auth.checkpoint()).await {
+        Ok(Err(e)) => log(serde_json::json!({"event": "checkpoint", "error": e.to_string()})),
+        Err(e) => log(serde_json::json!({"event": "checkpoint", "error": e.to_string()})),
+        Ok(Ok(())) => {}
     }
     log(serde_json::json!({"event": "stopped"}));
     Ok(())

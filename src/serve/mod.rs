@@ -64,7 +64,10 @@ impl ServeOptions {
 pub fn run(opts: ServeOptions) -> Result<(), Error> {
     let report = setup::prepare(&opts)?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all().max_blocking_threads(256).thread_name("vouch-serve");
+    // Blocking threads decide, sign and wait for the group commit. More than a few per core buys
+    // nothing (the work is CPU and one fdatasync per batch) and costs memory: 256 agents at once
+    // took 83 MB with 256 of them, 48 MB with 32, at the same throughput.
+    builder.enable_all().max_blocking_threads(32).thread_name("vouch-serve");
     if opts.threads > 0 {
         builder.worker_threads(opts.threads);
     }
