@@ -90,6 +90,8 @@ pub struct Authority {
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
     group: GroupCommit<Job, Result<Committed, Error>>,
+    /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::sign`].
+    maintained: std::sync::atomic::AtomicI64,
 }
 
 /// Most issuances stored with one synchronous write.
@@ -135,6 +137,7 @@ impl Authority {
             policy,
             ca,
             group: GroupCommit::new(MAX_BATCH),
+            maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
         })
     }
 
@@ -215,7 +218,12 @@ impl Authority {
 
     /// `vouch sign`: decide, and on a grant issue at once.
     pub fn sign(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<SignOutcome, Error> {
-        self.maintain(now)?;
+        // Once a second at most in a long-running process: revocations write the CRL
+        // themselves, so this only catches a CRL about to lapse.
+        let second = now.unix_timestamp();
+        if self.maintained.swap(second, std::sync::atomic::Ordering::AcqRel) != second {
+            self.maintain(now)?;
+        }
         let certname = match certname {
             Some(c) => c.to_string(),
             None => crate::csr::parse(csr).ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
@@ -359,6 +367,18 @@ impl Authority {
                 Err(e) => {
                     let detail = e.to_string();
                     for &i in &admitted {
+                        // Nothing was issued: the claims go back to "held by this key", so that
+                        // the node's retry is approved and nobody else's is.
+                        if let Some(dir) = &self.policy.replay_journal {
+                            let (key, expiry, holder) = &jobs[i].replay;
+                            let _ = crate::replay::Journal::unsynced(dir).unissue(
+                                key,
+                                *expiry,
+                                &jobs[i].certname,
+                                holder,
+                                jobs[i].now,
+                            );
+                        }
                         results[i] = Some(Err(Error::Store { detail: detail.clone() }));
                     }
                 }
@@ -428,8 +448,11 @@ impl Authority {
         // written unsynced: the store's log, synced before anyone is answered, names it.
         if let Some(dir) = &self.policy.replay_journal {
             let (key, expiry, holder) = &job.replay;
+            let landed = |serial: &str| {
+                self.store.record(serial).map(|r| r.is_some()).map_err(|e| std::io::Error::other(e.to_string()))
+            };
             let claim = crate::replay::Journal::unsynced(dir)
-                .claim(key, *expiry, certname, holder, true, now)
+                .claim_issued(key, *expiry, certname, holder, &job.record.serial, landed, now)
                 .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
             if let crate::replay::Claim::Used { certname: first_certname, time } = claim {
                 return Ok(Some(Refused {
@@ -440,7 +463,13 @@ impl Authority {
             }
         }
         if let Some(old) = supersede {
-            self.revoke_locked(lock, &old, "superseded", false, now)?;
+            if let Err(e) = self.revoke_locked(lock, &old, "superseded", false, now) {
+                if let Some(dir) = &self.policy.replay_journal {
+                    let (key, expiry, holder) = &job.replay;
+                    let _ = crate::replay::Journal::unsynced(dir).unissue(key, *expiry, certname, holder, now);
+                }
+                return Err(e);
+            }
         }
         Ok(None)
     }

@@ -90,7 +90,59 @@ impl Journal {
         reusable: bool,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
-        let record = Self::record(certname, holder, expiry, now, false);
+        self.claim_as(key, expiry, certname, holder, reusable, None, now)
+    }
+
+    /// [`Journal::claim`] (reusable) for the certificate with `serial`, about to be
+    /// stored: a fresh claim is written already marked issued (with the serial), in one
+    /// write. If storing then fails, the caller takes the mark back with
+    /// [`Journal::unissue`]; if the process dies first, the mark names a serial the store
+    /// never recorded (`landed` says false), and the holder's next claim is fresh.
+    #[allow(clippy::too_many_arguments)]
+    pub fn claim_issued(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        serial: &str,
+        landed: impl Fn(&str) -> io::Result<bool>,
+        now: OffsetDateTime,
+    ) -> io::Result<Claim> {
+        self.claim_as(key, expiry, certname, holder, true, Some((serial, &landed)), now)
+    }
+
+    /// Takes back the mark [`Journal::claim_issued`] wrote: the claim stays this
+    /// holder's, and the holder may claim again.
+    pub fn unissue(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        now: OffsetDateTime,
+    ) -> io::Result<()> {
+        self.replace(&self.entry(key, expiry), Self::record(certname, holder, expiry, now, false).as_bytes())
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn claim_as(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        reusable: bool,
+        issued: Option<(&str, &dyn Fn(&str) -> io::Result<bool>)>,
+        now: OffsetDateTime,
+    ) -> io::Result<Claim> {
+        let mut record = Self::record(certname, holder, expiry, now, false);
+        if let Some((serial, _)) = issued {
+            let mut v: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
+            v["issued"] = serde_json::Value::Bool(true);
+            v["serial"] = serde_json::Value::String(serial.to_string());
+            record = v.to_string();
+        }
         let (path, prior) = self.create(key, expiry, &record, now)?;
         let Some(prior) = prior else { return Ok(Claim::Fresh) };
         let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
@@ -102,7 +154,16 @@ impl Journal {
         }
         // Re-claim by the same key and name only where allowed (the CA, until it has
         // issued for this claim; never the hook, whose approval Puppet Server acts on).
-        if same && reusable && prior["issued"].as_bool() != Some(true) {
+        // Marked issued for a serial the store never recorded: the process that claimed
+        // died before storing it. Nothing was issued; the holder may claim again.
+        let never_landed = match (issued, prior["issued"].as_bool(), prior["serial"].as_str()) {
+            (Some((_, landed)), Some(true), Some(serial)) if same => !landed(serial)?,
+            _ => false,
+        };
+        if same && reusable && (prior["issued"].as_bool() != Some(true) || never_landed) {
+            if issued.is_some() {
+                self.replace(&path, record.as_bytes())?;
+            }
             return Ok(Claim::Fresh);
         }
         Ok(Self::used(&prior))
@@ -148,7 +209,7 @@ impl Journal {
         record: &str,
         now: OffsetDateTime,
     ) -> io::Result<(PathBuf, Option<serde_json::Value>)> {
-        self.prune(now)?;
+        self.prune_now_and_then(now)?;
         let path = self.entry(key, expiry);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -213,6 +274,21 @@ impl Journal {
         self.replace(&path, v.to_string().as_bytes())
     }
 
+    /// [`Journal::prune`], at most once a minute per directory in a long-running
+    /// process (`vouch serve` claims for every certificate; a hook process prunes once).
+    fn prune_now_and_then(&self, now: OffsetDateTime) -> io::Result<()> {
+        static LAST: std::sync::Mutex<Vec<(PathBuf, OffsetDateTime)>> = std::sync::Mutex::new(Vec::new());
+        {
+            let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+            match last.iter_mut().find(|(d, _)| *d == self.dir) {
+                Some((_, t)) if (now - *t).abs() < time::Duration::minutes(1) => return Ok(()),
+                Some((_, t)) => *t = now,
+                None => last.push((self.dir.clone(), now)),
+            }
+        }
+        self.prune(now)
+    }
+
     /// Removes buckets whose hour ended more than a day ago (their attributes
     /// expired long since; the day covers clocks that disagree).
     pub fn prune(&self, now: OffsetDateTime) -> io::Result<()> {
@@ -266,5 +342,28 @@ mod tests {
         assert!(!d.path().join("2030060113").exists());
         assert_eq!(parse_bucket("2030060113"), Some(datetime!(2030-06-01 13:00 UTC)));
         assert_eq!(parse_bucket("20300601"), None);
+    }
+
+    #[test]
+    fn claimed_as_issued_then_taken_back() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::unsynced(d.path());
+        let now = datetime!(2030-06-01 12:00 UTC);
+        let exp = datetime!(2030-06-01 13:30 UTC);
+        let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
+        let landed = |_: &str| Ok(true);
+        let lost = |_: &str| Ok(false);
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", "01", landed, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent at once");
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", "02", landed, now).unwrap(), used, "its serial landed");
+        assert_eq!(j.claim_issued("k", exp, "a", "key2", "03", lost, now).unwrap(), used, "another key, never");
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", "04", lost, now).unwrap(), Claim::Fresh, "never stored");
+        j.unissue("k", exp, "a", "key1", now).unwrap();
+        assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "still this key's");
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", "05", landed, now).unwrap(), Claim::Fresh, "its retry");
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent again");
+        j.restore_issued("k2", exp, "b", "key3", now).unwrap();
+        let used_b = Claim::Used { certname: "b".into(), time: "2030-06-01T12:00:00Z".into() };
+        assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
     }
 }
