@@ -218,17 +218,32 @@ impl Authority {
 
     /// `vouch sign`: decide, and on a grant issue at once.
     pub fn sign(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<SignOutcome, Error> {
+        self.sign_parsed(csr, None, certname, now)
+    }
+
+    /// [`Authority::sign`] with the CSR already parsed by the caller (`csr::parse(csr)`).
+    pub fn sign_parsed(
+        &self,
+        csr: &[u8],
+        parsed: Option<crate::csr::Csr>,
+        certname: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<SignOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
         let second = now.unix_timestamp();
         if self.maintained.swap(second, std::sync::atomic::Ordering::AcqRel) != second {
             self.maintain(now)?;
         }
+        let parsed = match parsed {
+            Some(c) => Ok(c),
+            None => crate::csr::parse(csr),
+        };
         let certname = match certname {
             Some(c) => c.to_string(),
-            None => crate::csr::parse(csr).ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
+            None => parsed.as_ref().ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
         };
-        let outcome = decide::decide(&Request { csr, certname: &certname }, &self.policy, now);
+        let outcome = decide::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
             Ok(g) => g,

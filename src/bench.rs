@@ -319,6 +319,21 @@ pub struct ServeRow {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub server_peak_rss_mb: Option<f64>,
+    /// The server's CPU time (user + system) per certificate, over the level.
+    pub server_cpu_ms_per_cert: Option<f64>,
+    /// This load generator's CPU time per certificate (TLS, HTTP; CSRs are made before the clock).
+    pub client_cpu_ms_per_cert: Option<f64>,
+}
+
+/// A process's CPU time (user + system) so far, from /proc.
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
 }
 
 fn peak_rss_mb(pid: u32) -> Option<f64> {
@@ -393,6 +408,8 @@ pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Ve
         }
         barrier.wait();
         let start = Instant::now();
+        let server_cpu = load.server_pid.and_then(|p| cpu_seconds(&p.to_string()));
+        let client_cpu = cpu_seconds("self");
         let mut lat = Vec::new();
         let mut failures = 0;
         for h in handles {
@@ -405,6 +422,12 @@ pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Ve
             }
         }
         let seconds = start.elapsed().as_secs_f64();
+        let per_cert = |before: Option<f64>, after: Option<f64>| match (before, after) {
+            (Some(b), Some(a)) if !lat.is_empty() => Some((a - b) * 1000.0 / lat.len() as f64),
+            _ => None,
+        };
+        let server_cpu_ms_per_cert = per_cert(server_cpu, load.server_pid.and_then(|p| cpu_seconds(&p.to_string())));
+        let client_cpu_ms_per_cert = per_cert(client_cpu, cpu_seconds("self"));
         let (p50, p99) = percentiles(&mut lat);
         let row = ServeRow {
             agents,
@@ -415,6 +438,8 @@ pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Ve
             p50_ms: p50.as_secs_f64() * 1000.0,
             p99_ms: p99.as_secs_f64() * 1000.0,
             server_peak_rss_mb: load.server_pid.and_then(peak_rss_mb),
+            server_cpu_ms_per_cert,
+            client_cpu_ms_per_cert,
         };
         progress(&row);
         rows.push(row);

@@ -733,14 +733,23 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             };
             if *format == OutFormat::Text {
                 println!(
-                    "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10}",
-                    "agents", "certs", "failed", "seconds", "certs/s", "p50 ms", "p99 ms", "peak RSS"
+                    "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16}",
+                    "agents",
+                    "certs",
+                    "failed",
+                    "seconds",
+                    "certs/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "peak RSS",
+                    "server CPU/cert",
+                    "client CPU/cert"
                 );
             }
             let rows = crate::bench::serve(&load, |r| {
                 if *format == OutFormat::Text {
                     println!(
-                        "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10}",
+                        "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16}",
                         r.agents,
                         r.certificates,
                         r.failures,
@@ -748,7 +757,9 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                         r.certs_per_s,
                         r.p50_ms,
                         r.p99_ms,
-                        r.server_peak_rss_mb.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "-".into())
+                        r.server_peak_rss_mb.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "-".into()),
+                        r.server_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into()),
+                        r.client_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into())
                     );
                 }
             })?;

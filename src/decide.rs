@@ -583,11 +583,22 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Decides. `now` is the time the decision is made for.
 pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result<Grant, Refused> {
+    decide_parsed(req, csr::parse(req.csr), policy, now)
+}
+
+/// [`decide`] for a CSR the caller already parsed (`csr::parse(req.csr)`), so that a
+/// service that checks the CSR's shape first does not parse and verify it twice.
+pub fn decide_parsed(
+    req: &Request<'_>,
+    parsed: Result<Csr, CsrError>,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<Grant, Refused> {
     let mut reasons = Vec::new();
     let refuse = |reasons: Vec<Refusal>, conductor| Err(Refused { reasons, conductor, held: None });
 
     // 1. The CSR itself.
-    let csr = match csr::parse(req.csr) {
+    let csr = match parsed {
         Ok(c) => c,
         Err(e) => {
             let r = match e {

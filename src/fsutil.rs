@@ -20,9 +20,28 @@ pub fn temp_in(dir: &Path, path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let pid = *PID.get_or_init(std::process::id);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dir.join(format!(".{name}.tmp-{}-{nanos:x}-{n}", std::process::id()))
+    dir.join(format!(".{name}.tmp-{pid}-{nanos:x}-{n}"))
+}
+
+/// Runs `op`, which writes `path`; if that fails because `path`'s directory does not
+/// exist, creates it (durably: its parent is fsynced) and runs `op` again. Cheaper than
+/// creating the directory every time.
+pub fn in_dir<T>(path: &Path, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    match op() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let dir = parent(path);
+            fs::create_dir_all(dir)?;
+            if let Some(up) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(up)?;
+            }
+            op()
+        }
+        r => r,
+    }
 }
 
 /// fsyncs a directory so that a rename or link in it is durable.

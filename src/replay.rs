@@ -211,14 +211,13 @@ impl Journal {
     ) -> io::Result<(PathBuf, Option<serde_json::Value>)> {
         self.prune_now_and_then(now)?;
         let path = self.entry(key, expiry);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let created = if self.sync {
-            crate::fsutil::write_new(&path, record.as_bytes(), 0o644)
-        } else {
-            crate::fsutil::write_new_unsynced(&path, record.as_bytes(), 0o644)
-        };
+        let created = crate::fsutil::in_dir(&path, || {
+            if self.sync {
+                crate::fsutil::write_new(&path, record.as_bytes(), 0o644)
+            } else {
+                crate::fsutil::write_new_unsynced(&path, record.as_bytes(), 0o644)
+            }
+        });
         match created {
             Ok(()) => Ok((path, None)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -425,24 +425,24 @@ impl FileStore {
         Ok(())
     }
 
-    /// Applies one log entry to the files, without fsync. Idempotent.
-    fn apply(&self, e: &Issuance, inventory: &mut File) -> Result<(), StoreError> {
+    /// Applies one log entry to the files, without fsync. Idempotent. The replay journal's
+    /// entry is rewritten only when `replaying` (live, the authority wrote it as issued).
+    fn apply(&self, e: &Issuance, inventory: &mut File, replaying: bool) -> Result<(), StoreError> {
         use std::io::Write;
         let rec = &e.record;
         let path = self.serial_path(&rec.serial);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(parent, "create directory"))?;
-        }
         let bytes = serde_json::to_vec(rec)
             .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
-        fsutil::write_replace_unsynced_in(&self.p("tmp"), &path, &bytes, 0o644).map_err(io_err(&path, "write"))?;
+        let tmp = self.p("tmp");
+        fsutil::in_dir(&path, || fsutil::write_replace_unsynced_in(&tmp, &path, &bytes, 0o644))
+            .map_err(io_err(&path, "write"))?;
         crash_point("wal:record");
         let signed = self.signed_path(&rec.certname);
         fsutil::write_replace_unsynced_in(&self.p("tmp"), &signed, e.pem.as_bytes(), 0o644)
             .map_err(io_err(&signed, "write"))?;
         let line = format!("{}\n", Self::inventory_line(rec));
         inventory.write_all(line.as_bytes()).map_err(io_err(&self.p("inventory.txt"), "append to"))?;
-        if let Some(c) = &e.claim {
+        if let (true, Some(c)) = (replaying, &e.claim) {
             let expiry = crate::authority::parse_time(&c.expiry);
             let time = crate::authority::parse_time(&c.time);
             if let (Some(expiry), Some(time)) = (expiry, time) {
@@ -500,7 +500,7 @@ impl FileStore {
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory)?;
+            self.apply(e, &mut inventory, true)?;
         }
         self.checkpoint_now(&entries)
     }
@@ -655,7 +655,8 @@ impl Store for FileStore {
             return Err(StoreError::Io { path, op: "append to", source: e });
         }
         crash_point("wal:appended");
-        let applied = self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv)));
+        let applied =
+            self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, false)));
         if let Err(e) = applied {
             // Durable in the log; the next lock holder applies it.
             self.set_known(None);

@@ -268,13 +268,16 @@ fn submit(
     if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ApiResponse::text(400, "The certificate request is empty"));
     }
-    if let Err(e) = crate::csr::parse(&req.body) {
-        return Ok(ApiResponse::text(400, format!("The certificate request for {name} is not a valid CSR: {e}")));
-    }
+    let parsed = match crate::csr::parse(&req.body) {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(ApiResponse::text(400, format!("The certificate request for {name} is not a valid CSR: {e}")))
+        }
+    };
     // A node with a valid certificate that submits again gets Puppet's answer
     // (400: the agent then just downloads its certificate); the policy's
     // on_existing rule (refuse or supersede) is applied by the decision below.
-    match auth.sign(&req.body, Some(name), now)? {
+    match auth.sign_parsed(&req.body, Some(parsed), Some(name), now)? {
         SignOutcome::Issued(issued) => {
             events.push(Event::Decision {
                 certname: name.to_string(),

@@ -63,6 +63,10 @@ impl ServeOptions {
 /// Prepares the data directory (first run: CA, policy, credentials) and serves until SIGTERM.
 pub fn run(opts: ServeOptions) -> Result<(), Error> {
     let report = setup::prepare(&opts)?;
+    // Two malloc arenas: with one per thread (glibc's default, up to 8 per core) freed
+    // memory stays spread over them; 256 agents took 71 MB instead of 42 MB, at the same rate.
+    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Blocking threads decide, sign and wait for the group commit. More than a few per core buys
     // nothing (the work is CPU and one fdatasync per batch) and costs memory: 256 agents at once
