@@ -94,6 +94,16 @@ pub struct Authority {
     maintained: std::sync::atomic::AtomicI64,
 }
 
+/// Reports a failure that must not become a refusal (the certificates exist): one JSON
+/// line on stderr, the log of `vouch serve` and what a CLI user sees.
+fn warn(what: &str, detail: &str) {
+    eprintln!(
+        "{}",
+        serde_json::json!({"event": "warning", "what": what, "time": format_expiry(OffsetDateTime::now_utc()),
+                           "detail": detail})
+    );
+}
+
 /// Most issuances stored with one synchronous write.
 const MAX_BATCH: usize = 128;
 
@@ -252,7 +262,13 @@ impl Authority {
         let outcome = self.group.submit(
             job,
             |jobs| self.commit_batch(jobs),
-            || Err(Error::Store { detail: "the batch this issuance was part of failed; nothing was issued".into() }),
+            || {
+                Err(Error::Store {
+                    detail: "the batch this issuance was part of failed before it was answered; \
+                             'GET certificate' shows whether it was stored"
+                        .into(),
+                })
+            },
         )?;
         match outcome {
             Committed::Issued(issued) => Ok(SignOutcome::Issued(issued)),
@@ -354,36 +370,54 @@ impl Authority {
                     }
                 })
                 .collect();
-            let stored = self.store.issue(&lock, &batch).map_err(Error::from).and_then(|()| {
-                let mut lines = Vec::with_capacity(admitted.len() * 2);
-                for &i in &admitted {
-                    let job = &jobs[i];
-                    lines.push(job.decision_line.clone());
-                    lines.push(
-                        serde_json::json!({
-                            "time": format_expiry(job.now), "event": "issued", "certname": job.certname,
-                            "serial": job.issued.serial_hex, "not_after": format_expiry(job.issued.not_after),
-                            "conductor": job.conductor.fingerprint,
-                        })
-                        .to_string(),
-                    );
-                }
-                self.audit_lines(&lines)
-            });
+            // The decisions first, synced: a certificate the log holds always has its
+            // decision in the audit log, whenever the process dies.
+            let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
+            let stored = match self.audit_lines(&decisions) {
+                Err(e) => Err((e, false)),
+                Ok(()) => match self.store.issue(&lock, &batch) {
+                    Ok(()) => Ok(()),
+                    Err(StoreError::AfterCommit { source }) => Err((Error::from(*source), true)),
+                    Err(e) => Err((Error::from(e), false)),
+                },
+            };
+            let failed = stored.is_err();
             match stored {
-                Ok(()) => {
+                // Stored (durable in the log), even when a step after that failed: issued.
+                Ok(()) | Err((_, true)) => {
+                    if let Err((e, _)) = &stored {
+                        warn("store", &e.to_string());
+                    }
                     issued_any |= !admitted.is_empty();
+                    let lines: Vec<String> = admitted
+                        .iter()
+                        .map(|&i| {
+                            let job = &jobs[i];
+                            serde_json::json!({
+                                "time": format_expiry(job.now), "event": "issued", "certname": job.certname,
+                                "serial": job.issued.serial_hex, "not_after": format_expiry(job.issued.not_after),
+                                "conductor": job.conductor.fingerprint,
+                            })
+                            .to_string()
+                        })
+                        .collect();
+                    // The certificates exist whatever happens to these lines: a failure is
+                    // reported, not turned into a refusal (the node would be told "no" and
+                    // then be served its certificate).
+                    if let Err(e) = self.audit_lines(&lines) {
+                        warn("audit", &e.to_string());
+                    }
                     for &i in &admitted {
                         // A request refused earlier under this name is answered now.
                         let _ = self.store.remove_request(&jobs[i].certname);
                         results[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
                     }
                 }
-                Err(e) => {
+                Err((e, false)) => {
                     let detail = e.to_string();
                     for &i in &admitted {
-                        // Nothing was issued: the claims go back to "held by this key", so that
-                        // the node's retry is approved and nobody else's is.
+                        // Nothing was stored: the claims go back to "held by this key", so
+                        // that the node's retry is approved and nobody else's is.
                         if let Some(dir) = &self.policy.replay_journal {
                             let (key, expiry, holder) = &jobs[i].replay;
                             let _ = crate::replay::Journal::unsynced(dir).unissue(
@@ -397,6 +431,16 @@ impl Authority {
                         results[i] = Some(Err(Error::Store { detail: detail.clone() }));
                     }
                 }
+            }
+            if failed {
+                // No further round on a store that just failed: the deferred jobs are answered
+                // with an error and retried by their nodes.
+                for i in deferred {
+                    results[i] = Some(Err(Error::Store {
+                        detail: "the store failed while this request waited; nothing was issued for it, retry".into(),
+                    }));
+                }
+                break;
             }
             remaining = deferred;
         }
@@ -466,8 +510,10 @@ impl Authority {
             let landed = |serial: &str| {
                 self.store.record(serial).map(|r| r.is_some()).map_err(|e| std::io::Error::other(e.to_string()))
             };
+            let store = self.store.id()?;
+            let by = crate::replay::IssuedBy { serial: &job.record.serial, store: &store, landed: &landed };
             let claim = crate::replay::Journal::unsynced(dir)
-                .claim_issued(key, *expiry, certname, holder, &job.record.serial, landed, now)
+                .claim_issued(key, *expiry, certname, holder, &by, now)
                 .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
             if let crate::replay::Claim::Used { certname: first_certname, time } = claim {
                 return Ok(Some(Refused {

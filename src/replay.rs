@@ -21,6 +21,16 @@ pub enum Claim {
     Used { certname: String, time: String },
 }
 
+/// Who is about to issue for a claim (see [`Journal::claim_issued`]).
+pub struct IssuedBy<'a> {
+    /// The serial of the certificate about to be stored.
+    pub serial: &'a str,
+    /// The store's name ([`crate::store::Store::id`]).
+    pub store: &'a str,
+    /// Whether this store holds a record of a serial.
+    pub landed: &'a dyn Fn(&str) -> io::Result<bool>,
+}
+
 /// The journal (a directory; shared by every process that decides with this policy).
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -98,18 +108,19 @@ impl Journal {
     /// write. If storing then fails, the caller takes the mark back with
     /// [`Journal::unissue`]; if the process dies first, the mark names a serial the store
     /// never recorded (`landed` says false), and the holder's next claim is fresh.
-    #[allow(clippy::too_many_arguments)]
+    ///
+    /// `issued.store` names the CA's store: only a mark made by this same store is judged
+    /// by `issued.landed` (several masters may share the journal, each with its own store).
     pub fn claim_issued(
         &self,
         key: &str,
         expiry: OffsetDateTime,
         certname: &str,
         holder: &str,
-        serial: &str,
-        landed: impl Fn(&str) -> io::Result<bool>,
+        issued: &IssuedBy<'_>,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
-        self.claim_as(key, expiry, certname, holder, true, Some((serial, &landed)), now)
+        self.claim_as(key, expiry, certname, holder, true, Some(issued), now)
     }
 
     /// Takes back the mark [`Journal::claim_issued`] wrote: the claim stays this
@@ -125,7 +136,7 @@ impl Journal {
         self.replace(&self.entry(key, expiry), Self::record(certname, holder, expiry, now, false).as_bytes())
     }
 
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     fn claim_as(
         &self,
         key: &str,
@@ -133,18 +144,27 @@ impl Journal {
         certname: &str,
         holder: &str,
         reusable: bool,
-        issued: Option<(&str, &dyn Fn(&str) -> io::Result<bool>)>,
+        issued: Option<&IssuedBy<'_>>,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
         let mut record = Self::record(certname, holder, expiry, now, false);
-        if let Some((serial, _)) = issued {
+        if let Some(by) = issued {
             let mut v: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
             v["issued"] = serde_json::Value::Bool(true);
-            v["serial"] = serde_json::Value::String(serial.to_string());
+            v["serial"] = serde_json::Value::String(by.serial.to_string());
+            v["store"] = serde_json::Value::String(by.store.to_string());
             record = v.to_string();
         }
         let (path, prior) = self.create(key, expiry, &record, now)?;
         let Some(prior) = prior else { return Ok(Claim::Fresh) };
+        // An entry that does not read as JSON was written unsynced by a CA (a hook's entries
+        // are synced before they appear) and lost its content in a power loss; that CA's
+        // log restores every claim it issued for before it decides again. Under the CA's
+        // lock such an entry is as good as absent.
+        if issued.is_some() && prior.is_null() {
+            self.replace(&path, record.as_bytes())?;
+            return Ok(Claim::Fresh);
+        }
         let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
         // Held by this key when an earlier request with them was refused for
         // another reason: this is the first approval; from now on it counts as one.
@@ -157,7 +177,9 @@ impl Journal {
         // Marked issued for a serial the store never recorded: the process that claimed
         // died before storing it. Nothing was issued; the holder may claim again.
         let never_landed = match (issued, prior["issued"].as_bool(), prior["serial"].as_str()) {
-            (Some((_, landed)), Some(true), Some(serial)) if same => !landed(serial)?,
+            (Some(by), Some(true), Some(serial)) if same && prior["store"].as_str() == Some(by.store) => {
+                !(by.landed)(serial)?
+            }
             _ => false,
         };
         if same && reusable && (prior["issued"].as_bool() != Some(true) || never_landed) {
@@ -250,7 +272,9 @@ impl Journal {
 
     /// Makes sure the entry for `key` says it was issued to `holder` for `certname`:
     /// what the store's write-ahead log replays after a crash, for a claim whose
-    /// unsynced entry may have been lost. Idempotent.
+    /// unsynced entry may have been lost. Idempotent. Returns false, changing nothing,
+    /// if the entry names another holder or certname (it was lost, and someone else
+    /// claimed the attributes meanwhile: the caller reports it).
     pub fn restore_issued(
         &self,
         key: &str,
@@ -258,11 +282,16 @@ impl Journal {
         certname: &str,
         holder: &str,
         time: OffsetDateTime,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let path = self.entry(key, expiry);
         let prior: Option<serde_json::Value> = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-        if prior.as_ref().is_some_and(|p| p["issued"].as_bool() == Some(true)) {
-            return Ok(());
+        if let Some(p) = &prior {
+            if p["holder"].as_str() != Some(holder) || p["certname"].as_str() != Some(certname) {
+                return Ok(false);
+            }
+            if p["issued"].as_bool() == Some(true) {
+                return Ok(true);
+            }
         }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -270,7 +299,8 @@ impl Journal {
         let mut v: serde_json::Value =
             serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
         v["issued"] = serde_json::Value::Bool(true);
-        self.replace(&path, v.to_string().as_bytes())
+        self.replace(&path, v.to_string().as_bytes())?;
+        Ok(true)
     }
 
     /// [`Journal::prune`], at most once a minute per directory in a long-running
@@ -352,17 +382,29 @@ mod tests {
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
         let landed = |_: &str| Ok(true);
         let lost = |_: &str| Ok(false);
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", "01", landed, now).unwrap(), Claim::Fresh);
+        let by = |serial, store, landed| IssuedBy { serial, store, landed };
+        let here = |serial| by(serial, "s1", &landed);
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("01"), now).unwrap(), Claim::Fresh);
         assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent at once");
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", "02", landed, now).unwrap(), used, "its serial landed");
-        assert_eq!(j.claim_issued("k", exp, "a", "key2", "03", lost, now).unwrap(), used, "another key, never");
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", "04", lost, now).unwrap(), Claim::Fresh, "never stored");
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("02"), now).unwrap(), used, "its serial landed");
+        assert_eq!(j.claim_issued("k", exp, "a", "key2", &by("03", "s1", &lost), now).unwrap(), used, "another key");
+        let elsewhere = by("04", "s2", &lost);
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", &elsewhere, now).unwrap(), used, "another store's mark");
+        let never = by("04", "s1", &lost);
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", &never, now).unwrap(), Claim::Fresh, "never stored");
         j.unissue("k", exp, "a", "key1", now).unwrap();
         assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "still this key's");
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", "05", landed, now).unwrap(), Claim::Fresh, "its retry");
+        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("05"), now).unwrap(), Claim::Fresh, "its retry");
         assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent again");
-        j.restore_issued("k2", exp, "b", "key3", now).unwrap();
+        assert!(j.restore_issued("k2", exp, "b", "key3", now).unwrap());
         let used_b = Claim::Used { certname: "b".into(), time: "2030-06-01T12:00:00Z".into() };
         assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
+        assert!(!j.restore_issued("k2", exp, "b", "key4", now).unwrap(), "another holder's entry is kept");
+        assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b);
+        // An entry a power loss emptied: absent for the CA, under its lock.
+        let empty = j.entry("k3", exp);
+        std::fs::create_dir_all(empty.parent().unwrap()).unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(j.claim_issued("k3", exp, "c", "key5", &here("06"), now).unwrap(), Claim::Fresh);
     }
 }

@@ -5,7 +5,7 @@
 //! ```text
 //! signed/<certname>.pem      the current certificate of each certname
 //! requests/<certname>.pem    pending (refused) requests, with <certname>.json: the reasons
-//! serials/<ab>/<serial>.json one record per serial ever reserved (created O_EXCL: a serial is never reused)
+//! serials/<ab>/<serial>.json one record per serial ever issued (a serial is used once: checked under the lock)
 //! inventory.txt              Puppet's inventory: "0x<serial> <notBefore> <notAfter> /CN=<certname>"
 //! revocations.txt            "<serial> <time> <reason> <certname> [cleaned]", one line per revocation
 //! pending/                   redo journal: one marker per operation in flight
@@ -13,10 +13,12 @@
 //! ca_crl.pem, crl_number     the CRL and its counter
 //! .lock                      flock: one writer at a time, across processes
 //! wal.log                    write-ahead log of issuances since the last checkpoint
+//! store_id                   this store's random name (claims in a shared replay journal name it)
 //! ```
 //!
 //! **Issuance** is a group commit: a batch of signed certificates is appended
-//! to `wal.log` in one write and made durable with one `fdatasync`; only then
+//! to `wal.log` in one write, closed by a commit line (entry count, SHA-256), and
+//! made durable with one `fdatasync`; only then
 //! are the files above written (records, `signed/`, inventory, the replay
 //! journal's entries), atomically (temporary file, rename) but without fsync.
 //! A *checkpoint* (`syncfs`, then a fresh `wal.log` whose header records the
@@ -26,14 +28,14 @@
 //! whoever takes the lock and finds a log it did not write (a killed process's,
 //! or one from before a power loss) truncates the inventory to the header's
 //! length, re-applies every entry in order (each step is idempotent) and
-//! checkpoints. A torn last entry was never acknowledged and is dropped.
+//! checkpoints. A torn last batch was never acknowledged and is dropped.
 //!
 //! **Revocation** (rare) keeps the per-operation protocol: every write atomic
 //! and synced (temporary file, fsync, rename or link, fsync the directory); the
 //! operation first writes its marker under `pending/`, then its steps, each
 //! idempotent, then removes the marker; whoever takes the lock next redoes
-//! what a killed process left. It checkpoints first, so no log entry is ever
-//! ordered after a revocation.
+//! what a killed process left. It checkpoints first, so no entry written before a
+//! revocation is ever replayed after it.
 
 use crate::fsutil;
 use serde::{Deserialize, Serialize};
@@ -46,9 +48,24 @@ use std::sync::{Mutex, OnceLock};
 /// A store failure.
 #[derive(Debug)]
 pub enum StoreError {
-    Io { path: PathBuf, op: &'static str, source: io::Error },
-    Corrupt { path: PathBuf, detail: String },
-    SerialTaken { serial: String },
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        source: io::Error,
+    },
+    Corrupt {
+        path: PathBuf,
+        detail: String,
+    },
+    SerialTaken {
+        serial: String,
+    },
+    /// The batch is durable in the store's log, but a step after that failed (applying it
+    /// to the files, or a checkpoint): the certificates exist; the next lock holder
+    /// finishes the job.
+    AfterCommit {
+        source: Box<StoreError>,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -61,6 +78,11 @@ impl std::fmt::Display for StoreError {
                 write!(f, "store file {} is damaged: {detail}", path.display())
             }
             StoreError::SerialTaken { serial } => write!(f, "serial {serial} is already used"),
+            StoreError::AfterCommit { source } => write!(
+                f,
+                "the certificates are stored (in the store's log), but then: {source}; \
+                 the next command that takes the store's lock finishes writing them"
+            ),
         }
     }
 }
@@ -166,9 +188,14 @@ pub trait Store {
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
     /// Stores a batch of signed certificates, each becoming its certname's current one.
-    /// When this returns Ok, all of them are durable; on an error, none is acknowledged.
-    /// Fails with [`StoreError::SerialTaken`], storing nothing, if a serial was ever used.
+    /// Ok: all of them are durable. [`StoreError::AfterCommit`]: all of them are durable
+    /// too, but a later step failed. Any other error: none was stored. Fails with
+    /// [`StoreError::SerialTaken`], storing nothing, if a serial was ever used.
     fn issue(&self, lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError>;
+    /// A name for this store, unique among the stores that may share a replay journal
+    /// (several masters, or a copy of this store): a claim made by another store is never
+    /// judged by this one's records.
+    fn id(&self) -> Result<String, StoreError>;
     /// Makes everything stored so far durable in the store's own layout (the file
     /// store: flushes its write-ahead log into its files).
     fn checkpoint(&self, lock: &WriteLock) -> Result<(), StoreError>;
@@ -357,11 +384,23 @@ impl FileStore {
     fn wal_id(&self) -> Result<Option<WalId>, StoreError> {
         use std::os::unix::fs::MetadataExt;
         let path = self.wal_path();
-        match fs::metadata(&path) {
-            Ok(m) => Ok(Some(WalId { dev: m.dev(), ino: m.ino(), len: m.len(), ctime: (m.ctime(), m.ctime_nsec()) })),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::Io { path, op: "read", source: e }),
+        let mut f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        let m = f.metadata().map_err(io_err(&path, "read"))?;
+        // The header's generation (the first line, well within 256 bytes).
+        let mut head = [0u8; 256];
+        let n = f.read(&mut head).map_err(io_err(&path, "read"))?;
+        let line = head[..n].split(|b| *b == b'\n').next().unwrap_or_default();
+        let mut generation = [0u8; 32];
+        if let Ok(h) = serde_json::from_slice::<WalHeader>(line) {
+            let g = h.generation.as_bytes();
+            let k = g.len().min(32);
+            generation[..k].copy_from_slice(&g[..k]);
         }
+        Ok(Some(WalId { dev: m.dev(), ino: m.ino(), len: m.len(), ctime: (m.ctime(), m.ctime_nsec()), generation }))
     }
 
     /// What this process last left in the log (None: it trusts nothing there).
@@ -377,8 +416,9 @@ impl FileStore {
         };
     }
 
-    /// Reads the log: its header, its whole entries, and the length they end at
-    /// (a torn last entry, never acknowledged, lies beyond it).
+    /// Reads the log: its header, the entries of every batch whose commit line verifies,
+    /// and the length they end at. A torn last batch (a power loss during its write: never
+    /// acknowledged) lies beyond it and is dropped; damage before a later good batch is an error.
     fn read_wal(&self) -> Result<(WalHeader, Vec<Issuance>, u64), StoreError> {
         let path = self.wal_path();
         let bytes = fs::read(&path).map_err(io_err(&path, "read"))?;
@@ -392,17 +432,37 @@ impl FileStore {
         let Some(&(h0, h1)) = lines.first() else { return Err(corrupt("no header".into())) };
         let header: WalHeader = serde_json::from_slice(&bytes[h0..h1]).map_err(|e| corrupt(format!("header: {e}")))?;
         let mut entries = Vec::new();
+        let mut pending: Vec<Issuance> = Vec::new();
+        let mut batch_start = h1;
         let mut end = h1 as u64;
-        let count = lines.len();
-        for (i, &(a, b)) in lines.iter().enumerate().skip(1) {
-            match serde_json::from_slice::<Issuance>(&bytes[a..b]) {
-                Ok(e) => {
-                    entries.push(e);
-                    end = b as u64;
+        let mut damaged: Option<String> = None;
+        for &(a, b) in lines.iter().skip(1) {
+            let line = &bytes[a..b];
+            if let Ok(c) = serde_json::from_slice::<WalCommit>(line) {
+                let whole =
+                    damaged.is_none() && c.batch == pending.len() && c.sha256 == sha256_hex(&bytes[batch_start..a]);
+                if !whole {
+                    // Damage followed by a later commit: that batch was written after this one
+                    // was synced, so this is not a torn write but a damaged log.
+                    let later =
+                        lines.iter().any(|&(x, y)| x > a && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok());
+                    if later {
+                        let at = damaged.take().unwrap_or_else(|| format!("the batch ending at byte {b}"));
+                        return Err(corrupt(format!("{at} does not match its commit line")));
+                    }
+                    break;
                 }
-                // The last line may be torn (a power loss during its write); it was never acknowledged.
-                Err(_) if i + 1 == count => {}
-                Err(e) => return Err(corrupt(format!("entry {i}: {e}"))),
+                entries.append(&mut pending);
+                end = b as u64;
+                batch_start = b;
+                continue;
+            }
+            match serde_json::from_slice::<Issuance>(line) {
+                Ok(e) if damaged.is_none() => pending.push(e),
+                Ok(_) => {}
+                Err(e) => {
+                    damaged.get_or_insert_with(|| format!("entry at byte {a} ({e})"));
+                }
             }
         }
         Ok((header, entries, end))
@@ -417,7 +477,11 @@ impl FileStore {
             Err(e) => return Err(StoreError::Io { path: inv, op: "read", source: e }),
         };
         let path = self.wal_path();
-        let mut header = serde_json::to_vec(&WalHeader { wal: 1, inventory_len })
+        let mut g = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut g)
+            .map_err(|_| StoreError::Corrupt { path: path.clone(), detail: "no randomness available".into() })?;
+        let generation = crate::issue::hex(&g);
+        let mut header = serde_json::to_vec(&WalHeader { wal: 1, inventory_len, generation })
             .map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         header.push(b'\n');
         fsutil::write_replace_in(&self.p("tmp"), &path, &header, 0o644).map_err(io_err(&path, "write"))?;
@@ -446,9 +510,22 @@ impl FileStore {
             let expiry = crate::authority::parse_time(&c.expiry);
             let time = crate::authority::parse_time(&c.time);
             if let (Some(expiry), Some(time)) = (expiry, time) {
-                crate::replay::Journal::unsynced(&c.journal)
+                let kept = crate::replay::Journal::unsynced(&c.journal)
                     .restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
                     .map_err(io_err(&c.journal, "record one-time use in"))?;
+                if !kept {
+                    // The claim was lost (a power loss) and someone else claimed the same
+                    // attributes meanwhile: two certificates came from them. Said loudly;
+                    // recovery goes on (refusing to start would not undo it).
+                    eprintln!(
+                        "{}",
+                        serde_json::json!({
+                            "event": "replay-conflict", "certname": c.certname, "serial": rec.serial,
+                            "detail": "the replay journal's entry for these attributes names another requester; \
+                                       both hold certificates from one set of attributes: revoke one",
+                        })
+                    );
+                }
             }
         }
         Ok(())
@@ -493,6 +570,9 @@ impl FileStore {
             }
             return self.reset_wal();
         }
+        // A writer killed between its write and its fdatasync left entries that only the
+        // page cache holds: make them durable before anything is applied from them.
+        File::open(self.wal_path()).and_then(|f| f.sync_data()).map_err(io_err(&self.wal_path(), "sync"))?;
         let inv = self.p("inventory.txt");
         if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
             let f = OpenOptions::new().write(true).open(&inv).map_err(io_err(&inv, "open"))?;
@@ -546,6 +626,21 @@ const CHECKPOINT_BYTES: u64 = 8 << 20;
 struct WalHeader {
     wal: u32,
     inventory_len: u64,
+    /// Random, new with every log: tells two logs apart whatever the filesystem's timestamps.
+    #[serde(default)]
+    generation: String,
+}
+
+/// The line that ends each batch in the log: how many entries it holds and the SHA-256
+/// of their bytes. Entries count only under a commit line that verifies.
+#[derive(Serialize, Deserialize)]
+struct WalCommit {
+    batch: usize,
+    sha256: String,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    crate::issue::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes).as_ref())
 }
 
 /// A log file's identity, length and change time, as this process last left it
@@ -556,6 +651,7 @@ struct WalId {
     ino: u64,
     len: u64,
     ctime: (i64, i64),
+    generation: [u8; 32],
 }
 
 /// Per store directory: the log as this process last left it, fully applied.
@@ -631,6 +727,9 @@ impl Store for FileStore {
         if batch.is_empty() {
             return Ok(());
         }
+        // An earlier batch under this same lock may have failed after its log entry was
+        // synced: apply it before anything else (it may hold these certnames' current certificates).
+        self.recover_wal()?;
         let mut seen = std::collections::HashSet::new();
         for e in batch {
             let serial = &e.record.serial;
@@ -645,6 +744,10 @@ impl Store for FileStore {
                 .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
             buf.push(b'\n');
         }
+        let commit = WalCommit { batch: batch.len(), sha256: sha256_hex(&buf) };
+        serde_json::to_writer(&mut buf, &commit)
+            .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
+        buf.push(b'\n');
         crash_point("wal:before");
         let mut f = OpenOptions::new().append(true).open(&path).map_err(io_err(&path, "open"))?;
         let before = f.metadata().map_err(io_err(&path, "read"))?.len();
@@ -658,21 +761,63 @@ impl Store for FileStore {
         let applied =
             self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, false)));
         if let Err(e) = applied {
-            // Durable in the log; the next lock holder applies it.
+            // Durable in the log; the next lock holder (or this one's next issue) applies it.
             self.set_known(None);
-            return Err(e);
+            return Err(StoreError::AfterCommit { source: Box::new(e) });
         }
         crash_point("wal:applied");
-        let id = self.wal_id()?;
+        let after = |e: StoreError| {
+            self.set_known(None);
+            StoreError::AfterCommit { source: Box::new(e) }
+        };
+        let id = self.wal_id().map_err(after)?;
         self.set_known(id);
         if id.is_some_and(|id| id.len > CHECKPOINT_BYTES) {
-            let (_, entries, _) = self.read_wal()?;
-            self.checkpoint_now(&entries)?;
+            let (_, entries, _) = self.read_wal().map_err(after)?;
+            self.checkpoint_now(&entries).map_err(after)?;
         }
         Ok(())
     }
 
+    fn id(&self) -> Result<String, StoreError> {
+        static IDS: OnceLock<Mutex<std::collections::HashMap<PathBuf, String>>> = OnceLock::new();
+        let ids = IDS.get_or_init(|| Mutex::new(std::collections::HashMap::new()));
+        if let Some(id) = ids.lock().unwrap_or_else(|e| e.into_inner()).get(&self.root) {
+            return Ok(id.clone());
+        }
+        let path = self.p("store_id");
+        let id = match fs::read_to_string(&path) {
+            Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+            Ok(_) | Err(_) => {
+                let mut b = [0u8; 16];
+                aws_lc_rs::rand::fill(&mut b).map_err(|_| StoreError::Corrupt {
+                    path: path.clone(),
+                    detail: "no randomness available".into(),
+                })?;
+                let fresh = crate::issue::hex(&b);
+                match fsutil::write_new(&path, format!("{fresh}\n").as_bytes(), 0o644) {
+                    Ok(()) => fresh,
+                    // Another process made it first: its name stands.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        fs::read_to_string(&path).map_err(io_err(&path, "read"))?.trim().to_string()
+                    }
+                    Err(e) => return Err(StoreError::Io { path, op: "write", source: e }),
+                }
+            }
+        };
+        // With the directory's identity: a copy of the store (a standby cloned from this
+        // one) is another store, and never judges this one's claims by its own records.
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            let m = fs::metadata(&self.root).map_err(io_err(&self.root, "read"))?;
+            format!("{id}@{}:{}", m.dev(), m.ino())
+        };
+        ids.lock().unwrap_or_else(|e| e.into_inner()).insert(self.root.clone(), id.clone());
+        Ok(id)
+    }
+
     fn checkpoint(&self, _lock: &WriteLock) -> Result<(), StoreError> {
+        self.recover_wal()?;
         let (_, entries, _) = self.read_wal()?;
         if entries.is_empty() {
             return Ok(());
@@ -681,7 +826,8 @@ impl Store for FileStore {
     }
 
     fn revoke(&self, lock: &WriteLock, r: &Revocation) -> Result<(), StoreError> {
-        // No log entry may be ordered after a revocation: a replay would undo it.
+        // No entry written before a revocation may stay in the log: replayed after it, it
+        // would undo it (entries written after it are fine).
         self.checkpoint(lock)?;
         let marker = self.marker_path(&r.serial, "revoke");
         self.write_marker(
@@ -797,5 +943,92 @@ impl Store for FileStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(StoreError::Io { path: pem_path, op: "read", source: e }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issuance(serial: &str, certname: &str) -> Issuance {
+        Issuance {
+            record: CertRecord {
+                serial: serial.into(),
+                certname: certname.into(),
+                state: State::Issued,
+                digest: "d".into(),
+                not_before: "2030-01-01T00:00:00Z".into(),
+                not_after: "2031-01-01T00:00:00Z".into(),
+                attributes_expiry: None,
+                conductor: None,
+                conductor_cert: None,
+                revoked_at: None,
+                reason: None,
+            },
+            pem: format!("pem of {serial}"),
+            claim: None,
+        }
+    }
+
+    /// A batch whose apply failed after its log entry was synced is applied before the next
+    /// batch or checkpoint under the same lock (found by review: it used to be discarded).
+    #[test]
+    fn an_entry_whose_apply_failed_is_applied_before_the_next_write_under_the_same_lock() {
+        for next in ["issue", "checkpoint"] {
+            let d = tempfile::tempdir().unwrap();
+            let store = FileStore::new(d.path().join("ca"));
+            {
+                let lock = store.lock().unwrap();
+                // A transient failure for y's certificate file (stands for ENOSPC, EIO).
+                std::fs::create_dir_all(store.signed_path("y.example")).unwrap();
+                let e = store.issue(&lock, &[issuance("aa01", "y.example")]).unwrap_err();
+                assert!(matches!(e, StoreError::AfterCommit { .. }), "{e}");
+                std::fs::remove_dir(store.signed_path("y.example")).unwrap();
+                match next {
+                    "issue" => store.issue(&lock, &[issuance("bb02", "z.example")]).unwrap(),
+                    _ => store.checkpoint(&lock).unwrap(),
+                }
+            }
+            store.checkpoint(&store.lock().unwrap()).unwrap();
+            let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+            assert_eq!(std::fs::read_to_string(store.signed_path("y.example")).unwrap(), "pem of aa01", "{next}");
+            assert_eq!(inv.matches("0xaa01 ").count(), 1, "{next}: {inv}");
+        }
+    }
+
+    /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
+    /// disk; damage before a later committed batch stops the store instead.
+    #[test]
+    fn a_torn_last_batch_is_dropped_and_damage_before_a_good_batch_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        {
+            let lock = store.lock().unwrap();
+            store.issue(&lock, &[issuance("aa01", "a.example"), issuance("aa02", "b.example")]).unwrap();
+            store.issue(&lock, &[issuance("aa03", "c.example")]).unwrap();
+        }
+        let wal = store.wal_path();
+        let good = std::fs::read(&wal).unwrap();
+        let lines: Vec<&[u8]> = good.split_inclusive(|b| *b == b'\n').collect();
+        assert_eq!(lines.len(), 1 + 3 + 2, "header, 3 entries, 2 commit lines");
+        // The second batch torn: its commit line missing, or a hole of zeros in its entry.
+        let first_batch: Vec<u8> = lines[..4].concat();
+        for torn in [
+            [first_batch.clone(), lines[4].to_vec()].concat(),
+            [first_batch.clone(), vec![0u8; lines[4].len()], lines[5].to_vec()].concat(),
+        ] {
+            std::fs::write(&wal, &torn).unwrap();
+            let (_, entries, end) = store.read_wal().unwrap();
+            assert_eq!(entries.iter().map(|e| e.record.serial.as_str()).collect::<Vec<_>>(), ["aa01", "aa02"]);
+            assert_eq!(end, first_batch.len() as u64);
+        }
+        // A damaged entry in the first batch, the second one whole: the log is damaged.
+        let mut damaged = good.clone();
+        let at = lines[0].len() + 10;
+        damaged[at] ^= 0x20;
+        std::fs::write(&wal, &damaged).unwrap();
+        assert!(matches!(store.read_wal(), Err(StoreError::Corrupt { .. })));
+        std::fs::write(&wal, &good).unwrap();
+        assert_eq!(store.read_wal().unwrap().1.len(), 3);
     }
 }

@@ -960,3 +960,116 @@ fn a_world_writable_data_directory_is_refused_and_a_new_one_is_private() {
     assert_eq!(mode(&fresh), 0o700);
     assert!(server.stop());
 }
+
+/// The group commit's promise, tested by SIGKILL under load: a certificate a node
+/// received (PUT answered, GET served) is in the store after the crash — record,
+/// inventory line, current certificate —, no serial twice, and every node whose
+/// request was cut off gets exactly one certificate for its own key after the restart.
+#[test]
+fn a_server_killed_under_load_loses_no_certificate_it_handed_out() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const AGENTS: usize = 100;
+    const EACH: usize = 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let before = inventory(&dir).len();
+    let work: Vec<Vec<(String, rcgen::KeyPair, Vec<u8>)>> = (0..AGENTS)
+        .map(|a| {
+            (0..EACH)
+                .map(|i| {
+                    let name = format!("k{a:03}-{i}.example.test");
+                    let attrs = vouched_attributes(&dir, &name);
+                    let key = p256();
+                    let csr = csr_for(&name, &attrs, &key);
+                    (name, key, csr)
+                })
+                .collect()
+        })
+        .collect();
+    let config = tls_config(&server.ca_bundle(), None).unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let dead = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(std::sync::Barrier::new(AGENTS + 1));
+    let handles: Vec<_> = work
+        .into_iter()
+        .map(|mine| {
+            let (config, barrier, addr) = (config.clone(), barrier.clone(), server.addr());
+            let (received, dead) = (received.clone(), dead.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::new(config, addr, "localhost").unwrap();
+                barrier.wait();
+                // (name, key, CSR, the certificate received if any)
+                let mut out = Vec::new();
+                for (name, key, csr) in mine {
+                    let mut got = None;
+                    if !dead.load(Ordering::SeqCst) {
+                        let path = format!("/puppet-ca/v1/certificate_request/{name}");
+                        let put = c.request("PUT", &path, Some("text/plain"), &csr);
+                        let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"");
+                        if let (Ok(p), Ok(g)) = (put, get) {
+                            assert_eq!(p.status, 200, "{name}: {}", p.text());
+                            assert_eq!(g.status, 200, "{name}: {}", g.text());
+                            got = Some(g.body);
+                            received.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    out.push((name, key, csr, got));
+                }
+                out
+            })
+        })
+        .collect();
+    barrier.wait();
+    while received.load(Ordering::SeqCst) < 50 {
+        std::thread::yield_now();
+    }
+    server.signal(libc::SIGKILL);
+    dead.store(true, Ordering::SeqCst);
+    let results: Vec<_> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    drop(server);
+    let handed_out: Vec<_> = results.iter().filter(|r| r.3.is_some()).collect();
+    eprintln!("{} of {} certificates handed out before SIGKILL", handed_out.len(), results.len());
+    assert!(handed_out.len() < results.len(), "the kill came after all the work: the test proved nothing");
+    // The next process to take the lock finds the log the killed server left.
+    ok(&vouch().args(["--dir", s(&dir), "crl"]).output().unwrap());
+    let inv = inventory(&dir);
+    let serials: std::collections::BTreeSet<&str> = inv.iter().filter_map(|l| l.split(' ').next()).collect();
+    assert_eq!(serials.len(), inv.len(), "a serial twice in the inventory");
+    let wal = std::fs::read_to_string(dir.join("ca/wal.log")).unwrap();
+    assert_eq!(wal.lines().count(), 1, "the log was checkpointed: {wal:.200}");
+    for (name, _, _, got) in &handed_out {
+        let (_, der) = vouch::pem::find(got.as_ref().unwrap(), &["CERTIFICATE"]).unwrap();
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        let serial: String = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            serials.contains(format!("0x{serial}").as_str()),
+            "{name}: serial {serial} handed out, not in inventory"
+        );
+        let record: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("ca/serials/{}/{serial}.json", &serial[..2]))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["state"], "issued", "{name}: {record}");
+        assert_eq!(serial_of(&dir.join(format!("ca/signed/{name}.pem"))), serial.trim_start_matches('0'));
+    }
+    // After a restart, every node whose request was cut off asks again and gets its certificate.
+    let server = Server::start(&dir, &[]);
+    let mut c = server.client(None);
+    for (name, key, csr, got) in &results {
+        if got.is_some() {
+            continue;
+        }
+        let put =
+            c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), csr).unwrap();
+        // 200: issued now; 400: it was issued before the kill, its answer lost.
+        assert!(put.status == 200 || put.status == 400, "{name}: {} {}", put.status, put.text());
+        let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+        assert_eq!(get.status, 200, "{name}");
+        let (_, der) = vouch::pem::find(&get.body, &["CERTIFICATE"]).unwrap();
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        assert_eq!(cert.public_key().raw, rcgen::PublicKeyData::subject_public_key_info(key).as_slice(), "{name}");
+    }
+    assert_eq!(inventory(&dir).len() - before, AGENTS * EACH, "one certificate per node, no more");
+    assert!(server.stop());
+}
