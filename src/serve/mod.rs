@@ -69,9 +69,9 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Blocking threads decide, sign and wait for the group commit. More than a few per core buys
-    // nothing (the work is CPU and one fdatasync per batch) and costs memory: 256 agents at once
-    // took 83 MB with 256 of them, 48 MB with 32, at the same throughput.
-    builder.enable_all().max_blocking_threads(32).thread_name("vouch-serve");
+    // nothing (the work is CPU and one fdatasync per batch) and costs memory: at 256 agents
+    // 256 threads took 83 MB, 32 took 48–51 MB, 16 take 38–48 MB, at the same rate.
+    builder.enable_all().max_blocking_threads(16).thread_name("vouch-serve");
     if opts.threads > 0 {
         builder.worker_threads(opts.threads);
     }
