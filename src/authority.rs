@@ -372,7 +372,22 @@ impl Authority {
                 .collect();
             // The decisions first, synced: a certificate the log holds always has its
             // decision in the audit log, whenever the process dies.
-            let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
+            let decisions: Vec<String> = admitted
+                .iter()
+                .map(|&i| {
+                    // With the serial it is about to get: the line names the certificate even
+                    // if the process dies before the "issued" line.
+                    let mut v: serde_json::Value =
+                        serde_json::from_str(&jobs[i].decision_line).unwrap_or(serde_json::Value::Null);
+                    match v.as_object_mut() {
+                        Some(o) => {
+                            o.insert("serial".into(), jobs[i].issued.serial_hex.clone().into());
+                            v.to_string()
+                        }
+                        None => jobs[i].decision_line.clone(),
+                    }
+                })
+                .collect();
             let stored = match self.audit_lines(&decisions) {
                 Err(e) => Err((e, false)),
                 Ok(()) => match self.store.issue(&lock, &batch) {
@@ -416,18 +431,8 @@ impl Authority {
                 Err((e, false)) => {
                     let detail = e.to_string();
                     for &i in &admitted {
-                        // Nothing was stored: the claims go back to "held by this key", so
-                        // that the node's retry is approved and nobody else's is.
-                        if let Some(dir) = &self.policy.replay_journal {
-                            let (key, expiry, holder) = &jobs[i].replay;
-                            let _ = crate::replay::Journal::unsynced(dir).unissue(
-                                key,
-                                *expiry,
-                                &jobs[i].certname,
-                                holder,
-                                jobs[i].now,
-                            );
-                        }
+                        // Nothing was stored: the claim stays this key's, unmarked, so the
+                        // node's retry is approved and nobody else's is.
                         results[i] = Some(Err(Error::Store { detail: detail.clone() }));
                     }
                 }
@@ -507,13 +512,8 @@ impl Authority {
         // written unsynced: the store's log, synced before anyone is answered, names it.
         if let Some(dir) = &self.policy.replay_journal {
             let (key, expiry, holder) = &job.replay;
-            let landed = |serial: &str| {
-                self.store.record(serial).map(|r| r.is_some()).map_err(|e| std::io::Error::other(e.to_string()))
-            };
-            let store = self.store.id()?;
-            let by = crate::replay::IssuedBy { serial: &job.record.serial, store: &store, landed: &landed };
             let claim = crate::replay::Journal::unsynced(dir)
-                .claim_issued(key, *expiry, certname, holder, &by, now)
+                .claim(key, *expiry, certname, holder, true, now)
                 .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
             if let crate::replay::Claim::Used { certname: first_certname, time } = claim {
                 return Ok(Some(Refused {
@@ -524,13 +524,7 @@ impl Authority {
             }
         }
         if let Some(old) = supersede {
-            if let Err(e) = self.revoke_locked(lock, &old, "superseded", false, now) {
-                if let Some(dir) = &self.policy.replay_journal {
-                    let (key, expiry, holder) = &job.replay;
-                    let _ = crate::replay::Journal::unsynced(dir).unissue(key, *expiry, certname, holder, now);
-                }
-                return Err(e);
-            }
+            self.revoke_locked(lock, &old, "superseded", false, now)?;
         }
         Ok(None)
     }

@@ -21,16 +21,6 @@ pub enum Claim {
     Used { certname: String, time: String },
 }
 
-/// Who is about to issue for a claim (see [`Journal::claim_issued`]).
-pub struct IssuedBy<'a> {
-    /// The serial of the certificate about to be stored.
-    pub serial: &'a str,
-    /// The store's name ([`crate::store::Store::id`]).
-    pub store: &'a str,
-    /// Whether this store holds a record of a serial.
-    pub landed: &'a dyn Fn(&str) -> io::Result<bool>,
-}
-
 /// The journal (a directory; shared by every process that decides with this policy).
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -100,71 +90,9 @@ impl Journal {
         reusable: bool,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
-        self.claim_as(key, expiry, certname, holder, reusable, None, now)
-    }
-
-    /// [`Journal::claim`] (reusable) for the certificate with `serial`, about to be
-    /// stored: a fresh claim is written already marked issued (with the serial), in one
-    /// write. If storing then fails, the caller takes the mark back with
-    /// [`Journal::unissue`]; if the process dies first, the mark names a serial the store
-    /// never recorded (`landed` says false), and the holder's next claim is fresh.
-    ///
-    /// `issued.store` names the CA's store: only a mark made by this same store is judged
-    /// by `issued.landed` (several masters may share the journal, each with its own store).
-    pub fn claim_issued(
-        &self,
-        key: &str,
-        expiry: OffsetDateTime,
-        certname: &str,
-        holder: &str,
-        issued: &IssuedBy<'_>,
-        now: OffsetDateTime,
-    ) -> io::Result<Claim> {
-        self.claim_as(key, expiry, certname, holder, true, Some(issued), now)
-    }
-
-    /// Takes back the mark [`Journal::claim_issued`] wrote: the claim stays this
-    /// holder's, and the holder may claim again.
-    pub fn unissue(
-        &self,
-        key: &str,
-        expiry: OffsetDateTime,
-        certname: &str,
-        holder: &str,
-        now: OffsetDateTime,
-    ) -> io::Result<()> {
-        self.replace(&self.entry(key, expiry), Self::record(certname, holder, expiry, now, false).as_bytes())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn claim_as(
-        &self,
-        key: &str,
-        expiry: OffsetDateTime,
-        certname: &str,
-        holder: &str,
-        reusable: bool,
-        issued: Option<&IssuedBy<'_>>,
-        now: OffsetDateTime,
-    ) -> io::Result<Claim> {
-        let mut record = Self::record(certname, holder, expiry, now, false);
-        if let Some(by) = issued {
-            let mut v: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
-            v["issued"] = serde_json::Value::Bool(true);
-            v["serial"] = serde_json::Value::String(by.serial.to_string());
-            v["store"] = serde_json::Value::String(by.store.to_string());
-            record = v.to_string();
-        }
+        let record = Self::record(certname, holder, expiry, now, false);
         let (path, prior) = self.create(key, expiry, &record, now)?;
         let Some(prior) = prior else { return Ok(Claim::Fresh) };
-        // An entry that does not read as JSON was written unsynced by a CA (a hook's entries
-        // are synced before they appear) and lost its content in a power loss; that CA's
-        // log restores every claim it issued for before it decides again. Under the CA's
-        // lock such an entry is as good as absent.
-        if issued.is_some() && prior.is_null() {
-            self.replace(&path, record.as_bytes())?;
-            return Ok(Claim::Fresh);
-        }
         let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
         // Held by this key when an earlier request with them was refused for
         // another reason: this is the first approval; from now on it counts as one.
@@ -174,18 +102,7 @@ impl Journal {
         }
         // Re-claim by the same key and name only where allowed (the CA, until it has
         // issued for this claim; never the hook, whose approval Puppet Server acts on).
-        // Marked issued for a serial the store never recorded: the process that claimed
-        // died before storing it. Nothing was issued; the holder may claim again.
-        let never_landed = match (issued, prior["issued"].as_bool(), prior["serial"].as_str()) {
-            (Some(by), Some(true), Some(serial)) if same && prior["store"].as_str() == Some(by.store) => {
-                !(by.landed)(serial)?
-            }
-            _ => false,
-        };
-        if same && reusable && (prior["issued"].as_bool() != Some(true) || never_landed) {
-            if issued.is_some() {
-                self.replace(&path, record.as_bytes())?;
-            }
+        if same && reusable && prior["issued"].as_bool() != Some(true) {
             return Ok(Claim::Fresh);
         }
         Ok(Self::used(&prior))
@@ -270,11 +187,13 @@ impl Journal {
         self.replace(&path, v.to_string().as_bytes())
     }
 
-    /// Makes sure the entry for `key` says it was issued to `holder` for `certname`:
-    /// what the store's write-ahead log replays after a crash, for a claim whose
-    /// unsynced entry may have been lost. Idempotent. Returns false, changing nothing,
-    /// if the entry names another holder or certname (it was lost, and someone else
-    /// claimed the attributes meanwhile: the caller reports it).
+    /// Marks the entry for `key` issued to `holder` for `certname`, writing it whole if
+    /// it is missing: what the store does once a certificate is durable in its log (live,
+    /// and again when it replays the log after a crash, for an unsynced entry that may
+    /// have been lost). Idempotent. Returns false, changing nothing, if the entry names
+    /// another holder or certname (it was lost in a power loss and someone else claimed
+    /// the attributes meanwhile: the caller reports it). An entry that cannot be read is
+    /// an error; one that reads as no JSON (emptied by a power loss) is rewritten.
     pub fn restore_issued(
         &self,
         key: &str,
@@ -284,7 +203,11 @@ impl Journal {
         time: OffsetDateTime,
     ) -> io::Result<bool> {
         let path = self.entry(key, expiry);
-        let prior: Option<serde_json::Value> = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        let prior: Option<serde_json::Value> = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).ok(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
         if let Some(p) = &prior {
             if p["holder"].as_str() != Some(holder) || p["certname"].as_str() != Some(certname) {
                 return Ok(false);
@@ -293,13 +216,10 @@ impl Journal {
                 return Ok(true);
             }
         }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
         let mut v: serde_json::Value =
             serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
         v["issued"] = serde_json::Value::Bool(true);
-        self.replace(&path, v.to_string().as_bytes())?;
+        crate::fsutil::in_dir(&path, || self.replace(&path, v.to_string().as_bytes()))?;
         Ok(true)
     }
 
@@ -374,37 +294,29 @@ mod tests {
     }
 
     #[test]
-    fn claimed_as_issued_then_taken_back() {
+    fn restored_as_issued_unless_another_holder_claimed_meanwhile() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::unsynced(d.path());
         let now = datetime!(2030-06-01 12:00 UTC);
         let exp = datetime!(2030-06-01 13:30 UTC);
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
-        let landed = |_: &str| Ok(true);
-        let lost = |_: &str| Ok(false);
-        let by = |serial, store, landed| IssuedBy { serial, store, landed };
-        let here = |serial| by(serial, "s1", &landed);
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("01"), now).unwrap(), Claim::Fresh);
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent at once");
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("02"), now).unwrap(), used, "its serial landed");
-        assert_eq!(j.claim_issued("k", exp, "a", "key2", &by("03", "s1", &lost), now).unwrap(), used, "another key");
-        let elsewhere = by("04", "s2", &lost);
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", &elsewhere, now).unwrap(), used, "another store's mark");
-        let never = by("04", "s1", &lost);
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", &never, now).unwrap(), Claim::Fresh, "never stored");
-        j.unissue("k", exp, "a", "key1", now).unwrap();
-        assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "still this key's");
-        assert_eq!(j.claim_issued("k", exp, "a", "key1", &here("05"), now).unwrap(), Claim::Fresh, "its retry");
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent again");
+        // The CA's claim, then the mark once the certificate is durable.
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "retry before the log");
+        assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
+        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent once stored");
+        // Lost entirely (a power loss): the log's replay writes it back.
         assert!(j.restore_issued("k2", exp, "b", "key3", now).unwrap());
         let used_b = Claim::Used { certname: "b".into(), time: "2030-06-01T12:00:00Z".into() };
         assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
-        assert!(!j.restore_issued("k2", exp, "b", "key4", now).unwrap(), "another holder's entry is kept");
+        // Someone else's entry is never overwritten.
+        assert!(!j.restore_issued("k2", exp, "b", "key4", now).unwrap());
         assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b);
-        // An entry a power loss emptied: absent for the CA, under its lock.
-        let empty = j.entry("k3", exp);
-        std::fs::create_dir_all(empty.parent().unwrap()).unwrap();
-        std::fs::write(&empty, b"").unwrap();
-        assert_eq!(j.claim_issued("k3", exp, "c", "key5", &here("06"), now).unwrap(), Claim::Fresh);
+        // Emptied by a power loss: rewritten.
+        let emptied = j.entry("k3", exp);
+        std::fs::write(&emptied, b"").unwrap();
+        assert!(j.restore_issued("k3", exp, "c", "key5", now).unwrap());
+        let used_c = Claim::Used { certname: "c".into(), time: "2030-06-01T12:00:00Z".into() };
+        assert_eq!(j.claim("k3", exp, "c", "key5", true, now).unwrap(), used_c);
     }
 }

@@ -13,7 +13,6 @@
 //! ca_crl.pem, crl_number     the CRL and its counter
 //! .lock                      flock: one writer at a time, across processes
 //! wal.log                    write-ahead log of issuances since the last checkpoint
-//! store_id                   this store's random name (claims in a shared replay journal name it)
 //! ```
 //!
 //! **Issuance** is a group commit: a batch of signed certificates is appended
@@ -192,10 +191,6 @@ pub trait Store {
     /// too, but a later step failed. Any other error: none was stored. Fails with
     /// [`StoreError::SerialTaken`], storing nothing, if a serial was ever used.
     fn issue(&self, lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError>;
-    /// A name for this store, unique among the stores that may share a replay journal
-    /// (several masters, or a copy of this store): a claim made by another store is never
-    /// judged by this one's records.
-    fn id(&self) -> Result<String, StoreError>;
     /// Makes everything stored so far durable in the store's own layout (the file
     /// store: flushes its write-ahead log into its files).
     fn checkpoint(&self, lock: &WriteLock) -> Result<(), StoreError>;
@@ -431,6 +426,12 @@ impl FileStore {
         }
         let Some(&(h0, h1)) = lines.first() else { return Err(corrupt("no header".into())) };
         let header: WalHeader = serde_json::from_slice(&bytes[h0..h1]).map_err(|e| corrupt(format!("header: {e}")))?;
+        if header.wal != WAL_VERSION {
+            return Err(corrupt(format!(
+                "log format {} (this vouch reads {WAL_VERSION}): finish it with the vouch that wrote it",
+                header.wal
+            )));
+        }
         let mut entries = Vec::new();
         let mut pending: Vec<Issuance> = Vec::new();
         let mut batch_start = h1;
@@ -444,8 +445,15 @@ impl FileStore {
                 if !whole {
                     // Damage followed by a later commit: that batch was written after this one
                     // was synced, so this is not a torn write but a damaged log.
-                    let later =
-                        lines.iter().any(|&(x, y)| x > a && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok());
+                    let later = lines.iter().enumerate().any(|(j, &(x, y))| {
+                        x > a
+                            && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok_and(|c| {
+                                // It verifies over its own batch: the lines just before it.
+                                j.checked_sub(c.batch)
+                                    .and_then(|k| lines.get(k))
+                                    .is_some_and(|&(s0, _)| s0 > a && c.sha256 == sha256_hex(&bytes[s0..x]))
+                            })
+                    });
                     if later {
                         let at = damaged.take().unwrap_or_else(|| format!("the batch ending at byte {b}"));
                         return Err(corrupt(format!("{at} does not match its commit line")));
@@ -481,7 +489,7 @@ impl FileStore {
         aws_lc_rs::rand::fill(&mut g)
             .map_err(|_| StoreError::Corrupt { path: path.clone(), detail: "no randomness available".into() })?;
         let generation = crate::issue::hex(&g);
-        let mut header = serde_json::to_vec(&WalHeader { wal: 1, inventory_len, generation })
+        let mut header = serde_json::to_vec(&WalHeader { wal: WAL_VERSION, inventory_len, generation })
             .map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         header.push(b'\n');
         fsutil::write_replace_in(&self.p("tmp"), &path, &header, 0o644).map_err(io_err(&path, "write"))?;
@@ -489,9 +497,9 @@ impl FileStore {
         Ok(())
     }
 
-    /// Applies one log entry to the files, without fsync. Idempotent. The replay journal's
-    /// entry is rewritten only when `replaying` (live, the authority wrote it as issued).
-    fn apply(&self, e: &Issuance, inventory: &mut File, replaying: bool) -> Result<(), StoreError> {
+    /// Applies one log entry to the files, without fsync: the record, the certificate, the
+    /// inventory line, the replay journal's claim marked issued. Idempotent.
+    fn apply(&self, e: &Issuance, inventory: &mut File) -> Result<(), StoreError> {
         use std::io::Write;
         let rec = &e.record;
         let path = self.serial_path(&rec.serial);
@@ -506,7 +514,7 @@ impl FileStore {
             .map_err(io_err(&signed, "write"))?;
         let line = format!("{}\n", Self::inventory_line(rec));
         inventory.write_all(line.as_bytes()).map_err(io_err(&self.p("inventory.txt"), "append to"))?;
-        if let (true, Some(c)) = (replaying, &e.claim) {
+        if let Some(c) = &e.claim {
             let expiry = crate::authority::parse_time(&c.expiry);
             let time = crate::authority::parse_time(&c.time);
             if let (Some(expiry), Some(time)) = (expiry, time) {
@@ -580,7 +588,7 @@ impl FileStore {
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory, true)?;
+            self.apply(e, &mut inventory)?;
         }
         self.checkpoint_now(&entries)
     }
@@ -619,6 +627,8 @@ impl FileStore {
 
 /// The write-ahead log's file name under `DIR/ca/`.
 pub const WAL: &str = "wal.log";
+/// The log's format: 2 = batches closed by a commit line.
+const WAL_VERSION: u32 = 2;
 /// The log is checkpointed once it grows past this.
 const CHECKPOINT_BYTES: u64 = 8 << 20;
 
@@ -752,14 +762,14 @@ impl Store for FileStore {
         let mut f = OpenOptions::new().append(true).open(&path).map_err(io_err(&path, "open"))?;
         let before = f.metadata().map_err(io_err(&path, "read"))?.len();
         if let Err(e) = f.write_all(&buf).and_then(|_| f.sync_data()) {
-            // Nothing was acknowledged: take the partial write back, and trust the log no more.
-            let _ = f.set_len(before);
+            // Nothing was acknowledged: take the partial write back (durably, as far as the
+            // disk still answers), and trust the log no more.
+            let _ = f.set_len(before).and_then(|_| f.sync_data());
             self.set_known(None);
             return Err(StoreError::Io { path, op: "append to", source: e });
         }
         crash_point("wal:appended");
-        let applied =
-            self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, false)));
+        let applied = self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv)));
         if let Err(e) = applied {
             // Durable in the log; the next lock holder (or this one's next issue) applies it.
             self.set_known(None);
@@ -777,43 +787,6 @@ impl Store for FileStore {
             self.checkpoint_now(&entries).map_err(after)?;
         }
         Ok(())
-    }
-
-    fn id(&self) -> Result<String, StoreError> {
-        static IDS: OnceLock<Mutex<std::collections::HashMap<PathBuf, String>>> = OnceLock::new();
-        let ids = IDS.get_or_init(|| Mutex::new(std::collections::HashMap::new()));
-        if let Some(id) = ids.lock().unwrap_or_else(|e| e.into_inner()).get(&self.root) {
-            return Ok(id.clone());
-        }
-        let path = self.p("store_id");
-        let id = match fs::read_to_string(&path) {
-            Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-            Ok(_) | Err(_) => {
-                let mut b = [0u8; 16];
-                aws_lc_rs::rand::fill(&mut b).map_err(|_| StoreError::Corrupt {
-                    path: path.clone(),
-                    detail: "no randomness available".into(),
-                })?;
-                let fresh = crate::issue::hex(&b);
-                match fsutil::write_new(&path, format!("{fresh}\n").as_bytes(), 0o644) {
-                    Ok(()) => fresh,
-                    // Another process made it first: its name stands.
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        fs::read_to_string(&path).map_err(io_err(&path, "read"))?.trim().to_string()
-                    }
-                    Err(e) => return Err(StoreError::Io { path, op: "write", source: e }),
-                }
-            }
-        };
-        // With the directory's identity: a copy of the store (a standby cloned from this
-        // one) is another store, and never judges this one's claims by its own records.
-        let id = {
-            use std::os::unix::fs::MetadataExt;
-            let m = fs::metadata(&self.root).map_err(io_err(&self.root, "read"))?;
-            format!("{id}@{}:{}", m.dev(), m.ino())
-        };
-        ids.lock().unwrap_or_else(|e| e.into_inner()).insert(self.root.clone(), id.clone());
-        Ok(id)
     }
 
     fn checkpoint(&self, _lock: &WriteLock) -> Result<(), StoreError> {
@@ -1022,6 +995,10 @@ mod tests {
             assert_eq!(entries.iter().map(|e| e.record.serial.as_str()).collect::<Vec<_>>(), ["aa01", "aa02"]);
             assert_eq!(end, first_batch.len() as u64);
         }
+        // A torn tail holding a stale commit line that does not verify: still just torn.
+        let stale = [first_batch.clone(), b"garbage\n".to_vec(), lines[5].to_vec()].concat();
+        std::fs::write(&wal, &stale).unwrap();
+        assert_eq!(store.read_wal().unwrap().1.len(), 2);
         // A damaged entry in the first batch, the second one whole: the log is damaged.
         let mut damaged = good.clone();
         let at = lines[0].len() + 10;

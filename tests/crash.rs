@@ -62,7 +62,7 @@ fn serial_of(pem: &str) -> String {
 /// Entries in the store's write-ahead log (after its header line).
 fn wal_entries(ca: &Path) -> usize {
     let wal = std::fs::read_to_string(ca.join("wal.log")).unwrap();
-    assert!(wal.starts_with("{\"wal\":1,"), "a log header first: {wal:.80}");
+    assert!(wal.starts_with("{\"wal\":2,"), "a log header first: {wal:.80}");
     wal.lines().skip(1).filter(|l| l.starts_with("{\"record\":")).count()
 }
 
