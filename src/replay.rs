@@ -187,6 +187,24 @@ impl Journal {
         self.replace(&path, v.to_string().as_bytes())
     }
 
+    /// Marks the entry for `key` spent by `holder` for `certname`, without reading it: for
+    /// the CA, which claimed it for this holder under its store lock a moment ago (and
+    /// still holds that lock). [`Journal::restore_issued`] is the careful form for replays.
+    pub fn spend(
+        &self,
+        key: &str,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        time: OffsetDateTime,
+    ) -> io::Result<()> {
+        let path = self.entry(key, expiry);
+        let mut v: serde_json::Value =
+            serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
+        v["issued"] = serde_json::Value::Bool(true);
+        crate::fsutil::in_dir(&path, || self.replace(&path, v.to_string().as_bytes()))
+    }
+
     /// Marks the entry for `key` issued to `holder` for `certname`, writing it whole if
     /// it is missing: what the store does once a certificate is durable in its log (live,
     /// and again when it replays the log after a crash, for an unsynced entry that may

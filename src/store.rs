@@ -498,8 +498,10 @@ impl FileStore {
     }
 
     /// Applies one log entry to the files, without fsync: the record, the certificate, the
-    /// inventory line, the replay journal's claim marked issued. Idempotent.
-    fn apply(&self, e: &Issuance, inventory: &mut File) -> Result<(), StoreError> {
+    /// inventory line, the replay journal's claim marked issued. Idempotent. `live`: the
+    /// batch this process just logged (its claims were made under this lock, for these
+    /// holders); otherwise a replay, which checks each claim before marking it.
+    fn apply(&self, e: &Issuance, inventory: &mut File, live: bool) -> Result<(), StoreError> {
         use std::io::Write;
         let rec = &e.record;
         let path = self.serial_path(&rec.serial);
@@ -518,9 +520,13 @@ impl FileStore {
             let expiry = crate::authority::parse_time(&c.expiry);
             let time = crate::authority::parse_time(&c.time);
             if let (Some(expiry), Some(time)) = (expiry, time) {
-                let kept = crate::replay::Journal::unsynced(&c.journal)
-                    .restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
-                    .map_err(io_err(&c.journal, "record one-time use in"))?;
+                let journal = crate::replay::Journal::unsynced(&c.journal);
+                let kept = if live {
+                    journal.spend(&c.key, expiry, &c.certname, &c.holder, time).map(|()| true)
+                } else {
+                    journal.restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
+                }
+                .map_err(io_err(&c.journal, "record one-time use in"))?;
                 if !kept {
                     // The claim was lost (a power loss) and someone else claimed the same
                     // attributes meanwhile: two certificates came from them. Said loudly;
@@ -588,7 +594,7 @@ impl FileStore {
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory)?;
+            self.apply(e, &mut inventory, false)?;
         }
         self.checkpoint_now(&entries)
     }
@@ -769,7 +775,8 @@ impl Store for FileStore {
             return Err(StoreError::Io { path, op: "append to", source: e });
         }
         crash_point("wal:appended");
-        let applied = self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv)));
+        let applied =
+            self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, true)));
         if let Err(e) = applied {
             // Durable in the log; the next lock holder (or this one's next issue) applies it.
             self.set_known(None);
