@@ -332,7 +332,6 @@ impl Authority {
         };
         let mut results: Vec<Option<Result<Committed, Error>>> = jobs.iter().map(|_| None).collect();
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
-        let mut issued_any = false;
         while !remaining.is_empty() {
             let mut names = std::collections::HashSet::new();
             let mut admitted = Vec::new();
@@ -403,7 +402,6 @@ impl Authority {
                     if let Err((e, _)) = &stored {
                         warn("store", &e.to_string());
                     }
-                    issued_any |= !admitted.is_empty();
                     let lines: Vec<String> = admitted
                         .iter()
                         .map(|&i| {
@@ -448,13 +446,6 @@ impl Authority {
                 break;
             }
             remaining = deferred;
-        }
-        // The certificates are issued whatever happens to the CRL; a CRL that could not
-        // be written now is written by the next maintenance.
-        if let (true, Some(now)) = (issued_any, jobs.first().map(|j| j.now)) {
-            if self.crl_due(now).unwrap_or(false) {
-                let _ = self.write_crl_locked(&lock, now);
-            }
         }
         results
             .into_iter()

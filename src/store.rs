@@ -239,6 +239,18 @@ impl FileStore {
         self.root.join("serials").join(shard).join(format!("{serial}.json"))
     }
 
+    /// Whether this process already prepared this store (its directories, and `tmp/`
+    /// emptied of what killed writers left): once per process and store, not per lock.
+    fn prepared(&self, mark: bool) -> bool {
+        static DONE: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+        let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+        let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+        if mark {
+            done.insert(self.root.clone());
+        }
+        done.contains(&self.root)
+    }
+
     fn ensure_dirs(&self) -> Result<(), StoreError> {
         for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
@@ -602,12 +614,15 @@ impl FileStore {
     /// Finishes what killed processes left under `pending/`, and removes the
     /// temporary files killed writers left in `tmp/` (store writes stage there, under the lock).
     /// Needs the lock.
-    fn recover(&self) -> Result<(), StoreError> {
-        // Temporary files of killed writers (store writes under the lock stage in tmp/).
-        let tmp = self.p("tmp");
-        let entries = fs::read_dir(&tmp).map_err(io_err(&tmp, "read directory"))?;
-        for e in entries {
-            let _ = fs::remove_file(e.map_err(io_err(&tmp, "read directory"))?.path());
+    fn recover(&self, first: bool) -> Result<(), StoreError> {
+        // Temporary files of killed writers (store writes under the lock stage in tmp/):
+        // garbage, never read; removed by each process's first lock.
+        if first {
+            let tmp = self.p("tmp");
+            let entries = fs::read_dir(&tmp).map_err(io_err(&tmp, "read directory"))?;
+            for e in entries {
+                let _ = fs::remove_file(e.map_err(io_err(&tmp, "read directory"))?.path());
+            }
         }
         let dir = self.p("pending");
         let entries = fs::read_dir(&dir).map_err(io_err(&dir, "read directory"))?;
@@ -704,7 +719,10 @@ fn read_tail(path: &Path, n: u64) -> io::Result<String> {
 
 impl Store for FileStore {
     fn lock(&self) -> Result<WriteLock, StoreError> {
-        self.ensure_dirs()?;
+        let first = !self.prepared(false);
+        if first {
+            self.ensure_dirs()?;
+        }
         let path = self.p(".lock");
         let file =
             OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path, "open"))?;
@@ -714,8 +732,11 @@ impl Store for FileStore {
             return Err(StoreError::Io { path, op: "lock", source: io::Error::last_os_error() });
         }
         let lock = WriteLock { _file: file };
-        self.recover()?;
+        self.recover(first)?;
         self.recover_wal()?;
+        if first {
+            self.prepared(true);
+        }
         Ok(lock)
     }
 
@@ -744,8 +765,19 @@ impl Store for FileStore {
             return Ok(());
         }
         // An earlier batch under this same lock may have failed after its log entry was
-        // synced: apply it before anything else (it may hold these certnames' current certificates).
-        self.recover_wal()?;
+        // synced (this process then trusts the log no more): apply it before anything else
+        // (it may hold these certnames' current certificates). Otherwise the log is as this
+        // process left it: nobody else writes while the lock is held.
+        let known = match self.known() {
+            Some(k) => k,
+            None => {
+                self.recover_wal()?;
+                self.known().ok_or_else(|| StoreError::Corrupt {
+                    path: self.wal_path(),
+                    detail: "the log could not be recovered".into(),
+                })?
+            }
+        };
         let mut seen = std::collections::HashSet::new();
         for e in batch {
             let serial = &e.record.serial;
@@ -775,6 +807,16 @@ impl Store for FileStore {
             return Err(StoreError::Io { path, op: "append to", source: e });
         }
         crash_point("wal:appended");
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            f.metadata().ok().map(|m| WalId {
+                dev: m.dev(),
+                ino: m.ino(),
+                len: m.len(),
+                ctime: (m.ctime(), m.ctime_nsec()),
+                generation: known.generation,
+            })
+        };
         let applied =
             self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, true)));
         if let Err(e) = applied {
@@ -787,7 +829,10 @@ impl Store for FileStore {
             self.set_known(None);
             StoreError::AfterCommit { source: Box::new(e) }
         };
-        let id = self.wal_id().map_err(after)?;
+        let id = match id {
+            Some(id) => Some(id),
+            None => self.wal_id().map_err(after)?,
+        };
         self.set_known(id);
         if id.is_some_and(|id| id.len > CHECKPOINT_BYTES) {
             let (_, entries, _) = self.read_wal().map_err(after)?;
@@ -797,7 +842,9 @@ impl Store for FileStore {
     }
 
     fn checkpoint(&self, _lock: &WriteLock) -> Result<(), StoreError> {
-        self.recover_wal()?;
+        if self.known().is_none() {
+            self.recover_wal()?;
+        }
         let (_, entries, _) = self.read_wal()?;
         if entries.is_empty() {
             return Ok(());
@@ -883,10 +930,14 @@ impl Store for FileStore {
     }
 
     fn remove_request(&self, certname: &str) -> Result<(), StoreError> {
-        for ext in ["pem", "json"] {
+        // The .json first: it is what makes a request pending (requests() lists .json files,
+        // put_request writes it last), so without one there is nothing to remove, and
+        // issuance (which calls this for every certificate) pays one system call.
+        for ext in ["json", "pem"] {
             let p = self.p("requests").join(format!("{certname}.{ext}"));
             match fs::remove_file(&p) {
                 Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound && ext == "json" => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(StoreError::Io { path: p, op: "remove", source: e }),
             }
