@@ -5,6 +5,16 @@ use time::OffsetDateTime;
 
 /// Renders a decision as one JSON line.
 pub fn decision_line(now: OffsetDateTime, certname: &str, outcome: Result<&Grant, &Refused>, source: &str) -> String {
+    decision_value(now, certname, outcome, source).to_string()
+}
+
+/// [`decision_line`] as JSON, for a caller that adds a field (the serial about to be issued).
+pub fn decision_value(
+    now: OffsetDateTime,
+    certname: &str,
+    outcome: Result<&Grant, &Refused>,
+    source: &str,
+) -> serde_json::Value {
     let time = crate::attrs::format_expiry(now);
     let (verdict, conductor, reasons): (&str, Option<&Conductor>, Vec<serde_json::Value>) = match outcome {
         Ok(g) => ("granted", Some(g.conductor()), Vec::new()),
@@ -23,5 +33,4 @@ pub fn decision_line(now: OffsetDateTime, certname: &str, outcome: Result<&Grant
         "conductor": conductor,
         "reasons": reasons,
     })
-    .to_string()
 }

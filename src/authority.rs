@@ -157,14 +157,29 @@ impl Authority {
     }
 
     fn audit(&self, value: serde_json::Value) -> Result<(), Error> {
-        if let Some(log) = &self.policy.audit_log {
-            crate::fsutil::append_line(log, &value.to_string()).map_err(|source| Error::Io {
-                path: log.clone(),
-                op: "append to",
-                source,
-            })?;
+        self.audit_lines(&[value.to_string()])
+    }
+
+    /// The store's record of a certificate about to be stored (state `Issued`).
+    fn issued_record(
+        prepared: &issue::Prepared,
+        attributes_expiry: Option<String>,
+        conductor: Option<String>,
+        conductor_cert: Option<String>,
+    ) -> CertRecord {
+        CertRecord {
+            serial: prepared.serial_hex.clone(),
+            certname: prepared.certname.clone(),
+            state: State::Issued,
+            digest: prepared.digest(),
+            not_before: format_expiry(prepared.not_before),
+            not_after: format_expiry(prepared.not_after),
+            attributes_expiry,
+            conductor,
+            conductor_cert,
+            revoked_at: None,
+            reason: None,
         }
-        Ok(())
     }
 
     fn new_serial() -> Result<Vec<u8>, Error> {
@@ -203,19 +218,7 @@ impl Authority {
             tries += 1;
             prepared.reserial(&Self::new_serial()?);
         }
-        let record = CertRecord {
-            serial: prepared.serial_hex.clone(),
-            certname: prepared.certname.clone(),
-            state: State::Issued,
-            digest: prepared.digest(),
-            not_before: format_expiry(prepared.not_before),
-            not_after: format_expiry(prepared.not_after),
-            attributes_expiry,
-            conductor: conductor.clone(),
-            conductor_cert,
-            revoked_at: None,
-            reason: None,
-        };
+        let record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
         let issued = prepared.sign(&self.ca)?;
         self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
         self.audit(serde_json::json!({
@@ -286,7 +289,7 @@ impl Authority {
         let version = grant.version();
         let conductor = grant.conductor().clone();
         let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
-        let decision_line = crate::audit::decision_line(now, certname, Ok(&grant), "sign");
+        let mut decision = crate::audit::decision_value(now, certname, Ok(&grant), "sign");
         let mut profile = self.policy.profile;
         if self.policy.cap_at_conductor {
             profile.cap = parse_time(&conductor.not_after);
@@ -300,27 +303,24 @@ impl Authority {
             &self.ca,
             now,
         )?;
-        let record = CertRecord {
-            serial: prepared.serial_hex.clone(),
-            certname: prepared.certname.clone(),
-            state: State::Issued,
-            digest: prepared.digest(),
-            not_before: format_expiry(prepared.not_before),
-            not_after: format_expiry(prepared.not_after),
-            attributes_expiry: Some(format_expiry(replay.1)),
-            conductor: Some(conductor.fingerprint.clone()),
-            conductor_cert: Some(conductor_cert),
-            revoked_at: None,
-            reason: None,
-        };
+        let record = Self::issued_record(
+            &prepared,
+            Some(format_expiry(replay.1)),
+            Some(conductor.fingerprint.clone()),
+            Some(conductor_cert),
+        );
+        // With the serial it is about to get: the line names the certificate even if the
+        // process dies before the "issued" line.
+        decision["serial"] = record.serial.clone().into();
+        let decision_line = decision.to_string();
         let issued = prepared.sign(&self.ca)?;
         Ok(Job { certname: certname.to_string(), issued, record, replay, spki, version, conductor, decision_line, now })
     }
 
     /// Stores a batch of signed jobs under one lock: each is checked against the
     /// store (an existing certificate, attributes already used) and claimed in the
-    /// replay journal, then all admitted ones are stored with one synchronous write,
-    /// audited with another, and answered. Two jobs for one certname never share a
+    /// replay journal, then all admitted ones are audited (decisions, one synchronous
+    /// write), stored (one more), audited again (issued) and answered. Two jobs for one certname never share a
     /// batch: the second waits for the next round and meets the first's certificate.
     fn commit_batch(&self, jobs: Vec<Job>) -> Vec<Result<Committed, Error>> {
         let lock = match self.store.lock() {
@@ -371,22 +371,7 @@ impl Authority {
                 .collect();
             // The decisions first, synced: a certificate the log holds always has its
             // decision in the audit log, whenever the process dies.
-            let decisions: Vec<String> = admitted
-                .iter()
-                .map(|&i| {
-                    // With the serial it is about to get: the line names the certificate even
-                    // if the process dies before the "issued" line.
-                    let mut v: serde_json::Value =
-                        serde_json::from_str(&jobs[i].decision_line).unwrap_or(serde_json::Value::Null);
-                    match v.as_object_mut() {
-                        Some(o) => {
-                            o.insert("serial".into(), jobs[i].issued.serial_hex.clone().into());
-                            v.to_string()
-                        }
-                        None => jobs[i].decision_line.clone(),
-                    }
-                })
-                .collect();
+            let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
             let stored = match self.audit_lines(&decisions) {
                 Err(e) => Err((e, false)),
                 Ok(()) => match self.store.issue(&lock, &batch) {
@@ -538,14 +523,7 @@ impl Authority {
     }
 
     fn audit_raw(&self, line: &str) -> Result<(), Error> {
-        if let Some(log) = &self.policy.audit_log {
-            crate::fsutil::append_line(log, line).map_err(|source| Error::Io {
-                path: log.clone(),
-                op: "append to",
-                source,
-            })?;
-        }
-        Ok(())
+        self.audit_lines(&[line.to_string()])
     }
 
     fn refuse(&self, certname: &str, csr: &[u8], refused: Refused, now: OffsetDateTime) -> Result<SignOutcome, Error> {

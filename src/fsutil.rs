@@ -164,12 +164,7 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Appends one line with a single write (O_APPEND), then fdatasync.
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    buf.extend_from_slice(line.as_bytes());
-    buf.push(b'\n');
-    f.write_all(&buf)?;
-    f.sync_data()
+    append_lines(path, &[line.to_string()])
 }
 
 #[cfg(test)]

@@ -130,13 +130,29 @@ impl Journal {
     }
 
     fn record(certname: &str, holder: &str, expiry: OffsetDateTime, now: OffsetDateTime, held: bool) -> String {
+        Self::entry_value(certname, holder, expiry, now, held, false).to_string()
+    }
+
+    /// An entry: who holds the attributes, since when, until when; `held` (a refused
+    /// request's key), `issued` (spent: a certificate was stored for them).
+    fn entry_value(
+        certname: &str,
+        holder: &str,
+        expiry: OffsetDateTime,
+        now: OffsetDateTime,
+        held: bool,
+        issued: bool,
+    ) -> serde_json::Value {
         let mut v = serde_json::json!({
             "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
         });
         if held {
             v["held"] = serde_json::Value::Bool(true);
         }
-        v.to_string()
+        if issued {
+            v["issued"] = serde_json::Value::Bool(true);
+        }
+        v
     }
 
     /// Creates the entry for `key` with `record` unless it exists (link(2): atomic across
@@ -177,16 +193,6 @@ impl Journal {
         }
     }
 
-    /// Marks a claim as spent: a certificate was issued for it, so even its holder
-    /// cannot claim it again (e.g. after the certificate is revoked).
-    pub fn mark_issued(&self, key: &str, expiry: OffsetDateTime) -> io::Result<()> {
-        let path = self.entry(key, expiry);
-        let mut v: serde_json::Value =
-            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-        v["issued"] = serde_json::Value::Bool(true);
-        self.replace(&path, v.to_string().as_bytes())
-    }
-
     /// Marks the entry for `key` spent by `holder` for `certname`, without reading it: for
     /// the CA, which claimed it for this holder under its store lock a moment ago (and
     /// still holds that lock). [`Journal::restore_issued`] is the careful form for replays.
@@ -199,10 +205,8 @@ impl Journal {
         time: OffsetDateTime,
     ) -> io::Result<()> {
         let path = self.entry(key, expiry);
-        let mut v: serde_json::Value =
-            serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
-        v["issued"] = serde_json::Value::Bool(true);
-        crate::fsutil::in_dir(&path, || self.replace(&path, v.to_string().as_bytes()))
+        let v = Self::entry_value(certname, holder, expiry, time, false, true).to_string();
+        crate::fsutil::in_dir(&path, || self.replace(&path, v.as_bytes()))
     }
 
     /// Marks the entry for `key` issued to `holder` for `certname`, writing it whole if
@@ -234,10 +238,7 @@ impl Journal {
                 return Ok(true);
             }
         }
-        let mut v: serde_json::Value =
-            serde_json::from_str(&Self::record(certname, holder, expiry, time, false)).unwrap_or_default();
-        v["issued"] = serde_json::Value::Bool(true);
-        crate::fsutil::in_dir(&path, || self.replace(&path, v.to_string().as_bytes()))?;
+        self.spend(key, expiry, certname, holder, time)?;
         Ok(true)
     }
 
@@ -299,7 +300,7 @@ mod tests {
         assert_eq!(j.claim("k", exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
         assert_eq!(j.claim("k", exp, "b", "key1", true, now).unwrap(), used, "another certname");
         assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "another key");
-        j.mark_issued("k", exp).unwrap();
+        assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
         assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent once issued");
         assert_eq!(j.claim("other", exp, "b", "key2", true, now).unwrap(), Claim::Fresh);
         assert!(d.path().join("2030060113").is_dir());

@@ -269,25 +269,17 @@ impl FileStore {
         }
     }
 
-    fn write_record(&self, rec: &CertRecord, new: bool) -> Result<(), StoreError> {
+    /// Replaces a serial's record, synced (the revocation protocol, and redoing the
+    /// issuance markers older versions left).
+    fn write_record(&self, rec: &CertRecord) -> Result<(), StoreError> {
         let path = self.serial_path(&rec.serial);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err(parent, "create directory"))?;
-        }
         let bytes =
             serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         let tmp = self.p("tmp");
-        let res = if new {
-            fsutil::write_new_in(&tmp, &path, &bytes, 0o644)
-        } else {
-            fsutil::write_replace_in(&tmp, &path, &bytes, 0o644)
-        };
-        res.map_err(|e| {
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                StoreError::SerialTaken { serial: rec.serial.clone() }
-            } else {
-                StoreError::Io { path, op: "write", source: e }
-            }
+        fsutil::in_dir(&path, || fsutil::write_replace_in(&tmp, &path, &bytes, 0o644)).map_err(|e| StoreError::Io {
+            path: path.clone(),
+            op: "write",
+            source: e,
         })
     }
 
@@ -344,7 +336,7 @@ impl FileStore {
             crash_point("issue:inventory");
             let mut done = rec.clone();
             done.state = State::Issued;
-            self.write_record(&done, false)?;
+            self.write_record(&done)?;
             crash_point("issue:issued");
             Ok(())
         } else {
@@ -355,7 +347,7 @@ impl FileStore {
                 _ => {
                     let mut gone = rec.clone();
                     gone.state = State::Abandoned;
-                    self.write_record(&gone, false)
+                    self.write_record(&gone)
                 }
             }
         }
@@ -366,7 +358,7 @@ impl FileStore {
             rec.state = State::Revoked;
             rec.revoked_at = Some(r.time.clone());
             rec.reason = Some(r.reason.clone());
-            self.write_record(&rec, false)?;
+            self.write_record(&rec)?;
             crash_point("revoke:record");
         }
         self.append_once("revocations.txt", &Self::revocation_line(r))?;

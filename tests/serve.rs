@@ -299,6 +299,19 @@ fn first_run_then_a_real_agent_bootstraps_with_its_classification_and_revocation
 }
 
 /// Replaces a quoted value in vouch's csr_attributes.yaml.
+/// A first-run server in `base/vouch` and a real agent bootstrapped against it with
+/// vouched attributes for CERTNAME: (data directory, server, agent's puppet.conf, its ssldir).
+fn bootstrapped(base: &Path) -> (PathBuf, Server, PathBuf, PathBuf) {
+    let dir = base.join("vouch");
+    let server = Server::start(&dir, &[]);
+    let attrs = base.join("a.yaml");
+    conductor_sign(&dir, Some(CERTNAME), CLASSIFICATION, &attrs);
+    let conf = agent(base, &server, CERTNAME, Some(&attrs), "");
+    assert!(bootstrap(&conf).0.status.success());
+    let ssl = conf.parent().unwrap().join("ssl");
+    (dir, server, conf, ssl)
+}
+
 fn tamper_yaml(path: &Path, key: &str, f: impl Fn(&str) -> String) {
     let yaml = std::fs::read_to_string(path).unwrap();
     let mut hit = false;
@@ -386,13 +399,7 @@ fn refused_agents_get_no_certificate_and_their_requests_stay_pending_with_the_re
 fn renewal_keeps_the_classification_and_only_the_current_certificate_renews_itself() {
     require("ruby", "ruby puppet-agent");
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vouch");
-    let server = Server::start(&dir, &[]);
-    let attrs = tmp.path().join("a.yaml");
-    conductor_sign(&dir, Some(CERTNAME), CLASSIFICATION, &attrs);
-    let conf = agent(tmp.path(), &server, CERTNAME, Some(&attrs), "");
-    assert!(bootstrap(&conf).0.status.success());
-    let ssl = conf.parent().unwrap().join("ssl");
+    let (dir, server, conf, ssl) = bootstrapped(tmp.path());
     let cert = ssl.join(format!("certs/{CERTNAME}.pem"));
     let old = std::fs::read(&cert).unwrap();
     let old_serial = serial_of(&cert);
@@ -435,13 +442,7 @@ fn renewal_keeps_the_classification_and_only_the_current_certificate_renews_itse
 #[test]
 fn admin_endpoints_need_an_admin_certificate_and_a_node_renews_only_itself() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vouch");
-    let server = Server::start(&dir, &[]);
-    let attrs = tmp.path().join("a.yaml");
-    conductor_sign(&dir, Some(CERTNAME), CLASSIFICATION, &attrs);
-    let conf = agent(tmp.path(), &server, CERTNAME, Some(&attrs), "");
-    assert!(bootstrap(&conf).0.status.success());
-    let ssl = conf.parent().unwrap().join("ssl");
+    let (_, server, _, ssl) = bootstrapped(tmp.path());
     let node_id = (ssl.join(format!("certs/{CERTNAME}.pem")), ssl.join(format!("private_keys/{CERTNAME}.pem")));
     let mut node = server.client(Some((&node_id.0, &node_id.1)));
     let mut anon = server.client(None);
