@@ -14,8 +14,8 @@ seed() {
   local t=$1 c=fuzz/corpus/$1
   mkdir -p "$c"
   case $t in
-    csr_parse|decide) cp fixtures/csr/* "$c"/ ; cp ../shared/fixtures/puppet7/*.pem "$c"/ 2>/dev/null || true ;;
-    attributes_file) cp ../shared/fixtures/puppet7/csr_attributes.example.yaml "$c"/ 2>/dev/null || true
+    csr_parse|decide) cp fixtures/csr/* "$c"/ ; cp fixtures/puppet7/*.pem "$c"/ ;;
+    attributes_file) cp fixtures/puppet7/csr_attributes.example.yaml "$c"/
                      for v in fixtures/vectors/*.json; do cp "$v" "$c"/; done ;;
     policy_file) cp fixtures/policy*.toml policy/*.toml "$c"/ ;;
     classification) cp fixtures/classification.yaml "$c"/ ;;

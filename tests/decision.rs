@@ -118,8 +118,8 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
     // Made by Puppet 7's own code path: multi-line PEM in a "PrintableString",
     // fake signature, expiry 2025-11-22, self-signed conductor certificate.
     let p = policy("policy.toml");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/puppet7/offline-node.example.csr.pem");
-    let csr = std::fs::read(&path).expect("shared/fixtures/puppet7 is beside the checkout");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/puppet7/offline-node.example.csr.pem");
+    let csr = std::fs::read(&path).expect("fixtures/puppet7 is in the repository");
     let r = decide(&Request { csr: &csr, certname: "offline-node.example" }, &p, now()).unwrap_err();
     let codes: Vec<_> = r.reasons.iter().map(Refusal::code).collect();
     for want in ["attributes-expired", "signature-invalid", "conductor-eku-missing"] {
@@ -129,8 +129,7 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
     assert!(codes.contains(&"conductor-expired") || codes.contains(&"conductor-untrusted"), "{codes:?}");
     assert!(!codes.iter().any(|c| c.starts_with("csr-") || *c == "attribute-missing"), "{codes:?}");
     // The body exactly as Puppet Server hands it to an autosign executable.
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/puppet7/crlf-body-as-received-by-hook.pem");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/puppet7/crlf-body-as-received-by-hook.pem");
     let body = std::fs::read(&path).unwrap();
     let r = decide(&Request { csr: &body, certname: "crlf-node.example" }, &p, now());
     let codes: Vec<_> = r.unwrap_err().reasons.iter().map(Refusal::code).collect();
