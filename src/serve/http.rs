@@ -122,7 +122,7 @@ fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
         .map_err(crypto)?;
     // No TLS 1.3 session tickets: a ticket arriving after the response makes Ruby's
     // Net::HTTP (Puppet's agent) block on its kept-alive connection until the server
-    // closes it (the 30-second stall in shared/research/puppet7.md). Without them,
+    // closes it (the 30-second stall Ruby's Net::HTTP showed against Puppet Server 7.9.5). Without them,
     // TLS 1.3 works with Puppet agents at full speed.
     config.send_tls13_tickets = 0;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
