@@ -534,7 +534,7 @@ impl Authority {
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any
         // number of names.
         let keep = refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX;
-        if keep && decide::check_certname(certname).is_ok() {
+        if keep && decide::check_certname(certname).is_ok() && !decide::is_reserved_certname(certname) {
             let pem = match crate::csr::parse(csr) {
                 Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
                 Err(_) => String::from_utf8_lossy(csr).into_owned(),
@@ -1072,6 +1072,9 @@ impl Authority {
     pub fn issue_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(Issued, String), Error> {
         let LocalSpec { certname, role, dns_names, ip_addresses, key_type, replace } = *spec;
         decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        if decide::is_reserved_certname(certname) {
+            return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
+        }
         let key = key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
         let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;

@@ -90,6 +90,24 @@ pub fn check_certname(name: &str) -> Result<(), CertnameProblem> {
     Ok(())
 }
 
+/// Certnames Puppet reserves, which no node may be issued. Puppet 7 reserves exactly one:
+/// - puppet-agent 7.23 `lib/puppet/defaults.rb`, setting `certname`: "The special value `ca`
+///   is reserved, and can't be used as the certname for a normal node" (`Puppet::SSL::CA_NAME`,
+///   `lib/puppet/ssl.rb`; `ssl/certificate_request.rb` swaps it for `ca_name` in a CSR);
+/// - puppetserver 7.9 `puppetlabs/puppetserver/certificate_authority.clj`, `get-certificate`:
+///   for the subject "ca" it answers the CA certificate (`cacert`), never `signed/ca.pem`;
+///   `certificate_revocation_list/ca` is the CA's CRL. (`validate-subject!` checks only
+///   syntax, so Puppet Server's own CA would sign a "ca" CSR that nobody can ever fetch.)
+///
+/// vouch serves the same routes (`GET certificate/ca` is the CA bundle): a certificate
+/// for "ca" could never be downloaded, and issuing it would spend the attributes.
+pub const RESERVED_CERTNAMES: &[&str] = &["ca"];
+
+/// Whether Puppet reserves `name` (see [`RESERVED_CERTNAMES`]).
+pub fn is_reserved_certname(name: &str) -> bool {
+    RESERVED_CERTNAMES.contains(&name)
+}
+
 /// One reason to refuse a CSR. Each has a stable [`code`](Refusal::code), a
 /// message and a hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +125,8 @@ pub enum Refusal {
     CsrKeyUnsupported { detail: String },
     /// The certname asked about is not a valid certname.
     CertnameInvalid { certname: String, problem: CertnameProblem },
+    /// The certname is one Puppet reserves (`ca`).
+    CertnameReserved { certname: String },
     /// The CSR has no commonName, or several.
     CommonNameCount { count: usize },
     /// The CSR's CN differs from the certname.
@@ -151,6 +171,9 @@ pub enum Refusal {
     SignatureKeyUnsupported { detail: String },
     /// The classification is unusable.
     ClassificationInvalid { error: ClassificationError },
+    /// The classification has no exact JSON form for the ENC to print (a key that is not
+    /// a string, a `<<` key, a float that is not finite).
+    ClassificationUnrepresentable { detail: String },
     /// More than one extensionRequest attribute, or msExtReq.
     ExtensionRequestAmbiguous { detail: String },
     /// The same extension requested twice.
@@ -210,6 +233,7 @@ impl Refusal {
             Refusal::CsrSignatureAlgorithmUnsupported { .. } => "csr-signature-algorithm-unsupported",
             Refusal::CsrKeyUnsupported { .. } => "csr-key-unsupported",
             Refusal::CertnameInvalid { .. } => "certname-invalid",
+            Refusal::CertnameReserved { .. } => "certname-reserved",
             Refusal::CommonNameCount { .. } => "common-name-count",
             Refusal::CommonNameMismatch { .. } => "common-name-mismatch",
             Refusal::AttributeMissing { .. } => "attribute-missing",
@@ -232,6 +256,7 @@ impl Refusal {
             Refusal::SignatureInvalid { .. } => "signature-invalid",
             Refusal::SignatureKeyUnsupported { .. } => "signature-key-unsupported",
             Refusal::ClassificationInvalid { .. } => "classification-invalid",
+            Refusal::ClassificationUnrepresentable { .. } => "classification-unrepresentable",
             Refusal::ExtensionRequestAmbiguous { .. } => "extension-request-ambiguous",
             Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
             Refusal::ExtensionCritical { .. } => "extension-critical",
@@ -269,6 +294,9 @@ impl Refusal {
                 "use an RSA (2048+ bits), ECDSA P-256/P-384 or Ed25519 agent key"
             }
             Refusal::CertnameInvalid { .. } => "use a lowercase host name without wildcards, e.g. web01.example.com",
+            Refusal::CertnameReserved { .. } => {
+                "give the node another certname (puppet.conf certname = its host name); Puppet keeps 'ca' for the CA itself"
+            }
             Refusal::CommonNameCount { .. } | Refusal::CommonNameMismatch { .. } => {
                 "the CSR subject must be CN=<certname>, exactly the name the agent asks for"
             }
@@ -302,6 +330,9 @@ impl Refusal {
             Refusal::SignatureKeyUnsupported { .. } => "use an RSA, ECDSA P-256/P-384 or Ed25519 conductor key",
             Refusal::ClassificationInvalid { .. } => {
                 "the classification must be base64 of a YAML mapping with classes, parameters and/or environment"
+            }
+            Refusal::ClassificationUnrepresentable { .. } => {
+                "use only string keys (quote them: '1': x), no '<<' key and finite numbers; the ENC prints JSON"
             }
             Refusal::ExtensionRequestAmbiguous { .. } | Refusal::ExtensionDuplicated { .. } => {
                 "request each extension once, in one extensionRequest attribute"
@@ -358,6 +389,11 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::CsrKeyUnsupported { detail } => write!(f, "the certificate request's key is unsupported: {detail}"),
             Refusal::CertnameInvalid { certname, problem } => write!(f, "certname {certname:?} is invalid: {problem}"),
+            Refusal::CertnameReserved { certname } => write!(
+                f,
+                "certname {certname:?} is reserved by Puppet: 'GET certificate/{certname}' answers the CA's \
+                 own certificate, so a node could never fetch one issued under it"
+            ),
             Refusal::CommonNameCount { count } => write!(f, "the CSR subject has {count} commonNames; exactly one is required"),
             Refusal::CommonNameMismatch { common_name, certname } => {
                 write!(f, "the CSR's CN {common_name:?} differs from the certname {certname:?}")
@@ -397,6 +433,10 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::SignatureKeyUnsupported { detail } => write!(f, "the conductor's key cannot sign attributes: {detail}"),
             Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
+            Refusal::ClassificationUnrepresentable { detail } => write!(
+                f,
+                "the classification cannot be handed to Puppet exactly as signed (the ENC prints JSON): {detail}"
+            ),
             Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
             Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
             Refusal::ExtensionCritical { oid } => write!(
@@ -626,6 +666,8 @@ pub fn decide_parsed(
     // 2. Names.
     if let Err(problem) = check_certname(req.certname) {
         reasons.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
+    } else if is_reserved_certname(req.certname) {
+        reasons.push(Refusal::CertnameReserved { certname: req.certname.to_string() });
     }
     match csr.common_names.as_slice() {
         [cn] if cn == req.certname => {}
@@ -757,11 +799,15 @@ pub fn decide_parsed(
     // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
     let mut signed_digest = String::new();
     let mut conductor_der = Vec::new();
+    // Whether the conductor's certificate chains to a trusted root and carries the
+    // conductor EKU and key usage: only then are scopes judged (step 9).
+    let mut conductor_trusted = false;
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
             Ok((info, leaf_der, chain_reasons)) => {
                 let chain_ok = chain_reasons.is_empty();
+                conductor_trusted = chain_ok;
                 reasons.extend(chain_reasons);
                 if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
                     // Verified even when the chain failed, so that the reasons are complete;
@@ -796,12 +842,17 @@ pub fn decide_parsed(
     if let (true, Some(c)) = (vouched, &classification_value) {
         match Classification::from_base64(c, policy.classification_max_bytes) {
             Ok(parsed) => classification = Some(parsed),
+            Err(ClassificationError::Unrepresentable { detail }) => {
+                reasons.push(Refusal::ClassificationUnrepresentable { detail })
+            }
             Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
         }
     }
 
-    // 9. Per-conductor scope: what this conductor may vouch for.
-    if let (false, Some(c)) = (policy.scopes.is_empty(), &conductor) {
+    // 9. Per-conductor scope: what this conductor may vouch for. Judged only for a
+    // conductor whose chain verified: an untrusted certificate is refused anyway, and
+    // its subject (anyone can make one that matches a scope) gets no further work done.
+    if let (false, Some(c), true) = (policy.scopes.is_empty(), &conductor, conductor_trusted) {
         match policy.scopes.iter().find(|sc| sc.matches(c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
             Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
@@ -857,6 +908,7 @@ pub fn decide_parsed(
                 r,
                 Refusal::CertnameNotVouched { .. }
                     | Refusal::CertnameInvalid { .. }
+                    | Refusal::CertnameReserved { .. }
                     | Refusal::CommonNameCount { .. }
                     | Refusal::CommonNameMismatch { .. }
             )
@@ -914,10 +966,9 @@ fn check_scope(
     classification: Option<&Classification>,
     reasons: &mut Vec<Refusal>,
 ) {
-    use crate::policy::glob;
     let name = scope.name.clone();
     if let Some(patterns) = &scope.certnames {
-        if !patterns.iter().any(|p| glob(p, certname, Some('.'))) {
+        if !patterns.iter().any(|p| p.is_match(certname)) {
             reasons.push(Refusal::CertnameOutOfScope { scope: name.clone(), certname: certname.to_string() });
         }
     }
@@ -940,7 +991,7 @@ fn check_scope(
         };
         for class in classes {
             let bare = class.trim_start_matches("::");
-            if !allowed.iter().any(|p| glob(p.trim_start_matches("::"), bare, None)) {
+            if !allowed.iter().any(|p| p.is_match(bare)) {
                 reasons.push(Refusal::ClassOutOfScope { scope: name.clone(), class });
             }
         }
