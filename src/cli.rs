@@ -853,6 +853,8 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     };
     let now = now(cli)?;
     let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
+    // One-time use as the journal stands (read, never written): used attributes are refused.
+    let outcome = crate::authority::peek_replay(&policy, outcome, &certname)?;
     match a.format {
         OutFormat::Json => println!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")),
         OutFormat::Text => match &outcome {

@@ -568,14 +568,42 @@ impl Grant {
     pub fn binding(&self) -> Option<&attrs::Binding> {
         self.binding.as_ref()
     }
-    /// What makes these attributes one-time: the nonce (version 2) or the signature (version 1).
-    /// What makes these attributes one-time: the nonce (version 2), or the digest of
-    /// the signed canonical string (version 1; the signature itself is malleable).
-    pub fn replay_key(&self) -> String {
-        match &self.binding {
-            Some(b) => format!("v2-nonce:{}", b.nonce),
-            None => format!("v1-canonical:{}", self.signed_digest),
+    /// What makes these attributes one-time (see [`replay_key`]).
+    pub fn replay_key(&self) -> ReplayKey {
+        replay_key(self.binding.as_ref().map(|b| b.nonce.as_str()), &self.conductor_der, &self.signed_digest)
+    }
+}
+
+pub use crate::replay::ReplayKey;
+
+/// What makes vouched attributes one-time, the key of their entry in the replay journal.
+///
+/// - Version 2: SHA-256 over the conductor certificate's SHA-256 (its DER fingerprint, 32
+///   bytes) followed by the nonce. A nonce is one conductor's: another conductor that
+///   learns it (user-data is often world-readable) and signs it again makes another key,
+///   so it cannot burn the first conductor's attributes. The same conductor signing the
+///   same nonce twice (with any other values) still gets one use.
+/// - Version 1: the digest of the signed canonical string (the signature itself is
+///   malleable: an ECDSA (r, s) is also valid as (r, n-s)), which names the conductor.
+///
+/// Journals written before this binding (vouch 0.1 up to issue 13) keyed version 2 by the
+/// nonce alone (`v2-nonce:NONCE`): that key is the [`ReplayKey::legacy`] one, read (never
+/// written) so that attributes used before an upgrade stay used after it. Such an entry
+/// lives as long as the attributes (at most `attributes.max_lifetime`, up to 100 years
+/// by policy), so it cannot be left to expire.
+pub fn replay_key(nonce: Option<&str>, conductor_der: &[u8], signed_digest: &str) -> ReplayKey {
+    match nonce {
+        Some(n) => {
+            let fingerprint = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, conductor_der);
+            let mut bound = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+            bound.update(fingerprint.as_ref());
+            bound.update(n.as_bytes());
+            ReplayKey {
+                key: format!("v2-conductor-nonce:{}", hex(bound.finish().as_ref())),
+                legacy: Some(format!("v2-nonce:{n}")),
+            }
         }
+        None => ReplayKey { key: format!("v1-canonical:{signed_digest}"), legacy: None },
     }
 }
 
@@ -603,7 +631,7 @@ impl Refused {
 /// another key: the store records this key as their holder, as a grant would.
 #[derive(Debug, Clone)]
 pub struct Held {
-    pub replay_key: String,
+    pub replay_key: ReplayKey,
     pub expiry: OffsetDateTime,
     /// The CSR's public key (canonical SubjectPublicKeyInfo).
     pub spki: Vec<u8>,
@@ -915,10 +943,14 @@ pub fn decide_parsed(
         });
         let held = match (vouched && for_this_name, expiry_time) {
             (true, Some(expiry)) => Some(Held {
-                replay_key: match (&vouched_certname, &nonce) {
-                    (Some(_), Some(n)) if is_v2 => format!("v2-nonce:{n}"),
-                    _ => format!("v1-canonical:{signed_digest}"),
-                },
+                replay_key: replay_key(
+                    match (&vouched_certname, &nonce) {
+                        (Some(_), Some(n)) if is_v2 => Some(n.as_str()),
+                        _ => None,
+                    },
+                    &conductor_der,
+                    &signed_digest,
+                ),
                 expiry,
                 spki: csr.spki.clone(),
             }),
