@@ -969,9 +969,11 @@ pub fn peek_replay(
     let Some(dir) = &policy.replay_journal else { return Ok(outcome) };
     let journal = crate::replay::Journal::new(dir);
     let peek = |key: &decide::ReplayKey, expiry: OffsetDateTime, spki: &[u8]| {
-        journal
-            .peek(key, expiry, certname, &holder_digest(spki))
-            .map_err(|source| Error::Io { path: dir.clone(), op: "read one-time use in", source })
+        journal.peek(key, expiry, certname, &holder_digest(spki)).map_err(|source| Error::Io {
+            path: dir.clone(),
+            op: "read one-time use in",
+            source,
+        })
     };
     Ok(match outcome {
         Ok(grant) => match peek(&grant.replay_key(), grant.attributes_expiry(), &grant.csr().spki)? {
@@ -984,7 +986,8 @@ pub fn peek_replay(
         },
         Err(mut refused) => {
             if let Some(held) = &refused.held {
-                if let crate::replay::Claim::Used { certname, time } = peek(&held.replay_key, held.expiry, &held.spki)? {
+                if let crate::replay::Claim::Used { certname, time } = peek(&held.replay_key, held.expiry, &held.spki)?
+                {
                     refused.reasons.push(Refusal::AttributesReplayed { first_certname: certname, first_time: time });
                 }
             }

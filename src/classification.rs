@@ -115,8 +115,9 @@ impl Classification {
         let json = to_json(&self.value, "classification")?;
         let mut out = Vec::new();
         let mut ser = serde_json::Serializer::with_formatter(&mut out, EncFormatter::default());
-        json.serialize(&mut ser)
-            .map_err(|e| ClassificationError::Unrepresentable { detail: format!("it cannot be written as JSON: {e}") })?;
+        json.serialize(&mut ser).map_err(|e| ClassificationError::Unrepresentable {
+            detail: format!("it cannot be written as JSON: {e}"),
+        })?;
         let mut text = String::from_utf8(out).map_err(|_| ClassificationError::NotUtf8)?;
         text.push('\n');
         Ok(text)

@@ -622,7 +622,9 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
             crate::decide::check_certname(&c)
                 .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
             if crate::decide::is_reserved_certname(&c) {
-                return Err(Error::Usage { detail: format!("--certname {c:?} is reserved by Puppet for the CA itself") });
+                return Err(Error::Usage {
+                    detail: format!("--certname {c:?} is reserved by Puppet for the CA itself"),
+                });
             }
             Some(c)
         }
@@ -863,10 +865,9 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
                 g.certname(),
                 g.conductor().subject,
                 attrs::format_expiry(g.attributes_expiry()),
-                g.classification().to_enc_json().map_err(|error| Error::Classification {
-                    source: a.csr.display().to_string(),
-                    error
-                })?
+                g.classification()
+                    .to_enc_json()
+                    .map_err(|error| Error::Classification { source: a.csr.display().to_string(), error })?
             ),
             Err(r) => print_refusals(r, &mut std::io::stdout()),
         },

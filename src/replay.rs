@@ -357,7 +357,11 @@ mod tests {
         let now = datetime!(2030-06-01 12:00 UTC);
         let exp = datetime!(2030-06-01 13:30 UTC);
         assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "the same requester again");
+        assert_eq!(
+            j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(),
+            Claim::Fresh,
+            "the same requester again"
+        );
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
         assert_eq!(j.claim(&"k".into(), exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
         assert_eq!(j.claim(&"k".into(), exp, "b", "key1", true, now).unwrap(), used, "another certname");
