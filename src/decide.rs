@@ -754,13 +754,14 @@ pub fn decide_parsed(
             reasons.push(Refusal::NonceMalformed { value: n.clone() });
         }
     }
-    let mut seen_unexpected = Vec::new();
+    // Sets, not lists: the CSR (the agent) chooses how many attributes and extensions
+    // there are, and a list search per item would be quadratic in that.
+    let mut seen_unexpected = std::collections::HashSet::new();
     for a in &csr.attributes {
         if (oids::is_under(&a.oid, oids::VOUCH_ARC) || a.oid == oids::VOUCH_ARC)
             && !known.contains(&a.oid.as_slice())
-            && !seen_unexpected.contains(&a.oid)
+            && seen_unexpected.insert(a.oid.as_slice())
         {
-            seen_unexpected.push(a.oid.clone());
             reasons.push(Refusal::AttributeUnexpected { oid: oids::dotted(&a.oid) });
         }
         if a.oid == oids::MS_EXTENSION_REQUEST {
@@ -888,15 +889,14 @@ pub fn decide_parsed(
     }
 
     // 10. Extension requests: the node controls them all.
-    let mut seen: Vec<&[u64]> = Vec::new();
+    let mut seen: std::collections::HashSet<&[u64]> = std::collections::HashSet::new();
     let mut mirror_seen = false;
     for ext in &csr.extensions {
         let shown = oids::display(&ext.oid);
-        if seen.contains(&ext.oid.as_slice()) {
+        if !seen.insert(ext.oid.as_slice()) {
             reasons.push(Refusal::ExtensionDuplicated { oid: shown });
             continue;
         }
-        seen.push(&ext.oid);
         // Whatever the extension, a node does not get to make it critical: Puppet Server
         // (hook mode) copies the flag, and relying parties must then understand it or fail.
         if ext.critical {
