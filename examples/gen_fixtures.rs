@@ -527,6 +527,8 @@ fn main() -> R<()> {
         ("classification-too-large", b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000)))),
         ("classification-deeply-nested", b64(&format!("parameters:\n  x: {}{}\n", "[".repeat(300), "]".repeat(300)))),
         ("classification-alias-bomb", b64(&alias_bomb())),
+        // A null key has no JSON form: the ENC could not print it as judged (issue 13).
+        ("classification-key-not-json", b64("classes: [profile::web]\nparameters:\n  pad: {~: x}\n  flag: 'off'\n")),
     ] {
         out.csr(name, &good().classification_raw(value).signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     }
@@ -559,6 +561,8 @@ fn main() -> R<()> {
             .spec(CERTNAME),
         KeyType::P256,
     )?;
+    // Puppet reserves the certname "ca" (GET certificate/ca is the CA's own certificate).
+    out.csr("certname-reserved", &good().signed_by(k)?.spec("ca"), KeyType::P256)?;
     out.csr("scope-certname-not-allowed", &good().signed_by(k)?.spec("db01.example.test"), KeyType::P256)?;
     let mut long = good();
     long.expiry = "2030-06-04T12:00:00Z".into();

@@ -113,7 +113,7 @@ struct Job {
     issued: Issued,
     record: CertRecord,
     /// The replay key, the attributes' expiry, and the requesting key's digest.
-    replay: (String, OffsetDateTime, String),
+    replay: (decide::ReplayKey, OffsetDateTime, String),
     spki: Vec<u8>,
     version: u32,
     conductor: decide::Conductor,
@@ -360,7 +360,7 @@ impl Authority {
                         pem: job.issued.pem.clone(),
                         claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
                             journal: dir.clone(),
-                            key: job.replay.0.clone(),
+                            key: job.replay.0.key.clone(),
                             expiry: format_expiry(job.replay.1),
                             certname: job.certname.clone(),
                             holder: job.replay.2.clone(),
@@ -534,7 +534,7 @@ impl Authority {
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any
         // number of names.
         let keep = refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX;
-        if keep && decide::check_certname(certname).is_ok() {
+        if keep && decide::check_certname(certname).is_ok() && !decide::is_reserved_certname(certname) {
             let pem = match crate::csr::parse(csr) {
                 Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
                 Err(_) => String::from_utf8_lossy(csr).into_owned(),
@@ -956,6 +956,46 @@ pub fn hold_refused(
     Ok(refused)
 }
 
+/// `vouch check`: what the replay journal says of a decision, read only (nothing is
+/// written, created or pruned). A grant whose attributes were already used (a hook's
+/// approval, a CA's certificate, another key) becomes an `attributes-replayed` refusal
+/// naming who used them; a refusal whose vouched attributes another key holds gets that
+/// reason too. Without a journal, or before it exists, the outcome is unchanged.
+pub fn peek_replay(
+    policy: &Policy,
+    outcome: Result<decide::Grant, Refused>,
+    certname: &str,
+) -> Result<Result<decide::Grant, Refused>, Error> {
+    let Some(dir) = &policy.replay_journal else { return Ok(outcome) };
+    let journal = crate::replay::Journal::new(dir);
+    let peek = |key: &decide::ReplayKey, expiry: OffsetDateTime, spki: &[u8]| {
+        journal.peek(key, expiry, certname, &holder_digest(spki)).map_err(|source| Error::Io {
+            path: dir.clone(),
+            op: "read one-time use in",
+            source,
+        })
+    };
+    Ok(match outcome {
+        Ok(grant) => match peek(&grant.replay_key(), grant.attributes_expiry(), &grant.csr().spki)? {
+            crate::replay::Claim::Fresh => Ok(grant),
+            crate::replay::Claim::Used { certname, time } => Err(Refused {
+                reasons: vec![Refusal::AttributesReplayed { first_certname: certname, first_time: time }],
+                conductor: Some(grant.conductor().clone()),
+                held: None,
+            }),
+        },
+        Err(mut refused) => {
+            if let Some(held) = &refused.held {
+                if let crate::replay::Claim::Used { certname, time } = peek(&held.replay_key, held.expiry, &held.spki)?
+                {
+                    refused.reasons.push(Refusal::AttributesReplayed { first_certname: certname, first_time: time });
+                }
+            }
+            Err(refused)
+        }
+    })
+}
+
 fn holder_digest(spki: &[u8]) -> String {
     aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, spki).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -1072,6 +1112,9 @@ impl Authority {
     pub fn issue_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(Issued, String), Error> {
         let LocalSpec { certname, role, dns_names, ip_addresses, key_type, replace } = *spec;
         decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        if decide::is_reserved_certname(certname) {
+            return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
+        }
         let key = key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
         let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;

@@ -31,6 +31,12 @@ pub enum ClassificationError {
     Invalid {
         detail: String,
     },
+    /// A node classification, but one the ENC cannot hand to Puppet exactly as judged:
+    /// it has no JSON form (a key that is not a string, a float that is not finite) or
+    /// Puppet's YAML reader would change it (a `<<` key is a merge there).
+    Unrepresentable {
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for ClassificationError {
@@ -49,6 +55,10 @@ impl std::fmt::Display for ClassificationError {
             ClassificationError::Invalid { detail } => {
                 write!(f, "the classification is not a node classification: {detail}")
             }
+            ClassificationError::Unrepresentable { detail } => write!(
+                f,
+                "the classification cannot be handed to Puppet exactly as signed (the ENC prints JSON): {detail}"
+            ),
         }
     }
 }
@@ -71,6 +81,7 @@ impl Classification {
         let value: Value =
             serde_yaml_ng::from_str(text).map_err(|e| ClassificationError::NotYaml { detail: e.to_string() })?;
         validate(&value)?;
+        to_json(&value, "classification")?;
         Ok(Classification { yaml: text.to_string(), value })
     }
 
@@ -92,11 +103,158 @@ impl Classification {
         STANDARD.encode(self.yaml.as_bytes())
     }
 
-    /// The classification as Puppet's ENC reads it. Written as JSON (a YAML subset
-    /// that Puppet's YAML 1.1 loader reads without retyping: in plain YAML, signed
-    /// strings such as "on", "1_000" or "2001-01-01" would become booleans, numbers, dates).
-    pub fn to_enc_yaml(&self) -> String {
-        serde_json::to_string_pretty(&self.value).map(|s| s + "\n").unwrap_or_else(|_| self.yaml.clone())
+    /// The classification as Puppet's ENC reads it: JSON, always, and exactly the value
+    /// the decision judged. JSON is a YAML subset that Puppet's YAML 1.1 loader reads
+    /// without retyping strings (in plain YAML, signed strings such as "on", "1_000",
+    /// ":sym" or "2001-01-01" would become booleans, numbers, symbols, dates), written so
+    /// that the loader reads every other value as written too (see [`EncFormatter`]).
+    /// A value with no such form is an error, never a fallback to the signed YAML text;
+    /// a [`Classification`] built by [`Classification::from_yaml`] always has one.
+    pub fn to_enc_json(&self) -> Result<String, ClassificationError> {
+        use serde::Serialize;
+        let json = to_json(&self.value, "classification")?;
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, EncFormatter::default());
+        json.serialize(&mut ser).map_err(|e| ClassificationError::Unrepresentable {
+            detail: format!("it cannot be written as JSON: {e}"),
+        })?;
+        let mut text = String::from_utf8(out).map_err(|_| ClassificationError::NotUtf8)?;
+        text.push('\n');
+        Ok(text)
+    }
+}
+
+fn unrepresentable<T>(detail: String) -> Result<T, ClassificationError> {
+    Err(ClassificationError::Unrepresentable { detail })
+}
+
+/// The JSON form of a classification value, refusing what JSON cannot hold or what
+/// Puppet's YAML reader would take for something else: keys that are not strings (null,
+/// booleans, numbers, sequences, mappings; JSON writers drop or stringify them), the
+/// key `<<` (a merge for Psych, even quoted), floats that are not finite (JSON writes
+/// them as null) and tags (already refused by [`validate`]).
+pub fn to_json(v: &Value, path: &str) -> Result<serde_json::Value, ClassificationError> {
+    Ok(match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                serde_json::Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                serde_json::Value::from(u)
+            } else {
+                match n.as_f64().and_then(serde_json::Number::from_f64) {
+                    Some(f) => serde_json::Value::Number(f),
+                    None => return unrepresentable(format!("{path} is the number {n}, which JSON cannot hold")),
+                }
+            }
+        }
+        Value::String(s) => serde_json::Value::String(s.clone()),
+        Value::Sequence(items) => serde_json::Value::Array(
+            items.iter().enumerate().map(|(i, x)| to_json(x, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?,
+        ),
+        Value::Mapping(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, x) in m {
+                let key = match k {
+                    Value::String(key) if key == "<<" => {
+                        return unrepresentable(format!(
+                            "{path} has the key \"<<\", which Puppet's YAML reader takes for a merge"
+                        ))
+                    }
+                    Value::String(key) => key,
+                    other => {
+                        let shown = serde_yaml_ng::to_string(other)
+                            .map(|s| s.trim_end().to_string())
+                            .unwrap_or_else(|_| format!("{other:?}"));
+                        return unrepresentable(format!(
+                            "{path} has the key {shown:?}, which is not a string (JSON keys are strings)"
+                        ));
+                    }
+                };
+                out.insert(key.clone(), to_json(x, &format!("{path}.{key}"))?);
+            }
+            serde_json::Value::Object(out)
+        }
+        Value::Tagged(t) => return unrepresentable(format!("{path} carries the YAML tag {}", t.tag)),
+    })
+}
+
+/// Pretty JSON that Puppet's YAML 1.1 reader (Psych) reads back as written:
+/// - floats always with a `.` and a signed exponent (`1.0e+300`, not `1e300`, which
+///   Psych reads as the string "1e300");
+/// - characters that YAML folds or refuses inside a double-quoted scalar (DEL and the C1
+///   controls, among them NEL, which Psych turns into a space; U+2028, U+2029, U+FEFF,
+///   U+FFFE, U+FFFF) escaped as `\uXXXX`, which both JSON and YAML decode to the same
+///   character.
+#[derive(Default)]
+pub struct EncFormatter {
+    inner: serde_json::ser::PrettyFormatter<'static>,
+}
+
+fn yaml_escaped(c: char) -> bool {
+    matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+}
+
+/// A finite float as `D.De[+-]N` (or `D.D`): a JSON number Psych's float pattern
+/// (`[-+]?[0-9][0-9_,]*\.[0-9]*([eE][-+][0-9]+)?`) reads as the same float.
+pub fn yaml_float(v: f64) -> String {
+    let s = format!("{v:?}");
+    match s.split_once('e') {
+        Some((mantissa, exp)) => {
+            let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
+            let exp = if exp.starts_with('-') { exp.to_string() } else { format!("+{exp}") };
+            format!("{mantissa}e{exp}")
+        }
+        None if s.contains('.') => s,
+        None => format!("{s}.0"),
+    }
+}
+
+impl serde_json::ser::Formatter for EncFormatter {
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        w.write_all(yaml_float(v).as_bytes())
+    }
+    fn write_f32<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: f32) -> std::io::Result<()> {
+        w.write_all(yaml_float(f64::from(v)).as_bytes())
+    }
+    fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if yaml_escaped(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                write!(w, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.inner.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.inner.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.inner.end_object_value(w)
     }
 }
 
@@ -233,8 +391,46 @@ mod tests {
     #[test]
     fn enc_output_keeps_strings_strings_for_yaml_1_1() {
         let c = Classification::from_yaml("parameters:\n  a: 'on'\n  b: '1_000'\n  c: '2001-01-01'\n", 4096).unwrap();
-        let out = c.to_enc_yaml();
+        let out = c.to_enc_json().unwrap();
         assert!(out.contains("\"on\"") && out.contains("\"1_000\"") && out.contains("\"2001-01-01\""), "{out}");
+    }
+
+    #[test]
+    fn what_json_cannot_hold_is_refused_when_parsed() {
+        for bad in [
+            "parameters:\n  pad: {~: x}\n",
+            "parameters:\n  pad: {[a]: x}\n",
+            "parameters:\n  pad: {{a: b}: x}\n",
+            "parameters:\n  pad: {1: x}\n",
+            "parameters:\n  pad: {true: x}\n",
+            "parameters:\n  pad: [{.5: x}]\n",
+            "parameters:\n  pad: .nan\n",
+            "parameters:\n  pad: -.inf\n",
+            "parameters:\n  pad: {'<<': {a: b}}\n",
+        ] {
+            match Classification::from_yaml(bad, DEFAULT_MAX_BYTES) {
+                Err(ClassificationError::Unrepresentable { .. }) => {}
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn enc_json_is_read_back_as_written() {
+        let c = Classification::from_yaml(
+            "parameters:\n  a: 1.0e+300\n  b: 1.0e-7\n  c: -0.0\n  d: \"x\\u0085y\\u2028\\x7f\"\n  e: 12345678901234567890\n  f: 2.5\n",
+            DEFAULT_MAX_BYTES,
+        )
+        .unwrap();
+        let out = c.to_enc_json().unwrap();
+        for want in ["1.0e+300", "1.0e-7", "-0.0", "x\\u0085y\\u2028\\u007f", "12345678901234567890", "2.5"] {
+            assert!(out.contains(want), "{want} in {out}");
+        }
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(back, to_json(&c.value, "c").unwrap(), "and it is still JSON, with the same value");
+        assert_eq!(yaml_float(1.0), "1.0");
+        assert_eq!(yaml_float(1e16), "1.0e+16");
+        assert_eq!(yaml_float(-1.5e-300), "-1.5e-300");
     }
 
     #[test]

@@ -621,6 +621,11 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
             let c = c.to_lowercase();
             crate::decide::check_certname(&c)
                 .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
+            if crate::decide::is_reserved_certname(&c) {
+                return Err(Error::Usage {
+                    detail: format!("--certname {c:?} is reserved by Puppet for the CA itself"),
+                });
+            }
             Some(c)
         }
         (_, None) => None,
@@ -850,6 +855,8 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     };
     let now = now(cli)?;
     let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
+    // One-time use as the journal stands (read, never written): used attributes are refused.
+    let outcome = crate::authority::peek_replay(&policy, outcome, &certname)?;
     match a.format {
         OutFormat::Json => println!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")),
         OutFormat::Text => match &outcome {
@@ -858,7 +865,9 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
                 g.certname(),
                 g.conductor().subject,
                 attrs::format_expiry(g.attributes_expiry()),
-                g.classification().to_enc_yaml()
+                g.classification()
+                    .to_enc_json()
+                    .map_err(|error| Error::Classification { source: a.csr.display().to_string(), error })?
             ),
             Err(r) => print_refusals(r, &mut std::io::stdout()),
         },
@@ -970,6 +979,10 @@ fn enc(
         }
         _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
     };
-    write_out(None, &classification.to_enc_yaml(), 0o644)?;
+    let json = classification.to_enc_json().map_err(|e| Error::NotValid {
+        certname: certname.unwrap_or("").to_string(),
+        detail: format!("its classification is unusable: {e}"),
+    })?;
+    write_out(None, &json, 0o644)?;
     Ok(EXIT_OK)
 }

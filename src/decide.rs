@@ -90,6 +90,24 @@ pub fn check_certname(name: &str) -> Result<(), CertnameProblem> {
     Ok(())
 }
 
+/// Certnames Puppet reserves, which no node may be issued. Puppet 7 reserves exactly one:
+/// - puppet-agent 7.23 `lib/puppet/defaults.rb`, setting `certname`: "The special value `ca`
+///   is reserved, and can't be used as the certname for a normal node" (`Puppet::SSL::CA_NAME`,
+///   `lib/puppet/ssl.rb`; `ssl/certificate_request.rb` swaps it for `ca_name` in a CSR);
+/// - puppetserver 7.9 `puppetlabs/puppetserver/certificate_authority.clj`, `get-certificate`:
+///   for the subject "ca" it answers the CA certificate (`cacert`), never `signed/ca.pem`;
+///   `certificate_revocation_list/ca` is the CA's CRL. (`validate-subject!` checks only
+///   syntax, so Puppet Server's own CA would sign a "ca" CSR that nobody can ever fetch.)
+///
+/// vouch serves the same routes (`GET certificate/ca` is the CA bundle): a certificate
+/// for "ca" could never be downloaded, and issuing it would spend the attributes.
+pub const RESERVED_CERTNAMES: &[&str] = &["ca"];
+
+/// Whether Puppet reserves `name` (see [`RESERVED_CERTNAMES`]).
+pub fn is_reserved_certname(name: &str) -> bool {
+    RESERVED_CERTNAMES.contains(&name)
+}
+
 /// One reason to refuse a CSR. Each has a stable [`code`](Refusal::code), a
 /// message and a hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +125,8 @@ pub enum Refusal {
     CsrKeyUnsupported { detail: String },
     /// The certname asked about is not a valid certname.
     CertnameInvalid { certname: String, problem: CertnameProblem },
+    /// The certname is one Puppet reserves (`ca`).
+    CertnameReserved { certname: String },
     /// The CSR has no commonName, or several.
     CommonNameCount { count: usize },
     /// The CSR's CN differs from the certname.
@@ -151,6 +171,9 @@ pub enum Refusal {
     SignatureKeyUnsupported { detail: String },
     /// The classification is unusable.
     ClassificationInvalid { error: ClassificationError },
+    /// The classification has no exact JSON form for the ENC to print (a key that is not
+    /// a string, a `<<` key, a float that is not finite).
+    ClassificationUnrepresentable { detail: String },
     /// More than one extensionRequest attribute, or msExtReq.
     ExtensionRequestAmbiguous { detail: String },
     /// The same extension requested twice.
@@ -210,6 +233,7 @@ impl Refusal {
             Refusal::CsrSignatureAlgorithmUnsupported { .. } => "csr-signature-algorithm-unsupported",
             Refusal::CsrKeyUnsupported { .. } => "csr-key-unsupported",
             Refusal::CertnameInvalid { .. } => "certname-invalid",
+            Refusal::CertnameReserved { .. } => "certname-reserved",
             Refusal::CommonNameCount { .. } => "common-name-count",
             Refusal::CommonNameMismatch { .. } => "common-name-mismatch",
             Refusal::AttributeMissing { .. } => "attribute-missing",
@@ -232,6 +256,7 @@ impl Refusal {
             Refusal::SignatureInvalid { .. } => "signature-invalid",
             Refusal::SignatureKeyUnsupported { .. } => "signature-key-unsupported",
             Refusal::ClassificationInvalid { .. } => "classification-invalid",
+            Refusal::ClassificationUnrepresentable { .. } => "classification-unrepresentable",
             Refusal::ExtensionRequestAmbiguous { .. } => "extension-request-ambiguous",
             Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
             Refusal::ExtensionCritical { .. } => "extension-critical",
@@ -269,6 +294,9 @@ impl Refusal {
                 "use an RSA (2048+ bits), ECDSA P-256/P-384 or Ed25519 agent key"
             }
             Refusal::CertnameInvalid { .. } => "use a lowercase host name without wildcards, e.g. web01.example.com",
+            Refusal::CertnameReserved { .. } => {
+                "give the node another certname (puppet.conf certname = its host name); Puppet keeps 'ca' for the CA itself"
+            }
             Refusal::CommonNameCount { .. } | Refusal::CommonNameMismatch { .. } => {
                 "the CSR subject must be CN=<certname>, exactly the name the agent asks for"
             }
@@ -302,6 +330,9 @@ impl Refusal {
             Refusal::SignatureKeyUnsupported { .. } => "use an RSA, ECDSA P-256/P-384 or Ed25519 conductor key",
             Refusal::ClassificationInvalid { .. } => {
                 "the classification must be base64 of a YAML mapping with classes, parameters and/or environment"
+            }
+            Refusal::ClassificationUnrepresentable { .. } => {
+                "use only string keys (quote them: '1': x), no '<<' key and finite numbers; the ENC prints JSON"
             }
             Refusal::ExtensionRequestAmbiguous { .. } | Refusal::ExtensionDuplicated { .. } => {
                 "request each extension once, in one extensionRequest attribute"
@@ -358,6 +389,11 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::CsrKeyUnsupported { detail } => write!(f, "the certificate request's key is unsupported: {detail}"),
             Refusal::CertnameInvalid { certname, problem } => write!(f, "certname {certname:?} is invalid: {problem}"),
+            Refusal::CertnameReserved { certname } => write!(
+                f,
+                "certname {certname:?} is reserved by Puppet: 'GET certificate/{certname}' answers the CA's \
+                 own certificate, so a node could never fetch one issued under it"
+            ),
             Refusal::CommonNameCount { count } => write!(f, "the CSR subject has {count} commonNames; exactly one is required"),
             Refusal::CommonNameMismatch { common_name, certname } => {
                 write!(f, "the CSR's CN {common_name:?} differs from the certname {certname:?}")
@@ -397,6 +433,10 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::SignatureKeyUnsupported { detail } => write!(f, "the conductor's key cannot sign attributes: {detail}"),
             Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
+            Refusal::ClassificationUnrepresentable { detail } => write!(
+                f,
+                "the classification cannot be handed to Puppet exactly as signed (the ENC prints JSON): {detail}"
+            ),
             Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
             Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
             Refusal::ExtensionCritical { oid } => write!(
@@ -528,14 +568,42 @@ impl Grant {
     pub fn binding(&self) -> Option<&attrs::Binding> {
         self.binding.as_ref()
     }
-    /// What makes these attributes one-time: the nonce (version 2) or the signature (version 1).
-    /// What makes these attributes one-time: the nonce (version 2), or the digest of
-    /// the signed canonical string (version 1; the signature itself is malleable).
-    pub fn replay_key(&self) -> String {
-        match &self.binding {
-            Some(b) => format!("v2-nonce:{}", b.nonce),
-            None => format!("v1-canonical:{}", self.signed_digest),
+    /// What makes these attributes one-time (see [`replay_key`]).
+    pub fn replay_key(&self) -> ReplayKey {
+        replay_key(self.binding.as_ref().map(|b| b.nonce.as_str()), &self.conductor_der, &self.signed_digest)
+    }
+}
+
+pub use crate::replay::ReplayKey;
+
+/// What makes vouched attributes one-time, the key of their entry in the replay journal.
+///
+/// - Version 2: SHA-256 over the conductor certificate's SHA-256 (its DER fingerprint, 32
+///   bytes) followed by the nonce. A nonce is one conductor's: another conductor that
+///   learns it (user-data is often world-readable) and signs it again makes another key,
+///   so it cannot burn the first conductor's attributes. The same conductor signing the
+///   same nonce twice (with any other values) still gets one use.
+/// - Version 1: the digest of the signed canonical string (the signature itself is
+///   malleable: an ECDSA (r, s) is also valid as (r, n-s)), which names the conductor.
+///
+/// Journals written before this binding (vouch 0.1 up to issue 13) keyed version 2 by the
+/// nonce alone (`v2-nonce:NONCE`): that key is the [`ReplayKey::legacy`] one, read (never
+/// written) so that attributes used before an upgrade stay used after it. Such an entry
+/// lives as long as the attributes (at most `attributes.max_lifetime`, up to 100 years
+/// by policy), so it cannot be left to expire.
+pub fn replay_key(nonce: Option<&str>, conductor_der: &[u8], signed_digest: &str) -> ReplayKey {
+    match nonce {
+        Some(n) => {
+            let fingerprint = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, conductor_der);
+            let mut bound = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+            bound.update(fingerprint.as_ref());
+            bound.update(n.as_bytes());
+            ReplayKey {
+                key: format!("v2-conductor-nonce:{}", hex(bound.finish().as_ref())),
+                legacy: Some(format!("v2-nonce:{n}")),
+            }
         }
+        None => ReplayKey { key: format!("v1-canonical:{signed_digest}"), legacy: None },
     }
 }
 
@@ -563,7 +631,7 @@ impl Refused {
 /// another key: the store records this key as their holder, as a grant would.
 #[derive(Debug, Clone)]
 pub struct Held {
-    pub replay_key: String,
+    pub replay_key: ReplayKey,
     pub expiry: OffsetDateTime,
     /// The CSR's public key (canonical SubjectPublicKeyInfo).
     pub spki: Vec<u8>,
@@ -626,6 +694,8 @@ pub fn decide_parsed(
     // 2. Names.
     if let Err(problem) = check_certname(req.certname) {
         reasons.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
+    } else if is_reserved_certname(req.certname) {
+        reasons.push(Refusal::CertnameReserved { certname: req.certname.to_string() });
     }
     match csr.common_names.as_slice() {
         [cn] if cn == req.certname => {}
@@ -684,13 +754,14 @@ pub fn decide_parsed(
             reasons.push(Refusal::NonceMalformed { value: n.clone() });
         }
     }
-    let mut seen_unexpected = Vec::new();
+    // Sets, not lists: the CSR (the agent) chooses how many attributes and extensions
+    // there are, and a list search per item would be quadratic in that.
+    let mut seen_unexpected = std::collections::HashSet::new();
     for a in &csr.attributes {
         if (oids::is_under(&a.oid, oids::VOUCH_ARC) || a.oid == oids::VOUCH_ARC)
             && !known.contains(&a.oid.as_slice())
-            && !seen_unexpected.contains(&a.oid)
+            && seen_unexpected.insert(a.oid.as_slice())
         {
-            seen_unexpected.push(a.oid.clone());
             reasons.push(Refusal::AttributeUnexpected { oid: oids::dotted(&a.oid) });
         }
         if a.oid == oids::MS_EXTENSION_REQUEST {
@@ -757,11 +828,15 @@ pub fn decide_parsed(
     // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
     let mut signed_digest = String::new();
     let mut conductor_der = Vec::new();
+    // Whether the conductor's certificate chains to a trusted root and carries the
+    // conductor EKU and key usage: only then are scopes judged (step 9).
+    let mut conductor_trusted = false;
     if let Some(cv) = &conductor_value {
         match check_conductor(cv, policy, now) {
             Err(r) => reasons.push(r),
             Ok((info, leaf_der, chain_reasons)) => {
                 let chain_ok = chain_reasons.is_empty();
+                conductor_trusted = chain_ok;
                 reasons.extend(chain_reasons);
                 if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
                     // Verified even when the chain failed, so that the reasons are complete;
@@ -796,12 +871,17 @@ pub fn decide_parsed(
     if let (true, Some(c)) = (vouched, &classification_value) {
         match Classification::from_base64(c, policy.classification_max_bytes) {
             Ok(parsed) => classification = Some(parsed),
+            Err(ClassificationError::Unrepresentable { detail }) => {
+                reasons.push(Refusal::ClassificationUnrepresentable { detail })
+            }
             Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
         }
     }
 
-    // 9. Per-conductor scope: what this conductor may vouch for.
-    if let (false, Some(c)) = (policy.scopes.is_empty(), &conductor) {
+    // 9. Per-conductor scope: what this conductor may vouch for. Judged only for a
+    // conductor whose chain verified: an untrusted certificate is refused anyway, and
+    // its subject (anyone can make one that matches a scope) gets no further work done.
+    if let (false, Some(c), true) = (policy.scopes.is_empty(), &conductor, conductor_trusted) {
         match policy.scopes.iter().find(|sc| sc.matches(c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
             Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
@@ -809,15 +889,14 @@ pub fn decide_parsed(
     }
 
     // 10. Extension requests: the node controls them all.
-    let mut seen: Vec<&[u64]> = Vec::new();
+    let mut seen: std::collections::HashSet<&[u64]> = std::collections::HashSet::new();
     let mut mirror_seen = false;
     for ext in &csr.extensions {
         let shown = oids::display(&ext.oid);
-        if seen.contains(&ext.oid.as_slice()) {
+        if !seen.insert(ext.oid.as_slice()) {
             reasons.push(Refusal::ExtensionDuplicated { oid: shown });
             continue;
         }
-        seen.push(&ext.oid);
         // Whatever the extension, a node does not get to make it critical: Puppet Server
         // (hook mode) copies the flag, and relying parties must then understand it or fail.
         if ext.critical {
@@ -857,16 +936,21 @@ pub fn decide_parsed(
                 r,
                 Refusal::CertnameNotVouched { .. }
                     | Refusal::CertnameInvalid { .. }
+                    | Refusal::CertnameReserved { .. }
                     | Refusal::CommonNameCount { .. }
                     | Refusal::CommonNameMismatch { .. }
             )
         });
         let held = match (vouched && for_this_name, expiry_time) {
             (true, Some(expiry)) => Some(Held {
-                replay_key: match (&vouched_certname, &nonce) {
-                    (Some(_), Some(n)) if is_v2 => format!("v2-nonce:{n}"),
-                    _ => format!("v1-canonical:{signed_digest}"),
-                },
+                replay_key: replay_key(
+                    match (&vouched_certname, &nonce) {
+                        (Some(_), Some(n)) if is_v2 => Some(n.as_str()),
+                        _ => None,
+                    },
+                    &conductor_der,
+                    &signed_digest,
+                ),
                 expiry,
                 spki: csr.spki.clone(),
             }),
@@ -914,10 +998,9 @@ fn check_scope(
     classification: Option<&Classification>,
     reasons: &mut Vec<Refusal>,
 ) {
-    use crate::policy::glob;
     let name = scope.name.clone();
     if let Some(patterns) = &scope.certnames {
-        if !patterns.iter().any(|p| glob(p, certname, Some('.'))) {
+        if !patterns.iter().any(|p| p.is_match(certname)) {
             reasons.push(Refusal::CertnameOutOfScope { scope: name.clone(), certname: certname.to_string() });
         }
     }
@@ -940,7 +1023,7 @@ fn check_scope(
         };
         for class in classes {
             let bare = class.trim_start_matches("::");
-            if !allowed.iter().any(|p| glob(p.trim_start_matches("::"), bare, None)) {
+            if !allowed.iter().any(|p| p.is_match(bare)) {
                 reasons.push(Refusal::ClassOutOfScope { scope: name.clone(), class });
             }
         }

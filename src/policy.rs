@@ -150,9 +150,9 @@ pub struct Scope {
     /// `issuer` parsed likewise.
     pub issuer_dn: Option<crate::dn::Dn>,
     /// Certname patterns; `*` matches any run of characters except `.`.
-    pub certnames: Option<Vec<String>>,
+    pub certnames: Option<Vec<Pattern>>,
     /// Class name patterns; `*` matches any run of characters.
-    pub classes: Option<Vec<String>>,
+    pub classes: Option<Vec<Pattern>>,
     pub environments: Option<Vec<String>>,
     /// Top-level parameter names the classification may set.
     pub parameters: Option<Vec<String>>,
@@ -175,29 +175,67 @@ impl Scope {
     }
 }
 
-/// Glob match: `*` matches any run of characters, except `stop` when given.
-pub fn glob(pattern: &str, text: &str, stop: Option<char>) -> bool {
-    fn go(p: &[char], t: &[char], stop: Option<char>) -> bool {
-        match p.split_first() {
-            None => t.is_empty(),
-            Some(('*', rest)) => {
-                let mut i = 0;
-                loop {
-                    if go(rest, &t[i..], stop) {
-                        return true;
-                    }
-                    match t.get(i) {
-                        Some(c) if Some(*c) != stop => i += 1,
-                        _ => return false,
-                    }
-                }
-            }
-            Some((c, rest)) => t.first() == Some(c) && go(rest, &t[1..], stop),
-        }
+/// A scope pattern, compiled once when the policy is loaded: `*` matches any run of
+/// characters (for certnames: any run without a `.`), everything else itself, the
+/// whole text (anchored). Matched by the `regex` crate's automata, in time linear in
+/// the text whatever the pattern: a certname the agent chooses can never make it
+/// backtrack (the recursive matcher this replaces took seconds on
+/// `*-*-*-*-*-*-*-*x.example.test` against `a` + 61 `-` + `a.example.test`).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// As written in the policy.
+    pub text: String,
+    re: regex::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
     }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    go(&p, &t, stop)
+}
+
+impl Eq for Pattern {}
+
+impl Pattern {
+    /// Compiles `pattern`; `*` never matches `stop` when one is given.
+    pub fn new(pattern: &str, stop: Option<char>) -> Result<Pattern, String> {
+        let star = match stop {
+            Some(c) => format!("[^{}]*", regex::escape(&c.to_string())),
+            None => "(?s:.*)".to_string(),
+        };
+        let body: Vec<String> = pattern.split('*').map(regex::escape).collect();
+        let source = format!(r"\A(?:{})\z", body.join(&star));
+        // Bounded: a policy line cannot make a huge automaton either.
+        let re = regex::RegexBuilder::new(&source)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| format!("pattern {pattern:?} cannot be compiled: {e}"))?;
+        Ok(Pattern { text: pattern.to_string(), re })
+    }
+
+    /// A certname pattern: `*` stops at `.`.
+    pub fn certname(pattern: &str) -> Result<Pattern, String> {
+        Pattern::new(pattern, Some('.'))
+    }
+
+    /// A class pattern: `*` matches anything; a leading `::` (top scope) is ignored,
+    /// as it is in the class names matched against it.
+    pub fn class(pattern: &str) -> Result<Pattern, String> {
+        let mut p = Pattern::new(pattern.trim_start_matches("::"), None)?;
+        p.text = pattern.to_string();
+        Ok(p)
+    }
+
+    pub fn is_match(&self, text: &str) -> bool {
+        self.re.is_match(text)
+    }
+}
+
+/// Glob match: `*` matches any run of characters, except `stop` when given
+/// (compiles the pattern each call: for tests and one-off checks; scopes compile theirs
+/// once, as [`Pattern`]s). A pattern that cannot be compiled matches nothing.
+pub fn glob(pattern: &str, text: &str, stop: Option<char>) -> bool {
+    Pattern::new(pattern, stop).is_ok_and(|p| p.is_match(text))
 }
 
 /// The rule for a certname that already has a valid certificate.
@@ -681,6 +719,14 @@ impl Policy {
                             }),
                         }
                     };
+                    let patterns = |list: Option<Vec<String>>,
+                                    key: &str,
+                                    make: fn(&str) -> Result<Pattern, String>|
+                     -> Result<Option<Vec<Pattern>>, PolicyError> {
+                        list.map(|l| l.iter().map(|p| make(p).map_err(|m| err(None, key, m))).collect()).transpose()
+                    };
+                    let certnames = patterns(sc.certnames, "conductor.certnames", Pattern::certname)?;
+                    let classes = patterns(sc.classes, "conductor.classes", Pattern::class)?;
                     let subject_dn = dn(&sc.subject, "conductor.subject")?;
                     let issuer_dn = dn(&sc.issuer, "conductor.issuer")?;
                     scopes.push(Scope {
@@ -690,8 +736,8 @@ impl Policy {
                         issuer: sc.issuer.map(Spanned::into_inner),
                         subject_dn,
                         issuer_dn,
-                        certnames: sc.certnames,
-                        classes: sc.classes,
+                        certnames,
+                        classes,
                         environments: sc.environments,
                         parameters: sc.parameters,
                         max_lifetime,
@@ -897,6 +943,29 @@ mod tests {
         assert!(glob("profile::web*", "profile::web::nginx", None));
         assert!(glob("*", "anything", None));
         assert!(!glob("ntp", "ntpd", None));
+        // Every other character is itself, never a regular expression.
+        assert!(!glob("web.example.com", "webxexample.com", Some('.')));
+        assert!(glob("a+b(c)?[d]$^|{1}\\", "a+b(c)?[d]$^|{1}\\", None));
+        assert!(!glob("a+b", "aab", None));
+        assert!(glob("**", "", None) && glob("", "", None) && !glob("", "x", None));
+        assert!(glob("web*", "web", Some('.')) && !glob("web*", "web.x", Some('.')));
+        assert!(!glob("web*", "web\nx.y", Some('.')) && glob("web*", "web\nx", Some('.')));
+        assert!(glob("profile::*", "profile::a\nb", None));
+        let class = Pattern::class("::profile::web*").unwrap();
+        assert!(class.is_match("profile::web::nginx") && !class.is_match("::profile::web"));
+    }
+
+    #[test]
+    fn scope_patterns_match_in_linear_time() {
+        // The issue's exact pattern and certname: exponential for a backtracking matcher
+        // (seconds of CPU), a single pass for the automaton. No timing assertion: the
+        // test would not finish in practice with the old matcher.
+        let p = Pattern::certname("*-*-*-*-*-*-*-*x.example.test").unwrap();
+        let evil = format!("a{}a.example.test", "-".repeat(61));
+        assert!(!p.is_match(&evil));
+        assert!(p.is_match("a-b-c-d-e-f-g-hx.example.test"));
+        let class = Pattern::class("*a*a*a*a*a*a*a*a*a*a*b").unwrap();
+        assert!(!class.is_match(&"a".repeat(5000)));
     }
 
     #[test]

@@ -21,6 +21,20 @@ pub enum Claim {
     Used { certname: String, time: String },
 }
 
+/// The key of one set of attributes in the journal ([`crate::decide::replay_key`]), and
+/// the key an older vouch gave the same attributes, which is read but never written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayKey {
+    pub key: String,
+    pub legacy: Option<String>,
+}
+
+impl From<&str> for ReplayKey {
+    fn from(key: &str) -> Self {
+        ReplayKey { key: key.to_string(), legacy: None }
+    }
+}
+
 /// The journal (a directory; shared by every process that decides with this policy).
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -81,17 +95,28 @@ impl Journal {
     /// used it before. Atomic across processes. The same holder may claim again:
     /// a node that resubmits its own CSR after a crash is not locked out, and
     /// nobody else can use a certificate for its key.
+    ///
+    /// A claim that is not `reusable` (the hook's: Puppet Server signs on its answer) is
+    /// recorded as spent at once, so that no CA sharing the journal issues for the same
+    /// attributes again, even to the same key.
     pub fn claim(
         &self,
-        key: &str,
+        key: &ReplayKey,
         expiry: OffsetDateTime,
         certname: &str,
         holder: &str,
         reusable: bool,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
-        let record = Self::record(certname, holder, expiry, now, false);
-        let (path, prior) = self.create(key, expiry, &record, now)?;
+        if let Some(prior) = self.legacy_prior(key, expiry)? {
+            let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
+            let open = prior["held"].as_bool() == Some(true) || (reusable && prior["issued"].as_bool() != Some(true));
+            if !(same && open) {
+                return Ok(Self::used(&prior));
+            }
+        }
+        let record = Self::entry_value(certname, holder, expiry, now, false, !reusable).to_string();
+        let (path, prior) = self.create(&key.key, expiry, &record, now)?;
         let Some(prior) = prior else { return Ok(Claim::Fresh) };
         let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
         // Held by this key when an earlier request with them was refused for
@@ -113,14 +138,19 @@ impl Journal {
     /// same key may still be approved once. Returns `Used` if another key holds them.
     pub fn hold(
         &self,
-        key: &str,
+        key: &ReplayKey,
         expiry: OffsetDateTime,
         certname: &str,
         holder: &str,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
+        if let Some(prior) = self.legacy_prior(key, expiry)? {
+            if prior["holder"].as_str() != Some(holder) || prior["certname"].as_str() != Some(certname) {
+                return Ok(Self::used(&prior));
+            }
+        }
         let record = Self::record(certname, holder, expiry, now, true);
-        match self.create(key, expiry, &record, now)?.1 {
+        match self.create(&key.key, expiry, &record, now)?.1 {
             None => Ok(Claim::Fresh),
             Some(prior) if prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname) => {
                 Ok(Claim::Fresh)
@@ -184,6 +214,38 @@ impl Journal {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The entry an older vouch wrote for the same attributes under their legacy key, if any.
+    fn legacy_prior(&self, key: &ReplayKey, expiry: OffsetDateTime) -> io::Result<Option<serde_json::Value>> {
+        let Some(legacy) = &key.legacy else { return Ok(None) };
+        Self::read_entry(&self.entry(legacy, expiry))
+    }
+
+    /// An entry's JSON; `Null` for one that exists but does not read as JSON (it still
+    /// counts as a use), `None` for none.
+    fn read_entry(path: &Path) -> io::Result<Option<serde_json::Value>> {
+        match std::fs::read(path) {
+            Ok(b) => Ok(Some(serde_json::from_slice(&b).unwrap_or(serde_json::Value::Null))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What a claim of `key` by `holder` for `certname` would meet, without writing
+    /// anything (no entry, no directory, no pruning): `vouch check`. Judged as a claim
+    /// that is not reusable (an approval is one use), except where this key holds the
+    /// attributes from a refused request (its first approval is still to come).
+    pub fn peek(&self, key: &ReplayKey, expiry: OffsetDateTime, certname: &str, holder: &str) -> io::Result<Claim> {
+        for k in std::iter::once(&key.key).chain(key.legacy.as_ref()) {
+            if let Some(prior) = Self::read_entry(&self.entry(k, expiry))? {
+                let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
+                if !(same && prior["held"].as_bool() == Some(true)) {
+                    return Ok(Self::used(&prior));
+                }
+            }
+        }
+        Ok(Claim::Fresh)
     }
 
     fn used(prior: &serde_json::Value) -> Claim {
@@ -294,15 +356,19 @@ mod tests {
         let j = Journal::new(d.path());
         let now = datetime!(2030-06-01 12:00 UTC);
         let exp = datetime!(2030-06-01 13:30 UTC);
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "the same requester again");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(
+            j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(),
+            Claim::Fresh,
+            "the same requester again"
+        );
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim("k", exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
-        assert_eq!(j.claim("k", exp, "b", "key1", true, now).unwrap(), used, "another certname");
-        assert_eq!(j.claim("k", exp, "a", "key2", true, now).unwrap(), used, "another key");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
+        assert_eq!(j.claim(&"k".into(), exp, "b", "key1", true, now).unwrap(), used, "another certname");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key2", true, now).unwrap(), used, "another key");
         assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent once issued");
-        assert_eq!(j.claim("other", exp, "b", "key2", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), used, "spent once issued");
+        assert_eq!(j.claim(&"other".into(), exp, "b", "key2", true, now).unwrap(), Claim::Fresh);
         assert!(d.path().join("2030060113").is_dir());
         j.prune(datetime!(2030-06-02 14:00 UTC)).unwrap();
         assert!(d.path().join("2030060113").is_dir(), "kept for a day after its hour");
@@ -320,22 +386,22 @@ mod tests {
         let exp = datetime!(2030-06-01 13:30 UTC);
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
         // The CA's claim, then the mark once the certificate is durable.
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "retry before the log");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "retry before the log");
         assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
-        assert_eq!(j.claim("k", exp, "a", "key1", true, now).unwrap(), used, "spent once stored");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), used, "spent once stored");
         // Lost entirely (a power loss): the log's replay writes it back.
         assert!(j.restore_issued("k2", exp, "b", "key3", now).unwrap());
         let used_b = Claim::Used { certname: "b".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
+        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
         // Someone else's entry is never overwritten.
         assert!(!j.restore_issued("k2", exp, "b", "key4", now).unwrap());
-        assert_eq!(j.claim("k2", exp, "b", "key3", true, now).unwrap(), used_b);
+        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, now).unwrap(), used_b);
         // Emptied by a power loss: rewritten.
         let emptied = j.entry("k3", exp);
         std::fs::write(&emptied, b"").unwrap();
         assert!(j.restore_issued("k3", exp, "c", "key5", now).unwrap());
         let used_c = Claim::Used { certname: "c".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim("k3", exp, "c", "key5", true, now).unwrap(), used_c);
+        assert_eq!(j.claim(&"k3".into(), exp, "c", "key5", true, now).unwrap(), used_c);
     }
 }

@@ -234,3 +234,63 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
     let r = decide(&req, &other, now()).unwrap_err();
     assert!(r.reasons.iter().any(|x| x.code() == "conductor-untrusted"), "{:?}", r.reasons);
 }
+
+/// A CSR for `certname` carrying version 1 attributes signed by `cert_der`/`key`.
+fn vouched_csr(cert_der: &[u8], key: &rcgen::KeyPair, certname: &str, classification: &str) -> Vec<u8> {
+    let class = vouch::classification::Classification::from_yaml(classification, 65536).unwrap();
+    let expiry = now() + time::Duration::hours(1);
+    let v = vouch::attrs::sign(cert_der, key, &class, expiry, vouch::attrs::CertEncoding::Base64Der, None).unwrap();
+    let attrs = vouch::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    let spec = vouch::csr::CsrSpec::from_attributes(certname, &attrs).unwrap();
+    vouch::csr::build(&spec, &rcgen::KeyPair::generate().unwrap()).unwrap()
+}
+
+/// fixtures/policy.toml with absolute paths, plus `extra`.
+fn policy_with(extra: &str) -> (tempfile::TempDir, Policy) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap();
+    let text = text.replace("\"pki/", &format!("\"{}/pki/", fixture("").display()));
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    let p = Policy::load(&path).unwrap();
+    (dir, p)
+}
+
+/// Issue 13, point 6: the issue's exact pattern and certname, from an untrusted self-made
+/// conductor whose subject matches the scope, is refused for its chain (scopes are not
+/// judged for it), and from a trusted conductor, out of scope. The recursive matcher
+/// backtracked exponentially on this (8 s of CPU per request in a release build, minutes
+/// in a test build): this test would not finish in practice on it.
+#[test]
+fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
+    let pattern = "*-*-*-*-*-*-*-*x.example.test";
+    let extra = format!(
+        "[[conductor]]\nname = \"evil\"\nsubject = \"CN=evil-launcher\"\ncertnames = [\"{pattern}\"]\n\n\
+         [[conductor]]\nname = \"p256\"\nsubject = \"CN=conductor-p256\"\ncertnames = [\"{pattern}\"]\n"
+    );
+    let (_dir, p) = policy_with(&extra);
+    let certname = format!("a{}a.example.test", "-".repeat(61));
+    // A self-made conductor: right EKU and key usage, subject matching the "evil" scope.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "evil-launcher");
+    params.not_before = now() - time::Duration::days(30);
+    params.not_after = now() + time::Duration::days(30);
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::Other(vouch::oids::EKU_CONDUCTOR.to_vec())];
+    let cert = params.self_signed(&key).unwrap();
+    let csr = vouched_csr(cert.der(), &key, &certname, "classes: [ntp]\n");
+    let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
+    let codes: Vec<_> = r.reasons.iter().map(Refusal::code).collect();
+    assert_eq!(codes, ["conductor-untrusted"], "{:?}", r.reasons);
+    // The trusted conductor-p256 and the same certname: the scope is judged, in linear time.
+    let pem = std::fs::read(fixture("pki/conductor-p256.pem")).unwrap();
+    let der = vouch::pem::find(&pem, &["CERTIFICATE"]).unwrap().1;
+    let key = vouch::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-p256.key")).unwrap()).unwrap();
+    let csr = vouched_csr(&der, &key, &certname, "classes: [ntp]\n");
+    let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
+    assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["certname-out-of-scope"]);
+    let fine = "a-b-c-d-e-f-g-hx.example.test";
+    let csr = vouched_csr(&der, &key, fine, "classes: [ntp]\n");
+    assert!(decide(&Request { csr: &csr, certname: fine }, &p, now()).is_ok());
+}

@@ -547,3 +547,133 @@ fn renewal_rechecks_the_vouching_conductor() {
     let audit = std::fs::read_to_string(ca.dir.join("audit.log")).unwrap();
     assert_eq!(audit.matches("\"renewal-refused\"").count(), 5, "{audit}");
 }
+
+/// `text` as Puppet's ENC terminus reads it (`Puppet::Util::Yaml.safe_load(output, [Symbol])`,
+/// puppet/indirector/node/exec.rb), written back as JSON.
+fn as_puppet_reads_it(text: &str) -> serde_json::Value {
+    common::require("ruby", "ruby");
+    let mut child = Command::new("ruby")
+        .args(["-e", "require 'puppet'; require 'json'; print JSON.generate(Puppet::Util::Yaml.safe_load($stdin.read, [Symbol]))"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let json = ok(&out);
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// Values that JSON written naively hands to Puppet's YAML 1.1 reader as something else:
+/// `1e300` is a string there, NEL inside a quoted scalar folds into a space.
+const TRICKY: &str = "classes: [ntp]\nparameters:\n  big: 1.0e+300\n  small: 1.0e-7\n  flag: 'off'\n  \
+                      sym: ':sym'\n  nel: \"a\\u0085b\\u2028c\"\n  huge: 12345678901234567890\n  nested: {k: [1, 2.5, ~]}\n";
+/// A classification with no JSON form: a null key (the issue's example).
+const NULL_KEY: &str = "classes: [ntp]\nparameters:\n  pad: {~: x}\n  flag: 'off'\n";
+
+/// A Puppet Server CA directory (ca_crt.pem, ca_crl.pem, signed/) whose signed
+/// certificates carry the given classifications in the mirror extension, as Puppet Server
+/// copies them from CSRs an older vouch approved.
+fn puppet_cadir(dir: &Path, nodes: &[(&str, &str)]) {
+    use base64::Engine;
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::default();
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "Puppet CA: test");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    std::fs::create_dir_all(dir.join("signed")).unwrap();
+    std::fs::write(dir.join("ca_crt.pem"), ca_cert.pem()).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let crl = rcgen::CertificateRevocationListParams {
+        this_update: now - time::Duration::hours(1),
+        next_update: now + time::Duration::days(30),
+        crl_number: rcgen::SerialNumber::from_slice(&[1]),
+        issuing_distribution_point: None,
+        revoked_certs: vec![],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)
+    .unwrap();
+    std::fs::write(dir.join("ca_crl.pem"), crl.pem().unwrap()).unwrap();
+    for (name, classification) in nodes {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name.push(rcgen::DnType::CommonName, *name);
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        p.not_before = now - time::Duration::days(1);
+        p.not_after = now + time::Duration::days(30);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(classification);
+        p.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+            vouch::policy::DEFAULT_MIRROR_OID,
+            vouch::der::utf8_string(&b64),
+        )];
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        std::fs::write(dir.join("signed").join(format!("{name}.pem")), cert.pem()).unwrap();
+    }
+}
+
+/// Issue 13, point 3: the ENC prints exactly what the decision judged, as JSON that
+/// Puppet's own reader takes back unchanged, in every mode (store, --puppet-cadir,
+/// --cert); a classification with no such form is an error there, never the signed YAML.
+#[test]
+fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
+    let want = {
+        let c = vouch::classification::Classification::from_yaml(TRICKY, 65536).unwrap();
+        vouch::classification::to_json(&c.value, "c").unwrap()
+    };
+    // The CA's store.
+    let ca = Ca::new("p256");
+    let csr = ca.vouched_csr("web01.example.test", "tricky", TRICKY, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join("web01.pem"))]));
+    let text = ok(&ca.vouch(&["enc", "web01.example.test"]));
+    assert_eq!(as_puppet_reads_it(&text), want, "store mode: {text}");
+    // Hook mode (Puppet Server's cadir) and a certificate file.
+    let cadir = ca.work.join("puppet-ca");
+    puppet_cadir(&cadir, &[("web01.example.test", TRICKY), ("web02.example.test", NULL_KEY)]);
+    let text = ok(&ca.vouch(&["enc", "--puppet-cadir", s(&cadir), "web01.example.test"]));
+    assert_eq!(as_puppet_reads_it(&text), want, "--puppet-cadir: {text}");
+    let file = cadir.join("signed/web01.example.test.pem");
+    let text = ok(&ca.vouch(&["enc", "--cert", s(&file)]));
+    assert_eq!(as_puppet_reads_it(&text), want, "--cert: {text}");
+    // No JSON form: refused, and nothing printed for Puppet to misread.
+    let bad = cadir.join("signed/web02.example.test.pem");
+    for args in [vec!["enc", "--puppet-cadir", s(&cadir), "web02.example.test"], vec!["enc", "--cert", s(&bad)]] {
+        let out = ca.vouch(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(err.contains("not a string"), "{args:?}: {err}");
+    }
+    // And at decision time, in CA mode (the hook and every mode share the decision; the
+    // fixture classification-key-not-json goes through each in tests/cli.rs and here).
+    let csr = ca.work.join("web02.csr");
+    let attrs = ca.work.join("web02.attrs.yaml");
+    let conductor = vouch::pem::find(&std::fs::read(ca.work.join("cloud1.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let key = vouch::keys::load_pem(&std::fs::read_to_string(ca.work.join("cloud1.key")).unwrap()).unwrap();
+    let raw = vouch::classification::Classification {
+        yaml: NULL_KEY.into(),
+        value: serde_yaml_ng::from_str(NULL_KEY).unwrap(),
+    };
+    let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let v = vouch::attrs::sign(&conductor, &key, &raw, expiry, vouch::attrs::CertEncoding::Base64Der, None).unwrap();
+    let a = vouch::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    std::fs::write(&attrs, vouch::attrs::render(&a, vouch::attrs::Format::PuppetYaml).unwrap()).unwrap();
+    ok(&ca.vouch(&[
+        "csr",
+        "--certname",
+        "web02.example.test",
+        "--attributes",
+        s(&attrs),
+        "--key-out",
+        s(&ca.work.join("web02.key")),
+        "--csr-out",
+        s(&csr),
+    ]));
+    let out = ca.vouch(&["sign", "--csr", s(&csr)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[classification-unrepresentable]") && err.contains("not a string"), "{err}");
+}

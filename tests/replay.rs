@@ -219,3 +219,136 @@ fn attributes_of_a_refused_request_belong_to_its_key() {
     let (code, err) = e.hook(name, &build(&parsed, &node));
     assert_eq!(code, 1, "{err}");
 }
+
+/// Every file under `dir` with its contents (to prove a command wrote nothing there).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.push((p.clone(), Vec::new()));
+                todo.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 13, point 15: `vouch check` reads the journal (and writes nothing to it), and
+/// `vouch sign` refuses attributes a hook already approved: Puppet Server signed on that
+/// approval, so a CA sharing the journal would make a second certificate for them.
+#[test]
+fn check_reads_the_journal_and_sign_refuses_what_a_hook_approved() {
+    let e = Env::new();
+    let a = e.attrs("a", Some(CERTNAME));
+    let csr = e.csr(CERTNAME, &a, "node");
+    let file = e.w.join("node.csr");
+    let check = |e: &Env| {
+        let out = e.vouch(&["check", "--csr", s(&file)], None);
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, text) = check(&e);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.starts_with("granted"), "{text}");
+    assert!(!e.dir.join("replay").exists(), "check creates no journal");
+    let (code, err) = e.hook(CERTNAME, &csr);
+    assert_eq!(code, 0, "{err}");
+    let before = snapshot(&e.dir.join("replay"));
+    assert!(!before.is_empty());
+    let (code, text) = check(&e);
+    assert_eq!(code, 1, "after the hook's approval: {text}");
+    assert!(text.contains("[attributes-replayed]") && text.contains(&format!("for {CERTNAME} at ")), "{text}");
+    let out = e.vouch(&["check", "--csr", s(&file), "--format", "json"], None);
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(line.contains("attributes-replayed"), "{line}");
+    assert_eq!(snapshot(&e.dir.join("replay")), before, "check wrote nothing to the journal");
+    // The CA: the same CSR, the same key, the same name: still a second certificate.
+    let out = e.vouch(&["sign", "--csr", s(&file)], None);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[attributes-replayed]") && err.contains(CERTNAME), "{err}");
+    let listed = ok(&e.vouch(&["list", "--all"], None));
+    assert!(!listed.contains("serial"), "nothing was issued: {listed}");
+}
+
+/// Re-signs version 2 attributes with another conductor, keeping the nonce (and every
+/// other value but the conductor certificate and the certname): what a second conductor
+/// that read the first one's user-data can do.
+fn resign(attrs: &Path, cert: &Path, key: &Path, certname: &str, out: &Path) {
+    use base64::Engine;
+    let text = std::fs::read_to_string(attrs).unwrap();
+    let mut parsed = vouch::attrs::parse_file(&text).unwrap();
+    let der = vouch::pem::find(&std::fs::read(cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let key = vouch::keys::load_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
+    let m = &mut parsed.custom_attributes;
+    m.insert("1.3.6.1.4.1.34380.2.4".into(), base64::engine::general_purpose::STANDARD.encode(&der));
+    m.insert("1.3.6.1.4.1.34380.2.6".into(), certname.into());
+    let get = |oid: &str| m[oid].clone();
+    let canonical = vouch::attrs::canonical_v2(
+        &get("1.3.6.1.4.1.34380.2.2"),
+        &get("1.3.6.1.4.1.34380.2.3"),
+        &get("1.3.6.1.4.1.34380.2.4"),
+        &get("1.3.6.1.4.1.34380.2.5"),
+        &get("1.3.6.1.4.1.34380.2.6"),
+        &get("1.3.6.1.4.1.34380.2.7"),
+    );
+    let sig = vouch::attrs::sign_message(&key, &canonical).unwrap();
+    m.insert("1.3.6.1.4.1.34380.2.1".into(), sig);
+    std::fs::write(out, vouch::attrs::render(&parsed, vouch::attrs::Format::PuppetYaml).unwrap()).unwrap();
+}
+
+/// Issue 13, point 4: a nonce is one conductor's. A second conductor that learns it and
+/// signs it first (for another node) does not burn the first conductor's attributes;
+/// each conductor's attributes are still good once.
+#[test]
+fn another_conductor_cannot_burn_a_nonce() {
+    let e = Env::new();
+    let (c2, k2) = (e.w.join("c2.pem"), e.w.join("c2.key"));
+    ok(&e.vouch(&["conductor", "new", "c2", "--cert-out", s(&c2), "--key-out", s(&k2)], None));
+    let a = e.attrs("a", Some(CERTNAME));
+    let stolen = e.w.join("stolen.yaml");
+    resign(&a, &c2, &k2, "db01.example.test", &stolen);
+    let (code, err) = e.hook("db01.example.test", &e.csr("db01.example.test", &stolen, "thief"));
+    assert_eq!(code, 0, "the second conductor's own attributes are good: {err}");
+    let (code, err) = e.hook(CERTNAME, &e.csr(CERTNAME, &a, "owner"));
+    assert_eq!(code, 0, "the first conductor's attributes are not burnt: {err}");
+    // Each still once.
+    let (code, err) = e.hook(CERTNAME, &e.csr(CERTNAME, &a, "owner-again"));
+    assert_eq!(code, 1);
+    assert!(err.contains("[attributes-replayed]"), "{err}");
+    let (code, err) = e.hook("db01.example.test", &e.csr("db01.example.test", &stolen, "thief-again"));
+    assert_eq!(code, 1);
+    assert!(err.contains("[attributes-replayed]"), "{err}");
+}
+
+/// Issue 13, point 4: a journal entry written before the replay key was bound to the
+/// conductor (keyed by the nonce alone) still stops the same attributes after an upgrade.
+#[test]
+fn a_nonce_used_before_the_upgrade_stays_used() {
+    let e = Env::new();
+    let a = e.attrs("a", Some(CERTNAME));
+    let parsed = vouch::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let nonce = parsed.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
+    let expiry = time::OffsetDateTime::parse(
+        &parsed.custom_attributes["1.3.6.1.4.1.34380.2.3"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    // What an older vouch's hook wrote when it approved these attributes for another key.
+    let journal = vouch::replay::Journal::new(e.dir.join("replay"));
+    let legacy = vouch::replay::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(journal.claim(&legacy, expiry, CERTNAME, "old-key", true, now).unwrap(), vouch::replay::Claim::Fresh);
+    let (code, err) = e.hook(CERTNAME, &e.csr(CERTNAME, &a, "replayed"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("[attributes-replayed]") && err.contains(CERTNAME), "{err}");
+    let out = e.vouch(&["sign", "--csr", s(&e.w.join("replayed.csr"))], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[attributes-replayed]"));
+}

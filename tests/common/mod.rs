@@ -41,6 +41,7 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("certname-wildcard.csr.pem", "*.example.test", &["certname-invalid"]),
     ("certname-trailing-dot.csr.pem", "web01.example.test.", &["certname-invalid"]),
     ("certname-path-like.csr.pem", "../../etc/passwd", &["certname-invalid"]),
+    ("certname-reserved.csr.pem", "ca", &["certname-reserved"]),
     // Attributes.
     ("missing-signature.csr.pem", CERTNAME, &["attribute-missing"]),
     ("missing-version.csr.pem", CERTNAME, &["attribute-missing"]),
@@ -107,6 +108,7 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("classification-too-large.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-deeply-nested.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-alias-bomb.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-key-not-json.csr.pem", CERTNAME, &["classification-unrepresentable"]),
     ("conductor-pem-with-trailing-junk.csr.pem", CERTNAME, &["conductor-malformed"]),
     ("v2-tampered-certname.csr.pem", CERTNAME, &["signature-invalid"]),
     ("input-garbage.csr.txt", CERTNAME, &["csr-missing"]),
