@@ -1247,14 +1247,13 @@ fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::io::Write::write_all(&mut hook.stdin.take().unwrap(), &std::fs::read(&csr_file).unwrap()).unwrap();
+    let fresh = csr_for(SVC, &vouched_attributes(&dir, SVC), &p256());
+    std::io::Write::write_all(&mut hook.stdin.take().unwrap(), &fresh).unwrap();
     let o = hook.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("[name-reserved]"), "{}", text(&o));
-    // The administrator's name: the API refuses it, and so does an administrator's re-decision
-    // of the request kept for it (which the policy now grants).
-    let r = put(OPS, &csr_for(OPS, &vouched_attributes(&dir, OPS), &p256()));
-    assert_eq!(r.status, 400, "{}", r.text());
+    // The administrator's name: an administrator's re-decision of the request kept for it
+    // (which the policy now grants) is refused, and so is a new request through the API.
     let r = server
         .admin()
         .request(
@@ -1266,6 +1265,8 @@ fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_
         .unwrap();
     assert_eq!(r.status, 409, "{}", r.text());
     assert!(r.text().contains("name-reserved"), "{}", r.text());
+    let r = put(OPS, &csr_for(OPS, &vouched_attributes(&dir, OPS), &p256()));
+    assert_eq!(r.status, 400, "{}", r.text());
     // Nothing was superseded: neither certificate is on the CRL, both are still current.
     let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]))
         .to_ascii_lowercase()
