@@ -1196,8 +1196,19 @@ fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_
     const OPS: &str = "ops.example.test";
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("vouch");
-    let first =
-        Server::start(&dir, &["--server-name", SVC, "--server-name", "ca.example.test", "--server-name", "localhost"]);
+    let first = Server::start(
+        &dir,
+        &[
+            "--server-name",
+            SVC,
+            "--server-name",
+            "ca.example.test",
+            "--server-name",
+            "localhost",
+            "--server-name",
+            "192.0.2.7",
+        ],
+    );
     let served_pem = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
     let served = serial_of(&dir.join("server/server_crt.pem"));
     // A request for OPS, vouched but asking for pp_role: refused and kept pending.
@@ -1234,6 +1245,9 @@ fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_
     // ...and its CN stays reserved: a vouched node for it is refused, through every path.
     let csr = csr_for(SVC, &vouched_attributes(&dir, SVC), &p256());
     let r = put(SVC, &csr);
+    assert_eq!(r.status, 400, "{}", r.text());
+    // So does its IP address (a DNS name "192.0.2.7" passes Ruby's host check for that address).
+    let r = put("192.0.2.7", &csr_for("192.0.2.7", &vouched_attributes(&dir, "192.0.2.7"), &p256()));
     assert_eq!(r.status, 400, "{}", r.text());
     let csr_file = tmp.path().join("svc.csr");
     std::fs::write(&csr_file, csr_for(SVC, &vouched_attributes(&dir, SVC), &p256())).unwrap();
@@ -1284,5 +1298,30 @@ fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_
     assert!(signed.contains(&(OPS.to_string(), ops_serial.clone())), "{signed:?}");
     // The service still answers with it.
     assert_eq!(server.client(None).request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap().status, 200);
+    assert!(server.stop());
+}
+
+/// A new service certificate under another certname retires the old one (its key is gone):
+/// revoked as superseded, its names free again, the new one's reserved.
+#[test]
+fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_freed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "old.example.test", "--server-name", "localhost"]);
+    let old = serial_of(&dir.join("server/server_crt.pem"));
+    assert!(first.stop());
+    let server = Server::start(&dir, &["--server-name", "new.example.test", "--server-name", "localhost"]);
+    assert_ne!(serial_of(&dir.join("server/server_crt.pem")), old);
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    assert!(crl.to_ascii_lowercase().replace(':', "").contains(&old), "the old service certificate is valid:\n{crl}");
+    let put = |name: &str| {
+        let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap()
+    };
+    assert_eq!(put("new.example.test").status, 400);
+    let r = put("old.example.test");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = server.client(None).request("GET", "/puppet-ca/v1/certificate/old.example.test", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
     assert!(server.stop());
 }
