@@ -1273,11 +1273,6 @@ impl ReservedNames {
         self.names.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, h)| *h)
     }
 
-    /// Every reserved name.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.names.iter().map(|(n, _)| n.as_str())
-    }
-
     /// The refusal for a request under `certname` (or asking for a subjectAltName) that a
     /// reserved name covers, if any.
     pub fn refusal(&self, certname: &str, csr: Option<&crate::csr::Csr>) -> Option<Refusal> {
