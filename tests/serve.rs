@@ -1325,3 +1325,29 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(server.stop());
 }
+
+/// The hook beside a `vouch serve` (Puppet Server copies requested subjectAltNames when its
+/// own setting allows): a CSR asking for a name of the service under another certname is refused.
+#[test]
+fn a_requested_alt_name_of_the_service_is_refused_by_the_hook_beside_the_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &["--server-name", "svc.example.test", "--server-name", "localhost"]);
+    assert!(server.stop());
+    let key = p256();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["node.example.test".to_string(), "svc.example.test".to_string()]).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "node.example.test");
+    let csr = params.serialize_request(&key).unwrap().pem().unwrap();
+    let mut hook = vouch()
+        .args(["--dir", s(&dir), "autosign", "node.example.test"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut hook.stdin.take().unwrap(), csr.as_bytes()).unwrap();
+    let o = hook.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("[name-reserved]") && text(&o).contains("svc.example.test"), "{}", text(&o));
+}
