@@ -92,6 +92,8 @@ pub struct Authority {
     group: GroupCommit<Job, Result<Committed, Error>>,
     /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::sign`].
     maintained: std::sync::atomic::AtomicI64,
+    /// The names on the service's and the administrator's certificates: never a node's.
+    pub reserved: ReservedNames,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): one JSON
@@ -148,6 +150,7 @@ impl Authority {
             ca,
             group: GroupCommit::new(MAX_BATCH),
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
+            reserved: ReservedNames::load(dir),
         })
     }
 
@@ -256,6 +259,14 @@ impl Authority {
             Some(c) => c.to_string(),
             None => parsed.as_ref().ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
         };
+        // The service's and the administrators' names, before anything else (every skin —
+        // the API, an administrator's re-decision, `vouch sign` — comes through here). Audited,
+        // not kept: such a request can never be granted.
+        if let Some(reason) = self.reserved.refusal(&certname, parsed.as_ref().ok()) {
+            let refused = Refused { reasons: vec![reason], conductor: None, held: None };
+            self.audit_raw(&crate::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
+            return Ok(SignOutcome::Refused(refused));
+        }
         let outcome = decide::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
@@ -447,6 +458,23 @@ impl Authority {
         let mut supersede = None;
         if let Some((rec, pem)) = self.store.current(certname)? {
             let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            // The service's or an administrator's certificate is never superseded by a node,
+            // whatever the policy says (judged by the record and the certificate, so also
+            // after a restart with other --server-name values, or a `vouch admin new`).
+            if valid {
+                if let Some(holder) = self.protected(&rec, &pem) {
+                    let reason = Refusal::NameReserved {
+                        certname: certname.clone(),
+                        name: certname.clone(),
+                        holder: holder.to_string(),
+                    };
+                    return Ok(Some(Refused {
+                        reasons: vec![reason],
+                        conductor: Some(job.conductor.clone()),
+                        held: None,
+                    }));
+                }
+            }
             if valid {
                 let old_spki = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
                     .ok()
@@ -505,6 +533,29 @@ impl Authority {
         Ok(None)
     }
 
+    /// Whether a stored certificate is the service's or an administrator's: issued here for
+    /// vouch itself (no conductor, no attributes: `vouch serve`'s certificates and `vouch
+    /// admin new`), the certificate the service presents, or listed in `[serve] admins`.
+    pub fn protected(&self, rec: &CertRecord, pem: &str) -> Option<Holder> {
+        let der = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+        if !self.policy.admin_fingerprints.is_empty() && self.policy.admin_fingerprints.contains(&ca::fingerprint(&der))
+        {
+            return Some(Holder::Admin);
+        }
+        if let Some(h) = self.reserved.holder(&rec.certname) {
+            return Some(h);
+        }
+        if rec.conductor.is_none() && rec.attributes_expiry.is_none() {
+            let admin = x509_parser::parse_x509_certificate(&der).ok().is_some_and(|(_, c)| {
+                c.extensions()
+                    .iter()
+                    .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::oids::PP_CLI_AUTH.iter().copied())))
+            });
+            return Some(if admin { Holder::Admin } else { Holder::Service });
+        }
+        None
+    }
+
     fn audit_lines(&self, lines: &[String]) -> Result<(), Error> {
         if let Some(log) = &self.policy.audit_log {
             crate::fsutil::append_lines(log, lines).map_err(|source| Error::Io {
@@ -533,7 +584,10 @@ impl Authority {
         // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any
         // number of names.
-        let keep = refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX;
+        // Never kept under a reserved name (the service's, an administrator's, Puppet's `ca`):
+        // no decision can grant it.
+        let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
+        let keep = !reserved && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX);
         if keep && decide::check_certname(certname).is_ok() && !decide::is_reserved_certname(certname) {
             let pem = match crate::csr::parse(csr) {
                 Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
@@ -1203,4 +1257,116 @@ impl Authority {
     pub fn certificate(&self, certname: &str) -> Result<Option<(CertRecord, String)>, Error> {
         Ok(self.store.current(certname)?)
     }
+}
+
+/// Whose name a reserved name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// A name on the certificate `vouch serve` presents (`DIR/server/server_crt.pem`).
+    Service,
+    /// An administrator's certificate (`DIR/admin/`, `vouch admin new`, `[serve] admins`).
+    Admin,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Holder::Service => "the certificate this CA's service presents",
+            Holder::Admin => "an administrator's certificate",
+        })
+    }
+}
+
+/// Names no node may have, whatever the flags `vouch serve` was started with: every name
+/// (CN, DNS and IP subjectAltNames) on the certificate the service actually presents and
+/// on the administrator certificate in the data directory. Read from those files when the
+/// authority opens (the service certificate only changes when `vouch serve` starts).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReservedNames {
+    names: Vec<(String, Holder)>,
+}
+
+impl ReservedNames {
+    /// The names on the certificates in `dir` (missing or unreadable files reserve nothing:
+    /// `vouch serve` cannot present a certificate it cannot read).
+    pub fn load(dir: &CaDir) -> Self {
+        let mut r = ReservedNames::default();
+        for (rel, holder) in
+            [(crate::serve::setup::SERVER_CERT, Holder::Service), (crate::serve::setup::ADMIN_CERT, Holder::Admin)]
+        {
+            if let Ok(pem) = std::fs::read(dir.dir.join(rel)) {
+                if let Ok((_, der)) = crate::pem::find(&pem, &["CERTIFICATE"]) {
+                    for n in names_on_certificate(&der) {
+                        r.add(n, holder);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    fn add(&mut self, name: String, holder: Holder) {
+        let name = name.to_ascii_lowercase();
+        if !self.names.iter().any(|(n, _)| *n == name) {
+            self.names.push((name, holder));
+        }
+    }
+
+    /// Whose name `name` is, if reserved (compared case-insensitively, as host names are).
+    pub fn holder(&self, name: &str) -> Option<Holder> {
+        self.names.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, h)| *h)
+    }
+
+    /// The refusal for a request under `certname` (or asking for a subjectAltName) that a
+    /// reserved name covers, if any.
+    pub fn refusal(&self, certname: &str, csr: Option<&crate::csr::Csr>) -> Option<Refusal> {
+        let requested = csr.map(requested_alt_names).unwrap_or_default();
+        std::iter::once(certname.to_string()).chain(requested).find_map(|name| {
+            self.holder(&name).map(|holder| Refusal::NameReserved {
+                certname: certname.to_string(),
+                name,
+                holder: holder.to_string(),
+            })
+        })
+    }
+}
+
+/// The CNs, DNS names and IP addresses (as text: a DNS name "127.0.0.1" matches the
+/// address for some clients) a certificate names.
+pub fn names_on_certificate(der: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok((_, c)) = x509_parser::parse_x509_certificate(der) else { return out };
+    out.extend(c.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(str::to_string));
+    if let Ok(Some(san)) = c.subject_alternative_name() {
+        out.extend(general_names(&san.value.general_names));
+    }
+    out
+}
+
+fn general_names(names: &[x509_parser::extensions::GeneralName<'_>]) -> Vec<String> {
+    use x509_parser::extensions::GeneralName;
+    names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(d) => Some(d.to_string()),
+            GeneralName::IPAddress(b) => match b.len() {
+                4 => <[u8; 4]>::try_from(*b).ok().map(|a| std::net::IpAddr::from(a).to_string()),
+                16 => <[u8; 16]>::try_from(*b).ok().map(|a| std::net::IpAddr::from(a).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The DNS names and IP addresses a CSR asks for in subjectAltName (Puppet Server copies
+/// them into the certificate when its own setting allows; vouch's CA never does).
+fn requested_alt_names(csr: &crate::csr::Csr) -> Vec<String> {
+    use x509_parser::prelude::FromDer;
+    csr.extensions
+        .iter()
+        .filter(|e| e.oid == crate::oids::SUBJECT_ALT_NAME)
+        .filter_map(|e| x509_parser::extensions::SubjectAlternativeName::from_der(&e.value).ok())
+        .flat_map(|(_, san)| general_names(&san.general_names))
+        .collect()
 }

@@ -809,12 +809,19 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;
+    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
+    let reserved =
+        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&CaDir::new(d))).unwrap_or_default();
+    let reserved =
+        if body.len() > 1024 * 1024 { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
     let outcome = if body.len() > 1024 * 1024 {
         Err(decide::Refused {
             reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
             conductor: None,
             held: None,
         })
+    } else if let Some(reason) = reserved {
+        Err(decide::Refused { reasons: vec![reason], conductor: None, held: None })
     } else {
         decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
     };

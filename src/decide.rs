@@ -221,6 +221,9 @@ pub enum Refusal {
     /// Renewal: the store does not hold the certificate of the conductor that vouched
     /// (issued before vouch recorded it), so it cannot be checked again.
     ConductorNotRecorded { certname: String },
+    /// The certname (or a subjectAltName asked for) is a name of this CA's own service or of
+    /// an administrator: never a node's, and never superseded (issuance).
+    NameReserved { certname: String, name: String, holder: String },
 }
 
 impl Refusal {
@@ -280,6 +283,7 @@ impl Refusal {
             Refusal::SupersedeSameKey { .. } => "supersede-same-key",
             Refusal::SupersedeReplay { .. } => "supersede-replay",
             Refusal::ConductorNotRecorded { .. } => "conductor-not-recorded",
+            Refusal::NameReserved { .. } => "name-reserved",
         }
     }
 
@@ -373,6 +377,10 @@ impl Refusal {
             Refusal::SupersedeReplay { .. } => "have the conductor sign fresh attributes for the reinstalled host",
             Refusal::ConductorNotRecorded { .. } => {
                 "have a conductor vouch for the node again: 'vouch clean NAME', then sign a new vouched CSR"
+            }
+            Refusal::NameReserved { .. } => {
+                "set certname in the agent's puppet.conf to the name the conductor signed (--certname), \
+                 not this host's name nor a name of the CA service"
             }
         }
     }
@@ -490,6 +498,12 @@ impl std::fmt::Display for Refusal {
                 "the certificate of {certname} was issued before vouch recorded the vouching conductor's \
                  certificate; renewal cannot check that conductor against the current policy"
             ),
+            Refusal::NameReserved { certname, name, holder } if certname == name => {
+                write!(f, "{name} is a name on {holder}; no node may have it")
+            }
+            Refusal::NameReserved { certname, name, holder } => {
+                write!(f, "the request for {certname} asks for {name}, a name on {holder}; no node may have it")
+            }
             Refusal::SupersedeReplay { certname } => write!(
                 f,
                 "the attributes for {certname} do not expire later than those that vouched for its current certificate (a replay?)"

@@ -71,6 +71,11 @@ pub enum Error {
         certname: String,
         path: PathBuf,
     },
+    /// `vouch serve` cannot listen on its address (checked before anything is created).
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -110,6 +115,16 @@ impl std::fmt::Display for Error {
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
+            Error::Listen { addr, source } => match source.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    write!(f, "cannot listen on {addr}: the address is already in use")
+                }
+                std::io::ErrorKind::AddrNotAvailable => {
+                    write!(f, "cannot listen on {addr}: no network interface of this machine has that address")
+                }
+                std::io::ErrorKind::PermissionDenied => write!(f, "cannot listen on {addr}: permission denied"),
+                _ => write!(f, "cannot listen on {addr}: {source}"),
+            },
         }
     }
 }
@@ -145,6 +160,19 @@ impl Error {
             Error::PuppetCaNotSigned { .. } => {
                 "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"
             }
+            Error::Listen { source, .. } => match source.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    "another process listens there (another vouch serve, a Puppet Server?): stop it, or choose \
+                     another port with --listen ADDRESS:PORT; nothing was created"
+                }
+                std::io::ErrorKind::AddrNotAvailable => {
+                    "listen on an address of this machine (ip addr), or on 0.0.0.0:PORT for all of them"
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    "ports below 1024 need root or CAP_NET_BIND_SERVICE; Puppet's CA port is 8140"
+                }
+                _ => "choose another --listen ADDRESS:PORT",
+            },
         })
     }
 }

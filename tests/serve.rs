@@ -56,9 +56,9 @@ impl Server {
         }
         let port = banner
             .lines()
-            .find_map(|l| l.trim().strip_prefix("serverport = "))
+            .find_map(|l| l.trim().strip_prefix("ca_port = "))
             .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no serverport in the banner:\n{banner}"));
+            .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
         Server { child: Some(child), port, dir: dir.to_path_buf(), log, banner }
     }
 
@@ -237,7 +237,7 @@ fn first_run_then_a_real_agent_bootstraps_with_its_classification_and_revocation
         "root CA fingerprint (SHA-256)",
         "conductor credentials:",
         "policy:",
-        "server = localhost",
+        "ca_server = localhost",
         "ca_fingerprint = ",
     ] {
         assert!(server.banner.contains(want), "banner lacks {want:?}:\n{}", server.banner);
@@ -1073,4 +1073,281 @@ fn a_server_killed_under_load_loses_no_certificate_it_handed_out() {
     }
     assert_eq!(inventory(&dir).len() - before, AGENTS * EACH, "one certificate per node, no more");
     assert!(server.stop());
+}
+
+/// Issue 13, point 10: the address is taken before anything is created; the error names it.
+#[test]
+fn a_busy_port_is_named_and_leaves_no_ca_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let fresh = tmp.path().join("fresh");
+    let o = vouch().args(["--dir", s(&fresh), "serve", "--listen", &addr]).output().unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains(&format!("cannot listen on {addr}: the address is already in use")), "{out}");
+    assert!(out.contains("hint:") && out.contains("--listen"), "{out}");
+    assert!(!fresh.exists(), "a data directory was created for a server that could not listen");
+    // An existing, empty data directory stays without a CA.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = vouch().args(["--dir", s(&empty), "serve", "--listen", &addr]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "something was created in {}", empty.display());
+    drop(busy);
+}
+
+/// Issue 13, point 12: the banner makes vouch the agent's CA only (ca_server, ca_port) and
+/// leaves `server` to the Puppet Server; its settings, as printed, bootstrap a real agent.
+#[test]
+fn the_banner_points_only_the_ca_at_vouch_and_its_settings_bootstrap_a_real_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let lines: Vec<&str> = server.banner.lines().map(str::trim_end).collect();
+    let start = lines.iter().position(|l| *l == "  [main]").unwrap_or_else(|| panic!("{}", server.banner));
+    let block: Vec<&str> = lines[start..].iter().take_while(|l| l.starts_with("  ")).copied().collect();
+    let port = format!("  ca_port = {}", server.port);
+    for want in [
+        "  certname = <the name the conductor signed>",
+        "  ca_server = localhost",
+        &port,
+        "  server = <your Puppet Server>",
+    ] {
+        assert!(block.contains(&want), "banner lacks {want:?}:\n{}", server.banner);
+    }
+    assert!(block.iter().all(|l| !l.contains("serverport")), "serverport points catalogs at vouch:\n{}", server.banner);
+    assert!(server.banner.contains("then: puppet ssl bootstrap"), "{}", server.banner);
+    // The block, with the placeholders filled in, is a working puppet.conf.
+    let attrs = tmp.path().join("a.yaml");
+    conductor_sign(&dir, Some(CERTNAME), CLASSIFICATION, &attrs);
+    let d = tmp.path().join("agent");
+    std::fs::create_dir_all(d.join("etc")).unwrap();
+    let mut conf: String = block
+        .iter()
+        .map(|l| {
+            l.trim()
+                .replace("<the name the conductor signed>", CERTNAME)
+                .replace("<your Puppet Server>", "puppet.invalid")
+                + "\n"
+        })
+        .collect();
+    for (k, v) in ["ssldir", "vardir", "rundir", "logdir", "publicdir", "codedir"]
+        .iter()
+        .zip(["ssl", "var", "run", "log", "public", "code"])
+    {
+        conf.push_str(&format!("{k} = {}\n", d.join(v).display()));
+    }
+    conf.push_str(&format!("csr_attributes = {}\n", attrs.display()));
+    std::fs::write(d.join("etc/puppet.conf"), &conf).unwrap();
+    let (o, _) = bootstrap(&d.join("etc"));
+    assert!(o.status.success(), "{conf}\n{}\n{}", text(&o), std::fs::read_to_string(&server.log).unwrap());
+    assert!(d.join(format!("ssl/certs/{CERTNAME}.pem")).exists());
+    assert!(server.stop());
+}
+
+/// Issue 13, point 11: an agent whose certname is the service's own name (the host name, on
+/// the service's host) is refused with a 400 that says what to set, and no longer downloads
+/// the service's certificate to fail on it at every retry.
+#[test]
+fn an_agent_named_like_the_service_is_told_to_set_its_certname_and_never_gets_the_services_certificate() {
+    const SVC: &str = "svc.example.test";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &["--server-name", SVC, "--server-name", "localhost"]);
+    assert!(server.banner.contains("certname"), "{}", server.banner);
+    // Even with attributes the conductor signed for that very name.
+    let attrs = tmp.path().join("svc.yaml");
+    conductor_sign(&dir, Some(SVC), CLASSIFICATION, &attrs);
+    let conf = agent(tmp.path(), &server, SVC, Some(&attrs), "");
+    let (o, _) = bootstrap(&conf);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(!out.contains("does not match its private key"), "the agent got the service's certificate:\n{out}");
+    assert!(!conf.parent().unwrap().join(format!("ssl/certs/{SVC}.pem")).exists());
+    server.wait_log("the reserved-name refusal", |v| {
+        v["event"] == "decision" && v["certname"] == SVC && v["reasons"].to_string().contains("name-reserved")
+    });
+    // What the agent was answered: 400 with the advice; its certificate: not the service's.
+    let csr = csr_for(SVC, &vouched_attributes(&dir, SVC), &p256());
+    let r =
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{SVC}"), None, &csr).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("set certname in the agent's puppet.conf to the name the conductor signed"),
+        "{}",
+        r.text()
+    );
+    for name in [SVC, "localhost", "vouch-admin"] {
+        let r = server.client(None).request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+        assert_eq!(r.status, 404, "{name}: {}", r.text());
+    }
+    assert!(list_json(&dir).iter().all(|e| e["state"] != "requested"), "a request under a reserved name was kept");
+    assert!(server.stop());
+}
+
+/// Issue 13, point 1: the names on the certificate the service presents (and on
+/// administrators' certificates) stay reserved whatever --server-name says after a restart,
+/// and no path — the API, an administrator's re-decision, `vouch sign`, `vouch autosign` —
+/// supersedes (revokes) those certificates, even with on_existing = "supersede".
+#[test]
+fn the_served_and_admin_certificates_names_stay_reserved_whatever_the_flags_and_are_never_superseded() {
+    const SVC: &str = "svc.example.test";
+    const OPS: &str = "ops.example.test";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(
+        &dir,
+        &[
+            "--server-name",
+            SVC,
+            "--server-name",
+            "ca.example.test",
+            "--server-name",
+            "localhost",
+            "--server-name",
+            "192.0.2.7",
+        ],
+    );
+    let served_pem = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
+    let served = serial_of(&dir.join("server/server_crt.pem"));
+    // A request for OPS, vouched but asking for pp_role: refused and kept pending.
+    let mut with_role = vouched_attributes(&dir, OPS);
+    with_role.extension_requests.insert("1.3.6.1.4.1.34380.1.1.13".into(), "webserver".into());
+    let r = first
+        .client(None)
+        .request("PUT", &format!("/puppet-ca/v1/certificate_request/{OPS}"), None, &csr_for(OPS, &with_role, &p256()))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(first.stop());
+    // Then OPS becomes an administrator's name, and the policy supersedes and allows pp_role.
+    let ops_cert = tmp.path().join("ops_crt.pem");
+    ok(&vouch()
+        .args(["--dir", s(&dir), "admin", "new", OPS, "--cert-out", s(&ops_cert)])
+        .args(["--key-out", s(&tmp.path().join("ops_key.pem"))])
+        .output()
+        .unwrap());
+    let ops_serial = serial_of(&ops_cert);
+    let policy = dir.join("policy.toml");
+    let p = std::fs::read_to_string(&policy).unwrap();
+    let p = p
+        .replace("on_existing = \"refuse\"", "on_existing = \"supersede\"")
+        .replace("allow = []", "allow = [\"pp_role\"]");
+    std::fs::write(&policy, p).unwrap();
+
+    // Restarted with other names: the certificate served is kept (its names cover them)...
+    let server = Server::start(&dir, &["--server-name", "ca.example.test", "--server-name", "localhost"]);
+    assert_eq!(std::fs::read(dir.join("server/server_crt.pem")).unwrap(), served_pem);
+    assert!(server.banner.contains(SVC), "the banner hides a name the service presents:\n{}", server.banner);
+    let put = |name: &str, csr: &[u8]| {
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, csr).unwrap()
+    };
+    // ...and its CN stays reserved: a vouched node for it is refused, through every path.
+    let csr = csr_for(SVC, &vouched_attributes(&dir, SVC), &p256());
+    let r = put(SVC, &csr);
+    assert_eq!(r.status, 400, "{}", r.text());
+    // So does its IP address (a DNS name "192.0.2.7" passes Ruby's host check for that address).
+    let r = put("192.0.2.7", &csr_for("192.0.2.7", &vouched_attributes(&dir, "192.0.2.7"), &p256()));
+    assert_eq!(r.status, 400, "{}", r.text());
+    let csr_file = tmp.path().join("svc.csr");
+    std::fs::write(&csr_file, csr_for(SVC, &vouched_attributes(&dir, SVC), &p256())).unwrap();
+    let o = vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr_file)]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("[name-reserved]"), "{}", text(&o));
+    let mut hook = vouch()
+        .args(["--dir", s(&dir), "autosign", SVC])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fresh = csr_for(SVC, &vouched_attributes(&dir, SVC), &p256());
+    std::io::Write::write_all(&mut hook.stdin.take().unwrap(), &fresh).unwrap();
+    let o = hook.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("[name-reserved]"), "{}", text(&o));
+    // The administrator's name: an administrator's re-decision of the request kept for it
+    // (which the policy now grants) is refused, and so is a new request through the API.
+    let r = server
+        .admin()
+        .request(
+            "PUT",
+            &format!("/puppet-ca/v1/certificate_status/{OPS}"),
+            Some("application/json"),
+            br#"{"desired_state":"signed"}"#,
+        )
+        .unwrap();
+    assert_eq!(r.status, 409, "{}", r.text());
+    assert!(r.text().contains("name-reserved"), "{}", r.text());
+    let r = put(OPS, &csr_for(OPS, &vouched_attributes(&dir, OPS), &p256()));
+    assert_eq!(r.status, 400, "{}", r.text());
+    // Nothing was superseded: neither certificate is on the CRL, both are still current.
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]))
+        .to_ascii_lowercase()
+        .replace(':', "");
+    assert!(!crl.contains(&served), "the served certificate was revoked:\n{crl}");
+    assert!(!crl.contains(&ops_serial), "the administrator's certificate was revoked:\n{crl}");
+    let signed: Vec<(String, String)> = list_json(&dir)
+        .iter()
+        .filter(|e| e["state"] == "signed")
+        .map(|e| {
+            (e["name"].as_str().unwrap().to_string(), e["serial"].as_str().unwrap().trim_start_matches('0').to_string())
+        })
+        .collect();
+    assert!(signed.contains(&(SVC.to_string(), served.clone())), "{signed:?}");
+    assert!(signed.contains(&(OPS.to_string(), ops_serial.clone())), "{signed:?}");
+    // The service still answers with it.
+    assert_eq!(server.client(None).request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap().status, 200);
+    assert!(server.stop());
+}
+
+/// A new service certificate under another certname retires the old one (its key is gone):
+/// revoked as superseded, its names free again, the new one's reserved.
+#[test]
+fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_freed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "old.example.test", "--server-name", "localhost"]);
+    let old = serial_of(&dir.join("server/server_crt.pem"));
+    assert!(first.stop());
+    let server = Server::start(&dir, &["--server-name", "new.example.test", "--server-name", "localhost"]);
+    assert_ne!(serial_of(&dir.join("server/server_crt.pem")), old);
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    assert!(crl.to_ascii_lowercase().replace(':', "").contains(&old), "the old service certificate is valid:\n{crl}");
+    let put = |name: &str| {
+        let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+        server.client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap()
+    };
+    assert_eq!(put("new.example.test").status, 400);
+    let r = put("old.example.test");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = server.client(None).request("GET", "/puppet-ca/v1/certificate/old.example.test", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(server.stop());
+}
+
+/// The hook beside a `vouch serve` (Puppet Server copies requested subjectAltNames when its
+/// own setting allows): a CSR asking for a name of the service under another certname is refused.
+#[test]
+fn a_requested_alt_name_of_the_service_is_refused_by_the_hook_beside_the_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &["--server-name", "svc.example.test", "--server-name", "localhost"]);
+    assert!(server.stop());
+    let key = p256();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["node.example.test".to_string(), "svc.example.test".to_string()]).unwrap();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "node.example.test");
+    let csr = params.serialize_request(&key).unwrap().pem().unwrap();
+    let mut hook = vouch()
+        .args(["--dir", s(&dir), "autosign", "node.example.test"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut hook.stdin.take().unwrap(), csr.as_bytes()).unwrap();
+    let o = hook.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("[name-reserved]") && text(&o).contains("svc.example.test"), "{}", text(&o));
 }

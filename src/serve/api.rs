@@ -74,14 +74,9 @@ pub enum Event {
 
 /// Handles one request. Never panics on any input; internal failures become 500s
 /// whose text names the failure (the agent logs it) and whose event says more.
-pub fn handle(
-    auth: &Authority,
-    req: &ApiRequest,
-    reserved: &[String],
-    now: OffsetDateTime,
-) -> (ApiResponse, Vec<Event>) {
+pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiResponse, Vec<Event>) {
     let mut events = Vec::new();
-    let resp = match route(auth, req, reserved, now, &mut events) {
+    let resp = match route(auth, req, now, &mut events) {
         Ok(r) => r,
         Err(e) => internal(&e, req, &mut events),
     };
@@ -126,7 +121,6 @@ fn certname_ok(name: &str) -> Result<(), ApiResponse> {
 fn route(
     auth: &Authority,
     req: &ApiRequest,
-    reserved: &[String],
     now: OffsetDateTime,
     events: &mut Vec<Event>,
 ) -> Result<ApiResponse, Error> {
@@ -151,7 +145,7 @@ fn route(
             Err(resp) => Ok(resp),
             Ok(_) => request(auth, n),
         },
-        ("certificate_request", Some(n)) if m == "PUT" => submit(auth, req, n, reserved, now, events),
+        ("certificate_request", Some(n)) if m == "PUT" => submit(auth, req, n, now, events),
         ("certificate_status", Some(n)) => match admin(auth, req, events) {
             Err(resp) => Ok(resp),
             Ok(who) => match m {
@@ -209,12 +203,31 @@ fn certificate(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
     if certname_ok(name).is_err() {
         return Ok(not_found("certificate", name));
     }
+    // Nodes' certificates only. The service's certificate (presented in every TLS handshake
+    // anyway) and the administrators' are not handed out here: an agent whose certname is one
+    // of their names (an agent on the service's own host, taking the host name) would download
+    // a certificate for another key and fail on it at every retry ("does not match its private
+    // key"); with 404 it reports the certificate as not signed, and its request's 400 and the
+    // server's log say why.
+    if let Some(reason) = auth.reserved.refusal(name, None) {
+        return Ok(reserved_not_found(name, &reason));
+    }
     Ok(match auth.certificate(name)? {
-        // Only a current, unrevoked certificate: a node whose old certificate was revoked and
-        // that asked again must wait for the new decision, not receive the revoked one.
-        Some((rec, pem)) if rec.state == State::Issued => {
-            ApiResponse { status: 200, content_type: "text/plain", body: pem.into_bytes(), last_modified: None }
-        }
+        Some((rec, pem)) if rec.state == State::Issued => match auth.protected(&rec, &pem) {
+            Some(holder) => {
+                let reason = crate::decide::Refusal::NameReserved {
+                    certname: name.to_string(),
+                    name: name.to_string(),
+                    holder: holder.to_string(),
+                };
+                reserved_not_found(name, &reason)
+            }
+            // Only a current, unrevoked certificate: a node whose old certificate was revoked and
+            // that asked again must wait for the new decision, not receive the revoked one.
+            None => {
+                ApiResponse { status: 200, content_type: "text/plain", body: pem.into_bytes(), last_modified: None }
+            }
+        },
         _ => not_found("certificate", name),
     })
 }
@@ -229,26 +242,37 @@ fn request(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
     })
 }
 
+/// The answer to a request under a reserved name: 400, as Puppet Server answers a name it
+/// will not sign, with what the agent's operator must change (an agent on the service's own
+/// host takes the host name as its certname unless told otherwise).
+fn reserved_answer(name: &str, reason: &crate::decide::Refusal) -> ApiResponse {
+    ApiResponse::text(400, format!("{reason}; ignoring certificate request for {name}. Hint: {}", reason.hint()))
+}
+
+fn reserved_not_found(name: &str, reason: &crate::decide::Refusal) -> ApiResponse {
+    ApiResponse::text(404, format!("Could not find certificate {name}: {reason}. Hint: {}", reason.hint()))
+}
+
 fn submit(
     auth: &Authority,
     req: &ApiRequest,
     name: &str,
-    reserved: &[String],
     now: OffsetDateTime,
     events: &mut Vec<Event>,
 ) -> Result<ApiResponse, Error> {
     if let Err(resp) = certname_ok(name) {
         return Ok(resp);
     }
-    // The service's own names and the administrator's are never a node's.
-    if reserved.iter().any(|r| r == name) {
+    // The service's own names and the administrators' are never a node's (the names on the
+    // certificates actually presented, whatever --server-name says now).
+    if let Some(reason) = auth.reserved.refusal(name, None) {
         events.push(Event::Decision {
             certname: name.to_string(),
             granted: false,
             serial: None,
-            reasons: vec![format!("[name-reserved] {name} is a name of this CA's own service or administrator")],
+            reasons: vec![format!("[{}] {reason}", reason.code())],
         });
-        return Ok(ApiResponse::text(400, format!("{name} is reserved by this CA; ignoring certificate request")));
+        return Ok(reserved_answer(name, &reason));
     }
     // A name with a valid certificate: Puppet's answer, before any decision and without
     // keeping anything (else anyone could hide a signed node behind a junk request).
@@ -290,7 +314,12 @@ fn submit(
         SignOutcome::Refused(refused) => {
             let reasons = refused.tagged_reasons();
             let exists = refused.reasons.iter().any(|r| matches!(r, crate::decide::Refusal::CertificateExists { .. }));
+            let reserved =
+                refused.reasons.iter().find(|r| matches!(r, crate::decide::Refusal::NameReserved { .. })).cloned();
             events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
+            if let Some(reason) = reserved {
+                return Ok(reserved_answer(name, &reason));
+            }
             // As Puppet Server with a refusing autosign hook: 200, the request stays
             // pending, the reasons are in the server's log and in certificate_status
             // (admins only); the node learns nothing it could use to probe the policy.

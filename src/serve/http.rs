@@ -22,8 +22,6 @@ use tokio::signal::unix::{signal, SignalKind};
 /// What every connection shares. SIGHUP swaps the authority (policy) and TLS config.
 struct Shared {
     opts: ServeOptions,
-    /// Names a node may never have: the service's and the administrator's.
-    reserved: Vec<String>,
     /// Open connections per client address (at most `opts.max_per_peer` each).
     per_peer: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
     authority: RwLock<Arc<Authority>>,
@@ -209,7 +207,6 @@ async fn serve_request(
                 Ok(Ok(c)) => c.to_bytes().to_vec(),
             };
         let auth = shared.authority();
-        let reserved = shared.reserved.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let now = OffsetDateTime::now_utc();
             let client = match peer_cert.as_deref() {
@@ -225,7 +222,7 @@ async fn serve_request(
                 Client::Anonymous => "-".to_string(),
             };
             let req = ApiRequest { method, path, query, body, if_modified_since, client };
-            let (resp, events) = api::handle(&auth, &req, &reserved, now);
+            let (resp, events) = api::handle(&auth, &req, now);
             (resp, events, who)
         })
         .await;
@@ -248,25 +245,22 @@ async fn serve_request(
 }
 
 /// Accepts until SIGTERM or SIGINT, then lets requests in flight finish (10 s at most).
-pub(super) async fn serve(opts: ServeOptions, report: SetupReport) -> Result<(), Error> {
+pub(super) async fn serve(
+    opts: ServeOptions,
+    report: SetupReport,
+    listener: std::net::TcpListener,
+) -> Result<(), Error> {
     let dir = CaDir::new(&opts.dir);
     let authority = Authority::open(&dir)?;
     let tls = tls_config(&dir)?;
-    let listener = TcpListener::bind(opts.listen).await.map_err(|source| Error::Io {
-        path: opts.listen.to_string().into(),
-        op: "listen on",
-        source,
-    })?;
+    let listener = TcpListener::from_std(listener).map_err(|source| Error::Listen { addr: opts.listen, source })?;
     let local = listener.local_addr().map_err(|source| Error::Io { path: "socket".into(), op: "inspect", source })?;
     // Signals first: whoever reads the banner may signal at once (a supervisor, a test).
     let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
     let (mut term, mut int, mut hup) =
         (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
     banner(&report, local);
-    let mut reserved: Vec<String> = report.server_names.clone();
-    reserved.push(setup::ADMIN_NAME.to_string());
     let shared = Arc::new(Shared {
-        reserved,
         per_peer: std::sync::Mutex::new(std::collections::HashMap::new()),
         opts: opts.clone(),
         authority: RwLock::new(Arc::new(authority)),
@@ -468,19 +462,31 @@ fn banner(r: &SetupReport, local: SocketAddr) {
         r.server_names.join(", ")
     ));
     out.push_str(&format!("  listening on https://{local}/puppet-ca/v1\n"));
-    let host = if local.ip().is_loopback() || local.ip().is_unspecified() {
-        if r.server_names.iter().any(|n| n == "localhost") {
-            "localhost".to_string()
-        } else {
-            r.server_certname.clone()
-        }
+    out.push_str(&agent_settings(r, local));
+    print!("{out}");
+    let _ = std::io::stdout().flush();
+}
+
+/// What an agent's puppet.conf needs, for the banner. vouch is the agent's CA only (no
+/// catalogs): `ca_server`/`ca_port` point at vouch, `server` stays the Puppet Server. The
+/// certname is the one the conductor signed; the service's own names are reserved.
+fn agent_settings(r: &SetupReport, local: SocketAddr) -> String {
+    // Agents on this host reach a loopback listener as localhost; others by the certname.
+    let host = if local.ip().is_loopback() && r.server_names.iter().any(|n| n == "localhost") {
+        "localhost".to_string()
     } else {
         r.server_certname.clone()
     };
-    out.push_str("\nAn agent's puppet.conf needs:\n");
-    out.push_str(&format!("  [main]\n  server = {host}\n  ca_server = {host}\n  serverport = {}\n", local.port()));
+    let mut out = String::new();
+    out.push_str("\nAn agent's puppet.conf needs (vouch is its CA only; catalogs come from your Puppet Server):\n");
+    out.push_str("  [main]\n  certname = <the name the conductor signed>\n");
+    out.push_str(&format!("  ca_server = {host}\n  ca_port = {}\n", local.port()));
     out.push_str(&format!("  ca_fingerprint = {}\n", r.bundle_fingerprint.replace(':', "")));
-    out.push_str("then: puppet ssl bootstrap\n");
-    print!("{out}");
-    let _ = std::io::stdout().flush();
+    out.push_str("  server = <your Puppet Server>\n");
+    out.push_str(
+        "certname: as in 'vouch conductor sign --certname NAME'; never this host's name when it is a name of\n\
+         this service (the service certificate's names above are reserved: refused, 400)\n",
+    );
+    out.push_str("then: puppet ssl bootstrap (certificate only; puppet agent --test also needs the Puppet Server)\n");
+    out
 }

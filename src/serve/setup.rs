@@ -177,11 +177,12 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     auth.maintain(now)?;
 
     let (dns, ips) = server_names(opts);
-    let server_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
+    let wanted_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
     if !server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
+        let previous = served(&dir.dir);
         let (issued, key) = auth.issue_local(
             &LocalSpec {
-                certname: &server_certname,
+                certname: &wanted_certname,
                 role: LocalRole::Server,
                 dns_names: &dns,
                 ip_addresses: &ips,
@@ -191,7 +192,33 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
             now,
         )?;
         write_pair(&dir.dir.join(SERVER_CERT), &issued.pem, &dir.dir.join(SERVER_KEY), &key)?;
+        // The certificate presented until now, under another certname: its key is gone, so
+        // nobody holds it any more; revoked, its names are free again (issue_local superseded
+        // it already if the certname is the same).
+        if let Some((old_name, old_serial)) = previous.filter(|(n, _)| *n != wanted_certname) {
+            if let Ok(Some((rec, _))) = auth.certificate(&old_name) {
+                if rec.serial == old_serial && rec.state == State::Issued {
+                    auth.revoke(&old_name, "superseded", false, now)?;
+                }
+            }
+        }
     }
+    // What the service presents, as it is (its names are the reserved ones, whatever the flags).
+    let (server_certname, served_names) = match std::fs::read(dir.dir.join(SERVER_CERT))
+        .ok()
+        .and_then(|pem| crate::pem::find(&pem, &["CERTIFICATE"]).ok())
+    {
+        Some((_, der)) => {
+            let mut names: Vec<String> = Vec::new();
+            for n in crate::authority::names_on_certificate(&der) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            (names.first().cloned().unwrap_or_else(|| wanted_certname.clone()), names)
+        }
+        None => (wanted_certname.clone(), dns.iter().cloned().chain(ips.iter().map(IpAddr::to_string)).collect()),
+    };
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     if !admin.0.exists() && !matches!(auth.certificate(ADMIN_NAME), Ok(Some(_))) {
         let (issued, key) = auth.issue_local(
@@ -224,6 +251,15 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         server_cert: dir.dir.join(SERVER_CERT),
         server_key: dir.dir.join(SERVER_KEY),
         server_certname,
-        server_names: dns.into_iter().chain(ips.iter().map(IpAddr::to_string)).collect(),
+        server_names: served_names,
     })
+}
+
+/// The certname and serial of the certificate the service presents now, if readable.
+fn served(dir: &Path) -> Option<(String, String)> {
+    let pem = std::fs::read(dir.join(SERVER_CERT)).ok()?;
+    let (_, der) = crate::pem::find(&pem, &["CERTIFICATE"]).ok()?;
+    let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+    let cn = c.subject().iter_common_name().next()?.as_str().ok()?.to_string();
+    Some((cn, crate::issue::hex(c.raw_serial())))
 }
