@@ -97,7 +97,10 @@ pub struct Authority {
 /// Reports a failure that must not become a refusal (the certificates exist): one JSON
 /// line on stderr, the log of `vouch serve` and what a CLI user sees.
 fn warn(what: &str, detail: &str) {
-    eprintln!(
+    use std::io::Write;
+    // Not eprintln!, which panics when stderr cannot be written.
+    let _ = writeln!(
+        std::io::stderr(),
         "{}",
         serde_json::json!({"event": "warning", "what": what, "time": format_expiry(OffsetDateTime::now_utc()),
                            "detail": detail})

@@ -1,4 +1,5 @@
 //! The CA's own keys and certificates: `ca init` and `conductor new`.
+#![deny(clippy::arithmetic_side_effects)]
 
 use crate::error::Error;
 use crate::fsutil;

@@ -1,4 +1,5 @@
 //! The command line: a thin skin over the library.
+#![deny(clippy::arithmetic_side_effects)]
 
 use crate::attrs::{self, CertEncoding, CsrAttributes, Format};
 use crate::authority::{Authority, ListEntry, SignOutcome};
@@ -752,18 +753,23 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
     }
 }
 
-/// The certname for `sign` and `check`: --certname, else the CSR's CN. A file that is not a
-/// certificate request, or one without a CN when no --certname is given, is an input error
-/// (exit 2), not a refusal: the operator gave the wrong file.
+/// The certname for `sign` and `check`: --certname, else the CSR's CN. Without --certname,
+/// a file vouch cannot read a certname from (garbage, not a request, a malformed one) is an
+/// input error (exit 2) saying why, not a refusal for an empty certname. With --certname the
+/// decision judges the bytes, as the hook does (`input-garbage`, `csr-bad-self-signature`, … exit 1).
 fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<String, Error> {
-    let parsed = csr::parse(body).map_err(|e| Error::Csr { path: path.to_path_buf(), detail: e.to_string() })?;
-    match explicit {
-        Some(c) => Ok(c.to_string()),
-        None => parsed.common_names.first().cloned().filter(|c| !c.is_empty()).ok_or_else(|| Error::Csr {
-            path: path.to_path_buf(),
-            detail: "its subject has no CN to take the certname from: give --certname".into(),
-        }),
+    if let Some(c) = explicit {
+        return Ok(c.to_string());
     }
+    let hint = "vouch takes the certname from the request's CN; give --certname NAME to see every reason it is refused";
+    let parsed =
+        csr::parse(body).map_err(|e| Error::Csr { path: path.to_path_buf(), detail: format!("{e}; {hint}") })?;
+    parsed
+        .common_names
+        .first()
+        .cloned()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| Error::Csr { path: path.to_path_buf(), detail: format!("its subject has no CN; {hint}") })
 }
 
 fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
@@ -869,15 +875,16 @@ fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime
         },
         Err(_) => (DEFAULT_MAX_LIFETIME, "vouch's default policy".to_string()),
     };
-    if expiry - now > max {
+    // The difference of two OffsetDateTimes cannot overflow (both lie within years -9999..=9999).
+    #[allow(clippy::arithmetic_side_effects)]
+    let ahead = expiry - now;
+    if ahead > max {
         note(&format!(
             "vouch: warning: these attributes expire {} ({} from now), but {whose} refuses attributes \
              expiring more than {} ahead (attributes.max_lifetime): sign with a shorter --expires-in, \
              or raise that limit on the CA",
             attrs::format_expiry(expiry),
-            policy::format_duration(std::time::Duration::from_secs(
-                u64::try_from((expiry - now).whole_seconds()).unwrap_or(0)
-            )),
+            policy::format_duration(std::time::Duration::from_secs(u64::try_from(ahead.whole_seconds()).unwrap_or(0))),
             policy::format_duration(max)
         ));
     }

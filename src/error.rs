@@ -1,4 +1,5 @@
 //! Errors of vouch's commands (not decisions: refusals are [`crate::decide::Refusal`]).
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::path::PathBuf;
 
@@ -79,7 +80,7 @@ pub enum Error {
         path: PathBuf,
         detail: String,
     },
-    /// A certificate request file (`--csr`) that is not a certificate request, or names no certname.
+    /// A certificate request file (`--csr`) vouch cannot read a certname from.
     Csr {
         path: PathBuf,
         detail: String,

@@ -1,4 +1,5 @@
 //! Crash-safe file writes.
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -138,7 +139,7 @@ pub fn append_lines(path: &Path, lines: &[String]) -> io::Result<()> {
         return Ok(());
     }
     let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
-    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len().saturating_add(1)).fold(0, usize::saturating_add));
     for l in lines {
         buf.extend_from_slice(l.as_bytes());
         buf.push(b'\n');

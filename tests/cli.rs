@@ -667,6 +667,18 @@ fn data_directory_and_policy_another_user_could_change_are_refused() {
     chown(&root_crt, NOBODY);
     refused(vouch().args(["--now", &now, "autosign", CERTNAME, "--policy", s(&policy)]), Some(&body), "chown root");
     chown(&root_crt, 0);
+    // A symbolic link planted in the data directory (by whoever could, once) to a file
+    // another user controls: followed for the check, refused.
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(&policy, elsewhere.join("policy.toml")).unwrap();
+    chown(&elsewhere, NOBODY);
+    std::fs::rename(&policy, dir.join("policy.toml.real")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("policy.toml"), &policy).unwrap();
+    refused(vouch().args(["--dir", s(&dir), "list"]), None, "chown root");
+    std::fs::remove_file(&policy).unwrap();
+    std::fs::rename(dir.join("policy.toml.real"), &policy).unwrap();
+    ok(&run(vouch().args(["--dir", s(&dir), "list"]), None));
     // ca init into an existing directory someone else owns.
     let theirs = t.path().join("theirs");
     std::fs::create_dir(&theirs).unwrap();
@@ -1086,6 +1098,13 @@ fn exit_codes_and_messages_say_what_is_wrong() {
         assert_eq!(code, Some(2), "{cmd:?}: {err}");
         assert!(err.contains("certificate request") && !err.contains("certname-invalid"), "{err}");
     }
+    // With --certname the decision judges the bytes, as the hook does: refused, with the input's code.
+    let (code, err) = code_and_err(&run(
+        vouch().args(["--dir", s(&dir), "sign", "--csr", s(&garbage), "--certname", CERTNAME]),
+        None,
+    ));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[csr-missing]"), "{err}");
     // The hook still refuses garbage (exit 1, never 0).
     let out = run(vouch().args(["autosign", CERTNAME, "--policy", s(&dir.join("policy.toml"))]), Some(b"garbage"));
     assert_eq!(out.status.code(), Some(1));
