@@ -535,19 +535,24 @@ fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
 }
 
 fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<(), Error> {
-    use fsutil::OutputError as E;
     let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
-    match fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes) {
-        Ok(_) => Ok(()),
-        Err(E::Exists) => Err(Error::AlreadyExists { path: shown }),
-        Err(E::Symlink) => Err(Error::Output {
-            path: shown,
+    fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
+        .map(|_| ())
+        .map_err(|e| output_error(shown, e))
+}
+
+fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
+    use fsutil::OutputError as E;
+    match e {
+        E::Exists => Error::AlreadyExists { path },
+        E::Symlink => Error::Output {
+            path,
             detail: "it is a symbolic link; vouch never writes through one (it would replace or \
                      fill whatever file the link points to): give the target's path"
                 .into(),
-        }),
-        Err(E::Directory) => Err(Error::Output { path: shown, detail: "it is a directory".into() }),
-        Err(E::Io(source)) => Err(Error::Io { path: shown, op: "write", source }),
+        },
+        E::Directory => Error::Output { path, detail: "it is a directory".into() },
+        E::Io(source) => Error::Io { path, op: "write", source },
     }
 }
 
@@ -555,14 +560,15 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<()
 /// would replace a file (or is a link or directory), so a key and its certificate or CSR
 /// are written as a pair or not at all.
 fn outputs_free(paths: &[&PathBuf]) -> Result<(), Error> {
+    use fsutil::OutputError as E;
     for p in paths {
         if fsutil::output_occupied(p) {
-            return Err(match fsutil::output_kind(p) {
-                Ok(Some(t)) if t.is_symlink() || t.is_dir() => {
-                    Error::Output { path: p.to_path_buf(), detail: "it is a symbolic link or a directory".into() }
-                }
-                _ => Error::AlreadyExists { path: p.to_path_buf() },
-            });
+            let e = match fsutil::output_kind(p) {
+                Ok(Some(t)) if t.is_symlink() => E::Symlink,
+                Ok(Some(t)) if t.is_dir() => E::Directory,
+                _ => E::Exists,
+            };
+            return Err(output_error(p.to_path_buf(), e));
         }
     }
     Ok(())

@@ -128,7 +128,9 @@ impl std::fmt::Display for Error {
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
-            Error::Untrusted(u) => write!(f, "refusing to trust {u}"),
+            Error::Untrusted(u) => {
+                write!(f, "refusing to trust {}: it {}; fix: {}", u.path.display(), u.problem, u.fix)
+            }
             Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
             Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),

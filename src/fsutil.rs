@@ -225,7 +225,12 @@ fn check_one(path: &Path, parent: bool) -> Result<(), Untrusted> {
                 meta.uid(),
                 user_name(me)
             ),
-            fix: format!("chown {} {quoted}", user_name(me)),
+            fix: format!(
+                "chown {} {quoted} (or, if {owner} is the service account that should own it, run vouch as {owner}: \
+                 sudo -u {owner} vouch …)",
+                user_name(me),
+                owner = user_name(meta.uid())
+            ),
         });
     }
     let mode = meta.mode() & 0o7777;
@@ -394,6 +399,31 @@ pub fn write_output(path: &Path, bytes: &[u8], mode: u32, replace: bool) -> Resu
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn trusted_paths_refuse_what_others_may_write_but_accept_a_root_sticky_parent() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let open = d.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let p = open.join("policy.toml");
+        fs::write(&p, "x").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        let e = check_trusted(&p).unwrap_err();
+        assert_eq!(e.path, open);
+        assert!(e.problem.contains("every user") && e.fix.starts_with("chmod go-w"), "{e}");
+        // Sticky and root-owned (as /tmp): others cannot rename what they do not own there.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        if fs::metadata(&open).unwrap().uid() == 0 {
+            check_trusted(&p).unwrap();
+        }
+        // But a sticky directory is no excuse for the file itself.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_trusted(&p).is_err());
+        // A missing path passes: its reader reports it.
+        check_trusted(&d.path().join("missing")).unwrap();
+    }
 
     #[test]
     fn new_never_replaces_and_keeps_mode() {
