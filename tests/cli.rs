@@ -921,6 +921,18 @@ fn durations_and_dates_from_users_never_panic() {
         None,
     ));
     assert_eq!(code, Some(2), "{err}");
+    // An OID whose first two arcs do not fit in one number (40 * 2 + 2^64 - 1), in an attributes file.
+    let attrs = w.join("huge-oid.yaml");
+    std::fs::write(&attrs, "extension_requests:\n  \"2.18446744073709551615\": x\n").unwrap();
+    let (code, err) = code_and_err(&run(
+        vouch()
+            .args(["csr", "--certname", CERTNAME, "--attributes", s(&attrs), "--key-out"])
+            .arg(w.join("h.key"))
+            .args(["--csr-out", s(&w.join("h.csr"))]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("neither an OID"), "{err}");
     // --now near the end of time: an error, never a panic.
     for at in ["9999-12-31T00:00:00Z", "0000-01-01T00:00:00Z"] {
         let fresh = w.join(format!("ca-{}", &at[..4]));
