@@ -1192,3 +1192,15 @@ fn exit_codes_and_messages_say_what_is_wrong() {
         assert!(err.contains("no certificate for"), "{r}: {err}");
     }
 }
+
+/// Point 13: the generated policy says what the replay journal records for version 1: the
+/// digest of the signed string (ECDSA signatures can be re-encoded), not the signature.
+#[test]
+fn generated_policy_says_what_the_journal_records() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = new_ca(t.path(), "v");
+    let text = std::fs::read_to_string(dir.join("policy.toml")).unwrap();
+    let replay = &text[text.find("[replay]").unwrap()..];
+    assert!(!replay.contains("the signature (version 1)"), "{replay}");
+    assert!(replay.contains("version 1 by the SHA-256 of its signed string"), "{replay}");
+}
