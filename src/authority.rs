@@ -99,7 +99,10 @@ pub struct Authority {
 /// Reports a failure that must not become a refusal (the certificates exist): one JSON
 /// line on stderr, the log of `vouch serve` and what a CLI user sees.
 fn warn(what: &str, detail: &str) {
-    eprintln!(
+    use std::io::Write;
+    // Not eprintln!, which panics when stderr cannot be written.
+    let _ = writeln!(
+        std::io::stderr(),
         "{}",
         serde_json::json!({"event": "warning", "what": what, "time": format_expiry(OffsetDateTime::now_utc()),
                            "detail": detail})
@@ -135,6 +138,7 @@ impl Authority {
         if !dir.file(ca::CA_CERT).exists() {
             return Err(Error::NoCa { dir: dir.dir.clone() });
         }
+        dir.check()?;
         let policy = Policy::load(&dir.policy())?;
         let (cert_der, key) = ca::load_cert_and_key(&dir.file(ca::CA_CERT), &dir.file(ca::CA_KEY))?;
         let chain = std::fs::read_to_string(dir.file(ca::CA_BUNDLE)).map_err(|source| Error::Io {
@@ -865,8 +869,12 @@ impl Authority {
 
     fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
-        let number: u64 =
-            std::fs::read_to_string(&number_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0) + 1;
+        let number: u64 = std::fs::read_to_string(&number_path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_path.display()) })?;
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
         for r in self.store.revocations()? {
@@ -886,7 +894,9 @@ impl Authority {
         }
         let params = rcgen::CertificateRevocationListParams {
             this_update: now,
-            next_update: now + time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30)),
+            next_update: now
+                .checked_add(time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30)))
+                .ok_or_else(|| Error::Date { detail: "the CRL's nextUpdate would be past the year 9999".into() })?,
             crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
             issuing_distribution_point: None,
             revoked_certs: revoked,
@@ -1122,13 +1132,19 @@ impl Authority {
             rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
                 .map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let number_path = self.dir.file("root_crl_number");
-        let number: u64 =
-            std::fs::read_to_string(&number_path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0) + 1;
+        let number: u64 = std::fs::read_to_string(&number_path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_path.display()) })?;
         // A year, or the policy's CRL validity if longer.
         let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
         let params = rcgen::CertificateRevocationListParams {
             this_update: now,
-            next_update: now + validity.max(time::Duration::days(365)),
+            next_update: now.checked_add(validity.max(time::Duration::days(365))).ok_or_else(|| Error::Date {
+                detail: "the root CRL's nextUpdate would be past the year 9999".into(),
+            })?,
             crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
             issuing_distribution_point: None,
             revoked_certs: Vec::new(),

@@ -1,4 +1,5 @@
 //! The CA's own keys and certificates: `ca init` and `conductor new`.
+#![deny(clippy::arithmetic_side_effects)]
 
 use crate::error::Error;
 use crate::fsutil;
@@ -40,6 +41,42 @@ impl CaDir {
     pub fn policy(&self) -> PathBuf {
         self.dir.join(POLICY)
     }
+
+    /// Refuses a data directory that a user other than root or the one running vouch
+    /// could change: DIR (and the directory holding it), `ca/` and the master CA's key
+    /// (owned by root or this user, not writable by group or others; the key not readable
+    /// by them either). The policy is checked where it is loaded ([`crate::Policy::load`]).
+    pub fn check(&self) -> Result<(), Error> {
+        fsutil::check_trusted(&self.dir)?;
+        fsutil::check_trusted(&self.ca())?;
+        fsutil::check_private_key(&self.file(CA_KEY))?;
+        Ok(())
+    }
+}
+
+/// `t + d`, or an error naming `what` when the result leaves the representable range.
+pub fn add_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
+    t.checked_add(d).ok_or_else(|| Error::Date {
+        detail: format!("{what}: {} plus {d} is past the year 9999", crate::attrs::format_expiry(t)),
+    })
+}
+
+/// `t - d`, or an error naming `what` when the result leaves the representable range.
+pub fn sub_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
+    t.checked_sub(d).ok_or_else(|| Error::Date {
+        detail: format!("{what}: {} minus {d} is before the year 1", crate::attrs::format_expiry(t)),
+    })
+}
+
+/// Creates a data directory (and missing parents) 0700: the one rule for a new DIR,
+/// whether `ca init`, `vouch serve` or anything else makes it.
+pub fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        op: "create directory",
+        source,
+    })
 }
 
 /// A random positive serial of 128 bits (at least 64 bits of entropy, RFC 5280 ≤ 20 octets).
@@ -92,14 +129,19 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
             return Err(Error::AlreadyExists { path: existing });
         }
     }
-    std::fs::create_dir_all(&dir.dir).map_err(io(&dir.dir, "create directory"))?;
+    // An existing DIR must be this user's (or root's): its owner could swap the policy later.
+    fsutil::check_trusted(&dir.dir)?;
+    create_private_dir(&dir.dir)?;
+    let root_from = sub_time(now, Duration::days(1), "the root CA's notBefore")?;
+    let root_until = add_time(now, Duration::days(365 * 20), "the root CA's 20-year validity")?;
+    let master_until = add_time(now, Duration::days(365 * 15), "the master CA's 15-year validity")?;
 
     let root_key = key_type.generate().map_err(crypto)?;
     let mut root = CertificateParams::default();
     root.distinguished_name = name("vouch Root CA");
     root.serial_number = Some(random_serial()?);
-    root.not_before = now - Duration::days(1);
-    root.not_after = now + Duration::days(365 * 20);
+    root.not_before = root_from;
+    root.not_after = root_until;
     root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     root.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let root_cert = root.self_signed(&root_key).map_err(crypto)?;
@@ -109,8 +151,8 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     let mut master = CertificateParams::default();
     master.distinguished_name = name("vouch Master CA");
     master.serial_number = Some(random_serial()?);
-    master.not_before = now - Duration::days(1);
-    master.not_after = now + Duration::days(365 * 15);
+    master.not_before = root_from;
+    master.not_after = master_until;
     master.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     master.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     master.use_authority_key_identifier_extension = true;
@@ -118,7 +160,10 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
 
     // Stage everything in a temporary directory, then rename it into place.
     let staging = fsutil::temp_beside(&dir.ca());
-    std::fs::create_dir(&staging).map_err(io(&staging, "create directory"))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(io(&staging, "create directory"))?;
+    }
     let result = (|| {
         let files: [(&str, String, u32); 5] = [
             (ROOT_KEY, root_key.serialize_pem(), 0o600),
@@ -178,7 +223,19 @@ pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), 
 pub struct ConductorSpec<'a> {
     pub name: &'a str,
     pub key_type: KeyType,
+    /// Validity in days, at least 1; capped at the root's notAfter.
     pub days: u32,
+}
+
+/// What `conductor new` made.
+#[derive(Debug)]
+pub struct NewConductor {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub fingerprint: String,
+    pub not_after: OffsetDateTime,
+    /// The validity asked for reached past the root's notAfter, which it now ends at.
+    pub capped: bool,
 }
 
 /// Issues a conductor certificate from the root: EKU .2.0, key usage digitalSignature.
@@ -188,9 +245,23 @@ pub fn new_conductor(
     spec: &ConductorSpec<'_>,
     now: OffsetDateTime,
 ) -> Result<(String, String, String), Error> {
+    let c = issue_conductor(dir, spec, now)?;
+    Ok((c.cert_pem, c.key_pem, c.fingerprint))
+}
+
+/// [`new_conductor`], with the validity it got and whether the root's notAfter capped it.
+pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTime) -> Result<NewConductor, Error> {
     if !dir.file(ROOT_CERT).exists() {
         return Err(Error::NoCa { dir: dir.dir.clone() });
     }
+    if spec.days == 0 {
+        return Err(Error::Usage {
+            detail: "--days 0 would make a certificate that has already expired; give at least 1".into(),
+        });
+    }
+    fsutil::check_trusted(&dir.dir)?;
+    fsutil::check_trusted(&dir.ca())?;
+    fsutil::check_private_key(&dir.file(ROOT_KEY))?;
     let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
     let root_pem = crate::pem::encode("CERTIFICATE", &root_der);
     let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
@@ -198,18 +269,34 @@ pub fn new_conductor(
     let mut p = CertificateParams::default();
     p.distinguished_name = name(spec.name);
     p.serial_number = Some(random_serial()?);
-    p.not_before = now - Duration::minutes(5);
-    p.not_after = now + Duration::days(i64::from(spec.days));
+    p.not_before = sub_time(now, Duration::minutes(5), "the conductor's notBefore")?;
     let (_, root) = x509_parser::parse_x509_certificate(&root_der)
         .map_err(|e| Error::Cert { path: dir.file(ROOT_CERT), detail: e.to_string() })?;
     let root_not_after = root.validity().not_after.to_datetime();
-    if p.not_after > root_not_after {
-        p.not_after = root_not_after;
+    if root_not_after <= now {
+        return Err(Error::NotValid {
+            certname: "the root CA".into(),
+            detail: format!("it expired at {}", crate::attrs::format_expiry(root_not_after)),
+        });
     }
+    // Past the year 9999 is past the root's notAfter too: capped alike.
+    let asked = now.checked_add(Duration::days(i64::from(spec.days)));
+    let capped = asked.is_none_or(|t| t > root_not_after);
+    p.not_after = match asked {
+        Some(t) if !capped => t,
+        _ => root_not_after,
+    };
     p.is_ca = IsCa::ExplicitNoCa;
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
     p.use_authority_key_identifier_extension = true;
+    let not_after = p.not_after;
     let cert = p.signed_by(&key, &issuer).map_err(crypto)?;
-    Ok((cert.pem(), key.serialize_pem(), fingerprint(cert.der())))
+    Ok(NewConductor {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        fingerprint: fingerprint(cert.der()),
+        not_after,
+        capped,
+    })
 }

@@ -1,4 +1,5 @@
 //! The command line: a thin skin over the library.
+#![deny(clippy::arithmetic_side_effects)]
 
 use crate::attrs::{self, CertEncoding, CsrAttributes, Format};
 use crate::authority::{Authority, ListEntry, SignOutcome};
@@ -20,8 +21,11 @@ pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
 #[derive(Parser, Debug)]
 #[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
 pub struct Cli {
-    /// The CA's data directory [default: /var/lib/vouch].
-    #[arg(long, global = true, env = "VOUCH_DIR")]
+    /// The CA's data directory
+    /// [default: /var/lib/vouch for root, else $XDG_DATA_HOME/vouch or ~/.local/share/vouch].
+    /// It, `ca/`, the policy and the CA keys must be owned by root or the user running vouch and
+    /// not be writable by group or others; a new one is created 0700.
+    #[arg(long, global = true, env = "VOUCH_DIR", value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
     #[arg(long, global = true, hide = true)]
@@ -29,6 +33,53 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// Subcommands that never read the data directory: `--dir` is hidden from their help.
+const WITHOUT_DIR: [&[&str]; 3] = [&["csr"], &["bench", "decide"], &["bench", "hook"]];
+
+/// vouch's command line, with `--dir` shown only where it is used: the commands that never
+/// read the data directory get their own hidden `--dir` (accepted and ignored, so that
+/// `VOUCH_DIR` or a habitual `--dir` never breaks them), which global propagation leaves alone.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    fn hide_dir(c: clap::Command, path: &[&str]) -> clap::Command {
+        match path.split_first() {
+            None => c.arg(
+                clap::Arg::new("dir")
+                    .long("dir")
+                    .env("VOUCH_DIR")
+                    .value_name("DIR")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .hide(true),
+            ),
+            Some((first, rest)) => c.mut_subcommand(*first, |sub| hide_dir(sub, rest)),
+        }
+    }
+    let mut c = Cli::command();
+    for path in WITHOUT_DIR {
+        c = hide_dir(c, path);
+    }
+    c
+}
+
+/// Parses a command line (with [`command`]).
+pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut c = command();
+    let m = c.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches(&m).map_err(|e| e.format(&mut c))
+}
+
+/// The revocation reasons `vouch revoke --reason` accepts, kebab-case and as RFC 5280 names them.
+pub const REVOCATION_REASONS: [(&str, &str); 7] = [
+    ("unspecified", "unspecified"),
+    ("key-compromise", "keyCompromise"),
+    ("ca-compromise", "caCompromise"),
+    ("affiliation-changed", "affiliationChanged"),
+    ("superseded", "superseded"),
+    ("cessation-of-operation", "cessationOfOperation"),
+    ("privilege-withdrawn", "privilegeWithdrawn"),
+];
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -57,30 +108,41 @@ pub enum Command {
     Admin(AdminCommand),
     /// List requests; with --all, signed and revoked certificates too.
     List {
+        /// Also list signed and revoked certificates (default: pending requests only).
         #[arg(long)]
         all: bool,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = OutFormat::Text)]
         format: OutFormat,
     },
     /// Revoke a certname's certificate and regenerate the CRL.
     Revoke {
+        /// The node whose current certificate is revoked.
         certname: String,
-        /// unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
-        /// cessation-of-operation, privilege-withdrawn.
+        /// Why, kebab-case or as RFC 5280 spells it: unspecified, key-compromise (keyCompromise),
+        /// ca-compromise (caCompromise), affiliation-changed (affiliationChanged), superseded,
+        /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
         #[arg(long, default_value = "unspecified")]
         reason: String,
     },
-    /// Revoke a certname's certificate and forget it (and any pending request).
-    Clean { certname: String },
+    /// Revoke a certname's certificate and forget it (and any pending request);
+    /// exit 2 if the CA has neither for that name.
+    Clean {
+        /// The node to revoke and forget.
+        certname: String,
+    },
     /// Regenerate the CRL (signed by the master CA) and print or write it.
     Crl {
-        #[arg(long)]
+        /// Write the CRL here (an existing file is replaced; - or no --out: stdout).
+        #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
     /// A new certificate for the same key and classification, new validity; the old one is superseded.
     Renew {
+        /// The node whose current certificate is renewed.
         certname: String,
-        #[arg(long)]
+        /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
+        #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
     /// Print a node's classification from its certificate, as Puppet's external node classifier.
@@ -88,7 +150,7 @@ pub enum Command {
         /// The node (its current certificate in the store, or in --puppet-cadir).
         certname: Option<String>,
         /// Read this certificate file instead; trusts the file's origin, checks only its validity.
-        #[arg(long, conflicts_with_all = ["certname", "puppet_cadir"])]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["certname", "puppet_cadir"])]
         cert: Option<PathBuf>,
         /// Hook mode: read CERTNAME's certificate from Puppet Server's CA directory
         /// (DIR/signed/CERTNAME.pem), verified against DIR/ca_crt.pem and DIR/ca_crl.pem.
@@ -96,26 +158,37 @@ pub enum Command {
         puppet_cadir: Option<PathBuf>,
         /// The policy whose classification settings (mirror OID, size cap) apply
         /// [default: the --dir CA's policy, if any, else vouch's defaults].
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
 }
 
+/// The rule for every file vouch writes, shown in each output option's help.
+const OUTPUT_RULE: &str = "Outputs: - is stdout; a device or FIFO is written through; a symbolic link or \
+                           directory is refused; a regular file is written atomically (temporary file, \
+                           rename). A private key, and the certificate or CSR made with it, never \
+                           replace an existing file; every other output (attributes, certificates, \
+                           CRLs) replaces it.";
+
 #[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
 pub struct SignCsrArgs {
-    #[arg(long)]
+    /// The certificate request (PEM or DER) to decide on.
+    #[arg(long, value_name = "FILE")]
     pub csr: PathBuf,
     /// The certname (default: the CSR's CN).
     #[arg(long)]
     pub certname: Option<String>,
-    #[arg(long)]
+    /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
+    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum CaCommand {
-    /// Create a root CA, a master CA and a default policy in DIR.
+    /// Create a root CA, a master CA and a default policy in DIR (created 0700 if new).
     Init {
+        /// Key type of the root and master CA.
         #[arg(long, value_enum, default_value_t = KeyType::P256)]
         key_type: KeyType,
     },
@@ -124,16 +197,21 @@ pub enum CaCommand {
 #[derive(Subcommand, Debug)]
 pub enum ConductorCommand {
     /// Issue a conductor certificate (EKU 1.3.6.1.4.1.34380.2.0) from the root.
+    #[command(after_help = OUTPUT_RULE)]
     New {
+        /// The conductor's name (its certificate's CN).
         name: String,
-        #[arg(long)]
+        /// Write the conductor's certificate here (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
         cert_out: PathBuf,
-        #[arg(long)]
+        /// Write the conductor's private key here, mode 0600 (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
         key_out: PathBuf,
+        /// The conductor's key type.
         #[arg(long, value_enum, default_value_t = KeyType::P256)]
         key_type: KeyType,
-        /// Validity in days (capped at the root's).
-        #[arg(long, default_value_t = 365)]
+        /// Validity in days, at least 1 (capped at the root's notAfter).
+        #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..))]
         days: u32,
     },
     /// Sign a node's attributes with a conductor key.
@@ -141,23 +219,29 @@ pub enum ConductorCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
 pub struct SignArgs {
-    #[arg(long)]
+    /// The conductor's certificate (PEM or DER), carrying EKU 1.3.6.1.4.1.34380.2.0.
+    #[arg(long, value_name = "FILE")]
     pub cert: PathBuf,
-    #[arg(long)]
+    /// The conductor's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
     /// YAML classification file, or - for stdin.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub classification: String,
-    /// Lifetime of the attributes: 90s, 30m, 2h, 1d.
+    /// Lifetime of the attributes: 90s, 30m, 2h, 1d (the CA's policy caps it: 7d by default;
+    /// vouch warns when the policy at hand, from --dir, VOUCH_POLICY or /etc/vouch, would refuse).
     #[arg(long, conflicts_with = "expires", required_unless_present = "expires")]
     pub expires_in: Option<String>,
     /// Absolute expiry, RFC 3339.
     #[arg(long)]
     pub expires: Option<String>,
+    /// Output format.
     #[arg(long, value_enum, default_value_t = Format::PuppetYaml)]
     pub format: Format,
-    #[arg(long)]
+    /// Write the attributes here, mode 0600 (an existing file is replaced; - or no --out: stdout).
+    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// How attribute .2.4 carries the conductor certificate.
     #[arg(long, value_enum, default_value_t = CertEncoding::Base64Der)]
@@ -177,30 +261,57 @@ pub struct SignArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
 pub struct CsrArgs {
+    /// The node's certname (the CSR's CN).
     #[arg(long)]
     pub certname: String,
-    #[arg(long)]
+    /// The attributes file written by 'vouch conductor sign' (yaml, txt, json or cloud-config).
+    #[arg(long, value_name = "FILE")]
     pub attributes: PathBuf,
+    /// The node's key type.
     #[arg(long, value_enum, default_value_t = KeyType::P256)]
     pub key_type: KeyType,
-    #[arg(long)]
+    /// Write the node's new private key here, mode 0600 (never replaces an existing file).
+    #[arg(long, value_name = "FILE")]
     pub key_out: PathBuf,
-    #[arg(long)]
+    /// Write the CSR (PEM) here (never replaces an existing file).
+    #[arg(long, value_name = "FILE")]
     pub csr_out: PathBuf,
 }
 
 #[derive(Args, Debug)]
 pub struct AutosignArgs {
+    /// The certname Puppet Server asks about; the CSR is read from stdin.
     pub certname: String,
-    #[arg(long)]
+    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
+    #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+}
+
+/// Upper bounds of `vouch serve`'s numeric limits (each also at least 1).
+pub const MAX_BODY_LIMIT: u64 = 64 * 1024 * 1024;
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+pub const MAX_LIFETIME_SECS: u64 = 7 * 86_400;
+pub const MAX_CONNECTIONS: u64 = 1_000_000;
+pub const MAX_THREADS: u64 = 1024;
+
+/// `--listen`/`--addr`: an IP address and a port, with the fix for a bare port or name.
+fn parse_socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse::<std::net::SocketAddr>().map_err(|_| {
+        let port = s.trim().trim_start_matches(':');
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            format!("'{s}' is a port without an address: give 127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface; [::]:{port} for IPv6)")
+        } else {
+            format!("'{s}' is not an IP address and port such as 127.0.0.1:8140, 0.0.0.0:8140 or [::1]:8140 (host names are not accepted)")
+        }
+    })
 }
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Address and port to listen on.
-    #[arg(long, default_value = "127.0.0.1:8140")]
+    /// IP address and port to listen on (0.0.0.0:8140 for every interface).
+    #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
     pub listen: std::net::SocketAddr,
     /// A DNS name or IP address agents use to reach this service (repeatable); the first
     /// is the service certificate's certname [default: this host's name, localhost].
@@ -209,81 +320,85 @@ pub struct ServeArgs {
     /// Key type for a CA created on the first run and for the service's certificate.
     #[arg(long, value_enum, default_value_t = KeyType::P256)]
     pub key_type: KeyType,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 256 * 1024)]
-    pub max_body: usize,
-    /// Seconds allowed for a request's headers and for an idle kept-alive connection.
-    #[arg(long, default_value_t = 30)]
+    /// Largest request body accepted, in bytes (1 to 67108864).
+    #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_LIMIT))]
+    pub max_body: u64,
+    /// Seconds allowed for a request's headers and for an idle kept-alive connection (1 to 3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
     pub header_timeout: u64,
-    /// Seconds allowed for a request body and for the TLS handshake.
-    #[arg(long, default_value_t = 30)]
+    /// Seconds allowed for a request body and for the TLS handshake (1 to 3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
     pub body_timeout: u64,
-    /// Connections served at once (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = 1024)]
-    pub max_connections: usize,
-    /// Connections from one client address at once (more are closed at once).
-    #[arg(long, default_value_t = 256)]
-    pub max_connections_per_address: usize,
-    /// Seconds a connection may stay open, whatever it does.
-    #[arg(long, default_value_t = 300)]
+    /// Connections served at once, 1 to 1000000 (more wait in the kernel's backlog).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    pub max_connections: u64,
+    /// Connections from one client address at once, 1 to 1000000 (more are closed at once).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    pub max_connections_per_address: u64,
+    /// Seconds a connection may stay open, whatever it does (1 to 604800).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_LIFETIME_SECS))]
     pub connection_lifetime: u64,
-    /// Worker threads [default: one per core].
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
+    /// Worker threads, 1 to 1024 [default: one per core].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS))]
+    pub threads: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Decision, and decision + issuance (no store), per core, next to the signature floor.
     Decide {
-        /// CA key types (comma-separated).
-        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [KeyType::Rsa4096, KeyType::Rsa2048, KeyType::P256, KeyType::Ed25519])]
+        /// CA key types, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa4096,rsa2048,p256,ed25519")]
         ca_keys: Vec<KeyType>,
-        /// Client (agent) key types (comma-separated).
-        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [KeyType::Rsa2048, KeyType::Rsa4096, KeyType::P256])]
+        /// Client (agent) key types, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa2048,rsa4096,p256")]
         client_keys: Vec<KeyType>,
-        /// Seconds spent on each measurement.
+        /// Seconds spent on each measurement (0.01 to 600).
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = OutFormat::Text)]
         format: OutFormat,
     },
     /// `vouch autosign` as Puppet Server runs it: process start to exit, median and p99.
     Hook {
-        #[arg(long, default_value_t = 200)]
-        runs: usize,
+        /// How many times the hook runs (1 to 100000).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        runs: u64,
         /// Without the replay journal and the audit log (no fsync).
         #[arg(long)]
         no_journal: bool,
     },
     /// N agents at once against a CA service (vouch serve or Puppet Server): PUT + GET each.
     Serve {
-        /// The service's address.
-        #[arg(long, default_value = "127.0.0.1:8140")]
+        /// The service's IP address and port.
+        #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
         addr: std::net::SocketAddr,
         /// The name its certificate carries.
         #[arg(long, default_value = "localhost")]
         host: String,
         /// The CA bundle to trust [default: DIR/ca/ca_bundle.pem].
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         ca_bundle: Option<PathBuf>,
-        /// Conductor credentials that vouch for the CSRs [default: DIR/conductor/].
-        #[arg(long)]
+        /// The conductor certificate that vouches for the CSRs [default: DIR/conductor/conductor_crt.pem].
+        #[arg(long, value_name = "FILE")]
         conductor_cert: Option<PathBuf>,
-        #[arg(long)]
+        /// The conductor's private key [default: DIR/conductor/conductor_key.pem].
+        #[arg(long, value_name = "FILE")]
         conductor_key: Option<PathBuf>,
         /// Concurrency levels, comma-separated.
         #[arg(long, default_value = "1,8,64,256")]
         agents: String,
-        /// Certificates each agent asks for.
-        #[arg(long, default_value_t = 10)]
-        per_agent: usize,
+        /// Certificates each agent asks for (1 to 100000).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        per_agent: u64,
         /// The agents' key type (Puppet agents: RSA).
         #[arg(long, value_enum, default_value_t = KeyType::Rsa2048)]
         client_key: KeyType,
         /// The server's PID, to report its peak RSS.
         #[arg(long)]
         server_pid: Option<u32>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = OutFormat::Text)]
         format: OutFormat,
     },
@@ -292,12 +407,17 @@ pub enum BenchCommand {
 #[derive(Subcommand, Debug)]
 pub enum AdminCommand {
     /// Issue an administrator certificate (clientAuth, pp_cli_auth) from the master CA.
+    #[command(after_help = OUTPUT_RULE)]
     New {
+        /// The administrator's certname.
         name: String,
-        #[arg(long)]
+        /// Write the administrator's certificate here (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
         cert_out: PathBuf,
-        #[arg(long)]
+        /// Write the administrator's private key here, mode 0600 (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
         key_out: PathBuf,
+        /// The administrator's key type.
         #[arg(long, value_enum, default_value_t = KeyType::P256)]
         key_type: KeyType,
     },
@@ -305,12 +425,16 @@ pub enum AdminCommand {
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    #[arg(long)]
+    /// The certificate request (PEM or DER) to explain.
+    #[arg(long, value_name = "FILE")]
     pub csr: PathBuf,
+    /// The certname (default: the CSR's CN).
     #[arg(long)]
     pub certname: Option<String>,
-    #[arg(long)]
+    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
+    #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Output format.
     #[arg(long, value_enum, default_value_t = OutFormat::Text)]
     pub format: OutFormat,
 }
@@ -326,11 +450,24 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_REFUSED: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
 
+/// The range `--now` accepts: certificate times must stay encodable (years 0 to 9999 after
+/// backdating and validity) and the Unix-time checks meaningful.
+const NOW_MIN_YEAR: i32 = 1970;
+const NOW_MAX_YEAR: i32 = 9000;
+
 fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
     match &cli.now {
         None => Ok(OffsetDateTime::now_utc()),
-        Some(s) => OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-            .map_err(|e| Error::Usage { detail: format!("--now {s:?} is not RFC 3339: {e}") }),
+        Some(s) => {
+            let t = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| Error::Usage { detail: format!("--now {s:?} is not RFC 3339: {e}") })?;
+            if !(NOW_MIN_YEAR..NOW_MAX_YEAR).contains(&t.year()) {
+                return Err(Error::Usage {
+                    detail: format!("--now {s:?} is outside the years {NOW_MIN_YEAR} to {}", NOW_MAX_YEAR - 1),
+                });
+            }
+            Ok(t)
+        }
     }
 }
 
@@ -340,8 +477,7 @@ pub const DEFAULT_DIR: &str = "/var/lib/vouch";
 /// The data directory: --dir, VOUCH_DIR, then /var/lib/vouch for root and
 /// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else.
 pub fn default_dir() -> PathBuf {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if fsutil::euid() == 0 {
         return PathBuf::from(DEFAULT_DIR);
     }
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -361,29 +497,81 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
 }
 
+/// Writes to standard output and flushes, reporting a failed write (a full disk, a closed
+/// pipe) as an error instead of panicking as `println!` does.
+pub fn say(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|source| Error::Io {
+        path: "stdout".into(),
+        op: "write",
+        source,
+    })
+}
+
+/// `say` with a newline, formatted.
+macro_rules! sayln {
+    ($($arg:tt)*) => {
+        say(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// A line on standard error; a failure to write it is ignored (never a panic).
+fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Whether an output may replace an existing regular file (see [`OUTPUT_RULE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replace {
+    /// Attributes, certificates, CRLs: replaced atomically.
+    Yes,
+    /// Private keys and what pairs with them: never.
+    Never,
+}
+
+/// Writes one output file by the rule of [`fsutil::write_output`]; `None` is stdout.
 fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
-    match out {
-        Some(p) => fsutil::write_replace(p, text.as_bytes(), mode).map_err(|source| Error::Io {
-            path: p.to_path_buf(),
-            op: "write",
-            source,
-        }),
-        None => std::io::stdout().write_all(text.as_bytes()).map_err(|source| Error::Io {
-            path: "stdout".into(),
-            op: "write",
-            source,
-        }),
+    write_file(out.unwrap_or(Path::new("-")), text, mode, Replace::Yes)
+}
+
+fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<(), Error> {
+    let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
+    fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
+        .map(|_| ())
+        .map_err(|e| output_error(shown, e))
+}
+
+fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
+    use fsutil::OutputError as E;
+    match e {
+        E::Exists => Error::AlreadyExists { path },
+        E::Symlink => Error::Output {
+            path,
+            detail: "it is a symbolic link; vouch never writes through one (it would replace or \
+                     fill whatever file the link points to): give the target's path"
+                .into(),
+        },
+        E::Directory => Error::Output { path, detail: "it is a directory".into() },
+        E::Io(source) => Error::Io { path, op: "write", source },
     }
 }
 
-fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), Error> {
-    fsutil::write_new(path, text.as_bytes(), mode).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::AlreadyExists {
-            Error::AlreadyExists { path: path.to_path_buf() }
-        } else {
-            Error::Io { path: path.to_path_buf(), op: "write", source }
+/// For commands that make a private key: refuses before any work if one of the outputs
+/// would replace a file (or is a link or directory), so a key and its certificate or CSR
+/// are written as a pair or not at all.
+fn outputs_free(paths: &[&PathBuf]) -> Result<(), Error> {
+    use fsutil::OutputError as E;
+    for p in paths {
+        if fsutil::output_occupied(p) {
+            let e = match fsutil::output_kind(p) {
+                Ok(Some(t)) if t.is_symlink() => E::Symlink,
+                Ok(Some(t)) if t.is_dir() => E::Directory,
+                _ => E::Exists,
+            };
+            return Err(output_error(p.to_path_buf(), e));
         }
-    })
+    }
+    Ok(())
 }
 
 /// Finds the policy: --policy, then VOUCH_POLICY, then VOUCH_DIR (or --dir), then /etc/vouch.
@@ -416,25 +604,27 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Ca(CaCommand::Init { key_type }) => {
             let d = dir(&cli)?;
             let r = ca::init(&d, *key_type, now(&cli)?)?;
-            println!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display());
-            println!("Root CA fingerprint (SHA-256): {}", r.root_fingerprint);
-            println!("Policy: {}", r.policy.display());
-            println!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display());
+            sayln!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display())?;
+            sayln!("Root CA fingerprint (SHA-256 of the root certificate): {}", r.root_fingerprint)?;
+            sayln!("Policy: {}", r.policy.display())?;
+            sayln!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display())?;
             Ok(EXIT_OK)
         }
         Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
+            outputs_free(&[cert_out, key_out])?;
             let d = dir(&cli)?;
             let spec = ConductorSpec { name, key_type: *key_type, days: *days };
-            let (cert, key, fp) = ca::new_conductor(&d, &spec, now(&cli)?)?;
-            for p in [cert_out, key_out] {
-                if p.exists() {
-                    return Err(Error::AlreadyExists { path: p.clone() });
-                }
+            let c = ca::issue_conductor(&d, &spec, now(&cli)?)?;
+            write_file(key_out, &c.key_pem, 0o600, Replace::Never)?;
+            write_file(cert_out, &c.cert_pem, 0o644, Replace::Never)?;
+            if c.capped {
+                note(&format!(
+                    "vouch: note: --days {days} reaches past the root CA's notAfter; the certificate ends with it, {}",
+                    attrs::format_expiry(c.not_after)
+                ));
             }
-            write_new(key_out, &key, 0o600)?;
-            write_new(cert_out, &cert, 0o644)?;
-            println!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display());
-            println!("Fingerprint (SHA-256): {fp}");
+            sayln!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display())?;
+            sayln!("Valid until {}; fingerprint (SHA-256): {}", attrs::format_expiry(c.not_after), c.fingerprint)?;
             Ok(EXIT_OK)
         }
         Command::Conductor(ConductorCommand::Sign(a)) => conductor_sign(&cli, a),
@@ -444,15 +634,16 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Sign(a) => {
             let auth = Authority::open(&dir(&cli)?)?;
             let csr = read_file(&a.csr)?;
-            match auth.sign(&csr, a.certname.as_deref(), now(&cli)?)? {
+            let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
+            match auth.sign(&csr, Some(&certname), now(&cli)?)? {
                 SignOutcome::Issued(i) => {
                     write_out(a.out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
-                    eprintln!(
+                    note(&format!(
                         "vouch: issued {} serial {} valid until {}",
                         i.certname,
                         i.serial_hex,
                         crate::attrs::format_expiry(i.not_after)
-                    );
+                    ));
                     Ok(EXIT_OK)
                 }
                 SignOutcome::Refused(r) => {
@@ -465,28 +656,32 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             if cli.now.is_some() {
                 return Err(Error::Usage { detail: "vouch serve runs on the clock; --now is not accepted".into() });
             }
+            // Each limit was range-checked by clap (at least 1; the upper bounds above).
+            let size = |v: u64, flag: &str| {
+                usize::try_from(v)
+                    .map_err(|_| Error::Usage { detail: format!("{flag} {v} is larger than this machine can count") })
+            };
             let mut opts = crate::serve::ServeOptions::new(dir(&cli)?.dir);
             opts.listen = a.listen;
             opts.server_names = a.server_names.clone();
             opts.key_type = a.key_type;
-            opts.max_body = a.max_body;
-            opts.header_timeout = std::time::Duration::from_secs(a.header_timeout.max(1));
-            opts.body_timeout = std::time::Duration::from_secs(a.body_timeout.max(1));
+            opts.max_body = size(a.max_body, "--max-body")?;
+            opts.header_timeout = std::time::Duration::from_secs(a.header_timeout);
+            opts.body_timeout = std::time::Duration::from_secs(a.body_timeout);
             opts.handshake_timeout = opts.body_timeout;
-            opts.max_connections = a.max_connections;
-            opts.max_per_peer = a.max_connections_per_address.max(1);
-            opts.connection_lifetime = std::time::Duration::from_secs(a.connection_lifetime.max(1));
-            opts.threads = a.threads;
+            opts.max_connections = size(a.max_connections, "--max-connections")?;
+            opts.max_per_peer = size(a.max_connections_per_address, "--max-connections-per-address")?;
+            opts.connection_lifetime = std::time::Duration::from_secs(a.connection_lifetime);
+            opts.threads = match a.threads {
+                Some(t) => size(t, "--threads")?,
+                None => 0,
+            };
             crate::serve::run(opts)?;
             Ok(EXIT_OK)
         }
         Command::Bench(b) => bench(&cli, b),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
-            for p in [cert_out, key_out] {
-                if p.exists() {
-                    return Err(Error::AlreadyExists { path: p.clone() });
-                }
-            }
+            outputs_free(&[cert_out, key_out])?;
             let auth = Authority::open(&dir(&cli)?)?;
             let (issued, key) = auth.issue_local(
                 &crate::authority::LocalSpec {
@@ -499,14 +694,14 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                 },
                 now(&cli)?,
             )?;
-            write_new(key_out, &key, 0o600)?;
-            write_new(cert_out, &issued.pem, 0o644)?;
-            println!(
+            write_file(key_out, &key, 0o600, Replace::Never)?;
+            write_file(cert_out, &issued.pem, 0o644, Replace::Never)?;
+            sayln!(
                 "Administrator {name}: certificate {} key {} (serial {}; revoke with 'vouch revoke {name}')",
                 cert_out.display(),
                 key_out.display(),
                 issued.serial_hex
-            );
+            )?;
             Ok(EXIT_OK)
         }
         Command::List { all, format } => {
@@ -523,13 +718,19 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             Ok(EXIT_OK)
         }
         Command::Revoke { certname, reason } => {
+            let reason = canonical_reason(reason)?;
             let auth = Authority::open(&dir(&cli)?)?;
-            println!("{}", auth.revoke(certname, &canonical_reason(reason), false, now(&cli)?)?);
+            sayln!("{}", auth.revoke(certname, reason, false, now(&cli)?)?)?;
             Ok(EXIT_OK)
         }
         Command::Clean { certname } => {
             let auth = Authority::open(&dir(&cli)?)?;
-            println!("{}", auth.revoke(certname, "cessationOfOperation", true, now(&cli)?)?);
+            // Like revoke and renew, a name the CA knows nothing about is an error (exit 2).
+            let pending = auth.list(false)?.iter().any(|e| e.name == *certname);
+            if !pending && auth.certificate(certname)?.is_none() {
+                return Err(Error::NotFound { certname: certname.clone() });
+            }
+            sayln!("{}", auth.revoke(certname, "cessationOfOperation", true, now(&cli)?)?)?;
             Ok(EXIT_OK)
         }
         Command::Crl { out } => {
@@ -544,18 +745,37 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             auth.maintain(now)?;
             let i = auth.renew(certname, now)?;
             write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
-            eprintln!(
+            note(&format!(
                 "vouch: renewed {} serial {} valid until {}",
                 i.certname,
                 i.serial_hex,
                 crate::attrs::format_expiry(i.not_after)
-            );
+            ));
             Ok(EXIT_OK)
         }
         Command::Enc { certname, cert, puppet_cadir, policy } => {
             enc(&cli, certname.as_deref(), cert.as_deref(), puppet_cadir.as_deref(), policy.as_deref())
         }
     }
+}
+
+/// The certname for `sign` and `check`: --certname, else the CSR's CN. Without --certname,
+/// a file vouch cannot read a certname from (garbage, not a request, a malformed one) is an
+/// input error (exit 2) saying why, not a refusal for an empty certname. With --certname the
+/// decision judges the bytes, as the hook does (`input-garbage`, `csr-bad-self-signature`, … exit 1).
+fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<String, Error> {
+    if let Some(c) = explicit {
+        return Ok(c.to_string());
+    }
+    let hint = "vouch takes the certname from the request's CN; give --certname NAME to see every reason it is refused";
+    let parsed =
+        csr::parse(body).map_err(|e| Error::Csr { path: path.to_path_buf(), detail: format!("{e}; {hint}") })?;
+    parsed
+        .common_names
+        .first()
+        .cloned()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| Error::Csr { path: path.to_path_buf(), detail: format!("its subject has no CN; {hint}") })
 }
 
 fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
@@ -581,11 +801,14 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         .map_err(|error| Error::Classification { source, error })?;
     let now = now(cli)?;
     let expiry = match (&a.expires_in, &a.expires) {
-        (Some(d), None) => {
-            let d = policy::parse_duration(d)
+        (Some(text), None) => {
+            let d = policy::parse_duration(text)
                 .filter(|d| d.as_secs() > 0)
-                .ok_or_else(|| Error::Expiry { detail: format!("{d:?} is not a duration") })?;
-            now + d
+                .ok_or_else(|| Error::Expiry { detail: format!("{text:?} is not a duration") })?;
+            time::Duration::try_from(d)
+                .ok()
+                .and_then(|d| now.checked_add(d))
+                .ok_or_else(|| Error::Expiry { detail: format!("--expires-in {text} reaches past the year 9999") })?
         }
         (None, Some(t)) => {
             let t = OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
@@ -645,7 +868,37 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
     let text = attrs::render(&out, a.format).map_err(|detail| Error::Usage { detail })?;
     write_out(a.out.as_deref(), &text, 0o600)?;
+    warn_if_policy_refuses(cli, expiry, now);
     Ok(EXIT_OK)
+}
+
+/// The default of a policy's `attributes.max_lifetime` (src/policy.rs).
+const DEFAULT_MAX_LIFETIME: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+/// The CA decides, not the conductor; but an expiry further ahead than the policy at hand
+/// (--dir's, VOUCH_POLICY, /etc/vouch; else vouch's default) allows is a mistake worth a
+/// warning now rather than a refusal at the node's first boot.
+fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime) {
+    let (max, whose) = match find_policy(None, cli.dir.as_deref()) {
+        Ok(path) => match Policy::load(&path) {
+            Ok(p) => (p.max_attribute_lifetime, format!("the policy {}", path.display())),
+            Err(_) => return,
+        },
+        Err(_) => (DEFAULT_MAX_LIFETIME, "vouch's default policy".to_string()),
+    };
+    // The difference of two OffsetDateTimes cannot overflow (both lie within years -9999..=9999).
+    #[allow(clippy::arithmetic_side_effects)]
+    let ahead = expiry - now;
+    if ahead > max {
+        note(&format!(
+            "vouch: warning: these attributes expire {} ({} from now), but {whose} refuses attributes \
+             expiring more than {} ahead (attributes.max_lifetime): sign with a shorter --expires-in, \
+             or raise that limit on the CA",
+            attrs::format_expiry(expiry),
+            policy::format_duration(std::time::Duration::from_secs(u64::try_from(ahead.whole_seconds()).unwrap_or(0))),
+            policy::format_duration(max)
+        ));
+    }
 }
 
 fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
@@ -655,22 +908,17 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
     let spec = csr::CsrSpec::from_attributes(&certname, &parsed)
         .map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
-    for p in [&a.key_out, &a.csr_out] {
-        if p.exists() {
-            return Err(Error::AlreadyExists { path: p.clone() });
-        }
-    }
+    outputs_free(&[&a.key_out, &a.csr_out])?;
     let key = a.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
     let der = csr::build(&spec, &key).map_err(|e| Error::Crypto { detail: e.to_string() })?;
-    write_new(&a.key_out, &key.serialize_pem(), 0o600)?;
-    write_new(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644)?;
+    write_file(&a.key_out, &key.serialize_pem(), 0o600, Replace::Never)?;
+    write_file(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644, Replace::Never)?;
     Ok(EXIT_OK)
 }
 
 fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
     let json = |v: &dyn erased_json::Json| -> Result<(), Error> {
-        println!("{}", v.to_json().map_err(|e| Error::Usage { detail: e.to_string() })?);
-        Ok(())
+        sayln!("{}", v.to_json().map_err(|e| Error::Usage { detail: e.to_string() })?)
     };
     match b {
         BenchCommand::Decide { ca_keys, client_keys, seconds, format } => {
@@ -681,15 +929,18 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             match format {
                 OutFormat::Json => json(&rows)?,
                 OutFormat::Text => {
-                    println!(
-                        "one core; floor = CSR verify + conductor certificate verify + attribute verify + CA sign"
-                    );
-                    println!(
+                    sayln!("one core; floor = CSR verify + conductor certificate verify + attribute verify + CA sign")?;
+                    sayln!(
                         "{:<8} {:<8} {:>12} {:>12} {:>12} {:>7}",
-                        "CA key", "client", "decide/s", "issue/s", "floor/s", "ratio"
-                    );
+                        "CA key",
+                        "client",
+                        "decide/s",
+                        "issue/s",
+                        "floor/s",
+                        "ratio"
+                    )?;
                     for r in &rows {
-                        println!(
+                        sayln!(
                             "{:<8} {:<8} {:>12.0} {:>12.0} {:>12.0} {:>6.0}%",
                             r.ca_key,
                             r.client_key,
@@ -697,20 +948,20 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                             r.issue_per_s,
                             r.floor_per_s,
                             r.ratio * 100.0
-                        );
+                        )?;
                     }
                 }
             }
         }
         BenchCommand::Hook { runs, no_journal } => {
-            let r = crate::bench::hook((*runs).clamp(1, 100_000), !no_journal)?;
-            println!(
+            let r = crate::bench::hook(usize::try_from(*runs).unwrap_or(100_000), !no_journal)?;
+            sayln!(
                 "vouch autosign, process start to exit, {} runs ({}): median {:.2} ms, p99 {:.2} ms",
                 r.runs,
                 if r.journal_and_audit { "replay journal and audit log on" } else { "no journal, no audit log" },
                 r.median_ms,
                 r.p99_ms
-            );
+            )?;
         }
         BenchCommand::Serve {
             addr,
@@ -733,11 +984,11 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                 conductor_key: conductor_key.clone().unwrap_or_else(|| d.join(crate::serve::setup::CONDUCTOR_KEY)),
                 client_key: *client_key,
                 agents: crate::bench::parse_levels(agents)?,
-                per_agent: (*per_agent).clamp(1, 100_000),
+                per_agent: usize::try_from(*per_agent).unwrap_or(100_000),
                 server_pid: *server_pid,
             };
             if *format == OutFormat::Text {
-                println!(
+                sayln!(
                     "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16}",
                     "agents",
                     "certs",
@@ -749,11 +1000,11 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                     "peak RSS",
                     "server CPU/cert",
                     "client CPU/cert"
-                );
+                )?;
             }
             let rows = crate::bench::serve(&load, |r| {
                 if *format == OutFormat::Text {
-                    println!(
+                    let _ = sayln!(
                         "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16}",
                         r.agents,
                         r.certificates,
@@ -837,12 +1088,13 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     }
     match outcome {
         Ok(g) => {
-            println!(
+            // A grant that cannot be reported is not a grant: exit 2 (Puppet Server does not sign).
+            sayln!(
                 "vouch: granted {} (vouched by {}, attributes expire {})",
                 g.certname(),
                 g.conductor().subject,
                 attrs::format_expiry(g.attributes_expiry())
-            );
+            )?;
             Ok(EXIT_OK)
         }
         Err(r) => {
@@ -856,18 +1108,15 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let body = read_file(&a.csr)?;
-    let certname = match &a.certname {
-        Some(c) => c.clone(),
-        None => csr::parse(&body).ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
-    };
+    let certname = certname_for(&a.csr, &body, a.certname.as_deref())?;
     let now = now(cli)?;
     let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
     // One-time use as the journal stands (read, never written): used attributes are refused.
     let outcome = crate::authority::peek_replay(&policy, outcome, &certname)?;
     match a.format {
-        OutFormat::Json => println!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check")),
+        OutFormat::Json => sayln!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check"))?,
         OutFormat::Text => match &outcome {
-            Ok(g) => println!(
+            Ok(g) => sayln!(
                 "granted {} (vouched by {}, attributes expire {})\n{}",
                 g.certname(),
                 g.conductor().subject,
@@ -875,28 +1124,30 @@ fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
                 g.classification()
                     .to_enc_json()
                     .map_err(|error| Error::Classification { source: a.csr.display().to_string(), error })?
-            ),
-            Err(r) => print_refusals(r, &mut std::io::stdout()),
+            )?,
+            Err(r) => {
+                let mut text = Vec::new();
+                print_refusals(r, &mut text);
+                say(&String::from_utf8_lossy(&text))?
+            }
         },
     }
     Ok(if outcome.is_ok() { EXIT_OK } else { EXIT_REFUSED })
 }
 
-/// Accepts RFC 5280 names (keyCompromise) and kebab-case (key-compromise).
-fn canonical_reason(r: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in r.chars() {
-        if c == '-' || c == '_' {
-            upper = true;
-        } else if upper {
-            out.push(c.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
+/// The RFC 5280 name of a revocation reason given kebab-case (key-compromise) or as
+/// RFC 5280 spells it (keyCompromise); any other is a usage error listing both spellings.
+fn canonical_reason(r: &str) -> Result<&'static str, Error> {
+    REVOCATION_REASONS
+        .iter()
+        .find(|(kebab, rfc)| r == *kebab || r == *rfc || r.eq_ignore_ascii_case(rfc) || r.replace('_', "-") == *kebab)
+        .map(|(_, rfc)| *rfc)
+        .ok_or_else(|| Error::Usage {
+            detail: format!(
+                "unknown revocation reason {r:?}; one of {}",
+                REVOCATION_REASONS.iter().map(|(k, rfc)| format!("{k} ({rfc})")).collect::<Vec<_>>().join(", ")
+            ),
+        })
 }
 
 fn render_list(entries: &[ListEntry], all: bool) -> String {

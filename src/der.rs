@@ -210,8 +210,9 @@ pub fn set_of(mut elements: Vec<Vec<u8>>) -> Vec<u8> {
 pub fn oid(arcs: &[u64]) -> Vec<u8> {
     let mut content = Vec::new();
     let (first, rest) = match arcs {
-        [a, b, rest @ ..] => (a * 40 + b, rest),
-        [a] => (a * 40, &[][..]),
+        // oids::parse bounds what users give; saturating, so that no arcs can panic here.
+        [a, b, rest @ ..] => (a.saturating_mul(40).saturating_add(*b), rest),
+        [a] => (a.saturating_mul(40), &[][..]),
         [] => (0, &[][..]),
     };
     push_base128(&mut content, first);

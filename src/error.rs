@@ -1,4 +1,5 @@
 //! Errors of vouch's commands (not decisions: refusals are [`crate::decide::Refusal`]).
+#![deny(clippy::arithmetic_side_effects)]
 
 use std::path::PathBuf;
 
@@ -76,6 +77,23 @@ pub enum Error {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
+    /// A file or directory vouch trusts (data directory, `ca/`, policy, CA key) that
+    /// another user could change.
+    Untrusted(crate::fsutil::Untrusted),
+    /// An output path vouch will not write (a symbolic link, a directory).
+    Output {
+        path: PathBuf,
+        detail: String,
+    },
+    /// A certificate request file (`--csr`) vouch cannot read a certname from.
+    Csr {
+        path: PathBuf,
+        detail: String,
+    },
+    /// Date arithmetic that leaves the range vouch can represent (years 1 to 9999).
+    Date {
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -125,6 +143,12 @@ impl std::fmt::Display for Error {
                 std::io::ErrorKind::PermissionDenied => write!(f, "cannot listen on {addr}: permission denied"),
                 _ => write!(f, "cannot listen on {addr}: {source}"),
             },
+            Error::Untrusted(u) => {
+                write!(f, "refusing to trust {}: it {}; fix: {}", u.path.display(), u.problem, u.fix)
+            }
+            Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
+            Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
+            Error::Date { detail } => write!(f, "date out of range: {detail}"),
         }
     }
 }
@@ -135,6 +159,9 @@ impl Error {
             Error::Io { .. } => "check that the path exists and that this user may access it",
             Error::AlreadyExists { .. } => "choose another path, or move the existing file away first",
             Error::NoCa { .. } => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
+            Error::Policy(p) if p.message.contains("; fix: ") => {
+                "another user could change this file or its directory: run the fix shown, or move the file"
+            }
             Error::Policy(_) => "fix the named key; policy/README.md documents every key",
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
             Error::Key { .. } => "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate",
@@ -173,7 +200,22 @@ impl Error {
                 }
                 _ => "choose another --listen ADDRESS:PORT",
             },
+            Error::Untrusted(_) => {
+                "vouch refuses a data directory, policy or key that a user other than root or itself \
+                 could change: run the fix shown (as root), or move the files"
+            }
+            Error::Output { .. } => {
+                "give the path of a regular file (new or existing), a device or a FIFO, or - for stdout"
+            }
+            Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
+            Error::Date { .. } => "use a shorter duration (or, with --now, a date further from the year 9999)",
         })
+    }
+}
+
+impl From<crate::fsutil::Untrusted> for Error {
+    fn from(e: crate::fsutil::Untrusted) -> Self {
+        Error::Untrusted(e)
     }
 }
 

@@ -200,8 +200,13 @@ pub fn prepare(
     now: OffsetDateTime,
 ) -> Result<Prepared, IssueError> {
     let certname = auth.certname().to_string();
-    let not_before = now - Duration::try_from(profile.backdate).unwrap_or(Duration::DAY);
-    let mut not_after = now + Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
+    // Checked: `now` (--now) and the policy's durations are user input. A validity reaching
+    // past the year 9999 is past the master CA's notAfter too, which caps it anyway; a
+    // backdate before the year 1 starts at `now` (the CA's own notBefore bounds both).
+    let backdate = Duration::try_from(profile.backdate).unwrap_or(Duration::DAY);
+    let not_before = now.checked_sub(backdate).unwrap_or(now);
+    let validity = Duration::try_from(profile.validity).unwrap_or(Duration::days(5 * 365));
+    let mut not_after = now.checked_add(validity).unwrap_or(ca.not_after);
     if not_after > ca.not_after {
         not_after = ca.not_after;
     }

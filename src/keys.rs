@@ -1,4 +1,5 @@
 //! Key types vouch generates and loads.
+#![deny(clippy::arithmetic_side_effects)]
 
 use rcgen::KeyPair;
 

@@ -1,4 +1,4 @@
-use clap::Parser;
+use std::io::Write;
 
 /// Invoked as `vouch-autosign CERTNAME` or `vouch-enc CERTNAME` (symlinks to
 /// vouch), behave as `vouch autosign CERTNAME` / `vouch enc CERTNAME`: Puppet
@@ -20,7 +20,7 @@ fn args() -> Vec<std::ffi::OsString> {
 
 fn main() {
     let args = args();
-    let cli = match vouch::cli::Cli::try_parse_from(&args) {
+    let cli = match vouch::cli::parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -34,16 +34,19 @@ fn main() {
         Ok(code) => code,
         // A refusal (renewal): each reason with its code and hint, exit 1, as for a CSR.
         Err(vouch::Error::Refused { certname, refused }) => {
+            let mut err = std::io::stderr();
             for reason in &refused.reasons {
-                eprintln!("vouch: refused [{}]: {certname}: {reason}", reason.code());
-                eprintln!("  hint: {}", reason.hint());
+                let _ = writeln!(err, "vouch: refused [{}]: {certname}: {reason}", reason.code());
+                let _ = writeln!(err, "  hint: {}", reason.hint());
             }
             vouch::cli::EXIT_REFUSED
         }
         Err(e) => {
-            eprintln!("vouch: error: {e}");
+            // Never eprintln!: it panics (exit 101) when stderr cannot be written.
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "vouch: error: {e}");
             if let Some(h) = e.hint() {
-                eprintln!("  hint: {h}");
+                let _ = writeln!(err, "  hint: {h}");
             }
             vouch::cli::EXIT_ERROR
         }

@@ -108,7 +108,8 @@ pub fn parse(s: &str) -> Option<Vec<u64>> {
         })
         .collect();
     let arcs = arcs?;
-    if arcs.len() < 2 || arcs[0] > 2 || (arcs[0] < 2 && arcs[1] >= 40) {
+    // The first two arcs are encoded as one number, 40 * first + second: it must fit in a u64.
+    if arcs.len() < 2 || arcs[0] > 2 || (arcs[0] < 2 && arcs[1] >= 40) || arcs[1] > u64::MAX - 80 {
         return None;
     }
     Some(arcs)

@@ -395,13 +395,24 @@ fn line_of(text: &str, offset: usize) -> usize {
 impl Policy {
     /// Reads and validates a policy file; relative paths in it are relative to its directory.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        // Whoever may change the policy, or a trust anchor it names, decides what is signed:
+        // refuse files (and their directories) that a user other than root or this one can change.
+        crate::fsutil::check_trusted(path).map_err(|u| PolicyError {
+            file: path.to_path_buf(),
+            line: None,
+            key: None,
+            message: format!("refusing to trust it: {u}"),
+        })?;
         let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
             file: path.to_path_buf(),
             line: None,
             key: None,
             message: format!("cannot read it: {e}"),
         })?;
-        Policy::parse(path, &text, |p| std::fs::read(p))
+        Policy::parse(path, &text, |p| {
+            crate::fsutil::check_trusted(p).map_err(|u| std::io::Error::other(format!("refusing to trust it: {u}")))?;
+            std::fs::read(p)
+        })
     }
 
     /// Parses policy text; `read` loads the certificate files it names.
@@ -825,9 +836,10 @@ validity = "30d"
 refresh_before = "10d"
 
 [replay]
-# One-time use: the nonce (version 2) or the signature (version 1) of every
-# attributes set that was approved is recorded here, and a second CSR with the
-# same one is refused, whatever its certname. Entries expire with the
+# One-time use: every attributes set that was approved is recorded here (version 2
+# by its nonce, version 1 by the SHA-256 of its signed string: not by the
+# signature, which ECDSA lets anyone re-encode), and a second CSR presenting
+# the same set is refused, whatever its certname. Entries expire with the
 # attributes. Every process deciding with this policy must share this directory.
 enabled = true
 journal = "replay"

@@ -331,7 +331,7 @@ impl Journal {
             let path = e?.path();
             let hour = path.file_name().and_then(|n| n.to_str()).and_then(parse_bucket);
             if let Some(h) = hour {
-                if h + time::Duration::hours(25) < now {
+                if h.checked_add(time::Duration::hours(25)).is_some_and(|t| t < now) {
                     let _ = std::fs::remove_dir_all(&path);
                 }
             }

@@ -535,7 +535,8 @@ impl FileStore {
                     // The claim was lost (a power loss) and someone else claimed the same
                     // attributes meanwhile: two certificates came from them. Said loudly;
                     // recovery goes on (refusing to start would not undo it).
-                    eprintln!(
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "{}",
                         serde_json::json!({
                             "event": "replay-conflict", "certname": c.certname, "serial": rec.serial,

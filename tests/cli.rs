@@ -567,3 +567,640 @@ fn oversized_request_body_is_refused() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("[csr-malformed]") && e.contains("larger than 1 MiB"), "{e}");
 }
+
+// ---- issue 13: ownership, outputs, panics, help, exit codes ----
+
+/// A fresh CA in `t/name` (P-256: fast).
+fn new_ca(t: &Path, name: &str) -> PathBuf {
+    let dir = t.join(name);
+    ok(&run(vouch().args(["--dir", s(&dir), "ca", "init"]), None));
+    dir
+}
+
+fn code_and_err(out: &Output) -> (Option<i32>, String) {
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn chown(p: &Path, uid: u32) {
+    std::os::unix::fs::chown(p, Some(uid), None).unwrap();
+}
+
+fn chmod(p: &Path, m: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+}
+
+fn file_type(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Point 5: a data directory, `ca/`, policy, CA key or trust anchor that another user could
+/// change is refused wherever vouch loads one, with the chown/chmod line that fixes it;
+/// root-owned files (the Puppet Server hook's /etc/vouch) are fine for any user.
+#[test]
+fn data_directory_and_policy_another_user_could_change_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to chown to another user");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let dir = new_ca(t.path(), "v");
+    assert_eq!(mode(&dir), 0o700, "ca init makes a new DIR 0700, as serve does");
+    assert_eq!(mode(&dir.join("ca")), 0o700);
+    ok(&run(vouch().args(["--dir", s(&dir), "list"]), None));
+    let body = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let now = fixture_now();
+    let policy = dir.join("policy.toml");
+    let refused = |cmd: &mut Command, stdin: Option<&[u8]>, fix: &str| {
+        let (code, err) = code_and_err(&run(cmd, stdin));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(fix) && err.contains("hint:"), "want {fix:?} in: {err}");
+    };
+    for (what, path) in [("DIR", dir.clone()), ("ca/", dir.join("ca")), ("policy", policy.clone())] {
+        // Owned by another user (mode unchanged): refused, fix named.
+        chown(&path, NOBODY);
+        let fix = format!("chown root {}", path.display());
+        refused(vouch().args(["--dir", s(&dir), "list"]), None, &fix);
+        refused(vouch().args(["--dir", s(&dir), "crl"]), None, &fix);
+        if what != "ca/" {
+            // The hook and check load only the policy (and its directory).
+            refused(vouch().args(["--now", &now, "autosign", CERTNAME, "--policy", s(&policy)]), Some(&body), &fix);
+            refused(
+                vouch()
+                    .args(["--now", &now, "check", "--policy", s(&policy), "--csr"])
+                    .arg(fixture("csr/valid-p256-conductor.csr.pem")),
+                None,
+                &fix,
+            );
+        }
+        chown(&path, 0);
+        // Writable by the group: refused.
+        let m = mode(&path);
+        chmod(&path, m | 0o020);
+        refused(vouch().args(["--dir", s(&dir), "list"]), None, &format!("chmod go-w {}", path.display()));
+        chmod(&path, m);
+        ok(&run(vouch().args(["--dir", s(&dir), "list"]), None));
+    }
+    // The master CA key readable by others; the root key (conductor new).
+    let key = dir.join("ca/ca_key.pem");
+    chmod(&key, 0o644);
+    refused(vouch().args(["--dir", s(&dir), "list"]), None, &format!("chmod 600 {}", key.display()));
+    chmod(&key, 0o600);
+    let root_key = dir.join("ca/root_key.pem");
+    chown(&root_key, NOBODY);
+    let (c, k) = (t.path().join("c.pem"), t.path().join("c.key"));
+    refused(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "c", "--cert-out", s(&c), "--key-out", s(&k)]),
+        None,
+        "chown root",
+    );
+    assert!(!c.exists() && !k.exists());
+    chown(&root_key, 0);
+    // A trust anchor the policy names, owned by another user.
+    let root_crt = dir.join("ca/root_crt.pem");
+    chown(&root_crt, NOBODY);
+    refused(vouch().args(["--now", &now, "autosign", CERTNAME, "--policy", s(&policy)]), Some(&body), "chown root");
+    chown(&root_crt, 0);
+    // A symbolic link planted in the data directory (by whoever could, once) to a file
+    // another user controls: followed for the check, refused.
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(&policy, elsewhere.join("policy.toml")).unwrap();
+    chown(&elsewhere, NOBODY);
+    std::fs::rename(&policy, dir.join("policy.toml.real")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("policy.toml"), &policy).unwrap();
+    refused(vouch().args(["--dir", s(&dir), "list"]), None, "chown root");
+    std::fs::remove_file(&policy).unwrap();
+    std::fs::rename(dir.join("policy.toml.real"), &policy).unwrap();
+    ok(&run(vouch().args(["--dir", s(&dir), "list"]), None));
+    // ca init into an existing directory someone else owns.
+    let theirs = t.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    chown(&theirs, NOBODY);
+    refused(vouch().args(["--dir", s(&theirs), "ca", "init"]), None, "chown root");
+    assert!(!theirs.join("ca").exists());
+
+    // The Puppet Server hook as the README sets it up: policy and root owned by root
+    // (0644, in a 0755 directory), the hook running as user `puppet` (here: nobody).
+    let etc = t.path().join("etc-vouch");
+    std::fs::create_dir_all(etc.join("ca")).unwrap();
+    chmod(t.path(), 0o755);
+    chmod(&etc, 0o755);
+    std::fs::copy(fixture("policy.toml"), etc.join("policy.toml")).unwrap();
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap();
+    let fixtures = fixture("");
+    let abs = text.replace("\"pki/", &format!("\"{}/pki/", s(&fixtures).trim_end_matches('/')));
+    std::fs::write(etc.join("policy.toml"), abs).unwrap();
+    chmod(&etc.join("policy.toml"), 0o644);
+    let mut hook = vouch();
+    std::os::unix::process::CommandExt::uid(&mut hook, NOBODY);
+    let out = run(
+        hook.args(["--now", &now, "check", "--policy", s(&etc.join("policy.toml")), "--csr"])
+            .arg(fixture("csr/valid-p256-conductor.csr.pem")),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "root-owned policy, other user: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn mknod(p: &Path, major_minor: (&str, &str)) -> bool {
+    Command::new("mknod").arg(p).args(["c", major_minor.0, major_minor.1]).status().is_ok_and(|s| s.success())
+}
+
+fn is_char_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    file_type(p).is_char_device()
+}
+
+/// Point 7: one rule for every output path. Devices and FIFOs are written through (and a
+/// failed write is an error), symbolic links and directories are refused, regular files
+/// are written atomically; keys (and what pairs with them) never replace a file, other
+/// outputs do. Private device nodes come first, so the real /dev/null and /dev/full are
+/// only ever written by a vouch that passed them.
+#[test]
+fn outputs_write_through_devices_refuse_links_and_follow_one_rule() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let now = fixture_now();
+    let sign_to = |out: &Path| {
+        run(
+            vouch()
+                .args(["--now", &now, "conductor", "sign", "--cert", s(&fixture("pki/conductor-p256.pem"))])
+                .args(["--key", s(&fixture("pki/conductor-p256.key"))])
+                .args(["--classification", s(&fixture("classification.yaml")), "--expires-in", "1h", "--out"])
+                .arg(out),
+            None,
+        )
+    };
+    let dir = new_ca(w, "v");
+    let crl_to = |out: &Path| run(vouch().args(["--dir", s(&dir), "--now", &now, "crl", "--out"]).arg(out), None);
+
+    // A null device of our own: written through, still a device.
+    let null = w.join("null");
+    if is_root() && mknod(&null, ("1", "3")) {
+        ok(&sign_to(&null));
+        assert!(is_char_device(&null), "the null device was replaced by a file");
+        ok(&crl_to(&null));
+        assert!(is_char_device(&null));
+        // A full device: the write fails (ENOSPC), the command says so and exits 2.
+        let full = w.join("full");
+        assert!(mknod(&full, ("1", "7")));
+        for out in [sign_to(&full), crl_to(&full)] {
+            let (code, err) = code_and_err(&out);
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("No space left"), "{err}");
+        }
+        assert!(is_char_device(&full));
+    }
+
+    // A FIFO: written through to its reader.
+    let fifo = w.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    ok(&sign_to(&fifo));
+    let got = reader.join().unwrap();
+    assert!(got.contains("extension_requests"), "{got}");
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&file_type(&fifo)));
+
+    // A symbolic link, to an existing file or to nowhere: refused, never followed or replaced.
+    let precious = w.join("precious");
+    std::fs::write(&precious, "keep me\n").unwrap();
+    let link = w.join("link");
+    std::os::unix::fs::symlink(&precious, &link).unwrap();
+    let dangling = w.join("dangling");
+    let nowhere = w.join("nowhere");
+    std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+    for l in [&link, &dangling] {
+        for out in [sign_to(l), crl_to(l)] {
+            let (code, err) = code_and_err(&out);
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("symbolic link"), "{err}");
+        }
+        assert!(file_type(l).is_symlink(), "{} was replaced", l.display());
+    }
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+    assert!(!nowhere.exists());
+    // A directory: refused.
+    let (code, err) = code_and_err(&crl_to(w));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+    // `-`: standard output.
+    let out = sign_to(Path::new("-"));
+    assert!(String::from_utf8_lossy(&ok_out(&out)).contains("extension_requests"));
+    assert!(!Path::new("-").exists() && !w.join("-").exists());
+
+    // The overwrite rule. Attributes, certificates, CRLs: an existing file is replaced (atomically).
+    let attrs = w.join("attrs.yaml");
+    ok(&sign_to(&attrs));
+    ok(&sign_to(&attrs));
+    let crl = w.join("crl.pem");
+    ok(&crl_to(&crl));
+    ok(&crl_to(&crl));
+    assert!(std::fs::read_to_string(&crl).unwrap().contains("BEGIN X509 CRL"));
+    // Keys and what pairs with them: never, and nothing is written when one output is taken.
+    let (c, k) = (w.join("c.pem"), w.join("c.key"));
+    std::fs::write(&c, "mine\n").unwrap();
+    let (code, err) = code_and_err(&run(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "c", "--cert-out", s(&c), "--key-out", s(&k)]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already exists"), "{err}");
+    assert!(!k.exists(), "no key without its certificate");
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), "mine\n");
+    let (code, err) = code_and_err(&run(
+        vouch()
+            .args(["csr", "--certname", CERTNAME, "--attributes", s(&attrs), "--key-out", s(&link), "--csr-out"])
+            .arg(w.join("n.csr")),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!w.join("n.csr").exists());
+
+    // The system's own devices, last: still devices afterwards.
+    ok(&sign_to(Path::new("/dev/null")));
+    assert!(is_char_device(Path::new("/dev/null")), "/dev/null must stay a character device");
+    if Path::new("/dev/full").exists() {
+        let (code, err) = code_and_err(&crl_to(Path::new("/dev/full")));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(is_char_device(Path::new("/dev/full")));
+        // Standard output on a full device: an error (exit 2), not a panic (101).
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let (c2, k2) = (w.join("c2.pem"), w.join("c2.key"));
+        let out = vouch()
+            .args(["--dir", s(&dir), "conductor", "new", "c2", "--cert-out", s(&c2), "--key-out", s(&k2)])
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let (code, err) = code_and_err(&out);
+        assert_eq!(code, Some(2), "a full stdout is an error, not a panic: {err}");
+    }
+}
+
+fn ok_out(out: &Output) -> Vec<u8> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout.clone()
+}
+
+/// Runs `cmd`, killing it if it has not exited after a minute (a flag the original code
+/// accepted would start a server): the test then fails instead of hanging.
+fn run_bounded(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!("still running after a minute (accepted?): {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Point 9: no panic (exit 101) from any duration or date a user gives: flags, --now, and
+/// what follows from them (a validity past the year 9999 is capped or refused).
+#[test]
+fn durations_and_dates_from_users_never_panic() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = new_ca(w, "v");
+    let sign = |expires: &[&str]| {
+        run(
+            vouch()
+                .args(["conductor", "sign", "--cert", s(&fixture("pki/conductor-p256.pem"))])
+                .args(["--key", s(&fixture("pki/conductor-p256.key"))])
+                .args(["--classification", s(&fixture("classification.yaml"))])
+                .args(expires),
+            None,
+        )
+    };
+    for d in ["99999999999999d", "18446744073709551615s", "9999999999y", "3000000d"] {
+        let (code, err) = code_and_err(&sign(&["--expires-in", d]));
+        assert_eq!(code, Some(2), "--expires-in {d}: {err}");
+        assert!(err.contains("expiry") && err.contains("hint:"), "{err}");
+    }
+    // Days past the root's notAfter (and past the year 9999): capped at the root, said so.
+    let (c, k) = (w.join("c.pem"), w.join("c.key"));
+    let out = run(
+        vouch().args([
+            "--dir",
+            s(&dir),
+            "conductor",
+            "new",
+            "c",
+            "--days",
+            "3000000",
+            "--cert-out",
+            s(&c),
+            "--key-out",
+            s(&k),
+        ]),
+        None,
+    );
+    let (code, err) = code_and_err(&out);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("capped") || err.contains("root CA's notAfter"), "{err}");
+    let root_end = openssl(&["x509", "-noout", "-enddate", "-in", s(&dir.join("ca/root_crt.pem"))]);
+    let cond_end = openssl(&["x509", "-noout", "-enddate", "-in", s(&c)]);
+    assert_eq!(root_end, cond_end);
+    let (code, err) = code_and_err(&run(
+        vouch()
+            .args(["--dir", s(&dir), "conductor", "new", "d", "--days", "4294967296", "--cert-out"])
+            .arg(w.join("d.pem"))
+            .args(["--key-out", s(&w.join("d.key"))]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    // An OID whose first two arcs do not fit in one number (40 * 2 + 2^64 - 1), in an attributes file.
+    let attrs = w.join("huge-oid.yaml");
+    std::fs::write(&attrs, "extension_requests:\n  \"2.18446744073709551615\": x\n").unwrap();
+    let (code, err) = code_and_err(&run(
+        vouch()
+            .args(["csr", "--certname", CERTNAME, "--attributes", s(&attrs), "--key-out"])
+            .arg(w.join("h.key"))
+            .args(["--csr-out", s(&w.join("h.csr"))]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("neither an OID"), "{err}");
+    // --now near the end of time: an error, never a panic.
+    for at in ["9999-12-31T00:00:00Z", "0000-01-01T00:00:00Z"] {
+        let fresh = w.join(format!("ca-{}", &at[..4]));
+        let (code, err) = code_and_err(&run(vouch().args(["--now", at, "--dir", s(&fresh), "ca", "init"]), None));
+        assert_eq!(code, Some(2), "--now {at} ca init: {err}");
+        let (code, err) = code_and_err(&run(vouch().args(["--now", at, "--dir", s(&dir), "crl"]), None));
+        assert_eq!(code, Some(2), "--now {at} crl: {err}");
+    }
+}
+
+/// Every (sub)command's path, from `vouch help` itself.
+fn subcommands(prefix: &[String]) -> Vec<Vec<String>> {
+    // `vouch autosign --help` exits 2 (the hook never exits 0 on a usage error): read stdout anyway.
+    let out = String::from_utf8_lossy(&run(vouch().args(prefix).arg("--help"), None).stdout).into_owned();
+    let mut found = vec![];
+    let mut in_commands = false;
+    for line in out.lines() {
+        if line.starts_with("Commands:") {
+            in_commands = true;
+            continue;
+        }
+        if in_commands {
+            if !line.starts_with("  ") {
+                break;
+            }
+            let name = line.split_whitespace().next().unwrap_or_default().to_string();
+            if name != "help" {
+                let mut p = prefix.to_vec();
+                p.push(name);
+                found.extend(subcommands(&p));
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// Point 13: every option of every command has help text; --dir is shown only where it is
+/// used; one default per option; the separators and spellings the help shows are the ones
+/// accepted.
+#[test]
+fn every_option_of_every_command_has_help_text() {
+    let commands = subcommands(&[]);
+    assert!(commands.len() >= 18, "{commands:?}");
+    let mut missing = vec![];
+    for c in &commands {
+        let help = String::from_utf8_lossy(&run(vouch().args(c).arg("--help"), None).stdout).into_owned();
+        assert!(help.contains("Usage:"), "vouch {} --help: {help}", c.join(" "));
+        // Long help: each option on its own line, its help text on the next, indented further
+        // ("[default: …]", "[env: …]" or "[possible values: …]" alone are not help).
+        let lines: Vec<&str> = help.lines().collect();
+        let mut in_options = false;
+        for (i, line) in lines.iter().enumerate() {
+            if line.starts_with("Options:") || line.starts_with("Arguments:") {
+                in_options = true;
+                continue;
+            }
+            let indent = line.len() - line.trim_start().len();
+            let is_item =
+                in_options && indent < 10 && (line.trim_start().starts_with('-') || line.trim_start().starts_with('['));
+            if is_item {
+                // Compact layout: "--cert <FILE>  The conductor's …" on one line; long layout:
+                // the help on the next line.
+                let same_line = line.trim().split("  ").map(str::trim).filter(|w| !w.is_empty()).nth(1).unwrap_or("");
+                let next = lines.get(i + 1).map(|l| l.trim()).unwrap_or("");
+                let has = |t: &str| !t.is_empty() && !t.starts_with('[') && !t.starts_with('-');
+                if !has(same_line) && !has(next) {
+                    missing.push(format!("vouch {}: {}", c.join(" "), line.trim()));
+                }
+            }
+        }
+        let shows_dir = help.contains("--dir <DIR>");
+        let uses_dir = !matches!(c.join(" ").as_str(), "csr" | "bench decide" | "bench hook" | "bench");
+        if c.len() == 1 && c[0] == "bench"
+            || c.len() == 1 && c[0] == "ca"
+            || c[0] == "conductor" && c.len() == 1
+            || c[0] == "admin" && c.len() == 1
+        {
+            continue;
+        }
+        assert_eq!(shows_dir, uses_dir, "vouch {} --help and --dir:\n{help}", c.join(" "));
+        for line in help.lines() {
+            assert!(line.matches("[default:").count() <= 1, "two defaults: {line}");
+        }
+    }
+    assert!(missing.is_empty(), "options without help text:\n{}", missing.join("\n"));
+
+    // An option's whole entry in `-h`: its line and the deeper-indented lines under it.
+    let entry = |help: &str, flag: &str| -> String {
+        let lines: Vec<&str> = help.lines().collect();
+        let at = lines.iter().position(|l| l.trim_start().starts_with(flag)).unwrap();
+        let mut out = lines[at].to_string();
+        for l in &lines[at + 1..] {
+            if l.trim().is_empty() || l.trim_start().starts_with('-') {
+                break;
+            }
+            out.push_str(l);
+        }
+        out
+    };
+    let serve = ok(&run(vouch().args(["serve", "-h"]), None));
+    let threads = entry(&serve, "--threads");
+    assert!(threads.contains("[default: one per core]") && !threads.contains("[default: 0]"), "{threads}");
+    assert_eq!(threads.matches("[default:").count(), 1, "{threads}");
+    let bench = ok(&run(vouch().args(["bench", "decide", "-h"]), None));
+    let ca_keys = entry(&bench, "--ca-keys");
+    assert!(ca_keys.contains("[default: rsa4096,rsa2048,p256,ed25519]"), "{ca_keys}");
+    // The defaults shown parse (with the separator shown).
+    let out = run(vouch().args(["bench", "decide", "--ca-keys", "p256,ed25519", "--seconds", "0"]), None);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seconds"), "parsed up to --seconds");
+    let revoke = ok(&run(vouch().args(["revoke", "-h"]), None));
+    for spelling in ["key-compromise", "keyCompromise", "cessation-of-operation", "cessationOfOperation"] {
+        assert!(revoke.contains(spelling), "{spelling} in {revoke}");
+    }
+}
+
+/// Point 13: the default data directory the help documents is the one vouch uses, for root
+/// and for other users.
+#[test]
+fn documented_default_dir_is_the_real_one() {
+    let help = ok(&run(vouch().args(["list", "--help"]), None));
+    assert!(
+        help.contains("[default: /var/lib/vouch for root, else $XDG_DATA_HOME/vouch or ~/.local/share/vouch]"),
+        "{help}"
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let walkthrough =
+        &readme[readme.find("## Walkthrough").unwrap()..readme.find("## Use with Puppet Server").unwrap()];
+    assert!(
+        walkthrough.contains("`/var/lib/vouch` for root") && walkthrough.contains("`~/.local/share/vouch`"),
+        "README walkthrough"
+    );
+    if !is_root() {
+        return;
+    }
+    if !Path::new("/var/lib/vouch/ca/ca_crt.pem").exists() {
+        let (code, err) = code_and_err(&run(vouch().arg("list"), None));
+        assert_eq!(code, Some(2));
+        assert!(err.contains("no CA in /var/lib/vouch"), "root's default: {err}");
+    }
+    let t = tempfile::tempdir().unwrap();
+    chmod(t.path(), 0o755);
+    let as_nobody = |xdg: Option<&Path>| {
+        let mut c = vouch();
+        std::os::unix::process::CommandExt::uid(&mut c, NOBODY);
+        c.env("HOME", t.path()).env_remove("XDG_DATA_HOME").arg("list");
+        if let Some(x) = xdg {
+            c.env("XDG_DATA_HOME", x);
+        }
+        code_and_err(&run(&mut c, None))
+    };
+    let (code, err) = as_nobody(None);
+    assert_eq!(code, Some(2));
+    assert!(err.contains(&format!("no CA in {}/.local/share/vouch", t.path().display())), "{err}");
+    let (_, err) = as_nobody(Some(&t.path().join("xdg")));
+    assert!(err.contains(&format!("no CA in {}/xdg/vouch", t.path().display())), "{err}");
+}
+
+/// Point 14: input errors exit 2 with a message about the input; a name the CA does not
+/// know is exit 2 for clean as for revoke and renew; no certificate that is expired at
+/// birth; a lifetime the policy will refuse is warned about; listen addresses and limits
+/// say what they accept.
+#[test]
+fn exit_codes_and_messages_say_what_is_wrong() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = new_ca(w, "v");
+    let garbage = w.join("garbage.csr");
+    std::fs::write(&garbage, "this is not a certificate request\n").unwrap();
+    for cmd in [
+        vec!["--dir", s(&dir), "sign", "--csr", s(&garbage)],
+        vec!["check", "--policy", s(&dir.join("policy.toml")), "--csr", s(&garbage)],
+    ] {
+        let (code, err) = code_and_err(&run(vouch().args(&cmd), None));
+        assert_eq!(code, Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("certificate request") && !err.contains("certname-invalid"), "{err}");
+    }
+    // With --certname the decision judges the bytes, as the hook does: refused, with the input's code.
+    let (code, err) = code_and_err(&run(
+        vouch().args(["--dir", s(&dir), "sign", "--csr", s(&garbage), "--certname", CERTNAME]),
+        None,
+    ));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[csr-missing]"), "{err}");
+    // The hook still refuses garbage (exit 1, never 0).
+    let out = run(vouch().args(["autosign", CERTNAME, "--policy", s(&dir.join("policy.toml"))]), Some(b"garbage"));
+    assert_eq!(out.status.code(), Some(1));
+
+    for verb in ["clean", "revoke", "renew"] {
+        let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&dir), verb, "unknown.example.test"]), None));
+        assert_eq!(code, Some(2), "{verb}: {err}");
+        assert!(err.contains("no certificate for unknown.example.test"), "{err}");
+    }
+    let (code, err) = code_and_err(&run(
+        vouch()
+            .args(["--dir", s(&dir), "conductor", "new", "c", "--days", "0", "--cert-out"])
+            .arg(w.join("c.pem"))
+            .args(["--key-out", s(&w.join("c.key"))]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!w.join("c.pem").exists());
+
+    // --expires-in 30d: signed, with a warning naming the CA's limit (7d by default).
+    let attrs = w.join("a.yaml");
+    let out = run(
+        vouch()
+            .args(["--dir", s(&dir), "conductor", "sign", "--cert", s(&fixture("pki/conductor-p256.pem"))])
+            .args(["--key", s(&fixture("pki/conductor-p256.key"))])
+            .args(["--classification", s(&fixture("classification.yaml")), "--expires-in", "30d", "--out", s(&attrs)]),
+        None,
+    );
+    let (code, err) = code_and_err(&out);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("warning")
+            && (err.contains("7d") || err.contains("1w"))
+            && err.contains(s(&dir.join("policy.toml"))),
+        "{err}"
+    );
+
+    let bad = [
+        (vec!["--listen", "8141"], vec!["127.0.0.1:8141", "0.0.0.0:8141"]),
+        (vec!["--listen", "localhost:8141"], vec!["127.0.0.1:8140"]),
+        (vec!["--max-body", "0"], vec!["1..="]),
+        (vec!["--connection-lifetime", "0"], vec!["1..="]),
+        (vec!["--header-timeout", "0"], vec!["1..="]),
+        (vec!["--body-timeout", "99999999999"], vec!["1..="]),
+        (vec!["--max-connections", "0"], vec!["1..="]),
+        (vec!["--max-connections-per-address", "0"], vec!["1..="]),
+        (vec!["--threads", "0"], vec!["1..="]),
+    ];
+    for (args, want) in bad {
+        let fresh = w.join("serve-dir");
+        let mut cmd = vouch();
+        cmd.args(["--dir", s(&fresh), "serve"]);
+        if args[0] != "--listen" {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let out = run_bounded(cmd.args(&args));
+        let (code, err) = code_and_err(&out);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        for x in want {
+            assert!(err.contains(x), "{args:?}: want {x:?} in {err}");
+        }
+        assert!(!fresh.exists(), "nothing created for a bad flag");
+    }
+
+    // Revocation reasons: both spellings accepted, both listed when wrong.
+    let (code, err) =
+        code_and_err(&run(vouch().args(["--dir", s(&dir), "revoke", "x.example.test", "--reason", "bogus"]), None));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("key-compromise (keyCompromise)"), "{err}");
+    for r in ["key-compromise", "keyCompromise"] {
+        let (_, err) =
+            code_and_err(&run(vouch().args(["--dir", s(&dir), "revoke", "x.example.test", "--reason", r]), None));
+        assert!(err.contains("no certificate for"), "{r}: {err}");
+    }
+}
+
+/// Point 13: the generated policy says what the replay journal records for version 1: the
+/// digest of the signed string (ECDSA signatures can be re-encoded), not the signature.
+#[test]
+fn generated_policy_says_what_the_journal_records() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = new_ca(t.path(), "v");
+    let text = std::fs::read_to_string(dir.join("policy.toml")).unwrap();
+    let replay = &text[text.find("[replay]").unwrap()..];
+    assert!(!replay.contains("the signature (version 1)"), "{replay}");
+    assert!(replay.contains("version 1 by the SHA-256 of its signed string"), "{replay}");
+}

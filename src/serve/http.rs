@@ -463,8 +463,9 @@ fn banner(r: &SetupReport, local: SocketAddr) {
     ));
     out.push_str(&format!("  listening on https://{local}/puppet-ca/v1\n"));
     out.push_str(&agent_settings(r, local));
-    print!("{out}");
-    let _ = std::io::stdout().flush();
+    // Not print!, which panics when stdout cannot be written.
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
 }
 
 /// What an agent's puppet.conf needs, for the banner. vouch is the agent's CA only (no
@@ -486,6 +487,10 @@ fn agent_settings(r: &SetupReport, local: SocketAddr) -> String {
     out.push_str(
         "certname: as in 'vouch conductor sign --certname NAME'; never this host's name when it is a name of\n\
          this service (the service certificate's names above are reserved: refused, 400)\n",
+    );
+    out.push_str(
+        "ca_fingerprint: the SHA-256 of the CA bundle this service sends (master CA + root), which is why it\n\
+         differs from the root CA fingerprint above\n",
     );
     out.push_str("then: puppet ssl bootstrap (certificate only; puppet agent --test also needs the Puppet Server)\n");
     out
