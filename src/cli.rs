@@ -763,9 +763,15 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
 /// a file vouch cannot read a certname from (garbage, not a request, a malformed one) is an
 /// input error (exit 2) saying why, not a refusal for an empty certname. With --certname the
 /// decision judges the bytes, as the hook does (`input-garbage`, `csr-bad-self-signature`, … exit 1).
+/// The certname `sign` and `check` judge: `--certname`, else the request's CN. A file holding no
+/// certificate request at all (garbage, empty, another kind of file) is an input error (exit 2)
+/// either way; a request that is there but defective is the decision's to refuse (exit 1).
 fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<String, Error> {
     if let Some(c) = explicit {
-        return Ok(c.to_string());
+        return match csr::parse(body) {
+            Err(e @ csr::CsrError::NotFound { .. }) => Err(Error::Csr { path: path.to_path_buf(), detail: e.to_string() }),
+            _ => Ok(c.to_string()),
+        };
     }
     let hint = "vouch takes the certname from the request's CN; give --certname NAME to see every reason it is refused";
     let parsed =
