@@ -188,13 +188,25 @@ pub fn new_conductor(
     spec: &ConductorSpec<'_>,
     now: OffsetDateTime,
 ) -> Result<(String, String, String), Error> {
+    let key = spec.key_type.generate().map_err(crypto)?;
+    let (cert, fingerprint) = new_conductor_for_key(dir, spec, &key, now)?;
+    Ok((cert, key.serialize_pem(), fingerprint))
+}
+
+/// [`new_conductor`] for a key that already exists (`spec.key_type` is not used).
+/// Returns (certificate PEM, fingerprint).
+pub fn new_conductor_for_key(
+    dir: &CaDir,
+    spec: &ConductorSpec<'_>,
+    key: &KeyPair,
+    now: OffsetDateTime,
+) -> Result<(String, String), Error> {
     if !dir.file(ROOT_CERT).exists() {
         return Err(Error::NoCa { dir: dir.dir.clone() });
     }
     let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
     let root_pem = crate::pem::encode("CERTIFICATE", &root_der);
     let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
-    let key = spec.key_type.generate().map_err(crypto)?;
     let mut p = CertificateParams::default();
     p.distinguished_name = name(spec.name);
     p.serial_number = Some(random_serial()?);
@@ -210,6 +222,6 @@ pub fn new_conductor(
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
     p.use_authority_key_identifier_extension = true;
-    let cert = p.signed_by(&key, &issuer).map_err(crypto)?;
-    Ok((cert.pem(), key.serialize_pem(), fingerprint(cert.der())))
+    let cert = p.signed_by(key, &issuer).map_err(crypto)?;
+    Ok((cert.pem(), fingerprint(cert.der())))
 }
