@@ -582,8 +582,7 @@ impl Authority {
     }
 
     fn refuse(&self, certname: &str, csr: &[u8], refused: Refused, now: OffsetDateTime) -> Result<SignOutcome, Error> {
-        let refused = hold_refused(&self.policy, refused, certname, now)?;
-        self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+        let mut refused = hold_refused(&self.policy, refused, certname, now)?;
         // Kept for the operator: requests a trusted conductor vouched for (whatever their
         // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any
@@ -591,19 +590,46 @@ impl Authority {
         // Never kept under a reserved name (the service's, an administrator's, Puppet's `ca`):
         // no decision can grant it.
         let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
-        let keep = !reserved && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX);
-        if keep && decide::check_certname(certname).is_ok() && !decide::is_reserved_certname(certname) {
-            let pem = match crate::csr::parse(csr) {
-                Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
-                Err(_) => String::from_utf8_lossy(csr).into_owned(),
-            };
-            let req = PendingRequest {
-                certname: certname.to_string(),
-                time: format_expiry(now),
-                reasons: refused.tagged_reasons(),
-            };
-            self.store.put_request(&req, pem.as_bytes())?;
+        let keepable = !reserved
+            && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX)
+            && decide::check_certname(certname).is_ok()
+            && !decide::is_reserved_certname(certname);
+        if !keepable {
+            self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+            return Ok(SignOutcome::Refused(refused));
         }
+        // Under the store's lock, as issuance: whether the name has a certificate is read
+        // there (a request racing the node's own, granted one, is not kept beside it), and
+        // the request's two files are written by one writer at a time (its CSR never ends
+        // beside another request's reasons).
+        let lock = self.store.lock()?;
+        if self.policy.on_existing == OnExisting::Refuse
+            && !refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
+        {
+            if let Some((rec, _)) = self.store.current(certname)? {
+                if rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now) {
+                    refused
+                        .reasons
+                        .push(Refusal::CertificateExists { certname: certname.to_string(), serial: rec.serial });
+                }
+            }
+        }
+        self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+        // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
+        // request; a pending request beside a signed node would only hide it).
+        if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
+            return Ok(SignOutcome::Refused(refused));
+        }
+        let pem = match crate::csr::parse(csr) {
+            Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
+            Err(_) => String::from_utf8_lossy(csr).into_owned(),
+        };
+        let req = PendingRequest {
+            certname: certname.to_string(),
+            time: format_expiry(now),
+            reasons: refused.tagged_reasons(),
+        };
+        self.store.put_request(&lock, &req, pem.as_bytes())?;
         Ok(SignOutcome::Refused(refused))
     }
 
@@ -1180,13 +1206,26 @@ impl Authority {
     /// key generated here (returned as PEM, for the caller to write 0600). With
     /// `replace`, a current certificate of the same name is revoked (superseded).
     pub fn issue_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(Issued, String), Error> {
-        let LocalSpec { certname, role, dns_names, ip_addresses, key_type, replace } = *spec;
+        let key = spec.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let issued = self.issue_local_for_key(spec, &key, now)?;
+        Ok((issued, key.serialize_pem()))
+    }
+
+    /// [`Authority::issue_local`] for a key that already exists (written before the
+    /// certificate is asked for, so an interrupted run leaves a key to finish with, never a
+    /// certificate whose key is lost); `spec.key_type` is not used.
+    pub fn issue_local_for_key(
+        &self,
+        spec: &LocalSpec<'_>,
+        key: &rcgen::KeyPair,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
+        let LocalSpec { certname, role, dns_names, ip_addresses, key_type: _, replace } = *spec;
         decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
         if decide::is_reserved_certname(certname) {
             return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
         }
-        let key = key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
-        let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+        let spki = rcgen::PublicKeyData::subject_public_key_info(key);
         let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let lock = self.store.lock()?;
         if let Some((rec, _)) = self.store.current(certname)? {
@@ -1211,8 +1250,7 @@ impl Authority {
             dns_names: dns_names.to_vec(),
             ip_addresses: ip_addresses.to_vec(),
         };
-        let issued = self.issue_locked(&lock, Authorization::Local(proof), None, None, None, now)?;
-        Ok((issued, key.serialize_pem()))
+        self.issue_locked(&lock, Authorization::Local(proof), None, None, None, now)
     }
 
     /// Checks a certificate a TLS client presented: issued by this CA, valid now, and

@@ -249,8 +249,31 @@ pub fn new_conductor(
     Ok((c.cert_pem, c.key_pem, c.fingerprint))
 }
 
+/// [`new_conductor`] for a key that already exists (`spec.key_type` is not used): a start of
+/// `vouch serve` completing a credential whose key was written before its certificate.
+/// Returns (certificate PEM, fingerprint).
+pub fn new_conductor_for_key(
+    dir: &CaDir,
+    spec: &ConductorSpec<'_>,
+    key: &KeyPair,
+    now: OffsetDateTime,
+) -> Result<(String, String), Error> {
+    let c = issue_conductor_with(dir, spec, key, now)?;
+    Ok((c.cert_pem, c.fingerprint))
+}
+
 /// [`new_conductor`], with the validity it got and whether the root's notAfter capped it.
 pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTime) -> Result<NewConductor, Error> {
+    let key = spec.key_type.generate().map_err(crypto)?;
+    issue_conductor_with(dir, spec, &key, now)
+}
+
+fn issue_conductor_with(
+    dir: &CaDir,
+    spec: &ConductorSpec<'_>,
+    key: &KeyPair,
+    now: OffsetDateTime,
+) -> Result<NewConductor, Error> {
     if !dir.file(ROOT_CERT).exists() {
         return Err(Error::NoCa { dir: dir.dir.clone() });
     }
@@ -265,7 +288,6 @@ pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTim
     let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
     let root_pem = crate::pem::encode("CERTIFICATE", &root_der);
     let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
-    let key = spec.key_type.generate().map_err(crypto)?;
     let mut p = CertificateParams::default();
     p.distinguished_name = name(spec.name);
     p.serial_number = Some(random_serial()?);
@@ -291,7 +313,7 @@ pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTim
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
     p.use_authority_key_identifier_extension = true;
     let not_after = p.not_after;
-    let cert = p.signed_by(&key, &issuer).map_err(crypto)?;
+    let cert = p.signed_by(key, &issuer).map_err(crypto)?;
     Ok(NewConductor {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),

@@ -769,7 +769,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
 fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<String, Error> {
     if let Some(c) = explicit {
         return match csr::parse(body) {
-            Err(e @ csr::CsrError::NotFound { .. }) => Err(Error::Csr { path: path.to_path_buf(), detail: e.to_string() }),
+            Err(e @ csr::CsrError::NotFound { .. }) => {
+                Err(Error::Csr { path: path.to_path_buf(), detail: e.to_string() })
+            }
             _ => Ok(c.to_string()),
         };
     }

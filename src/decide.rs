@@ -227,6 +227,15 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// A refusal because the certname already has a valid certificate (found under the
+    /// store's lock): such a request is never kept pending beside that certificate.
+    pub fn is_about_the_existing_certificate(&self) -> bool {
+        matches!(
+            self,
+            Refusal::CertificateExists { .. } | Refusal::SupersedeSameKey { .. } | Refusal::SupersedeReplay { .. }
+        )
+    }
+
     /// A stable short code, for logs, JSON and tests.
     pub fn code(&self) -> &'static str {
         match self {

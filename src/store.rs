@@ -200,8 +200,9 @@ pub trait Store {
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError>;
     /// All issued certificates as (serial, notBefore, notAfter, certname), oldest first.
     fn inventory(&self) -> Result<Vec<(String, String, String, String)>, StoreError>;
-    /// Keeps a refused request for the operator to see.
-    fn put_request(&self, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError>;
+    /// Keeps a refused request for the operator to see (under the lock: its CSR and its
+    /// reasons are two files, written by one writer at a time).
+    fn put_request(&self, lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError>;
     fn remove_request(&self, certname: &str) -> Result<(), StoreError>;
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
     /// One pending request with its CSR (PEM), if there is one.
@@ -912,7 +913,7 @@ impl Store for FileStore {
             .collect())
     }
 
-    fn put_request(&self, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError> {
+    fn put_request(&self, _lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError> {
         self.ensure_dirs()?;
         let pem = self.p("requests").join(format!("{}.pem", req.certname));
         fsutil::write_replace(&pem, csr_pem, 0o644).map_err(io_err(&pem, "write"))?;

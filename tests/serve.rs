@@ -1351,3 +1351,259 @@ fn a_requested_alt_name_of_the_service_is_refused_by_the_hook_beside_the_server(
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("[name-reserved]") && text(&o).contains("svc.example.test"), "{}", text(&o));
 }
+
+/// The CRL's lastUpdate and nextUpdate lines, as openssl reads them.
+fn crl_dates(crl: &Path) -> String {
+    ok(&openssl(&["crl", "-in", s(crl), "-noout", "-lastupdate", "-nextupdate"]))
+}
+
+/// Review D-1b: maintenance (CRL refresh, the store's checkpoint) ran only when a client
+/// connected, so an idle server let its CRL lapse on disk. With a CRL that is due for
+/// renewal 30 s after it is made, a server nobody talks to must renew it by itself
+/// (maintenance runs every 60 s; the deadline is generous, not a timing claim).
+#[test]
+fn an_idle_server_refreshes_its_crl_on_its_own_schedule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let policy = dir.join("policy.toml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("validity = \"30d\"") && text.contains("refresh_before = \"10d\""), "{text}");
+    std::fs::write(
+        &policy,
+        text.replace("validity = \"30d\"", "validity = \"2m\"")
+            .replace("refresh_before = \"10d\"", "refresh_before = \"90s\""),
+    )
+    .unwrap();
+    let server = Server::start(&dir, &[]);
+    let crl = dir.join("ca/ca_crl.pem");
+    let first = crl_dates(&crl);
+    // No client connects: only the server's own schedule can renew the CRL.
+    let t = Instant::now();
+    let renewed = loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = crl_dates(&crl);
+        if now != first {
+            break now;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "the idle server never renewed its CRL ({first}):\n{}",
+            std::fs::read_to_string(&server.log).unwrap()
+        );
+    };
+    assert!(
+        !server.log().iter().any(|v| v["event"] == "request" || v["event"] == "tls"),
+        "a client connected: the test no longer shows an idle server"
+    );
+    let last = |d: &str| d.lines().find_map(|l| l.strip_prefix("lastUpdate=")).map(str::to_string).unwrap();
+    assert_ne!(last(&first), last(&renewed), "{first} -> {renewed}");
+    assert!(server.stop());
+}
+
+/// Each `(name, csr)` PUT at once (one thread and connection each, released together);
+/// returns the answers' statuses in the same order.
+fn put_all_at_once(server: &Server, work: &[(String, Vec<u8>)]) -> Vec<u16> {
+    let config = tls_config(&server.ca_bundle(), None).unwrap();
+    let barrier = Arc::new(std::sync::Barrier::new(work.len()));
+    let handles: Vec<_> = work
+        .iter()
+        .cloned()
+        .map(|(name, csr)| {
+            let (config, barrier, addr) = (config.clone(), barrier.clone(), server.addr());
+            std::thread::spawn(move || {
+                let mut c = Client::new(config, addr, "localhost").unwrap();
+                barrier.wait();
+                c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr)
+                    .unwrap()
+                    .status
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// Review D-3: the "already has a certificate" check ran without the store's lock and a
+/// refusal found under the lock was kept, so identical PUTs racing for one name (an agent
+/// retrying, a junk request racing the node) left a pending `[certificate-exists]` request
+/// beside the valid certificate; and a pending request's CSR and reasons were two files
+/// written without the lock, so two refused PUTs could leave one's CSR with the other's reasons.
+#[test]
+fn racing_requests_keep_nothing_beside_a_certificate_and_a_pending_csr_keeps_its_own_reasons() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let requests = dir.join("ca/requests");
+    // Identical vouched requests, several at once per name, for several names at once.
+    const NAMES: usize = 12;
+    const COPIES: usize = 4;
+    let mut work = Vec::new();
+    for i in 0..NAMES {
+        let name = format!("twin{i:02}.example.test");
+        let csr = csr_for(&name, &vouched_attributes(&dir, &name), &p256());
+        work.extend(std::iter::repeat_n((name, csr), COPIES));
+    }
+    let statuses = put_all_at_once(&server, &work);
+    for ((name, _), status) in work.iter().zip(&statuses) {
+        assert!(*status == 200 || *status == 400, "{name}: PUT answered {status}");
+    }
+    for i in 0..NAMES {
+        let name = format!("twin{i:02}.example.test");
+        let r = server.client(None).request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+        assert_eq!(r.status, 200, "{name}: {}", r.text());
+        for ext in ["json", "pem"] {
+            let kept = requests.join(format!("{name}.{ext}"));
+            assert!(
+                !kept.exists(),
+                "{name}: a pending request kept beside its valid certificate: {}",
+                std::fs::read_to_string(requests.join(format!("{name}.json"))).unwrap_or_default()
+            );
+        }
+    }
+    assert!(list_json(&dir).iter().all(|e| e["state"] != "requested"), "{:?}", list_json(&dir));
+
+    // Two different refused requests racing for one name: whichever is kept, its CSR and its
+    // reasons are the same request's. One names the certname but carries attributes vouched
+    // for another name; the other is a CSR for another name altogether (common-name-mismatch).
+    const MIXED: usize = 4;
+    let mut work = Vec::new();
+    for i in 0..MIXED {
+        let name = format!("mix{i}.example.test");
+        let own_cn = csr_for(&name, &vouched_attributes(&dir, "nobody.example.test"), &p256());
+        let other_cn = csr_for("other.example.test", &vouched_attributes(&dir, "other.example.test"), &p256());
+        for _ in 0..2 {
+            work.push((name.clone(), own_cn.clone()));
+            work.push((name.clone(), other_cn.clone()));
+        }
+    }
+    for round in 0..25 {
+        let statuses = put_all_at_once(&server, &work);
+        assert!(statuses.iter().all(|s| *s == 200), "round {round}: {statuses:?}");
+        for i in 0..MIXED {
+            let name = format!("mix{i}.example.test");
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(requests.join(format!("{name}.json"))).unwrap()).unwrap();
+            let reasons = meta["reasons"].to_string();
+            let csr = vouch::csr::parse(&std::fs::read(requests.join(format!("{name}.pem"))).unwrap()).unwrap();
+            let cn = csr.common_names.first().cloned().unwrap_or_default();
+            assert_eq!(
+                cn != name,
+                reasons.contains("common-name-mismatch"),
+                "round {round}, {name}: the kept CSR (CN {cn}) sits beside another request's reasons: {reasons}"
+            );
+        }
+    }
+    assert!(server.stop());
+}
+
+/// Review D-1a: the conductor credential was made only by the start that created the CA, so
+/// a first run interrupted after the CA (a full disk) served for ever without one, silently.
+/// Every credential step is now completed by the next start: what is missing is made, a key
+/// left without its certificate gets one, nothing that exists is replaced, and the banner
+/// says what was completed. The interruptions are simulated by removing what an
+/// interrupted first run would not have written.
+#[test]
+fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replaces_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let (ccert, ckey) = (dir.join("conductor/conductor_crt.pem"), dir.join("conductor/conductor_key.pem"));
+    let (acert, akey) = (dir.join("admin/admin_crt.pem"), dir.join("admin/admin_key.pem"));
+    let first = Server::start(&dir, &[]);
+    assert!(!first.banner.contains("completed:") && !first.banner.contains("missing:"), "{}", first.banner);
+    assert!(first.stop());
+    let admin_serial = serial_of(&acert);
+
+    // The run stopped before the conductor credential: the next start makes it and says so.
+    std::fs::remove_file(&ccert).unwrap();
+    std::fs::remove_file(&ckey).unwrap();
+    let server = Server::start(&dir, &[]);
+    assert!(server.banner.starts_with("vouch: serving the CA in"), "{}", server.banner);
+    assert!(
+        server.banner.contains("completed: the conductor credential was missing; a new one was made"),
+        "{}",
+        server.banner
+    );
+    assert!(
+        server.banner.contains(&format!("conductor credentials:         {}", ccert.display())),
+        "{}",
+        server.banner
+    );
+    assert_eq!(mode(&ckey), 0o600);
+    let text = ok(&openssl(&["x509", "-in", s(&ccert), "-noout", "-text"]));
+    assert!(text.contains("1.3.6.1.4.1.34380.2.0"), "{text}");
+    ok(&openssl(&["verify", "-CAfile", s(&dir.join("ca/root_crt.pem")), "-purpose", "any", s(&ccert)]));
+    // It vouches: a node with attributes it signed is granted.
+    let name = "completed.example.test";
+    let r = server
+        .client(None)
+        .request(
+            "PUT",
+            &format!("/puppet-ca/v1/certificate_request/{name}"),
+            None,
+            &csr_for(name, &vouched_attributes(&dir, name), &p256()),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = server.client(None).request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(server.stop());
+
+    // Stopped between a key and its certificate (keys are written first): the key is kept
+    // and its certificate made; the administrator's comes back from the store, same serial.
+    let conductor_key = std::fs::read(&ckey).unwrap();
+    let admin_key = std::fs::read(&akey).unwrap();
+    std::fs::remove_file(&ccert).unwrap();
+    std::fs::remove_file(&acert).unwrap();
+    let server = Server::start(&dir, &[]);
+    for what in ["the conductor credential", "the administrator credential"] {
+        let line = format!("completed: {what} had its key but no certificate; its certificate was written");
+        assert!(server.banner.contains(&line), "{}", server.banner);
+    }
+    assert_eq!(std::fs::read(&ckey).unwrap(), conductor_key, "the conductor key was replaced");
+    assert_eq!(std::fs::read(&akey).unwrap(), admin_key, "the administrator key was replaced");
+    let pubkey = |args: &[&str]| ok(&openssl(args));
+    assert_eq!(
+        pubkey(&["x509", "-in", s(&ccert), "-noout", "-pubkey"]),
+        pubkey(&["pkey", "-in", s(&ckey), "-pubout"]),
+        "the conductor certificate is not for the key that was kept"
+    );
+    assert_eq!(serial_of(&acert), admin_serial, "a second administrator certificate was issued");
+    let r = server.admin().request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(server.stop());
+
+    // A credential that is complete elsewhere is never replaced behind the operator's back:
+    // vouch-admin's certificate is current, its files are gone, and the banner says so.
+    std::fs::remove_file(&acert).unwrap();
+    std::fs::remove_file(&akey).unwrap();
+    let server = Server::start(&dir, &[]);
+    assert!(server.banner.contains("missing: no administrator credential in"), "{}", server.banner);
+    assert!(server.banner.contains(&admin_serial), "{}", server.banner);
+    assert!(!acert.exists() && !akey.exists());
+    assert!(!server.banner.contains("completed:"), "{}", server.banner);
+    assert!(server.stop());
+}
+
+/// The same for the policy (review D-1a's class): `ca init` writes it just after the CA, so a
+/// first run stopped between the two left a CA every later start refused to serve. A CA never
+/// used gets its default policy on the next start, said in the banner; a used CA whose policy
+/// is gone is still refused (its lost policy may have been stricter than the default).
+#[test]
+fn a_first_run_stopped_before_its_policy_is_completed_but_a_used_ca_never_gets_a_default_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let policy = dir.join("policy.toml");
+    let default = std::fs::read_to_string(&policy).unwrap();
+    std::fs::remove_file(&policy).unwrap();
+    let server = Server::start(&dir, &[]);
+    assert!(server.banner.contains("completed: the policy was missing beside a CA never used"), "{}", server.banner);
+    assert_eq!(std::fs::read_to_string(&policy).unwrap(), default);
+    assert!(server.stop());
+    // Used now (the service's and the administrator's certificates): a lost policy is an error.
+    std::fs::remove_file(&policy).unwrap();
+    let o = vouch().args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("policy.toml"), "{}", text(&o));
+    assert!(!policy.exists(), "a default policy replaced a used CA's lost one");
+}

@@ -277,6 +277,9 @@ fn submit(
     // A name with a valid certificate: Puppet's answer, before any decision and without
     // keeping anything (else anyone could hide a signed node behind a junk request).
     // With on_existing = supersede the decision below judges a vouched replacement.
+    // This read is lock-free, a shortcut only: a certificate granted meanwhile (racing
+    // requests for one name) is found again under the store's lock, where a refusal is
+    // kept or not (Authority::refuse), and answered below as this one.
     if auth.policy.on_existing == crate::policy::OnExisting::Refuse {
         if let Some((rec, _)) = auth.certificate(name)? {
             let valid =

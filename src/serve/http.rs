@@ -268,8 +268,10 @@ pub(super) async fn serve(
     });
     let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut maintenance = tokio::time::interval(std::time::Duration::from_secs(60));
-    let maintaining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Maintenance (CRL refresh, the store's checkpoint) on its own clock, whatever the traffic:
+    // never on the accept path, which only waits for connections and signals.
+    let (stop_maintenance, stopped) = tokio::sync::watch::channel(false);
+    let maintenance = tokio::spawn(maintain_every(shared.clone(), MAINTENANCE_EVERY, stopped));
     log(serde_json::json!({"event": "listening", "address": local.to_string(), "pid": std::process::id()}));
     loop {
         let permit = tokio::select! {
@@ -277,24 +279,6 @@ pub(super) async fn serve(
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => { reload(&shared); continue; }
-            _ = maintenance.tick() => {
-                // In the background: maintenance may wait for the store's lock (a `vouch`
-                // command beside the server), and accepting must not wait with it.
-                if !maintaining.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                    let (auth, flag) = (shared.authority(), maintaining.clone());
-                    tokio::task::spawn_blocking(move || {
-                        if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
-                            log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
-                        }
-                        // The store's log into its files (a syncfs), once a minute at most.
-                        if let Err(e) = auth.checkpoint() {
-                            log(serde_json::json!({"event": "checkpoint", "error": e.to_string()}));
-                        }
-                        flag.store(false, std::sync::atomic::Ordering::Release);
-                    });
-                }
-                continue;
-            }
         };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -363,11 +347,16 @@ pub(super) async fn serve(
     }
     log(serde_json::json!({"event": "stopping", "reason": "signal"}));
     drop(listener);
+    // No maintenance run starts any more; one in progress finishes (it may hold the store's lock).
+    let _ = stop_maintenance.send(true);
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
             log(serde_json::json!({"event": "stopping", "detail": "connections still open after 10 s; closing them"}));
         }
+    }
+    if let Err(e) = maintenance.await {
+        log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
     }
     let auth = shared.authority();
     match tokio::task::spawn_blocking(move || auth.checkpoint()).await {
@@ -377,6 +366,47 @@ pub(super) async fn serve(
     }
     log(serde_json::json!({"event": "stopped"}));
     Ok(())
+}
+
+/// How often `vouch serve` maintains the store: the CRLs regenerated when due (a revocation
+/// not yet on them, or less than `[crl] refresh_before` left) and the store's log checkpointed.
+const MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Maintains the store every `period` until `stop` says so. One run at a time, on the
+/// blocking pool: a run may wait for the store's lock (a `vouch` command beside the server)
+/// and nothing else waits with it; the next run starts a full period after the previous one
+/// ended, however long it took.
+async fn maintain_every(
+    shared: Arc<Shared>,
+    period: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    // `prepare` maintained the store just before the server started: the first run is one period later.
+    let mut clock = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = clock.tick() => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        // The authority in force now (SIGHUP may have reloaded the policy).
+        let auth = shared.authority();
+        let run = tokio::task::spawn_blocking(move || {
+            if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
+                log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+            }
+            // The store's log into its files (a syncfs), once a period at most.
+            if let Err(e) = auth.checkpoint() {
+                log(serde_json::json!({"event": "checkpoint", "error": e.to_string()}));
+            }
+        });
+        if let Err(e) = run.await {
+            log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+        }
+    }
 }
 
 /// One of a client address's connection slots, given back on drop.
@@ -447,6 +477,9 @@ fn banner(r: &SetupReport, local: SocketAddr) {
         out.push_str(&format!("vouch: created a new CA in {dir}\n"));
     } else {
         out.push_str(&format!("vouch: serving the CA in {dir}\n"));
+    }
+    for n in &r.notes {
+        out.push_str(&format!("  {n}\n"));
     }
     out.push_str(&format!("  root CA fingerprint (SHA-256): {}\n", r.root_fingerprint));
     out.push_str(&format!("  policy:                        {}\n", r.policy.display()));

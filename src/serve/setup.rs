@@ -38,6 +38,9 @@ pub struct SetupReport {
     pub server_key: PathBuf,
     pub server_certname: String,
     pub server_names: Vec<String>,
+    /// What this start finished or found missing that an earlier start should have made
+    /// (one line each, for the banner): every credential step is completed on the next start.
+    pub notes: Vec<String>,
 }
 
 fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
@@ -46,11 +49,7 @@ fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 fn mkdir_private(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).recursive(true).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(io(dir, "create directory")(e)),
-    }
+    ca::create_private_dir(dir)
 }
 
 /// Writes a certificate and its key (0600) as a pair, replacing older ones: key first,
@@ -61,6 +60,158 @@ fn write_pair(cert: &Path, cert_pem: &str, key: &Path, key_pem: &str) -> Result<
     }
     crate::fsutil::write_replace(key, key_pem.as_bytes(), 0o600).map_err(io(key, "write"))?;
     crate::fsutil::write_replace(cert, cert_pem.as_bytes(), 0o644).map_err(io(cert, "write"))
+}
+
+/// Writes a new private key (0600) where none is; never replaces one.
+fn write_new_key(path: &Path, key: &rcgen::KeyPair) -> Result<(), Error> {
+    if let Some(parent) = path.parent() {
+        mkdir_private(parent)?;
+    }
+    crate::fsutil::write_new(path, key.serialize_pem().as_bytes(), 0o600).map_err(io(path, "write"))
+}
+
+/// Writes a certificate where none is; never replaces one.
+fn write_new_cert(path: &Path, pem: &str) -> Result<(), Error> {
+    crate::fsutil::write_new(path, pem.as_bytes(), 0o644).map_err(io(path, "write"))
+}
+
+fn read_key(path: &Path) -> Result<rcgen::KeyPair, Error> {
+    let text = std::fs::read_to_string(path).map_err(io(path, "read"))?;
+    crate::keys::load_pem(&text).map_err(|detail| Error::Key { path: path.to_path_buf(), detail })
+}
+
+/// How a start left a credential (a certificate and its key under DIR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// Both files were there: nothing touched.
+    Found,
+    /// Neither was there: a new key, then its certificate.
+    Created,
+    /// The key was there without its certificate (a start interrupted between the two):
+    /// its certificate is written now.
+    Completed,
+    /// Not made, and why (one banner line).
+    Missing(String),
+}
+
+/// The starting conductor credential: made when missing, finished when a start was
+/// interrupted after its key (the key is written first), never replaced.
+fn conductor_credential(
+    dir: &CaDir,
+    cert: &Path,
+    key: &Path,
+    opts: &ServeOptions,
+    now: OffsetDateTime,
+) -> Result<Step, Error> {
+    let spec = ConductorSpec { name: "conductor", key_type: opts.key_type, days: 365 };
+    match (cert.exists(), key.exists()) {
+        (true, true) => Ok(Step::Found),
+        (true, false) => Ok(Step::Missing(format!(
+            "{} has no key beside it ({} is missing): it cannot sign; remove the certificate to have a new \
+             conductor credential made at the next start, or make one with 'vouch conductor new'",
+            cert.display(),
+            key.display()
+        ))),
+        (false, true) => {
+            let k = read_key(key)?;
+            let (pem, _) = ca::new_conductor_for_key(dir, &spec, &k, now)?;
+            write_new_cert(cert, &pem)?;
+            Ok(Step::Completed)
+        }
+        (false, false) => {
+            let k = opts.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+            write_new_key(key, &k)?;
+            let (pem, _) = ca::new_conductor_for_key(dir, &spec, &k, now)?;
+            write_new_cert(cert, &pem)?;
+            Ok(Step::Created)
+        }
+    }
+}
+
+/// The administrator credential: made when vouch-admin has no certificate; finished when a
+/// start was interrupted after its key (the certificate from the store if it was issued for
+/// that key, else issued now); never replaced, and never superseding a vouch-admin
+/// certificate whose key is elsewhere.
+fn admin_credential(
+    auth: &Authority,
+    cert: &Path,
+    key: &Path,
+    opts: &ServeOptions,
+    now: OffsetDateTime,
+) -> Result<Step, Error> {
+    let spec = LocalSpec {
+        certname: ADMIN_NAME,
+        role: LocalRole::Admin,
+        dns_names: &[],
+        ip_addresses: &[],
+        key_type: opts.key_type,
+        replace: false,
+    };
+    let current = auth.certificate(ADMIN_NAME)?;
+    let valid = current.as_ref().filter(|(rec, _)| {
+        rec.state == State::Issued && crate::authority::parse_time(&rec.not_after).is_some_and(|t| t > now)
+    });
+    match (cert.exists(), key.exists()) {
+        (true, true) => Ok(Step::Found),
+        (true, false) => Ok(Step::Missing(format!(
+            "{} has no key beside it ({} is missing): remove the certificate and revoke {ADMIN_NAME} ('vouch revoke \
+             {ADMIN_NAME}') to have a new one made at the next start, or make one with 'vouch admin new NAME'",
+            cert.display(),
+            key.display()
+        ))),
+        (false, true) => {
+            let k = read_key(key)?;
+            match valid {
+                Some((rec, pem)) => {
+                    let spki = rcgen::PublicKeyData::subject_public_key_info(&k);
+                    let issued_for = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok().and_then(|(_, der)| {
+                        x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
+                    });
+                    if issued_for.is_some_and(|old| crate::csr::same_key(&old, &spki)) {
+                        write_new_cert(cert, pem)?;
+                        Ok(Step::Completed)
+                    } else {
+                        Ok(Step::Missing(format!(
+                            "{} has no certificate, and {ADMIN_NAME}'s current certificate (serial {}) is for \
+                             another key, held elsewhere: nothing was replaced; revoke it ('vouch revoke \
+                             {ADMIN_NAME}') to have one issued for this key at the next start, or make another \
+                             administrator with 'vouch admin new NAME'",
+                            key.display(),
+                            rec.serial
+                        )))
+                    }
+                }
+                None => {
+                    let issued = auth.issue_local_for_key(&spec, &k, now)?;
+                    write_new_cert(cert, &issued.pem)?;
+                    Ok(Step::Completed)
+                }
+            }
+        }
+        (false, false) => match &current {
+            // Issued before (its files moved elsewhere, or revoked): never a second one silently.
+            Some((rec, _)) => Ok(Step::Missing(format!(
+                "no administrator credential in {}: {ADMIN_NAME} already has a certificate (serial {}, {}), so \
+                 none was made; 'vouch admin new NAME' makes another administrator",
+                cert.parent().unwrap_or(cert).display(),
+                rec.serial,
+                if valid.is_some() { "held elsewhere" } else { "revoked or expired" }
+            ))),
+            None => {
+                let k = opts.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+                write_new_key(key, &k)?;
+                let issued = auth.issue_local_for_key(&spec, &k, now)?;
+                write_new_cert(cert, &issued.pem)?;
+                Ok(Step::Created)
+            }
+        },
+    }
+}
+
+/// Whether the CA in `dir` was never used: nothing issued, the store's lock never taken
+/// (only `ca init`'s files are there).
+fn never_used(dir: &CaDir) -> bool {
+    ["serials", "signed", "inventory.txt", "wal.log", ".lock", "ca_crl.pem"].iter().all(|f| !dir.file(f).exists())
 }
 
 /// This machine's host name, lowercased, if it is a valid certname.
@@ -144,35 +295,55 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
 pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let now = OffsetDateTime::now_utc();
     let dir = CaDir::new(&opts.dir);
-    // A new data directory is private; an existing one must not be writable by everyone
-    // (anyone could swap the policy for one trusting their own conductors).
+    // A new data directory is private; an existing one (and ca/, the policy, every key vouch
+    // keeps there) must be owned by root or this user and not writable by group or others:
+    // the one rule of `fsutil::check_trusted`, as for every other command.
     if !dir.dir.exists() {
-        mkdir_private(&dir.dir)?;
+        ca::create_private_dir(&dir.dir)?;
     }
-    for p in [dir.dir.clone(), dir.ca()] {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(m) = std::fs::symlink_metadata(&p) {
-            if m.permissions().mode() & 0o002 != 0 {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "{} is writable by every user: anyone could replace the policy or keys; run chmod o-w on it",
-                        p.display()
-                    ),
-                });
-            }
+    crate::fsutil::check_trusted(&dir.dir)?;
+    if dir.ca().exists() {
+        crate::fsutil::check_trusted(&dir.ca())?;
+    }
+    for key in [SERVER_KEY, ADMIN_KEY, CONDUCTOR_KEY] {
+        let key = dir.dir.join(key);
+        if key.exists() {
+            crate::fsutil::check_private_key(&key)?;
         }
     }
     let created_ca = !dir.file(ca::CA_CERT).exists();
     if created_ca {
         ca::init(&dir, opts.key_type, now)?;
     }
-    // A conductor credential to start with, on the first run only.
-    let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
-    if created_ca && !conductor.0.exists() {
-        let spec = ConductorSpec { name: "conductor", key_type: opts.key_type, days: 365 };
-        let (cert, key, _) = ca::new_conductor(&dir, &spec, now)?;
-        write_pair(&conductor.0, &cert, &conductor.1, &key)?;
+    let mut notes = Vec::new();
+    // `ca init` writes the policy just after the CA appears: a first run stopped between the
+    // two left a CA that was never used. Its default policy is written now; a CA that has been
+    // used (the store was ever locked or issued) never gets a default policy in place of a
+    // lost one (it may have been stricter): that stays an error.
+    if !created_ca && !dir.policy().exists() && never_used(&dir) {
+        let text = crate::policy::default_policy_text(&format!("ca/{}", ca::ROOT_CERT));
+        crate::fsutil::write_new(&dir.policy(), text.as_bytes(), 0o644).map_err(io(&dir.policy(), "write"))?;
+        notes.push(format!(
+            "completed: the policy was missing beside a CA never used (a first run that did not finish); \
+             the default policy was written to {}",
+            dir.policy().display()
+        ));
     }
+    // Every step below is completed by the next start if this one is interrupted (a full
+    // disk, a kill): what is missing is made, what is half made is finished, nothing that
+    // exists is replaced, and the banner says what a start had to finish.
+    let mut note = |what: &str, step: Step| match step {
+        Step::Found => {}
+        Step::Created if created_ca => {}
+        Step::Created => notes.push(format!("completed: {what} was missing; a new one was made")),
+        Step::Completed => {
+            notes.push(format!("completed: {what} had its key but no certificate; its certificate was written"))
+        }
+        Step::Missing(why) => notes.push(format!("missing: {why}")),
+    };
+    // A conductor credential to start with.
+    let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
+    note("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
     let auth = Authority::open(&dir)?;
     auth.maintain(now)?;
 
@@ -220,20 +391,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         None => (wanted_certname.clone(), dns.iter().cloned().chain(ips.iter().map(IpAddr::to_string)).collect()),
     };
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
-    if !admin.0.exists() && !matches!(auth.certificate(ADMIN_NAME), Ok(Some(_))) {
-        let (issued, key) = auth.issue_local(
-            &LocalSpec {
-                certname: ADMIN_NAME,
-                role: LocalRole::Admin,
-                dns_names: &[],
-                ip_addresses: &[],
-                key_type: opts.key_type,
-                replace: false,
-            },
-            now,
-        )?;
-        write_pair(&admin.0, &issued.pem, &admin.1, &key)?;
-    }
+    note("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
 
     let root = std::fs::read(dir.file(ca::ROOT_CERT)).map_err(io(&dir.file(ca::ROOT_CERT), "read"))?;
     let root_der = crate::pem::find(&root, &["CERTIFICATE"])
@@ -246,12 +404,13 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         root_fingerprint: ca::fingerprint(&root_der),
         bundle_fingerprint: ca::fingerprint(&bundle),
         policy: dir.policy(),
-        conductor: conductor.0.exists().then_some(conductor),
-        admin: admin.0.exists().then_some(admin),
+        conductor: (conductor.0.exists() && conductor.1.exists()).then_some(conductor),
+        admin: (admin.0.exists() && admin.1.exists()).then_some(admin),
         server_cert: dir.dir.join(SERVER_CERT),
         server_key: dir.dir.join(SERVER_KEY),
         server_certname,
         server_names: served_names,
+        notes,
     })
 }
 
