@@ -1,0 +1,379 @@
+//! Hardening of what vouch reads and writes, through the real binary: the CSR's
+//! signatureAlgorithm read exactly, the key reported before the signature, no symbolic
+//! link followed where vouch writes, truncates or cleans, and no certname that fails
+//! the certname rules ever used as a file name.
+
+mod common;
+
+use common::{fixture, fixture_now, ok, s, CERTNAME};
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use vouch::der::{self, tag, Reader};
+
+fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(input) = stdin {
+        let _ = child.stdin.take().unwrap().write_all(input);
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn vouch() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The fixture policy's decision on `csr` for CERTNAME through the autosign hook.
+fn autosign(csr: &[u8]) -> Output {
+    let policy = fixture("policy.toml");
+    run(vouch().args(["--now", &fixture_now(), "autosign", CERTNAME, "--policy", s(&policy)]), Some(csr))
+}
+
+/// The DER of a fixture CSR (PEM).
+fn fixture_der(file: &str) -> Vec<u8> {
+    let pem = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
+    vouch::pem::find(&pem, &["CERTIFICATE REQUEST"]).unwrap().1
+}
+
+/// `csr` with its outer signatureAlgorithm's content replaced by `alg_content` (the
+/// self-signature covers only the certificationRequestInfo, so it still verifies).
+fn with_signature_algorithm(csr: &[u8], alg_content: &[u8]) -> Vec<u8> {
+    let outer = Reader::new(csr).next_tag(tag::SEQUENCE, "csr").unwrap();
+    let mut r = Reader::new(outer.content);
+    let cri = r.any().unwrap();
+    let alg = r.next_tag(tag::SEQUENCE, "alg").unwrap();
+    let sig = r.any().unwrap();
+    assert!(!alg.content.is_empty());
+    der::sequence(&[cri.raw, &der::tlv(tag::SEQUENCE, alg_content), sig.raw])
+}
+
+/// The OID TLV at the start of `csr`'s signatureAlgorithm.
+fn signature_oid(csr: &[u8]) -> Vec<u8> {
+    let outer = Reader::new(csr).next_tag(tag::SEQUENCE, "csr").unwrap();
+    let mut r = Reader::new(outer.content);
+    r.any().unwrap();
+    let alg = r.next_tag(tag::SEQUENCE, "alg").unwrap();
+    Reader::new(alg.content).next_tag(tag::OID, "oid").unwrap().raw.to_vec()
+}
+
+/// D-4a: the CSR's signatureAlgorithm is exactly RFC 5754 (RSA: NULL parameters),
+/// RFC 5758 (ECDSA: none) and RFC 8410 (Ed25519: none); any other encoding of the same
+/// algorithm is csr-malformed. Each original fixture is granted, as a control.
+#[test]
+fn csr_signature_algorithm_parameters_must_be_exact() {
+    let null = der::tlv(tag::NULL, &[]);
+    let junk = der::octet_string(b"junkjunkjunk");
+    let mut failures = vec![];
+    for (file, exact_params, bad_params) in [
+        (
+            "valid-p256-conductor.csr.pem",
+            vec![],
+            vec![("NULL parameters", null.clone()), ("junk parameters", junk.clone())],
+        ),
+        ("valid-ed25519-conductor.csr.pem", vec![], vec![("NULL parameters", null.clone())]),
+        (
+            "valid-rsa2048-conductor.csr.pem",
+            null.clone(),
+            vec![
+                ("no NULL", vec![]),
+                ("junk instead of NULL", junk.clone()),
+                ("NULL then junk", [null.clone(), junk.clone()].concat()),
+                ("NULL with content", der::tlv(tag::NULL, &[0])),
+            ],
+        ),
+    ] {
+        let csr = fixture_der(file);
+        let oid = signature_oid(&csr);
+        // The control: the fixture as it is, and re-assembled with the exact parameters.
+        for (what, body) in [
+            ("as is", csr.clone()),
+            ("re-assembled", with_signature_algorithm(&csr, &[oid.clone(), exact_params].concat())),
+        ] {
+            let out = autosign(&body);
+            if out.status.code() != Some(0) {
+                failures.push(format!("{file} {what}: want granted, got {:?}: {}", out.status.code(), stderr(&out)));
+            }
+        }
+        for (what, params) in bad_params {
+            let out = autosign(&with_signature_algorithm(&csr, &[oid.clone(), params].concat()));
+            let err = stderr(&out);
+            if out.status.code() != Some(1) || !err.contains("[csr-malformed]") || !err.contains("signature algorithm")
+            {
+                failures.push(format!("{file} {what}: want csr-malformed, got {:?}: {err}", out.status.code()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// D-4b: an RSA-1024 request is refused for its key (csr-key-unsupported), not as a
+/// signature that does not verify.
+#[test]
+fn rsa_1024_request_is_refused_for_its_key() {
+    let t = tempfile::tempdir().unwrap();
+    let key = t.path().join("k.pem");
+    let csr = t.path().join("r.csr");
+    let out = Command::new("openssl")
+        .args(["req", "-new", "-newkey", "rsa:1024", "-nodes", "-sha256", "-subj"])
+        .arg(format!("/CN={CERTNAME}"))
+        .args(["-keyout", s(&key), "-out", s(&csr)])
+        .output()
+        .expect("openssl is installed");
+    assert!(out.status.success(), "{out:?}");
+    let out = autosign(&std::fs::read(&csr).unwrap());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[csr-key-unsupported]") && err.contains("RSA key of 1024 bits"), "{err}");
+    assert!(!err.contains("[csr-signature-invalid]"), "{err}");
+}
+
+/// A CA in a temporary directory, with a conductor to vouch for nodes.
+struct Ca {
+    _t: tempfile::TempDir,
+    dir: PathBuf,
+    work: PathBuf,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("vouch");
+        let work = t.path().to_path_buf();
+        let ca = Ca { _t: t, dir, work };
+        ok(&ca.vouch(&["ca", "init", "--key-type", "p256"]));
+        let cert = ca.work.join("cloud1.pem");
+        let key = ca.work.join("cloud1.key");
+        ok(&ca.vouch(&["conductor", "new", "cloud1", "--cert-out", s(&cert), "--key-out", s(&key)]));
+        ca
+    }
+
+    fn vouch(&self, args: &[&str]) -> Output {
+        run(vouch().args(args).env("VOUCH_DIR", &self.dir), None)
+    }
+
+    fn ca_file(&self, f: &str) -> PathBuf {
+        self.dir.join("ca").join(f)
+    }
+
+    /// A vouched CSR for `name` with a fresh key.
+    fn vouched_csr(&self, name: &str) -> PathBuf {
+        let class = self.work.join(format!("{name}.class.yaml"));
+        std::fs::write(&class, "classes:\n  - profile::web\n").unwrap();
+        let attrs = self.work.join(format!("{name}.attrs.yaml"));
+        let (cert, key) = (self.work.join("cloud1.pem"), self.work.join("cloud1.key"));
+        ok(&self.vouch(&[
+            "conductor",
+            "sign",
+            "--cert",
+            s(&cert),
+            "--key",
+            s(&key),
+            "--classification",
+            s(&class),
+            "--certname",
+            name,
+            "--expires-in",
+            "1h",
+            "--out",
+            s(&attrs),
+        ]));
+        let csr = self.work.join(format!("{name}.csr"));
+        let key = self.work.join(format!("{name}.key"));
+        ok(&self.vouch(&[
+            "csr",
+            "--certname",
+            name,
+            "--attributes",
+            s(&attrs),
+            "--key-out",
+            s(&key),
+            "--csr-out",
+            s(&csr),
+        ]));
+        csr
+    }
+
+    fn issue(&self, name: &str) {
+        let csr = self.vouched_csr(name);
+        ok(&self.vouch(&["sign", "--csr", s(&csr), "--out", s(&self.work.join(format!("{name}.pem")))]));
+    }
+
+    /// A directory outside the store with files a confused vouch could destroy.
+    fn victim_dir(&self, name: &str) -> PathBuf {
+        let v = self.work.join(name);
+        std::fs::create_dir(&v).unwrap();
+        for f in ["precious1", "precious2.json", "precious3.pem"] {
+            std::fs::write(v.join(f), "keep me\n").unwrap();
+        }
+        v
+    }
+}
+
+fn assert_victim_intact(v: &Path) {
+    for f in ["precious1", "precious2.json", "precious3.pem"] {
+        assert_eq!(std::fs::read_to_string(v.join(f)).ok().as_deref(), Some("keep me\n"), "{}", v.join(f).display());
+    }
+}
+
+/// An error exit that names the link and says to remove it.
+fn assert_link_refused(out: &Output, link: &Path) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&link.display().to_string()) && err.contains("symbolic link"), "{err}");
+    assert!(err.contains("remove the link"), "{err}");
+}
+
+/// Replaces the store directory `name` with a symbolic link to `target`.
+fn link_store_dir(ca: &Ca, name: &str, target: &Path) -> PathBuf {
+    let d = ca.ca_file(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::os::unix::fs::symlink(target, &d).unwrap();
+    d
+}
+
+/// D-2a: a store directory that is a symbolic link is refused, never cleaned or written
+/// through (tmp/ and pending/ are cleaned at lock time: the link's target lost every file).
+#[test]
+fn symlinked_store_directories_are_refused_not_cleaned() {
+    let ca = Ca::new();
+    ca.issue("a.example.test");
+    for dir in ["tmp", "pending", "requests", "signed", "serials"] {
+        let victim = ca.victim_dir(&format!("victim-{dir}"));
+        let link = link_store_dir(&ca, dir, &victim);
+        // Every locking command: a CRL, a clean (removes requests/NAME.*), an issuance.
+        assert_link_refused(&ca.vouch(&["crl"]), &link);
+        assert_link_refused(&ca.vouch(&["clean", "precious2"]), &link);
+        assert_link_refused(&ca.vouch(&["clean", "precious3"]), &link);
+        let csr = ca.vouched_csr(&format!("b-{dir}.example.test"));
+        assert_link_refused(&ca.vouch(&["sign", "--csr", s(&csr)]), &link);
+        assert_victim_intact(&victim);
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 3, "nothing written into {}", victim.display());
+        // With the link removed (the directory is re-created), the store works again.
+        std::fs::remove_file(&link).unwrap();
+        if dir == "signed" || dir == "serials" {
+            // Their contents were moved away with the test's remove_dir_all: start afresh.
+            continue;
+        }
+        ok(&ca.vouch(&["crl"]));
+    }
+}
+
+/// D-2b: files vouch appends to or truncates are opened with O_NOFOLLOW: a symbolic
+/// link there is an error naming it, and the link's target is untouched.
+#[test]
+fn store_files_that_are_symlinks_are_never_written_through() {
+    let ca = Ca::new();
+    ca.issue("a.example.test");
+    let victim = ca.work.join("victim.txt");
+    for (file, args) in [
+        ("inventory.txt", vec!["sign", "--csr", "CSR"]),
+        ("revocations.txt", vec!["revoke", "a.example.test"]),
+        ("wal.log", vec!["sign", "--csr", "CSR"]),
+        (".lock", vec!["crl"]),
+    ] {
+        std::fs::write(&victim, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let path = ca.ca_file(file);
+        let saved = std::fs::read(&path).ok();
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let csr = ca.vouched_csr(&format!("n{}.example.test", file.len()));
+        let args: Vec<&str> = args.iter().map(|a| if *a == "CSR" { s(&csr) } else { a }).collect();
+        let out = ca.vouch(&args);
+        assert_link_refused(&out, &path);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root:x:0:0:root:/root:/bin/bash\n", "{file}");
+        // A dangling link: nothing is created at its target either.
+        std::fs::remove_file(&victim).unwrap();
+        assert_link_refused(&ca.vouch(&args), &path);
+        assert!(!victim.exists(), "{file}: vouch created the link's target");
+        std::fs::remove_file(&path).unwrap();
+        if let Some(bytes) = saved {
+            std::fs::write(&path, bytes).unwrap();
+        }
+        ok(&ca.vouch(&["list"]));
+    }
+    // Nothing was issued or revoked meanwhile.
+    let list: serde_json::Value = serde_json::from_str(&ok(&ca.vouch(&["list", "--all", "--format", "json"]))).unwrap();
+    let entries = list.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{list}");
+    assert_eq!(entries[0]["state"], "signed", "{list}");
+}
+
+/// D-2b: the audit log (the README's hook layout puts it in a directory the puppet user
+/// writes) is never appended to through a symbolic link.
+#[test]
+fn audit_log_symlink_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let pki = fixture("pki");
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace("pki/", &format!("{}/", s(&pki)));
+    let log = t.path().join("audit.log");
+    let policy = t.path().join("policy.toml");
+    std::fs::write(&policy, format!("{text}\n[audit]\nlog = \"{}\"\n", s(&log))).unwrap();
+    let victim = t.path().join("fake_passwd");
+    std::fs::write(&victim, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let out = run(vouch().args(["--now", &fixture_now(), "autosign", CERTNAME, "--policy", s(&policy)]), Some(&csr));
+    assert_link_refused(&out, &log);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root:x:0:0:root:/root:/bin/bash\n");
+    // A real file works.
+    std::fs::remove_file(&log).unwrap();
+    let out = run(vouch().args(["--now", &fixture_now(), "autosign", CERTNAME, "--policy", s(&policy)]), Some(&csr));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&log).unwrap().contains(CERTNAME));
+}
+
+/// D-2d: a certname from the command line that fails the certname rules is refused
+/// (exit 2, naming the rule) before the store is touched: no `..` path to a file
+/// outside the store, no other certname's files reached through `../signed/`.
+#[test]
+fn certnames_that_fail_the_rules_never_reach_the_store() {
+    let ca = Ca::new();
+    ca.issue("a.example.test");
+    let victim = ca.work.join("victimdir");
+    std::fs::create_dir(&victim).unwrap();
+    for f in ["config.json", "config.pem", "x.pem"] {
+        std::fs::write(victim.join(f), "{\"k\":1}\n").unwrap();
+    }
+    // DIR/ca/requests/../../../victimdir/config.json is the victim.
+    let outside = "../../../victimdir/config";
+    let sibling = "../signed/a.example.test";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["clean", outside], "'/'"),
+        (vec!["revoke", outside], "'/'"),
+        (vec!["renew", outside], "'/'"),
+        (vec!["enc", outside], "'/'"),
+        (vec!["clean", sibling], "'/'"),
+        (vec!["revoke", sibling], "'/'"),
+        (vec!["renew", sibling], "'/'"),
+        (vec!["enc", sibling], "'/'"),
+        (vec!["clean", ".."], "ends with a dot"),
+        (vec!["revoke", "A.example.test"], "uppercase"),
+        (vec!["clean", "*.example.test"], "wildcard"),
+    ];
+    for (args, rule) in cases {
+        let out = ca.vouch(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not a valid certname") && err.contains(rule), "{args:?}: {err}");
+        assert!(err.contains("hint: a certname is a lowercase host name"), "{args:?}: {err}");
+    }
+    for f in ["config.json", "config.pem", "x.pem"] {
+        assert!(victim.join(f).exists(), "{f} was deleted");
+    }
+    // a.example.test was neither revoked nor renewed through "../signed/".
+    let list = ok(&ca.vouch(&["list", "--all", "--format", "json"]));
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let entries = list.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{list}");
+    assert_eq!(entries[0]["state"], "signed", "{list}");
+    assert!(std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default().is_empty());
+}
