@@ -377,3 +377,101 @@ fn certnames_that_fail_the_rules_never_reach_the_store() {
     assert_eq!(entries[0]["state"], "signed", "{list}");
     assert!(std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default().is_empty());
 }
+
+/// D-4b, the conductor's side: attributes signed with an RSA-1024 conductor key (its
+/// certificate issued by a trusted root) are refused for the key (signature-key-unsupported),
+/// not as a signature that does not verify. The same construction with RSA-2048 is granted.
+#[test]
+fn rsa_1024_conductor_key_is_refused_for_its_key() {
+    use base64::{engine::general_purpose::STANDARD, Engine};
+    let ca = Ca::new();
+    let w = &ca.work;
+    let ext = w.join("conductor.ext");
+    std::fs::write(
+        &ext,
+        "extendedKeyUsage=1.3.6.1.4.1.34380.2.0\nkeyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).output().expect("openssl is installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for bits in [1024, 2048] {
+        let (key, req, cert) =
+            (w.join(format!("c{bits}.key")), w.join(format!("c{bits}.csr")), w.join(format!("c{bits}.pem")));
+        let name = format!("n{bits}.example.test");
+        openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            &format!("rsa:{bits}"),
+            "-nodes",
+            "-subj",
+            &format!("/CN=c{bits}"),
+            "-keyout",
+            s(&key),
+            "-out",
+            s(&req),
+        ]);
+        let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            s(&req),
+            "-CA",
+            s(&root),
+            "-CAkey",
+            s(&root_key),
+            "-set_serial",
+            &format!("{bits}"),
+            "-days",
+            "30",
+            "-extfile",
+            s(&ext),
+            "-out",
+            s(&cert),
+        ]);
+        let der = vouch::pem::find(&std::fs::read(&cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
+        let expiry = vouch::attrs::format_expiry(time::OffsetDateTime::now_utc() + time::Duration::hours(1));
+        let mut a = vouch::attrs::VouchedAttributes {
+            signature: String::new(),
+            version: "2".into(),
+            expiry,
+            conductor: STANDARD.encode(&der),
+            classification: STANDARD.encode("classes:\n  - profile::web\n"),
+            binding: Some(vouch::attrs::Binding { certname: name.clone(), nonce: format!("{:032x}", bits) }),
+        };
+        let b = a.binding.clone().unwrap();
+        let msg =
+            vouch::attrs::canonical_v2(&a.version, &a.expiry, &a.conductor, &a.classification, &b.certname, &b.nonce);
+        let (msg_file, sig_file) = (w.join(format!("msg{bits}")), w.join(format!("sig{bits}")));
+        std::fs::write(&msg_file, msg).unwrap();
+        openssl(&["dgst", "-sha256", "-sign", s(&key), "-out", s(&sig_file), s(&msg_file)]);
+        a.signature = STANDARD.encode(std::fs::read(&sig_file).unwrap());
+        let attrs = vouch::attrs::CsrAttributes::from_vouched(&a, None);
+        let attrs_file = w.join(format!("attrs{bits}.json"));
+        std::fs::write(&attrs_file, vouch::attrs::render(&attrs, vouch::attrs::Format::Json).unwrap()).unwrap();
+        let csr = w.join(format!("{name}.csr"));
+        ok(&ca.vouch(&[
+            "csr",
+            "--certname",
+            &name,
+            "--attributes",
+            s(&attrs_file),
+            "--key-out",
+            s(&w.join(format!("{name}.key"))),
+            "--csr-out",
+            s(&csr),
+        ]));
+        let out = ca.vouch(&["check", "--csr", s(&csr)]);
+        let err = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        if bits == 1024 {
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(err.contains("signature-key-unsupported") && err.contains("RSA key of 1024 bits"), "{err}");
+            assert!(!err.contains("[signature-invalid]"), "{err}");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "the construction itself is sound: {err}");
+        }
+    }
+}
