@@ -475,3 +475,48 @@ fn rsa_1024_conductor_key_is_refused_for_its_key() {
         }
     }
 }
+
+/// The race-free backstop under the lstat checks: a directory opened with O_NOFOLLOW
+/// refuses a link (naming it), lists names, and removes a link inside it, never its target;
+/// files written in place refuse a link, dangling or not.
+#[test]
+fn nofollow_directory_and_file_opens() {
+    use std::ffi::OsStr;
+    use vouch::fsutil::{open_nofollow, remove_in, NoFollowDir};
+    let t = tempfile::tempdir().unwrap();
+    let real = t.path().join("real");
+    let outside = t.path().join("outside");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("precious"), "keep me\n").unwrap();
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let e = NoFollowDir::open(&link).err().expect("a link is refused").to_string();
+    assert!(e.contains(s(&link)) && e.contains("symbolic link") && e.contains("remove the link"), "{e}");
+    assert!(remove_in(&link, "precious").is_err());
+    assert!(outside.join("precious").exists());
+    // A link inside a real directory is removed itself; its target stays.
+    std::os::unix::fs::symlink(outside.join("precious"), real.join("l")).unwrap();
+    std::fs::write(real.join("f"), "x").unwrap();
+    let dir = NoFollowDir::open(&real).unwrap();
+    let mut names = dir.names().unwrap();
+    names.sort();
+    assert_eq!(names, [OsStr::new("f"), OsStr::new("l")]);
+    for n in &names {
+        dir.unlink(n).unwrap();
+    }
+    assert!(dir.names().unwrap().is_empty());
+    assert_eq!(std::fs::read_to_string(outside.join("precious")).unwrap(), "keep me\n");
+    // In-place writes.
+    let mut append = std::fs::OpenOptions::new();
+    append.append(true).create(true);
+    let f = t.path().join("log");
+    std::os::unix::fs::symlink(outside.join("precious"), &f).unwrap();
+    let e = open_nofollow(&append, &f).expect_err("a link is refused").to_string();
+    assert!(e.contains(s(&f)) && e.contains("symbolic link"), "{e}");
+    let dangling = t.path().join("dangling");
+    std::os::unix::fs::symlink(outside.join("new"), &dangling).unwrap();
+    assert!(open_nofollow(&append, &dangling).is_err());
+    assert!(!outside.join("new").exists());
+    assert!(open_nofollow(&append, &t.path().join("plain")).is_ok());
+}
