@@ -94,6 +94,16 @@ impl std::fmt::Display for StoreError {
     }
 }
 
+/// A certname that fails the rules inside a store file (a log entry, a redo marker): vouch
+/// never wrote it, so the file is damaged (or planted), and it is reported as such.
+fn damaged(path: &Path) -> impl FnOnce(StoreError) -> StoreError {
+    let path = path.to_path_buf();
+    move |e| match e {
+        StoreError::CertnameInvalid { .. } => StoreError::Corrupt { path, detail: e.to_string() },
+        e => e,
+    }
+}
+
 fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError {
     let path = path.to_path_buf();
     move |source| StoreError::Io { path, op, source }
@@ -643,7 +653,7 @@ impl FileStore {
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory, false)?;
+            self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
         self.checkpoint_now(&entries)
     }
@@ -674,9 +684,9 @@ impl FileStore {
                 continue;
             }
             match Self::read_json::<Marker>(&path)? {
-                Some(Marker::Issue { record }) => self.redo_issue(&record)?,
+                Some(Marker::Issue { record }) => self.redo_issue(&record).map_err(damaged(&path))?,
                 Some(Marker::Revoke { serial, time, reason, certname, cleaned }) => {
-                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned })?
+                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned }).map_err(damaged(&path))?
                 }
                 None => {}
             }

@@ -340,7 +340,9 @@ fn certnames_that_fail_the_rules_never_reach_the_store() {
     ca.issue("a.example.test");
     let victim = ca.work.join("victimdir");
     std::fs::create_dir(&victim).unwrap();
-    for f in ["config.json", "config.pem", "x.pem"] {
+    // (No config.pem: `signed/../../../victimdir/config.pem` is then absent, and the
+    // original `clean` went on to remove requests/<NAME>.json: the victim.)
+    for f in ["config.json", "x.pem"] {
         std::fs::write(victim.join(f), "{\"k\":1}\n").unwrap();
     }
     // DIR/ca/requests/../../../victimdir/config.json is the victim.
@@ -366,7 +368,7 @@ fn certnames_that_fail_the_rules_never_reach_the_store() {
         assert!(err.contains("is not a valid certname") && err.contains(rule), "{args:?}: {err}");
         assert!(err.contains("hint: a certname is a lowercase host name"), "{args:?}: {err}");
     }
-    for f in ["config.json", "config.pem", "x.pem"] {
+    for f in ["config.json", "x.pem"] {
         assert!(victim.join(f).exists(), "{f} was deleted");
     }
     // a.example.test was neither revoked nor renewed through "../signed/".
@@ -519,4 +521,31 @@ fn nofollow_directory_and_file_opens() {
     assert!(open_nofollow(&append, &dangling).is_err());
     assert!(!outside.join("new").exists());
     assert!(open_nofollow(&append, &t.path().join("plain")).is_ok());
+}
+
+/// D-2d, inside the store: a redo marker (as a killed `vouch clean` leaves) naming a
+/// certname that fails the rules is reported as a damaged store file; its "../" path is
+/// never used (the original removed requests/<certname>.json and .pem for it).
+#[test]
+fn a_redo_marker_with_a_path_for_a_certname_is_damage_not_a_path() {
+    let ca = Ca::new();
+    ca.issue("a.example.test");
+    let victim = ca.work.join("victimdir");
+    std::fs::create_dir(&victim).unwrap();
+    for f in ["config.json", "config.pem"] {
+        std::fs::write(victim.join(f), "{\"k\":1}\n").unwrap();
+    }
+    let marker = ca.ca_file("pending/revoke-00ff.json");
+    std::fs::write(
+        &marker,
+        r#"{"op":"revoke","serial":"00ff","time":"2030-01-01T00:00:00Z","reason":"keyCompromise","certname":"../../../victimdir/config","cleaned":true}"#,
+    )
+    .unwrap();
+    let out = ca.vouch(&["crl"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is damaged") && err.contains(s(&marker)) && err.contains("not a valid certname"), "{err}");
+    for f in ["config.json", "config.pem"] {
+        assert!(victim.join(f).exists(), "{f} was deleted");
+    }
 }
