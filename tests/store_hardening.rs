@@ -549,3 +549,70 @@ fn a_redo_marker_with_a_path_for_a_certname_is_damage_not_a_path() {
         assert!(victim.join(f).exists(), "{f} was deleted");
     }
 }
+
+/// D-4a, the conductor's side (webpki): the conductor certificate's signatureAlgorithm
+/// rewritten (NULL parameters added to ecdsa-with-SHA256, outside what the root signed)
+/// and the attributes signed again with the conductor's own key: refused, while the
+/// untouched certificate through the same steps is granted.
+#[test]
+fn conductor_certificate_signature_algorithm_is_read_exactly() {
+    let t = tempfile::tempdir().unwrap();
+    let der = vouch::pem::find(&std::fs::read(fixture("pki/conductor-p256.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let outer = Reader::new(&der).next_tag(tag::SEQUENCE, "cert").unwrap();
+    let mut r = Reader::new(outer.content);
+    let (tbs, alg, sig) = (r.any().unwrap(), r.next_tag(tag::SEQUENCE, "alg").unwrap(), r.any().unwrap());
+    let with_null = der::sequence(&[
+        tbs.raw,
+        &der::tlv(tag::SEQUENCE, &[alg.content, &der::tlv(tag::NULL, &[])].concat()),
+        sig.raw,
+    ]);
+    let class = t.path().join("class.yaml");
+    std::fs::write(&class, "classes:\n  - profile::web\n").unwrap();
+    for (what, cert_der, granted) in [("untouched", der.clone(), true), ("NULL parameters", with_null, false)] {
+        let cert = t.path().join(format!("{granted}.pem"));
+        std::fs::write(&cert, vouch::pem::encode("CERTIFICATE", &cert_der)).unwrap();
+        let attrs = t.path().join(format!("{granted}.attrs.yaml"));
+        let out = run(
+            vouch()
+                .args(["--now", &fixture_now(), "conductor", "sign", "--cert", s(&cert), "--key"])
+                .arg(fixture("pki/conductor-p256.key"))
+                .args([
+                    "--classification",
+                    s(&class),
+                    "--certname",
+                    CERTNAME,
+                    "--expires",
+                    "2030-06-01T18:00:00Z",
+                    "--out",
+                    s(&attrs),
+                ]),
+            None,
+        );
+        assert!(out.status.success(), "{what}: {}", stderr(&out));
+        let csr = t.path().join(format!("{granted}.csr"));
+        let key = t.path().join(format!("{granted}.key"));
+        ok(&run(
+            vouch().args([
+                "csr",
+                "--certname",
+                CERTNAME,
+                "--attributes",
+                s(&attrs),
+                "--key-out",
+                s(&key),
+                "--csr-out",
+                s(&csr),
+            ]),
+            None,
+        ));
+        let out = autosign(&std::fs::read(&csr).unwrap());
+        let err = stderr(&out);
+        eprintln!("{what}: {err}");
+        if granted {
+            assert_eq!(out.status.code(), Some(0), "{what}: {err}");
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+            assert!(err.contains("[conductor-untrusted]") || err.contains("[conductor-malformed]"), "{what}: {err}");
+        }
+    }
+}
