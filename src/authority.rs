@@ -19,8 +19,18 @@ use time::OffsetDateTime;
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
-        Error::Store { detail: e.to_string() }
+        match e {
+            StoreError::CertnameInvalid { certname, problem } => Error::CertnameInvalid { certname, problem },
+            e => Error::Store { detail: e.to_string() },
+        }
     }
+}
+
+/// A certname given to a command (CLI, API, hook) must pass the certname rules before
+/// anything is looked up: it becomes a file name in the store.
+fn check_name(certname: &str) -> Result<(), Error> {
+    decide::check_certname(certname)
+        .map_err(|problem| Error::CertnameInvalid { certname: certname.to_string(), problem })
 }
 
 impl From<issue::IssueError> for Error {
@@ -663,6 +673,7 @@ impl Authority {
                 detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
             });
         }
+        check_name(certname)?;
         let lock = self.store.lock()?;
         let Some((rec, _)) = self.store.current(certname)? else {
             if clean {
@@ -705,6 +716,7 @@ impl Authority {
         expected_serial: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
+        check_name(certname)?;
         let lock = self.store.lock()?;
         let (rec, pem) =
             self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
@@ -829,6 +841,7 @@ impl Authority {
 
     /// `vouch enc CERTNAME`: the classification from the node's current certificate.
     pub fn enc(&self, certname: &str, now: OffsetDateTime) -> Result<Classification, Error> {
+        check_name(certname)?;
         let (rec, pem) =
             self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         if rec.state != State::Issued {

@@ -50,6 +50,14 @@ impl CaDir {
         fsutil::check_trusted(&self.dir)?;
         fsutil::check_trusted(&self.ca())?;
         fsutil::check_private_key(&self.file(CA_KEY))?;
+        // The store's own directories: whoever may write signed/ or serials/ plants
+        // certificates and records; the store creates them, so a missing one is fine.
+        for sub in ["signed", "requests", "serials", "pending", "tmp"] {
+            let p = self.ca().join(sub);
+            if std::fs::symlink_metadata(&p).is_ok() {
+                fsutil::check_trusted(&p)?;
+            }
+        }
         Ok(())
     }
 }

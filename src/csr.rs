@@ -227,11 +227,35 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
 
     let common_names = parse_common_names(subject)?;
     let (key_kind, key_bits) = parse_spki(spki)?;
+    // The key before the signature: a key vouch cannot verify with is reported as such,
+    // not as a signature that does not verify.
+    check_key_size(key_kind)?;
 
     // Self-signature.
     let mut ar = Reader::new(alg.content);
     let alg_oid_tlv = ar.next_tag(tag::OID, "signature algorithm").map_err(malformed)?;
     let alg_oid = der::oid_arcs(alg_oid_tlv.content).map_err(malformed)?;
+    // The signatureAlgorithm lies outside the signed part, so anyone can rewrite it: it must
+    // be exactly the one encoding its RFC prescribes, or another reader (OpenSSL, Puppet
+    // Server) may read the same request differently.
+    match alg_oid.as_slice() {
+        // RFC 5754 section 3.2 / RFC 4055 section 5 (RSA PKCS#1 v1.5): parameters NULL. (The RFCs
+        // also tell readers to accept them absent; vouch, like webpki, takes the one DER form
+        // every writer, Puppet's agent included, produces.)
+        oids::SHA256_WITH_RSA | oids::SHA384_WITH_RSA | oids::SHA512_WITH_RSA => {
+            let null = ar.next_tag(tag::NULL, "RSA signature algorithm parameters").map_err(malformed)?;
+            if !null.content.is_empty() {
+                return Err(malformed("RSA signature algorithm parameters: NULL with content"));
+            }
+            ar.finish("RSA signature algorithm (after its NULL parameters)").map_err(malformed)?;
+        }
+        // RFC 5758 section 3.2 (ECDSA) and RFC 8410 section 3 (Ed25519): parameters absent.
+        oids::ECDSA_SHA256 | oids::ECDSA_SHA384 | oids::ED25519 => {
+            ar.finish("signature algorithm (ECDSA and Ed25519 take no parameters)").map_err(malformed)?;
+        }
+        // Any other algorithm is refused below as unsupported, whatever its parameters.
+        _ => {}
+    }
     if sigbits.content.first() != Some(&0) {
         return Err(malformed("signature BIT STRING has unused bits"));
     }
@@ -364,6 +388,20 @@ pub fn same_key(a: &[u8], b: &[u8]) -> bool {
     match (canonical_spki(a), canonical_spki(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
+    }
+}
+
+/// The RSA modulus sizes vouch verifies signatures with (aws-lc's RSA_PKCS1_2048_8192).
+pub const RSA_BITS: std::ops::RangeInclusive<usize> = 2048..=8192;
+
+/// Refuses a key vouch cannot verify signatures with (an RSA modulus outside
+/// [`RSA_BITS`]) as an unsupported key.
+pub fn check_key_size(kind: KeyKind) -> Result<(), CsrError> {
+    match kind {
+        KeyKind::Rsa { bits } if !RSA_BITS.contains(&bits) => Err(CsrError::UnsupportedKey {
+            detail: format!("RSA key of {bits} bits; {} to {} bits are accepted", RSA_BITS.start(), RSA_BITS.end()),
+        }),
+        _ => Ok(()),
     }
 }
 

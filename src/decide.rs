@@ -1248,6 +1248,7 @@ fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -
     let (_, cert) = x509_parser::parse_x509_certificate(leaf_der)
         .map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
     let kind = csr::spki_kind(cert.public_key().raw)
+        .and_then(|k| csr::check_key_size(k).map(|()| k))
         .map_err(|e| Refusal::SignatureKeyUnsupported { detail: e.to_string() })?;
     let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match kind {
         KeyKind::Rsa { .. } => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,

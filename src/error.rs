@@ -53,6 +53,11 @@ pub enum Error {
     NotFound {
         certname: String,
     },
+    /// A certname that fails the certname rules (it would become a file name).
+    CertnameInvalid {
+        certname: String,
+        problem: crate::decide::CertnameProblem,
+    },
     NotValid {
         certname: String,
         detail: String,
@@ -121,6 +126,9 @@ impl std::fmt::Display for Error {
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
             Error::NotFound { certname } => write!(f, "no certificate for {certname}"),
+            Error::CertnameInvalid { certname, problem } => {
+                write!(f, "{certname:?} is not a valid certname: {problem}")
+            }
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
             }
@@ -175,6 +183,10 @@ impl Error {
             Error::Crypto { .. } => return None,
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
+            Error::CertnameInvalid { .. } => {
+                "a certname is a lowercase host name: letters, digits, '.', '-' and '_', no empty label \
+                 (so no '/' and no '..'), no wildcard, no trailing dot; e.g. web01.example.com"
+            }
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
             Error::Refused { refused, .. } => match refused.reasons.first() {
                 Some(r) => r.hint(),

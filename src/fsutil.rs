@@ -133,12 +133,169 @@ pub fn sync_filesystem(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Appends lines with a single write (O_APPEND), then one fdatasync.
+/// Opens `path` with `opts`, never through a symbolic link (O_NOFOLLOW): for every file
+/// vouch writes in place (appends, truncates, the lock file). A link there is an error
+/// that names it. (Whole-file writes need no such care: they create a temporary file
+/// with O_EXCL and rename or link it over the path, which replaces a link, never follows it.)
+pub fn open_nofollow(opts: &OpenOptions, path: &Path) -> io::Result<File> {
+    let mut opts = opts.clone();
+    opts.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    opts.open(path).map_err(|e| link_error(path, e))
+}
+
+/// A symbolic link where vouch wanted a file or directory of its own.
+fn is_link_error(path: &Path, e: &io::Error) -> bool {
+    // O_NOFOLLOW on a link: ELOOP (and ENOTDIR with O_DIRECTORY on some systems).
+    matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR))
+        && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn link_error(path: &Path, e: io::Error) -> io::Error {
+    if is_link_error(path, &e) {
+        symlink_refused(path)
+    } else {
+        e
+    }
+}
+
+/// The error for a symbolic link found where vouch keeps its own files.
+pub fn symlink_refused(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symbolic link; vouch never writes, truncates or cleans through a link in its data \
+             (whoever planted it could aim vouch at any file): remove the link",
+            path.display()
+        ),
+    )
+}
+
+/// Makes sure `dir` is a real directory, not a symbolic link (lstat), creating it if it
+/// is missing (its parent must exist). A link or another kind of file is an error.
+pub fn ensure_real_dir(dir: &Path) -> io::Result<()> {
+    for _ in 0..3 {
+        match fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => return Err(symlink_refused(dir)),
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is not a directory: move it away", dir.display()),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(dir) {
+                Ok(()) => return Ok(()),
+                // Created by someone else meanwhile: look again at what it is.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(format!("{} keeps changing: check what else writes there", dir.display())))
+}
+
+/// Refuses `path` if it is a symbolic link (lstat); a missing `path` is fine.
+pub fn refuse_link(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(symlink_refused(path)),
+        _ => Ok(()),
+    }
+}
+
+/// A directory opened with O_NOFOLLOW | O_DIRECTORY: names in it are listed and removed
+/// relative to this descriptor (unlinkat), so swapping the directory for a symbolic link
+/// at any moment cannot aim a removal elsewhere.
+pub struct NoFollowDir {
+    dir: File,
+    path: PathBuf,
+}
+
+impl NoFollowDir {
+    /// Opens `path`; a symbolic link there is an error naming it. NotFound passes through.
+    pub fn open(path: &Path) -> io::Result<NoFollowDir> {
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| link_error(path, e))?;
+        Ok(NoFollowDir { dir, path: path.to_path_buf() })
+    }
+
+    /// The names in the directory (without "." and "..").
+    pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        use std::ffi::CStr;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::io::IntoRawFd;
+        // fdopendir takes the descriptor over: give it a duplicate (read from its start).
+        let dup = self.dir.try_clone()?;
+        let raw = dup.into_raw_fd();
+        // SAFETY: `raw` is a valid, open directory descriptor that we own; on success it
+        // belongs to the DIR stream, closed by closedir below.
+        let stream = unsafe { libc::fdopendir(raw) };
+        if stream.is_null() {
+            let e = io::Error::last_os_error();
+            // SAFETY: fdopendir failed, so `raw` is still ours to close.
+            unsafe { libc::close(raw) };
+            return Err(e);
+        }
+        // SAFETY: a valid DIR stream.
+        unsafe { libc::rewinddir(stream) };
+        let mut names = Vec::new();
+        loop {
+            // SAFETY: a valid DIR stream; the entry is read before the next readdir call.
+            let entry = unsafe { libc::readdir(stream) };
+            if entry.is_null() {
+                break;
+            }
+            // SAFETY: d_name is a NUL-terminated string inside the entry.
+            let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) };
+            let bytes = name.to_bytes();
+            if bytes != b"." && bytes != b".." {
+                names.push(std::ffi::OsStr::from_bytes(bytes).to_os_string());
+            }
+        }
+        // SAFETY: a valid DIR stream, closed once.
+        unsafe { libc::closedir(stream) };
+        Ok(names)
+    }
+
+    /// Removes the file (or symbolic link: never its target) `name` in the directory.
+    pub fn unlink(&self, name: &std::ffi::OsStr) -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        if unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// The directory's path joined with `name` (for messages and reads).
+    pub fn path_of(&self, name: &std::ffi::OsStr) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// fsyncs the directory.
+    pub fn sync(&self) -> io::Result<()> {
+        self.dir.sync_all()
+    }
+}
+
+/// Removes the file `name` in `dir` without following a symbolic link at `dir`
+/// (see [`NoFollowDir`]).
+pub fn remove_in(dir: &Path, name: &str) -> io::Result<()> {
+    NoFollowDir::open(dir)?.unlink(std::ffi::OsStr::new(name))
+}
+
+/// Appends lines with a single write (O_APPEND), then one fdatasync. Never through a
+/// symbolic link ([`open_nofollow`]).
 pub fn append_lines(path: &Path, lines: &[String]) -> io::Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
-    let mut f = OpenOptions::new().append(true).create(true).mode(0o640).open(path)?;
+    let mut f = open_nofollow(OpenOptions::new().append(true).create(true).mode(0o640), path)?;
     let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len().saturating_add(1)).fold(0, usize::saturating_add));
     for l in lines {
         buf.extend_from_slice(l.as_bytes());

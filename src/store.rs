@@ -59,6 +59,11 @@ pub enum StoreError {
     SerialTaken {
         serial: String,
     },
+    /// A certname that fails the certname rules: it never becomes a file name.
+    CertnameInvalid {
+        certname: String,
+        problem: crate::decide::CertnameProblem,
+    },
     /// The batch is durable in the store's log, but a step after that failed (applying it
     /// to the files, or a checkpoint): the certificates exist; the next lock holder
     /// finishes the job.
@@ -77,12 +82,25 @@ impl std::fmt::Display for StoreError {
                 write!(f, "store file {} is damaged: {detail}", path.display())
             }
             StoreError::SerialTaken { serial } => write!(f, "serial {serial} is already used"),
+            StoreError::CertnameInvalid { certname, problem } => {
+                write!(f, "{certname:?} is not a valid certname: {problem}")
+            }
             StoreError::AfterCommit { source } => write!(
                 f,
                 "the certificates are stored (in the store's log), but then: {source}; \
                  the next command that takes the store's lock finishes writing them"
             ),
         }
+    }
+}
+
+/// A certname that fails the rules inside a store file (a log entry, a redo marker): vouch
+/// never wrote it, so the file is damaged (or planted), and it is reported as such.
+fn damaged(path: &Path) -> impl FnOnce(StoreError) -> StoreError {
+    let path = path.to_path_buf();
+    move |e| match e {
+        StoreError::CertnameInvalid { .. } => StoreError::Corrupt { path, detail: e.to_string() },
+        e => e,
     }
 }
 
@@ -231,8 +249,18 @@ impl FileStore {
         self.root.join(rel)
     }
 
-    pub fn signed_path(&self, certname: &str) -> PathBuf {
-        self.root.join("signed").join(format!("{certname}.pem"))
+    /// `DIR/ca/signed/<certname>.pem`. The certname is checked first (it becomes a file
+    /// name): one that fails the certname rules is an error, and no file is touched.
+    pub fn signed_path(&self, certname: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.root.join("signed").join(Self::file_name(certname, "pem")?))
+    }
+
+    /// `<certname>.<ext>`, for a certname that passes the certname rules
+    /// ([`crate::decide::check_certname`]: no '/', no "..", no leading '.', ...).
+    fn file_name(certname: &str, ext: &str) -> Result<String, StoreError> {
+        crate::decide::check_certname(certname)
+            .map_err(|problem| StoreError::CertnameInvalid { certname: certname.to_string(), problem })?;
+        Ok(format!("{certname}.{ext}"))
     }
 
     fn serial_path(&self, serial: &str) -> PathBuf {
@@ -252,12 +280,30 @@ impl FileStore {
         done.contains(&self.root)
     }
 
+    /// Creates the store's directories, and makes sure each is a real directory: vouch
+    /// writes, renames and removes files in them, so a symbolic link there (lstat) is
+    /// refused, never followed. (`DIR/ca` itself may be a link: the operator's choice.)
     fn ensure_dirs(&self) -> Result<(), StoreError> {
+        fs::create_dir_all(&self.root).map_err(io_err(&self.root, "create directory"))?;
         for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
-            fs::create_dir_all(&p).map_err(io_err(&p, "create directory"))?;
+            fsutil::ensure_real_dir(&p).map_err(io_err(&p, "use directory"))?;
+        }
+        // The files written in place (appended, truncated, locked): refused before anything
+        // is decided or logged; their O_NOFOLLOW opens are the race-free backstop.
+        for f in [".lock", WAL, "inventory.txt", "revocations.txt"] {
+            let p = self.p(f);
+            fsutil::refuse_link(&p).map_err(io_err(&p, "use"))?;
         }
         Ok(())
+    }
+
+    /// Refuses a serial record's shard directory (`serials/<ab>/`) that is a symbolic link.
+    fn check_shard(path: &Path) -> Result<(), StoreError> {
+        match path.parent() {
+            Some(shard) => fsutil::refuse_link(shard).map_err(io_err(shard, "use directory")),
+            None => Ok(()),
+        }
     }
 
     fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StoreError> {
@@ -277,6 +323,7 @@ impl FileStore {
         let bytes =
             serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         let tmp = self.p("tmp");
+        Self::check_shard(&path)?;
         fsutil::in_dir(&path, || fsutil::write_replace_in(&tmp, &path, &bytes, 0o644)).map_err(|e| StoreError::Io {
             path: path.clone(),
             op: "write",
@@ -295,8 +342,11 @@ impl FileStore {
     }
 
     fn remove_marker(&self, path: &Path) -> Result<(), StoreError> {
-        match fs::remove_file(path) {
-            Ok(()) => fsutil::sync_dir(&self.p("pending")).map_err(io_err(path, "sync")),
+        let pending = self.p("pending");
+        let dir = fsutil::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
+        let name = path.file_name().unwrap_or_default();
+        match dir.unlink(name) {
+            Ok(()) => dir.sync().map_err(io_err(path, "sync")),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::Io { path: path.to_path_buf(), op: "remove", source: e }),
         }
@@ -327,10 +377,11 @@ impl FileStore {
     }
 
     fn redo_issue(&self, rec: &CertRecord) -> Result<(), StoreError> {
-        let on_disk = match fs::read_to_string(self.signed_path(&rec.certname)) {
+        let signed = self.signed_path(&rec.certname)?;
+        let on_disk = match fs::read_to_string(&signed) {
             Ok(pem) => Self::serial_of_pem(&pem),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(StoreError::Io { path: self.signed_path(&rec.certname), op: "read", source: e }),
+            Err(e) => return Err(StoreError::Io { path: signed, op: "read", source: e }),
         };
         if on_disk.as_deref() == Some(rec.serial.as_str()) {
             self.append_once("inventory.txt", &Self::inventory_line(rec))?;
@@ -365,11 +416,14 @@ impl FileStore {
         self.append_once("revocations.txt", &Self::revocation_line(r))?;
         crash_point("revoke:log");
         if r.cleaned {
-            let p = self.signed_path(&r.certname);
+            let p = self.signed_path(&r.certname)?;
             let current = fs::read_to_string(&p).ok().and_then(|pem| Self::serial_of_pem(&pem));
             if current.as_deref() == Some(r.serial.as_str()) {
-                fs::remove_file(&p).map_err(io_err(&p, "remove"))?;
-                fsutil::sync_dir(&self.p("signed")).map_err(io_err(&p, "sync"))?;
+                // Through the directory's descriptor: a signed/ swapped for a link is refused.
+                let signed = self.p("signed");
+                let dir = fsutil::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
+                dir.unlink(p.file_name().unwrap_or_default()).map_err(io_err(&p, "remove"))?;
+                dir.sync().map_err(io_err(&p, "sync"))?;
                 crash_point("revoke:forget");
             }
             let _ = self.remove_request(&r.certname);
@@ -513,10 +567,11 @@ impl FileStore {
         let bytes = serde_json::to_vec(rec)
             .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
         let tmp = self.p("tmp");
+        Self::check_shard(&path)?;
         fsutil::in_dir(&path, || fsutil::write_replace_unsynced_in(&tmp, &path, &bytes, 0o644))
             .map_err(io_err(&path, "write"))?;
         crash_point("wal:record");
-        let signed = self.signed_path(&rec.certname);
+        let signed = self.signed_path(&rec.certname)?;
         fsutil::write_replace_unsynced_in(&self.p("tmp"), &signed, e.pem.as_bytes(), 0o644)
             .map_err(io_err(&signed, "write"))?;
         let line = format!("{}\n", Self::inventory_line(rec));
@@ -553,7 +608,7 @@ impl FileStore {
 
     fn open_inventory(&self) -> Result<File, StoreError> {
         let path = self.p("inventory.txt");
-        OpenOptions::new().append(true).create(true).open(&path).map_err(io_err(&path, "open"))
+        fsutil::open_nofollow(OpenOptions::new().append(true).create(true), &path).map_err(io_err(&path, "open"))
     }
 
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
@@ -595,12 +650,12 @@ impl FileStore {
         File::open(self.wal_path()).and_then(|f| f.sync_data()).map_err(io_err(&self.wal_path(), "sync"))?;
         let inv = self.p("inventory.txt");
         if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
-            let f = OpenOptions::new().write(true).open(&inv).map_err(io_err(&inv, "open"))?;
+            let f = fsutil::open_nofollow(OpenOptions::new().write(true), &inv).map_err(io_err(&inv, "open"))?;
             f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory, false)?;
+            self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
         self.checkpoint_now(&entries)
     }
@@ -611,26 +666,29 @@ impl FileStore {
     fn recover(&self, first: bool) -> Result<(), StoreError> {
         // Temporary files of killed writers (store writes under the lock stage in tmp/):
         // garbage, never read; removed by each process's first lock.
+        // Both directories are read and cleaned through descriptors opened with O_NOFOLLOW:
+        // a tmp/ or pending/ that is (or becomes) a symbolic link is refused, so the clean-up
+        // never removes files elsewhere.
         if first {
             let tmp = self.p("tmp");
-            let entries = fs::read_dir(&tmp).map_err(io_err(&tmp, "read directory"))?;
-            for e in entries {
-                let _ = fs::remove_file(e.map_err(io_err(&tmp, "read directory"))?.path());
+            let dir = fsutil::NoFollowDir::open(&tmp).map_err(io_err(&tmp, "open"))?;
+            for name in dir.names().map_err(io_err(&tmp, "read directory"))? {
+                let _ = dir.unlink(&name);
             }
         }
-        let dir = self.p("pending");
-        let entries = fs::read_dir(&dir).map_err(io_err(&dir, "read directory"))?;
-        for e in entries {
-            let path = e.map_err(io_err(&dir, "read directory"))?.path();
+        let pending = self.p("pending");
+        let dir = fsutil::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
+        for name in dir.names().map_err(io_err(&pending, "read directory"))? {
+            let path = dir.path_of(&name);
             if path.extension().and_then(|x| x.to_str()) != Some("json") {
                 // A temporary file a killed write left behind.
-                let _ = fs::remove_file(&path);
+                let _ = dir.unlink(&name);
                 continue;
             }
             match Self::read_json::<Marker>(&path)? {
-                Some(Marker::Issue { record }) => self.redo_issue(&record)?,
+                Some(Marker::Issue { record }) => self.redo_issue(&record).map_err(damaged(&path))?,
                 Some(Marker::Revoke { serial, time, reason, certname, cleaned }) => {
-                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned })?
+                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned }).map_err(damaged(&path))?
                 }
                 None => {}
             }
@@ -714,12 +772,11 @@ fn read_tail(path: &Path, n: u64) -> io::Result<String> {
 impl Store for FileStore {
     fn lock(&self) -> Result<WriteLock, StoreError> {
         let first = !self.prepared(false);
-        if first {
-            self.ensure_dirs()?;
-        }
+        // Every time (a few lstat calls): a directory swapped for a link since is refused.
+        self.ensure_dirs()?;
         let path = self.p(".lock");
-        let file =
-            OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path, "open"))?;
+        let file = fsutil::open_nofollow(OpenOptions::new().create(true).truncate(false).write(true), &path)
+            .map_err(io_err(&path, "open"))?;
         // SAFETY: flock on a valid, open file descriptor.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
         if rc != 0 {
@@ -735,7 +792,7 @@ impl Store for FileStore {
     }
 
     fn current(&self, certname: &str) -> Result<Option<(CertRecord, String)>, StoreError> {
-        let path = self.signed_path(certname);
+        let path = self.signed_path(certname)?;
         let pem = match fs::read_to_string(&path) {
             Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -791,7 +848,7 @@ impl Store for FileStore {
             .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
         buf.push(b'\n');
         crash_point("wal:before");
-        let mut f = OpenOptions::new().append(true).open(&path).map_err(io_err(&path, "open"))?;
+        let mut f = fsutil::open_nofollow(OpenOptions::new().append(true), &path).map_err(io_err(&path, "open"))?;
         let before = f.metadata().map_err(io_err(&path, "read"))?.len();
         if let Err(e) = f.write_all(&buf).and_then(|_| f.sync_data()) {
             // Nothing was acknowledged: take the partial write back (durably, as far as the
@@ -914,10 +971,10 @@ impl Store for FileStore {
     }
 
     fn put_request(&self, _lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError> {
+        let pem = self.p("requests").join(Self::file_name(&req.certname, "pem")?);
+        let meta = self.p("requests").join(Self::file_name(&req.certname, "json")?);
         self.ensure_dirs()?;
-        let pem = self.p("requests").join(format!("{}.pem", req.certname));
         fsutil::write_replace(&pem, csr_pem, 0o644).map_err(io_err(&pem, "write"))?;
-        let meta = self.p("requests").join(format!("{}.json", req.certname));
         let bytes =
             serde_json::to_vec(req).map_err(|e| StoreError::Corrupt { path: meta.clone(), detail: e.to_string() })?;
         fsutil::write_replace(&meta, &bytes, 0o644).map_err(io_err(&meta, "write"))
@@ -926,10 +983,19 @@ impl Store for FileStore {
     fn remove_request(&self, certname: &str) -> Result<(), StoreError> {
         // The .json first: it is what makes a request pending (requests() lists .json files,
         // put_request writes it last), so without one there is nothing to remove, and
-        // issuance (which calls this for every certificate) pays one system call.
-        for ext in ["json", "pem"] {
-            let p = self.p("requests").join(format!("{certname}.{ext}"));
-            match fs::remove_file(&p) {
+        // issuance (which calls this for every certificate) pays three system calls
+        // (open the directory without following a link, unlinkat, close).
+        let names = [Self::file_name(certname, "json")?, Self::file_name(certname, "pem")?];
+        let requests = self.p("requests");
+        // Through the directory's descriptor: a requests/ that is a link is refused.
+        let dir = match fsutil::NoFollowDir::open(&requests) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::Io { path: requests, op: "open", source: e }),
+        };
+        for (name, ext) in names.iter().zip(["json", "pem"]) {
+            let p = requests.join(name);
+            match dir.unlink(std::ffi::OsStr::new(name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && ext == "json" => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -960,9 +1026,9 @@ impl Store for FileStore {
     }
 
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError> {
-        let meta = self.p("requests").join(format!("{certname}.json"));
+        let meta = self.p("requests").join(Self::file_name(certname, "json")?);
         let Some(req) = Self::read_json::<PendingRequest>(&meta)? else { return Ok(None) };
-        let pem_path = self.p("requests").join(format!("{certname}.pem"));
+        let pem_path = self.p("requests").join(Self::file_name(certname, "pem")?);
         match fs::read(&pem_path) {
             Ok(pem) => Ok(Some((req, pem))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -1005,10 +1071,10 @@ mod tests {
             {
                 let lock = store.lock().unwrap();
                 // A transient failure for y's certificate file (stands for ENOSPC, EIO).
-                std::fs::create_dir_all(store.signed_path("y.example")).unwrap();
+                std::fs::create_dir_all(store.signed_path("y.example").unwrap()).unwrap();
                 let e = store.issue(&lock, &[issuance("aa01", "y.example")]).unwrap_err();
                 assert!(matches!(e, StoreError::AfterCommit { .. }), "{e}");
-                std::fs::remove_dir(store.signed_path("y.example")).unwrap();
+                std::fs::remove_dir(store.signed_path("y.example").unwrap()).unwrap();
                 match next {
                     "issue" => store.issue(&lock, &[issuance("bb02", "z.example")]).unwrap(),
                     _ => store.checkpoint(&lock).unwrap(),
@@ -1016,7 +1082,11 @@ mod tests {
             }
             store.checkpoint(&store.lock().unwrap()).unwrap();
             let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
-            assert_eq!(std::fs::read_to_string(store.signed_path("y.example")).unwrap(), "pem of aa01", "{next}");
+            assert_eq!(
+                std::fs::read_to_string(store.signed_path("y.example").unwrap()).unwrap(),
+                "pem of aa01",
+                "{next}"
+            );
             assert_eq!(inv.matches("0xaa01 ").count(), 1, "{next}: {inv}");
         }
     }

@@ -647,6 +647,16 @@ fn data_directory_and_policy_another_user_could_change_are_refused() {
         chmod(&path, m);
         ok(&run(vouch().args(["--dir", s(&dir), "list"]), None));
     }
+    // The store's own directories, once they exist: writable by others, refused.
+    ok(&run(vouch().args(["--dir", s(&dir), "crl"]), None));
+    for sub in ["signed", "serials", "tmp"] {
+        let p = dir.join("ca").join(sub);
+        assert!(p.is_dir(), "{sub} exists after a crl run");
+        let m = mode(&p);
+        chmod(&p, m | 0o002);
+        refused(vouch().args(["--dir", s(&dir), "list"]), None, &format!("chmod go-w {}", p.display()));
+        chmod(&p, m);
+    }
     // The master CA key readable by others; the root key (conductor new).
     let key = dir.join("ca/ca_key.pem");
     chmod(&key, 0o644);

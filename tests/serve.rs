@@ -960,6 +960,25 @@ fn a_world_writable_data_directory_is_refused_and_a_new_one_is_private() {
     let server = Server::start(&fresh, &[]);
     assert_eq!(mode(&fresh), 0o700);
     assert!(server.stop());
+    // A link to a private directory is that directory (the link's own mode, 0777, is not
+    // what protects it); a group-writable ca/ or a service key others may read is refused.
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&fresh, &link).unwrap();
+    let server = Server::start(&link, &[]);
+    assert!(server.stop());
+    let refused = |what: &Path, m: u32, want: &str| {
+        let before = mode(what);
+        std::fs::set_permissions(what, std::fs::Permissions::from_mode(m)).unwrap();
+        let o = vouch().args(["--dir", s(&fresh), "serve", "--listen", "127.0.0.1:0"]).output().unwrap();
+        std::fs::set_permissions(what, std::fs::Permissions::from_mode(before)).unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(want), "{want}: {}", text(&o));
+    };
+    refused(&fresh.join("ca"), 0o770, "writable by its group");
+    refused(&fresh.join("server/server_key.pem"), 0o644, "chmod 600");
+    refused(&fresh.join("ca/signed"), 0o777, "writable by every user");
+    let server = Server::start(&fresh, &[]);
+    assert!(server.stop());
 }
 
 /// The group commit's promise, tested by SIGKILL under load: a certificate a node
