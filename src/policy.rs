@@ -409,10 +409,26 @@ impl Policy {
             key: None,
             message: format!("cannot read it: {e}"),
         })?;
-        Policy::parse(path, &text, |p| {
+        let policy = Policy::parse(path, &text, |p| {
             crate::fsutil::check_trusted(p).map_err(|u| std::io::Error::other(format!("refusing to trust it: {u}")))?;
             std::fs::read(p)
-        })
+        })?;
+        // The replay journal and the audit log, when they exist (vouch creates them
+        // otherwise): whoever may change them can erase one-time use or the record of
+        // decisions, or (a link planted in a directory they can write) aim vouch's pruning
+        // and appends elsewhere.
+        for (key, p) in [("replay.journal", &policy.replay_journal), ("audit.log", &policy.audit_log)] {
+            let Some(p) = p else { continue };
+            if std::fs::symlink_metadata(p).is_ok() {
+                crate::fsutil::check_trusted(p).map_err(|u| PolicyError {
+                    file: path.to_path_buf(),
+                    line: None,
+                    key: Some(key.to_string()),
+                    message: format!("refusing to trust it: {u}"),
+                })?;
+            }
+        }
+        Ok(policy)
     }
 
     /// Parses policy text; `read` loads the certificate files it names.
@@ -837,8 +853,9 @@ refresh_before = "10d"
 
 [replay]
 # One-time use: every attributes set that was approved is recorded here (version 2
-# by its nonce, version 1 by the SHA-256 of its signed string: not by the
-# signature, which ECDSA lets anyone re-encode), and a second CSR presenting
+# by its conductor's certificate and nonce together, so no other conductor can
+# spend a nonce it learnt; version 1 by the SHA-256 of its signed string: not by
+# the signature, which ECDSA lets anyone re-encode), and a second CSR presenting
 # the same set is refused, whatever its certname. Entries expire with the
 # attributes. Every process deciding with this policy must share this directory.
 enabled = true

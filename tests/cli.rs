@@ -603,6 +603,42 @@ fn is_root() -> bool {
 /// Point 5: a data directory, `ca/`, policy, CA key or trust anchor that another user could
 /// change is refused wherever vouch loads one, with the chown/chmod line that fixes it;
 /// root-owned files (the Puppet Server hook's /etc/vouch) are fine for any user.
+/// The replay journal and the audit log, once they exist: another user able to change
+/// them could erase one-time use or the record of decisions.
+#[test]
+fn a_journal_or_audit_log_another_user_could_change_is_refused() {
+    assert!(is_root(), "this test chowns files to another user: run the suite as root (scripts/test, .ci/run)");
+    let t = tempfile::tempdir().unwrap();
+    let dir = new_ca(t.path(), "v");
+    // The default policy keeps both in DIR: journal = "replay", log = "audit.log".
+    let policy = dir.join("policy.toml");
+    let audit = dir.join("audit.log");
+    let journal = dir.join("replay");
+    std::fs::create_dir_all(&journal).unwrap();
+    std::fs::write(&audit, "").unwrap();
+    let check = || {
+        let mut c = vouch();
+        c.args(["--now", &fixture_now(), "check", "--policy", s(&policy), "--certname", common::CERTNAME, "--csr"])
+            .arg(fixture("csr/valid-p256-conductor.csr.pem"));
+        code_and_err(&run(&mut c, None))
+    };
+    let (code, err) = check();
+    assert_ne!(code, Some(2), "a journal and log of our own are trusted: {err}");
+    for (key, path) in [("replay.journal", &journal), ("audit.log", &audit)] {
+        let m = mode(path);
+        chmod(path, m | 0o002);
+        let (code, err) = check();
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(key) && err.contains(&format!("chmod go-w {}", path.display())), "{key}: {err}");
+        chmod(path, m);
+        chown(path, NOBODY);
+        let (code, err) = check();
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(key) && err.contains("chown root"), "{key}: {err}");
+        chown(path, 0);
+    }
+}
+
 #[test]
 fn data_directory_and_policy_another_user_could_change_are_refused() {
     if !is_root() {
@@ -1120,13 +1156,24 @@ fn exit_codes_and_messages_say_what_is_wrong() {
         assert_eq!(code, Some(2), "{cmd:?}: {err}");
         assert!(err.contains("certificate request") && !err.contains("certname-invalid"), "{err}");
     }
-    // With --certname the decision judges the bytes, as the hook does: refused, with the input's code.
+    // With --certname too: a file with no request in it is an input error, whatever name is given.
+    for args in [
+        vec!["--dir", s(&dir), "sign", "--csr", s(&garbage), "--certname", CERTNAME],
+        vec!["check", "--policy", s(&dir.join("policy.toml")), "--csr", s(&garbage), "--certname", CERTNAME],
+    ] {
+        let (code, err) = code_and_err(&run(vouch().args(&args), None));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("no certificate request found"), "{err}");
+    }
+    // A request that is there but defective is refused (1) with the decision's reason.
     let (code, err) = code_and_err(&run(
-        vouch().args(["--dir", s(&dir), "sign", "--csr", s(&garbage), "--certname", CERTNAME]),
+        vouch()
+            .args(["--dir", s(&dir), "sign", "--certname", CERTNAME, "--csr"])
+            .arg(fixture("csr/csr-bad-self-signature.csr.pem")),
         None,
     ));
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("[csr-missing]"), "{err}");
+    assert!(err.contains("[csr-signature-invalid]"), "{err}");
     // The hook still refuses garbage (exit 1, never 0).
     let out = run(vouch().args(["autosign", CERTNAME, "--policy", s(&dir.join("policy.toml"))]), Some(b"garbage"));
     assert_eq!(out.status.code(), Some(1));
