@@ -1373,15 +1373,22 @@ impl ReservedNames {
     }
 
     fn add(&mut self, name: String, holder: Holder) {
-        let name = name.to_ascii_lowercase();
+        let name = Self::normal(&name);
         if !self.names.iter().any(|(n, _)| *n == name) {
             self.names.push((name, holder));
         }
     }
 
-    /// Whose name `name` is, if reserved (compared case-insensitively, as host names are).
+    /// A DNS name as resolvers and TLS clients compare it: case-insensitive, and a
+    /// trailing dot (the fully qualified form, `vm.`) names the same host as `vm`.
+    fn normal(name: &str) -> String {
+        name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+    }
+
+    /// Whose name `name` is, if reserved (compared as host names are: see [`Self::normal`]).
     pub fn holder(&self, name: &str) -> Option<Holder> {
-        self.names.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, h)| *h)
+        let name = Self::normal(name);
+        self.names.iter().find(|(n, _)| *n == name).map(|(_, h)| *h)
     }
 
     /// The refusal for a request under `certname` (or asking for a subjectAltName) that a
@@ -1436,4 +1443,22 @@ fn requested_alt_names(csr: &crate::csr::Csr) -> Vec<String> {
         .filter_map(|e| x509_parser::extensions::SubjectAlternativeName::from_der(&e.value).ok())
         .flat_map(|(_, san)| general_names(&san.general_names))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_names_match_as_host_names_do() {
+        let mut r = ReservedNames::default();
+        r.add("VM".into(), Holder::Service);
+        r.add("puppet.example.test.".into(), Holder::Service);
+        for name in ["vm", "VM", "vm.", "Vm.", "puppet.example.test", "PUPPET.example.test."] {
+            assert!(r.holder(name).is_some(), "{name}");
+        }
+        for name in ["vm..", "vm1", "example.test", ""] {
+            assert!(r.holder(name).is_none(), "{name}");
+        }
+    }
 }

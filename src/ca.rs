@@ -52,9 +52,12 @@ impl CaDir {
         fsutil::check_private_key(&self.file(CA_KEY))?;
         // The store's own directories: whoever may write signed/ or serials/ plants
         // certificates and records; the store creates them, so a missing one is fine.
+        // Never a link either (the store refuses one at every lock too; this also covers
+        // what commands read before they lock, such as clean's look-up).
         for sub in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.ca().join(sub);
             if std::fs::symlink_metadata(&p).is_ok() {
+                fsutil::refuse_link(&p).map_err(|source| Error::Io { path: p.clone(), op: "use directory", source })?;
                 fsutil::check_trusted(&p)?;
             }
         }

@@ -170,6 +170,10 @@ impl Error {
             Error::Policy(p) if p.message.contains("; fix: ") => {
                 "another user could change this file or its directory: run the fix shown, or move the file"
             }
+            Error::Policy(p) if p.message.starts_with("cannot read it") => {
+                "check the policy's path and that this user may read it; 'vouch ca init' (or the first \
+                 'vouch serve') writes a default policy"
+            }
             Error::Policy(_) => "fix the named key; policy/README.md documents every key",
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
             Error::Key { .. } => "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate",

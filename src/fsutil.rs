@@ -28,6 +28,20 @@ pub fn temp_in(dir: &Path, path: &Path) -> PathBuf {
     dir.join(format!(".{name}.tmp-{pid}-{nanos:x}-{n}"))
 }
 
+/// Creates `dir` and its missing parents 0755 whatever the umask allows (a umask of 002,
+/// common for ordinary users, would make them group-writable, which the trust rule then
+/// refuses): vouch's own directories are writable by their owner only.
+pub fn create_dirs(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
+}
+
+/// [`create_dirs`] for one directory whose parent exists.
+fn create_dir_0755(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().mode(0o755).create(dir)
+}
+
 /// Runs `op`, which writes `path`; if that fails because `path`'s directory does not
 /// exist, creates it (durably: its parent is fsynced) and runs `op` again. Cheaper than
 /// creating the directory every time.
@@ -35,7 +49,7 @@ pub fn in_dir<T>(path: &Path, mut op: impl FnMut() -> io::Result<T>) -> io::Resu
     match op() {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let dir = parent(path);
-            fs::create_dir_all(dir)?;
+            create_dirs(dir)?;
             if let Some(up) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                 sync_dir(up)?;
             }
@@ -183,7 +197,7 @@ pub fn ensure_real_dir(dir: &Path) -> io::Result<()> {
                     format!("{} is not a directory: move it away", dir.display()),
                 ))
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match create_dir_0755(dir) {
                 Ok(()) => return Ok(()),
                 // Created by someone else meanwhile: look again at what it is.
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,

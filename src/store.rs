@@ -284,7 +284,7 @@ impl FileStore {
     /// writes, renames and removes files in them, so a symbolic link there (lstat) is
     /// refused, never followed. (`DIR/ca` itself may be a link: the operator's choice.)
     fn ensure_dirs(&self) -> Result<(), StoreError> {
-        fs::create_dir_all(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        fsutil::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
         for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
             fsutil::ensure_real_dir(&p).map_err(io_err(&p, "use directory"))?;
@@ -1007,6 +1007,8 @@ impl Store for FileStore {
 
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
         let dir = self.p("requests");
+        // Listed without the lock too (clean's look-up, the API): never through a link.
+        fsutil::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
@@ -1026,7 +1028,9 @@ impl Store for FileStore {
     }
 
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError> {
-        let meta = self.p("requests").join(Self::file_name(certname, "json")?);
+        let dir = self.p("requests");
+        fsutil::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
+        let meta = dir.join(Self::file_name(certname, "json")?);
         let Some(req) = Self::read_json::<PendingRequest>(&meta)? else { return Ok(None) };
         let pem_path = self.p("requests").join(Self::file_name(certname, "pem")?);
         match fs::read(&pem_path) {

@@ -603,6 +603,80 @@ fn is_root() -> bool {
 /// Point 5: a data directory, `ca/`, policy, CA key or trust anchor that another user could
 /// change is refused wherever vouch loads one, with the chown/chmod line that fixes it;
 /// root-owned files (the Puppet Server hook's /etc/vouch) are fine for any user.
+/// A umask of 002 (common for ordinary users) must not make vouch's own directories
+/// group-writable, which the trust rule would then refuse: the store's, the journal's and
+/// the service's directories are created with explicit modes.
+#[test]
+fn a_permissive_umask_makes_no_directory_vouch_then_refuses() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("v");
+    let under_umask = |args: &[&str]| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg("umask 002 && exec \"$0\" \"$@\"").arg(env!("CARGO_BIN_EXE_vouch"));
+        c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY").args(["--dir", s(&dir)]).args(args);
+        run(&mut c, None)
+    };
+    ok(&under_umask(&["ca", "init"]));
+    let (cert, key) = (t.path().join("c.pem"), t.path().join("c.key"));
+    ok(&under_umask(&["conductor", "new", "c", "--cert-out", s(&cert), "--key-out", s(&key)]));
+    let class = t.path().join("class.yaml");
+    std::fs::write(&class, "classes: [web]\n").unwrap();
+    let attrs = t.path().join("attrs.yaml");
+    let name = "umask.example.test";
+    ok(&under_umask(&[
+        "conductor",
+        "sign",
+        "--cert",
+        s(&cert),
+        "--key",
+        s(&key),
+        "--classification",
+        s(&class),
+        "--certname",
+        name,
+        "--expires-in",
+        "30m",
+        "--format",
+        "puppet-yaml",
+        "--out",
+        s(&attrs),
+    ]));
+    let (nkey, csr) = (t.path().join("n.key"), t.path().join("n.csr"));
+    ok(&under_umask(&[
+        "csr",
+        "--certname",
+        name,
+        "--attributes",
+        s(&attrs),
+        "--key-out",
+        s(&nkey),
+        "--csr-out",
+        s(&csr),
+    ]));
+    let body = std::fs::read(&csr).unwrap();
+    let mut hook = Command::new("sh");
+    hook.arg("-c").arg("umask 002 && exec \"$0\" \"$@\"").arg(env!("CARGO_BIN_EXE_vouch"));
+    hook.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
+    hook.args(["autosign", "--policy", s(&dir.join("policy.toml")), "--", name]);
+    ok(&run(&mut hook, Some(&body)));
+    // The hook spent the attributes: a CA sharing the journal refuses them, but it opens.
+    let (code, err) = code_and_err(&under_umask(&["sign", "--csr", s(&csr)]));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[attributes-replayed]"), "{err}");
+    ok(&under_umask(&["crl"]));
+    ok(&under_umask(&["list", "--all"]));
+    for sub in ["ca/signed", "ca/serials", "ca/tmp", "ca/pending", "ca/requests", "replay"] {
+        let p = dir.join(sub);
+        if p.exists() {
+            assert_eq!(mode(&p) & 0o022, 0, "{sub} is writable by group or others: {:o}", mode(&p));
+        }
+    }
+    for e in std::fs::read_dir(dir.join("replay")).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p) & 0o022, 0, "{} is writable by group or others", p.display());
+    }
+}
+
 /// The replay journal and the audit log, once they exist: another user able to change
 /// them could erase one-time use or the record of decisions.
 #[test]

@@ -1532,10 +1532,15 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     assert!(first.stop());
     let admin_serial = serial_of(&acert);
 
+    // A first run finished leaves no marker; an interrupted one leaves it (written before the CA).
+    let marker = dir.join(".first-run-unfinished");
+    assert!(!marker.exists(), "a finished first run left its marker");
     // The run stopped before the conductor credential: the next start makes it and says so.
     std::fs::remove_file(&ccert).unwrap();
     std::fs::remove_file(&ckey).unwrap();
+    std::fs::write(&marker, "").unwrap();
     let server = Server::start(&dir, &[]);
+    assert!(!marker.exists(), "the completed first run kept its marker");
     assert!(server.banner.starts_with("vouch: serving the CA in"), "{}", server.banner);
     assert!(
         server.banner.contains("completed: the conductor credential was missing; a new one was made"),
@@ -1573,6 +1578,7 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     let admin_key = std::fs::read(&akey).unwrap();
     std::fs::remove_file(&ccert).unwrap();
     std::fs::remove_file(&acert).unwrap();
+    std::fs::write(&marker, "").unwrap();
     let server = Server::start(&dir, &[]);
     for what in ["the conductor credential", "the administrator credential"] {
         let line = format!("completed: {what} had its key but no certificate; its certificate was written");
@@ -1601,6 +1607,30 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     assert!(!acert.exists() && !akey.exists());
     assert!(!server.banner.contains("completed:"), "{}", server.banner);
     assert!(server.stop());
+    // The banner's advice works: vouch-admin revoked, the next start makes a new credential.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "vouch-admin"]).output().unwrap());
+    let server = Server::start(&dir, &[]);
+    assert!(acert.exists() && akey.exists(), "{}", server.banner);
+    assert_ne!(serial_of(&acert), admin_serial);
+    let r = server.admin().request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(server.stop());
+
+    // After the first run, the conductor credential and the root key kept off the host (as
+    // the README advises for production): the service starts and makes no conductor.
+    let away = tmp.path().join("away");
+    std::fs::create_dir(&away).unwrap();
+    std::fs::rename(dir.join("conductor"), away.join("conductor")).unwrap();
+    std::fs::rename(dir.join("ca/root_key.pem"), away.join("root_key.pem")).unwrap();
+    let server = Server::start(&dir, &[]);
+    assert!(!dir.join("conductor").exists(), "a conductor credential was made again: {}", server.banner);
+    assert!(
+        !server.banner.contains("conductor credentials:") && !server.banner.contains("completed:"),
+        "{}",
+        server.banner
+    );
+    assert!(server.stop());
+    std::fs::rename(away.join("root_key.pem"), dir.join("ca/root_key.pem")).unwrap();
 }
 
 /// The same for the policy (review D-1a's class): `ca init` writes it just after the CA, so a

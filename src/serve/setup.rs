@@ -18,6 +18,9 @@ pub const ADMIN_CERT: &str = "admin/admin_crt.pem";
 pub const ADMIN_KEY: &str = "admin/admin_key.pem";
 pub const CONDUCTOR_CERT: &str = "conductor/conductor_crt.pem";
 pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
+/// Present from the start of `vouch serve`'s first run (before the CA is made) until
+/// every credential of that run exists.
+pub const FIRST_RUN_MARKER: &str = ".first-run-unfinished";
 /// The administrator certificate's certname.
 pub const ADMIN_NAME: &str = "vouch-admin";
 /// The service certificate is renewed at start when it has less than this left.
@@ -188,14 +191,15 @@ fn admin_credential(
                 }
             }
         }
-        (false, false) => match &current {
-            // Issued before (its files moved elsewhere, or revoked): never a second one silently.
+        (false, false) => match valid {
+            // Issued before and still valid (its files moved elsewhere): never a second one
+            // silently. A revoked or expired one holds nothing: a new one is made below.
             Some((rec, _)) => Ok(Step::Missing(format!(
-                "no administrator credential in {}: {ADMIN_NAME} already has a certificate (serial {}, {}), so \
-                 none was made; 'vouch admin new NAME' makes another administrator",
+                "no administrator credential in {}: {ADMIN_NAME} already has a valid certificate (serial {}, \
+                 held elsewhere), so none was made; revoke it ('vouch revoke {ADMIN_NAME}') to have a new one \
+                 made at the next start, or make another administrator with 'vouch admin new NAME'",
                 cert.parent().unwrap_or(cert).display(),
                 rec.serial,
-                if valid.is_some() { "held elsewhere" } else { "revoked or expired" }
             ))),
             None => {
                 let k = opts.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
@@ -311,10 +315,22 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
             crate::fsutil::check_private_key(&key)?;
         }
     }
+    // The first run's own steps (the CA, the conductor credential to start with) are marked
+    // unfinished until they all are: a start after an interrupted first run completes them,
+    // and only then. After it, a missing conductor credential is the operator's doing (the
+    // README says to keep it, and the root key, off a production host): never made again.
+    let marker = dir.dir.join(FIRST_RUN_MARKER);
     let created_ca = !dir.file(ca::CA_CERT).exists();
     if created_ca {
+        crate::fsutil::write_replace(
+            &marker,
+            b"vouch serve's first run has not finished: the next start completes it\n",
+            0o600,
+        )
+        .map_err(io(&marker, "write"))?;
         ca::init(&dir, opts.key_type, now)?;
     }
+    let first_run = created_ca || marker.exists();
     let mut notes = Vec::new();
     // `ca init` writes the policy just after the CA appears: a first run stopped between the
     // two left a CA that was never used. Its default policy is written now; a CA that has been
@@ -341,9 +357,11 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         }
         Step::Missing(why) => notes.push(format!("missing: {why}")),
     };
-    // A conductor credential to start with.
+    // A conductor credential to start with (first run only).
     let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
-    note("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
+    if first_run {
+        note("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
+    }
     let auth = Authority::open(&dir)?;
     auth.maintain(now)?;
 
@@ -392,6 +410,12 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     };
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     note("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
+    if first_run {
+        match std::fs::remove_file(&marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&marker, "remove")(e)),
+            _ => {}
+        }
+    }
 
     let root = std::fs::read(dir.file(ca::ROOT_CERT)).map_err(io(&dir.file(ca::ROOT_CERT), "read"))?;
     let root_der = crate::pem::find(&root, &["CERTIFICATE"])
