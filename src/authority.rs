@@ -1251,6 +1251,18 @@ impl Authority {
                     ),
                 });
             }
+            // `replace` supersedes vouch's own certificate for that name (the service's
+            // previous one), never a node's: a --server-name naming a node must not revoke it.
+            if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some()) {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{certname} is a node's certname: it has a valid certificate (serial {}) a conductor \
+                         vouched for, which vouch will not revoke to take the name; choose another --server-name, \
+                         or revoke or clean the node first ('vouch revoke {certname}')",
+                        rec.serial
+                    ),
+                });
+            }
             if valid {
                 self.revoke_locked(&lock, &rec, "superseded", false, now)?;
             }

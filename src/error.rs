@@ -168,7 +168,7 @@ impl Error {
             Error::AlreadyExists { .. } => "choose another path, or move the existing file away first",
             Error::NoCa { .. } => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
             Error::Policy(p) if p.message.contains("; fix: ") => {
-                "another user could change this file or its directory: run the fix shown, or move the file"
+                "another user could change this file or its directory: follow the fix shown, or move the file"
             }
             Error::Policy(p) if p.message.starts_with("cannot read it") => {
                 "check the policy's path and that this user may read it; 'vouch ca init' (or the first \
@@ -218,7 +218,7 @@ impl Error {
             },
             Error::Untrusted(_) => {
                 "vouch refuses a data directory, policy or key that a user other than root or itself \
-                 could change: run the fix shown (as root), or move the files"
+                 could change: follow the fix shown (as root), or move the files"
             }
             Error::Output { .. } => {
                 "give the path of a regular file (new or existing), a device or a FIFO, or - for stdout"

@@ -407,6 +407,9 @@ fn check_one(path: &Path, parent: bool) -> Result<(), Untrusted> {
     let mode = meta.mode() & 0o7777;
     let sticky_root_dir = parent && meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
     if mode & 0o022 != 0 && !sticky_root_dir {
+        // A directory shared on purpose (/tmp, /dev/shm: sticky) or a device (/dev/null) is
+        // not vouch's to change: chmod there would break the machine for every user.
+        let shared = (meta.is_dir() && mode & 0o1000 != 0) || !(meta.is_dir() || meta.is_file());
         return Err(Untrusted {
             path: path.to_path_buf(),
             problem: format!(
@@ -414,7 +417,17 @@ fn check_one(path: &Path, parent: bool) -> Result<(), Untrusted> {
                 if mode & 0o002 != 0 { "every user" } else { "its group" },
                 mode
             ),
-            fix: format!("chmod go-w {quoted}"),
+            fix: if shared && meta.is_dir() {
+                format!(
+                    "do not change {quoted}, which other users and programs share: give vouch a path of its own \
+                     (a new directory such as {}, which vouch creates private)",
+                    shell_quote(&path.join("vouch"))
+                )
+            } else if shared {
+                format!("do not change {quoted}, which other programs share: give vouch a regular file of its own")
+            } else {
+                format!("chmod go-w {quoted}")
+            },
         });
     }
     Ok(())

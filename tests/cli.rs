@@ -537,6 +537,45 @@ fn shipped_policies_parse() {
 }
 
 /// The README's main command runs end to end with the built binary.
+/// The README's walkthrough block, run as written (in a scratch directory, with VOUCH_DIR
+/// pointed there): every command succeeds but `check` after the hook (attributes-replayed,
+/// as its comment says), so the front door never drifts from what vouch does.
+#[test]
+fn the_readme_walkthrough_block_runs_as_written() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("## Walkthrough").expect("a Walkthrough section")..];
+    let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let block = &section[start..start + section[start..].find("```").expect("the block ends")];
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), bin.join("vouch")).unwrap();
+    let dir = t.path().join("vouch-data");
+    let script = format!(
+        "trap 'echo \"FAILED($?): $BASH_COMMAND\" >&2' ERR\n{}",
+        block.replace("export VOUCH_DIR=/var/lib/vouch", &format!("export VOUCH_DIR={}", dir.display()))
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(t.path())
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env_remove("VOUCH_DIR")
+        .env_remove("VOUCH_POLICY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let failed: Vec<&str> = err.lines().filter(|l| l.starts_with("FAILED(")).collect();
+    assert_eq!(failed.len(), 1, "only check after the hook may fail:\n{err}");
+    assert!(failed[0].starts_with("FAILED(1): vouch check"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("attributes-replayed"), "{stdout}");
+    assert!(stdout.contains("granted"), "{stdout}");
+    for f in ["web02.pem", "web02-new.pem", "ca_crl.pem"] {
+        assert!(t.path().join(f).exists(), "{f} missing:\n{err}");
+    }
+}
+
 #[test]
 fn readme_walkthrough_script_runs() {
     let t = tempfile::tempdir().unwrap();
@@ -675,6 +714,21 @@ fn a_permissive_umask_makes_no_directory_vouch_then_refuses() {
         let p = e.unwrap().path();
         assert_eq!(mode(&p) & 0o022, 0, "{} is writable by group or others", p.display());
     }
+}
+
+/// Shared places (a sticky /tmp, a device) are refused as a data directory or policy, and
+/// the fix never tells the operator to chmod what every user relies on.
+#[test]
+fn shared_places_are_refused_without_a_harmful_fix() {
+    for args in [vec!["--dir", "/tmp", "ca", "init"], vec!["check", "--policy", "/dev/zero", "--csr", "/dev/null"]] {
+        let (code, err) = code_and_err(&run(vouch().args(&args), None));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(!err.contains("chmod"), "{args:?}: a harmful fix: {err}");
+        assert!(err.contains("of its own"), "{args:?}: {err}");
+    }
+    assert!(!Path::new("/tmp/ca").exists() && !Path::new("/tmp/policy.toml").exists());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/zero").unwrap().file_type().is_char_device());
 }
 
 /// The replay journal and the audit log, once they exist: another user able to change

@@ -1343,6 +1343,23 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     let r = server.client(None).request("GET", "/puppet-ca/v1/certificate/old.example.test", None, b"").unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(server.stop());
+    // A --server-name that is now a node's certname (a typo, a reused name) never revokes the
+    // node to take its name: the start is refused and the node's certificate stays current.
+    let node = serial_of_current(&dir, "old.example.test");
+    let o = vouch()
+        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "old.example.test"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is a node's certname"), "{}", text(&o));
+    assert_eq!(serial_of_current(&dir, "old.example.test"), node);
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    assert!(!crl.to_ascii_lowercase().replace(':', "").contains(&node), "the node was revoked:\n{crl}");
+}
+
+/// The serial (lowercase hex) of NAME's current certificate in the store.
+fn serial_of_current(dir: &Path, name: &str) -> String {
+    serial_of(&dir.join(format!("ca/signed/{name}.pem")))
 }
 
 /// The hook beside a `vouch serve` (Puppet Server copies requested subjectAltNames when its
@@ -1631,6 +1648,17 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     );
     assert!(server.stop());
     std::fs::rename(away.join("root_key.pem"), dir.join("ca/root_key.pem")).unwrap();
+
+    // The administrator credential's certificate revoked while its files stay: the banner
+    // no longer presents it as working.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "vouch-admin"]).output().unwrap());
+    let server = Server::start(&dir, &[]);
+    assert!(
+        server.banner.contains("missing: the administrator credential") && server.banner.contains("no longer"),
+        "{}",
+        server.banner
+    );
+    assert!(server.stop());
 }
 
 /// The same for the policy (review D-1a's class): `ca init` writes it just after the CA, so a

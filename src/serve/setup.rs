@@ -155,7 +155,22 @@ fn admin_credential(
         rec.state == State::Issued && crate::authority::parse_time(&rec.not_after).is_some_and(|t| t > now)
     });
     match (cert.exists(), key.exists()) {
-        (true, true) => Ok(Step::Found),
+        (true, true) => {
+            // Present, but is it still vouch-admin's current, valid certificate?
+            let der = |pem: &[u8]| crate::pem::find(pem, &["CERTIFICATE"]).ok().map(|(_, d)| d);
+            let file = std::fs::read(cert).ok().and_then(|p| der(&p));
+            let current = valid.and_then(|(_, pem)| der(pem.as_bytes()));
+            if file.is_some() && file == current {
+                Ok(Step::Found)
+            } else {
+                Ok(Step::Missing(format!(
+                    "the administrator credential {} is no longer {ADMIN_NAME}'s valid certificate (revoked, \
+                     expired or replaced): it is refused (403); remove it and its key to have a new one made at \
+                     the next start, or make another administrator with 'vouch admin new NAME'",
+                    cert.display()
+                )))
+            }
+        }
         (true, false) => Ok(Step::Missing(format!(
             "{} has no key beside it ({} is missing): remove the certificate and revoke {ADMIN_NAME} ('vouch revoke \
              {ADMIN_NAME}') to have a new one made at the next start, or make one with 'vouch admin new NAME'",
