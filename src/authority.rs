@@ -145,9 +145,7 @@ enum Committed {
 impl Authority {
     /// Opens the CA in `dir` with its `policy.toml`.
     pub fn open(dir: &CaDir) -> Result<Self, Error> {
-        if !dir.file(ca::CA_CERT).exists() {
-            return Err(Error::NoCa { dir: dir.dir.clone() });
-        }
+        dir.require(ca::CA_CERT)?;
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;
         let (cert_der, key) = ca::load_cert_and_key(&dir.file(ca::CA_CERT), &dir.file(ca::CA_KEY))?;

@@ -348,11 +348,7 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Vec<ServeRow>, Error> {
     let now = OffsetDateTime::now_utc();
     let (conductor_der, conductor_key) = ca::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
-    let bundle = std::fs::read(&load.ca_bundle).map_err(|source| Error::Io {
-        path: load.ca_bundle.clone(),
-        op: "read",
-        source,
-    })?;
+    let bundle = crate::input::read(&load.ca_bundle, crate::input::Kind::Cert)?;
     let config = tls_config(&bundle, None).map_err(crypto)?;
     let mut run_id = [0u8; 4];
     aws_lc_rs::rand::fill(&mut run_id).map_err(|_| crypto("no randomness"))?;

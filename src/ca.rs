@@ -42,6 +42,56 @@ impl CaDir {
         self.dir.join(POLICY)
     }
 
+    /// Refuses a DIR that exists but is no directory, or that this user may not reach;
+    /// a missing DIR is fine (commands that create one do).
+    pub fn usable(&self) -> Result<(), Error> {
+        let unusable = |detail: String| Error::DataDir { dir: self.dir.clone(), detail };
+        match std::fs::metadata(&self.dir) {
+            Ok(m) if !m.is_dir() => Err(unusable("it is not a directory".into())),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(unusable(format!(
+                "permission denied: user {} may not reach it (a directory on its path is closed to it)",
+                fsutil::user_name(fsutil::euid())
+            ))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                Err(unusable("a component of its path is not a directory".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Requires the CA's `name` file in `ca/` (the master CA's or the root's certificate):
+    /// when it is not there, says why: DIR is not a directory, this user may not enter
+    /// it (and who owns it), or there is simply no CA yet.
+    pub fn require(&self, name: &str) -> Result<(), Error> {
+        use std::os::unix::fs::MetadataExt;
+        let file = self.file(name);
+        let e = match std::fs::metadata(&file) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        self.usable()?;
+        let unusable = |detail: String| Error::DataDir { dir: self.dir.clone(), detail };
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            // Which directory refused: DIR itself, else ca/.
+            let closed = [self.dir.clone(), self.ca()]
+                .into_iter()
+                .find(|d| std::fs::read_dir(d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied))
+                .unwrap_or_else(|| self.ca());
+            let owner = std::fs::metadata(&closed)
+                .map(|m| format!("owned by {} (mode {:04o})", fsutil::user_name(m.uid()), m.mode() & 0o7777))
+                .unwrap_or_else(|_| "not this user's".into());
+            return Err(unusable(format!(
+                "permission denied: {} is {owner} and vouch runs as {}: run vouch as its owner (sudo -u OWNER vouch …)",
+                closed.display(),
+                fsutil::user_name(fsutil::euid())
+            )));
+        }
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return Err(Error::NoCa { dir: self.dir.clone() });
+        }
+        Err(Error::Io { path: file, op: "read", source: e })
+    }
+
     /// Refuses a data directory that a user other than root or the one running vouch
     /// could change: DIR (and the directory holding it), `ca/` and the master CA's key
     /// (owned by root or this user, not writable by group or others; the key not readable
@@ -135,6 +185,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
         let path = path.to_path_buf();
         move |source| Error::Io { path, op, source }
     };
+    dir.usable()?;
     for existing in [dir.ca(), dir.policy()] {
         if existing.exists() {
             return Err(Error::AlreadyExists { path: existing });
@@ -213,8 +264,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
 
 /// Loads a certificate (first PEM block) and a key from files.
 pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), Error> {
-    let cert_bytes =
-        std::fs::read(cert).map_err(|source| Error::Io { path: cert.to_path_buf(), op: "read", source })?;
+    let cert_bytes = crate::input::read(cert, crate::input::Kind::Cert)?;
     let der = if cert_bytes.first() == Some(&0x30) {
         cert_bytes
     } else {
@@ -224,8 +274,11 @@ pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), 
     };
     x509_parser::parse_x509_certificate(&der)
         .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?;
-    let key_text =
-        std::fs::read_to_string(key).map_err(|source| Error::Io { path: key.to_path_buf(), op: "read", source })?;
+    let key_text = crate::input::read_path_text(key, crate::input::Kind::Key).map_err(|source| Error::Io {
+        path: key.to_path_buf(),
+        op: "read",
+        source,
+    })?;
     let kp = crate::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
     Ok((der, kp))
 }
@@ -279,15 +332,34 @@ pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTim
     issue_conductor_with(dir, spec, &key, now)
 }
 
+/// X.509's upper bound for a commonName (RFC 5280 ub-common-name), in characters.
+pub const MAX_COMMON_NAME: usize = 64;
+
+/// A conductor's name becomes its certificate's CN: not empty (nor only spaces), at most
+/// 64 characters, no control characters.
+pub fn check_conductor_name(name: &str) -> Result<(), Error> {
+    let bad = |why: String| Err(Error::Usage { detail: format!("conductor name {name:?}: {why}") });
+    if name.trim().is_empty() {
+        return bad("it is empty; give the name its certificate's CN carries, e.g. cloud1".into());
+    }
+    let n = name.chars().count();
+    if n > MAX_COMMON_NAME {
+        return bad(format!("it has {n} characters; a certificate's CN holds at most {MAX_COMMON_NAME} (RFC 5280)"));
+    }
+    if name.chars().any(char::is_control) {
+        return bad("it holds a control character".into());
+    }
+    Ok(())
+}
+
 fn issue_conductor_with(
     dir: &CaDir,
     spec: &ConductorSpec<'_>,
     key: &KeyPair,
     now: OffsetDateTime,
 ) -> Result<NewConductor, Error> {
-    if !dir.file(ROOT_CERT).exists() {
-        return Err(Error::NoCa { dir: dir.dir.clone() });
-    }
+    check_conductor_name(spec.name)?;
+    dir.require(ROOT_CERT)?;
     if spec.days == 0 {
         return Err(Error::Usage {
             detail: "--days 0 would make a certificate that has already expired; give at least 1".into(),

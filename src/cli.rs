@@ -315,7 +315,7 @@ pub struct ServeArgs {
     pub listen: std::net::SocketAddr,
     /// A DNS name or IP address agents use to reach this service (repeatable); the first
     /// is the service certificate's certname [default: this host's name, localhost].
-    #[arg(long = "server-name")]
+    #[arg(long = "server-name", value_parser = crate::serve::setup::check_server_name)]
     pub server_names: Vec<String>,
     /// Key type for a CA created on the first run and for the service's certificate.
     #[arg(long, value_enum, default_value_t = KeyType::P256)]
@@ -493,8 +493,8 @@ fn dir(cli: &Cli) -> Result<CaDir, Error> {
     Ok(CaDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
+fn read_file(path: &Path, kind: crate::input::Kind) -> Result<Vec<u8>, Error> {
+    crate::input::read(path, kind)
 }
 
 /// Writes to standard output and flushes, reporting a failed write (a full disk, a closed
@@ -531,14 +531,31 @@ enum Replace {
 
 /// Writes one output file by the rule of [`fsutil::write_output`]; `None` is stdout.
 fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
-    write_file(out.unwrap_or(Path::new("-")), text, mode, Replace::Yes)
+    write_file(out.unwrap_or(Path::new("-")), text, mode, Replace::Yes).map(|_| ())
 }
 
-fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<(), Error> {
+fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<fsutil::Written, Error> {
     let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
-    fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
-        .map(|_| ())
-        .map_err(|e| output_error(shown, e))
+    fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes).map_err(|e| output_error(shown, e))
+}
+
+/// Writes a private key and then what pairs with it (a certificate, a CSR), both new files:
+/// if the second write fails, a key file just created is removed again, so the two exist
+/// as a pair or not at all.
+fn write_pair(key_out: &Path, key: &str, other_out: &Path, other: &str) -> Result<(), Error> {
+    let written = write_file(key_out, key, 0o600, Replace::Never)?;
+    if let Err(e) = write_file(other_out, other, 0o644, Replace::Never) {
+        let removed = written == fsutil::Written::Created && std::fs::remove_file(key_out).is_ok();
+        return Err(Error::Partial {
+            done: if removed {
+                format!("the private key written to {} was removed again", key_out.display())
+            } else {
+                format!("the private key was written to {} without its pair", key_out.display())
+            },
+            error: Box::new(e),
+        });
+    }
+    Ok(())
 }
 
 fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
@@ -556,22 +573,68 @@ fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
     }
 }
 
-/// For commands that make a private key: refuses before any work if one of the outputs
-/// would replace a file (or is a link or directory), so a key and its certificate or CSR
-/// are written as a pair or not at all.
-fn outputs_free(paths: &[&PathBuf]) -> Result<(), Error> {
+/// Checks every output of a command BEFORE the command changes anything (issues, revokes,
+/// spends attributes, makes a key), by the rule [`fsutil::write_output`] will apply: no
+/// symbolic link, no directory, an existing directory to create it in, no existing regular
+/// file where the output never replaces one (a private key and what pairs with it), and no
+/// two outputs of one command at the same place (compared as canonical parent directory +
+/// file name, so `a.pem`, `./a.pem` and `DIR/../a.pem` are one). `-` (stdout) is not a path.
+fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
     use fsutil::OutputError as E;
-    for p in paths {
-        if fsutil::output_occupied(p) {
-            let e = match fsutil::output_kind(p) {
-                Ok(Some(t)) if t.is_symlink() => E::Symlink,
-                Ok(Some(t)) if t.is_dir() => E::Directory,
-                _ => E::Exists,
-            };
-            return Err(output_error(p.to_path_buf(), e));
+    let mut seen: Vec<(PathBuf, std::ffi::OsString, &Path)> = Vec::new();
+    for &(p, replace) in outputs {
+        if p.as_os_str() == "-" {
+            continue;
         }
+        let refuse = |detail: String| Error::Output { path: p.to_path_buf(), detail };
+        match fsutil::output_kind(p) {
+            Ok(Some(t)) if t.is_symlink() => return Err(output_error(p.to_path_buf(), E::Symlink)),
+            Ok(Some(t)) if t.is_dir() => return Err(output_error(p.to_path_buf(), E::Directory)),
+            Ok(Some(_)) if replace == Replace::Never && fsutil::output_occupied(p) => {
+                return Err(output_error(p.to_path_buf(), E::Exists))
+            }
+            Ok(_) => {}
+            Err(source) => return Err(Error::Io { path: p.to_path_buf(), op: "look at", source }),
+        }
+        let Some(file) = p.file_name() else {
+            return Err(refuse("it names no file (it ends in '..' or '/')".into()));
+        };
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let canonical = match std::fs::canonicalize(parent) {
+            Ok(c) if c.is_dir() => c,
+            Ok(_) => return Err(refuse(format!("{} is not a directory", parent.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(refuse(format!("its directory {} does not exist", parent.display())))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(refuse(format!("{} is not a directory", parent.display())))
+            }
+            Err(source) => return Err(Error::Io { path: parent.to_path_buf(), op: "look at", source }),
+        };
+        if let Some((_, _, first)) = seen.iter().find(|(d, f, _)| *d == canonical && f.as_os_str() == file) {
+            return Err(refuse(format!(
+                "it is the same file as {}: each output of a command needs its own path",
+                first.display()
+            )));
+        }
+        seen.push((canonical, file.to_os_string(), p));
     }
     Ok(())
+}
+
+/// A write that failed after the command changed the CA (or made a key): the error says
+/// what was done and where to find it, then why the write failed.
+fn after(done: impl Into<String>) -> impl FnOnce(Error) -> Error {
+    let done = done.into();
+    move |e| Error::Partial { done, error: Box::new(e) }
+}
+
+/// Where the store keeps a certname's current certificate.
+fn stored_cert(auth: &Authority, certname: &str) -> String {
+    auth.dir.ca().join("signed").join(format!("{certname}.pem")).display().to_string()
 }
 
 /// Finds the policy: --policy, then VOUCH_POLICY, then VOUCH_DIR (or --dir), then /etc/vouch.
@@ -611,12 +674,13 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             Ok(EXIT_OK)
         }
         Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
-            outputs_free(&[cert_out, key_out])?;
+            ca::check_conductor_name(name)?;
+            preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
             let d = dir(&cli)?;
             let spec = ConductorSpec { name, key_type: *key_type, days: *days };
             let c = ca::issue_conductor(&d, &spec, now(&cli)?)?;
-            write_file(key_out, &c.key_pem, 0o600, Replace::Never)?;
-            write_file(cert_out, &c.cert_pem, 0o644, Replace::Never)?;
+            // A conductor certificate is kept nowhere else: unwritten, it is simply lost.
+            write_pair(key_out, &c.key_pem, cert_out, &c.cert_pem)?;
             if c.capped {
                 note(&format!(
                     "vouch: note: --days {days} reaches past the root CA's notAfter; the certificate ends with it, {}",
@@ -632,12 +696,20 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Autosign(a) => autosign(&cli, a),
         Command::Check(a) => check(&cli, a),
         Command::Sign(a) => {
+            preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
             let auth = Authority::open(&dir(&cli)?)?;
-            let csr = read_file(&a.csr)?;
+            let csr = read_file(&a.csr, crate::input::Kind::Csr)?;
             let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
             match auth.sign(&csr, Some(&certname), now(&cli)?)? {
                 SignOutcome::Issued(i) => {
-                    write_out(a.out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
+                    write_out(a.out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(
+                        format!(
+                            "the certificate for {} was issued (serial {}) and is in the store: `vouch list --all`, {}",
+                            i.certname,
+                            i.serial_hex,
+                            stored_cert(&auth, &i.certname)
+                        ),
+                    ))?;
                     note(&format!(
                         "vouch: issued {} serial {} valid until {}",
                         i.certname,
@@ -681,7 +753,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         }
         Command::Bench(b) => bench(&cli, b),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
-            outputs_free(&[cert_out, key_out])?;
+            preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
             let auth = Authority::open(&dir(&cli)?)?;
             let (issued, key) = auth.issue_local(
                 &crate::authority::LocalSpec {
@@ -694,8 +766,18 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                 },
                 now(&cli)?,
             )?;
-            write_file(key_out, &key, 0o600, Replace::Never)?;
-            write_file(cert_out, &issued.pem, 0o644, Replace::Never)?;
+            let stored = stored_cert(&auth, name);
+            write_file(key_out, &key, 0o600, Replace::Never).map_err(after(format!(
+                "the administrator certificate {name} was issued (serial {}) and is in the store ({stored}), \
+                 but its private key is lost: revoke it with `vouch revoke {name}` and issue a new one",
+                issued.serial_hex
+            )))?;
+            write_file(cert_out, &issued.pem, 0o644, Replace::Never).map_err(after(format!(
+                "the administrator certificate {name} was issued (serial {}) and is in the store: \
+                 copy {stored}; its private key is in {}",
+                issued.serial_hex,
+                key_out.display()
+            )))?;
             sayln!(
                 "Administrator {name}: certificate {} key {} (serial {}; revoke with 'vouch revoke {name}')",
                 cert_out.display(),
@@ -734,17 +816,25 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             Ok(EXIT_OK)
         }
         Command::Crl { out } => {
+            preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
             let auth = Authority::open(&dir(&cli)?)?;
             let pem = auth.crl(now(&cli)?)?;
             write_out(out.as_deref(), &pem, 0o644)?;
             Ok(EXIT_OK)
         }
         Command::Renew { certname, out } => {
+            preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
             let auth = Authority::open(&dir(&cli)?)?;
             let now = now(&cli)?;
             auth.maintain(now)?;
             let i = auth.renew(certname, now)?;
-            write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644)?;
+            write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(format!(
+                "{} was renewed: the new certificate (serial {}) is in the store and the old one is revoked \
+                 (superseded): `vouch list --all`, {}",
+                i.certname,
+                i.serial_hex,
+                stored_cert(&auth, &i.certname)
+            )))?;
             note(&format!(
                 "vouch: renewed {} serial {} valid until {}",
                 i.certname,
@@ -787,18 +877,18 @@ fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<Stri
 }
 
 fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
+    preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
     let (cert_der, key) = ca::load_cert_and_key(&a.cert, &a.key)?;
     let (source, yaml) = if a.classification == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).map_err(|source| Error::Io {
-            path: "stdin".into(),
-            op: "read",
-            source,
+        let bytes = crate::input::read_stdin(crate::input::Kind::Classification)?;
+        let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
+            source: "(stdin)".into(),
+            error: crate::classification::ClassificationError::NotUtf8,
         })?;
         ("(stdin)".to_string(), s)
     } else {
         let p = PathBuf::from(&a.classification);
-        let bytes = read_file(&p)?;
+        let bytes = read_file(&p, crate::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
             source: a.classification.clone(),
             error: crate::classification::ClassificationError::NotUtf8,
@@ -810,9 +900,9 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     let now = now(cli)?;
     let expiry = match (&a.expires_in, &a.expires) {
         (Some(text), None) => {
-            let d = policy::parse_duration(text)
-                .filter(|d| d.as_secs() > 0)
-                .ok_or_else(|| Error::Expiry { detail: format!("{text:?} is not a duration") })?;
+            let d = policy::parse_duration(text).filter(|d| d.as_secs() > 0).ok_or_else(|| Error::Expiry {
+                detail: format!("--expires-in {}", policy::duration_problem(text, "90s, 30m, 2h or 1d")),
+            })?;
             time::Duration::try_from(d)
                 .ok()
                 .and_then(|d| now.checked_add(d))
@@ -911,16 +1001,15 @@ fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime
 
 fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     let certname = a.certname.to_lowercase();
-    let text = String::from_utf8(read_file(&a.attributes)?)
+    let text = String::from_utf8(read_file(&a.attributes, crate::input::Kind::Attributes)?)
         .map_err(|_| Error::Attributes { path: a.attributes.clone(), detail: "not UTF-8".into() })?;
     let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
     let spec = csr::CsrSpec::from_attributes(&certname, &parsed)
         .map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
-    outputs_free(&[&a.key_out, &a.csr_out])?;
+    preflight(&[(&a.key_out, Replace::Never), (&a.csr_out, Replace::Never)])?;
     let key = a.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
     let der = csr::build(&spec, &key).map_err(|e| Error::Crypto { detail: e.to_string() })?;
-    write_file(&a.key_out, &key.serialize_pem(), 0o600, Replace::Never)?;
-    write_file(&a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der), 0o644, Replace::Never)?;
+    write_pair(&a.key_out, &key.serialize_pem(), &a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der))?;
     Ok(EXIT_OK)
 }
 
@@ -1055,25 +1144,25 @@ fn print_refusals(r: &decide::Refused, to: &mut dyn Write) {
 
 fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     // Puppet Server writes the whole PUT body and closes stdin: read it first, so the
-    // server never meets a closed pipe, whatever happens next. At most 1 MiB + 1 is
-    // kept; the rest is drained, so a huge body is refused, not buffered.
+    // server never meets a closed pipe for a request vouch judges. At most 1 MiB + 1 byte
+    // is read and nothing more (an endless stdin must not keep the hook alive): a larger
+    // body is refused at once.
     let mut body = Vec::new();
-    let mut stdin = std::io::stdin();
-    (&mut stdin).take(1024 * 1024 + 1).read_to_end(&mut body).map_err(|source| Error::Io {
+    let limit = crate::input::CSR_MAX;
+    std::io::stdin().lock().take(limit.saturating_add(1)).read_to_end(&mut body).map_err(|source| Error::Io {
         path: "stdin".into(),
         op: "read",
         source,
     })?;
-    let _ = std::io::copy(&mut stdin, &mut std::io::sink());
+    let too_large = u64::try_from(body.len()).unwrap_or(u64::MAX) > limit;
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;
     // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
     let reserved =
         cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&CaDir::new(d))).unwrap_or_default();
-    let reserved =
-        if body.len() > 1024 * 1024 { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
-    let outcome = if body.len() > 1024 * 1024 {
+    let reserved = if too_large { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
+    let outcome = if too_large {
         Err(decide::Refused {
             reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
             conductor: None,
@@ -1115,7 +1204,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
 fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
-    let body = read_file(&a.csr)?;
+    let body = read_file(&a.csr, crate::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &body, a.certname.as_deref())?;
     let now = now(cli)?;
     let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
@@ -1223,7 +1312,7 @@ fn enc(
             auth.enc(name, now)?
         }
         (None, Some(path), None) => {
-            let bytes = read_file(path)?;
+            let bytes = read_file(path, crate::input::Kind::Cert)?;
             let der = if bytes.first() == Some(&0x30) {
                 bytes
             } else {

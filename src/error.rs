@@ -18,6 +18,11 @@ pub enum Error {
     NoCa {
         dir: PathBuf,
     },
+    /// The data directory cannot be used: not a directory, or closed to this user.
+    DataDir {
+        dir: PathBuf,
+        detail: String,
+    },
     Policy(crate::policy::PolicyError),
     PolicyNotFound {
         tried: Vec<PathBuf>,
@@ -95,6 +100,12 @@ pub enum Error {
         path: PathBuf,
         detail: String,
     },
+    /// A step failed after the command had already changed something (issued, revoked,
+    /// written a key): what was done and where to find it, then the failure.
+    Partial {
+        done: String,
+        error: Box<Error>,
+    },
     /// Date arithmetic that leaves the range vouch can represent (years 1 to 9999).
     Date {
         detail: String,
@@ -107,6 +118,9 @@ impl std::fmt::Display for Error {
             Error::Io { path, op, source } => write!(f, "cannot {op} {}: {source}", path.display()),
             Error::AlreadyExists { path } => write!(f, "{} already exists; refusing to overwrite it", path.display()),
             Error::NoCa { dir } => write!(f, "no CA in {}", dir.display()),
+            Error::DataDir { dir, detail } => {
+                write!(f, "cannot use {} as the CA's data directory: {detail}", dir.display())
+            }
             Error::Policy(e) => write!(f, "{e}"),
             Error::PolicyNotFound { tried } => write!(
                 f,
@@ -157,6 +171,7 @@ impl std::fmt::Display for Error {
             Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
             Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
+            Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
         }
     }
 }
@@ -164,8 +179,18 @@ impl std::fmt::Display for Error {
 impl Error {
     pub fn hint(&self) -> Option<&'static str> {
         Some(match self {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => {
+                "is it the right file? vouch reads no more of an input than any real one needs"
+            }
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                "the disk (or quota) is full: free space on that filesystem, or write elsewhere, and retry"
+            }
             Error::Io { .. } => "check that the path exists and that this user may access it",
             Error::AlreadyExists { .. } => "choose another path, or move the existing file away first",
+            Error::DataDir { .. } => {
+                "point --dir / VOUCH_DIR at the CA's data directory, and run vouch as the user that owns it \
+                 (or root)"
+            }
             Error::NoCa { .. } => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
             Error::Policy(p) if p.message.contains("; fix: ") => {
                 "another user could change this file or its directory: follow the fix shown, or move the file"
@@ -224,6 +249,7 @@ impl Error {
                 "give the path of a regular file (new or existing), a device or a FIFO, or - for stdout"
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
+            Error::Partial { error, .. } => return error.hint(),
             Error::Date { .. } => "use a shorter duration (or, with --now, a date further from the year 9999)",
         })
     }

@@ -20,6 +20,7 @@ pub mod dn;
 pub mod error;
 pub mod fsutil;
 pub mod group;
+pub mod input;
 pub mod issue;
 pub mod keys;
 pub mod oids;

@@ -19,6 +19,12 @@ fn args() -> Vec<std::ffi::OsString> {
 }
 
 fn main() {
+    // An empty VOUCH_DIR (`VOUCH_DIR=` in a script or unit file) means unset, as an empty
+    // VOUCH_POLICY, HOME or XDG_DATA_HOME does; clap would otherwise report a missing
+    // `--dir` value the user never typed. Still one thread here: nothing reads the environment.
+    if std::env::var_os("VOUCH_DIR").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("VOUCH_DIR");
+    }
     let args = args();
     let cli = match vouch::cli::parse_from(&args) {
         Ok(cli) => cli,

@@ -377,6 +377,19 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     n.checked_mul(mult).map(Duration::from_secs)
 }
 
+/// Why `s` is not a usable (positive) duration, for messages: zero and negative durations
+/// are named as such, anything else is "not a duration"; `examples` like "30m, 24h or 7d".
+pub fn duration_problem(s: &str, examples: &str) -> String {
+    let t = s.trim();
+    if t.strip_prefix('-').is_some_and(|rest| parse_duration(rest).is_some()) {
+        format!("'{s}' is negative: a duration must be positive, like {examples}")
+    } else if parse_duration(t).is_some_and(|d| d.is_zero()) {
+        format!("'{s}' is zero: a duration must be positive, like {examples}")
+    } else {
+        format!("'{s}' is not a duration like {examples}")
+    }
+}
+
 /// Formats a duration in the largest whole unit.
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
@@ -403,7 +416,7 @@ impl Policy {
             key: None,
             message: format!("refusing to trust it: {u}"),
         })?;
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+        let text = crate::input::read_path_text(path, crate::input::Kind::Policy).map_err(|e| PolicyError {
             file: path.to_path_buf(),
             line: None,
             key: None,
@@ -411,7 +424,7 @@ impl Policy {
         })?;
         let policy = Policy::parse(path, &text, |p| {
             crate::fsutil::check_trusted(p).map_err(|u| std::io::Error::other(format!("refusing to trust it: {u}")))?;
-            std::fs::read(p)
+            crate::input::read_path(p, crate::input::Kind::TrustFile)
         })?;
         // The replay journal and the audit log, when they exist (vouch creates them
         // otherwise): whoever may change them can erase one-time use or the record of
@@ -521,11 +534,10 @@ impl Policy {
                 Some(s) => match parse_duration(s.get_ref()) {
                     // Bounded so that no date arithmetic can overflow (100 years).
                     Some(d) if d.as_secs() > 0 && d.as_secs() <= 100 * 365 * 86_400 => Ok(d),
-                    _ => Err(err(
-                        Some(s.span()),
-                        key,
-                        format!("'{}' is not a duration like 30m, 24h, 7d or 5y", s.get_ref()),
-                    )),
+                    Some(d) if d.as_secs() > 0 => {
+                        Err(err(Some(s.span()), key, format!("'{}' is longer than 100 years", s.get_ref())))
+                    }
+                    _ => Err(err(Some(s.span()), key, duration_problem(s.get_ref(), "30m, 24h, 7d or 5y"))),
                 },
             }
         };
@@ -729,7 +741,7 @@ impl Policy {
                                 return Err(err(
                                     Some(m.span()),
                                     "conductor.max_lifetime",
-                                    format!("'{}' is not a duration like 30m or 1h", m.get_ref()),
+                                    duration_problem(m.get_ref(), "30m or 1h"),
                                 ))
                             }
                         },

@@ -21,7 +21,7 @@ fn ca_error(path: &Path, detail: impl Into<String>) -> Error {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
+    crate::input::read(path, crate::input::Kind::TrustFile)
 }
 
 /// The path of a node's signed certificate in a Puppet Server cadir. The
@@ -80,7 +80,7 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
         .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
         .build();
 
-    let leaf_text = match std::fs::read(&leaf_path) {
+    let leaf_text = match crate::input::read_path(&leaf_path, crate::input::Kind::Cert) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::PuppetCaNotSigned { certname: certname.to_string(), path: leaf_path })

@@ -1385,3 +1385,365 @@ fn generated_policy_says_what_the_journal_records() {
     assert!(!replay.contains("the signature (version 1)"), "{replay}");
     assert!(replay.contains("version 1 by the SHA-256 of its signed string"), "{replay}");
 }
+
+// ---- hard-g: bounded inputs, outputs checked before the CA changes, clearer messages ----
+
+/// Runs `cmd` with `stdin`, killing it if it has not exited after two minutes: a command
+/// that reads an endless input forever then fails the test instead of hanging it.
+fn run_killed_after(cmd: &mut Command, stdin: Stdio) -> Output {
+    cmd.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    for _ in 0..1200 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!("still reading after two minutes: {:?}: {}", cmd, String::from_utf8_lossy(&out.stderr));
+}
+
+fn dev_zero() -> Stdio {
+    Stdio::from(std::fs::File::open("/dev/zero").unwrap())
+}
+
+/// A P-256 CA in `w/ca` with a conductor (`w/c1.pem`, `w/c1.key`), attributes it signed for
+/// each name (`w/NAME.yaml`) and a CSR for each (`w/NAME.csr`); returns the CA's directory.
+fn ca_with_csrs(w: &Path, names: &[&str]) -> PathBuf {
+    let dir = new_ca(w, "ca");
+    let (cert, key) = (w.join("c1.pem"), w.join("c1.key"));
+    ok(&run(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "c1", "--cert-out", s(&cert), "--key-out", s(&key)]),
+        None,
+    ));
+    for n in names {
+        let attrs = w.join(format!("{n}.yaml"));
+        ok(&run(
+            vouch().args(["conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification"]).args([
+                s(&fixture("classification.yaml")),
+                "--expires-in",
+                "1h",
+                "--out",
+                s(&attrs),
+                "--certname",
+                n,
+            ]),
+            None,
+        ));
+        ok(&run(
+            vouch().args(["csr", "--certname", n, "--attributes", s(&attrs), "--key-out"]).args([
+                s(&w.join(format!("{n}.key"))),
+                "--csr-out",
+                s(&w.join(format!("{n}.csr"))),
+            ]),
+            None,
+        ));
+    }
+    dir
+}
+
+/// Item 1: every file or stdin input is read up to a limit of its kind: /dev/zero (or a
+/// file past the limit) is refused at once, exit 2, naming the file and the limit, where
+/// the original code read until killed (or accepted a 5 MiB policy, a 17 MiB trust anchor).
+/// The hook on an endless stdin stops after 1 MiB and refuses.
+#[test]
+fn every_input_is_read_up_to_a_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_csrs(w, &["web01.example.test"]);
+    let csr = w.join("web01.example.test.csr");
+    let attrs = w.join("web01.example.test.yaml");
+    let (cert, key, cls) = (w.join("c1.pem"), w.join("c1.key"), fixture("classification.yaml"));
+    let policy = dir.join("policy.toml");
+    // A 5 MiB policy (comments) and a policy whose trusted root file is 17 MiB.
+    let big_policy = dir.join("big-policy.toml");
+    let mut text = std::fs::read_to_string(&policy).unwrap();
+    for _ in 0..(5 * 1024 * 16) {
+        text.push_str(&format!("# {}\n", "x".repeat(61)));
+    }
+    std::fs::write(&big_policy, text).unwrap();
+    let big_root = w.join("big-root.pem");
+    let mut root = std::fs::read(fixture("pki/root_crt.pem")).unwrap();
+    root.extend(std::iter::repeat_n(b'\n', 17 * 1024 * 1024));
+    std::fs::write(&big_root, root).unwrap();
+    let anchor_policy = dir.join("anchor-policy.toml");
+    std::fs::write(
+        &anchor_policy,
+        std::fs::read_to_string(&policy).unwrap().replace("\"ca/root_crt.pem\"", &format!("{:?}", s(&big_root))),
+    )
+    .unwrap();
+    assert!(std::fs::read_to_string(&anchor_policy).unwrap().contains("big-root.pem"));
+
+    let z = "/dev/zero";
+    let sign = |cert: &str, key: &str, cls: &str| -> Vec<String> {
+        ["conductor", "sign", "--cert", cert, "--key", key, "--classification", cls, "--expires-in", "1h"]
+            .map(String::from)
+            .to_vec()
+    };
+    let cases: Vec<(Vec<String>, bool, &str, &str)> = vec![
+        (sign(z, s(&key), s(&cls)), false, z, "1 MiB"),
+        (sign(s(&cert), z, s(&cls)), false, z, "1 MiB"),
+        (sign(s(&cert), s(&key), z), false, z, "64 KiB"),
+        (sign(s(&cert), s(&key), "-"), true, "stdin", "64 KiB"),
+        (
+            ["csr", "--certname", "a.example.test", "--attributes", z, "--key-out"]
+                .map(String::from)
+                .into_iter()
+                .chain([s(&w.join("z.key")).to_string(), "--csr-out".into(), s(&w.join("z.csr")).to_string()])
+                .collect(),
+            false,
+            z,
+            "1 MiB",
+        ),
+        (["check", "--csr", z, "--policy", s(&policy)].map(String::from).to_vec(), false, z, "1 MiB"),
+        (["--dir", s(&dir), "sign", "--csr", z].map(String::from).to_vec(), false, z, "1 MiB"),
+        (["enc", "--cert", z].map(String::from).to_vec(), false, z, "1 MiB"),
+        (
+            ["check", "--csr", s(&csr), "--policy", s(&big_policy)].map(String::from).to_vec(),
+            false,
+            "big-policy.toml",
+            "4 MiB",
+        ),
+        (
+            ["check", "--csr", s(&csr), "--policy", s(&anchor_policy)].map(String::from).to_vec(),
+            false,
+            "big-root.pem",
+            "16 MiB",
+        ),
+    ];
+    for (args, stdin, named, limit) in cases {
+        let out = run_killed_after(vouch().args(&args), if stdin { dev_zero() } else { Stdio::null() });
+        let (code, err) = code_and_err(&out);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(named) && err.contains(limit), "{args:?} names the input and its limit: {err}");
+    }
+    assert!(!w.join("z.key").exists(), "nothing written for unreadable attributes");
+    // The same inputs at their real sizes still work (the limits are generous).
+    ok(&run(vouch().args(["check", "--csr", s(&csr), "--policy", s(&policy)]), None));
+    assert!(attrs.exists());
+
+    // The hook: an endless stdin is refused (exit 1, as any refusal) after 1 MiB.
+    let out = run_killed_after(vouch().args(["autosign", "web01.example.test", "--policy", s(&policy)]), dev_zero());
+    let (code, err) = code_and_err(&out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("larger than 1 MiB"), "{err}");
+}
+
+fn list_all(dir: &Path) -> String {
+    String::from_utf8(ok_out(&run(vouch().args(["--dir", s(dir), "list", "--all"]), None))).unwrap()
+}
+
+/// Item 2: every output is checked before the command changes the CA (issues, revokes,
+/// spends attributes) or makes a key; a write that fails afterwards (a full disk) says what
+/// was done and where it is. The original code issued, revoked or wrote the key first.
+#[test]
+fn outputs_are_checked_before_the_ca_changes() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_csrs(w, &["web01.example.test", "web02.example.test"]);
+    let csr1 = w.join("web01.example.test.csr");
+    let before = list_all(&dir);
+    let missing_dir = w.join("no-such-dir").join("out.pem");
+    let a_file = w.join("web01.example.test.yaml");
+    let under_a_file = a_file.join("x.pem");
+
+    // sign: a directory, a missing directory, a path under a file: nothing issued, nothing spent.
+    for out in [w.to_path_buf(), missing_dir.clone(), under_a_file.clone()] {
+        let (code, err) =
+            code_and_err(&run(vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr1), "--out", s(&out)]), None));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(s(&out)), "{err}");
+        assert_eq!(list_all(&dir), before, "sign --out {} changed the CA", out.display());
+    }
+    // The attributes were not spent: the same request is issued now.
+    let cert1 = w.join("web01.pem");
+    ok(&run(vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr1), "--out", s(&cert1)]), None));
+    let issued = list_all(&dir);
+
+    // renew: an unwritable --out revokes and re-issues nothing.
+    for out in [w.to_path_buf(), missing_dir.clone()] {
+        let (code, err) =
+            code_and_err(&run(vouch().args(["--dir", s(&dir), "renew", "web01.example.test", "--out", s(&out)]), None));
+        assert_eq!(code, Some(2), "{err}");
+        assert_eq!(list_all(&dir), issued, "renew --out {} changed the CA", out.display());
+    }
+
+    // admin new / conductor new / csr: two outputs at one place, or one that cannot be
+    // written: no key, nothing issued.
+    let same = w.join("same.pem");
+    let same_too = w.join(".").join("same.pem");
+    for (cert_out, key_out) in [(&same, &same), (&same_too, &same), (&missing_dir, &same)] {
+        let (code, err) = code_and_err(&run(
+            vouch().args(["--dir", s(&dir), "admin", "new", "adm", "--cert-out", s(cert_out), "--key-out", s(key_out)]),
+            None,
+        ));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(!same.exists(), "admin new wrote a key: {err}");
+        assert_eq!(list_all(&dir), issued, "admin new issued: {err}");
+        let (code, err) = code_and_err(&run(
+            vouch().args([
+                "--dir",
+                s(&dir),
+                "conductor",
+                "new",
+                "c2",
+                "--cert-out",
+                s(cert_out),
+                "--key-out",
+                s(key_out),
+            ]),
+            None,
+        ));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(!same.exists(), "conductor new wrote a key: {err}");
+        let (code, err) = code_and_err(&run(
+            vouch()
+                .args(["csr", "--certname", "web03.example.test", "--attributes", s(&a_file), "--key-out", s(key_out)])
+                .args(["--csr-out", s(cert_out)]),
+            None,
+        ));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(!same.exists(), "csr wrote a key without its CSR: {err}");
+    }
+
+    // A write that fails after the change (a full disk) says what was done and where.
+    let csr2 = w.join("web02.example.test.csr");
+    let (code, err) =
+        code_and_err(&run(vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr2), "--out", "/dev/full"]), None));
+    assert_eq!(code, Some(2), "{err}");
+    for want in ["was issued (serial", "vouch list --all", "ca/signed/web02.example.test.pem", "/dev/full", "disk"] {
+        assert!(err.contains(want), "sign to a full disk: {want:?} missing: {err}");
+    }
+    assert!(list_all(&dir).contains("web02.example.test"));
+    let (code, err) =
+        code_and_err(&run(vouch().args(["--dir", s(&dir), "renew", "web01.example.test", "--out", "/dev/full"]), None));
+    assert_eq!(code, Some(2), "{err}");
+    for want in ["renewed", "revoked", "ca/signed/web01.example.test.pem", "/dev/full"] {
+        assert!(err.contains(want), "renew to a full disk: {want:?} missing: {err}");
+    }
+    let (code, err) = code_and_err(&run(
+        vouch().args([
+            "--dir",
+            s(&dir),
+            "admin",
+            "new",
+            "adm2",
+            "--cert-out",
+            "/dev/full",
+            "--key-out",
+            s(&w.join("adm2.key")),
+        ]),
+        None,
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("was issued") && err.contains("ca/signed/adm2.pem") && err.contains("adm2.key"), "{err}");
+}
+
+/// Item 3: messages that say what is wrong.
+#[test]
+fn data_directory_duration_name_and_environment_messages() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = new_ca(w, "ca");
+    // (b) --dir naming a regular file: "not a directory", for every command, and ca init.
+    let file = w.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for args in [&["list"][..], &["ca", "init"], &["revoke", "x.example.test"]] {
+        let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&file)]).args(args), None));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("not a directory") && !err.contains("ca init"), "{args:?}: {err}");
+    }
+    let out = run_bounded(vouch().args(["--dir", s(&file), "serve", "--listen", "127.0.0.1:0"]));
+    let (code, err) = code_and_err(&out);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+
+    // (a) A CA directory this user may not read: permission denied and its owner, not "no CA".
+    if is_root() {
+        chmod(w, 0o755);
+        use std::os::unix::process::CommandExt;
+        let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&dir), "list"]).uid(NOBODY), None));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("permission denied") && err.contains("owned by root"), "{err}");
+        assert!(!err.contains("no CA"), "{err}");
+    }
+
+    // (c) A full disk is named as such in the hint.
+    let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&dir), "crl", "--out", "/dev/full"]), None));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("disk") && err.contains("full"), "{err}");
+
+    // (d) zero and negative durations: "must be positive".
+    for d in ["--expires-in=0s", "--expires-in=-5m"] {
+        let (code, err) = code_and_err(&conductor_sign(&[
+            "--cert",
+            s(&fixture("pki/conductor-p256.pem")),
+            "--key",
+            s(&fixture("pki/conductor-p256.key")),
+            "--classification",
+            s(&fixture("classification.yaml")),
+            d,
+        ]));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("must be positive"), "{d}: {err}");
+    }
+    let policy = dir.join("p.toml");
+    let text = std::fs::read_to_string(dir.join("policy.toml")).unwrap();
+    assert!(text.contains("max_lifetime = \"7d\""), "the generated policy's attributes.max_lifetime changed");
+    std::fs::write(&policy, text.replacen("max_lifetime = \"7d\"", "max_lifetime = \"0s\"", 1)).unwrap();
+    let (code, err) = code_and_err(&run(vouch().args(["check", "--csr", "/dev/null", "--policy", s(&policy)]), None));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("must be positive"), "{err}");
+
+    // (e) An empty VOUCH_DIR is unset, not "a value is required for --dir".
+    let out = run(
+        vouch()
+            .env("VOUCH_DIR", "")
+            .args(["check", "--csr", s(&fixture("csr/valid-p256-conductor.csr.pem")), "--certname", CERTNAME])
+            .args(["--now", &fixture_now(), "--policy", s(&fixture("policy.toml"))]),
+        None,
+    );
+    let (code, err) = code_and_err(&out);
+    assert_eq!(code, Some(0), "{err}");
+
+    // (f) A --server-name that is neither a DNS name nor an IP address: refused, nothing created.
+    for name in ["", "1.2.3.4.5", "a..b", "a b", "-a.example"] {
+        let d = w.join("serve");
+        let out = run_bounded(
+            vouch().args(["--dir", s(&d), "serve", "--listen", "127.0.0.1:0"]).arg(format!("--server-name={name}")),
+        );
+        let (code, err) = code_and_err(&out);
+        assert_eq!(code, Some(2), "{name:?}: {err}");
+        assert!(err.contains("neither an IP address nor a DNS name"), "{name:?}: {err}");
+        assert!(!d.exists(), "{name:?}: serve created its directory");
+    }
+
+    // (g) A conductor name that cannot be a CN: empty, or over 64 characters.
+    let long = "c".repeat(65);
+    for name in ["", " ", long.as_str()] {
+        let (cert, key) = (w.join("c.pem"), w.join("c.key"));
+        let (code, err) = code_and_err(&run(
+            vouch().args(["--dir", s(&dir), "conductor", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]),
+            None,
+        ));
+        assert_eq!(code, Some(2), "{name:?}: {err}");
+        assert!(err.contains("conductor name"), "{err}");
+        assert!(!cert.exists() && !key.exists());
+    }
+    let (cert, key) = (w.join("c64.pem"), w.join("c64.key"));
+    ok(&run(
+        vouch().args([
+            "--dir",
+            s(&dir),
+            "conductor",
+            "new",
+            &"c".repeat(64),
+            "--cert-out",
+            s(&cert),
+            "--key-out",
+            s(&key),
+        ]),
+        None,
+    ));
+}

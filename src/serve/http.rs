@@ -88,7 +88,7 @@ fn crypto(detail: impl std::fmt::Display) -> Error {
 /// the master CA. Revocation is checked per request against the store itself.
 fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let read = |p: std::path::PathBuf| std::fs::read(&p).map_err(|source| Error::Io { path: p, op: "read", source });
+    let read = |p: std::path::PathBuf| crate::input::read(&p, crate::input::Kind::Cert);
     let cert_path = dir.dir.join(setup::SERVER_CERT);
     let cert_pem = read(cert_path.clone())?;
     let server_der = crate::pem::find(&cert_pem, &["CERTIFICATE"])

@@ -79,7 +79,7 @@ fn write_new_cert(path: &Path, pem: &str) -> Result<(), Error> {
 }
 
 fn read_key(path: &Path) -> Result<rcgen::KeyPair, Error> {
-    let text = std::fs::read_to_string(path).map_err(io(path, "read"))?;
+    let text = crate::input::read_path_text(path, crate::input::Kind::Key).map_err(io(path, "read"))?;
     crate::keys::load_pem(&text).map_err(|detail| Error::Key { path: path.to_path_buf(), detail })
 }
 
@@ -239,6 +239,43 @@ fn host_name() -> Option<String> {
     crate::decide::check_certname(&h).is_ok().then_some(h)
 }
 
+/// A `--server-name`: an IP address, or a DNS host name (the service certificate's SAN,
+/// and the first one its certname): labels of 1 to 63 letters, digits and '-' (not at a
+/// label's ends), at most 253 characters, no empty label, no trailing dot, and a last label
+/// that is not all digits (`1.2.3.4.5` is neither an address nor a name). Lowercased.
+pub fn check_server_name(name: &str) -> Result<String, String> {
+    if name.parse::<IpAddr>().is_ok() {
+        return Ok(name.to_string());
+    }
+    let n = name.to_ascii_lowercase();
+    let bad = |why: &str| Err(format!("'{name}' is neither an IP address nor a DNS name: {why}"));
+    if n.is_empty() {
+        return bad("it is empty");
+    }
+    if n.len() > 253 {
+        return bad("it is longer than 253 characters");
+    }
+    let labels: Vec<&str> = n.split('.').collect();
+    for l in &labels {
+        if l.is_empty() {
+            return bad("it has an empty label ('..', or a leading or trailing dot)");
+        }
+        if l.len() > 63 {
+            return bad("a label is longer than 63 characters");
+        }
+        if !l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return bad("a DNS name has only letters, digits, '-' and '.'");
+        }
+        if l.starts_with('-') || l.ends_with('-') {
+            return bad("a label starts or ends with '-'");
+        }
+    }
+    if labels.last().is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit())) {
+        return bad("its last label is all digits (an IP address has four numbers: 192.0.2.10)");
+    }
+    Ok(n)
+}
+
 /// The names for the service certificate: the operator's, else the host name and localhost,
 /// always with the loopback addresses.
 pub fn server_names(opts: &ServeOptions) -> (Vec<String>, Vec<IpAddr>) {
@@ -317,6 +354,10 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     // A new data directory is private; an existing one (and ca/, the policy, every key vouch
     // keeps there) must be owned by root or this user and not writable by group or others:
     // the one rule of `fsutil::check_trusted`, as for every other command.
+    for n in &opts.server_names {
+        check_server_name(n).map_err(|detail| Error::Usage { detail: format!("--server-name: {detail}") })?;
+    }
+    dir.usable()?;
     if !dir.dir.exists() {
         ca::create_private_dir(&dir.dir)?;
     }
