@@ -524,6 +524,11 @@ fn main() -> R<()> {
         ("classification-not-a-mapping", b64("- profile::web\n")),
         ("classification-unknown-key", b64("classes: [ntp]\nnodes: [x]\n")),
         ("classification-yaml-tag", b64("classes: !ruby/object:Gem::Installer {}\n")),
+        // Core-schema (`!!`) tags: libyaml resolves them to tag:yaml.org,2002:... URIs, which
+        // serde_yaml_ng dropped, so this one was signed, granted and issued as plain data.
+        ("classification-core-yaml-tag", b64("parameters: {a: !!python/object/apply:os.system [\"echo PWNED\"]}\n")),
+        // A tag through a %TAG directive's named handle (and the directive itself).
+        ("classification-tag-directive", b64("%TAG !e! tag:example.com,2000:\n---\nparameters:\n  a: !e!x b\n")),
         ("classification-too-large", b64(&format!("parameters:\n  blob: '{}'\n", "x".repeat(70_000)))),
         ("classification-deeply-nested", b64(&format!("parameters:\n  x: {}{}\n", "[".repeat(300), "]".repeat(300)))),
         ("classification-alias-bomb", b64(&alias_bomb())),

@@ -2,9 +2,9 @@
 //! node classifier output (`classes`, `parameters`, `environment`), carried
 //! base64-encoded in attribute .2.5.
 //!
-//! Parsing is safe: plain data only (no tags, so no object instantiation,
-//! CVE-2013-3567), a size cap before anything is decoded, and the YAML
-//! parser's own recursion and alias-expansion limits.
+//! Parsing is safe: plain data only (no tags of any form and no directives, so no
+//! object instantiation, CVE-2013-3567, and no retyped values), a size cap before
+//! anything is decoded, and the YAML parser's own recursion and alias-expansion limits.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -31,12 +31,30 @@ pub enum ClassificationError {
     Invalid {
         detail: String,
     },
+    /// A YAML tag (any form, any node) or a directive: plain data only (CVE-2013-3567).
+    /// `detail` names the tag or directive and where it is.
+    Tagged {
+        detail: String,
+    },
     /// A node classification, but one the ENC cannot hand to Puppet exactly as judged:
     /// it has no JSON form (a key that is not a string, a float that is not finite) or
     /// Puppet's YAML reader would change it (a `<<` key is a merge there).
     Unrepresentable {
         detail: String,
     },
+}
+
+impl ClassificationError {
+    /// What to do about it, where it is more precise than "write a node classification".
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ClassificationError::Tagged { .. } => Some(
+                "YAML tags (!x, !!x, !<...>) and directives (%TAG, %YAML) are refused, whatever they name: \
+                 remove them, and quote a string that begins with ! or %",
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for ClassificationError {
@@ -54,6 +72,9 @@ impl std::fmt::Display for ClassificationError {
             }
             ClassificationError::Invalid { detail } => {
                 write!(f, "the classification is not a node classification: {detail}")
+            }
+            ClassificationError::Tagged { detail } => {
+                write!(f, "the classification is not plain YAML data: {detail}")
             }
             ClassificationError::Unrepresentable { detail } => write!(
                 f,
@@ -78,6 +99,7 @@ impl Classification {
         if text.len() > max_bytes {
             return Err(ClassificationError::TooLarge { size: text.len(), max: max_bytes });
         }
+        no_tags_in_text(text)?;
         let value: Value =
             serde_yaml_ng::from_str(text).map_err(|e| ClassificationError::NotYaml { detail: e.to_string() })?;
         validate(&value)?;
@@ -258,6 +280,10 @@ impl serde_json::ser::Formatter for EncFormatter {
     }
 }
 
+fn tagged<T>(detail: impl Into<String>) -> Result<T, ClassificationError> {
+    Err(ClassificationError::Tagged { detail: detail.into() })
+}
+
 fn invalid<T>(detail: impl Into<String>) -> Result<T, ClassificationError> {
     Err(ClassificationError::Invalid { detail: detail.into() })
 }
@@ -283,9 +309,117 @@ pub fn is_parameter_name(s: &str) -> bool {
     matches!(b.next(), Some(b'a'..=b'z' | b'_')) && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
+/// Refuses ([`ClassificationError::Tagged`]) every YAML tag and directive in `text`, whatever its form, on whatever node:
+/// `!x`, `!!x`, `!<verbatim>`, `!handle!x` (after a `%TAG` directive), on a scalar, a
+/// sequence, a mapping or a key, in any document of the stream; and every `%TAG` or
+/// `%YAML` directive, used or not.
+///
+/// serde_yaml_ng cannot be asked: libyaml resolves `!!x` to `tag:yaml.org,2002:x` (and
+/// a `%TAG` handle or `!<...>` to whatever URI it names) and serde_yaml_ng drops every
+/// tag so resolved, so `!!python/object/apply:os.system [...]` reached the signed and
+/// issued classification as plain data that an unsafe loader downstream instantiates,
+/// and `!!str`, `!!int`, `!!binary` silently changed a value's type. So the text is
+/// read a second time by yaml-rust2 (no unsafe code, no recursion: a token scanner and
+/// a state machine), which reports tags and directives as written:
+/// - its scanner refuses every tag token and every directive token;
+/// - its parser then walks every event, refusing any node that carries a tag (the same
+///   tags again; kept so that neither check alone is trusted);
+/// - anything either of them cannot read is refused too, even where serde_yaml_ng would
+///   have accepted it: two parsers that disagree on a signed document are not guessed
+///   between.
+pub fn no_tags_in_text(text: &str) -> Result<(), ClassificationError> {
+    use yaml_rust2::parser::{Event, Parser};
+    use yaml_rust2::scanner::{Scanner, TokenType};
+    let second = |what: &str, e: &yaml_rust2::ScanError| ClassificationError::NotYaml {
+        detail: format!(
+            "{what} (line {}, column {}): {}",
+            e.marker().line(),
+            e.marker().col().saturating_add(1),
+            e.info()
+        ),
+    };
+    // The two readers must see the same stream, so what YAML 1.1 (libyaml, Puppet's
+    // Psych) and YAML 1.2 (yaml-rust2) read differently is refused: NEL, LS and PS are
+    // line breaks in 1.1 and text in 1.2 (`- a<LS>- !foo x` is a tagged second entry
+    // for one, one plain scalar for the other), and libyaml skips a byte-order mark at
+    // the start of any line, where yaml-rust2 reads it as text. A leading BOM (an
+    // editor's) is skipped by both; anywhere else these characters are written as the
+    // escapes \N, \L, \P, \uFEFF in a double-quoted string, which both read alike.
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some((i, c)) =
+        body.char_indices().find(|(_, c)| matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}' | '\u{feff}'))
+    {
+        let line = body[..i].matches('\n').count().saturating_add(1);
+        return invalid(format!(
+            "it holds the character U+{:04X} on line {line}, which YAML 1.1 and YAML 1.2 read differently \
+             (a line break or a byte-order mark for one, text for the other); write it as an escape \
+             (\\N, \\L, \\P, \\uFEFF) in a double-quoted string",
+            u32::from(c)
+        ));
+    }
+    let mut scanner = Scanner::new(body.chars());
+    loop {
+        let token =
+            scanner.next_token().map_err(|e| second("the YAML reader that looks for tags cannot read it", &e))?;
+        let Some(yaml_rust2::scanner::Token(mark, kind)) = token else { break };
+        let at = format!("line {}, column {}", mark.line(), mark.col().saturating_add(1));
+        match kind {
+            TokenType::Tag(handle, suffix) => {
+                return tagged(format!(
+                    "it carries the YAML tag {} at {at}; tags are not allowed",
+                    shown_tag(&handle, &suffix)
+                ))
+            }
+            TokenType::TagDirective(handle, prefix) => {
+                return tagged(format!(
+                    "it has the directive %TAG {handle} {prefix} at {at}; directives are not allowed"
+                ))
+            }
+            TokenType::VersionDirective(major, minor) => {
+                return tagged(format!(
+                    "it has the directive %YAML {major}.{minor} at {at}; directives are not allowed"
+                ))
+            }
+            TokenType::StreamEnd => break,
+            _ => {}
+        }
+    }
+    let mut parser = Parser::new_from_str(body);
+    loop {
+        let (event, mark) =
+            parser.next_token().map_err(|e| second("the YAML reader that looks for tags cannot read it", &e))?;
+        let tag = match event {
+            Event::StreamEnd => return Ok(()),
+            Event::Scalar(_, _, _, tag) | Event::SequenceStart(_, tag) | Event::MappingStart(_, tag) => tag,
+            _ => None,
+        };
+        if let Some(t) = tag {
+            return tagged(format!(
+                "it carries the YAML tag {} at line {}, column {}; tags are not allowed",
+                shown_tag(&t.handle, &t.suffix),
+                mark.line(),
+                mark.col().saturating_add(1)
+            ));
+        }
+    }
+}
+
+/// A tag as the scanner split it: `!` for the non-specific tag (empty handle, suffix
+/// `!`), `!<...>` for a verbatim tag (empty handle), else handle and suffix as written
+/// (`!!` + `python/object`, `!` + `foo`, `!e!` + `x`).
+fn shown_tag(handle: &str, suffix: &str) -> String {
+    if handle.is_empty() && suffix == "!" {
+        "!".to_string()
+    } else if handle.is_empty() {
+        format!("!<{suffix}>")
+    } else {
+        format!("{handle}{suffix}")
+    }
+}
+
 fn no_tags(v: &Value, path: &str) -> Result<(), ClassificationError> {
     match v {
-        Value::Tagged(t) => invalid(format!("{path} carries the YAML tag {}; tags are not allowed", t.tag)),
+        Value::Tagged(t) => tagged(format!("{path} carries the YAML tag {}; tags are not allowed", t.tag)),
         Value::Sequence(s) => s.iter().enumerate().try_for_each(|(i, x)| no_tags(x, &format!("{path}[{i}]"))),
         Value::Mapping(m) => m.iter().try_for_each(|(k, x)| {
             no_tags(k, path)?;
@@ -449,6 +583,116 @@ mod tests {
         }
         assert!(matches!(Classification::from_yaml(&"#".repeat(100), 10), Err(ClassificationError::TooLarge { .. })));
         assert!(matches!(Classification::from_base64("!!", 10), Err(ClassificationError::NotBase64 { .. })));
+    }
+
+    /// Every form of YAML tag, on every kind of node, anywhere, and every directive: refused
+    /// as `Tagged` (classification-invalid), never parsed into a value. serde_yaml_ng alone
+    /// let all the `!!`, `!<tag:...>` and `%TAG` forms through as plain data.
+    #[test]
+    fn every_tag_form_and_directive_is_refused() {
+        for bad in [
+            // The defect: a core-schema (`!!`) tag, resolved by libyaml to a URI and dropped.
+            "parameters: {a: !!python/object/apply:os.system [\"echo PWNED\"]}\n",
+            "parameters:\n  a: !!python/object/apply:os.system\n    - echo PWNED\n",
+            "parameters:\n  a: !!binary aGVsbG8=\n",
+            "parameters:\n  a: !!int \"3\"\n",
+            "parameters:\n  a: !!str 3\n",
+            "parameters:\n  a: !!float 1\n",
+            "parameters:\n  a: !!bool yes\n",
+            "parameters:\n  a: !!null ''\n",
+            "parameters:\n  a: !!timestamp 2001-01-01\n",
+            "parameters:\n  a: !!set {x, y}\n",
+            "parameters:\n  a: !!omap [{x: 1}]\n",
+            // On a sequence, a mapping, a key, the top-level node.
+            "parameters:\n  a: !!seq [x]\n",
+            "classes: !!seq [ntp]\n",
+            "parameters: !!map {a: b}\n",
+            "!!map\nclasses: [ntp]\n",
+            "--- !!map\nclasses: [ntp]\n",
+            "parameters:\n  !!str a: b\n",
+            "!!str classes: [ntp]\n",
+            "parameters: {? !!str a : b}\n",
+            "classes:\n  - !!str ntp\n",
+            "classes:\n  ntp: !!map {}\n",
+            // Verbatim tags.
+            "parameters:\n  a: !<tag:yaml.org,2002:str> 3\n",
+            "parameters:\n  a: !<tag:yaml.org,2002:python/object/apply:os.system> [x]\n",
+            "parameters:\n  a: !<!foo> x\n",
+            // Named handles declared by %TAG, and the directives themselves, used or not.
+            "%TAG !e! tag:example.com,2000:\n---\nparameters:\n  a: !e!x b\n",
+            "%TAG !! tag:evil.example,2000:\n---\nparameters:\n  a: !!x b\n",
+            "%TAG !e! tag:example.com,2000:\n---\nclasses: [ntp]\n",
+            "%YAML 1.1\n---\nclasses: [ntp]\n",
+            "%YAML 1.2\n---\nclasses: [ntp]\n",
+            // Local tags and the non-specific tag (these were refused before, and still are).
+            "parameters:\n  a: !foo x\n",
+            "classes: !ruby/object:Gem::Installer {}\n",
+            "parameters:\n  a: ! 3\n",
+            // A tag after an alias-free anchor, and a tag in a later document.
+            "parameters:\n  a: &x !!str b\n",
+            "classes: [ntp]\n--- !!str x\n",
+        ] {
+            match Classification::from_yaml(bad, DEFAULT_MAX_BYTES) {
+                Err(ClassificationError::Tagged { detail })
+                    if detail.contains("tags are not allowed") || detail.contains("directives are not allowed") => {}
+                other => panic!("{bad:?}: {other:?}"),
+            }
+            let b64 = STANDARD.encode(bad.as_bytes());
+            assert!(Classification::from_base64(&b64, DEFAULT_MAX_BYTES).is_err(), "{bad:?} through base64");
+        }
+        // The defect's own forms are refused as tags, with where they are.
+        for (bad, shown) in [
+            ("parameters: {a: !!python/object/apply:os.system [\"echo PWNED\"]}\n", "!!python/object/apply:os.system"),
+            ("parameters:\n  a: !<tag:yaml.org,2002:str> 3\n", "!<tag:yaml.org,2002:str>"),
+            ("%TAG !e! tag:example.com,2000:\n---\nparameters:\n  a: !e!x b\n", "%TAG !e!"),
+            ("parameters:\n  !!str a: b\n", "!!str at line 2, column 3"),
+        ] {
+            match Classification::from_yaml(bad, DEFAULT_MAX_BYTES) {
+                Err(ClassificationError::Tagged { detail }) => assert!(detail.contains(shown), "{detail}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        // What is not a tag stays accepted: `!` inside a quoted or plain scalar, a comment.
+        for ok in [
+            "parameters:\n  a: '!!python/object'\n  b: \"!foo\"\n  c: x!!y\n  d: a !b\n",
+            "# !!python/object/apply:os.system\nclasses: [ntp]\n",
+            "parameters:\n  a: |\n    !!str\n    %TAG ! x\n",
+        ] {
+            let c = Classification::from_yaml(ok, DEFAULT_MAX_BYTES);
+            assert!(c.is_ok(), "{ok:?}: {c:?}");
+        }
+    }
+
+    /// YAML 1.1 (libyaml: serde_yaml_ng, Puppet) reads NEL, LS and PS as line breaks and
+    /// skips a BOM at the start of any line; YAML 1.2 (yaml-rust2, the tag check) reads
+    /// them as text. So a tag hidden behind one was seen by libyaml only: refused.
+    #[test]
+    fn characters_the_two_yaml_versions_read_differently_are_refused() {
+        for c in ['\u{85}', '\u{2028}', '\u{2029}', '\u{feff}'] {
+            for bad in [
+                format!("classes:\n- ntp{c}- !!python/object/apply:os.system [x]\n"),
+                format!("classes:\n- ntp{c}- !foo y\n"),
+                format!("parameters:\n  a: [x]\n{c}  b: !!str y\n"),
+                format!("parameters:\n  a: 'x{c}y'\n"),
+            ] {
+                match Classification::from_yaml(&bad, DEFAULT_MAX_BYTES) {
+                    Err(ClassificationError::Invalid { detail }) => {
+                        assert!(detail.contains(&format!("U+{:04X}", u32::from(c))), "{detail}")
+                    }
+                    other => panic!("{bad:?}: {other:?}"),
+                }
+            }
+        }
+        // A leading BOM (an editor's) is skipped by both readers, and the escapes read alike.
+        let c = Classification::from_yaml("\u{feff}parameters:\n  a: \"x\\Ly\\N\\P\\uFEFF\"\n", DEFAULT_MAX_BYTES);
+        assert_eq!(
+            c.map(|c| c.value["parameters"]["a"].as_str().map(String::from)),
+            Ok(Some("x\u{2028}y\u{85}\u{2029}\u{feff}".to_string()))
+        );
+        assert!(matches!(
+            Classification::from_yaml("\u{feff}parameters: {a: !!str x}\n", DEFAULT_MAX_BYTES),
+            Err(ClassificationError::Tagged { .. })
+        ));
     }
 
     #[test]

@@ -341,9 +341,9 @@ impl Refusal {
                 "a signed value was changed after signing, or another key signed it; sign again with the conductor's own key"
             }
             Refusal::SignatureKeyUnsupported { .. } => "use an RSA, ECDSA P-256/P-384 or Ed25519 conductor key",
-            Refusal::ClassificationInvalid { .. } => {
-                "the classification must be base64 of a YAML mapping with classes, parameters and/or environment"
-            }
+            Refusal::ClassificationInvalid { error } => error.hint().unwrap_or(
+                "the classification must be base64 of a YAML mapping with classes, parameters and/or environment",
+            ),
             Refusal::ClassificationUnrepresentable { .. } => {
                 "use only string keys (quote them: '1': x), no '<<' key and finite numbers; the ENC prints JSON"
             }

@@ -203,7 +203,9 @@ impl Error {
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
             Error::Key { .. } => "give the PEM private key (PKCS#8, PKCS#1 or SEC1) that belongs to the certificate",
             Error::Cert { .. } => "give a PEM or DER X.509 certificate",
-            Error::Classification { .. } => "write a YAML mapping with classes, parameters and/or environment",
+            Error::Classification { error, .. } => {
+                error.hint().unwrap_or("write a YAML mapping with classes, parameters and/or environment")
+            }
             Error::Attributes { .. } => {
                 "give the file written by 'vouch conductor sign' (yaml, txt, json or cloud-config)"
             }

@@ -331,6 +331,56 @@ fn conductor_sign_rejects_bad_input_clearly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("txt format cannot carry"));
 }
 
+/// `vouch conductor sign` signs no classification that carries a YAML tag, whatever its
+/// form: the core-schema `!!python/object/apply` one (signed, granted and issued before:
+/// serde_yaml_ng dropped tags libyaml resolved to URIs), `!!binary`, `!!int`, `!!str`,
+/// a verbatim tag, a `%TAG` handle, a `%YAML` directive; from stdin or from a file.
+/// Nothing is written: no attributes exist for the node to put in its CSR.
+#[test]
+fn conductor_sign_refuses_every_yaml_tag() {
+    let t = tempfile::tempdir().unwrap();
+    let cert = fixture("pki/conductor-p256.pem");
+    let key = fixture("pki/conductor-p256.key");
+    let now = fixture_now();
+    let sign = |class: &str, from_file: bool| {
+        let attrs = t.path().join("attrs.yaml");
+        let file = t.path().join("class.yaml");
+        std::fs::write(&file, class).unwrap();
+        let mut c = vouch();
+        c.args(["--now", &now, "conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification"])
+            .arg(if from_file { s(&file) } else { "-" })
+            .args(["--expires-in", "1h", "--out", s(&attrs)]);
+        let out = run(&mut c, if from_file { None } else { Some(class.as_bytes()) });
+        let written = attrs.exists();
+        let _ = std::fs::remove_file(&attrs);
+        (out, written)
+    };
+    // The control: the same classification without a tag is signed.
+    let (out, written) = sign("parameters: {a: [\"echo PWNED\"]}\n", false);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(written);
+    for (class, shown) in [
+        ("parameters: {a: !!python/object/apply:os.system [\"echo PWNED\"]}\n", "!!python/object/apply:os.system"),
+        ("parameters:\n  a: !!binary aGVsbG8=\n", "!!binary"),
+        ("parameters:\n  a: !!int \"3\"\n", "!!int"),
+        ("parameters:\n  a: !!str 3\n", "!!str"),
+        ("parameters:\n  !!str a: b\n", "!!str"),
+        ("parameters:\n  a: !<tag:yaml.org,2002:str> 3\n", "!<tag:yaml.org,2002:str>"),
+        ("%TAG !e! tag:example.com,2000:\n---\nparameters:\n  a: !e!x b\n", "%TAG !e!"),
+        ("%YAML 1.1\n---\nclasses: [ntp]\n", "%YAML 1.1"),
+        ("classes: !ruby/object:Gem::Installer {}\n", "!ruby/object:Gem::Installer"),
+    ] {
+        for from_file in [false, true] {
+            let (out, written) = sign(class, from_file);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{class:?} (file: {from_file}): {err}");
+            assert!(err.contains(shown) && err.contains("not allowed"), "{class:?}: {err}");
+            assert!(err.contains("hint: YAML tags"), "{class:?}: {err}");
+            assert!(!written && out.stdout.is_empty(), "{class:?}: nothing signed");
+        }
+    }
+}
+
 /// Every output format is accepted back by `vouch csr` and the hook; the
 /// classification can come from stdin.
 #[test]

@@ -105,6 +105,8 @@ pub const CASES: &[(&str, &str, &[&str])] = &[
     ("classification-not-a-mapping.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-unknown-key.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-yaml-tag.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-core-yaml-tag.csr.pem", CERTNAME, &["classification-invalid"]),
+    ("classification-tag-directive.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-too-large.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-deeply-nested.csr.pem", CERTNAME, &["classification-invalid"]),
     ("classification-alias-bomb.csr.pem", CERTNAME, &["classification-invalid"]),
