@@ -906,12 +906,7 @@ impl Authority {
 
     fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
-        let number: u64 = std::fs::read_to_string(&number_path)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            .checked_add(1)
-            .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_path.display()) })?;
+        let number = next_crl_number(&number_path)?;
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
         for r in self.store.revocations()? {
@@ -1169,12 +1164,7 @@ impl Authority {
             rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
                 .map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let number_path = self.dir.file("root_crl_number");
-        let number: u64 = std::fs::read_to_string(&number_path)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            .checked_add(1)
-            .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_path.display()) })?;
+        let number = next_crl_number(&number_path)?;
         // A year, or the policy's CRL validity if longer.
         let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
         let params = rcgen::CertificateRevocationListParams {
@@ -1453,6 +1443,17 @@ fn requested_alt_names(csr: &crate::csr::Csr) -> Vec<String> {
         .filter_map(|e| x509_parser::extensions::SubjectAlternativeName::from_der(&e.value).ok())
         .flat_map(|(_, san)| general_names(&san.general_names))
         .collect()
+}
+
+/// The number the next CRL gets: one more than the one in `path` (a missing or unreadable
+/// file counts as 0); checked, since the file is the operator's to edit.
+fn next_crl_number(path: &std::path::Path) -> Result<u64, Error> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        .checked_add(1)
+        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", path.display()) })
 }
 
 #[cfg(test)]
