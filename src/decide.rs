@@ -706,13 +706,7 @@ pub fn decide_parsed(
             return refuse(all, None);
         }
     };
-    if let KeyKind::Rsa { bits } = csr.key_kind {
-        if bits < 2048 {
-            reasons.push(Refusal::CsrKeyUnsupported {
-                detail: format!("RSA key of {bits} bits; at least 2048 are required"),
-            });
-        }
-    }
+    // The key's size was checked when the request was parsed (csr::check_key_size).
 
     // 2. Names.
     if let Err(problem) = check_certname(req.certname) {
