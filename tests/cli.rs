@@ -684,6 +684,22 @@ fn file_type(p: &Path) -> std::fs::FileType {
 
 const NOBODY: u32 = 65534;
 
+/// vouch run as another user (`nobody`), from a copy of the binary in `dir` (made 0755):
+/// that user may not be able to enter the checkout (a clone under /root, or in a 0700
+/// mktemp directory as `.ci/run` makes), and the test must not depend on where it lives.
+fn vouch_as_nobody(dir: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
+    chmod(dir, 0o755);
+    let bin = dir.join("vouch-for-nobody");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+        chmod(&bin, 0o755);
+    }
+    let mut c = Command::new(bin);
+    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY").uid(NOBODY);
+    c
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -913,19 +929,22 @@ fn data_directory_and_policy_another_user_could_change_are_refused() {
     std::fs::create_dir_all(etc.join("ca")).unwrap();
     chmod(t.path(), 0o755);
     chmod(&etc, 0o755);
+    // Everything the hook reads lives here (the checkout may not be enterable by nobody).
     std::fs::copy(fixture("policy.toml"), etc.join("policy.toml")).unwrap();
-    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap();
-    let fixtures = fixture("");
-    let abs = text.replace("\"pki/", &format!("\"{}/pki/", s(&fixtures).trim_end_matches('/')));
-    std::fs::write(etc.join("policy.toml"), abs).unwrap();
     chmod(&etc.join("policy.toml"), 0o644);
-    let mut hook = vouch();
-    std::os::unix::process::CommandExt::uid(&mut hook, NOBODY);
-    let out = run(
-        hook.args(["--now", &now, "check", "--policy", s(&etc.join("policy.toml")), "--csr"])
-            .arg(fixture("csr/valid-p256-conductor.csr.pem")),
-        None,
-    );
+    std::fs::create_dir_all(etc.join("pki")).unwrap();
+    for e in std::fs::read_dir(fixture("pki")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), etc.join("pki").join(e.file_name())).unwrap();
+        chmod(&etc.join("pki").join(e.file_name()), 0o644);
+    }
+    chmod(&etc.join("pki"), 0o755);
+    let csr = etc.join("node.csr");
+    std::fs::copy(fixture("csr/valid-p256-conductor.csr.pem"), &csr).unwrap();
+    chmod(&csr, 0o644);
+    let mut hook = vouch_as_nobody(t.path());
+    let out =
+        run(hook.args(["--now", &now, "check", "--policy", s(&etc.join("policy.toml")), "--csr"]).arg(&csr), None);
     assert_eq!(out.status.code(), Some(0), "root-owned policy, other user: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -1296,8 +1315,7 @@ fn documented_default_dir_is_the_real_one() {
     let t = tempfile::tempdir().unwrap();
     chmod(t.path(), 0o755);
     let as_nobody = |xdg: Option<&Path>| {
-        let mut c = vouch();
-        std::os::unix::process::CommandExt::uid(&mut c, NOBODY);
+        let mut c = vouch_as_nobody(t.path());
         c.env("HOME", t.path()).env_remove("XDG_DATA_HOME").arg("list");
         if let Some(x) = xdg {
             c.env("XDG_DATA_HOME", x);
@@ -1712,8 +1730,7 @@ fn data_directory_duration_name_and_environment_messages() {
     // (a) A CA directory this user may not read: permission denied and its owner, not "no CA".
     if is_root() {
         chmod(w, 0o755);
-        use std::os::unix::process::CommandExt;
-        let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&dir), "list"]).uid(NOBODY), None));
+        let (code, err) = code_and_err(&run(vouch_as_nobody(w).args(["--dir", s(&dir), "list"]), None));
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains("permission denied") && err.contains("owned by root"), "{err}");
         assert!(!err.contains("no CA"), "{err}");

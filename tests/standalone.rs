@@ -22,10 +22,18 @@ fn bare_path() -> tempfile::TempDir {
 #[test]
 fn the_test_command_prints_the_install_line_for_a_user_who_cannot_install() {
     let path = bare_path();
+    // A copy of the script where that user can reach it (the checkout may be under /root or
+    // in a 0700 directory); it stops before it needs anything else of the repository.
+    let copy = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(copy.path().join("scripts")).expect("mkdir");
+    std::fs::copy(Path::new(ROOT).join("scripts/test"), copy.path().join("scripts/test")).expect("copy");
+    for p in [copy.path(), &copy.path().join("scripts")] {
+        let _ = Command::new("chmod").arg("0755").arg(p).status();
+    }
     // Run as an unprivileged user (tests run as root here; as root the script would install).
     let out = Command::new("/usr/bin/setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(Path::new(ROOT).join("scripts/test"))
+        .arg(copy.path().join("scripts/test"))
         .env_clear()
         .env("PATH", path.path())
         .env("HOME", "/nonexistent")
