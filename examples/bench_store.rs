@@ -6,7 +6,7 @@
 //!     cargo run --release --example bench_store -- /var/tmp/big 1000000 100000
 //!     # then time: vouch --dir /var/tmp/big enc node-500000.example.test, list --all, crl
 //!
-//! See BENCHMARKS.md for the figures.
+//! See docs/benchmarks.md for the figures.
 
 use rcgen::{CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType, SerialNumber};
 use std::io::Write;

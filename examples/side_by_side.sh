@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 7, benchmark 5: Puppet Server's CA and `vouch serve` under the same load tool
-# (`vouch bench serve`: N agents, each PUT certificate_request + GET certificate over
-# kept-alive TLS, RSA-2048 agent keys), with the same CA key type (RSA-4096), one after
-# the other, in one session. Not part of `cargo test`.
+# Benchmark 5 of docs/benchmarks.md: Puppet Server's CA and `vouch serve` under the same
+# load tool (`vouch bench serve`: N agents, each PUT certificate_request + GET certificate
+# over kept-alive TLS, RSA-2048 agent keys), with the same CA key type (RSA-4096), one after
+# the other. Not part of `cargo test`.
 #
 #   cargo build --release
 #   examples/side_by_side.sh                     # AGENTS=1,8,64 PER_AGENT=8

@@ -1300,8 +1300,8 @@ fn documented_default_dir_is_the_real_one() {
         "{help}"
     );
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let walkthrough =
-        &readme[readme.find("## Walkthrough").unwrap()..readme.find("## Use with Puppet Server").unwrap()];
+    let walkthrough = &readme[readme.find("## Walkthrough").expect("a Walkthrough section")..];
+    let walkthrough = &walkthrough[..walkthrough[3..].find("\n## ").map_or(walkthrough.len(), |end| end + 3)];
     assert!(
         walkthrough.contains("`/var/lib/vouch` for root") && walkthrough.contains("`~/.local/share/vouch`"),
         "README walkthrough"

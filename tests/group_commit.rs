@@ -70,7 +70,7 @@ fn an_audit_failure_stores_nothing_and_the_attributes_stay_one_time() {
     assert_eq!(codes(&again), "attributes-replayed", "a cleaned key came back with spent attributes");
 }
 
-/// Two CAs (two masters, or a standby) sharing one replay journal, as the README
+/// Two CAs (two masters, or a standby) sharing one replay journal, as docs/puppet-server.md
 /// requires of several masters: once the first CA stored its certificate, the claim is
 /// marked issued and the second CA refuses the attributes.
 #[test]

@@ -1634,7 +1634,7 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     assert!(server.stop());
 
     // After the first run, the conductor credential and the root key kept off the host (as
-    // the README advises for production): the service starts and makes no conductor.
+    // docs/limitations.md advises for production): the service starts and makes no conductor.
     let away = tmp.path().join("away");
     std::fs::create_dir(&away).unwrap();
     std::fs::rename(dir.join("conductor"), away.join("conductor")).unwrap();

@@ -307,7 +307,7 @@ fn store_files_that_are_symlinks_are_never_written_through() {
     assert_eq!(entries[0]["state"], "signed", "{list}");
 }
 
-/// D-2b: the audit log (the README's hook layout puts it in a directory the puppet user
+/// D-2b: the audit log (docs/puppet-server.md's hook layout puts it in a directory the puppet user
 /// writes) is never appended to through a symbolic link.
 #[test]
 fn audit_log_symlink_is_refused() {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Lays out a private Puppet Server 7.9 (Debian's puppetserver package) in DIR, listening on
-# 127.0.0.1:PORT with TLS 1.2 only (TLS 1.3 stalls every agent bootstrap 30 s: see README).
+# 127.0.0.1:PORT with TLS 1.2 only (TLS 1.3 stalls every agent bootstrap 30 s: see docs/operator-guide.md).
 #
 #   tests/support/puppetserver/setup.sh DIR PORT
 #
