@@ -48,12 +48,13 @@ fn main() -> R<()> {
 }
 
 fn fill(ca: &Path, lo: usize, hi: usize, revoked: usize) -> R<(String, String)> {
-    let (cert_der, key) = vouch::ca::load_cert_and_key(&ca.join("ca_crt.pem"), &ca.join("ca_key.pem"))?;
+    let (cert_der, key) =
+        vouch::issuance::bootstrap::load_cert_and_key(&ca.join("ca_crt.pem"), &ca.join("ca_key.pem"))?;
     let issuer = Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(cert_der.as_slice()), key)?;
     let node_key = KeyPair::generate()?;
     let now = OffsetDateTime::now_utc();
     let (nb, na) = (now - time::Duration::days(1), now + time::Duration::days(5 * 365));
-    let (nbs, nas) = (vouch::attrs::format_expiry(nb), vouch::attrs::format_expiry(na));
+    let (nbs, nas) = (vouch::encoding::time::format_rfc3339(nb), vouch::encoding::time::format_rfc3339(na));
     let mut inv = String::new();
     let mut rev = String::new();
     for i in lo..hi {
@@ -72,8 +73,8 @@ fn fill(ca: &Path, lo: usize, hi: usize, revoked: usize) -> R<(String, String)> 
         p.not_after = na;
         p.is_ca = IsCa::ExplicitNoCa;
         p.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
-            vouch::oids::ATTR_CLASSIFICATION,
-            vouch::der::utf8_string("Y2xhc3NlczogW250cF0K"),
+            vouch::encoding::oids::ATTR_CLASSIFICATION,
+            vouch::encoding::der::utf8_string("Y2xhc3NlczogW250cF0K"),
         )];
         let cert = p.signed_by(&node_key, &issuer)?;
         std::fs::write(ca.join("signed").join(format!("{name}.pem")), cert.pem())?;

@@ -15,10 +15,10 @@ use rcgen::{
 use std::path::PathBuf;
 use time::macros::datetime;
 use time::OffsetDateTime;
-use vouch::attrs::{canonical_v1, sign_raw_v1};
-use vouch::csr::{self, printable, CsrSpec};
-use vouch::keys::KeyType;
-use vouch::{der, oids};
+use vouch::encoding::csr::{self, printable, CsrSpec};
+use vouch::encoding::{der, oids};
+use vouch::issuance::keys::KeyType;
+use vouch::vouching::attrs::{canonical_v1, sign_raw_v1};
 
 /// Tests decide as of this time.
 const NOW: &str = "2030-06-01T12:00:00Z";
@@ -168,9 +168,16 @@ impl Attrs {
     fn signed_by(mut self, key: &KeyPair) -> R<Self> {
         self.signature = Some(match &self.binding {
             None => sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?,
-            Some((c, n)) => vouch::attrs::sign_message(
+            Some((c, n)) => vouch::vouching::attrs::sign_message(
                 key,
-                &vouch::attrs::canonical_v2(&self.version, &self.expiry, &self.conductor, &self.classification, c, n),
+                &vouch::vouching::attrs::canonical_v2(
+                    &self.version,
+                    &self.expiry,
+                    &self.conductor,
+                    &self.classification,
+                    c,
+                    n,
+                ),
             )?,
         });
         Ok(self)
@@ -223,7 +230,7 @@ impl Out {
     }
 
     fn cert(&mut self, rel: &str, der: &[u8]) -> R<()> {
-        self.write(rel, vouch::pem::encode("CERTIFICATE", der).as_bytes())
+        self.write(rel, vouch::encoding::pem::encode("CERTIFICATE", der).as_bytes())
     }
 
     /// Writes a CSR fixture made from `spec` and then altered by `edit`, signed by a fresh P-256 key.
@@ -232,14 +239,14 @@ impl Out {
         let mut parts = csr::parts(spec, &key);
         edit(&mut parts);
         let der = csr::sign_parts(&parts, &key)?;
-        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
+        self.write(&format!("csr/{name}.csr.pem"), vouch::encoding::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
     }
 
     /// Writes a CSR fixture made from `spec`, signed by a fresh node key of `kt`.
     fn csr(&mut self, name: &str, spec: &CsrSpec, kt: KeyType) -> R<()> {
         let key = kt.generate()?;
         let der = csr::build(spec, &key)?;
-        self.write(&format!("csr/{name}.csr.pem"), vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
+        self.write(&format!("csr/{name}.csr.pem"), vouch::encoding::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
     }
 }
 
@@ -277,8 +284,8 @@ fn main() -> R<()> {
         "pki/intermediates.pem",
         format!(
             "{}{}",
-            vouch::pem::encode("CERTIFICATE", &inter.cert_der),
-            vouch::pem::encode("CERTIFICATE", &eku_inter.cert_der)
+            vouch::encoding::pem::encode("CERTIFICATE", &inter.cert_der),
+            vouch::encoding::pem::encode("CERTIFICATE", &eku_inter.cert_der)
         )
         .as_bytes(),
     )?;
@@ -365,7 +372,7 @@ fn main() -> R<()> {
         out.csr(name, &Attrs::new(c).signed_by(&c.key)?.spec(CERTNAME), kt)?;
     }
     let mut pem_conductor = Attrs::new(&c_p256);
-    pem_conductor.conductor = vouch::pem::encode("CERTIFICATE", &c_p256.cert_der);
+    pem_conductor.conductor = vouch::encoding::pem::encode("CERTIFICATE", &c_p256.cert_der);
     out.csr("valid-pem-conductor-cert", &pem_conductor.signed_by(&c_p256.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut no_mirror = Attrs::new(&c_p256);
     no_mirror.mirror = None;
@@ -374,7 +381,7 @@ fn main() -> R<()> {
         let key = KeyType::P256.generate()?;
         let der = csr::build(&Attrs::new(&c_p256).signed_by(&c_p256.key)?.spec(CERTNAME), &key)?;
         out.write("csr/valid-der-encoded.csr.der", &der)?;
-        let pem = vouch::pem::encode("CERTIFICATE REQUEST", &der).replace('\n', "\r\n");
+        let pem = vouch::encoding::pem::encode("CERTIFICATE REQUEST", &der).replace('\n', "\r\n");
         out.write("csr/valid-crlf-and-junk.csr.txt", format!("leading junk\r\n{pem}trailing junk\r\n").as_bytes())?;
     }
 
@@ -387,7 +394,10 @@ fn main() -> R<()> {
         let mut der = csr::build(&good().signed_by(k)?.spec(CERTNAME), &key)?;
         let last = der.len() - 1;
         der[last] ^= 0x01;
-        out.write("csr/csr-bad-self-signature.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())?;
+        out.write(
+            "csr/csr-bad-self-signature.csr.pem",
+            vouch::encoding::pem::encode("CERTIFICATE REQUEST", &der).as_bytes(),
+        )?;
         out.write(
             "csr/csr-not-a-request.csr.pem",
             b"-----BEGIN CERTIFICATE REQUEST-----\nMAA=\n-----END CERTIFICATE REQUEST-----\n",
@@ -491,7 +501,8 @@ fn main() -> R<()> {
     root_as_conductor.conductor = STANDARD.encode(&root.cert_der);
     out.csr("conductor-is-the-root-ca", &root_as_conductor.signed_by(&root.key)?.spec(CERTNAME), KeyType::P256)?;
     let mut junk = good();
-    junk.conductor = format!("{}1.3.6.1.4.1.34380.2.5=x", vouch::pem::encode("CERTIFICATE", &c_p256.cert_der));
+    junk.conductor =
+        format!("{}1.3.6.1.4.1.34380.2.5=x", vouch::encoding::pem::encode("CERTIFICATE", &c_p256.cert_der));
     out.csr("conductor-pem-with-trailing-junk", &junk.signed_by(k)?.spec(CERTNAME), KeyType::P256)?;
     let mut garbage = good();
     garbage.conductor = "bm90IGEgY2VydGlmaWNhdGU=".into();
@@ -647,7 +658,7 @@ fn main() -> R<()> {
         let key = KeyType::P256.generate()?;
         let der = csr::build(&good().signed_by(k)?.spec(CERTNAME), &key)?;
         let half = &der[..der.len() / 2];
-        out.write("csr/input-truncated.csr.pem", vouch::pem::encode("CERTIFICATE REQUEST", half).as_bytes())?;
+        out.write("csr/input-truncated.csr.pem", vouch::encoding::pem::encode("CERTIFICATE REQUEST", half).as_bytes())?;
     }
 
     // Test vectors for other implementations: version 1 and version 2 for each key type.
@@ -658,7 +669,7 @@ fn main() -> R<()> {
             let canonical = match &a.binding {
                 None => canonical_v1(&a.version, &a.expiry, &a.conductor, &a.classification),
                 Some((cn, n)) => {
-                    vouch::attrs::canonical_v2(&a.version, &a.expiry, &a.conductor, &a.classification, cn, n)
+                    vouch::vouching::attrs::canonical_v2(&a.version, &a.expiry, &a.conductor, &a.classification, cn, n)
                 }
             };
             let mut attributes = serde_json::json!({

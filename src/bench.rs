@@ -9,9 +9,9 @@
 //! - `serve`: N simulated agents, each PUT certificate_request + GET certificate on
 //!   one kept-alive TLS connection, against `vouch serve` or Puppet Server.
 
-use crate::ca::{self, CaDir, ConductorSpec};
 use crate::error::Error;
-use crate::keys::KeyType;
+use crate::issuance::bootstrap::{self, CaDir, ConductorSpec};
+use crate::issuance::keys::KeyType;
 use crate::serve::client::{tls_config, Client};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,12 +92,12 @@ impl Lab {
     fn new(ca_type: KeyType, now: OffsetDateTime) -> Result<Lab, Error> {
         let tmp = TempDir::new(ca_type.name())?;
         let dir = CaDir::new(tmp.0.join("ca"));
-        ca::init(&dir, ca_type, now)?;
+        bootstrap::init(&dir, ca_type, now)?;
         let spec = ConductorSpec { name: "bench-conductor", key_type: KeyType::P256, days: 30 };
-        let (cert_pem, key_pem, _) = ca::new_conductor(&dir, &spec, now)?;
+        let (cert_pem, key_pem, _) = bootstrap::new_conductor(&dir, &spec, now)?;
         let (_, conductor_der) =
-            crate::pem::find(cert_pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| crypto(e.to_string()))?;
-        let conductor_key = crate::keys::load_pem(&key_pem).map_err(crypto)?;
+            crate::encoding::pem::find(cert_pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| crypto(e.to_string()))?;
+        let conductor_key = crate::issuance::keys::load_pem(&key_pem).map_err(crypto)?;
         Ok(Lab { _tmp: tmp, dir, conductor_der, conductor_key })
     }
 
@@ -116,20 +116,20 @@ pub fn vouched_csr(
     client: &rcgen::KeyPair,
     now: OffsetDateTime,
 ) -> Result<Vec<u8>, Error> {
-    let class = crate::classification::Classification::from_yaml(CLASSIFICATION, 65536)
+    let class = crate::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536)
         .map_err(|error| Error::Classification { source: "bench".into(), error })?;
-    let a = crate::attrs::sign(
+    let a = crate::vouching::attrs::sign(
         conductor_der,
         conductor_key,
         &class,
         now + time::Duration::hours(1),
-        crate::attrs::CertEncoding::Base64Der,
+        crate::vouching::attrs::CertEncoding::Base64Der,
         Some(certname),
     )
     .map_err(crypto)?;
-    let attrs = crate::attrs::CsrAttributes::from_vouched(&a, Some(crate::policy::DEFAULT_MIRROR_OID));
-    let spec = crate::csr::CsrSpec::from_attributes(certname, &attrs).map_err(crypto)?;
-    crate::csr::build(&spec, client).map_err(crypto)
+    let attrs = crate::vouching::attrs::CsrAttributes::from_vouched(&a, Some(crate::policy::DEFAULT_MIRROR_OID));
+    let spec = attrs.csr_spec(certname).map_err(crypto)?;
+    crate::encoding::csr::build(&spec, client).map_err(crypto)
 }
 
 /// One row of `vouch bench decide`.
@@ -163,15 +163,16 @@ pub fn decide(ca_types: &[KeyType], client_types: &[KeyType], budget: Duration) 
     for &ca_type in ca_types {
         let lab = Lab::new(ca_type, now)?;
         let auth = crate::authority::Authority::open(&lab.dir)?;
-        let (ca_der, ca_key) = ca::load_cert_and_key(&lab.dir.file(ca::CA_CERT), &lab.dir.file(ca::CA_KEY))?;
-        let master = crate::issue::MasterCa::new(ca_der, ca_key, String::new())?;
+        let (ca_der, ca_key) =
+            bootstrap::load_cert_and_key(&lab.dir.file(bootstrap::CA_CERT), &lab.dir.file(bootstrap::CA_KEY))?;
+        let master = crate::issuance::certificate::MasterCa::new(ca_der, ca_key, String::new())?;
         for &client_type in client_types {
             let client = client_type.generate().map_err(crypto)?;
             let certname = "web01.example.test";
             let csr = lab.csr(certname, &client, now)?;
-            let req = crate::decide::Request { csr: &csr, certname };
+            let req = crate::decision::Request { csr: &csr, certname };
             let decide_once = || {
-                crate::decide::decide(&req, &auth.policy, now)
+                crate::decision::decide(&req, &auth.policy, now)
                     .map_err(|r| Error::Usage { detail: format!("the benchmark CSR was refused: {:?}", r.reasons) })
             };
             decide_once()?;
@@ -181,8 +182,8 @@ pub fn decide(ca_types: &[KeyType], client_types: &[KeyType], budget: Duration) 
                 let grant = decide_once()?;
                 aws_lc_rs::rand::fill(&mut serial).map_err(|_| crypto("no randomness"))?;
                 serial[0] = (serial[0] & 0x7f) | 0x40;
-                let prepared = crate::issue::prepare(
-                    crate::issue::Authorization::Vouched(Box::new(grant)),
+                let prepared = crate::issuance::certificate::prepare(
+                    crate::issuance::certificate::Authorization::Vouched(Box::new(grant)),
                     &auth.policy.profile,
                     &auth.policy.mirror_oid,
                     &auth.policy.allowed_extensions,
@@ -240,7 +241,7 @@ pub fn hook(runs: usize, journal_and_audit: bool) -> Result<HookResult, Error> {
             .map_err(|source| Error::Io { path: policy.clone(), op: "read", source })?
             .replace("enabled = true", "enabled = false")
             .replace("log = \"audit.log\"", "# no audit log");
-        crate::fsutil::write_replace(&policy, text.as_bytes(), 0o644).map_err(|source| Error::Io {
+        crate::files::durable::write_replace(&policy, text.as_bytes(), 0o644).map_err(|source| Error::Io {
             path: policy.clone(),
             op: "write",
             source,
@@ -252,7 +253,7 @@ pub fn hook(runs: usize, journal_and_audit: bool) -> Result<HookResult, Error> {
     let mut times = Vec::with_capacity(runs);
     for i in 0..runs {
         let certname = format!("hook{i}.example.test");
-        let csr = crate::pem::encode("CERTIFICATE REQUEST", &lab.csr(&certname, &client, now)?);
+        let csr = crate::encoding::pem::encode("CERTIFICATE REQUEST", &lab.csr(&certname, &client, now)?);
         let start = Instant::now();
         let mut child = std::process::Command::new(&exe)
             .args(["autosign", "--policy"])
@@ -347,8 +348,8 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 /// own kept-alive TLS connection, PUTs its CSR and GETs its certificate, `per_agent` times.
 pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Vec<ServeRow>, Error> {
     let now = OffsetDateTime::now_utc();
-    let (conductor_der, conductor_key) = ca::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
-    let bundle = crate::input::read(&load.ca_bundle, crate::input::Kind::Cert)?;
+    let (conductor_der, conductor_key) = bootstrap::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
+    let bundle = crate::error::read_input(&load.ca_bundle, crate::files::input::Kind::Cert)?;
     let config = tls_config(&bundle, None).map_err(crypto)?;
     let mut run_id = [0u8; 4];
     aws_lc_rs::rand::fill(&mut run_id).map_err(|_| crypto("no randomness"))?;
@@ -366,7 +367,7 @@ pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Ve
                 let name = format!("b{run}-{agents}-{a}-{i}.bench.test");
                 let key = keys.get((a + i) % keys.len()).ok_or_else(|| crypto("no key"))?;
                 let der = vouched_csr(&conductor_der, &conductor_key, &name, key, now)?;
-                mine.push((name, crate::pem::encode("CERTIFICATE REQUEST", &der).into_bytes()));
+                mine.push((name, crate::encoding::pem::encode("CERTIFICATE REQUEST", &der).into_bytes()));
             }
             work.push(mine);
         }

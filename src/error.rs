@@ -1,7 +1,8 @@
-//! Errors of vouch's commands (not decisions: refusals are [`crate::decide::Refusal`]).
+//! Errors of vouch's commands (not decisions: refusals are [`crate::decision::Refusal`]).
 #![deny(clippy::arithmetic_side_effects)]
 
-use std::path::PathBuf;
+use crate::files::input::{read_bounded, read_path, Kind};
+use std::path::{Path, PathBuf};
 
 /// A command failed. Each variant has a message and a hint.
 #[derive(Debug)]
@@ -37,7 +38,7 @@ pub enum Error {
     },
     Classification {
         source: String,
-        error: crate::classification::ClassificationError,
+        error: crate::vouching::classification::ClassificationError,
     },
     Attributes {
         path: PathBuf,
@@ -61,7 +62,7 @@ pub enum Error {
     /// A certname that fails the certname rules (it would become a file name).
     CertnameInvalid {
         certname: String,
-        problem: crate::decide::CertnameProblem,
+        problem: crate::decision::CertnameProblem,
     },
     NotValid {
         certname: String,
@@ -70,7 +71,7 @@ pub enum Error {
     /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
     Refused {
         certname: String,
-        refused: Box<crate::decide::Refused>,
+        refused: Box<crate::decision::Refused>,
     },
     /// Puppet Server's CA directory (hook mode) is unusable.
     PuppetCa {
@@ -89,7 +90,7 @@ pub enum Error {
     },
     /// A file or directory vouch trusts (data directory, `ca/`, policy, CA key) that
     /// another user could change.
-    Untrusted(crate::fsutil::Untrusted),
+    Untrusted(crate::files::trust::Untrusted),
     /// An output path vouch will not write (a symbolic link, a directory).
     Output {
         path: PathBuf,
@@ -257,8 +258,8 @@ impl Error {
     }
 }
 
-impl From<crate::fsutil::Untrusted> for Error {
-    fn from(e: crate::fsutil::Untrusted) -> Self {
+impl From<crate::files::trust::Untrusted> for Error {
+    fn from(e: crate::files::trust::Untrusted) -> Self {
         Error::Untrusted(e)
     }
 }
@@ -269,10 +270,25 @@ impl From<crate::policy::PolicyError> for Error {
     }
 }
 
-impl std::error::Error for Error {}
-impl std::error::Error for crate::policy::PolicyError {}
-impl std::error::Error for crate::store::StoreError {}
-impl std::error::Error for crate::decide::Refusal {}
-impl std::error::Error for crate::csr::CsrError {}
-impl std::error::Error for crate::classification::ClassificationError {}
-impl std::error::Error for crate::issue::IssueError {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } | Error::Listen { source, .. } => Some(source),
+            Error::Policy(e) => Some(e),
+            Error::Classification { error, .. } => Some(error),
+            Error::Untrusted(u) => Some(u),
+            Error::Partial { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// [`read_path`], its failure as a command error naming the file.
+pub fn read_input(path: &Path, kind: Kind) -> Result<Vec<u8>, Error> {
+    read_path(path, kind).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
+}
+
+/// Standard input up to the kind's limit.
+pub fn read_stdin(kind: Kind) -> Result<Vec<u8>, Error> {
+    read_bounded(std::io::stdin().lock(), kind).map_err(|source| Error::Io { path: "stdin".into(), op: "read", source })
+}

@@ -1,36 +1,45 @@
 //! vouch: a certificate authority that autosigns Puppet agents whose CSRs
 //! carry attributes vouched for (signed) by a trusted cloud conductor.
 //!
-//! The decision ([`decide::decide`]) is pure: CSR bytes, certname, policy and
-//! time in; a [`decide::Grant`] or every [`decide::Refusal`] out.
+//! The decision ([`decision::decide`]) is pure: CSR bytes, certname, policy and
+//! time in; a [`decision::Grant`] or every [`decision::Refusal`] out.
+//!
+//! The modules, lowest first (each uses only those before it; `scripts/module-deps`
+//! checks it):
+//!
+//! - [`encoding`]: DER, OIDs, PEM, distinguished names, PKCS#10 requests, time formats.
+//! - [`vouching`]: what a conductor signs: the attributes, their canonical string,
+//!   conductor-side signing, the attribute file formats, the classification.
+//! - [`files`]: bounded reads, ownership checks, durable writes, the output rule.
+//! - [`policy`]: the policy file, validated once into a [`Policy`].
+//! - [`decision`]: the pure decision and its refusal codes.
+//! - [`error`]: the commands' [`Error`].
+//! - [`store`]: the certificate store (trait, file store and its log), the replay journal,
+//!   the audit line, group commit.
+//! - [`issuance`]: the certificate profile, keys, the CA's creation (root, master CA,
+//!   conductors) and its data directory.
+//! - [`authority`]: decide → claim → sign → commit, renewal, revocation, CRLs.
+//! - [`hook`]: Puppet Server mode (its CA directory, for `enc --puppet-cadir`).
+//! - [`serve`]: `vouch serve`, the Puppet CA API over HTTPS, and its client.
+//! - [`bench`]: `vouch bench`.
+//! - [`cli`]: the command line.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod attrs;
-pub mod audit;
 pub mod authority;
 pub mod bench;
-pub mod ca;
-pub mod classification;
 pub mod cli;
-pub mod csr;
-pub mod decide;
-pub mod der;
-pub mod dn;
+pub mod decision;
+pub mod encoding;
 pub mod error;
-pub mod fsutil;
-pub mod group;
-pub mod input;
-pub mod issue;
-pub mod keys;
-pub mod oids;
-pub mod pem;
+pub mod files;
+pub mod hook;
+pub mod issuance;
 pub mod policy;
-pub mod puppetca;
-pub mod replay;
 pub mod serve;
 pub mod store;
+pub mod vouching;
 
-pub use decide::{decide, Grant, Refusal, Refused, Request};
+pub use decision::{decide, Grant, Refusal, Refused, Request};
 pub use error::Error;
 pub use policy::Policy;

@@ -54,7 +54,7 @@ impl Rng {
 }
 
 fn serial_of(pem: &str) -> String {
-    let (_, der) = vouch::pem::find(pem.as_bytes(), &["CERTIFICATE"]).expect("a whole PEM certificate");
+    let (_, der) = vouch::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).expect("a whole PEM certificate");
     let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("a whole certificate");
     cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -256,7 +256,7 @@ fn aborted_at_every_step_recovery_finishes_or_abandons() {
         let revs = std::fs::read_to_string(dir.join("ca/revocations.txt")).unwrap();
         assert_eq!(revs.lines().filter(|l| l.starts_with(&serial)).count(), 1, "{step}: {revs}");
         let crl = std::fs::read(dir.join("ca/ca_crl.pem")).unwrap();
-        let (_, der) = vouch::pem::find(&crl, &["X509 CRL"]).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
         let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
         let on_crl = crl
             .iter_revoked_certificates()

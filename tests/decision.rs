@@ -5,8 +5,8 @@ mod common;
 use common::*;
 use std::path::Path;
 use time::OffsetDateTime;
-use vouch::classification::ClassificationError;
-use vouch::decide::{decide, Refusal, Request};
+use vouch::decision::{decide, Refusal, Request};
+use vouch::vouching::classification::ClassificationError;
 use vouch::Policy;
 
 fn policy(name: &str) -> Policy {
@@ -147,14 +147,14 @@ fn signature_vectors_verify_and_deterministic_ones_reproduce() {
         let a = &v["attributes"];
         let get = |oid: &str| a[oid].as_str().unwrap().to_string();
         let canonical = if version == 1 {
-            vouch::attrs::canonical_v1(
+            vouch::vouching::attrs::canonical_v1(
                 &get("1.3.6.1.4.1.34380.2.2"),
                 &get("1.3.6.1.4.1.34380.2.3"),
                 &get("1.3.6.1.4.1.34380.2.4"),
                 &get("1.3.6.1.4.1.34380.2.5"),
             )
         } else {
-            vouch::attrs::canonical_v2(
+            vouch::vouching::attrs::canonical_v2(
                 &get("1.3.6.1.4.1.34380.2.2"),
                 &get("1.3.6.1.4.1.34380.2.3"),
                 &get("1.3.6.1.4.1.34380.2.4"),
@@ -164,7 +164,7 @@ fn signature_vectors_verify_and_deterministic_ones_reproduce() {
             )
         };
         assert_eq!(canonical, v["canonical_string"].as_str().unwrap().as_bytes(), "{name}");
-        let key = vouch::keys::load_pem(v["conductor_private_key_pem"].as_str().unwrap()).unwrap();
+        let key = vouch::issuance::keys::load_pem(v["conductor_private_key_pem"].as_str().unwrap()).unwrap();
         let sig = base64::engine::general_purpose::STANDARD.decode(get("1.3.6.1.4.1.34380.2.1")).unwrap();
         let cert = base64::engine::general_purpose::STANDARD.decode(get("1.3.6.1.4.1.34380.2.4")).unwrap();
         let der = rustls_pki_types::CertificateDer::from(cert.as_slice());
@@ -237,12 +237,20 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
 
 /// A CSR for `certname` carrying version 1 attributes signed by `cert_der`/`key`.
 fn vouched_csr(cert_der: &[u8], key: &rcgen::KeyPair, certname: &str, classification: &str) -> Vec<u8> {
-    let class = vouch::classification::Classification::from_yaml(classification, 65536).unwrap();
+    let class = vouch::vouching::classification::Classification::from_yaml(classification, 65536).unwrap();
     let expiry = now() + time::Duration::hours(1);
-    let v = vouch::attrs::sign(cert_der, key, &class, expiry, vouch::attrs::CertEncoding::Base64Der, None).unwrap();
-    let attrs = vouch::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
-    let spec = vouch::csr::CsrSpec::from_attributes(certname, &attrs).unwrap();
-    vouch::csr::build(&spec, &rcgen::KeyPair::generate().unwrap()).unwrap()
+    let v = vouch::vouching::attrs::sign(
+        cert_der,
+        key,
+        &class,
+        expiry,
+        vouch::vouching::attrs::CertEncoding::Base64Der,
+        None,
+    )
+    .unwrap();
+    let attrs = vouch::vouching::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    let spec = attrs.csr_spec(certname).unwrap();
+    vouch::encoding::csr::build(&spec, &rcgen::KeyPair::generate().unwrap()).unwrap()
 }
 
 /// fixtures/policy.toml with absolute paths, plus `extra`.
@@ -277,7 +285,8 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
     params.not_before = now() - time::Duration::days(30);
     params.not_after = now() + time::Duration::days(30);
     params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::Other(vouch::oids::EKU_CONDUCTOR.to_vec())];
+    params.extended_key_usages =
+        vec![rcgen::ExtendedKeyUsagePurpose::Other(vouch::encoding::oids::EKU_CONDUCTOR.to_vec())];
     let cert = params.self_signed(&key).unwrap();
     let csr = vouched_csr(cert.der(), &key, &certname, "classes: [ntp]\n");
     let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
@@ -285,8 +294,9 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
     assert_eq!(codes, ["conductor-untrusted"], "{:?}", r.reasons);
     // The trusted conductor-p256 and the same certname: the scope is judged, in linear time.
     let pem = std::fs::read(fixture("pki/conductor-p256.pem")).unwrap();
-    let der = vouch::pem::find(&pem, &["CERTIFICATE"]).unwrap().1;
-    let key = vouch::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-p256.key")).unwrap()).unwrap();
+    let der = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap().1;
+    let key =
+        vouch::issuance::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-p256.key")).unwrap()).unwrap();
     let csr = vouched_csr(&der, &key, &certname, "classes: [ntp]\n");
     let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
     assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["certname-out-of-scope"]);

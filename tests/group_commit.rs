@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use time::OffsetDateTime;
 use vouch::authority::{Authority, SignOutcome};
-use vouch::ca::CaDir;
+use vouch::issuance::bootstrap::CaDir;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -290,7 +290,7 @@ fn crl_is_regenerated_before_it_lapses() {
     assert_eq!(number(), n0);
     // 25 days later, any command that touches the store regenerates it.
     let later = time::OffsetDateTime::now_utc() + time::Duration::days(25);
-    let later = vouch::attrs::format_expiry(later);
+    let later = vouch::encoding::time::format_rfc3339(later);
     ok(&ca.vouch(&["--now", &later, "list"]));
     assert_eq!(number(), n0 + 1);
     let (_, text) = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-nextupdate"]);
@@ -476,7 +476,7 @@ fn renewal_rechecks_the_vouching_conductor() {
         std::fs::write(&policy, &original).unwrap();
     };
     let conductor_pem = std::fs::read(ca.work.join("cloud1.pem")).unwrap();
-    let (_, conductor_der) = vouch::pem::find(&conductor_pem, &["CERTIFICATE"]).unwrap();
+    let (_, conductor_der) = vouch::encoding::pem::find(&conductor_pem, &["CERTIFICATE"]).unwrap();
     let (_, conductor) = x509_parser::parse_x509_certificate(&conductor_der).unwrap();
     let subject = conductor.subject().to_string();
 
@@ -548,7 +548,7 @@ fn renewal_rechecks_the_vouching_conductor() {
     assert_ne!(signed(), issued);
     // The conductor's own expiry does not stop renewal (a node's identity does not lapse
     // with its launcher's): 400 days on, the 365-day conductor has expired.
-    let later = vouch::attrs::format_expiry(time::OffsetDateTime::now_utc() + time::Duration::days(400));
+    let later = vouch::encoding::time::format_rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(400));
     ok(&ca.vouch(&["--now", &later, "renew", name]));
     let audit = std::fs::read_to_string(ca.dir.join("audit.log")).unwrap();
     assert_eq!(audit.matches("\"renewal-refused\"").count(), 5, "{audit}");
@@ -614,7 +614,7 @@ fn puppet_cadir(dir: &Path, nodes: &[(&str, &str)]) {
         let b64 = base64::engine::general_purpose::STANDARD.encode(classification);
         p.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
             vouch::policy::DEFAULT_MIRROR_OID,
-            vouch::der::utf8_string(&b64),
+            vouch::encoding::der::utf8_string(&b64),
         )];
         let cert = p.signed_by(&key, &issuer).unwrap();
         std::fs::write(dir.join("signed").join(format!("{name}.pem")), cert.pem()).unwrap();
@@ -627,8 +627,8 @@ fn puppet_cadir(dir: &Path, nodes: &[(&str, &str)]) {
 #[test]
 fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
     let want = {
-        let c = vouch::classification::Classification::from_yaml(TRICKY, 65536).unwrap();
-        vouch::classification::to_json(&c.value, "c").unwrap()
+        let c = vouch::vouching::classification::Classification::from_yaml(TRICKY, 65536).unwrap();
+        vouch::vouching::classification::to_json(&c.value, "c").unwrap()
     };
     // The CA's store.
     let ca = Ca::new("p256");
@@ -657,16 +657,26 @@ fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
     // fixture classification-key-not-json goes through each in tests/cli.rs and here).
     let csr = ca.work.join("web02.csr");
     let attrs = ca.work.join("web02.attrs.yaml");
-    let conductor = vouch::pem::find(&std::fs::read(ca.work.join("cloud1.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
-    let key = vouch::keys::load_pem(&std::fs::read_to_string(ca.work.join("cloud1.key")).unwrap()).unwrap();
-    let raw = vouch::classification::Classification {
+    let conductor =
+        vouch::encoding::pem::find(&std::fs::read(ca.work.join("cloud1.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let key = vouch::issuance::keys::load_pem(&std::fs::read_to_string(ca.work.join("cloud1.key")).unwrap()).unwrap();
+    let raw = vouch::vouching::classification::Classification {
         yaml: NULL_KEY.into(),
         value: serde_yaml_ng::from_str(NULL_KEY).unwrap(),
     };
     let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let v = vouch::attrs::sign(&conductor, &key, &raw, expiry, vouch::attrs::CertEncoding::Base64Der, None).unwrap();
-    let a = vouch::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
-    std::fs::write(&attrs, vouch::attrs::render(&a, vouch::attrs::Format::PuppetYaml).unwrap()).unwrap();
+    let v = vouch::vouching::attrs::sign(
+        &conductor,
+        &key,
+        &raw,
+        expiry,
+        vouch::vouching::attrs::CertEncoding::Base64Der,
+        None,
+    )
+    .unwrap();
+    let a = vouch::vouching::attrs::CsrAttributes::from_vouched(&v, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    std::fs::write(&attrs, vouch::vouching::attrs::render(&a, vouch::vouching::attrs::Format::PuppetYaml).unwrap())
+        .unwrap();
     ok(&ca.vouch(&[
         "csr",
         "--certname",

@@ -6,9 +6,10 @@ mod common;
 
 use common::*;
 use time::OffsetDateTime;
-use vouch::attrs::{self, canonical_v1, canonical_v2};
-use vouch::csr::{build, printable, CsrSpec};
-use vouch::{decide, oids, Policy, Request};
+use vouch::encoding::csr::{build, printable, CsrSpec};
+use vouch::encoding::oids;
+use vouch::vouching::attrs::{self, canonical_v1, canonical_v2};
+use vouch::{decide, Policy, Request};
 
 fn now() -> OffsetDateTime {
     OffsetDateTime::parse(&fixture_now(), &time::format_description::well_known::Rfc3339).unwrap()
@@ -52,7 +53,7 @@ fn canonical_strings_round_trip() {
     // every value vouch accepts is free of '\n' except a PEM .2.4, which must be exactly
     // one PEM block, so no field can absorb the next one's "OID=" line.
     assert_ne!(canonical_v1("1", "a", "b\n1.3.6.1.4.1.34380.2.5=c", "d"), canonical_v1("1", "a", "b", "c"));
-    let pem = vouch::pem::encode("CERTIFICATE", b"x");
+    let pem = vouch::encoding::pem::encode("CERTIFICATE", b"x");
     assert!(attrs::decode_conductor_cert(&format!("{pem}1.3.6.1.4.1.34380.2.5=c")).is_err());
 }
 
@@ -61,13 +62,14 @@ fn canonical_strings_round_trip() {
 fn any_single_byte_change_of_a_signed_value_is_refused() {
     let policy = Policy::load(&fixture("policy.toml")).unwrap();
     let cert_pem = std::fs::read_to_string(fixture("pki/conductor-ed25519.pem")).unwrap();
-    let (_, cert_der) = vouch::pem::find(cert_pem.as_bytes(), &["CERTIFICATE"]).unwrap();
-    let key = vouch::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-ed25519.key")).unwrap()).unwrap();
-    let class = vouch::classification::Classification::from_yaml("classes: [ntp]\n", 65536).unwrap();
+    let (_, cert_der) = vouch::encoding::pem::find(cert_pem.as_bytes(), &["CERTIFICATE"]).unwrap();
+    let key = vouch::issuance::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-ed25519.key")).unwrap())
+        .unwrap();
+    let class = vouch::vouching::classification::Classification::from_yaml("classes: [ntp]\n", 65536).unwrap();
     let expiry = now() + time::Duration::hours(1);
     let a = attrs::sign(&cert_der, &key, &class, expiry, attrs::CertEncoding::Base64Der, Some(CERTNAME)).unwrap();
     let b = a.binding.clone().unwrap();
-    let node_key = vouch::keys::KeyType::Ed25519.generate().unwrap();
+    let node_key = vouch::issuance::keys::KeyType::Ed25519.generate().unwrap();
     let csr_with = |vals: &[String; 7]| -> Vec<u8> {
         let oids = [
             oids::ATTR_SIGNATURE,

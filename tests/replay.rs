@@ -198,10 +198,11 @@ fn attributes_of_a_refused_request_belong_to_its_key() {
     let e = Env::new();
     let name = "web01.example.test";
     let a = e.attrs("held", Some(name));
-    let parsed = vouch::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
-    let build = |attrs: &vouch::attrs::CsrAttributes, key: &rcgen::KeyPair| {
-        let spec = vouch::csr::CsrSpec::from_attributes(name, attrs).unwrap();
-        vouch::pem::encode("CERTIFICATE REQUEST", &vouch::csr::build(&spec, key).unwrap()).into_bytes()
+    let parsed = vouch::vouching::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let build = |attrs: &vouch::vouching::attrs::CsrAttributes, key: &rcgen::KeyPair| {
+        let spec = attrs.csr_spec(name).unwrap();
+        vouch::encoding::pem::encode("CERTIFICATE REQUEST", &vouch::encoding::csr::build(&spec, key).unwrap())
+            .into_bytes()
     };
     let mut with_role = parsed.clone();
     with_role.extension_requests.insert("1.3.6.1.4.1.34380.1.1.13".into(), "webserver".into());
@@ -283,14 +284,14 @@ fn check_reads_the_journal_and_sign_refuses_what_a_hook_approved() {
 fn resign(attrs: &Path, cert: &Path, key: &Path, certname: &str, out: &Path) {
     use base64::Engine;
     let text = std::fs::read_to_string(attrs).unwrap();
-    let mut parsed = vouch::attrs::parse_file(&text).unwrap();
-    let der = vouch::pem::find(&std::fs::read(cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
-    let key = vouch::keys::load_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
+    let mut parsed = vouch::vouching::attrs::parse_file(&text).unwrap();
+    let der = vouch::encoding::pem::find(&std::fs::read(cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let key = vouch::issuance::keys::load_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
     let m = &mut parsed.custom_attributes;
     m.insert("1.3.6.1.4.1.34380.2.4".into(), base64::engine::general_purpose::STANDARD.encode(&der));
     m.insert("1.3.6.1.4.1.34380.2.6".into(), certname.into());
     let get = |oid: &str| m[oid].clone();
-    let canonical = vouch::attrs::canonical_v2(
+    let canonical = vouch::vouching::attrs::canonical_v2(
         &get("1.3.6.1.4.1.34380.2.2"),
         &get("1.3.6.1.4.1.34380.2.3"),
         &get("1.3.6.1.4.1.34380.2.4"),
@@ -298,9 +299,10 @@ fn resign(attrs: &Path, cert: &Path, key: &Path, certname: &str, out: &Path) {
         &get("1.3.6.1.4.1.34380.2.6"),
         &get("1.3.6.1.4.1.34380.2.7"),
     );
-    let sig = vouch::attrs::sign_message(&key, &canonical).unwrap();
+    let sig = vouch::vouching::attrs::sign_message(&key, &canonical).unwrap();
     m.insert("1.3.6.1.4.1.34380.2.1".into(), sig);
-    std::fs::write(out, vouch::attrs::render(&parsed, vouch::attrs::Format::PuppetYaml).unwrap()).unwrap();
+    std::fs::write(out, vouch::vouching::attrs::render(&parsed, vouch::vouching::attrs::Format::PuppetYaml).unwrap())
+        .unwrap();
 }
 
 /// Issue 13, point 4: a nonce is one conductor's. A second conductor that learns it and
@@ -333,7 +335,7 @@ fn another_conductor_cannot_burn_a_nonce() {
 fn a_nonce_used_before_the_upgrade_stays_used() {
     let e = Env::new();
     let a = e.attrs("a", Some(CERTNAME));
-    let parsed = vouch::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let parsed = vouch::vouching::attrs::parse_file(&std::fs::read_to_string(&a).unwrap()).unwrap();
     let nonce = parsed.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
     let expiry = time::OffsetDateTime::parse(
         &parsed.custom_attributes["1.3.6.1.4.1.34380.2.3"],
@@ -341,10 +343,13 @@ fn a_nonce_used_before_the_upgrade_stays_used() {
     )
     .unwrap();
     // What an older vouch's hook wrote when it approved these attributes for another key.
-    let journal = vouch::replay::Journal::new(e.dir.join("replay"));
-    let legacy = vouch::replay::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let journal = vouch::store::journal::Journal::new(e.dir.join("replay"));
+    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
     let now = time::OffsetDateTime::now_utc();
-    assert_eq!(journal.claim(&legacy, expiry, CERTNAME, "old-key", true, now).unwrap(), vouch::replay::Claim::Fresh);
+    assert_eq!(
+        journal.claim(&legacy, expiry, CERTNAME, "old-key", true, now).unwrap(),
+        vouch::store::journal::Claim::Fresh
+    );
     let (code, err) = e.hook(CERTNAME, &e.csr(CERTNAME, &a, "replayed"));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("[attributes-replayed]") && err.contains(CERTNAME), "{err}");

@@ -266,7 +266,7 @@ fn first_run_then_a_real_agent_bootstraps_with_its_classification_and_revocation
 
     // The certificate carries the classification, chains to the root, and vouch classifies from it.
     let cert = conf.parent().unwrap().join(format!("ssl/certs/{CERTNAME}.pem"));
-    let b64 = vouch::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap().to_base64();
+    let b64 = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap().to_base64();
     let x = ok(&openssl(&["x509", "-in", s(&cert), "-noout", "-text"]));
     assert!(x.contains("1.3.6.1.4.1.34380.2.5") && x.contains("1.3.6.1.4.1.34380.1.2.5"), "{x}");
     assert_eq!(x.matches(&b64).count(), 2, "{x}");
@@ -338,8 +338,9 @@ fn refused_agents_get_no_certificate_and_their_requests_stay_pending_with_the_re
     let dir = tmp.path().join("vouch");
     let server = Server::start(&dir, &[]);
     let before = inventory(&dir).len();
-    let other =
-        vouch::classification::Classification::from_yaml("classes:\n  - role::db\n", 65536).unwrap().to_base64();
+    let other = vouch::vouching::classification::Classification::from_yaml("classes:\n  - role::db\n", 65536)
+        .unwrap()
+        .to_base64();
     // (certname, how the attributes were spoiled, the reason vouch must give)
     let cases: &[(&str, &str, &str)] = &[
         ("web01.example.test", "classification", "signature-invalid"),
@@ -421,7 +422,7 @@ fn renewal_keeps_the_classification_and_only_the_current_certificate_renews_itse
     let old_path = tmp.path().join("old.pem");
     std::fs::write(&old_path, &old).unwrap();
     assert_eq!(pubkey(&cert), pubkey(&old_path));
-    let b64 = vouch::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap().to_base64();
+    let b64 = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap().to_base64();
     assert_eq!(ok(&openssl(&["x509", "-in", s(&cert), "-noout", "-text"])).matches(&b64).count(), 2);
     ok(&puppet(&conf, &["ssl", "verify"]));
     server.wait_log("the renewal", |v| v["event"] == "renewed" && v["old_serial"] == old_serial.as_str());
@@ -617,22 +618,30 @@ fn make_csr(base: &Path, certname: &str, attrs: &Path) -> Vec<u8> {
 }
 
 /// Version 2 attributes for `certname`, made with the library (fast).
-fn vouched_attributes(dir: &Path, certname: &str) -> vouch::attrs::CsrAttributes {
+fn vouched_attributes(dir: &Path, certname: &str) -> vouch::vouching::attrs::CsrAttributes {
     let cert_pem = std::fs::read(dir.join("conductor/conductor_crt.pem")).unwrap();
-    let (_, cert_der) = vouch::pem::find(&cert_pem, &["CERTIFICATE"]).unwrap();
+    let (_, cert_der) = vouch::encoding::pem::find(&cert_pem, &["CERTIFICATE"]).unwrap();
     let ckey =
-        vouch::keys::load_pem(&std::fs::read_to_string(dir.join("conductor/conductor_key.pem")).unwrap()).unwrap();
-    let class = vouch::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
+        vouch::issuance::keys::load_pem(&std::fs::read_to_string(dir.join("conductor/conductor_key.pem")).unwrap())
+            .unwrap();
+    let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
     let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let a = vouch::attrs::sign(&cert_der, &ckey, &class, expiry, vouch::attrs::CertEncoding::Base64Der, Some(certname))
-        .unwrap();
-    vouch::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID))
+    let a = vouch::vouching::attrs::sign(
+        &cert_der,
+        &ckey,
+        &class,
+        expiry,
+        vouch::vouching::attrs::CertEncoding::Base64Der,
+        Some(certname),
+    )
+    .unwrap();
+    vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID))
 }
 
 /// A CSR as a Puppet agent makes it from those attributes, signed by `key`.
-fn csr_for(certname: &str, attrs: &vouch::attrs::CsrAttributes, key: &rcgen::KeyPair) -> Vec<u8> {
-    let spec = vouch::csr::CsrSpec::from_attributes(certname, attrs).unwrap();
-    vouch::pem::encode("CERTIFICATE REQUEST", &vouch::csr::build(&spec, key).unwrap()).into_bytes()
+fn csr_for(certname: &str, attrs: &vouch::vouching::attrs::CsrAttributes, key: &rcgen::KeyPair) -> Vec<u8> {
+    let spec = attrs.csr_spec(certname).unwrap();
+    vouch::encoding::pem::encode("CERTIFICATE REQUEST", &vouch::encoding::csr::build(&spec, key).unwrap()).into_bytes()
 }
 
 fn p256() -> rcgen::KeyPair {
@@ -712,7 +721,7 @@ fn two_hundred_agents_at_once_each_get_exactly_one_certificate() {
         assert_eq!(*connects, 1, "{name}: the connection was not kept alive");
         assert!(put.status == 200 || put.status == 400, "{name}: PUT {} {}", put.status, put.text());
         assert_eq!(get.status, 200, "{name}: GET {}", get.text());
-        let (_, der) = vouch::pem::find(&get.body, &["CERTIFICATE"]).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&get.body, &["CERTIFICATE"]).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
         let mine = cert.public_key().raw == rcgen::PublicKeyData::subject_public_key_info(key).as_slice();
         *winners.entry(name.as_str()).or_default() += usize::from(mine);
@@ -828,7 +837,7 @@ fn pending_requests_do_not_leak_good_attributes_nor_hide_signed_nodes() {
     assert_eq!(put(name, &csr_for(name, &attrs, &victim)).status, 200);
     let r = get_cert(name);
     assert_eq!(r.status, 200);
-    let (_, der) = vouch::pem::find(&r.body, &["CERTIFICATE"]).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&r.body, &["CERTIFICATE"]).unwrap();
     let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
     assert_eq!(cert.public_key().raw, rcgen::PublicKeyData::subject_public_key_info(&victim).as_slice());
 
@@ -1059,7 +1068,7 @@ fn a_server_killed_under_load_loses_no_certificate_it_handed_out() {
     let wal = std::fs::read_to_string(dir.join("ca/wal.log")).unwrap();
     assert_eq!(wal.lines().count(), 1, "the log was checkpointed: {wal:.200}");
     for (name, _, _, got) in &handed_out {
-        let (_, der) = vouch::pem::find(got.as_ref().unwrap(), &["CERTIFICATE"]).unwrap();
+        let (_, der) = vouch::encoding::pem::find(got.as_ref().unwrap(), &["CERTIFICATE"]).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
         let serial: String = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
         assert!(
@@ -1086,7 +1095,7 @@ fn a_server_killed_under_load_loses_no_certificate_it_handed_out() {
         assert!(put.status == 200 || put.status == 400, "{name}: {} {}", put.status, put.text());
         let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
         assert_eq!(get.status, 200, "{name}");
-        let (_, der) = vouch::pem::find(&get.body, &["CERTIFICATE"]).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&get.body, &["CERTIFICATE"]).unwrap();
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
         assert_eq!(cert.public_key().raw, rcgen::PublicKeyData::subject_public_key_info(key).as_slice(), "{name}");
     }
@@ -1520,7 +1529,8 @@ fn racing_requests_keep_nothing_beside_a_certificate_and_a_pending_csr_keeps_its
             let meta: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(requests.join(format!("{name}.json"))).unwrap()).unwrap();
             let reasons = meta["reasons"].to_string();
-            let csr = vouch::csr::parse(&std::fs::read(requests.join(format!("{name}.pem"))).unwrap()).unwrap();
+            let csr =
+                vouch::encoding::csr::parse(&std::fs::read(requests.join(format!("{name}.pem"))).unwrap()).unwrap();
             let cn = csr.common_names.first().cloned().unwrap_or_default();
             assert_eq!(
                 cn != name,

@@ -10,7 +10,7 @@ use common::{fixture, fixture_now, ok, s, CERTNAME};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use vouch::der::{self, tag, Reader};
+use vouch::encoding::der::{self, tag, Reader};
 
 fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
@@ -41,7 +41,7 @@ fn autosign(csr: &[u8]) -> Output {
 /// The DER of a fixture CSR (PEM).
 fn fixture_der(file: &str) -> Vec<u8> {
     let pem = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
-    vouch::pem::find(&pem, &["CERTIFICATE REQUEST"]).unwrap().1
+    vouch::encoding::pem::find(&pem, &["CERTIFICATE REQUEST"]).unwrap().1
 }
 
 /// `csr` with its outer signatureAlgorithm's content replaced by `alg_content` (the
@@ -434,26 +434,36 @@ fn rsa_1024_conductor_key_is_refused_for_its_key() {
             "-out",
             s(&cert),
         ]);
-        let der = vouch::pem::find(&std::fs::read(&cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
-        let expiry = vouch::attrs::format_expiry(time::OffsetDateTime::now_utc() + time::Duration::hours(1));
-        let mut a = vouch::attrs::VouchedAttributes {
+        let der = vouch::encoding::pem::find(&std::fs::read(&cert).unwrap(), &["CERTIFICATE"]).unwrap().1;
+        let expiry = vouch::encoding::time::format_rfc3339(time::OffsetDateTime::now_utc() + time::Duration::hours(1));
+        let mut a = vouch::vouching::attrs::VouchedAttributes {
             signature: String::new(),
             version: "2".into(),
             expiry,
             conductor: STANDARD.encode(&der),
             classification: STANDARD.encode("classes:\n  - profile::web\n"),
-            binding: Some(vouch::attrs::Binding { certname: name.clone(), nonce: format!("{:032x}", bits) }),
+            binding: Some(vouch::vouching::attrs::Binding { certname: name.clone(), nonce: format!("{:032x}", bits) }),
         };
         let b = a.binding.clone().unwrap();
-        let msg =
-            vouch::attrs::canonical_v2(&a.version, &a.expiry, &a.conductor, &a.classification, &b.certname, &b.nonce);
+        let msg = vouch::vouching::attrs::canonical_v2(
+            &a.version,
+            &a.expiry,
+            &a.conductor,
+            &a.classification,
+            &b.certname,
+            &b.nonce,
+        );
         let (msg_file, sig_file) = (w.join(format!("msg{bits}")), w.join(format!("sig{bits}")));
         std::fs::write(&msg_file, msg).unwrap();
         openssl(&["dgst", "-sha256", "-sign", s(&key), "-out", s(&sig_file), s(&msg_file)]);
         a.signature = STANDARD.encode(std::fs::read(&sig_file).unwrap());
-        let attrs = vouch::attrs::CsrAttributes::from_vouched(&a, None);
+        let attrs = vouch::vouching::attrs::CsrAttributes::from_vouched(&a, None);
         let attrs_file = w.join(format!("attrs{bits}.json"));
-        std::fs::write(&attrs_file, vouch::attrs::render(&attrs, vouch::attrs::Format::Json).unwrap()).unwrap();
+        std::fs::write(
+            &attrs_file,
+            vouch::vouching::attrs::render(&attrs, vouch::vouching::attrs::Format::Json).unwrap(),
+        )
+        .unwrap();
         let csr = w.join(format!("{name}.csr"));
         ok(&ca.vouch(&[
             "csr",
@@ -484,7 +494,7 @@ fn rsa_1024_conductor_key_is_refused_for_its_key() {
 #[test]
 fn nofollow_directory_and_file_opens() {
     use std::ffi::OsStr;
-    use vouch::fsutil::{open_nofollow, remove_in, NoFollowDir};
+    use vouch::files::durable::{open_nofollow, remove_in, NoFollowDir};
     let t = tempfile::tempdir().unwrap();
     let real = t.path().join("real");
     let outside = t.path().join("outside");
@@ -557,7 +567,9 @@ fn a_redo_marker_with_a_path_for_a_certname_is_damage_not_a_path() {
 #[test]
 fn conductor_certificate_signature_algorithm_is_read_exactly() {
     let t = tempfile::tempdir().unwrap();
-    let der = vouch::pem::find(&std::fs::read(fixture("pki/conductor-p256.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let der = vouch::encoding::pem::find(&std::fs::read(fixture("pki/conductor-p256.pem")).unwrap(), &["CERTIFICATE"])
+        .unwrap()
+        .1;
     let outer = Reader::new(&der).next_tag(tag::SEQUENCE, "cert").unwrap();
     let mut r = Reader::new(outer.content);
     let (tbs, alg, sig) = (r.any().unwrap(), r.next_tag(tag::SEQUENCE, "alg").unwrap(), r.any().unwrap());
@@ -570,7 +582,7 @@ fn conductor_certificate_signature_algorithm_is_read_exactly() {
     std::fs::write(&class, "classes:\n  - profile::web\n").unwrap();
     for (what, cert_der, granted) in [("untouched", der.clone(), true), ("NULL parameters", with_null, false)] {
         let cert = t.path().join(format!("{granted}.pem"));
-        std::fs::write(&cert, vouch::pem::encode("CERTIFICATE", &cert_der)).unwrap();
+        std::fs::write(&cert, vouch::encoding::pem::encode("CERTIFICATE", &cert_der)).unwrap();
         let attrs = t.path().join(format!("{granted}.attrs.yaml"));
         let out = run(
             vouch()

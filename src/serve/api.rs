@@ -115,7 +115,7 @@ fn method_not_allowed(req: &ApiRequest) -> ApiResponse {
 
 /// A certname in a URL: Puppet's rules (lowercase, no path tricks).
 fn certname_ok(name: &str) -> Result<(), ApiResponse> {
-    crate::decide::check_certname(name).map_err(|p| ApiResponse::text(400, format!("Invalid certname {name:?}: {p}")))
+    crate::decision::check_certname(name).map_err(|p| ApiResponse::text(400, format!("Invalid certname {name:?}: {p}")))
 }
 
 fn route(
@@ -136,7 +136,7 @@ fn route(
     };
     let m = req.method.as_str();
     match (endpoint, name) {
-        ("certificate", Some("ca")) if m == "GET" => read_file(auth, crate::ca::CA_BUNDLE),
+        ("certificate", Some("ca")) if m == "GET" => read_file(auth, crate::issuance::bootstrap::CA_BUNDLE),
         ("certificate_revocation_list", Some("ca")) if m == "GET" => crl(auth, req),
         ("certificate", Some(n)) if m == "GET" => certificate(auth, n),
         // Admin only (Puppet agents never read it back): a pending request may carry good
@@ -186,7 +186,7 @@ fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
             .map(OffsetDateTime::from)
             .map(|t| t.replace_nanosecond(0).unwrap_or(t))
     };
-    let modified = match (mtime("ca_crl.pem"), mtime(crate::ca::ROOT_CRL)) {
+    let modified = match (mtime("ca_crl.pem"), mtime(crate::issuance::bootstrap::ROOT_CRL)) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };
@@ -215,7 +215,7 @@ fn certificate(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
     Ok(match auth.certificate(name)? {
         Some((rec, pem)) if rec.state == State::Issued => match auth.protected(&rec, &pem) {
             Some(holder) => {
-                let reason = crate::decide::Refusal::NameReserved {
+                let reason = crate::decision::Refusal::NameReserved {
                     certname: name.to_string(),
                     name: name.to_string(),
                     holder: holder.to_string(),
@@ -245,11 +245,11 @@ fn request(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
 /// The answer to a request under a reserved name: 400, as Puppet Server answers a name it
 /// will not sign, with what the agent's operator must change (an agent on the service's own
 /// host takes the host name as its certname unless told otherwise).
-fn reserved_answer(name: &str, reason: &crate::decide::Refusal) -> ApiResponse {
+fn reserved_answer(name: &str, reason: &crate::decision::Refusal) -> ApiResponse {
     ApiResponse::text(400, format!("{reason}; ignoring certificate request for {name}. Hint: {}", reason.hint()))
 }
 
-fn reserved_not_found(name: &str, reason: &crate::decide::Refusal) -> ApiResponse {
+fn reserved_not_found(name: &str, reason: &crate::decision::Refusal) -> ApiResponse {
     ApiResponse::text(404, format!("Could not find certificate {name}: {reason}. Hint: {}", reason.hint()))
 }
 
@@ -282,8 +282,8 @@ fn submit(
     // kept or not (Authority::refuse), and answered below as this one.
     if auth.policy.on_existing == crate::policy::OnExisting::Refuse {
         if let Some((rec, _)) = auth.certificate(name)? {
-            let valid =
-                rec.state == State::Issued && crate::authority::parse_time(&rec.not_after).is_some_and(|t| t > now);
+            let valid = rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
             if valid {
                 return Ok(ApiResponse::text(
                     400,
@@ -295,7 +295,7 @@ fn submit(
     if req.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(ApiResponse::text(400, "The certificate request is empty"));
     }
-    let parsed = match crate::csr::parse(&req.body) {
+    let parsed = match crate::encoding::csr::parse(&req.body) {
         Ok(c) => c,
         Err(e) => {
             return Ok(ApiResponse::text(400, format!("The certificate request for {name} is not a valid CSR: {e}")))
@@ -316,9 +316,10 @@ fn submit(
         }
         SignOutcome::Refused(refused) => {
             let reasons = refused.tagged_reasons();
-            let exists = refused.reasons.iter().any(|r| matches!(r, crate::decide::Refusal::CertificateExists { .. }));
+            let exists =
+                refused.reasons.iter().any(|r| matches!(r, crate::decision::Refusal::CertificateExists { .. }));
             let reserved =
-                refused.reasons.iter().find(|r| matches!(r, crate::decide::Refusal::NameReserved { .. })).cloned();
+                refused.reasons.iter().find(|r| matches!(r, crate::decision::Refusal::NameReserved { .. })).cloned();
             events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
             if let Some(reason) = reserved {
                 return Ok(reserved_answer(name, &reason));
@@ -358,15 +359,6 @@ fn admin(auth: &Authority, req: &ApiRequest, events: &mut Vec<Event>) -> Result<
     }
 }
 
-/// Puppet's time format in statuses: `2031-11-21T10:34:53UTC` (vouch's RFC 3339 form
-/// with Puppet's zone suffix).
-fn puppet_time(t: OffsetDateTime) -> String {
-    let mut s = crate::attrs::format_expiry(t);
-    s.pop();
-    s.push_str("UTC");
-    s
-}
-
 fn digest_hex(alg: &'static aws_lc_rs::digest::Algorithm, der: &[u8]) -> String {
     aws_lc_rs::digest::digest(alg, der).as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
 }
@@ -389,7 +381,7 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
         }
     }
     if let Some((req, pem)) = auth.request(name)? {
-        let der = crate::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
+        let der = crate::encoding::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
         let fp = fingerprints(&der);
         return Ok(Some(serde_json::json!({
             "name": name, "state": "requested",
@@ -404,15 +396,15 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
 
 fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
     let Some((rec, pem)) = auth.certificate(name)? else { return Ok(None) };
-    let der = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+    let der = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
     let fp = fingerprints(&der);
     let mut sans = Vec::new();
     let mut not_before = None;
     let mut not_after = None;
     let mut auth_ext = serde_json::Map::new();
     if let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) {
-        not_before = Some(puppet_time(cert.validity().not_before.to_datetime()));
-        not_after = Some(puppet_time(cert.validity().not_after.to_datetime()));
+        not_before = Some(crate::encoding::time::format_puppet(cert.validity().not_before.to_datetime()));
+        not_after = Some(crate::encoding::time::format_puppet(cert.validity().not_after.to_datetime()));
         if let Ok(Some(san)) = cert.subject_alternative_name() {
             for n in &san.value.general_names {
                 match n {
@@ -433,13 +425,13 @@ fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>
         }
         for e in cert.extensions() {
             let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
-            if let Some(arcs) = arcs.filter(|a| crate::oids::is_under(a, crate::oids::PP_AUTH)) {
-                let name = crate::oids::PUPPET_SHORT_NAMES
+            if let Some(arcs) = arcs.filter(|a| crate::encoding::oids::is_under(a, crate::encoding::oids::PP_AUTH)) {
+                let name = crate::encoding::oids::PUPPET_SHORT_NAMES
                     .iter()
                     .find(|(_, o)| *o == arcs.as_slice())
                     .map(|(n, _)| n.to_string())
                     .unwrap_or_else(|| arcs.iter().map(u64::to_string).collect::<Vec<_>>().join("."));
-                let value = crate::der::Reader::new(e.value)
+                let value = crate::encoding::der::Reader::new(e.value)
                     .any()
                     .ok()
                     .map(|t| String::from_utf8_lossy(t.content).into_owned())
@@ -610,7 +602,7 @@ fn renewal(
     if let Some((rec, _)) = auth.certificate(&p.certname)? {
         let backdate = time::Duration::try_from(auth.policy.profile.backdate).unwrap_or(time::Duration::DAY);
         let min_age = time::Duration::try_from(auth.policy.renewal_min_age).unwrap_or(time::Duration::HOUR);
-        let issued_at = crate::authority::parse_time(&rec.not_before).map(|t| t + backdate);
+        let issued_at = crate::encoding::time::parse_rfc3339(&rec.not_before).ok().map(|t| t + backdate);
         if issued_at.is_some_and(|t| now - t < min_age) {
             events.push(Event::Denied { client: p.certname.clone(), reason: "renewal too soon".into() });
             return Ok(ApiResponse::text(
@@ -660,34 +652,26 @@ fn renewal(
 
 fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {
     let mut ca_certs = serde_json::Map::new();
-    let bundle = std::fs::read(auth.dir.file(crate::ca::CA_BUNDLE)).map_err(|source| Error::Io {
-        path: auth.dir.file(crate::ca::CA_BUNDLE),
+    let bundle = std::fs::read(auth.dir.file(crate::issuance::bootstrap::CA_BUNDLE)).map_err(|source| Error::Io {
+        path: auth.dir.file(crate::issuance::bootstrap::CA_BUNDLE),
         op: "read",
         source,
     })?;
-    for der in crate::pem::find_all(&bundle, "CERTIFICATE").unwrap_or_default() {
+    for der in crate::encoding::pem::find_all(&bundle, "CERTIFICATE").unwrap_or_default() {
         if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
-            ca_certs.insert(c.subject().to_string(), puppet_time(c.validity().not_after.to_datetime()).into());
+            ca_certs.insert(
+                c.subject().to_string(),
+                crate::encoding::time::format_puppet(c.validity().not_after.to_datetime()).into(),
+            );
         }
     }
     let mut crls = serde_json::Map::new();
-    for der in crate::pem::find_all(auth.crl_bundle()?.as_bytes(), "X509 CRL").unwrap_or_default() {
+    for der in crate::encoding::pem::find_all(auth.crl_bundle()?.as_bytes(), "X509 CRL").unwrap_or_default() {
         if let Ok((_, c)) = x509_parser::parse_x509_crl(&der) {
             if let Some(next) = c.next_update() {
-                crls.insert(c.issuer().to_string(), puppet_time(next.to_datetime()).into());
+                crls.insert(c.issuer().to_string(), crate::encoding::time::format_puppet(next.to_datetime()).into());
             }
         }
     }
     Ok(ApiResponse::json(200, &serde_json::json!({ "ca-certs": ca_certs, "crls": crls })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn puppet_time_format() {
-        let t = OffsetDateTime::from_unix_timestamp(1_953_462_893).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        assert_eq!(puppet_time(t), "2031-11-26T12:34:53UTC");
-    }
 }

@@ -33,7 +33,14 @@ impl std::fmt::Display for ClientError {
     }
 }
 
-impl std::error::Error for ClientError {}
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<std::io::Error> for ClientError {
     fn from(e: std::io::Error) -> Self {
@@ -73,7 +80,8 @@ pub struct Client {
 }
 
 fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, ClientError> {
-    let ders = crate::pem::find_all(pem, "CERTIFICATE").map_err(|e| ClientError::Credentials(e.to_string()))?;
+    let ders =
+        crate::encoding::pem::find_all(pem, "CERTIFICATE").map_err(|e| ClientError::Credentials(e.to_string()))?;
     if ders.is_empty() {
         return Err(ClientError::Credentials("no CERTIFICATE block".into()));
     }
@@ -95,8 +103,9 @@ pub fn tls_config(ca_pem: &[u8], identity: Option<(&[u8], &[u8])>) -> Result<Arc
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some((cert_pem, key_pem)) => {
-            let (label, der) = crate::pem::find(key_pem, &["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"])
-                .map_err(|e| ClientError::Credentials(format!("client key: {e}")))?;
+            let (label, der) =
+                crate::encoding::pem::find(key_pem, &["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"])
+                    .map_err(|e| ClientError::Credentials(format!("client key: {e}")))?;
             let key = match label {
                 "RSA PRIVATE KEY" => PrivateKeyDer::Pkcs1(der.into()),
                 "EC PRIVATE KEY" => PrivateKeyDer::Sec1(der.into()),

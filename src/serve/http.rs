@@ -1,11 +1,12 @@
 //! The network skin of `vouch serve`: TLS, HTTP/1.1, limits, signals and logs.
 
 use super::api::{self, ApiRequest, ApiResponse, Client, Event};
-use super::setup::{self, SetupReport};
+use super::setup::SetupReport;
 use super::ServeOptions;
 use crate::authority::Authority;
-use crate::ca::CaDir;
+use crate::encoding::time::{format_http_date, format_rfc3339_precise, parse_http_date};
 use crate::error::Error;
+use crate::issuance::bootstrap::CaDir;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -43,14 +44,10 @@ impl Shared {
     }
 }
 
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
-}
-
 /// One JSON line on stderr: the service's structured log.
 pub(crate) fn log(mut value: serde_json::Value) {
     if let Some(obj) = value.as_object_mut() {
-        obj.insert("time".into(), rfc3339(OffsetDateTime::now_utc()).into());
+        obj.insert("time".into(), format_rfc3339_precise(OffsetDateTime::now_utc()).into());
     }
     let mut line = value.to_string();
     line.push('\n');
@@ -88,18 +85,18 @@ fn crypto(detail: impl std::fmt::Display) -> Error {
 /// the master CA. Revocation is checked per request against the store itself.
 fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let read = |p: std::path::PathBuf| crate::input::read(&p, crate::input::Kind::Cert);
-    let cert_path = dir.dir.join(setup::SERVER_CERT);
+    let read = |p: std::path::PathBuf| crate::error::read_input(&p, crate::files::input::Kind::Cert);
+    let cert_path = dir.dir.join(crate::issuance::bootstrap::SERVER_CERT);
     let cert_pem = read(cert_path.clone())?;
-    let server_der = crate::pem::find(&cert_pem, &["CERTIFICATE"])
+    let server_der = crate::encoding::pem::find(&cert_pem, &["CERTIFICATE"])
         .map_err(|e| Error::Cert { path: cert_path, detail: e.to_string() })?
         .1;
-    let ca_path = dir.file(crate::ca::CA_CERT);
-    let ca_der = crate::pem::find(&read(ca_path.clone())?, &["CERTIFICATE"])
+    let ca_path = dir.file(crate::issuance::bootstrap::CA_CERT);
+    let ca_der = crate::encoding::pem::find(&read(ca_path.clone())?, &["CERTIFICATE"])
         .map_err(|e| Error::Cert { path: ca_path, detail: e.to_string() })?
         .1;
-    let key_path = dir.dir.join(setup::SERVER_KEY);
-    let key_der = crate::pem::find(&read(key_path.clone())?, &["PRIVATE KEY"])
+    let key_path = dir.dir.join(crate::issuance::bootstrap::SERVER_KEY);
+    let key_der = crate::encoding::pem::find(&read(key_path.clone())?, &["PRIVATE KEY"])
         .map_err(|e| Error::Key { path: key_path, detail: e.to_string() })?
         .1;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -127,21 +124,6 @@ fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
     Ok(config)
 }
 
-fn http_date(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    t.format(&fmt).unwrap_or_default()
-}
-
-fn parse_http_date(s: &str) -> Option<OffsetDateTime> {
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    time::PrimitiveDateTime::parse(s.trim(), &fmt).ok().map(|p| p.assume_utc())
-}
-
 /// Percent-decodes a URL path; `None` if it is not valid UTF-8 or has a bad escape.
 fn percent_decode(path: &str) -> Option<String> {
     let b = path.as_bytes();
@@ -166,7 +148,7 @@ fn response(r: ApiResponse) -> Response<Full<Bytes>> {
         .header("X-Puppet-Version", api::PUPPET_VERSION)
         .header("Content-Type", r.content_type);
     if let Some(t) = r.last_modified {
-        b = b.header("Last-Modified", http_date(t));
+        b = b.header("Last-Modified", format_http_date(t));
     }
     b.body(Full::new(Bytes::from(r.body))).unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }

@@ -22,7 +22,7 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// DNS names and IP addresses for the service's certificate; the first name is its certname.
     pub server_names: Vec<String>,
-    pub key_type: crate::keys::KeyType,
+    pub key_type: crate::issuance::keys::KeyType,
     /// Largest request body accepted (a CSR is 1–4 KB; Puppet Server takes up to 1 MB).
     pub max_body: usize,
     /// Time allowed for the TLS handshake.
@@ -47,7 +47,7 @@ impl ServeOptions {
             dir,
             listen: SocketAddr::from(([127, 0, 0, 1], 8140)),
             server_names: Vec::new(),
-            key_type: crate::keys::KeyType::default(),
+            key_type: crate::issuance::keys::KeyType::default(),
             max_body: 256 * 1024,
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(30),

@@ -4,20 +4,16 @@
 
 use super::ServeOptions;
 use crate::authority::{Authority, LocalSpec};
-use crate::ca::{self, CaDir, ConductorSpec};
 use crate::error::Error;
-use crate::issue::LocalRole;
+use crate::issuance::bootstrap::{
+    self, CaDir, ConductorSpec, ADMIN_CERT, ADMIN_KEY, CONDUCTOR_CERT, CONDUCTOR_KEY, SERVER_CERT, SERVER_KEY,
+};
+use crate::issuance::certificate::LocalRole;
 use crate::store::State;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
-pub const SERVER_CERT: &str = "server/server_crt.pem";
-pub const SERVER_KEY: &str = "server/server_key.pem";
-pub const ADMIN_CERT: &str = "admin/admin_crt.pem";
-pub const ADMIN_KEY: &str = "admin/admin_key.pem";
-pub const CONDUCTOR_CERT: &str = "conductor/conductor_crt.pem";
-pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
 /// Present from the start of `vouch serve`'s first run (before the CA is made) until
 /// every credential of that run exists.
 pub const FIRST_RUN_MARKER: &str = ".first-run-unfinished";
@@ -52,7 +48,7 @@ fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 fn mkdir_private(dir: &Path) -> Result<(), Error> {
-    ca::create_private_dir(dir)
+    bootstrap::create_private_dir(dir)
 }
 
 /// Writes a certificate and its key (0600) as a pair, replacing older ones: key first,
@@ -61,8 +57,8 @@ fn write_pair(cert: &Path, cert_pem: &str, key: &Path, key_pem: &str) -> Result<
     if let Some(parent) = cert.parent() {
         mkdir_private(parent)?;
     }
-    crate::fsutil::write_replace(key, key_pem.as_bytes(), 0o600).map_err(io(key, "write"))?;
-    crate::fsutil::write_replace(cert, cert_pem.as_bytes(), 0o644).map_err(io(cert, "write"))
+    crate::files::durable::write_replace(key, key_pem.as_bytes(), 0o600).map_err(io(key, "write"))?;
+    crate::files::durable::write_replace(cert, cert_pem.as_bytes(), 0o644).map_err(io(cert, "write"))
 }
 
 /// Writes a new private key (0600) where none is; never replaces one.
@@ -70,17 +66,17 @@ fn write_new_key(path: &Path, key: &rcgen::KeyPair) -> Result<(), Error> {
     if let Some(parent) = path.parent() {
         mkdir_private(parent)?;
     }
-    crate::fsutil::write_new(path, key.serialize_pem().as_bytes(), 0o600).map_err(io(path, "write"))
+    crate::files::durable::write_new(path, key.serialize_pem().as_bytes(), 0o600).map_err(io(path, "write"))
 }
 
 /// Writes a certificate where none is; never replaces one.
 fn write_new_cert(path: &Path, pem: &str) -> Result<(), Error> {
-    crate::fsutil::write_new(path, pem.as_bytes(), 0o644).map_err(io(path, "write"))
+    crate::files::durable::write_new(path, pem.as_bytes(), 0o644).map_err(io(path, "write"))
 }
 
 fn read_key(path: &Path) -> Result<rcgen::KeyPair, Error> {
-    let text = crate::input::read_path_text(path, crate::input::Kind::Key).map_err(io(path, "read"))?;
-    crate::keys::load_pem(&text).map_err(|detail| Error::Key { path: path.to_path_buf(), detail })
+    let text = crate::files::input::read_path_text(path, crate::files::input::Kind::Key).map_err(io(path, "read"))?;
+    crate::issuance::keys::load_pem(&text).map_err(|detail| Error::Key { path: path.to_path_buf(), detail })
 }
 
 /// How a start left a credential (a certificate and its key under DIR).
@@ -117,14 +113,14 @@ fn conductor_credential(
         ))),
         (false, true) => {
             let k = read_key(key)?;
-            let (pem, _) = ca::new_conductor_for_key(dir, &spec, &k, now)?;
+            let (pem, _) = bootstrap::new_conductor_for_key(dir, &spec, &k, now)?;
             write_new_cert(cert, &pem)?;
             Ok(Step::Completed)
         }
         (false, false) => {
             let k = opts.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
             write_new_key(key, &k)?;
-            let (pem, _) = ca::new_conductor_for_key(dir, &spec, &k, now)?;
+            let (pem, _) = bootstrap::new_conductor_for_key(dir, &spec, &k, now)?;
             write_new_cert(cert, &pem)?;
             Ok(Step::Created)
         }
@@ -152,12 +148,12 @@ fn admin_credential(
     };
     let current = auth.certificate(ADMIN_NAME)?;
     let valid = current.as_ref().filter(|(rec, _)| {
-        rec.state == State::Issued && crate::authority::parse_time(&rec.not_after).is_some_and(|t| t > now)
+        rec.state == State::Issued && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
     });
     match (cert.exists(), key.exists()) {
         (true, true) => {
             // Present, but is it still vouch-admin's current, valid certificate?
-            let der = |pem: &[u8]| crate::pem::find(pem, &["CERTIFICATE"]).ok().map(|(_, d)| d);
+            let der = |pem: &[u8]| crate::encoding::pem::find(pem, &["CERTIFICATE"]).ok().map(|(_, d)| d);
             let file = std::fs::read(cert).ok().and_then(|p| der(&p));
             let current = valid.and_then(|(_, pem)| der(pem.as_bytes()));
             if file.is_some() && file == current {
@@ -182,10 +178,11 @@ fn admin_credential(
             match valid {
                 Some((rec, pem)) => {
                     let spki = rcgen::PublicKeyData::subject_public_key_info(&k);
-                    let issued_for = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok().and_then(|(_, der)| {
-                        x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
-                    });
-                    if issued_for.is_some_and(|old| crate::csr::same_key(&old, &spki)) {
+                    let issued_for =
+                        crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok().and_then(|(_, der)| {
+                            x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
+                        });
+                    if issued_for.is_some_and(|old| crate::encoding::csr::same_key(&old, &spki)) {
                         write_new_cert(cert, pem)?;
                         Ok(Step::Completed)
                     } else {
@@ -236,44 +233,7 @@ fn never_used(dir: &CaDir) -> bool {
 /// This machine's host name, lowercased, if it is a valid certname.
 fn host_name() -> Option<String> {
     let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?.trim().to_ascii_lowercase();
-    crate::decide::check_certname(&h).is_ok().then_some(h)
-}
-
-/// A `--server-name`: an IP address, or a DNS host name (the service certificate's SAN,
-/// and the first one its certname): labels of 1 to 63 letters, digits and '-' (not at a
-/// label's ends), at most 253 characters, no empty label, no trailing dot, and a last label
-/// that is not all digits (`1.2.3.4.5` is neither an address nor a name). Lowercased.
-pub fn check_server_name(name: &str) -> Result<String, String> {
-    if name.parse::<IpAddr>().is_ok() {
-        return Ok(name.to_string());
-    }
-    let n = name.to_ascii_lowercase();
-    let bad = |why: &str| Err(format!("'{name}' is neither an IP address nor a DNS name: {why}"));
-    if n.is_empty() {
-        return bad("it is empty");
-    }
-    if n.len() > 253 {
-        return bad("it is longer than 253 characters");
-    }
-    let labels: Vec<&str> = n.split('.').collect();
-    for l in &labels {
-        if l.is_empty() {
-            return bad("it has an empty label ('..', or a leading or trailing dot)");
-        }
-        if l.len() > 63 {
-            return bad("a label is longer than 63 characters");
-        }
-        if !l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
-            return bad("a DNS name has only letters, digits, '-' and '.'");
-        }
-        if l.starts_with('-') || l.ends_with('-') {
-            return bad("a label starts or ends with '-'");
-        }
-    }
-    if labels.last().is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit())) {
-        return bad("its last label is all digits (an IP address has four numbers: 192.0.2.10)");
-    }
-    Ok(n)
+    crate::decision::check_certname(&h).is_ok().then_some(h)
 }
 
 /// The names for the service certificate: the operator's, else the host name and localhost,
@@ -318,12 +278,12 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
     if !key.exists() {
         return false;
     }
-    let Ok((_, der)) = crate::pem::find(&pem, &["CERTIFICATE"]) else { return false };
+    let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) else { return false };
     let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) else { return false };
     if c.validity().not_after.to_datetime() - now < SERVER_RENEW_BEFORE {
         return false;
     }
-    let serial = crate::issue::hex(c.raw_serial());
+    let serial = crate::encoding::hex(c.raw_serial());
     if !matches!(auth.store_record(&serial), Ok(Some(State::Issued))) {
         return false;
     }
@@ -353,22 +313,19 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let dir = CaDir::new(&opts.dir);
     // A new data directory is private; an existing one (and ca/, the policy, every key vouch
     // keeps there) must be owned by root or this user and not writable by group or others:
-    // the one rule of `fsutil::check_trusted`, as for every other command.
-    for n in &opts.server_names {
-        check_server_name(n).map_err(|detail| Error::Usage { detail: format!("--server-name: {detail}") })?;
-    }
+    // the one rule of `crate::files::trust::check_trusted`, as for every other command.
     dir.usable()?;
     if !dir.dir.exists() {
-        ca::create_private_dir(&dir.dir)?;
+        bootstrap::create_private_dir(&dir.dir)?;
     }
-    crate::fsutil::check_trusted(&dir.dir)?;
+    crate::files::trust::check_trusted(&dir.dir)?;
     if dir.ca().exists() {
-        crate::fsutil::check_trusted(&dir.ca())?;
+        crate::files::trust::check_trusted(&dir.ca())?;
     }
     for key in [SERVER_KEY, ADMIN_KEY, CONDUCTOR_KEY] {
         let key = dir.dir.join(key);
         if key.exists() {
-            crate::fsutil::check_private_key(&key)?;
+            crate::files::trust::check_private_key(&key)?;
         }
     }
     // The first run's own steps (the CA, the conductor credential to start with) are marked
@@ -376,15 +333,15 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     // and only then. After it, a missing conductor credential is the operator's doing (the
     // README says to keep it, and the root key, off a production host): never made again.
     let marker = dir.dir.join(FIRST_RUN_MARKER);
-    let created_ca = !dir.file(ca::CA_CERT).exists();
+    let created_ca = !dir.file(bootstrap::CA_CERT).exists();
     if created_ca {
-        crate::fsutil::write_replace(
+        crate::files::durable::write_replace(
             &marker,
             b"vouch serve's first run has not finished: the next start completes it\n",
             0o600,
         )
         .map_err(io(&marker, "write"))?;
-        ca::init(&dir, opts.key_type, now)?;
+        bootstrap::init(&dir, opts.key_type, now)?;
     }
     let first_run = created_ca || marker.exists();
     let mut notes = Vec::new();
@@ -393,8 +350,8 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     // used (the store was ever locked or issued) never gets a default policy in place of a
     // lost one (it may have been stricter): that stays an error.
     if !created_ca && !dir.policy().exists() && never_used(&dir) {
-        let text = crate::policy::default_policy_text(&format!("ca/{}", ca::ROOT_CERT));
-        crate::fsutil::write_new(&dir.policy(), text.as_bytes(), 0o644).map_err(io(&dir.policy(), "write"))?;
+        let text = crate::policy::default_policy_text(&format!("ca/{}", bootstrap::ROOT_CERT));
+        crate::files::durable::write_new(&dir.policy(), text.as_bytes(), 0o644).map_err(io(&dir.policy(), "write"))?;
         notes.push(format!(
             "completed: the policy was missing beside a CA never used (a first run that did not finish); \
              the default policy was written to {}",
@@ -451,7 +408,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     // What the service presents, as it is (its names are the reserved ones, whatever the flags).
     let (server_certname, served_names) = match std::fs::read(dir.dir.join(SERVER_CERT))
         .ok()
-        .and_then(|pem| crate::pem::find(&pem, &["CERTIFICATE"]).ok())
+        .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
     {
         Some((_, der)) => {
             let mut names: Vec<String> = Vec::new();
@@ -473,16 +430,16 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         }
     }
 
-    let root = std::fs::read(dir.file(ca::ROOT_CERT)).map_err(io(&dir.file(ca::ROOT_CERT), "read"))?;
-    let root_der = crate::pem::find(&root, &["CERTIFICATE"])
+    let root = std::fs::read(dir.file(bootstrap::ROOT_CERT)).map_err(io(&dir.file(bootstrap::ROOT_CERT), "read"))?;
+    let root_der = crate::encoding::pem::find(&root, &["CERTIFICATE"])
         .map(|(_, d)| d)
-        .map_err(|e| Error::Cert { path: dir.file(ca::ROOT_CERT), detail: e.to_string() })?;
-    let bundle = std::fs::read(dir.file(ca::CA_BUNDLE)).map_err(io(&dir.file(ca::CA_BUNDLE), "read"))?;
+        .map_err(|e| Error::Cert { path: dir.file(bootstrap::ROOT_CERT), detail: e.to_string() })?;
+    let bundle = std::fs::read(dir.file(bootstrap::CA_BUNDLE)).map_err(io(&dir.file(bootstrap::CA_BUNDLE), "read"))?;
     Ok(SetupReport {
         dir: dir.dir.clone(),
         created_ca,
-        root_fingerprint: ca::fingerprint(&root_der),
-        bundle_fingerprint: ca::fingerprint(&bundle),
+        root_fingerprint: bootstrap::fingerprint(&root_der),
+        bundle_fingerprint: bootstrap::fingerprint(&bundle),
         policy: dir.policy(),
         conductor: (conductor.0.exists() && conductor.1.exists()).then_some(conductor),
         admin: (admin.0.exists() && admin.1.exists()).then_some(admin),
@@ -497,8 +454,8 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
 /// The certname and serial of the certificate the service presents now, if readable.
 fn served(dir: &Path) -> Option<(String, String)> {
     let pem = std::fs::read(dir.join(SERVER_CERT)).ok()?;
-    let (_, der) = crate::pem::find(&pem, &["CERTIFICATE"]).ok()?;
+    let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok()?;
     let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
     let cn = c.subject().iter_common_name().next()?.as_str().ok()?.to_string();
-    Some((cn, crate::issue::hex(c.raw_serial())))
+    Some((cn, crate::encoding::hex(c.raw_serial())))
 }

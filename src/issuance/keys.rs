@@ -4,7 +4,7 @@
 use rcgen::KeyPair;
 
 /// A key type for CAs, conductors and nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyType {
     /// ECDSA on NIST P-256 with SHA-256 (the default).

@@ -1,8 +1,9 @@
 //! The conductor-vouched attributes (.2.1 … .2.5), the version 1 canonical
 //! string, conductor-side signing, and the file formats they travel in.
 
-use crate::classification::Classification;
-use crate::oids;
+use crate::encoding::oids;
+use crate::encoding::time::format_rfc3339;
+use crate::vouching::classification::Classification;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use std::collections::BTreeMap;
@@ -81,7 +82,7 @@ pub fn canonical_v1(version: &str, expiry: &str, conductor: &str, classification
 }
 
 /// How the conductor certificate travels in attribute .2.4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CertEncoding {
     /// Standard base64 of the DER certificate on one line (default: fits every format).
     #[default]
@@ -123,20 +124,6 @@ pub fn decode_conductor_cert(value: &str) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Formats a time as vouch writes expiries: RFC 3339, UTC, whole seconds, `Z`.
-pub fn format_expiry(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
-
 /// Signs attributes with a conductor key: version 1 without a certname,
 /// version 2 (bound to `certname`, with a fresh nonce) with one.
 ///
@@ -155,10 +142,10 @@ pub fn sign(
     if cert.public_key().raw != key.subject_public_key_info().as_slice() {
         return Err("the private key does not belong to the conductor certificate".into());
     }
-    let expiry = format_expiry(expiry);
+    let expiry = format_rfc3339(expiry);
     let conductor = match encoding {
         CertEncoding::Base64Der => STANDARD.encode(cert_der),
-        CertEncoding::Pem => crate::pem::encode("CERTIFICATE", cert_der),
+        CertEncoding::Pem => crate::encoding::pem::encode("CERTIFICATE", cert_der),
     };
     let classification = classification.to_base64();
     let (version, binding) = match certname {
@@ -225,10 +212,27 @@ impl CsrAttributes {
         }
         c
     }
+
+    /// What a Puppet agent puts into its CSR from this `csr_attributes.yaml`: the certname as
+    /// CN, each custom attribute as a "PrintableString", each extension request as a UTF8String.
+    pub fn csr_spec(&self, certname: &str) -> Result<crate::encoding::csr::CsrSpec, String> {
+        use crate::encoding::csr::{printable, CsrSpec};
+        let mut spec = CsrSpec { common_name: certname.to_string(), ..Default::default() };
+        for (k, v) in &self.custom_attributes {
+            let oid = oids::parse(k).ok_or_else(|| format!("custom attribute {k:?} is not an OID"))?;
+            spec.attributes.push((oid, vec![printable(v)]));
+        }
+        for (k, v) in &self.extension_requests {
+            let oid =
+                oids::parse(k).ok_or_else(|| format!("extension request {k:?} is neither an OID nor a pp_* name"))?;
+            spec.extension_requests.push((oid, v.clone()));
+        }
+        Ok(spec)
+    }
 }
 
 /// Output formats of `vouch conductor sign`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// Puppet's csr_attributes.yaml, values quoted for Puppet's safe_load.
     #[default]
@@ -393,7 +397,7 @@ mod tests {
 
     #[test]
     fn conductor_value_is_strict() {
-        let pem = crate::pem::encode("CERTIFICATE", b"0123456789abcdef");
+        let pem = crate::encoding::pem::encode("CERTIFICATE", b"0123456789abcdef");
         assert!(decode_conductor_cert(&pem).is_ok());
         assert!(decode_conductor_cert(pem.trim_end()).is_ok());
         assert!(decode_conductor_cert(&pem.replace('\n', "\r\n")).is_ok());
@@ -403,11 +407,5 @@ mod tests {
         assert!(decode_conductor_cert("MDEyMzQ1Njc4OWFiY2RlZg==").is_ok());
         assert!(decode_conductor_cert("MDEy MzQ1").is_err());
         assert!(decode_conductor_cert("MDEy\nMzQ1").is_err());
-    }
-
-    #[test]
-    fn expiry_format() {
-        let t = time::macros::datetime!(2030-01-02 03:04:05.678 +02:00);
-        assert_eq!(format_expiry(t), "2030-01-02T01:04:05Z");
     }
 }

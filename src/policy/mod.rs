@@ -3,7 +3,7 @@
 //! A policy file (TOML) is read and validated once into [`Policy`], a type
 //! that cannot hold a bad value. Every error names the file, the line and the key.
 
-use crate::oids;
+use crate::encoding::oids;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,6 +30,8 @@ impl std::fmt::Display for PolicyError {
         write!(f, ": {}", self.message)
     }
 }
+
+impl std::error::Error for PolicyError {}
 
 /// The trusted roots and intermediates for conductor certificates (DER).
 #[derive(Debug, Clone, Default)]
@@ -63,7 +65,7 @@ pub struct Policy {
     /// Where decisions are appended, one JSON line each.
     pub audit_log: Option<PathBuf>,
     /// Node certificate validity and backdating.
-    pub profile: crate::issue::Profile,
+    pub profile: Profile,
     /// What a vouched CSR for a certname that already has a valid certificate gets.
     pub on_existing: OnExisting,
     /// End node certificates no later than the conductor certificate that vouched for them.
@@ -85,6 +87,28 @@ pub struct Policy {
     /// `vouch serve`: SHA-256 fingerprints (`AB:CD:…`) of client certificates that may
     /// administer the CA besides those carrying `pp_cli_auth`.
     pub admin_fingerprints: Vec<String>,
+}
+
+/// Node certificate validity settings: validated with the policy, read by issuance
+/// ([`crate::issuance::certificate::prepare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// Lifetime of node certificates (Puppet: 5 years).
+    pub validity: std::time::Duration,
+    /// How far notBefore is set back, for nodes whose clocks lag (Puppet: 24 hours).
+    pub backdate: std::time::Duration,
+    /// A latest notAfter (the vouching conductor's, when the policy caps at it).
+    pub cap: Option<time::OffsetDateTime>,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            validity: std::time::Duration::from_secs(5 * 365 * 86_400),
+            backdate: std::time::Duration::from_secs(86_400),
+            cap: None,
+        }
+    }
 }
 
 /// Conductor certificates whose chain to this policy's trust verified, by SHA-256 of
@@ -146,9 +170,9 @@ pub struct Scope {
     /// The subject of the certificate that issued the conductor's (its intermediate).
     pub issuer: Option<String>,
     /// `subject` parsed: compared with the certificate's DER name, never as a string.
-    pub subject_dn: Option<crate::dn::Dn>,
+    pub subject_dn: Option<crate::encoding::dn::Dn>,
     /// `issuer` parsed likewise.
-    pub issuer_dn: Option<crate::dn::Dn>,
+    pub issuer_dn: Option<crate::encoding::dn::Dn>,
     /// Certname patterns; `*` matches any run of characters except `.`.
     pub certnames: Option<Vec<Pattern>>,
     /// Class name patterns; `*` matches any run of characters.
@@ -157,22 +181,6 @@ pub struct Scope {
     /// Top-level parameter names the classification may set.
     pub parameters: Option<Vec<String>>,
     pub max_lifetime: Option<Duration>,
-}
-
-impl Scope {
-    /// Whether this scope applies to a conductor. Names are compared structurally
-    /// (`crate::dn`): two names that merely display alike never match.
-    pub fn matches(&self, c: &crate::decide::Conductor) -> bool {
-        let name = |want: &Option<crate::dn::Dn>, got: &Option<crate::dn::Dn>| match (want, got) {
-            (None, _) => true,
-            (Some(w), Some(g)) => w == g,
-            // A certificate name vouch could not read matches no configured name.
-            (Some(_), None) => false,
-        };
-        self.fingerprint.as_deref().is_none_or(|f| f == c.fingerprint)
-            && name(&self.subject_dn, &c.subject_dn)
-            && name(&self.issuer_dn, &c.issuer_dn)
-    }
 }
 
 /// A scope pattern, compiled once when the policy is loaded: `*` matches any run of
@@ -410,21 +418,19 @@ impl Policy {
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
         // Whoever may change the policy, or a trust anchor it names, decides what is signed:
         // refuse files (and their directories) that a user other than root or this one can change.
-        crate::fsutil::check_trusted(path).map_err(|u| PolicyError {
+        crate::files::trust::check_trusted(path).map_err(|u| PolicyError {
             file: path.to_path_buf(),
             line: None,
             key: None,
             message: format!("refusing to trust it: {u}"),
         })?;
-        let text = crate::input::read_path_text(path, crate::input::Kind::Policy).map_err(|e| PolicyError {
-            file: path.to_path_buf(),
-            line: None,
-            key: None,
-            message: format!("cannot read it: {e}"),
+        let text = crate::files::input::read_path_text(path, crate::files::input::Kind::Policy).map_err(|e| {
+            PolicyError { file: path.to_path_buf(), line: None, key: None, message: format!("cannot read it: {e}") }
         })?;
         let policy = Policy::parse(path, &text, |p| {
-            crate::fsutil::check_trusted(p).map_err(|u| std::io::Error::other(format!("refusing to trust it: {u}")))?;
-            crate::input::read_path(p, crate::input::Kind::TrustFile)
+            crate::files::trust::check_trusted(p)
+                .map_err(|u| std::io::Error::other(format!("refusing to trust it: {u}")))?;
+            crate::files::input::read_path(p, crate::files::input::Kind::TrustFile)
         })?;
         // The replay journal and the audit log, when they exist (vouch creates them
         // otherwise): whoever may change them can erase one-time use or the record of
@@ -433,7 +439,7 @@ impl Policy {
         for (key, p) in [("replay.journal", &policy.replay_journal), ("audit.log", &policy.audit_log)] {
             let Some(p) = p else { continue };
             if std::fs::symlink_metadata(p).is_ok() {
-                crate::fsutil::check_trusted(p).map_err(|u| PolicyError {
+                crate::files::trust::check_trusted(p).map_err(|u| PolicyError {
                     file: path.to_path_buf(),
                     line: None,
                     key: Some(key.to_string()),
@@ -481,7 +487,7 @@ impl Policy {
                 let file = resolve(item.get_ref());
                 let bytes = read(&file)
                     .map_err(|e| err(Some(item.span()), key, format!("cannot read {}: {e}", file.display())))?;
-                let ders = crate::pem::find_all(&bytes, "CERTIFICATE")
+                let ders = crate::encoding::pem::find_all(&bytes, "CERTIFICATE")
                     .map_err(|e| err(Some(item.span()), key, format!("{}: {e}", file.display())))?;
                 if ders.is_empty() {
                     return Err(err(Some(item.span()), key, format!("{} holds no PEM certificate", file.display())));
@@ -515,7 +521,7 @@ impl Policy {
                     let der = if bytes.first() == Some(&0x30) {
                         bytes
                     } else {
-                        crate::pem::find(&bytes, &["X509 CRL"]).map(|(_, d)| d).map_err(|e| {
+                        crate::encoding::pem::find(&bytes, &["X509 CRL"]).map(|(_, d)| d).map_err(|e| {
                             err(Some(item.span()), "conductors.crls", format!("{}: {e}", file.display()))
                         })?
                     };
@@ -558,7 +564,7 @@ impl Policy {
         };
         let max_attribute_lifetime = dur(&raw.attributes.max_lifetime, "attributes.max_lifetime", 7 * 86_400)?;
         let classification_max_bytes = match raw.classification.max_bytes {
-            None => crate::classification::DEFAULT_MAX_BYTES,
+            None => crate::vouching::classification::DEFAULT_MAX_BYTES,
             Some(n) => {
                 let v = *n.get_ref();
                 if !(1..=1_048_576).contains(&v) {
@@ -689,7 +695,7 @@ impl Policy {
                 Some(v) if matches!(v.get_ref().trim(), "0" | "0s") => Duration::ZERO,
                 v => dur(v, "issuance.renewal_min_age", 3_600)?,
             },
-            profile: crate::issue::Profile {
+            profile: Profile {
                 validity: dur(&raw.issuance.validity, "issuance.validity", 5 * 365 * 86_400)?,
                 backdate: dur(&raw.issuance.backdate, "issuance.backdate", 86_400)?,
                 cap: None,
@@ -746,10 +752,12 @@ impl Policy {
                             }
                         },
                     };
-                    let dn = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<crate::dn::Dn>, PolicyError> {
+                    let dn = |v: &Option<Spanned<String>>,
+                              key: &str|
+                     -> Result<Option<crate::encoding::dn::Dn>, PolicyError> {
                         match v {
                             None => Ok(None),
-                            Some(text) => crate::dn::Dn::parse(text.get_ref()).map(Some).map_err(|e| {
+                            Some(text) => crate::encoding::dn::Dn::parse(text.get_ref()).map(Some).map_err(|e| {
                                 err(
                                     Some(text.span()),
                                     key,
@@ -885,7 +893,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Policy, PolicyError> {
-        let root = crate::pem::encode("CERTIFICATE", &test_cert());
+        let root = crate::encoding::pem::encode("CERTIFICATE", &test_cert());
         Policy::parse(Path::new("/etc/vouch/policy.toml"), text, move |_| Ok(root.clone().into_bytes()))
     }
 

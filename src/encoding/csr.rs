@@ -4,8 +4,8 @@
 //! This module knows no policy. It reports what the CSR says; the decision
 //! core judges it.
 
-use crate::der::{self, tag, Reader, Tlv};
-use crate::oids;
+use crate::encoding::der::{self, tag, Reader, Tlv};
+use crate::encoding::oids;
 use aws_lc_rs::signature as sig;
 
 /// Why a CSR could not be read or its self-signature does not hold.
@@ -38,6 +38,8 @@ impl std::fmt::Display for CsrError {
         }
     }
 }
+
+impl std::error::Error for CsrError {}
 
 fn malformed(e: impl std::fmt::Display) -> CsrError {
     CsrError::Malformed { detail: e.to_string() }
@@ -152,9 +154,9 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
         if begins == 1 && !(at_line_start("-----BEGIN") && at_line_start("-----END")) {
             return Err(malformed("the PEM BEGIN and END lines must start at the beginning of a line"));
         }
-        match crate::pem::find(input, &["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]) {
+        match crate::encoding::pem::find(input, &["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]) {
             Ok((_, der)) => der,
-            Err(crate::pem::PemError::NoBlock { .. }) => {
+            Err(crate::encoding::pem::PemError::NoBlock { .. }) => {
                 return Err(CsrError::NotFound {
                     detail: "the input holds no '-----BEGIN CERTIFICATE REQUEST-----' block and is not DER".into(),
                 })
@@ -498,24 +500,6 @@ pub struct CsrSpec {
     pub critical: Vec<Vec<u64>>,
 }
 
-impl CsrSpec {
-    /// What a Puppet agent puts into its CSR from a `csr_attributes.yaml`: each custom
-    /// attribute as a "PrintableString", each extension request as a UTF8String.
-    pub fn from_attributes(certname: &str, a: &crate::attrs::CsrAttributes) -> Result<CsrSpec, String> {
-        let mut spec = CsrSpec { common_name: certname.to_string(), ..Default::default() };
-        for (k, v) in &a.custom_attributes {
-            let oid = oids::parse(k).ok_or_else(|| format!("custom attribute {k:?} is not an OID"))?;
-            spec.attributes.push((oid, vec![printable(v)]));
-        }
-        for (k, v) in &a.extension_requests {
-            let oid =
-                oids::parse(k).ok_or_else(|| format!("extension request {k:?} is neither an OID nor a pp_* name"))?;
-            spec.extension_requests.push((oid, v.clone()));
-        }
-        Ok(spec)
-    }
-}
-
 /// A value as Puppet encodes custom attributes: a "PrintableString" holding the raw bytes.
 pub fn printable(value: &str) -> Vec<u8> {
     der::printable_string_raw(value.as_bytes())
@@ -648,7 +632,7 @@ mod tests {
     fn exactly_one_pem_block_at_column_zero() {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
         let spec = CsrSpec { common_name: "a.example".into(), ..Default::default() };
-        let pem = crate::pem::encode("CERTIFICATE REQUEST", &build(&spec, &key).unwrap());
+        let pem = crate::encoding::pem::encode("CERTIFICATE REQUEST", &build(&spec, &key).unwrap());
         assert!(parse(pem.as_bytes()).is_ok());
         assert!(parse(format!("junk\r\n{}junk\r\n", pem.replace('\n', "\r\n")).as_bytes()).is_ok());
         // Two blocks: another reader could take the second one.
@@ -683,10 +667,10 @@ mod tests {
     fn canonical_spki_is_the_encoding_of_every_accepted_key() {
         use rcgen::PublicKeyData;
         for kt in [
-            crate::keys::KeyType::P256,
-            crate::keys::KeyType::P384,
-            crate::keys::KeyType::Ed25519,
-            crate::keys::KeyType::Rsa2048,
+            crate::issuance::keys::KeyType::P256,
+            crate::issuance::keys::KeyType::P384,
+            crate::issuance::keys::KeyType::Ed25519,
+            crate::issuance::keys::KeyType::Rsa2048,
         ] {
             let key = kt.generate().unwrap();
             let spki = key.subject_public_key_info();
@@ -702,7 +686,7 @@ mod tests {
         use rcgen::PublicKeyData;
         let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
         let ed_spki = ed.subject_public_key_info();
-        let p256 = crate::keys::KeyType::P256.generate().unwrap();
+        let p256 = crate::issuance::keys::KeyType::P256.generate().unwrap();
         let p256_spki = p256.subject_public_key_info();
         let null = der::tlv(tag::NULL, &[]);
         // Parameters where there are none (Ed25519), or trailing after the curve (EC).

@@ -32,6 +32,8 @@ impl fmt::Display for DerError {
     }
 }
 
+impl std::error::Error for DerError {}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, DerError> {
     Err(DerError(msg.into()))
 }

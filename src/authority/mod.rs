@@ -4,39 +4,24 @@
 //! knows no keys; the issuer knows no policy; this module joins them and owns
 //! the order of the steps.
 
-use crate::attrs::format_expiry;
-use crate::ca::{self, CaDir};
-use crate::classification::Classification;
-use crate::decide::{self, Refusal, Refused, Request};
+use crate::decision::{self, Refusal, Refused, Request};
+use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
-use crate::group::GroupCommit;
-use crate::issue::{self, Authorization, Issued, MasterCa, RenewalProof};
+use crate::issuance::bootstrap::{self, CaDir};
+use crate::issuance::certificate::{self, Authorization, Issued, MasterCa, RenewalProof};
 use crate::policy::{OnExisting, Policy};
+use crate::store::group::GroupCommit;
 use crate::store::{
     CertRecord, FileStore, Issuance, PendingRequest, Revocation, SpentClaim, State, Store, StoreError, WriteLock,
 };
+use crate::vouching::classification::Classification;
 use time::OffsetDateTime;
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::CertnameInvalid { certname, problem } => Error::CertnameInvalid { certname, problem },
-            e => Error::Store { detail: e.to_string() },
-        }
-    }
-}
 
 /// A certname given to a command (CLI, API, hook) must pass the certname rules before
 /// anything is looked up: it becomes a file name in the store.
 fn check_name(certname: &str) -> Result<(), Error> {
-    decide::check_certname(certname)
+    decision::check_certname(certname)
         .map_err(|problem| Error::CertnameInvalid { certname: certname.to_string(), problem })
-}
-
-impl From<issue::IssueError> for Error {
-    fn from(e: issue::IssueError) -> Self {
-        Error::Crypto { detail: e.to_string() }
-    }
 }
 
 /// The outcome of `sign`.
@@ -84,10 +69,6 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
     })
 }
 
-pub(crate) fn parse_time(s: &str) -> Option<OffsetDateTime> {
-    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-}
-
 /// The largest refused request kept under `requests/` when no trusted conductor vouched
 /// for it (see [`Authority::sign`]).
 pub const KEEP_UNVOUCHED_MAX: usize = 16 * 1024;
@@ -114,7 +95,7 @@ fn warn(what: &str, detail: &str) {
     let _ = writeln!(
         std::io::stderr(),
         "{}",
-        serde_json::json!({"event": "warning", "what": what, "time": format_expiry(OffsetDateTime::now_utc()),
+        serde_json::json!({"event": "warning", "what": what, "time": format_rfc3339(OffsetDateTime::now_utc()),
                            "detail": detail})
     );
 }
@@ -128,10 +109,10 @@ struct Job {
     issued: Issued,
     record: CertRecord,
     /// The replay key, the attributes' expiry, and the requesting key's digest.
-    replay: (decide::ReplayKey, OffsetDateTime, String),
+    replay: (crate::vouching::replay_key::ReplayKey, OffsetDateTime, String),
     spki: Vec<u8>,
     version: u32,
-    conductor: decide::Conductor,
+    conductor: decision::Conductor,
     decision_line: String,
     now: OffsetDateTime,
 }
@@ -145,12 +126,13 @@ enum Committed {
 impl Authority {
     /// Opens the CA in `dir` with its `policy.toml`.
     pub fn open(dir: &CaDir) -> Result<Self, Error> {
-        dir.require(ca::CA_CERT)?;
+        dir.require(bootstrap::CA_CERT)?;
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;
-        let (cert_der, key) = ca::load_cert_and_key(&dir.file(ca::CA_CERT), &dir.file(ca::CA_KEY))?;
-        let chain = std::fs::read_to_string(dir.file(ca::CA_BUNDLE)).map_err(|source| Error::Io {
-            path: dir.file(ca::CA_BUNDLE),
+        let (cert_der, key) =
+            bootstrap::load_cert_and_key(&dir.file(bootstrap::CA_CERT), &dir.file(bootstrap::CA_KEY))?;
+        let chain = std::fs::read_to_string(dir.file(bootstrap::CA_BUNDLE)).map_err(|source| Error::Io {
+            path: dir.file(bootstrap::CA_BUNDLE),
             op: "read",
             source,
         })?;
@@ -177,7 +159,7 @@ impl Authority {
 
     /// The store's record of a certificate about to be stored (state `Issued`).
     fn issued_record(
-        prepared: &issue::Prepared,
+        prepared: &certificate::Prepared,
         attributes_expiry: Option<String>,
         conductor: Option<String>,
         conductor_cert: Option<String>,
@@ -187,8 +169,8 @@ impl Authority {
             certname: prepared.certname.clone(),
             state: State::Issued,
             digest: prepared.digest(),
-            not_before: format_expiry(prepared.not_before),
-            not_after: format_expiry(prepared.not_after),
+            not_before: format_rfc3339(prepared.not_before),
+            not_after: format_rfc3339(prepared.not_after),
             attributes_expiry,
             conductor,
             conductor_cert,
@@ -216,9 +198,9 @@ impl Authority {
     ) -> Result<Issued, Error> {
         let mut profile = self.policy.profile;
         if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
-            profile.cap = parse_time(&g.conductor().not_after);
+            profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
         }
-        let mut prepared = issue::prepare(
+        let mut prepared = certificate::prepare(
             auth,
             &profile,
             &self.policy.mirror_oid,
@@ -237,8 +219,8 @@ impl Authority {
         let issued = prepared.sign(&self.ca)?;
         self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
         self.audit(serde_json::json!({
-            "time": format_expiry(now), "event": "issued", "certname": issued.certname,
-            "serial": issued.serial_hex, "not_after": format_expiry(issued.not_after),
+            "time": format_rfc3339(now), "event": "issued", "certname": issued.certname,
+            "serial": issued.serial_hex, "not_after": format_rfc3339(issued.not_after),
             "conductor": conductor,
         }))?;
         Ok(issued)
@@ -253,7 +235,7 @@ impl Authority {
     pub fn sign_parsed(
         &self,
         csr: &[u8],
-        parsed: Option<crate::csr::Csr>,
+        parsed: Option<crate::encoding::csr::Csr>,
         certname: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<SignOutcome, Error> {
@@ -265,7 +247,7 @@ impl Authority {
         }
         let parsed = match parsed {
             Some(c) => Ok(c),
-            None => crate::csr::parse(csr),
+            None => crate::encoding::csr::parse(csr),
         };
         let certname = match certname {
             Some(c) => c.to_string(),
@@ -276,10 +258,10 @@ impl Authority {
         // not kept: such a request can never be granted.
         if let Some(reason) = self.reserved.refusal(&certname, parsed.as_ref().ok()) {
             let refused = Refused { reasons: vec![reason], conductor: None, held: None };
-            self.audit_raw(&crate::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
+            self.audit_raw(&crate::store::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
             return Ok(SignOutcome::Refused(refused));
         }
-        let outcome = decide::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
+        let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
             Ok(g) => g,
@@ -305,19 +287,19 @@ impl Authority {
     /// Builds and signs the certificate for a grant, outside the store lock (so that
     /// concurrent requests sign on every core); the group commit decides whether it
     /// is stored or thrown away.
-    fn prepare_job(&self, grant: decide::Grant, certname: &str, now: OffsetDateTime) -> Result<Job, Error> {
+    fn prepare_job(&self, grant: decision::Grant, certname: &str, now: OffsetDateTime) -> Result<Job, Error> {
         use base64::Engine;
         let replay = (grant.replay_key(), grant.attributes_expiry(), holder_digest(&grant.csr().spki));
         let spki = grant.csr().spki.clone();
         let version = grant.version();
         let conductor = grant.conductor().clone();
         let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
-        let mut decision = crate::audit::decision_value(now, certname, Ok(&grant), "sign");
+        let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
         let mut profile = self.policy.profile;
         if self.policy.cap_at_conductor {
-            profile.cap = parse_time(&conductor.not_after);
+            profile.cap = crate::encoding::time::parse_rfc3339(&conductor.not_after).ok();
         }
-        let prepared = issue::prepare(
+        let prepared = certificate::prepare(
             Authorization::Vouched(Box::new(grant)),
             &profile,
             &self.policy.mirror_oid,
@@ -328,7 +310,7 @@ impl Authority {
         )?;
         let record = Self::issued_record(
             &prepared,
-            Some(format_expiry(replay.1)),
+            Some(format_rfc3339(replay.1)),
             Some(conductor.fingerprint.clone()),
             Some(conductor_cert),
         );
@@ -384,10 +366,10 @@ impl Authority {
                         claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
                             journal: dir.clone(),
                             key: job.replay.0.key.clone(),
-                            expiry: format_expiry(job.replay.1),
+                            expiry: format_rfc3339(job.replay.1),
                             certname: job.certname.clone(),
                             holder: job.replay.2.clone(),
-                            time: format_expiry(job.now),
+                            time: format_rfc3339(job.now),
                         }),
                     }
                 })
@@ -415,8 +397,8 @@ impl Authority {
                         .map(|&i| {
                             let job = &jobs[i];
                             serde_json::json!({
-                                "time": format_expiry(job.now), "event": "issued", "certname": job.certname,
-                                "serial": job.issued.serial_hex, "not_after": format_expiry(job.issued.not_after),
+                                "time": format_rfc3339(job.now), "event": "issued", "certname": job.certname,
+                                "serial": job.issued.serial_hex, "not_after": format_rfc3339(job.issued.not_after),
                                 "conductor": job.conductor.fingerprint,
                             })
                             .to_string()
@@ -469,7 +451,8 @@ impl Authority {
         let mut extra = Vec::new();
         let mut supersede = None;
         if let Some((rec, pem)) = self.store.current(certname)? {
-            let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            let valid = rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
             // The service's or an administrator's certificate is never superseded by a node,
             // whatever the policy says (judged by the record and the certificate, so also
             // after a restart with other --server-name values, or a `vouch admin new`).
@@ -488,13 +471,16 @@ impl Authority {
                 }
             }
             if valid {
-                let old_spki = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+                let old_spki = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
                     .ok()
                     .and_then(|(_, der)| {
                         x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
                     })
                     .unwrap_or_default();
-                let later = match (&rec.attributes_expiry, parse_time(rec.attributes_expiry.as_deref().unwrap_or(""))) {
+                let later = match (
+                    &rec.attributes_expiry,
+                    crate::encoding::time::parse_rfc3339(rec.attributes_expiry.as_deref().unwrap_or("")).ok(),
+                ) {
                     (Some(_), Some(old)) => job.replay.1 > old,
                     _ => true,
                 };
@@ -502,7 +488,7 @@ impl Authority {
                     OnExisting::Refuse => extra
                         .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
                     // Compared in canonical form: a re-encoding of the same key is the same key.
-                    OnExisting::Supersede if crate::csr::same_key(&old_spki, &job.spki) => {
+                    OnExisting::Supersede if crate::encoding::csr::same_key(&old_spki, &job.spki) => {
                         extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
                     }
                     // Version 1 attributes name no certname: they never take over a name.
@@ -516,7 +502,7 @@ impl Authority {
         if !extra.is_empty() {
             // The attributes are good: they become this key's, as in any kept refusal.
             let held =
-                Some(decide::Held { replay_key: job.replay.0.clone(), expiry: job.replay.1, spki: job.spki.clone() });
+                Some(decision::Held { replay_key: job.replay.0.clone(), expiry: job.replay.1, spki: job.spki.clone() });
             return Ok(Some(Refused { reasons: extra, conductor: Some(job.conductor.clone()), held }));
         }
         if self.store.record(&job.record.serial)?.is_some() {
@@ -528,10 +514,10 @@ impl Authority {
         // written unsynced: the store's log, synced before anyone is answered, names it.
         if let Some(dir) = &self.policy.replay_journal {
             let (key, expiry, holder) = &job.replay;
-            let claim = crate::replay::Journal::unsynced(dir)
+            let claim = crate::store::journal::Journal::unsynced(dir)
                 .claim(key, *expiry, certname, holder, true, now)
                 .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
-            if let crate::replay::Claim::Used { certname: first_certname, time } = claim {
+            if let crate::store::journal::Claim::Used { certname: first_certname, time } = claim {
                 return Ok(Some(Refused {
                     reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
                     conductor: Some(job.conductor.clone()),
@@ -549,8 +535,9 @@ impl Authority {
     /// vouch itself (no conductor, no attributes: `vouch serve`'s certificates and `vouch
     /// admin new`), the certificate the service presents, or listed in `[serve] admins`.
     pub fn protected(&self, rec: &CertRecord, pem: &str) -> Option<Holder> {
-        let der = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
-        if !self.policy.admin_fingerprints.is_empty() && self.policy.admin_fingerprints.contains(&ca::fingerprint(&der))
+        let der = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+        if !self.policy.admin_fingerprints.is_empty()
+            && self.policy.admin_fingerprints.contains(&bootstrap::fingerprint(&der))
         {
             return Some(Holder::Admin);
         }
@@ -561,7 +548,7 @@ impl Authority {
             let admin = x509_parser::parse_x509_certificate(&der).ok().is_some_and(|(_, c)| {
                 c.extensions()
                     .iter()
-                    .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::oids::PP_CLI_AUTH.iter().copied())))
+                    .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::encoding::oids::PP_CLI_AUTH.iter().copied())))
             });
             return Some(if admin { Holder::Admin } else { Holder::Service });
         }
@@ -570,7 +557,7 @@ impl Authority {
 
     fn audit_lines(&self, lines: &[String]) -> Result<(), Error> {
         if let Some(log) = &self.policy.audit_log {
-            crate::fsutil::append_lines(log, lines).map_err(|source| Error::Io {
+            crate::files::durable::append_lines(log, lines).map_err(|source| Error::Io {
                 path: log.clone(),
                 op: "append to",
                 source,
@@ -600,10 +587,10 @@ impl Authority {
         let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
         let keepable = !reserved
             && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX)
-            && decide::check_certname(certname).is_ok()
-            && !decide::is_reserved_certname(certname);
+            && decision::check_certname(certname).is_ok()
+            && !decision::is_reserved_certname(certname);
         if !keepable {
-            self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+            self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
             return Ok(SignOutcome::Refused(refused));
         }
         // Under the store's lock, as issuance: whether the name has a certificate is read
@@ -615,26 +602,28 @@ impl Authority {
             && !refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
         {
             if let Some((rec, _)) = self.store.current(certname)? {
-                if rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now) {
+                if rec.state == State::Issued
+                    && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
+                {
                     refused
                         .reasons
                         .push(Refusal::CertificateExists { certname: certname.to_string(), serial: rec.serial });
                 }
             }
         }
-        self.audit_raw(&crate::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+        self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
         // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
         // request; a pending request beside a signed node would only hide it).
         if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
             return Ok(SignOutcome::Refused(refused));
         }
-        let pem = match crate::csr::parse(csr) {
-            Ok(c) => crate::pem::encode("CERTIFICATE REQUEST", &c.der),
+        let pem = match crate::encoding::csr::parse(csr) {
+            Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
             Err(_) => String::from_utf8_lossy(csr).into_owned(),
         };
         let req = PendingRequest {
             certname: certname.to_string(),
-            time: format_expiry(now),
+            time: format_rfc3339(now),
             reasons: refused.tagged_reasons(),
         };
         self.store.put_request(&lock, &req, pem.as_bytes())?;
@@ -651,7 +640,7 @@ impl Authority {
     ) -> Result<(), Error> {
         let rev = Revocation {
             serial: rec.serial.clone(),
-            time: format_expiry(now),
+            time: format_rfc3339(now),
             reason: reason.to_string(),
             certname: rec.certname.clone(),
             cleaned,
@@ -687,7 +676,7 @@ impl Authority {
             // Clean a revoked certificate: forget it without a second CRL entry.
             let rev = Revocation {
                 serial: rec.serial.clone(),
-                time: rec.revoked_at.clone().unwrap_or_else(|| format_expiry(now)),
+                time: rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
                 reason: rec.reason.clone().unwrap_or_else(|| reason.to_string()),
                 certname: certname.to_string(),
                 cleaned: true,
@@ -724,20 +713,22 @@ impl Authority {
                 detail: format!("serial {expected} is no longer its current certificate (that is {})", rec.serial),
             });
         }
-        if rec.state != State::Issued || parse_time(&rec.not_after).is_none_or(|t| t <= now) {
+        if rec.state != State::Issued
+            || crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now)
+        {
             return Err(Error::NotValid {
                 certname: certname.to_string(),
                 detail: format!("its certificate is {:?}", rec.state).to_lowercase(),
             });
         }
-        let (_, der) = crate::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+        let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
         self.verify_ours(&der, now)?;
         let (_, cert) = x509_parser::parse_x509_certificate(&der)
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
         let spki = cert.public_key().raw.to_vec();
-        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Store { detail: e.to_string() })?;
-        let classification_b64 = issue::classification_of(&der, &self.policy.mirror_oid)
+        let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Store { detail: e.to_string() })?;
+        let classification_b64 = certificate::classification_of(&der, &self.policy.mirror_oid)
             .map_err(|detail| Error::Store { detail })?
             .ok_or_else(|| Error::NotValid {
                 certname: certname.to_string(),
@@ -766,7 +757,7 @@ impl Authority {
     }
 
     /// Renewal: refuses (audited) unless the conductor recorded for `rec` passes
-    /// [`decide::recheck_conductor`] under the current policy. A record without the
+    /// [`decision::recheck_conductor`] under the current policy. A record without the
     /// conductor's certificate (written before vouch kept it) is refused.
     fn recheck_conductor(&self, rec: &CertRecord, classification_b64: &str, now: OffsetDateTime) -> Result<(), Error> {
         use base64::Engine;
@@ -786,7 +777,7 @@ impl Authority {
                     held: None,
                 }),
                 Ok(classification) => {
-                    decide::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
+                    decision::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
                 }
             },
         };
@@ -794,7 +785,7 @@ impl Authority {
             Ok(_) => Ok(()),
             Err(refused) => {
                 self.audit(serde_json::json!({
-                    "time": format_expiry(now), "event": "renewal-refused", "certname": certname,
+                    "time": format_rfc3339(now), "event": "renewal-refused", "certname": certname,
                     "serial": rec.serial, "conductor": refused.conductor,
                     "reasons": refused.reasons.iter().map(|r| serde_json::json!({
                         "code": r.code(), "message": r.to_string(),
@@ -807,13 +798,13 @@ impl Authority {
 
     /// Checks a certificate chains to this CA (master, then root) and is valid at `now`.
     pub fn verify_ours(&self, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {
-        let root = std::fs::read(self.dir.file(ca::ROOT_CERT)).map_err(|source| Error::Io {
-            path: self.dir.file(ca::ROOT_CERT),
+        let root = std::fs::read(self.dir.file(bootstrap::ROOT_CERT)).map_err(|source| Error::Io {
+            path: self.dir.file(bootstrap::ROOT_CERT),
             op: "read",
             source,
         })?;
         let (_, root_der) =
-            crate::pem::find(&root, &["CERTIFICATE"]).map_err(|e| Error::Store { detail: e.to_string() })?;
+            crate::encoding::pem::find(&root, &["CERTIFICATE"]).map_err(|e| Error::Store { detail: e.to_string() })?;
         let root_cd = rustls_pki_types::CertificateDer::from(root_der.as_slice());
         let anchor =
             webpki::anchor_from_trusted_cert(&root_cd).map_err(|e| Error::Store { detail: format!("{e:?}") })?;
@@ -848,8 +839,8 @@ impl Authority {
                 detail: "its certificate is revoked".into(),
             });
         }
-        let (_, der) =
-            crate::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| Error::Store { detail: e.to_string() })?;
+        let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+            .map_err(|e| Error::Store { detail: e.to_string() })?;
         self.verify_ours(&der, now).map_err(|e| match e {
             Error::NotValid { detail, .. } => Error::NotValid { certname: certname.to_string(), detail },
             other => other,
@@ -862,7 +853,7 @@ impl Authority {
     /// the hot path never parses a large CRL.
     pub fn crl_due(&self, now: OffsetDateTime) -> Result<bool, Error> {
         let next = match std::fs::read_to_string(self.dir.file("crl_next_update")) {
-            Ok(s) => parse_time(s.trim()),
+            Ok(s) => crate::encoding::time::parse_rfc3339(s.trim()).ok(),
             Err(_) => None,
         };
         let Some(next) = next else { return Ok(true) };
@@ -919,7 +910,7 @@ impl Authority {
                 .collect::<Vec<u8>>();
             revoked.push(rcgen::RevokedCertParams {
                 serial_number: rcgen::SerialNumber::from_slice(&serial),
-                revocation_time: parse_time(&r.time).unwrap_or(now),
+                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().unwrap_or(now),
                 reason_code: reason_code(&r.reason),
                 invalidity_date: None,
             });
@@ -936,10 +927,10 @@ impl Authority {
         };
         let crl = params.signed_by(&self.ca.issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
-        crate::fsutil::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
+        crate::files::durable::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
-        crate::fsutil::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
+        crate::files::durable::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
             path: path.clone(),
             op: "write",
             source,
@@ -948,11 +939,15 @@ impl Authority {
         // makes the next command regenerate sooner.
         let size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
         let size_path = self.dir.file("crl_revocations_size");
-        crate::fsutil::write_replace(&size_path, format!("{size}\n").as_bytes(), 0o644)
+        crate::files::durable::write_replace(&size_path, format!("{size}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: size_path, op: "write", source })?;
         let next = self.dir.file("crl_next_update");
-        crate::fsutil::write_replace(&next, format!("{}\n", format_expiry(params.next_update)).as_bytes(), 0o644)
-            .map_err(|source| Error::Io { path: next, op: "write", source })
+        crate::files::durable::write_replace(
+            &next,
+            format!("{}\n", format_rfc3339(params.next_update)).as_bytes(),
+            0o644,
+        )
+        .map_err(|source| Error::Io { path: next, op: "write", source })
     }
 
     /// `vouch list`: requests; with `all`, signed and revoked certificates too.
@@ -981,9 +976,9 @@ impl Authority {
                 );
             let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
             let mut order = Vec::new();
-            for (serial, _nb, na, cn) in self.store.inventory()? {
-                if latest.insert(cn.clone(), (serial, na)).is_none() {
-                    order.push(cn);
+            for e in self.store.inventory()? {
+                if latest.insert(e.certname.clone(), (e.serial, e.not_after)).is_none() {
+                    order.push(e.certname);
                 }
             }
             order.sort();
@@ -1007,20 +1002,20 @@ impl Authority {
 /// same attributes becomes a refusal. Without a journal (tests only) it is a no-op.
 pub fn claim_once(
     policy: &Policy,
-    grant: decide::Grant,
+    grant: decision::Grant,
     reusable: bool,
     now: OffsetDateTime,
-) -> Result<Result<decide::Grant, Refused>, Error> {
+) -> Result<Result<decision::Grant, Refused>, Error> {
     let Some(dir) = &policy.replay_journal else { return Ok(Ok(grant)) };
-    let journal = crate::replay::Journal::new(dir);
+    let journal = crate::store::journal::Journal::new(dir);
     // The CSR's SPKI is canonical (csr::canonical_spki): one key, one holder, however encoded.
     let holder = holder_digest(&grant.csr().spki);
     let claim = journal
         .claim(&grant.replay_key(), grant.attributes_expiry(), grant.certname(), &holder, reusable, now)
         .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
     Ok(match claim {
-        crate::replay::Claim::Fresh => Ok(grant),
-        crate::replay::Claim::Used { certname, time } => Err(Refused {
+        crate::store::journal::Claim::Fresh => Ok(grant),
+        crate::store::journal::Claim::Used { certname, time } => Err(Refused {
             reasons: vec![Refusal::AttributesReplayed { first_certname: certname, first_time: time }],
             conductor: Some(grant.conductor().clone()),
             held: None,
@@ -1039,14 +1034,14 @@ pub fn hold_refused(
     now: OffsetDateTime,
 ) -> Result<Refused, Error> {
     let (Some(dir), Some(held)) = (&policy.replay_journal, &refused.held) else { return Ok(refused) };
-    let journal = crate::replay::Journal::new(dir);
+    let journal = crate::store::journal::Journal::new(dir);
     let holder = holder_digest(&held.spki);
     let claim = journal.hold(&held.replay_key, held.expiry, certname, &holder, now).map_err(|source| Error::Io {
         path: dir.clone(),
         op: "record the holder of attributes in",
         source,
     })?;
-    if let crate::replay::Claim::Used { certname, time } = claim {
+    if let crate::store::journal::Claim::Used { certname, time } = claim {
         refused.reasons.push(Refusal::AttributesReplayed { first_certname: certname, first_time: time });
     }
     Ok(refused)
@@ -1059,12 +1054,12 @@ pub fn hold_refused(
 /// reason too. Without a journal, or before it exists, the outcome is unchanged.
 pub fn peek_replay(
     policy: &Policy,
-    outcome: Result<decide::Grant, Refused>,
+    outcome: Result<decision::Grant, Refused>,
     certname: &str,
-) -> Result<Result<decide::Grant, Refused>, Error> {
+) -> Result<Result<decision::Grant, Refused>, Error> {
     let Some(dir) = &policy.replay_journal else { return Ok(outcome) };
-    let journal = crate::replay::Journal::new(dir);
-    let peek = |key: &decide::ReplayKey, expiry: OffsetDateTime, spki: &[u8]| {
+    let journal = crate::store::journal::Journal::new(dir);
+    let peek = |key: &crate::vouching::replay_key::ReplayKey, expiry: OffsetDateTime, spki: &[u8]| {
         journal.peek(key, expiry, certname, &holder_digest(spki)).map_err(|source| Error::Io {
             path: dir.clone(),
             op: "read one-time use in",
@@ -1073,8 +1068,8 @@ pub fn peek_replay(
     };
     Ok(match outcome {
         Ok(grant) => match peek(&grant.replay_key(), grant.attributes_expiry(), &grant.csr().spki)? {
-            crate::replay::Claim::Fresh => Ok(grant),
-            crate::replay::Claim::Used { certname, time } => Err(Refused {
+            crate::store::journal::Claim::Fresh => Ok(grant),
+            crate::store::journal::Claim::Used { certname, time } => Err(Refused {
                 reasons: vec![Refusal::AttributesReplayed { first_certname: certname, first_time: time }],
                 conductor: Some(grant.conductor().clone()),
                 held: None,
@@ -1082,7 +1077,8 @@ pub fn peek_replay(
         },
         Err(mut refused) => {
             if let Some(held) = &refused.held {
-                if let crate::replay::Claim::Used { certname, time } = peek(&held.replay_key, held.expiry, &held.spki)?
+                if let crate::store::journal::Claim::Used { certname, time } =
+                    peek(&held.replay_key, held.expiry, &held.spki)?
                 {
                     refused.reasons.push(Refusal::AttributesReplayed { first_certname: certname, first_time: time });
                 }
@@ -1103,7 +1099,7 @@ pub fn classification_from_cert(
     max: usize,
     name: &str,
 ) -> Result<Classification, Error> {
-    let b64 = issue::classification_of(der, mirror_oid)
+    let b64 = certificate::classification_of(der, mirror_oid)
         .map_err(|detail| Error::NotValid { certname: name.to_string(), detail })?
         .ok_or_else(|| Error::NotValid {
             certname: name.to_string(),
@@ -1119,11 +1115,11 @@ pub fn classification_from_cert(
 #[derive(Debug, Clone, Copy)]
 pub struct LocalSpec<'a> {
     pub certname: &'a str,
-    pub role: issue::LocalRole,
+    pub role: certificate::LocalRole,
     /// Extra DNS names and IP addresses (service certificates).
     pub dns_names: &'a [String],
     pub ip_addresses: &'a [std::net::IpAddr],
-    pub key_type: crate::keys::KeyType,
+    pub key_type: crate::issuance::keys::KeyType,
     /// Supersede a current certificate of the same name (else refuse).
     pub replace: bool,
 }
@@ -1144,14 +1140,15 @@ impl Authority {
     /// due when missing or within `refresh_before` of its nextUpdate, and only if
     /// the root key is on this machine (an operator may keep it offline).
     fn root_crl_due(&self, now: OffsetDateTime) -> bool {
-        if !self.dir.file(ca::ROOT_KEY).exists() {
+        if !self.dir.file(bootstrap::ROOT_KEY).exists() {
             return false;
         }
-        let next =
-            std::fs::read_to_string(self.dir.file("root_crl_next_update")).ok().and_then(|s| parse_time(s.trim()));
+        let next = std::fs::read_to_string(self.dir.file("root_crl_next_update"))
+            .ok()
+            .and_then(|s| crate::encoding::time::parse_rfc3339(s.trim()).ok());
         let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
         match next {
-            Some(next) => next - now < refresh || !self.dir.file(ca::ROOT_CRL).exists(),
+            Some(next) => next - now < refresh || !self.dir.file(bootstrap::ROOT_CRL).exists(),
             None => true,
         }
     }
@@ -1159,7 +1156,8 @@ impl Authority {
     /// Writes the root's CRL. Puppet agents check revocation for the whole chain
     /// (`certificate_revocation = chain`), so they need a CRL from the root too.
     fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
-        let (root_der, root_key) = ca::load_cert_and_key(&self.dir.file(ca::ROOT_CERT), &self.dir.file(ca::ROOT_KEY))?;
+        let (root_der, root_key) =
+            bootstrap::load_cert_and_key(&self.dir.file(bootstrap::ROOT_CERT), &self.dir.file(bootstrap::ROOT_KEY))?;
         let issuer =
             rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
                 .map_err(|e| Error::Crypto { detail: e.to_string() })?;
@@ -1180,11 +1178,15 @@ impl Authority {
         let crl = params.signed_by(&issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let write = |path: std::path::PathBuf, bytes: &[u8]| {
-            crate::fsutil::write_replace(&path, bytes, 0o644).map_err(|source| Error::Io { path, op: "write", source })
+            crate::files::durable::write_replace(&path, bytes, 0o644).map_err(|source| Error::Io {
+                path,
+                op: "write",
+                source,
+            })
         };
         write(number_path, format!("{number}\n").as_bytes())?;
-        write(self.dir.file(ca::ROOT_CRL), pem.as_bytes())?;
-        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_expiry(params.next_update)).as_bytes())
+        write(self.dir.file(bootstrap::ROOT_CRL), pem.as_bytes())?;
+        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
     }
 
     /// The CRLs of the whole chain, as Puppet's agents want them: the master CA's, then the root's.
@@ -1197,8 +1199,8 @@ impl Authority {
             })
         };
         let mut out = read("ca_crl.pem")?;
-        if self.dir.file(ca::ROOT_CRL).exists() {
-            out.push_str(&read(ca::ROOT_CRL)?);
+        if self.dir.file(bootstrap::ROOT_CRL).exists() {
+            out.push_str(&read(bootstrap::ROOT_CRL)?);
         }
         Ok(out)
     }
@@ -1222,15 +1224,16 @@ impl Authority {
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
         let LocalSpec { certname, role, dns_names, ip_addresses, key_type: _, replace } = *spec;
-        decide::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
-        if decide::is_reserved_certname(certname) {
+        decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        if decision::is_reserved_certname(certname) {
             return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
         }
         let spki = rcgen::PublicKeyData::subject_public_key_info(key);
-        let key_kind = crate::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let lock = self.store.lock()?;
         if let Some((rec, _)) = self.store.current(certname)? {
-            let valid = rec.state == State::Issued && parse_time(&rec.not_after).is_some_and(|t| t > now);
+            let valid = rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
             if valid && !replace {
                 return Err(Error::Usage {
                     detail: format!(
@@ -1255,7 +1258,7 @@ impl Authority {
                 self.revoke_locked(&lock, &rec, "superseded", false, now)?;
             }
         }
-        let proof = issue::LocalProof {
+        let proof = certificate::LocalProof {
             certname: certname.to_string(),
             spki,
             key_kind,
@@ -1280,9 +1283,9 @@ impl Authority {
             .and_then(|cn| cn.as_str().ok())
             .map(str::to_string)
             .ok_or_else(|| Error::NotValid { certname: String::new(), detail: "it has no common name".into() })?;
-        decide::check_certname(&certname)
+        decision::check_certname(&certname)
             .map_err(|r| Error::NotValid { certname: certname.clone(), detail: r.to_string() })?;
-        let serial = issue::hex(cert.raw_serial());
+        let serial = crate::encoding::hex(cert.raw_serial());
         match self.store.record(&serial)? {
             Some(rec) if rec.state == State::Issued && rec.certname == certname => {}
             Some(rec) => {
@@ -1304,10 +1307,10 @@ impl Authority {
         }
         let cli_auth = cert.extensions().iter().any(|e| {
             let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
-            arcs.as_deref() == Some(crate::oids::PP_CLI_AUTH)
-                && crate::der::Reader::new(e.value).any().is_ok_and(|t| t.content == b"true")
+            arcs.as_deref() == Some(crate::encoding::oids::PP_CLI_AUTH)
+                && crate::encoding::der::Reader::new(e.value).any().is_ok_and(|t| t.content == b"true")
         });
-        Ok(Presented { certname, serial, cli_auth, fingerprint: ca::fingerprint(der) })
+        Ok(Presented { certname, serial, cli_auth, fingerprint: bootstrap::fingerprint(der) })
     }
 
     /// One pending request, its reasons and CSR PEM.
@@ -1358,11 +1361,12 @@ impl ReservedNames {
     /// `vouch serve` cannot present a certificate it cannot read).
     pub fn load(dir: &CaDir) -> Self {
         let mut r = ReservedNames::default();
-        for (rel, holder) in
-            [(crate::serve::setup::SERVER_CERT, Holder::Service), (crate::serve::setup::ADMIN_CERT, Holder::Admin)]
-        {
+        for (rel, holder) in [
+            (crate::issuance::bootstrap::SERVER_CERT, Holder::Service),
+            (crate::issuance::bootstrap::ADMIN_CERT, Holder::Admin),
+        ] {
             if let Ok(pem) = std::fs::read(dir.dir.join(rel)) {
-                if let Ok((_, der)) = crate::pem::find(&pem, &["CERTIFICATE"]) {
+                if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
                     for n in names_on_certificate(&der) {
                         r.add(n, holder);
                     }
@@ -1393,7 +1397,7 @@ impl ReservedNames {
 
     /// The refusal for a request under `certname` (or asking for a subjectAltName) that a
     /// reserved name covers, if any.
-    pub fn refusal(&self, certname: &str, csr: Option<&crate::csr::Csr>) -> Option<Refusal> {
+    pub fn refusal(&self, certname: &str, csr: Option<&crate::encoding::csr::Csr>) -> Option<Refusal> {
         let requested = csr.map(requested_alt_names).unwrap_or_default();
         std::iter::once(certname.to_string()).chain(requested).find_map(|name| {
             self.holder(&name).map(|holder| Refusal::NameReserved {
@@ -1435,11 +1439,11 @@ fn general_names(names: &[x509_parser::extensions::GeneralName<'_>]) -> Vec<Stri
 
 /// The DNS names and IP addresses a CSR asks for in subjectAltName (Puppet Server copies
 /// them into the certificate when its own setting allows; vouch's CA never does).
-fn requested_alt_names(csr: &crate::csr::Csr) -> Vec<String> {
+fn requested_alt_names(csr: &crate::encoding::csr::Csr) -> Vec<String> {
     use x509_parser::prelude::FromDer;
     csr.extensions
         .iter()
-        .filter(|e| e.oid == crate::oids::SUBJECT_ALT_NAME)
+        .filter(|e| e.oid == crate::encoding::oids::SUBJECT_ALT_NAME)
         .filter_map(|e| x509_parser::extensions::SubjectAlternativeName::from_der(&e.value).ok())
         .flat_map(|(_, san)| general_names(&san.general_names))
         .collect()

@@ -1,10 +1,9 @@
 //! The CA's own keys and certificates: `ca init` and `conductor new`.
 #![deny(clippy::arithmetic_side_effects)]
 
+use crate::encoding::oids;
 use crate::error::Error;
-use crate::fsutil;
-use crate::keys::KeyType;
-use crate::oids;
+use crate::issuance::keys::KeyType;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SerialNumber,
@@ -21,6 +20,14 @@ pub const CA_BUNDLE: &str = "ca_bundle.pem";
 /// The root's CRL (the master CA's is `ca_crl.pem`).
 pub const ROOT_CRL: &str = "root_crl.pem";
 pub const POLICY: &str = "policy.toml";
+
+/// Credentials `vouch serve` keeps in the data directory (paths relative to it).
+pub const SERVER_CERT: &str = "server/server_crt.pem";
+pub const SERVER_KEY: &str = "server/server_key.pem";
+pub const ADMIN_CERT: &str = "admin/admin_crt.pem";
+pub const ADMIN_KEY: &str = "admin/admin_key.pem";
+pub const CONDUCTOR_CERT: &str = "conductor/conductor_crt.pem";
+pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
 
 /// Paths of a CA data directory.
 #[derive(Debug, Clone)]
@@ -50,7 +57,7 @@ impl CaDir {
             Ok(m) if !m.is_dir() => Err(unusable("it is not a directory".into())),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(unusable(format!(
                 "permission denied: user {} may not reach it (a directory on its path is closed to it)",
-                fsutil::user_name(fsutil::euid())
+                crate::files::trust::user_name(crate::files::trust::euid())
             ))),
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                 Err(unusable("a component of its path is not a directory".into()))
@@ -78,12 +85,14 @@ impl CaDir {
                 .find(|d| std::fs::read_dir(d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied))
                 .unwrap_or_else(|| self.ca());
             let owner = std::fs::metadata(&closed)
-                .map(|m| format!("owned by {} (mode {:04o})", fsutil::user_name(m.uid()), m.mode() & 0o7777))
+                .map(|m| {
+                    format!("owned by {} (mode {:04o})", crate::files::trust::user_name(m.uid()), m.mode() & 0o7777)
+                })
                 .unwrap_or_else(|_| "not this user's".into());
             return Err(unusable(format!(
                 "permission denied: {} is {owner} and vouch runs as {}: run vouch as its owner (sudo -u OWNER vouch …)",
                 closed.display(),
-                fsutil::user_name(fsutil::euid())
+                crate::files::trust::user_name(crate::files::trust::euid())
             )));
         }
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -97,9 +106,9 @@ impl CaDir {
     /// (owned by root or this user, not writable by group or others; the key not readable
     /// by them either). The policy is checked where it is loaded ([`crate::Policy::load`]).
     pub fn check(&self) -> Result<(), Error> {
-        fsutil::check_trusted(&self.dir)?;
-        fsutil::check_trusted(&self.ca())?;
-        fsutil::check_private_key(&self.file(CA_KEY))?;
+        crate::files::trust::check_trusted(&self.dir)?;
+        crate::files::trust::check_trusted(&self.ca())?;
+        crate::files::trust::check_private_key(&self.file(CA_KEY))?;
         // The store's own directories: whoever may write signed/ or serials/ plants
         // certificates and records; the store creates them, so a missing one is fine.
         // Never a link either (the store refuses one at every lock too; this also covers
@@ -107,8 +116,12 @@ impl CaDir {
         for sub in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.ca().join(sub);
             if std::fs::symlink_metadata(&p).is_ok() {
-                fsutil::refuse_link(&p).map_err(|source| Error::Io { path: p.clone(), op: "use directory", source })?;
-                fsutil::check_trusted(&p)?;
+                crate::files::durable::refuse_link(&p).map_err(|source| Error::Io {
+                    path: p.clone(),
+                    op: "use directory",
+                    source,
+                })?;
+                crate::files::trust::check_trusted(&p)?;
             }
         }
         Ok(())
@@ -118,14 +131,14 @@ impl CaDir {
 /// `t + d`, or an error naming `what` when the result leaves the representable range.
 pub fn add_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
     t.checked_add(d).ok_or_else(|| Error::Date {
-        detail: format!("{what}: {} plus {d} is past the year 9999", crate::attrs::format_expiry(t)),
+        detail: format!("{what}: {} plus {d} is past the year 9999", crate::encoding::time::format_rfc3339(t)),
     })
 }
 
 /// `t - d`, or an error naming `what` when the result leaves the representable range.
 pub fn sub_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
     t.checked_sub(d).ok_or_else(|| Error::Date {
-        detail: format!("{what}: {} minus {d} is before the year 1", crate::attrs::format_expiry(t)),
+        detail: format!("{what}: {} minus {d} is before the year 1", crate::encoding::time::format_rfc3339(t)),
     })
 }
 
@@ -192,7 +205,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
         }
     }
     // An existing DIR must be this user's (or root's): its owner could swap the policy later.
-    fsutil::check_trusted(&dir.dir)?;
+    crate::files::trust::check_trusted(&dir.dir)?;
     create_private_dir(&dir.dir)?;
     let root_from = sub_time(now, Duration::days(1), "the root CA's notBefore")?;
     let root_until = add_time(now, Duration::days(365 * 20), "the root CA's 20-year validity")?;
@@ -221,7 +234,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     let ca_cert = master.signed_by(&ca_key, &root_issuer).map_err(crypto)?;
 
     // Stage everything in a temporary directory, then rename it into place.
-    let staging = fsutil::temp_beside(&dir.ca());
+    let staging = crate::files::durable::temp_beside(&dir.ca());
     {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(io(&staging, "create directory"))?;
@@ -236,9 +249,9 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
         ];
         for (file, content, mode) in files {
             let p = staging.join(file);
-            fsutil::write_new(&p, content.as_bytes(), mode).map_err(io(&p, "write"))?;
+            crate::files::durable::write_new(&p, content.as_bytes(), mode).map_err(io(&p, "write"))?;
         }
-        fsutil::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
+        crate::files::durable::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: dir.ca() }
             } else {
@@ -252,7 +265,7 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
     }
     let policy_text = crate::policy::default_policy_text(&format!("ca/{ROOT_CERT}"));
     let policy = dir.policy();
-    fsutil::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {
+    crate::files::durable::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             Error::AlreadyExists { path: policy.clone() }
         } else {
@@ -264,22 +277,20 @@ pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitR
 
 /// Loads a certificate (first PEM block) and a key from files.
 pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), Error> {
-    let cert_bytes = crate::input::read(cert, crate::input::Kind::Cert)?;
+    let cert_bytes = crate::error::read_input(cert, crate::files::input::Kind::Cert)?;
     let der = if cert_bytes.first() == Some(&0x30) {
         cert_bytes
     } else {
-        crate::pem::find(&cert_bytes, &["CERTIFICATE"])
+        crate::encoding::pem::find(&cert_bytes, &["CERTIFICATE"])
             .map(|(_, d)| d)
             .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?
     };
     x509_parser::parse_x509_certificate(&der)
         .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?;
-    let key_text = crate::input::read_path_text(key, crate::input::Kind::Key).map_err(|source| Error::Io {
-        path: key.to_path_buf(),
-        op: "read",
-        source,
-    })?;
-    let kp = crate::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
+    let key_text = crate::files::input::read_path_text(key, crate::files::input::Kind::Key)
+        .map_err(|source| Error::Io { path: key.to_path_buf(), op: "read", source })?;
+    let kp =
+        crate::issuance::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
     Ok((der, kp))
 }
 
@@ -365,11 +376,11 @@ fn issue_conductor_with(
             detail: "--days 0 would make a certificate that has already expired; give at least 1".into(),
         });
     }
-    fsutil::check_trusted(&dir.dir)?;
-    fsutil::check_trusted(&dir.ca())?;
-    fsutil::check_private_key(&dir.file(ROOT_KEY))?;
+    crate::files::trust::check_trusted(&dir.dir)?;
+    crate::files::trust::check_trusted(&dir.ca())?;
+    crate::files::trust::check_private_key(&dir.file(ROOT_KEY))?;
     let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
-    let root_pem = crate::pem::encode("CERTIFICATE", &root_der);
+    let root_pem = crate::encoding::pem::encode("CERTIFICATE", &root_der);
     let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
     let mut p = CertificateParams::default();
     p.distinguished_name = name(spec.name);
@@ -381,7 +392,7 @@ fn issue_conductor_with(
     if root_not_after <= now {
         return Err(Error::NotValid {
             certname: "the root CA".into(),
-            detail: format!("it expired at {}", crate::attrs::format_expiry(root_not_after)),
+            detail: format!("it expired at {}", crate::encoding::time::format_rfc3339(root_not_after)),
         });
     }
     // Past the year 9999 is past the root's notAfter too: capped alike.

@@ -7,7 +7,8 @@
 //! expire with the attributes: whole buckets are removed a day after their
 //! hour has passed, without scanning entries.
 
-use crate::attrs::format_expiry;
+use crate::encoding::time::format_rfc3339;
+use crate::vouching::replay_key::ReplayKey;
 use std::io;
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
@@ -19,20 +20,6 @@ pub enum Claim {
     Fresh,
     /// Already used.
     Used { certname: String, time: String },
-}
-
-/// The key of one set of attributes in the journal ([`crate::decide::replay_key`]), and
-/// the key an older vouch gave the same attributes, which is read but never written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplayKey {
-    pub key: String,
-    pub legacy: Option<String>,
-}
-
-impl From<&str> for ReplayKey {
-    fn from(key: &str) -> Self {
-        ReplayKey { key: key.to_string(), legacy: None }
-    }
 }
 
 /// The journal (a directory; shared by every process that decides with this policy).
@@ -77,10 +64,10 @@ impl Journal {
 
     fn replace(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         if self.sync {
-            crate::fsutil::write_replace(path, bytes, 0o644)
+            crate::files::durable::write_replace(path, bytes, 0o644)
         } else {
             let tmp = path.parent().unwrap_or(Path::new("."));
-            crate::fsutil::write_replace_unsynced_in(tmp, path, bytes, 0o644)
+            crate::files::durable::write_replace_unsynced_in(tmp, path, bytes, 0o644)
         }
     }
 
@@ -174,7 +161,7 @@ impl Journal {
         issued: bool,
     ) -> serde_json::Value {
         let mut v = serde_json::json!({
-            "certname": certname, "holder": holder, "time": format_expiry(now), "expiry": format_expiry(expiry),
+            "certname": certname, "holder": holder, "time": format_rfc3339(now), "expiry": format_rfc3339(expiry),
         });
         if held {
             v["held"] = serde_json::Value::Bool(true);
@@ -196,11 +183,11 @@ impl Journal {
     ) -> io::Result<(PathBuf, Option<serde_json::Value>)> {
         self.prune_now_and_then(now)?;
         let path = self.entry(key, expiry);
-        let created = crate::fsutil::in_dir(&path, || {
+        let created = crate::files::durable::in_dir(&path, || {
             if self.sync {
-                crate::fsutil::write_new(&path, record.as_bytes(), 0o644)
+                crate::files::durable::write_new(&path, record.as_bytes(), 0o644)
             } else {
-                crate::fsutil::write_new_unsynced(&path, record.as_bytes(), 0o644)
+                crate::files::durable::write_new_unsynced(&path, record.as_bytes(), 0o644)
             }
         });
         match created {
@@ -268,7 +255,7 @@ impl Journal {
     ) -> io::Result<()> {
         let path = self.entry(key, expiry);
         let v = Self::entry_value(certname, holder, expiry, time, false, true).to_string();
-        crate::fsutil::in_dir(&path, || self.replace(&path, v.as_bytes()))
+        crate::files::durable::in_dir(&path, || self.replace(&path, v.as_bytes()))
     }
 
     /// Marks the entry for `key` issued to `holder` for `certname`, writing it whole if

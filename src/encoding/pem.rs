@@ -28,6 +28,8 @@ impl std::fmt::Display for PemError {
     }
 }
 
+impl std::error::Error for PemError {}
+
 /// Finds the first PEM block with one of `labels` and decodes it.
 /// Returns the label found and the DER bytes.
 pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), PemError> {

@@ -8,12 +8,13 @@
 // so its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use crate::attrs;
-use crate::classification::{Classification, ClassificationError};
-use crate::csr::{self, Csr, CsrError, KeyKind};
-use crate::der::tag;
-use crate::oids;
-use crate::policy::Policy;
+use crate::encoding::csr::{self, Csr, CsrError, KeyKind};
+use crate::encoding::der::tag;
+use crate::encoding::hex;
+use crate::encoding::oids;
+use crate::policy::{Policy, Scope};
+use crate::vouching::attrs;
+use crate::vouching::classification::{Classification, ClassificationError};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rustls_pki_types::{CertificateDer, UnixTime};
@@ -49,6 +50,8 @@ impl std::fmt::Display for CertnameProblem {
         }
     }
 }
+
+impl std::error::Error for CertnameProblem {}
 
 /// Checks a certname against host-name rules as Puppet uses them: lowercase
 /// labels of letters, digits, `-` and `_`, separated by dots.
@@ -521,6 +524,8 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+impl std::error::Error for Refusal {}
+
 /// Who vouched.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Conductor {
@@ -536,9 +541,9 @@ pub struct Conductor {
     pub not_after: String,
     /// Its subject and issuer names as read from the DER (scopes match these, not the strings).
     #[serde(skip)]
-    pub subject_dn: Option<crate::dn::Dn>,
+    pub subject_dn: Option<crate::encoding::dn::Dn>,
     #[serde(skip)]
-    pub issuer_dn: Option<crate::dn::Dn>,
+    pub issuer_dn: Option<crate::encoding::dn::Dn>,
 }
 
 /// A granted decision. Only [`decide`] constructs one; issuing consumes it.
@@ -597,38 +602,7 @@ impl Grant {
     }
 }
 
-pub use crate::replay::ReplayKey;
-
-/// What makes vouched attributes one-time, the key of their entry in the replay journal.
-///
-/// - Version 2: SHA-256 over the conductor certificate's SHA-256 (its DER fingerprint, 32
-///   bytes) followed by the nonce. A nonce is one conductor's: another conductor that
-///   learns it (user-data is often world-readable) and signs it again makes another key,
-///   so it cannot burn the first conductor's attributes. The same conductor signing the
-///   same nonce twice (with any other values) still gets one use.
-/// - Version 1: the digest of the signed canonical string (the signature itself is
-///   malleable: an ECDSA (r, s) is also valid as (r, n-s)), which names the conductor.
-///
-/// Journals written before this binding (vouch 0.1 up to issue 13) keyed version 2 by the
-/// nonce alone (`v2-nonce:NONCE`): that key is the [`ReplayKey::legacy`] one, read (never
-/// written) so that attributes used before an upgrade stay used after it. Such an entry
-/// lives as long as the attributes (at most `attributes.max_lifetime`, up to 100 years
-/// by policy), so it cannot be left to expire.
-pub fn replay_key(nonce: Option<&str>, conductor_der: &[u8], signed_digest: &str) -> ReplayKey {
-    match nonce {
-        Some(n) => {
-            let fingerprint = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, conductor_der);
-            let mut bound = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
-            bound.update(fingerprint.as_ref());
-            bound.update(n.as_bytes());
-            ReplayKey {
-                key: format!("v2-conductor-nonce:{}", hex(bound.finish().as_ref())),
-                legacy: Some(format!("v2-nonce:{n}")),
-            }
-        }
-        None => ReplayKey { key: format!("v1-canonical:{signed_digest}"), legacy: None },
-    }
-}
+use crate::vouching::replay_key::{replay_key, ReplayKey};
 
 /// A refusal with what could be learnt before refusing (for logs).
 #[derive(Debug, Clone)]
@@ -666,10 +640,6 @@ pub struct Request<'a> {
     pub csr: &'a [u8],
     /// The certname the agent asks for.
     pub certname: &'a str,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Decides. `now` is the time the decision is made for.
@@ -820,11 +790,14 @@ pub fn decide_parsed(
     // 5. Expiry.
     let mut expiry_time = None;
     if let Some(e) = &expiry {
-        match OffsetDateTime::parse(e, &time::format_description::well_known::Rfc3339) {
+        match crate::encoding::time::parse_rfc3339(e) {
             Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.clone() }),
             Ok(t) => {
                 if t <= now {
-                    reasons.push(Refusal::AttributesExpired { expiry: e.clone(), now: attrs::format_expiry(now) });
+                    reasons.push(Refusal::AttributesExpired {
+                        expiry: e.clone(),
+                        now: crate::encoding::time::format_rfc3339(now),
+                    });
                 } else if t - now > policy.max_attribute_lifetime {
                     reasons.push(Refusal::ExpiryTooFar {
                         expiry: e.clone(),
@@ -899,7 +872,7 @@ pub fn decide_parsed(
     // conductor whose chain verified: an untrusted certificate is refused anyway, and
     // its subject (anyone can make one that matches a scope) gets no further work done.
     if let (false, Some(c), true) = (policy.scopes.is_empty(), &conductor, conductor_trusted) {
-        match policy.scopes.iter().find(|sc| sc.matches(c)) {
+        match policy.scopes.iter().find(|sc| scope_applies(sc, c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
             Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
         }
@@ -1007,6 +980,20 @@ pub fn decide_parsed(
     }
 }
 
+/// Whether a scope applies to a conductor. Names are compared structurally
+/// (`crate::encoding::dn`): two names that merely display alike never match.
+fn scope_applies(scope: &Scope, c: &Conductor) -> bool {
+    let name = |want: &Option<crate::encoding::dn::Dn>, got: &Option<crate::encoding::dn::Dn>| match (want, got) {
+        (None, _) => true,
+        (Some(w), Some(g)) => w == g,
+        // A certificate name vouch could not read matches no configured name.
+        (Some(_), None) => false,
+    };
+    scope.fingerprint.as_deref().is_none_or(|f| f == c.fingerprint)
+        && name(&scope.subject_dn, &c.subject_dn)
+        && name(&scope.issuer_dn, &c.issuer_dn)
+}
+
 fn check_scope(
     scope: &crate::policy::Scope,
     certname: &str,
@@ -1084,7 +1071,7 @@ pub fn recheck_conductor(
         Err(r) => return Err(Refused { reasons: vec![r], conductor: None, held: None }),
     };
     if !policy.scopes.is_empty() {
-        match policy.scopes.iter().find(|sc| sc.matches(&info)) {
+        match policy.scopes.iter().find(|sc| scope_applies(sc, &info)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: info.subject.clone() }),
             Some(scope) => check_scope(scope, certname, None, now, classification, &mut reasons),
         }
@@ -1128,9 +1115,9 @@ fn check_conductor_der(
         fingerprint,
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
-        not_after: attrs::format_expiry(cert.validity().not_after.to_datetime()),
-        subject_dn: crate::dn::Dn::from_der(cert.subject().as_raw()).ok(),
-        issuer_dn: crate::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
+        not_after: crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime()),
+        subject_dn: crate::encoding::dn::Dn::from_der(cert.subject().as_raw()).ok(),
+        issuer_dn: crate::encoding::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
     };
     let mut problems = Vec::new();
 

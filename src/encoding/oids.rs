@@ -117,7 +117,7 @@ pub fn parse(s: &str) -> Option<Vec<u64>> {
 
 /// Dotted form.
 pub fn dotted(arcs: &[u64]) -> String {
-    crate::der::oid_to_string(arcs)
+    crate::encoding::der::oid_to_string(arcs)
 }
 
 /// Short name if Puppet has one, else dotted form.

@@ -21,13 +21,13 @@ fn ca_error(path: &Path, detail: impl Into<String>) -> Error {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    crate::input::read(path, crate::input::Kind::TrustFile)
+    crate::error::read_input(path, crate::files::input::Kind::TrustFile)
 }
 
 /// The path of a node's signed certificate in a Puppet Server cadir. The
 /// certname is checked first: it becomes a file name.
 pub fn signed_path(cadir: &Path, certname: &str) -> Result<PathBuf, Error> {
-    crate::decide::check_certname(certname)
+    crate::decision::check_certname(certname)
         .map_err(|p| Error::Usage { detail: format!("{certname:?} is not a valid certname: {p}") })?;
     Ok(cadir.join(SIGNED).join(format!("{certname}.pem")))
 }
@@ -42,8 +42,8 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
     let bundle_path = cadir.join(CA_CERT);
     let crl_path = cadir.join(CA_CRL);
 
-    let bundle =
-        crate::pem::find_all(&read(&bundle_path)?, "CERTIFICATE").map_err(|e| ca_error(&bundle_path, e.to_string()))?;
+    let bundle = crate::encoding::pem::find_all(&read(&bundle_path)?, "CERTIFICATE")
+        .map_err(|e| ca_error(&bundle_path, e.to_string()))?;
     let mut anchors = Vec::new();
     let mut intermediates = Vec::new();
     for der in &bundle {
@@ -60,8 +60,8 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
         return Err(ca_error(&bundle_path, "it holds no self-signed CA certificate"));
     }
 
-    let crl_ders =
-        crate::pem::find_all(&read(&crl_path)?, "X509 CRL").map_err(|e| ca_error(&crl_path, e.to_string()))?;
+    let crl_ders = crate::encoding::pem::find_all(&read(&crl_path)?, "X509 CRL")
+        .map_err(|e| ca_error(&crl_path, e.to_string()))?;
     if crl_ders.is_empty() {
         return Err(ca_error(&crl_path, "it holds no CRL"));
     }
@@ -80,14 +80,14 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
         .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
         .build();
 
-    let leaf_text = match crate::input::read_path(&leaf_path, crate::input::Kind::Cert) {
+    let leaf_text = match crate::files::input::read_path(&leaf_path, crate::files::input::Kind::Cert) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::PuppetCaNotSigned { certname: certname.to_string(), path: leaf_path })
         }
         Err(source) => return Err(Error::Io { path: leaf_path, op: "read", source }),
     };
-    let (_, der) = crate::pem::find(&leaf_text, &["CERTIFICATE"])
+    let (_, der) = crate::encoding::pem::find(&leaf_text, &["CERTIFICATE"])
         .map_err(|e| Error::Cert { path: leaf_path.clone(), detail: e.to_string() })?;
     let not_valid = |detail: String| Error::NotValid { certname: certname.to_string(), detail };
 

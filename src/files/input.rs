@@ -42,7 +42,9 @@ impl Kind {
             Kind::Key => KEY_MAX,
             Kind::Attributes => ATTRIBUTES_MAX,
             // A usize always fits in a u64 on the platforms vouch builds for.
-            Kind::Classification => u64::try_from(crate::classification::DEFAULT_MAX_BYTES).unwrap_or(64 * 1024),
+            Kind::Classification => {
+                u64::try_from(crate::vouching::classification::DEFAULT_MAX_BYTES).unwrap_or(64 * 1024)
+            }
             Kind::Policy => POLICY_MAX,
             Kind::TrustFile => TRUST_FILE_MAX,
         }
@@ -100,20 +102,6 @@ pub fn read_path(path: &Path, kind: Kind) -> std::io::Result<Vec<u8>> {
 pub fn read_path_text(path: &Path, kind: Kind) -> std::io::Result<String> {
     String::from_utf8(read_path(path, kind)?)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
-}
-
-/// [`read_path`], its failure as a command error naming the file.
-pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, crate::Error> {
-    read_path(path, kind).map_err(|source| crate::Error::Io { path: path.to_path_buf(), op: "read", source })
-}
-
-/// Standard input up to the kind's limit.
-pub fn read_stdin(kind: Kind) -> Result<Vec<u8>, crate::Error> {
-    read_bounded(std::io::stdin().lock(), kind).map_err(|source| crate::Error::Io {
-        path: "stdin".into(),
-        op: "read",
-        source,
-    })
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 //! attribute) can never equal `CN=a, O=b` (two RDNs), although a display string
 //! would show both as `CN=a, O=b`.
 
-use crate::der::{self, tag, Reader};
-use crate::oids;
+use crate::encoding::der::{self, tag, Reader};
+use crate::encoding::oids;
 
 /// One attribute value: text when the DER string type decodes, else the raw TLV
 /// (which no policy text ever equals).

@@ -1,6 +1,6 @@
 //! The audit log: one JSON line per decision.
 
-use crate::decide::{Conductor, Grant, Refused};
+use crate::decision::{Conductor, Grant, Refused};
 use time::OffsetDateTime;
 
 /// Renders a decision as one JSON line.
@@ -15,7 +15,7 @@ pub fn decision_value(
     outcome: Result<&Grant, &Refused>,
     source: &str,
 ) -> serde_json::Value {
-    let time = crate::attrs::format_expiry(now);
+    let time = crate::encoding::time::format_rfc3339(now);
     let (verdict, conductor, reasons): (&str, Option<&Conductor>, Vec<serde_json::Value>) = match outcome {
         Ok(g) => ("granted", Some(g.conductor()), Vec::new()),
         Err(r) => (

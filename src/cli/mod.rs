@@ -1,74 +1,62 @@
 //! The command line: a thin skin over the library.
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::attrs::{self, CertEncoding, CsrAttributes, Format};
 use crate::authority::{Authority, ListEntry, SignOutcome};
-use crate::ca::{self, CaDir, ConductorSpec};
-use crate::classification::Classification;
-use crate::decide::{self, Request};
+use crate::decision::{self, Request};
+use crate::encoding::{csr, oids};
 use crate::error::Error;
-use crate::keys::KeyType;
+use crate::issuance::bootstrap::{self, CaDir, ConductorSpec};
+use crate::issuance::keys::KeyType;
 use crate::policy::{self, Policy};
-use crate::{csr, fsutil, oids};
-use clap::{Args, Parser, Subcommand};
+use crate::vouching::attrs::{self, CertEncoding, CsrAttributes, Format};
+use crate::vouching::classification::Classification;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
-/// The fallback policy location for the autosign hook.
-pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
+pub mod args;
 
-#[derive(Parser, Debug)]
-#[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
-pub struct Cli {
-    /// The CA's data directory
-    /// [default: /var/lib/vouch for root, else $XDG_DATA_HOME/vouch or ~/.local/share/vouch].
-    /// It, `ca/`, the policy and the CA keys must be owned by root or the user running vouch and
-    /// not be writable by group or others; a new one is created 0700.
-    #[arg(long, global = true, env = "VOUCH_DIR", value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
-    #[arg(long, global = true, hide = true)]
-    pub now: Option<String>,
-    #[command(subcommand)]
-    pub command: Command,
-}
+pub use args::{command, parse_from, Cli, Command};
+use args::{
+    AdminCommand, AutosignArgs, BenchCommand, CaCommand, CertEncodingArg, CheckArgs, ConductorCommand, CsrArgs,
+    FormatArg, KeyTypeArg, OutFormat, SignArgs,
+};
 
-/// Subcommands that never read the data directory: `--dir` is hidden from their help.
-const WITHOUT_DIR: [&[&str]; 3] = [&["csr"], &["bench", "decide"], &["bench", "hook"]];
-
-/// vouch's command line, with `--dir` shown only where it is used: the commands that never
-/// read the data directory get their own hidden `--dir` (accepted and ignored, so that
-/// `VOUCH_DIR` or a habitual `--dir` never breaks them), which global propagation leaves alone.
-pub fn command() -> clap::Command {
-    use clap::CommandFactory;
-    fn hide_dir(c: clap::Command, path: &[&str]) -> clap::Command {
-        match path.split_first() {
-            None => c.arg(
-                clap::Arg::new("dir")
-                    .long("dir")
-                    .env("VOUCH_DIR")
-                    .value_name("DIR")
-                    .value_parser(clap::value_parser!(PathBuf))
-                    .hide(true),
-            ),
-            Some((first, rest)) => c.mut_subcommand(*first, |sub| hide_dir(sub, rest)),
+impl From<KeyTypeArg> for KeyType {
+    fn from(k: KeyTypeArg) -> Self {
+        match k {
+            KeyTypeArg::P256 => KeyType::P256,
+            KeyTypeArg::P384 => KeyType::P384,
+            KeyTypeArg::Ed25519 => KeyType::Ed25519,
+            KeyTypeArg::Rsa2048 => KeyType::Rsa2048,
+            KeyTypeArg::Rsa3072 => KeyType::Rsa3072,
+            KeyTypeArg::Rsa4096 => KeyType::Rsa4096,
         }
     }
-    let mut c = Cli::command();
-    for path in WITHOUT_DIR {
-        c = hide_dir(c, path);
-    }
-    c
 }
 
-/// Parses a command line (with [`command`]).
-pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
-    use clap::FromArgMatches;
-    let mut c = command();
-    let m = c.try_get_matches_from_mut(args)?;
-    Cli::from_arg_matches(&m).map_err(|e| e.format(&mut c))
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::PuppetYaml => Format::PuppetYaml,
+            FormatArg::Txt => Format::Txt,
+            FormatArg::CloudConfig => Format::CloudConfig,
+            FormatArg::Json => Format::Json,
+        }
+    }
 }
+
+impl From<CertEncodingArg> for CertEncoding {
+    fn from(e: CertEncodingArg) -> Self {
+        match e {
+            CertEncodingArg::Base64Der => CertEncoding::Base64Der,
+            CertEncodingArg::Pem => CertEncoding::Pem,
+        }
+    }
+}
+
+/// The fallback policy location for the autosign hook.
+pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
 
 /// The revocation reasons `vouch revoke --reason` accepts, kebab-case and as RFC 5280 names them.
 pub const REVOCATION_REASONS: [(&str, &str); 7] = [
@@ -80,370 +68,6 @@ pub const REVOCATION_REASONS: [(&str, &str); 7] = [
     ("cessation-of-operation", "cessationOfOperation"),
     ("privilege-withdrawn", "privilegeWithdrawn"),
 ];
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Manage the CA itself.
-    #[command(subcommand)]
-    Ca(CaCommand),
-    /// Conductor credentials and signing.
-    #[command(subcommand)]
-    Conductor(ConductorCommand),
-    /// Make a key and a CSR carrying attributes, exactly as a Puppet agent does.
-    Csr(CsrArgs),
-    /// Puppet Server's policy-based autosign executable: certname as argument, CSR on stdin, exit 0 signs.
-    Autosign(AutosignArgs),
-    /// Explain the decision for a CSR (like autosign, but reads a file and prints every reason).
-    Check(CheckArgs),
-    /// Decide on a CSR and, on a grant, issue its certificate from the master CA
-    /// (prints the certificate, then the master CA and root certificates).
-    Sign(SignCsrArgs),
-    /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
-    Serve(ServeArgs),
-    /// Measure vouch next to the cost of its signatures (decision, hook, service).
-    #[command(subcommand)]
-    Bench(BenchCommand),
-    /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
-    #[command(subcommand)]
-    Admin(AdminCommand),
-    /// List requests; with --all, signed and revoked certificates too.
-    List {
-        /// Also list signed and revoked certificates (default: pending requests only).
-        #[arg(long)]
-        all: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-        format: OutFormat,
-    },
-    /// Revoke a certname's certificate and regenerate the CRL.
-    Revoke {
-        /// The node whose current certificate is revoked.
-        certname: String,
-        /// Why, kebab-case or as RFC 5280 spells it: unspecified, key-compromise (keyCompromise),
-        /// ca-compromise (caCompromise), affiliation-changed (affiliationChanged), superseded,
-        /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
-        #[arg(long, default_value = "unspecified")]
-        reason: String,
-    },
-    /// Revoke a certname's certificate and forget it (and any pending request);
-    /// exit 2 if the CA has neither for that name.
-    Clean {
-        /// The node to revoke and forget.
-        certname: String,
-    },
-    /// Regenerate the CRL (signed by the master CA) and print or write it.
-    Crl {
-        /// Write the CRL here (an existing file is replaced; - or no --out: stdout).
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
-    },
-    /// A new certificate for the same key and classification, new validity; the old one is superseded.
-    Renew {
-        /// The node whose current certificate is renewed.
-        certname: String,
-        /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
-    },
-    /// Print a node's classification from its certificate, as Puppet's external node classifier.
-    Enc {
-        /// The node (its current certificate in the store, or in --puppet-cadir).
-        certname: Option<String>,
-        /// Read this certificate file instead; trusts the file's origin, checks only its validity.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["certname", "puppet_cadir"])]
-        cert: Option<PathBuf>,
-        /// Hook mode: read CERTNAME's certificate from Puppet Server's CA directory
-        /// (DIR/signed/CERTNAME.pem), verified against DIR/ca_crt.pem and DIR/ca_crl.pem.
-        #[arg(long, value_name = "DIR", requires = "certname")]
-        puppet_cadir: Option<PathBuf>,
-        /// The policy whose classification settings (mirror OID, size cap) apply
-        /// [default: the --dir CA's policy, if any, else vouch's defaults].
-        #[arg(long, value_name = "FILE")]
-        policy: Option<PathBuf>,
-    },
-}
-
-/// The rule for every file vouch writes, shown in each output option's help.
-const OUTPUT_RULE: &str = "Outputs: - is stdout; a device or FIFO is written through; a symbolic link or \
-                           directory is refused; a regular file is written atomically (temporary file, \
-                           rename). A private key, and the certificate or CSR made with it, never \
-                           replace an existing file; every other output (attributes, certificates, \
-                           CRLs) replaces it.";
-
-#[derive(Args, Debug)]
-#[command(after_help = OUTPUT_RULE)]
-pub struct SignCsrArgs {
-    /// The certificate request (PEM or DER) to decide on.
-    #[arg(long, value_name = "FILE")]
-    pub csr: PathBuf,
-    /// The certname (default: the CSR's CN).
-    #[arg(long)]
-    pub certname: Option<String>,
-    /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum CaCommand {
-    /// Create a root CA, a master CA and a default policy in DIR (created 0700 if new).
-    Init {
-        /// Key type of the root and master CA.
-        #[arg(long, value_enum, default_value_t = KeyType::P256)]
-        key_type: KeyType,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ConductorCommand {
-    /// Issue a conductor certificate (EKU 1.3.6.1.4.1.34380.2.0) from the root.
-    #[command(after_help = OUTPUT_RULE)]
-    New {
-        /// The conductor's name (its certificate's CN).
-        name: String,
-        /// Write the conductor's certificate here (never replaces an existing file).
-        #[arg(long, value_name = "FILE")]
-        cert_out: PathBuf,
-        /// Write the conductor's private key here, mode 0600 (never replaces an existing file).
-        #[arg(long, value_name = "FILE")]
-        key_out: PathBuf,
-        /// The conductor's key type.
-        #[arg(long, value_enum, default_value_t = KeyType::P256)]
-        key_type: KeyType,
-        /// Validity in days, at least 1 (capped at the root's notAfter).
-        #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..))]
-        days: u32,
-    },
-    /// Sign a node's attributes with a conductor key.
-    Sign(SignArgs),
-}
-
-#[derive(Args, Debug)]
-#[command(after_help = OUTPUT_RULE)]
-pub struct SignArgs {
-    /// The conductor's certificate (PEM or DER), carrying EKU 1.3.6.1.4.1.34380.2.0.
-    #[arg(long, value_name = "FILE")]
-    pub cert: PathBuf,
-    /// The conductor's private key (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, value_name = "FILE")]
-    pub key: PathBuf,
-    /// YAML classification file, or - for stdin.
-    #[arg(long, value_name = "FILE")]
-    pub classification: String,
-    /// Lifetime of the attributes: 90s, 30m, 2h, 1d (the CA's policy caps it: 7d by default;
-    /// vouch warns when the policy at hand, from --dir, VOUCH_POLICY or /etc/vouch, would refuse).
-    #[arg(long, conflicts_with = "expires", required_unless_present = "expires")]
-    pub expires_in: Option<String>,
-    /// Absolute expiry, RFC 3339.
-    #[arg(long)]
-    pub expires: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::PuppetYaml)]
-    pub format: Format,
-    /// Write the attributes here, mode 0600 (an existing file is replaced; - or no --out: stdout).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-    /// How attribute .2.4 carries the conductor certificate.
-    #[arg(long, value_enum, default_value_t = CertEncoding::Base64Der)]
-    pub cert_encoding: CertEncoding,
-    /// The classification mirror extension request OID (must match the CA's policy).
-    #[arg(long, default_value = "1.3.6.1.4.1.34380.1.2.5")]
-    pub mirror_oid: String,
-    /// Do not add the classification mirror extension request.
-    #[arg(long)]
-    pub no_mirror: bool,
-    /// Bind the attributes to this certname (signature version 2, with a one-time nonce).
-    #[arg(long)]
-    pub certname: Option<String>,
-    /// Signature version: 2 whenever --certname is given, else 1 (the seed's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
-    pub version: Option<u32>,
-}
-
-#[derive(Args, Debug)]
-#[command(after_help = OUTPUT_RULE)]
-pub struct CsrArgs {
-    /// The node's certname (the CSR's CN).
-    #[arg(long)]
-    pub certname: String,
-    /// The attributes file written by 'vouch conductor sign' (yaml, txt, json or cloud-config).
-    #[arg(long, value_name = "FILE")]
-    pub attributes: PathBuf,
-    /// The node's key type.
-    #[arg(long, value_enum, default_value_t = KeyType::P256)]
-    pub key_type: KeyType,
-    /// Write the node's new private key here, mode 0600 (never replaces an existing file).
-    #[arg(long, value_name = "FILE")]
-    pub key_out: PathBuf,
-    /// Write the CSR (PEM) here (never replaces an existing file).
-    #[arg(long, value_name = "FILE")]
-    pub csr_out: PathBuf,
-}
-
-#[derive(Args, Debug)]
-pub struct AutosignArgs {
-    /// The certname Puppet Server asks about; the CSR is read from stdin.
-    pub certname: String,
-    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-}
-
-/// Upper bounds of `vouch serve`'s numeric limits (each also at least 1).
-pub const MAX_BODY_LIMIT: u64 = 64 * 1024 * 1024;
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
-pub const MAX_LIFETIME_SECS: u64 = 7 * 86_400;
-pub const MAX_CONNECTIONS: u64 = 1_000_000;
-pub const MAX_THREADS: u64 = 1024;
-
-/// `--listen`/`--addr`: an IP address and a port, with the fix for a bare port or name.
-fn parse_socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
-    s.parse::<std::net::SocketAddr>().map_err(|_| {
-        let port = s.trim().trim_start_matches(':');
-        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
-            format!("'{s}' is a port without an address: give 127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface; [::]:{port} for IPv6)")
-        } else {
-            format!("'{s}' is not an IP address and port such as 127.0.0.1:8140, 0.0.0.0:8140 or [::1]:8140 (host names are not accepted)")
-        }
-    })
-}
-
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// IP address and port to listen on (0.0.0.0:8140 for every interface).
-    #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
-    pub listen: std::net::SocketAddr,
-    /// A DNS name or IP address agents use to reach this service (repeatable); the first
-    /// is the service certificate's certname [default: this host's name, localhost].
-    #[arg(long = "server-name", value_parser = crate::serve::setup::check_server_name)]
-    pub server_names: Vec<String>,
-    /// Key type for a CA created on the first run and for the service's certificate.
-    #[arg(long, value_enum, default_value_t = KeyType::P256)]
-    pub key_type: KeyType,
-    /// Largest request body accepted, in bytes (1 to 67108864).
-    #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_LIMIT))]
-    pub max_body: u64,
-    /// Seconds allowed for a request's headers and for an idle kept-alive connection (1 to 3600).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
-    pub header_timeout: u64,
-    /// Seconds allowed for a request body and for the TLS handshake (1 to 3600).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
-    pub body_timeout: u64,
-    /// Connections served at once, 1 to 1000000 (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
-    pub max_connections: u64,
-    /// Connections from one client address at once, 1 to 1000000 (more are closed at once).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
-    pub max_connections_per_address: u64,
-    /// Seconds a connection may stay open, whatever it does (1 to 604800).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_LIFETIME_SECS))]
-    pub connection_lifetime: u64,
-    /// Worker threads, 1 to 1024 [default: one per core].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS))]
-    pub threads: Option<u64>,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Decision, and decision + issuance (no store), per core, next to the signature floor.
-    Decide {
-        /// CA key types, comma-separated.
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa4096,rsa2048,p256,ed25519")]
-        ca_keys: Vec<KeyType>,
-        /// Client (agent) key types, comma-separated.
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa2048,rsa4096,p256")]
-        client_keys: Vec<KeyType>,
-        /// Seconds spent on each measurement (0.01 to 600).
-        #[arg(long, default_value_t = 1.0)]
-        seconds: f64,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-        format: OutFormat,
-    },
-    /// `vouch autosign` as Puppet Server runs it: process start to exit, median and p99.
-    Hook {
-        /// How many times the hook runs (1 to 100000).
-        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-        runs: u64,
-        /// Without the replay journal and the audit log (no fsync).
-        #[arg(long)]
-        no_journal: bool,
-    },
-    /// N agents at once against a CA service (vouch serve or Puppet Server): PUT + GET each.
-    Serve {
-        /// The service's IP address and port.
-        #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
-        addr: std::net::SocketAddr,
-        /// The name its certificate carries.
-        #[arg(long, default_value = "localhost")]
-        host: String,
-        /// The CA bundle to trust [default: DIR/ca/ca_bundle.pem].
-        #[arg(long, value_name = "FILE")]
-        ca_bundle: Option<PathBuf>,
-        /// The conductor certificate that vouches for the CSRs [default: DIR/conductor/conductor_crt.pem].
-        #[arg(long, value_name = "FILE")]
-        conductor_cert: Option<PathBuf>,
-        /// The conductor's private key [default: DIR/conductor/conductor_key.pem].
-        #[arg(long, value_name = "FILE")]
-        conductor_key: Option<PathBuf>,
-        /// Concurrency levels, comma-separated.
-        #[arg(long, default_value = "1,8,64,256")]
-        agents: String,
-        /// Certificates each agent asks for (1 to 100000).
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-        per_agent: u64,
-        /// The agents' key type (Puppet agents: RSA).
-        #[arg(long, value_enum, default_value_t = KeyType::Rsa2048)]
-        client_key: KeyType,
-        /// The server's PID, to report its peak RSS.
-        #[arg(long)]
-        server_pid: Option<u32>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-        format: OutFormat,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum AdminCommand {
-    /// Issue an administrator certificate (clientAuth, pp_cli_auth) from the master CA.
-    #[command(after_help = OUTPUT_RULE)]
-    New {
-        /// The administrator's certname.
-        name: String,
-        /// Write the administrator's certificate here (never replaces an existing file).
-        #[arg(long, value_name = "FILE")]
-        cert_out: PathBuf,
-        /// Write the administrator's private key here, mode 0600 (never replaces an existing file).
-        #[arg(long, value_name = "FILE")]
-        key_out: PathBuf,
-        /// The administrator's key type.
-        #[arg(long, value_enum, default_value_t = KeyType::P256)]
-        key_type: KeyType,
-    },
-}
-
-#[derive(Args, Debug)]
-pub struct CheckArgs {
-    /// The certificate request (PEM or DER) to explain.
-    #[arg(long, value_name = "FILE")]
-    pub csr: PathBuf,
-    /// The certname (default: the CSR's CN).
-    #[arg(long)]
-    pub certname: Option<String>,
-    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-    pub format: OutFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutFormat {
-    Text,
-    Json,
-}
 
 /// Exit codes.
 pub const EXIT_OK: i32 = 0;
@@ -459,7 +83,7 @@ fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
     match &cli.now {
         None => Ok(OffsetDateTime::now_utc()),
         Some(s) => {
-            let t = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            let t = crate::encoding::time::parse_rfc3339(s)
                 .map_err(|e| Error::Usage { detail: format!("--now {s:?} is not RFC 3339: {e}") })?;
             if !(NOW_MIN_YEAR..NOW_MAX_YEAR).contains(&t.year()) {
                 return Err(Error::Usage {
@@ -477,7 +101,7 @@ pub const DEFAULT_DIR: &str = "/var/lib/vouch";
 /// The data directory: --dir, VOUCH_DIR, then /var/lib/vouch for root and
 /// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else.
 pub fn default_dir() -> PathBuf {
-    if fsutil::euid() == 0 {
+    if crate::files::trust::euid() == 0 {
         return PathBuf::from(DEFAULT_DIR);
     }
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -493,8 +117,8 @@ fn dir(cli: &Cli) -> Result<CaDir, Error> {
     Ok(CaDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
 }
 
-fn read_file(path: &Path, kind: crate::input::Kind) -> Result<Vec<u8>, Error> {
-    crate::input::read(path, kind)
+fn read_file(path: &Path, kind: crate::files::input::Kind) -> Result<Vec<u8>, Error> {
+    crate::error::read_input(path, kind)
 }
 
 /// Writes to standard output and flushes, reporting a failed write (a full disk, a closed
@@ -529,14 +153,15 @@ enum Replace {
     Never,
 }
 
-/// Writes one output file by the rule of [`fsutil::write_output`]; `None` is stdout.
+/// Writes one output file by the rule of [`crate::files::output::write_output`]; `None` is stdout.
 fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
     write_file(out.unwrap_or(Path::new("-")), text, mode, Replace::Yes).map(|_| ())
 }
 
-fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<fsutil::Written, Error> {
+fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<crate::files::output::Written, Error> {
     let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
-    fsutil::write_output(path, text.as_bytes(), mode, replace == Replace::Yes).map_err(|e| output_error(shown, e))
+    crate::files::output::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
+        .map_err(|e| output_error(shown, e))
 }
 
 /// Writes a private key and then what pairs with it (a certificate, a CSR), both new files:
@@ -545,7 +170,7 @@ fn write_file(path: &Path, text: &str, mode: u32, replace: Replace) -> Result<fs
 fn write_pair(key_out: &Path, key: &str, other_out: &Path, other: &str) -> Result<(), Error> {
     let written = write_file(key_out, key, 0o600, Replace::Never)?;
     if let Err(e) = write_file(other_out, other, 0o644, Replace::Never) {
-        let removed = written == fsutil::Written::Created && std::fs::remove_file(key_out).is_ok();
+        let removed = written == crate::files::output::Written::Created && std::fs::remove_file(key_out).is_ok();
         return Err(Error::Partial {
             done: if removed {
                 format!("the private key written to {} was removed again", key_out.display())
@@ -558,8 +183,8 @@ fn write_pair(key_out: &Path, key: &str, other_out: &Path, other: &str) -> Resul
     Ok(())
 }
 
-fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
-    use fsutil::OutputError as E;
+fn output_error(path: PathBuf, e: crate::files::output::OutputError) -> Error {
+    use crate::files::output::OutputError as E;
     match e {
         E::Exists => Error::AlreadyExists { path },
         E::Symlink => Error::Output {
@@ -574,23 +199,23 @@ fn output_error(path: PathBuf, e: fsutil::OutputError) -> Error {
 }
 
 /// Checks every output of a command BEFORE the command changes anything (issues, revokes,
-/// spends attributes, makes a key), by the rule [`fsutil::write_output`] will apply: no
+/// spends attributes, makes a key), by the rule [`crate::files::output::write_output`] will apply: no
 /// symbolic link, no directory, an existing directory to create it in, no existing regular
 /// file where the output never replaces one (a private key and what pairs with it), and no
 /// two outputs of one command at the same place (compared as canonical parent directory +
 /// file name, so `a.pem`, `./a.pem` and `DIR/../a.pem` are one). `-` (stdout) is not a path.
 fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
-    use fsutil::OutputError as E;
+    use crate::files::output::OutputError as E;
     let mut seen: Vec<(PathBuf, std::ffi::OsString, &Path)> = Vec::new();
     for &(p, replace) in outputs {
         if p.as_os_str() == "-" {
             continue;
         }
         let refuse = |detail: String| Error::Output { path: p.to_path_buf(), detail };
-        match fsutil::output_kind(p) {
+        match crate::files::output::output_kind(p) {
             Ok(Some(t)) if t.is_symlink() => return Err(output_error(p.to_path_buf(), E::Symlink)),
             Ok(Some(t)) if t.is_dir() => return Err(output_error(p.to_path_buf(), E::Directory)),
-            Ok(Some(_)) if replace == Replace::Never && fsutil::output_occupied(p) => {
+            Ok(Some(_)) if replace == Replace::Never && crate::files::output::output_occupied(p) => {
                 return Err(output_error(p.to_path_buf(), E::Exists))
             }
             Ok(_) => {}
@@ -647,7 +272,7 @@ pub fn find_policy(explicit: Option<&Path>, dir: Option<&Path>) -> Result<PathBu
         return Ok(PathBuf::from(p));
     }
     if let Some(d) = dir {
-        let p = d.join(ca::POLICY);
+        let p = d.join(bootstrap::POLICY);
         if p.exists() {
             return Ok(p);
         }
@@ -666,7 +291,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
     match &cli.command {
         Command::Ca(CaCommand::Init { key_type }) => {
             let d = dir(&cli)?;
-            let r = ca::init(&d, *key_type, now(&cli)?)?;
+            let r = bootstrap::init(&d, (*key_type).into(), now(&cli)?)?;
             sayln!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display())?;
             sayln!("Root CA fingerprint (SHA-256 of the root certificate): {}", r.root_fingerprint)?;
             sayln!("Policy: {}", r.policy.display())?;
@@ -674,21 +299,25 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             Ok(EXIT_OK)
         }
         Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
-            ca::check_conductor_name(name)?;
+            bootstrap::check_conductor_name(name)?;
             preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
             let d = dir(&cli)?;
-            let spec = ConductorSpec { name, key_type: *key_type, days: *days };
-            let c = ca::issue_conductor(&d, &spec, now(&cli)?)?;
+            let spec = ConductorSpec { name, key_type: (*key_type).into(), days: *days };
+            let c = bootstrap::issue_conductor(&d, &spec, now(&cli)?)?;
             // A conductor certificate is kept nowhere else: unwritten, it is simply lost.
             write_pair(key_out, &c.key_pem, cert_out, &c.cert_pem)?;
             if c.capped {
                 note(&format!(
                     "vouch: note: --days {days} reaches past the root CA's notAfter; the certificate ends with it, {}",
-                    attrs::format_expiry(c.not_after)
+                    crate::encoding::time::format_rfc3339(c.not_after)
                 ));
             }
             sayln!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display())?;
-            sayln!("Valid until {}; fingerprint (SHA-256): {}", attrs::format_expiry(c.not_after), c.fingerprint)?;
+            sayln!(
+                "Valid until {}; fingerprint (SHA-256): {}",
+                crate::encoding::time::format_rfc3339(c.not_after),
+                c.fingerprint
+            )?;
             Ok(EXIT_OK)
         }
         Command::Conductor(ConductorCommand::Sign(a)) => conductor_sign(&cli, a),
@@ -698,7 +327,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Sign(a) => {
             preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
             let auth = Authority::open(&dir(&cli)?)?;
-            let csr = read_file(&a.csr, crate::input::Kind::Csr)?;
+            let csr = read_file(&a.csr, crate::files::input::Kind::Csr)?;
             let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
             match auth.sign(&csr, Some(&certname), now(&cli)?)? {
                 SignOutcome::Issued(i) => {
@@ -714,7 +343,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                         "vouch: issued {} serial {} valid until {}",
                         i.certname,
                         i.serial_hex,
-                        crate::attrs::format_expiry(i.not_after)
+                        crate::encoding::time::format_rfc3339(i.not_after)
                     ));
                     Ok(EXIT_OK)
                 }
@@ -736,7 +365,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             let mut opts = crate::serve::ServeOptions::new(dir(&cli)?.dir);
             opts.listen = a.listen;
             opts.server_names = a.server_names.clone();
-            opts.key_type = a.key_type;
+            opts.key_type = a.key_type.into();
             opts.max_body = size(a.max_body, "--max-body")?;
             opts.header_timeout = std::time::Duration::from_secs(a.header_timeout);
             opts.body_timeout = std::time::Duration::from_secs(a.body_timeout);
@@ -758,10 +387,10 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             let (issued, key) = auth.issue_local(
                 &crate::authority::LocalSpec {
                     certname: name,
-                    role: crate::issue::LocalRole::Admin,
+                    role: crate::issuance::certificate::LocalRole::Admin,
                     dns_names: &[],
                     ip_addresses: &[],
-                    key_type: *key_type,
+                    key_type: (*key_type).into(),
                     replace: false,
                 },
                 now(&cli)?,
@@ -839,7 +468,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
                 "vouch: renewed {} serial {} valid until {}",
                 i.certname,
                 i.serial_hex,
-                crate::attrs::format_expiry(i.not_after)
+                crate::encoding::time::format_rfc3339(i.not_after)
             ));
             Ok(EXIT_OK)
         }
@@ -878,24 +507,24 @@ fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> Result<Stri
 
 fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let (cert_der, key) = ca::load_cert_and_key(&a.cert, &a.key)?;
+    let (cert_der, key) = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
     let (source, yaml) = if a.classification == "-" {
-        let bytes = crate::input::read_stdin(crate::input::Kind::Classification)?;
+        let bytes = crate::error::read_stdin(crate::files::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
             source: "(stdin)".into(),
-            error: crate::classification::ClassificationError::NotUtf8,
+            error: crate::vouching::classification::ClassificationError::NotUtf8,
         })?;
         ("(stdin)".to_string(), s)
     } else {
         let p = PathBuf::from(&a.classification);
-        let bytes = read_file(&p, crate::input::Kind::Classification)?;
+        let bytes = read_file(&p, crate::files::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
             source: a.classification.clone(),
-            error: crate::classification::ClassificationError::NotUtf8,
+            error: crate::vouching::classification::ClassificationError::NotUtf8,
         })?;
         (a.classification.clone(), s)
     };
-    let classification = Classification::from_yaml(&yaml, crate::classification::DEFAULT_MAX_BYTES)
+    let classification = Classification::from_yaml(&yaml, crate::vouching::classification::DEFAULT_MAX_BYTES)
         .map_err(|error| Error::Classification { source, error })?;
     let now = now(cli)?;
     let expiry = match (&a.expires_in, &a.expires) {
@@ -909,10 +538,12 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
                 .ok_or_else(|| Error::Expiry { detail: format!("--expires-in {text} reaches past the year 9999") })?
         }
         (None, Some(t)) => {
-            let t = OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+            let t = crate::encoding::time::parse_rfc3339(t)
                 .map_err(|e| Error::Expiry { detail: format!("{t:?} is not RFC 3339: {e}") })?;
             if t <= now {
-                return Err(Error::Expiry { detail: format!("{} is already past", attrs::format_expiry(t)) });
+                return Err(Error::Expiry {
+                    detail: format!("{} is already past", crate::encoding::time::format_rfc3339(t)),
+                });
             }
             t
         }
@@ -940,9 +571,9 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         }
         (_, Some(c)) => {
             let c = c.to_lowercase();
-            crate::decide::check_certname(&c)
+            crate::decision::check_certname(&c)
                 .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
-            if crate::decide::is_reserved_certname(&c) {
+            if crate::decision::is_reserved_certname(&c) {
                 return Err(Error::Usage {
                     detail: format!("--certname {c:?} is reserved by Puppet for the CA itself"),
                 });
@@ -951,7 +582,7 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         }
         (_, None) => None,
     };
-    let vouched = attrs::sign(&cert_der, &key, &classification, expiry, a.cert_encoding, certname.as_deref())
+    let vouched = attrs::sign(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
         .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
     let mirror = if a.no_mirror {
         None
@@ -964,7 +595,7 @@ fn conductor_sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         Some(o)
     };
     let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
-    let text = attrs::render(&out, a.format).map_err(|detail| Error::Usage { detail })?;
+    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
     write_out(a.out.as_deref(), &text, 0o600)?;
     warn_if_policy_refuses(cli, expiry, now);
     Ok(EXIT_OK)
@@ -992,7 +623,7 @@ fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime
             "vouch: warning: these attributes expire {} ({} from now), but {whose} refuses attributes \
              expiring more than {} ahead (attributes.max_lifetime): sign with a shorter --expires-in, \
              or raise that limit on the CA",
-            attrs::format_expiry(expiry),
+            crate::encoding::time::format_rfc3339(expiry),
             policy::format_duration(std::time::Duration::from_secs(u64::try_from(ahead.whole_seconds()).unwrap_or(0))),
             policy::format_duration(max)
         ));
@@ -1001,15 +632,19 @@ fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime
 
 fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     let certname = a.certname.to_lowercase();
-    let text = String::from_utf8(read_file(&a.attributes, crate::input::Kind::Attributes)?)
+    let text = String::from_utf8(read_file(&a.attributes, crate::files::input::Kind::Attributes)?)
         .map_err(|_| Error::Attributes { path: a.attributes.clone(), detail: "not UTF-8".into() })?;
     let parsed = attrs::parse_file(&text).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
-    let spec = csr::CsrSpec::from_attributes(&certname, &parsed)
-        .map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
+    let spec = parsed.csr_spec(&certname).map_err(|detail| Error::Attributes { path: a.attributes.clone(), detail })?;
     preflight(&[(&a.key_out, Replace::Never), (&a.csr_out, Replace::Never)])?;
-    let key = a.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+    let key = KeyType::from(a.key_type).generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
     let der = csr::build(&spec, &key).map_err(|e| Error::Crypto { detail: e.to_string() })?;
-    write_pair(&a.key_out, &key.serialize_pem(), &a.csr_out, &crate::pem::encode("CERTIFICATE REQUEST", &der))?;
+    write_pair(
+        &a.key_out,
+        &key.serialize_pem(),
+        &a.csr_out,
+        &crate::encoding::pem::encode("CERTIFICATE REQUEST", &der),
+    )?;
     Ok(EXIT_OK)
 }
 
@@ -1022,7 +657,11 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             if !(0.01..=600.0).contains(seconds) {
                 return Err(Error::Usage { detail: "--seconds must be between 0.01 and 600".into() });
             }
-            let rows = crate::bench::decide(ca_keys, client_keys, std::time::Duration::from_secs_f64(*seconds))?;
+            let rows = crate::bench::decide(
+                &ca_keys.iter().map(|&k| k.into()).collect::<Vec<KeyType>>(),
+                &client_keys.iter().map(|&k| k.into()).collect::<Vec<KeyType>>(),
+                std::time::Duration::from_secs_f64(*seconds),
+            )?;
             match format {
                 OutFormat::Json => json(&rows)?,
                 OutFormat::Text => {
@@ -1076,10 +715,16 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             let load = crate::bench::ServeLoad {
                 addr: *addr,
                 host: host.clone(),
-                ca_bundle: ca_bundle.clone().unwrap_or_else(|| d.join("ca").join(crate::ca::CA_BUNDLE)),
-                conductor_cert: conductor_cert.clone().unwrap_or_else(|| d.join(crate::serve::setup::CONDUCTOR_CERT)),
-                conductor_key: conductor_key.clone().unwrap_or_else(|| d.join(crate::serve::setup::CONDUCTOR_KEY)),
-                client_key: *client_key,
+                ca_bundle: ca_bundle
+                    .clone()
+                    .unwrap_or_else(|| d.join("ca").join(crate::issuance::bootstrap::CA_BUNDLE)),
+                conductor_cert: conductor_cert
+                    .clone()
+                    .unwrap_or_else(|| d.join(crate::issuance::bootstrap::CONDUCTOR_CERT)),
+                conductor_key: conductor_key
+                    .clone()
+                    .unwrap_or_else(|| d.join(crate::issuance::bootstrap::CONDUCTOR_KEY)),
+                client_key: (*client_key).into(),
                 agents: crate::bench::parse_levels(agents)?,
                 per_agent: usize::try_from(*per_agent).unwrap_or(100_000),
                 server_pid: *server_pid,
@@ -1135,7 +780,7 @@ mod erased_json {
     }
 }
 
-fn print_refusals(r: &decide::Refused, to: &mut dyn Write) {
+fn print_refusals(r: &decision::Refused, to: &mut dyn Write) {
     for reason in &r.reasons {
         let _ = writeln!(to, "vouch: refused [{}]: {reason}", reason.code());
         let _ = writeln!(to, "  hint: {}", reason.hint());
@@ -1148,7 +793,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     // is read and nothing more (an endless stdin must not keep the hook alive): a larger
     // body is refused at once.
     let mut body = Vec::new();
-    let limit = crate::input::CSR_MAX;
+    let limit = crate::files::input::CSR_MAX;
     std::io::stdin().lock().take(limit.saturating_add(1)).read_to_end(&mut body).map_err(|source| Error::Io {
         path: "stdin".into(),
         op: "read",
@@ -1163,15 +808,15 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&CaDir::new(d))).unwrap_or_default();
     let reserved = if too_large { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
     let outcome = if too_large {
-        Err(decide::Refused {
-            reasons: vec![decide::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
+        Err(decision::Refused {
+            reasons: vec![decision::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
             conductor: None,
             held: None,
         })
     } else if let Some(reason) = reserved {
-        Err(decide::Refused { reasons: vec![reason], conductor: None, held: None })
+        Err(decision::Refused { reasons: vec![reason], conductor: None, held: None })
     } else {
-        decide::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
+        decision::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
     };
     // One-time use: record the grant's nonce (or v1 signature) before answering.
     let outcome = match outcome {
@@ -1179,9 +824,13 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         // Puppet Server keeps the refused CSR and serves it: its attributes become this key's.
         Err(refused) => Err(crate::authority::hold_refused(&policy, refused, &a.certname, now)?),
     };
-    let line = crate::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
+    let line = crate::store::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {
-        fsutil::append_line(log, &line).map_err(|source| Error::Io { path: log.clone(), op: "append to", source })?;
+        crate::files::durable::append_line(log, &line).map_err(|source| Error::Io {
+            path: log.clone(),
+            op: "append to",
+            source,
+        })?;
     }
     match outcome {
         Ok(g) => {
@@ -1190,7 +839,7 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
                 "vouch: granted {} (vouched by {}, attributes expire {})",
                 g.certname(),
                 g.conductor().subject,
-                attrs::format_expiry(g.attributes_expiry())
+                crate::encoding::time::format_rfc3339(g.attributes_expiry())
             )?;
             Ok(EXIT_OK)
         }
@@ -1204,20 +853,20 @@ fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
 fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
-    let body = read_file(&a.csr, crate::input::Kind::Csr)?;
+    let body = read_file(&a.csr, crate::files::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &body, a.certname.as_deref())?;
     let now = now(cli)?;
-    let outcome = decide::decide(&Request { csr: &body, certname: &certname }, &policy, now);
+    let outcome = decision::decide(&Request { csr: &body, certname: &certname }, &policy, now);
     // One-time use as the journal stands (read, never written): used attributes are refused.
     let outcome = crate::authority::peek_replay(&policy, outcome, &certname)?;
     match a.format {
-        OutFormat::Json => sayln!("{}", crate::audit::decision_line(now, &certname, outcome.as_ref(), "check"))?,
+        OutFormat::Json => sayln!("{}", crate::store::audit::decision_line(now, &certname, outcome.as_ref(), "check"))?,
         OutFormat::Text => match &outcome {
             Ok(g) => sayln!(
                 "granted {} (vouched by {}, attributes expire {})\n{}",
                 g.certname(),
                 g.conductor().subject,
-                attrs::format_expiry(g.attributes_expiry()),
+                crate::encoding::time::format_rfc3339(g.attributes_expiry()),
                 g.classification()
                     .to_enc_json()
                     .map_err(|error| Error::Classification { source: a.csr.display().to_string(), error })?
@@ -1288,7 +937,7 @@ fn classification_settings(cli: &Cli, explicit: Option<&Path>) -> Result<(Vec<u6
     }
     Ok(match cli.dir.as_ref().map(|d| Policy::load(&CaDir::new(d).policy())) {
         Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
-        _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::classification::DEFAULT_MAX_BYTES),
+        _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::vouching::classification::DEFAULT_MAX_BYTES),
     })
 }
 
@@ -1302,7 +951,7 @@ fn enc(
     let now = now(cli)?;
     let classification = match (certname, cert, puppet_cadir) {
         (Some(name), None, Some(cadir)) => {
-            let der = crate::puppetca::verified_signed_cert(cadir, name, now)?;
+            let der = crate::hook::cadir::verified_signed_cert(cadir, name, now)?;
             let (mirror, max) = classification_settings(cli, policy_path)?;
             crate::authority::classification_from_cert(&der, &mirror, max, name)?
         }
@@ -1312,11 +961,11 @@ fn enc(
             auth.enc(name, now)?
         }
         (None, Some(path), None) => {
-            let bytes = read_file(path, crate::input::Kind::Cert)?;
+            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
             let der = if bytes.first() == Some(&0x30) {
                 bytes
             } else {
-                crate::pem::find(&bytes, &["CERTIFICATE"])
+                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
                     .map(|(_, d)| d)
                     .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
             };

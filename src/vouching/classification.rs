@@ -84,6 +84,8 @@ impl std::fmt::Display for ClassificationError {
     }
 }
 
+impl std::error::Error for ClassificationError {}
+
 /// A validated classification.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classification {

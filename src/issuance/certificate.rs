@@ -2,9 +2,10 @@
 //! [`Authorization`] that only the decision (a [`Grant`]) or a verified renewal
 //! can produce, prepares the certificate, and signs it exactly once.
 
-use crate::csr::KeyKind;
-use crate::decide::Grant;
-use crate::oids;
+use crate::decision::Grant;
+use crate::encoding::csr::KeyKind;
+use crate::encoding::hex;
+use crate::encoding::oids;
 use rcgen::{
     CertificateParams, CustomExtension, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
@@ -31,24 +32,12 @@ impl std::fmt::Display for IssueError {
     }
 }
 
-/// Validity settings (from the policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Profile {
-    /// Lifetime of node certificates (Puppet: 5 years).
-    pub validity: std::time::Duration,
-    /// How far notBefore is set back, for nodes whose clocks lag (Puppet: 24 hours).
-    pub backdate: std::time::Duration,
-    /// A latest notAfter (the vouching conductor's, when the policy caps at it).
-    pub cap: Option<OffsetDateTime>,
-}
+impl std::error::Error for IssueError {}
 
-impl Default for Profile {
-    fn default() -> Self {
-        Profile {
-            validity: std::time::Duration::from_secs(5 * 365 * 86_400),
-            backdate: std::time::Duration::from_secs(86_400),
-            cap: None,
-        }
+/// An issuance failure as a command error (a cryptographic one: policy reasons are refusals).
+impl From<IssueError> for crate::error::Error {
+    fn from(e: IssueError) -> Self {
+        crate::error::Error::Crypto { detail: e.to_string() }
     }
 }
 
@@ -186,13 +175,13 @@ pub struct Issued {
 }
 
 fn utf8_ext(oid: &[u64], value: &str) -> CustomExtension {
-    CustomExtension::from_oid_content(oid, crate::der::utf8_string(value))
+    CustomExtension::from_oid_content(oid, crate::encoding::der::utf8_string(value))
 }
 
 /// Builds the node certificate for `auth` (consumed).
 pub fn prepare(
     auth: Authorization,
-    profile: &Profile,
+    profile: &crate::policy::Profile,
     mirror_oid: &[u64],
     allowed: &[Vec<u64>],
     serial: &[u8],
@@ -216,7 +205,7 @@ pub fn prepare(
         }
     }
     if not_after <= now {
-        return Err(IssueError::CaExpired { not_after: crate::attrs::format_expiry(ca.not_after) });
+        return Err(IssueError::CaExpired { not_after: crate::encoding::time::format_rfc3339(ca.not_after) });
     }
     let mut p = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -264,11 +253,15 @@ pub fn prepare(
     }
     let spki =
         SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
-    Ok(Prepared { params: p, spki, certname, serial_hex: hex(serial), not_before, not_after, classification_b64 })
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(Prepared {
+        params: p,
+        spki,
+        certname,
+        serial_hex: crate::encoding::hex(serial),
+        not_before,
+        not_after,
+        classification_b64,
+    })
 }
 
 impl Prepared {
@@ -279,8 +272,8 @@ impl Prepared {
             self.certname.as_bytes(),
             self.serial_hex.as_bytes(),
             self.classification_b64.as_bytes(),
-            crate::attrs::format_expiry(self.not_before).as_bytes(),
-            crate::attrs::format_expiry(self.not_after).as_bytes(),
+            crate::encoding::time::format_rfc3339(self.not_before).as_bytes(),
+            crate::encoding::time::format_rfc3339(self.not_after).as_bytes(),
         ] {
             h.update(part);
             h.update(b"\n");
@@ -323,7 +316,7 @@ pub fn classification_of(cert_der: &[u8], mirror_oid: &[u64]) -> Result<Option<S
         if !is_main && arcs != mirror_oid {
             continue;
         }
-        let mut r = crate::der::Reader::new(ext.value);
+        let mut r = crate::encoding::der::Reader::new(ext.value);
         let t = r.any().map_err(|e| e.to_string())?;
         let s = std::str::from_utf8(t.content).map_err(|_| "classification extension is not UTF-8".to_string())?;
         if is_main {

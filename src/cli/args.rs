@@ -1,0 +1,504 @@
+// Every clap definition of vouch's command line: the parsed types ([`Cli`], [`Command`], the
+// `*Args` structs, the value enums), their value parsers and limits, and [`command`].
+//
+// This file depends on `clap` and `std` only (no `crate::` path): a build script can
+// `include!` it (or mount it with `#[path]`) to generate man pages and shell completions.
+// The command code (`src/cli/`) converts the value enums into the library's types.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "vouch", version, about = "A CA that autosigns Puppet agents vouched for by a cloud conductor")]
+pub struct Cli {
+    /// The CA's data directory
+    /// [default: /var/lib/vouch for root, else $XDG_DATA_HOME/vouch or ~/.local/share/vouch].
+    /// It, `ca/`, the policy and the CA keys must be owned by root or the user running vouch and
+    /// not be writable by group or others; a new one is created 0700.
+    #[arg(long, global = true, env = "VOUCH_DIR", value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
+    #[arg(long, global = true, hide = true)]
+    pub now: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands that never read the data directory: `--dir` is hidden from their help.
+const WITHOUT_DIR: [&[&str]; 3] = [&["csr"], &["bench", "decide"], &["bench", "hook"]];
+
+/// vouch's command line, with `--dir` shown only where it is used: the commands that never
+/// read the data directory get their own hidden `--dir` (accepted and ignored, so that
+/// `VOUCH_DIR` or a habitual `--dir` never breaks them), which global propagation leaves alone.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    fn hide_dir(c: clap::Command, path: &[&str]) -> clap::Command {
+        match path.split_first() {
+            None => c.arg(
+                clap::Arg::new("dir")
+                    .long("dir")
+                    .env("VOUCH_DIR")
+                    .value_name("DIR")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .hide(true),
+            ),
+            Some((first, rest)) => c.mut_subcommand(*first, |sub| hide_dir(sub, rest)),
+        }
+    }
+    let mut c = Cli::command();
+    for path in WITHOUT_DIR {
+        c = hide_dir(c, path);
+    }
+    c
+}
+
+/// Parses a command line (with [`command`]).
+pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut c = command();
+    let m = c.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches(&m).map_err(|e| e.format(&mut c))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Manage the CA itself.
+    #[command(subcommand)]
+    Ca(CaCommand),
+    /// Conductor credentials and signing.
+    #[command(subcommand)]
+    Conductor(ConductorCommand),
+    /// Make a key and a CSR carrying attributes, exactly as a Puppet agent does.
+    Csr(CsrArgs),
+    /// Puppet Server's policy-based autosign executable: certname as argument, CSR on stdin, exit 0 signs.
+    Autosign(AutosignArgs),
+    /// Explain the decision for a CSR (like autosign, but reads a file and prints every reason).
+    Check(CheckArgs),
+    /// Decide on a CSR and, on a grant, issue its certificate from the master CA
+    /// (prints the certificate, then the master CA and root certificates).
+    Sign(SignCsrArgs),
+    /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
+    Serve(ServeArgs),
+    /// Measure vouch next to the cost of its signatures (decision, hook, service).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
+    #[command(subcommand)]
+    Admin(AdminCommand),
+    /// List requests; with --all, signed and revoked certificates too.
+    List {
+        /// Also list signed and revoked certificates (default: pending requests only).
+        #[arg(long)]
+        all: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// Revoke a certname's certificate and regenerate the CRL.
+    Revoke {
+        /// The node whose current certificate is revoked.
+        certname: String,
+        /// Why, kebab-case or as RFC 5280 spells it: unspecified, key-compromise (keyCompromise),
+        /// ca-compromise (caCompromise), affiliation-changed (affiliationChanged), superseded,
+        /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
+        #[arg(long, default_value = "unspecified")]
+        reason: String,
+    },
+    /// Revoke a certname's certificate and forget it (and any pending request);
+    /// exit 2 if the CA has neither for that name.
+    Clean {
+        /// The node to revoke and forget.
+        certname: String,
+    },
+    /// Regenerate the CRL (signed by the master CA) and print or write it.
+    Crl {
+        /// Write the CRL here (an existing file is replaced; - or no --out: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// A new certificate for the same key and classification, new validity; the old one is superseded.
+    Renew {
+        /// The node whose current certificate is renewed.
+        certname: String,
+        /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Print a node's classification from its certificate, as Puppet's external node classifier.
+    Enc {
+        /// The node (its current certificate in the store, or in --puppet-cadir).
+        certname: Option<String>,
+        /// Read this certificate file instead; trusts the file's origin, checks only its validity.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["certname", "puppet_cadir"])]
+        cert: Option<PathBuf>,
+        /// Hook mode: read CERTNAME's certificate from Puppet Server's CA directory
+        /// (DIR/signed/CERTNAME.pem), verified against DIR/ca_crt.pem and DIR/ca_crl.pem.
+        #[arg(long, value_name = "DIR", requires = "certname")]
+        puppet_cadir: Option<PathBuf>,
+        /// The policy whose classification settings (mirror OID, size cap) apply
+        /// [default: the --dir CA's policy, if any, else vouch's defaults].
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
+}
+
+/// The rule for every file vouch writes, shown in each output option's help.
+const OUTPUT_RULE: &str = "Outputs: - is stdout; a device or FIFO is written through; a symbolic link or \
+                           directory is refused; a regular file is written atomically (temporary file, \
+                           rename). A private key, and the certificate or CSR made with it, never \
+                           replace an existing file; every other output (attributes, certificates, \
+                           CRLs) replaces it.";
+
+#[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
+pub struct SignCsrArgs {
+    /// The certificate request (PEM or DER) to decide on.
+    #[arg(long, value_name = "FILE")]
+    pub csr: PathBuf,
+    /// The certname (default: the CSR's CN).
+    #[arg(long)]
+    pub certname: Option<String>,
+    /// Write the certificate and chain here (an existing file is replaced; - or no --out: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CaCommand {
+    /// Create a root CA, a master CA and a default policy in DIR (created 0700 if new).
+    Init {
+        /// Key type of the root and master CA.
+        #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
+        key_type: KeyTypeArg,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConductorCommand {
+    /// Issue a conductor certificate (EKU 1.3.6.1.4.1.34380.2.0) from the root.
+    #[command(after_help = OUTPUT_RULE)]
+    New {
+        /// The conductor's name (its certificate's CN).
+        name: String,
+        /// Write the conductor's certificate here (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
+        cert_out: PathBuf,
+        /// Write the conductor's private key here, mode 0600 (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
+        key_out: PathBuf,
+        /// The conductor's key type.
+        #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
+        key_type: KeyTypeArg,
+        /// Validity in days, at least 1 (capped at the root's notAfter).
+        #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..))]
+        days: u32,
+    },
+    /// Sign a node's attributes with a conductor key.
+    Sign(SignArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
+pub struct SignArgs {
+    /// The conductor's certificate (PEM or DER), carrying EKU 1.3.6.1.4.1.34380.2.0.
+    #[arg(long, value_name = "FILE")]
+    pub cert: PathBuf,
+    /// The conductor's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// YAML classification file, or - for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub classification: String,
+    /// Lifetime of the attributes: 90s, 30m, 2h, 1d (the CA's policy caps it: 7d by default;
+    /// vouch warns when the policy at hand, from --dir, VOUCH_POLICY or /etc/vouch, would refuse).
+    #[arg(long, conflicts_with = "expires", required_unless_present = "expires")]
+    pub expires_in: Option<String>,
+    /// Absolute expiry, RFC 3339.
+    #[arg(long)]
+    pub expires: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::PuppetYaml)]
+    pub format: FormatArg,
+    /// Write the attributes here, mode 0600 (an existing file is replaced; - or no --out: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// How attribute .2.4 carries the conductor certificate.
+    #[arg(long, value_enum, default_value_t = CertEncodingArg::Base64Der)]
+    pub cert_encoding: CertEncodingArg,
+    /// The classification mirror extension request OID (must match the CA's policy).
+    #[arg(long, default_value = "1.3.6.1.4.1.34380.1.2.5")]
+    pub mirror_oid: String,
+    /// Do not add the classification mirror extension request.
+    #[arg(long)]
+    pub no_mirror: bool,
+    /// Bind the attributes to this certname (signature version 2, with a one-time nonce).
+    #[arg(long)]
+    pub certname: Option<String>,
+    /// Signature version: 2 whenever --certname is given, else 1 (the seed's).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub version: Option<u32>,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = OUTPUT_RULE)]
+pub struct CsrArgs {
+    /// The node's certname (the CSR's CN).
+    #[arg(long)]
+    pub certname: String,
+    /// The attributes file written by 'vouch conductor sign' (yaml, txt, json or cloud-config).
+    #[arg(long, value_name = "FILE")]
+    pub attributes: PathBuf,
+    /// The node's key type.
+    #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
+    pub key_type: KeyTypeArg,
+    /// Write the node's new private key here, mode 0600 (never replaces an existing file).
+    #[arg(long, value_name = "FILE")]
+    pub key_out: PathBuf,
+    /// Write the CSR (PEM) here (never replaces an existing file).
+    #[arg(long, value_name = "FILE")]
+    pub csr_out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct AutosignArgs {
+    /// The certname Puppet Server asks about; the CSR is read from stdin.
+    pub certname: String,
+    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+/// Upper bounds of `vouch serve`'s numeric limits (each also at least 1).
+pub const MAX_BODY_LIMIT: u64 = 64 * 1024 * 1024;
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+pub const MAX_LIFETIME_SECS: u64 = 7 * 86_400;
+pub const MAX_CONNECTIONS: u64 = 1_000_000;
+pub const MAX_THREADS: u64 = 1024;
+
+/// `--listen`/`--addr`: an IP address and a port, with the fix for a bare port or name.
+fn parse_socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse::<std::net::SocketAddr>().map_err(|_| {
+        let port = s.trim().trim_start_matches(':');
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            format!("'{s}' is a port without an address: give 127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface; [::]:{port} for IPv6)")
+        } else {
+            format!("'{s}' is not an IP address and port such as 127.0.0.1:8140, 0.0.0.0:8140 or [::1]:8140 (host names are not accepted)")
+        }
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// IP address and port to listen on (0.0.0.0:8140 for every interface).
+    #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
+    pub listen: std::net::SocketAddr,
+    /// A DNS name or IP address agents use to reach this service (repeatable); the first
+    /// is the service certificate's certname [default: this host's name, localhost].
+    #[arg(long = "server-name", value_parser = check_server_name)]
+    pub server_names: Vec<String>,
+    /// Key type for a CA created on the first run and for the service's certificate.
+    #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
+    pub key_type: KeyTypeArg,
+    /// Largest request body accepted, in bytes (1 to 67108864).
+    #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_LIMIT))]
+    pub max_body: u64,
+    /// Seconds allowed for a request's headers and for an idle kept-alive connection (1 to 3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub header_timeout: u64,
+    /// Seconds allowed for a request body and for the TLS handshake (1 to 3600).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    pub body_timeout: u64,
+    /// Connections served at once, 1 to 1000000 (more wait in the kernel's backlog).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    pub max_connections: u64,
+    /// Connections from one client address at once, 1 to 1000000 (more are closed at once).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    pub max_connections_per_address: u64,
+    /// Seconds a connection may stay open, whatever it does (1 to 604800).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_LIFETIME_SECS))]
+    pub connection_lifetime: u64,
+    /// Worker threads, 1 to 1024 [default: one per core].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS))]
+    pub threads: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Decision, and decision + issuance (no store), per core, next to the signature floor.
+    Decide {
+        /// CA key types, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa4096,rsa2048,p256,ed25519")]
+        ca_keys: Vec<KeyTypeArg>,
+        /// Client (agent) key types, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa2048,rsa4096,p256")]
+        client_keys: Vec<KeyTypeArg>,
+        /// Seconds spent on each measurement (0.01 to 600).
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// `vouch autosign` as Puppet Server runs it: process start to exit, median and p99.
+    Hook {
+        /// How many times the hook runs (1 to 100000).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        runs: u64,
+        /// Without the replay journal and the audit log (no fsync).
+        #[arg(long)]
+        no_journal: bool,
+    },
+    /// N agents at once against a CA service (vouch serve or Puppet Server): PUT + GET each.
+    Serve {
+        /// The service's IP address and port.
+        #[arg(long, default_value = "127.0.0.1:8140", value_parser = parse_socket_addr)]
+        addr: std::net::SocketAddr,
+        /// The name its certificate carries.
+        #[arg(long, default_value = "localhost")]
+        host: String,
+        /// The CA bundle to trust [default: DIR/ca/ca_bundle.pem].
+        #[arg(long, value_name = "FILE")]
+        ca_bundle: Option<PathBuf>,
+        /// The conductor certificate that vouches for the CSRs [default: DIR/conductor/conductor_crt.pem].
+        #[arg(long, value_name = "FILE")]
+        conductor_cert: Option<PathBuf>,
+        /// The conductor's private key [default: DIR/conductor/conductor_key.pem].
+        #[arg(long, value_name = "FILE")]
+        conductor_key: Option<PathBuf>,
+        /// Concurrency levels, comma-separated.
+        #[arg(long, default_value = "1,8,64,256")]
+        agents: String,
+        /// Certificates each agent asks for (1 to 100000).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        per_agent: u64,
+        /// The agents' key type (Puppet agents: RSA).
+        #[arg(long, value_enum, default_value_t = KeyTypeArg::Rsa2048)]
+        client_key: KeyTypeArg,
+        /// The server's PID, to report its peak RSS.
+        #[arg(long)]
+        server_pid: Option<u32>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Issue an administrator certificate (clientAuth, pp_cli_auth) from the master CA.
+    #[command(after_help = OUTPUT_RULE)]
+    New {
+        /// The administrator's certname.
+        name: String,
+        /// Write the administrator's certificate here (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
+        cert_out: PathBuf,
+        /// Write the administrator's private key here, mode 0600 (never replaces an existing file).
+        #[arg(long, value_name = "FILE")]
+        key_out: PathBuf,
+        /// The administrator's key type.
+        #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
+        key_type: KeyTypeArg,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The certificate request (PEM or DER) to explain.
+    #[arg(long, value_name = "FILE")]
+    pub csr: PathBuf,
+    /// The certname (default: the CSR's CN).
+    #[arg(long)]
+    pub certname: Option<String>,
+    /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub format: OutFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Text,
+    Json,
+}
+
+/// A `--server-name`: an IP address, or a DNS host name (the service certificate's SAN,
+/// and the first one its certname): labels of 1 to 63 letters, digits and '-' (not at a
+/// label's ends), at most 253 characters, no empty label, no trailing dot, and a last label
+/// that is not all digits (`1.2.3.4.5` is neither an address nor a name). Lowercased.
+pub fn check_server_name(name: &str) -> Result<String, String> {
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(name.to_string());
+    }
+    let n = name.to_ascii_lowercase();
+    let bad = |why: &str| Err(format!("'{name}' is neither an IP address nor a DNS name: {why}"));
+    if n.is_empty() {
+        return bad("it is empty");
+    }
+    if n.len() > 253 {
+        return bad("it is longer than 253 characters");
+    }
+    let labels: Vec<&str> = n.split('.').collect();
+    for l in &labels {
+        if l.is_empty() {
+            return bad("it has an empty label ('..', or a leading or trailing dot)");
+        }
+        if l.len() > 63 {
+            return bad("a label is longer than 63 characters");
+        }
+        if !l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return bad("a DNS name has only letters, digits, '-' and '.'");
+        }
+        if l.starts_with('-') || l.ends_with('-') {
+            return bad("a label starts or ends with '-'");
+        }
+    }
+    if labels.last().is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit())) {
+        return bad("its last label is all digits (an IP address has four numbers: 192.0.2.10)");
+    }
+    Ok(n)
+}
+
+/// A key type for CAs, conductors and nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KeyTypeArg {
+    /// ECDSA on NIST P-256 with SHA-256 (the default).
+    #[default]
+    P256,
+    /// ECDSA on NIST P-384 with SHA-384.
+    P384,
+    /// Ed25519.
+    Ed25519,
+    /// RSA 2048-bit, PKCS#1 v1.5 with SHA-256.
+    Rsa2048,
+    /// RSA 3072-bit.
+    Rsa3072,
+    /// RSA 4096-bit (Puppet's default).
+    Rsa4096,
+}
+
+/// Output formats of `vouch conductor sign`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Puppet's csr_attributes.yaml, values quoted for Puppet's safe_load.
+    #[default]
+    PuppetYaml,
+    /// The seed's csr_attributes.txt: `OID = value` lines.
+    Txt,
+    /// A #cloud-config document with puppet: csr_attributes:.
+    CloudConfig,
+    /// JSON: {"custom_attributes": {...}, "extension_requests": {...}}.
+    Json,
+}
+
+/// How the conductor certificate travels in attribute .2.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CertEncodingArg {
+    /// Standard base64 of the DER certificate on one line (default: fits every format).
+    #[default]
+    Base64Der,
+    /// PEM, as in the seed's example (multi-line: not for the txt format).
+    Pem,
+}

@@ -1,0 +1,481 @@
+//! The embedded default store: files under `DIR/ca/` (layout and protocol: [`crate::store`]).
+
+mod wal;
+
+pub use wal::WAL;
+
+use super::{CertRecord, InventoryEntry, Issuance, PendingRequest, Revocation, State, Store, StoreError, WriteLock};
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// A certname that fails the rules inside a store file (a log entry, a redo marker): vouch
+/// never wrote it, so the file is damaged (or planted), and it is reported as such.
+fn damaged(path: &Path) -> impl FnOnce(StoreError) -> StoreError {
+    let path = path.to_path_buf();
+    move |e| match e {
+        StoreError::CertnameInvalid { .. } => StoreError::Corrupt { path, detail: e.to_string() },
+        e => e,
+    }
+}
+
+fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io { path, op, source }
+}
+
+/// The embedded default store: files under `DIR/ca/`.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    pub root: PathBuf,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Marker {
+    Issue { record: CertRecord },
+    Revoke { serial: String, time: String, reason: String, certname: String, cleaned: bool },
+}
+
+impl FileStore {
+    pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
+        FileStore { root: ca_dir.into() }
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// `DIR/ca/signed/<certname>.pem`. The certname is checked first (it becomes a file
+    /// name): one that fails the certname rules is an error, and no file is touched.
+    pub fn signed_path(&self, certname: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.root.join("signed").join(Self::file_name(certname, "pem")?))
+    }
+
+    /// `<certname>.<ext>`, for a certname that passes the certname rules
+    /// ([`crate::decision::check_certname`]: no '/', no "..", no leading '.', ...).
+    fn file_name(certname: &str, ext: &str) -> Result<String, StoreError> {
+        crate::decision::check_certname(certname)
+            .map_err(|problem| StoreError::CertnameInvalid { certname: certname.to_string(), problem })?;
+        Ok(format!("{certname}.{ext}"))
+    }
+
+    fn serial_path(&self, serial: &str) -> PathBuf {
+        let shard = serial.get(..2).unwrap_or("00");
+        self.root.join("serials").join(shard).join(format!("{serial}.json"))
+    }
+
+    /// Whether this process already prepared this store (its directories, and `tmp/`
+    /// emptied of what killed writers left): once per process and store, not per lock.
+    fn prepared(&self, mark: bool) -> bool {
+        static DONE: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+        let done = DONE.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+        let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+        if mark {
+            done.insert(self.root.clone());
+        }
+        done.contains(&self.root)
+    }
+
+    /// Creates the store's directories, and makes sure each is a real directory: vouch
+    /// writes, renames and removes files in them, so a symbolic link there (lstat) is
+    /// refused, never followed. (`DIR/ca` itself may be a link: the operator's choice.)
+    fn ensure_dirs(&self) -> Result<(), StoreError> {
+        crate::files::durable::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        for d in ["signed", "requests", "serials", "pending", "tmp"] {
+            let p = self.p(d);
+            crate::files::durable::ensure_real_dir(&p).map_err(io_err(&p, "use directory"))?;
+        }
+        // The files written in place (appended, truncated, locked): refused before anything
+        // is decided or logged; their O_NOFOLLOW opens are the race-free backstop.
+        for f in [".lock", WAL, "inventory.txt", "revocations.txt"] {
+            let p = self.p(f);
+            crate::files::durable::refuse_link(&p).map_err(io_err(&p, "use"))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a serial record's shard directory (`serials/<ab>/`) that is a symbolic link.
+    fn check_shard(path: &Path) -> Result<(), StoreError> {
+        match path.parent() {
+            Some(shard) => crate::files::durable::refuse_link(shard).map_err(io_err(shard, "use directory")),
+            None => Ok(()),
+        }
+    }
+
+    fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StoreError> {
+        match fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Io { path: path.to_path_buf(), op: "read", source: e }),
+        }
+    }
+
+    /// Replaces a serial's record, synced (the revocation protocol, and redoing the
+    /// issuance markers older versions left).
+    fn write_record(&self, rec: &CertRecord) -> Result<(), StoreError> {
+        let path = self.serial_path(&rec.serial);
+        let bytes =
+            serde_json::to_vec(rec).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let tmp = self.p("tmp");
+        Self::check_shard(&path)?;
+        crate::files::durable::in_dir(&path, || crate::files::durable::write_replace_in(&tmp, &path, &bytes, 0o644))
+            .map_err(|e| StoreError::Io { path: path.clone(), op: "write", source: e })
+    }
+
+    fn marker_path(&self, serial: &str, op: &str) -> PathBuf {
+        self.p("pending").join(format!("{op}-{serial}.json"))
+    }
+
+    fn write_marker(&self, path: &Path, m: &Marker) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(m)
+            .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() })?;
+        crate::files::durable::write_replace_in(&self.p("tmp"), path, &bytes, 0o644).map_err(io_err(path, "write"))
+    }
+
+    fn remove_marker(&self, path: &Path) -> Result<(), StoreError> {
+        let pending = self.p("pending");
+        let dir = crate::files::durable::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
+        let name = path.file_name().unwrap_or_default();
+        match dir.unlink(name) {
+            Ok(()) => dir.sync().map_err(io_err(path, "sync")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::Io { path: path.to_path_buf(), op: "remove", source: e }),
+        }
+    }
+
+    /// Appends `line` to a log unless the log already ends with it (idempotent redo).
+    fn append_once(&self, rel: &str, line: &str) -> Result<(), StoreError> {
+        let path = self.p(rel);
+        let tail = read_tail(&path, 4096).map_err(io_err(&path, "read"))?;
+        if tail.lines().last() == Some(line) {
+            return Ok(());
+        }
+        crate::files::durable::append_line(&path, line).map_err(io_err(&path, "append to"))
+    }
+
+    fn inventory_line(rec: &CertRecord) -> String {
+        format!("0x{} {} {} /CN={}", rec.serial, rec.not_before, rec.not_after, rec.certname)
+    }
+
+    fn revocation_line(r: &Revocation) -> String {
+        format!("{} {} {} {}{}", r.serial, r.time, r.reason, r.certname, if r.cleaned { " cleaned" } else { "" })
+    }
+
+    fn serial_of_pem(pem: &str) -> Option<String> {
+        let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+        Some(crate::encoding::hex(cert.raw_serial()))
+    }
+
+    fn redo_issue(&self, rec: &CertRecord) -> Result<(), StoreError> {
+        let signed = self.signed_path(&rec.certname)?;
+        let on_disk = match fs::read_to_string(&signed) {
+            Ok(pem) => Self::serial_of_pem(&pem),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(StoreError::Io { path: signed, op: "read", source: e }),
+        };
+        if on_disk.as_deref() == Some(rec.serial.as_str()) {
+            self.append_once("inventory.txt", &Self::inventory_line(rec))?;
+            crash_point("issue:inventory");
+            let mut done = rec.clone();
+            done.state = State::Issued;
+            self.write_record(&done)?;
+            crash_point("issue:issued");
+            Ok(())
+        } else {
+            // Never issued. Mark the reservation abandoned, unless the serial's record
+            // is someone else's (the process died before its O_EXCL create).
+            match self.record(&rec.serial)? {
+                Some(r) if r.certname != rec.certname || r.state != State::Intent => Ok(()),
+                _ => {
+                    let mut gone = rec.clone();
+                    gone.state = State::Abandoned;
+                    self.write_record(&gone)
+                }
+            }
+        }
+    }
+
+    fn redo_revoke(&self, r: &Revocation) -> Result<(), StoreError> {
+        if let Some(mut rec) = self.record(&r.serial)? {
+            rec.state = State::Revoked;
+            rec.revoked_at = Some(r.time.clone());
+            rec.reason = Some(r.reason.clone());
+            self.write_record(&rec)?;
+            crash_point("revoke:record");
+        }
+        self.append_once("revocations.txt", &Self::revocation_line(r))?;
+        crash_point("revoke:log");
+        if r.cleaned {
+            let p = self.signed_path(&r.certname)?;
+            let current = fs::read_to_string(&p).ok().and_then(|pem| Self::serial_of_pem(&pem));
+            if current.as_deref() == Some(r.serial.as_str()) {
+                // Through the directory's descriptor: a signed/ swapped for a link is refused.
+                let signed = self.p("signed");
+                let dir = crate::files::durable::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
+                dir.unlink(p.file_name().unwrap_or_default()).map_err(io_err(&p, "remove"))?;
+                dir.sync().map_err(io_err(&p, "sync"))?;
+                crash_point("revoke:forget");
+            }
+            let _ = self.remove_request(&r.certname);
+        }
+        Ok(())
+    }
+
+    /// Finishes what killed processes left under `pending/`, and removes the
+    /// temporary files killed writers left in `tmp/` (store writes stage there, under the lock).
+    /// Needs the lock.
+    fn recover(&self, first: bool) -> Result<(), StoreError> {
+        // Temporary files of killed writers (store writes under the lock stage in tmp/):
+        // garbage, never read; removed by each process's first lock.
+        // Both directories are read and cleaned through descriptors opened with O_NOFOLLOW:
+        // a tmp/ or pending/ that is (or becomes) a symbolic link is refused, so the clean-up
+        // never removes files elsewhere.
+        if first {
+            let tmp = self.p("tmp");
+            let dir = crate::files::durable::NoFollowDir::open(&tmp).map_err(io_err(&tmp, "open"))?;
+            for name in dir.names().map_err(io_err(&tmp, "read directory"))? {
+                let _ = dir.unlink(&name);
+            }
+        }
+        let pending = self.p("pending");
+        let dir = crate::files::durable::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
+        for name in dir.names().map_err(io_err(&pending, "read directory"))? {
+            let path = dir.path_of(&name);
+            if path.extension().and_then(|x| x.to_str()) != Some("json") {
+                // A temporary file a killed write left behind.
+                let _ = dir.unlink(&name);
+                continue;
+            }
+            match Self::read_json::<Marker>(&path)? {
+                Some(Marker::Issue { record }) => self.redo_issue(&record).map_err(damaged(&path))?,
+                Some(Marker::Revoke { serial, time, reason, certname, cleaned }) => {
+                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned }).map_err(damaged(&path))?
+                }
+                None => {}
+            }
+            self.remove_marker(&path)?;
+        }
+        Ok(())
+    }
+}
+
+/// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
+/// step, the process aborts here, as if killed. Steps: wal:before,
+/// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
+/// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
+/// versions left).
+fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
+        std::process::abort();
+    }
+}
+
+/// Reads up to the last `n` bytes of a file ("" if it does not exist).
+fn read_tail(path: &Path, n: u64) -> io::Result<String> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(n)))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+impl Store for FileStore {
+    fn lock(&self) -> Result<WriteLock, StoreError> {
+        let first = !self.prepared(false);
+        // Every time (a few lstat calls): a directory swapped for a link since is refused.
+        self.ensure_dirs()?;
+        let path = self.p(".lock");
+        let file =
+            crate::files::durable::open_nofollow(OpenOptions::new().create(true).truncate(false).write(true), &path)
+                .map_err(io_err(&path, "open"))?;
+        // SAFETY: flock on a valid, open file descriptor.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(StoreError::Io { path, op: "lock", source: io::Error::last_os_error() });
+        }
+        let lock = WriteLock { _file: file };
+        self.recover(first)?;
+        self.recover_wal()?;
+        if first {
+            self.prepared(true);
+        }
+        Ok(lock)
+    }
+
+    fn current(&self, certname: &str) -> Result<Option<(CertRecord, String)>, StoreError> {
+        let path = self.signed_path(certname)?;
+        let pem = match fs::read_to_string(&path) {
+            Ok(p) => p,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        let serial = Self::serial_of_pem(&pem)
+            .ok_or_else(|| StoreError::Corrupt { path: path.clone(), detail: "not a certificate".into() })?;
+        let rec = self
+            .record(&serial)?
+            .ok_or_else(|| StoreError::Corrupt { path, detail: format!("serial {serial} has no record") })?;
+        Ok(Some((rec, pem)))
+    }
+
+    fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError> {
+        Self::read_json(&self.serial_path(serial))
+    }
+
+    fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
+        self.commit_batch(batch)
+    }
+
+    fn checkpoint(&self, _lock: &WriteLock) -> Result<(), StoreError> {
+        self.checkpoint_log()
+    }
+
+    fn revoke(&self, lock: &WriteLock, r: &Revocation) -> Result<(), StoreError> {
+        // No entry written before a revocation may stay in the log: replayed after it, it
+        // would undo it (entries written after it are fine).
+        self.checkpoint(lock)?;
+        let marker = self.marker_path(&r.serial, "revoke");
+        self.write_marker(
+            &marker,
+            &Marker::Revoke {
+                serial: r.serial.clone(),
+                time: r.time.clone(),
+                reason: r.reason.clone(),
+                certname: r.certname.clone(),
+                cleaned: r.cleaned,
+            },
+        )?;
+        crash_point("revoke:marker");
+        self.redo_revoke(r)?;
+        self.remove_marker(&marker)
+    }
+
+    fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
+        let path = self.p("revocations.txt");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if let [serial, time, reason, certname, rest @ ..] = f.as_slice() {
+                out.push(Revocation {
+                    serial: serial.to_string(),
+                    time: time.to_string(),
+                    reason: reason.to_string(),
+                    certname: certname.to_string(),
+                    cleaned: rest.first() == Some(&"cleaned"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {
+        let path = self.p("inventory.txt");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                match f.as_slice() {
+                    [serial, nb, na, cn] => Some(InventoryEntry {
+                        serial: serial.trim_start_matches("0x").to_string(),
+                        not_before: nb.to_string(),
+                        not_after: na.to_string(),
+                        certname: cn.trim_start_matches("/CN=").to_string(),
+                    }),
+                    _ => None,
+                }
+            })
+            .collect())
+    }
+
+    fn put_request(&self, _lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError> {
+        let pem = self.p("requests").join(Self::file_name(&req.certname, "pem")?);
+        let meta = self.p("requests").join(Self::file_name(&req.certname, "json")?);
+        self.ensure_dirs()?;
+        crate::files::durable::write_replace(&pem, csr_pem, 0o644).map_err(io_err(&pem, "write"))?;
+        let bytes =
+            serde_json::to_vec(req).map_err(|e| StoreError::Corrupt { path: meta.clone(), detail: e.to_string() })?;
+        crate::files::durable::write_replace(&meta, &bytes, 0o644).map_err(io_err(&meta, "write"))
+    }
+
+    fn remove_request(&self, certname: &str) -> Result<(), StoreError> {
+        // The .json first: it is what makes a request pending (requests() lists .json files,
+        // put_request writes it last), so without one there is nothing to remove, and
+        // issuance (which calls this for every certificate) pays three system calls
+        // (open the directory without following a link, unlinkat, close).
+        let names = [Self::file_name(certname, "json")?, Self::file_name(certname, "pem")?];
+        let requests = self.p("requests");
+        // Through the directory's descriptor: a requests/ that is a link is refused.
+        let dir = match crate::files::durable::NoFollowDir::open(&requests) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::Io { path: requests, op: "open", source: e }),
+        };
+        for (name, ext) in names.iter().zip(["json", "pem"]) {
+            let p = requests.join(name);
+            match dir.unlink(std::ffi::OsStr::new(name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound && ext == "json" => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::Io { path: p, op: "remove", source: e }),
+            }
+        }
+        Ok(())
+    }
+
+    fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
+        let dir = self.p("requests");
+        // Listed without the lock too (clean's look-up, the API): never through a link.
+        crate::files::durable::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(StoreError::Io { path: dir, op: "read directory", source: e }),
+        };
+        let mut out = Vec::new();
+        for e in entries {
+            let path = e.map_err(io_err(&dir, "read directory"))?.path();
+            if path.extension().and_then(|x| x.to_str()) == Some("json") {
+                if let Some(r) = Self::read_json::<PendingRequest>(&path)? {
+                    out.push(r);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.certname.cmp(&b.certname));
+        Ok(out)
+    }
+
+    fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError> {
+        let dir = self.p("requests");
+        crate::files::durable::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
+        let meta = dir.join(Self::file_name(certname, "json")?);
+        let Some(req) = Self::read_json::<PendingRequest>(&meta)? else { return Ok(None) };
+        let pem_path = self.p("requests").join(Self::file_name(certname, "pem")?);
+        match fs::read(&pem_path) {
+            Ok(pem) => Ok(Some((req, pem))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Io { path: pem_path, op: "read", source: e }),
+        }
+    }
+}
