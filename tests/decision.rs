@@ -239,7 +239,7 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
 fn vouched_csr(cert_der: &[u8], key: &rcgen::KeyPair, certname: &str, classification: &str) -> Vec<u8> {
     let class = vouch::vouching::classification::Classification::from_yaml(classification, 65536).unwrap();
     let expiry = now() + time::Duration::hours(1);
-    let v = vouch::vouching::attrs::sign(
+    let v = vouch::vouching::attrs::vouch(
         cert_der,
         key,
         &class,

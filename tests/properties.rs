@@ -67,7 +67,7 @@ fn any_single_byte_change_of_a_signed_value_is_refused() {
         .unwrap();
     let class = vouch::vouching::classification::Classification::from_yaml("classes: [ntp]\n", 65536).unwrap();
     let expiry = now() + time::Duration::hours(1);
-    let a = attrs::sign(&cert_der, &key, &class, expiry, attrs::CertEncoding::Base64Der, Some(CERTNAME)).unwrap();
+    let a = attrs::vouch(&cert_der, &key, &class, expiry, attrs::CertEncoding::Base64Der, Some(CERTNAME)).unwrap();
     let b = a.binding.clone().unwrap();
     let node_key = vouch::issuance::keys::KeyType::Ed25519.generate().unwrap();
     let csr_with = |vals: &[String; 7]| -> Vec<u8> {

@@ -626,7 +626,7 @@ fn vouched_attributes(dir: &Path, certname: &str) -> vouch::vouching::attrs::Csr
             .unwrap();
     let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
     let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let a = vouch::vouching::attrs::sign(
+    let a = vouch::vouching::attrs::vouch(
         &cert_der,
         &ckey,
         &class,

@@ -9,11 +9,12 @@ use crate::error::Error;
 use crate::issuance::certificate::{self, Authorization, Issued};
 use crate::policy::OnExisting;
 use crate::store::{CertRecord, Issuance, PendingRequest, SpentClaim, State, Store, StoreError, WriteLock};
+use crate::vouching::replay_key::ReplayKey;
 use time::OffsetDateTime;
 
-/// The outcome of `sign`.
+/// The outcome of [`Authority::issue`].
 #[derive(Debug)]
-pub enum SignOutcome {
+pub enum IssueOutcome {
     Issued(Issued),
     Refused(Refused),
 }
@@ -22,12 +23,20 @@ pub enum SignOutcome {
 pub(super) const MAX_BATCH: usize = 128;
 
 /// A vouched request, decided and signed, waiting for the group commit.
+/// What makes a job's attributes one-time: claimed in the replay journal under the lock.
+struct OneTimeUse {
+    key: ReplayKey,
+    /// The attributes' expiry (it names the journal's bucket).
+    expiry: OffsetDateTime,
+    /// The requesting key's digest: the holder of the claim.
+    holder: String,
+}
+
 pub(super) struct Job {
     certname: String,
     issued: Issued,
     record: CertRecord,
-    /// The replay key, the attributes' expiry, and the requesting key's digest.
-    replay: (crate::vouching::replay_key::ReplayKey, OffsetDateTime, String),
+    replay: OneTimeUse,
     spki: Vec<u8>,
     version: u32,
     conductor: decision::Conductor,
@@ -101,7 +110,7 @@ impl Authority {
             prepared.reserial(&Self::new_serial()?);
         }
         let record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
-        let issued = prepared.sign(&self.ca)?;
+        let issued = prepared.issue(&self.ca)?;
         self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
         self.audit(serde_json::json!({
             "time": format_rfc3339(now), "event": "issued", "certname": issued.certname,
@@ -112,18 +121,18 @@ impl Authority {
     }
 
     /// `vouch sign`: decide, and on a grant issue at once.
-    pub fn sign(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<SignOutcome, Error> {
-        self.sign_parsed(csr, None, certname, now)
+    pub fn issue(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<IssueOutcome, Error> {
+        self.issue_parsed(csr, None, certname, now)
     }
 
-    /// [`Authority::sign`] with the CSR already parsed by the caller (`csr::parse(csr)`).
-    pub fn sign_parsed(
+    /// [`Authority::issue`] with the CSR already parsed by the caller (`csr::parse(csr)`).
+    pub fn issue_parsed(
         &self,
         csr: &[u8],
         parsed: Option<crate::encoding::csr::Csr>,
         certname: Option<&str>,
         now: OffsetDateTime,
-    ) -> Result<SignOutcome, Error> {
+    ) -> Result<IssueOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
         let second = now.unix_timestamp();
@@ -144,7 +153,7 @@ impl Authority {
         if let Some(reason) = self.reserved.refusal(&certname, parsed.as_ref().ok()) {
             let refused = Refused { reasons: vec![reason], conductor: None, held: None };
             self.audit_raw(&crate::store::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
-            return Ok(SignOutcome::Refused(refused));
+            return Ok(IssueOutcome::Refused(refused));
         }
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {
@@ -164,7 +173,7 @@ impl Authority {
             },
         )?;
         match outcome {
-            Committed::Issued(issued) => Ok(SignOutcome::Issued(issued)),
+            Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
             Committed::Refused(refused) => self.refuse(&certname, csr, refused, now),
         }
     }
@@ -179,7 +188,11 @@ impl Authority {
         now: OffsetDateTime,
     ) -> Result<Job, Error> {
         use base64::Engine;
-        let replay = (grant.replay_key(), grant.attributes_expiry(), holder_digest(&grant.csr().spki));
+        let replay = OneTimeUse {
+            key: grant.replay_key(),
+            expiry: grant.attributes_expiry(),
+            holder: holder_digest(&grant.csr().spki),
+        };
         let spki = grant.csr().spki.clone();
         let version = grant.version();
         let conductor = grant.conductor().clone();
@@ -200,7 +213,7 @@ impl Authority {
         )?;
         let record = Self::issued_record(
             &prepared,
-            Some(format_rfc3339(replay.1)),
+            Some(format_rfc3339(replay.expiry)),
             Some(conductor.fingerprint.clone()),
             Some(conductor_cert),
         );
@@ -208,7 +221,7 @@ impl Authority {
         // process dies before the "issued" line.
         decision["serial"] = record.serial.clone().into();
         let decision_line = decision.to_string();
-        let issued = prepared.sign(&self.ca)?;
+        let issued = prepared.issue(&self.ca)?;
         Ok(Job { certname: certname.to_string(), issued, record, replay, spki, version, conductor, decision_line, now })
     }
 
@@ -255,10 +268,10 @@ impl Authority {
                         pem: job.issued.pem.clone(),
                         claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
                             journal: dir.clone(),
-                            key: job.replay.0.key.clone(),
-                            expiry: format_rfc3339(job.replay.1),
+                            key: job.replay.key.key.clone(),
+                            expiry: format_rfc3339(job.replay.expiry),
                             certname: job.certname.clone(),
-                            holder: job.replay.2.clone(),
+                            holder: job.replay.holder.clone(),
                             time: format_rfc3339(job.now),
                         }),
                     }
@@ -371,7 +384,7 @@ impl Authority {
                     &rec.attributes_expiry,
                     crate::encoding::time::parse_rfc3339(rec.attributes_expiry.as_deref().unwrap_or("")).ok(),
                 ) {
-                    (Some(_), Some(old)) => job.replay.1 > old,
+                    (Some(_), Some(old)) => job.replay.expiry > old,
                     _ => true,
                 };
                 match self.policy.on_existing {
@@ -391,8 +404,11 @@ impl Authority {
         }
         if !extra.is_empty() {
             // The attributes are good: they become this key's, as in any kept refusal.
-            let held =
-                Some(decision::Held { replay_key: job.replay.0.clone(), expiry: job.replay.1, spki: job.spki.clone() });
+            let held = Some(decision::Held {
+                replay_key: job.replay.key.clone(),
+                expiry: job.replay.expiry,
+                spki: job.spki.clone(),
+            });
             return Ok(Some(Refused { reasons: extra, conductor: Some(job.conductor.clone()), held }));
         }
         if self.store.record(&job.record.serial)?.is_some() {
@@ -403,7 +419,7 @@ impl Authority {
         // One-time use, claimed under the lock and before anything is stored. The entry is
         // written unsynced: the store's log, synced before anyone is answered, names it.
         if let Some(dir) = &self.policy.replay_journal {
-            let (key, expiry, holder) = &job.replay;
+            let OneTimeUse { key, expiry, holder } = &job.replay;
             let claim = crate::store::journal::Journal::unsynced(dir)
                 .claim(key, *expiry, certname, holder, true, now)
                 .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
@@ -427,7 +443,7 @@ impl Authority {
         csr: &[u8],
         refused: Refused,
         now: OffsetDateTime,
-    ) -> Result<SignOutcome, Error> {
+    ) -> Result<IssueOutcome, Error> {
         let mut refused = hold_refused(&self.policy, refused, certname, now)?;
         // Kept for the operator: requests a trusted conductor vouched for (whatever their
         // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
@@ -442,7 +458,7 @@ impl Authority {
             && !decision::is_reserved_certname(certname);
         if !keepable {
             self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
-            return Ok(SignOutcome::Refused(refused));
+            return Ok(IssueOutcome::Refused(refused));
         }
         // Under the store's lock, as issuance: whether the name has a certificate is read
         // there (a request racing the node's own, granted one, is not kept beside it), and
@@ -466,7 +482,7 @@ impl Authority {
         // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
         // request; a pending request beside a signed node would only hide it).
         if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
-            return Ok(SignOutcome::Refused(refused));
+            return Ok(IssueOutcome::Refused(refused));
         }
         let pem = match crate::encoding::csr::parse(csr) {
             Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
@@ -478,6 +494,6 @@ impl Authority {
             reasons: refused.tagged_reasons(),
         };
         self.store.put_request(&lock, &req, pem.as_bytes())?;
-        Ok(SignOutcome::Refused(refused))
+        Ok(IssueOutcome::Refused(refused))
     }
 }

@@ -13,7 +13,7 @@ mod replay;
 mod reserved;
 
 pub use crl::REASONS;
-pub use issue::SignOutcome;
+pub use issue::IssueOutcome;
 pub use list::ListEntry;
 pub use local::{LocalSpec, Presented};
 pub use replay::{claim_once, hold_refused, peek_replay};
@@ -22,7 +22,7 @@ pub use reserved::{names_on_certificate, Holder, ReservedNames};
 use crate::decision;
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
-use crate::issuance::bootstrap::{self, CaDir};
+use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::certificate::{self, MasterCa};
 use crate::policy::Policy;
 use crate::store::group::GroupCommit;
@@ -38,18 +38,18 @@ fn check_name(certname: &str) -> Result<(), Error> {
 }
 
 /// The largest refused request kept under `requests/` when no trusted conductor vouched
-/// for it (see [`Authority::sign`]).
+/// for it (see [`Authority::issue`]).
 pub const KEEP_UNVOUCHED_MAX: usize = 16 * 1024;
 
 /// An open CA: its directory, policy, store and master CA.
 pub struct Authority {
-    pub dir: CaDir,
+    pub dir: DataDir,
     pub policy: Policy,
     pub store: FileStore,
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
     group: GroupCommit<issue::Job, Result<issue::Committed, Error>>,
-    /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::sign`].
+    /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::issue`].
     maintained: std::sync::atomic::AtomicI64,
     /// The names on the service's and the administrator's certificates: never a node's.
     pub reserved: ReservedNames,
@@ -70,7 +70,7 @@ fn warn(what: &str, detail: &str) {
 
 impl Authority {
     /// Opens the CA in `dir` with its `policy.toml`.
-    pub fn open(dir: &CaDir) -> Result<Self, Error> {
+    pub fn open(dir: &DataDir) -> Result<Self, Error> {
         dir.require(bootstrap::CA_CERT)?;
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;

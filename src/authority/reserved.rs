@@ -2,7 +2,7 @@
 
 use super::Authority;
 use crate::decision::Refusal;
-use crate::issuance::bootstrap::{self, CaDir};
+use crate::issuance::bootstrap::{self, DataDir};
 use crate::store::CertRecord;
 
 /// Whose name a reserved name is.
@@ -35,7 +35,7 @@ pub struct ReservedNames {
 impl ReservedNames {
     /// The names on the certificates in `dir` (missing or unreadable files reserve nothing:
     /// `vouch serve` cannot present a certificate it cannot read).
-    pub fn load(dir: &CaDir) -> Self {
+    pub fn load(dir: &DataDir) -> Self {
         let mut r = ReservedNames::default();
         for (rel, holder) in [
             (crate::issuance::bootstrap::SERVER_CERT, Holder::Service),

@@ -1,22 +1,22 @@
 //! `vouch sign`, `check`, `list`, `revoke`, `clean`, `crl`, `renew`: the CA's certificates.
 
-use super::args::{CheckArgs, OutFormat, SignCsrArgs};
+use super::args::{CheckArgs, OutFormat, SignArgs};
 use super::output::{after, note, preflight, print_refusals, say, stored_cert, write_out, Replace};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
-use crate::authority::{Authority, ListEntry, SignOutcome};
+use crate::authority::{Authority, IssueOutcome, ListEntry};
 use crate::decision::{self, Request};
 use crate::encoding::csr;
 use crate::error::Error;
 use crate::policy::Policy;
 use std::path::{Path, PathBuf};
 
-pub(super) fn sign(cli: &Cli, a: &SignCsrArgs) -> Result<i32, Error> {
+pub(super) fn sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
     let auth = Authority::open(&dir(cli)?)?;
     let csr = read_file(&a.csr, crate::files::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
-    match auth.sign(&csr, Some(&certname), now(cli)?)? {
-        SignOutcome::Issued(i) => {
+    match auth.issue(&csr, Some(&certname), now(cli)?)? {
+        IssueOutcome::Issued(i) => {
             write_out(a.out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(format!(
                 "the certificate for {} was issued (serial {}) and is in the store: `vouch list --all`, {}",
                 i.certname,
@@ -31,7 +31,7 @@ pub(super) fn sign(cli: &Cli, a: &SignCsrArgs) -> Result<i32, Error> {
             ));
             Ok(EXIT_OK)
         }
-        SignOutcome::Refused(r) => {
+        IssueOutcome::Refused(r) => {
             print_refusals(&r, &mut std::io::stderr());
             Ok(EXIT_REFUSED)
         }

@@ -1,6 +1,6 @@
 //! `vouch conductor new` and `vouch conductor sign`.
 
-use super::args::{KeyTypeArg, SignArgs};
+use super::args::{ConductorSignArgs, KeyTypeArg};
 use super::output::{note, preflight, say, write_out, write_pair, Replace};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK};
 use crate::encoding::oids;
@@ -42,7 +42,7 @@ pub(super) fn new(
     Ok(EXIT_OK)
 }
 
-pub(super) fn sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
+pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
     let (cert_der, key) = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
     let (source, yaml) = if a.classification == "-" {
@@ -119,7 +119,7 @@ pub(super) fn sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
         }
         (_, None) => None,
     };
-    let vouched = attrs::sign(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
+    let vouched = attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
         .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
     let mirror = if a.no_mirror {
         None

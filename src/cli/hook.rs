@@ -7,7 +7,7 @@ use crate::authority::Authority;
 use crate::decision::{self, Request};
 use crate::encoding::csr;
 use crate::error::Error;
-use crate::issuance::bootstrap::CaDir;
+use crate::issuance::bootstrap::DataDir;
 use crate::policy::{self, Policy};
 use std::io::Read;
 use std::path::Path;
@@ -30,7 +30,7 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     let now = now(cli)?;
     // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
     let reserved =
-        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&CaDir::new(d))).unwrap_or_default();
+        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
     let reserved = if too_large { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
     let outcome = if too_large {
         Err(decision::Refused {
@@ -75,17 +75,26 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     }
 }
 
+/// How a certificate's classification extension is read: which OID, how large at most.
+struct ClassificationSettings {
+    mirror_oid: Vec<u64>,
+    max_bytes: usize,
+}
+
 /// The classification settings for reading a certificate outside vouch's store:
 /// an explicit --policy (which must load), else the --dir CA's policy if it loads,
 /// else vouch's defaults.
-pub(super) fn classification_settings(cli: &Cli, explicit: Option<&Path>) -> Result<(Vec<u64>, usize), Error> {
+fn classification_settings(cli: &Cli, explicit: Option<&Path>) -> Result<ClassificationSettings, Error> {
     if let Some(p) = explicit {
         let p = Policy::load(p)?;
-        return Ok((p.mirror_oid, p.classification_max_bytes));
+        return Ok(ClassificationSettings { mirror_oid: p.mirror_oid, max_bytes: p.classification_max_bytes });
     }
-    Ok(match cli.dir.as_ref().map(|d| Policy::load(&CaDir::new(d).policy())) {
-        Some(Ok(p)) => (p.mirror_oid, p.classification_max_bytes),
-        _ => (policy::DEFAULT_MIRROR_OID.to_vec(), crate::vouching::classification::DEFAULT_MAX_BYTES),
+    Ok(match cli.dir.as_ref().map(|d| Policy::load(&DataDir::new(d).policy())) {
+        Some(Ok(p)) => ClassificationSettings { mirror_oid: p.mirror_oid, max_bytes: p.classification_max_bytes },
+        _ => ClassificationSettings {
+            mirror_oid: policy::DEFAULT_MIRROR_OID.to_vec(),
+            max_bytes: crate::vouching::classification::DEFAULT_MAX_BYTES,
+        },
     })
 }
 
@@ -99,9 +108,9 @@ pub(super) fn enc(
     let now = now(cli)?;
     let classification = match (certname, cert, puppet_cadir) {
         (Some(name), None, Some(cadir)) => {
-            let der = crate::hook::cadir::verified_signed_cert(cadir, name, now)?;
-            let (mirror, max) = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &mirror, max, name)?
+            let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
+            let settings = classification_settings(cli, policy_path)?;
+            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
         }
         (Some(name), None, None) => {
             let auth = Authority::open(&dir(cli)?)?;
@@ -126,8 +135,8 @@ pub(super) fn enc(
                     detail: "the certificate is outside its validity period".into(),
                 });
             }
-            let (mirror, max) = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &mirror, max, &name)?
+            let settings = classification_settings(cli, policy_path)?;
+            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
         }
         _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
     };

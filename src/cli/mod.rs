@@ -2,7 +2,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use crate::error::Error;
-use crate::issuance::bootstrap::{self, CaDir};
+use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::keys::KeyType;
 use crate::vouching::attrs::{CertEncoding, Format};
 use std::path::{Path, PathBuf};
@@ -112,8 +112,8 @@ pub fn default_dir() -> PathBuf {
     }
 }
 
-fn dir(cli: &Cli) -> Result<CaDir, Error> {
-    Ok(CaDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
+fn dir(cli: &Cli) -> Result<DataDir, Error> {
+    Ok(DataDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
 }
 
 fn read_file(path: &Path, kind: crate::files::input::Kind) -> Result<Vec<u8>, Error> {

@@ -6,7 +6,7 @@ use super::{Refusal, Refused};
 use crate::encoding::csr::{self, KeyKind};
 use crate::encoding::hex;
 use crate::encoding::oids;
-use crate::policy::Policy;
+use crate::policy::{Policy, Window};
 use crate::vouching::attrs;
 use crate::vouching::classification::Classification;
 use base64::engine::general_purpose::STANDARD;
@@ -160,11 +160,14 @@ fn check_conductor_der(
                 .map(|path| {
                     // The window in which this chain holds: every certificate in it valid.
                     let v = cert.validity();
-                    let mut window = (v.not_before.timestamp(), v.not_after.timestamp());
+                    let mut window = Window { first: v.not_before.timestamp(), last: v.not_after.timestamp() };
                     for c in path.intermediate_certificates() {
                         if let Ok((_, ic)) = x509_parser::parse_x509_certificate(c.der().as_ref()) {
                             let iv = ic.validity();
-                            window = (window.0.max(iv.not_before.timestamp()), window.1.min(iv.not_after.timestamp()));
+                            window = Window {
+                                first: window.first.max(iv.not_before.timestamp()),
+                                last: window.last.min(iv.not_after.timestamp()),
+                            };
                         }
                     }
                     policy.chain_cache.insert(digest, window);

@@ -12,8 +12,15 @@
 #[derive(Debug, Clone, Default)]
 pub struct ChainCache(std::sync::Arc<std::sync::Mutex<ChainWindows>>);
 
-/// SHA-256 of a conductor certificate → (first, last) Unix second its chain holds.
-type ChainWindows = std::collections::HashMap<[u8; 32], (i64, i64)>;
+/// SHA-256 of a conductor certificate → when its chain holds.
+type ChainWindows = std::collections::HashMap<[u8; 32], Window>;
+
+/// The Unix seconds a verified chain holds: every certificate in it valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub first: i64,
+    pub last: i64,
+}
 
 impl ChainCache {
     pub const CAPACITY: usize = 4096;
@@ -24,11 +31,11 @@ impl ChainCache {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        map.get(digest).is_some_and(|(from, until)| *from <= unix_time && unix_time <= *until)
+        map.get(digest).is_some_and(|w| w.first <= unix_time && unix_time <= w.last)
     }
 
     /// Records a verified chain and its window.
-    pub fn insert(&self, digest: [u8; 32], window: (i64, i64)) {
+    pub fn insert(&self, digest: [u8; 32], window: Window) {
         let mut map = match self.0.lock() {
             Ok(m) => m,
             Err(p) => p.into_inner(),

@@ -9,7 +9,7 @@ mod duration;
 mod parse;
 mod pattern;
 
-pub use chain_cache::ChainCache;
+pub use chain_cache::{ChainCache, Window};
 pub use default::default_policy_text;
 pub use duration::{duration_problem, format_duration, parse_duration};
 pub use pattern::{glob, Pattern};

@@ -24,7 +24,7 @@ pub fn printable(value: &str) -> Vec<u8> {
 
 /// Encodes and signs a CSR with `key`.
 pub fn build(spec: &CsrSpec, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
-    sign_parts(&parts(spec, key), key)
+    assemble(&parts(spec, key), key)
 }
 
 /// The pieces of a certificationRequestInfo, already DER-encoded, so that fixtures and
@@ -73,8 +73,8 @@ pub fn parts(spec: &CsrSpec, key: &rcgen::KeyPair) -> RequestParts {
     RequestParts { subject, spki: key.subject_public_key_info(), attributes, extension_request }
 }
 
-/// Assembles the certificationRequestInfo from `parts` and signs it with `key`.
-pub fn sign_parts(parts: &RequestParts, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
+/// Assembles the certificationRequestInfo from `parts` and self-signs it with `key`.
+pub fn assemble(parts: &RequestParts, key: &rcgen::KeyPair) -> Result<Vec<u8>, rcgen::Error> {
     let mut attrs = parts.attributes.clone();
     if !parts.extension_request.is_empty() {
         attrs.push(der::sequence(&[&der::oid(oids::EXTENSION_REQUEST), &der::set_of(parts.extension_request.clone())]));

@@ -6,7 +6,7 @@
 
 mod build;
 
-pub use build::{build, parts, printable, sign_parts, signature_algorithm_der, CsrSpec, RequestParts};
+pub use build::{assemble, build, parts, printable, signature_algorithm_der, CsrSpec, RequestParts};
 
 use crate::encoding::der::{self, tag, Reader, Tlv};
 use crate::encoding::oids;
