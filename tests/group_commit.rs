@@ -2,15 +2,14 @@
 //! a replay journal shared by two CAs (several masters). The first two tests come from
 //! an independent review of the write-ahead log, where they failed.
 
+mod common;
+
+use common::s;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use time::OffsetDateTime;
 use vouch::authority::{Authority, IssueOutcome};
 use vouch::issuance::bootstrap::DataDir;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap();

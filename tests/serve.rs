@@ -16,12 +16,6 @@ use vouch::serve::client::{tls_config, Client, Response};
 
 const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: gold\nenvironment: production\n";
 
-fn vouch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
-    c
-}
-
 /// A running `vouch serve`; SIGTERM then SIGKILL on drop.
 struct Server {
     child: Option<Child>,
@@ -205,11 +199,6 @@ fn text(o: &Output) -> String {
 fn openssl(args: &[&str]) -> Output {
     require("openssl", "openssl");
     Command::new("openssl").args(args).output().unwrap()
-}
-
-fn mode(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 fn inventory(dir: &Path) -> Vec<String> {
