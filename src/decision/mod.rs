@@ -132,50 +132,123 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
 
 /// [`decide`] for a CSR the caller already parsed (`csr::parse(req.csr)`), so that a
 /// service that checks the CSR's shape first does not parse and verify it twice.
+///
+/// The numbered steps below each push every reason they find, so a refusal lists them
+/// all, in this order.
 pub fn decide_parsed(
     req: &Request<'_>,
     parsed: Result<Csr, CsrError>,
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Grant, Refused> {
-    let mut reasons = Vec::new();
-    let refuse = |reasons: Vec<Refusal>, conductor| Err(Refused { reasons, conductor, held: None });
-
-    // 1. The CSR itself.
+    // 1. The CSR itself. The key's size was checked when it was parsed (csr::check_key_size).
     let csr = match parsed {
         Ok(c) => c,
-        Err(e) => {
-            let r = match e {
-                CsrError::NotFound { detail } => Refusal::CsrMissing { detail },
-                CsrError::Malformed { detail } => Refusal::CsrMalformed { detail },
-                CsrError::UnsupportedSignatureAlgorithm { oid } => Refusal::CsrSignatureAlgorithmUnsupported { oid },
-                CsrError::UnsupportedKey { detail } => Refusal::CsrKeyUnsupported { detail },
-                CsrError::BadSelfSignature => Refusal::CsrSignatureInvalid,
-            };
-            let mut all = vec![r];
-            if let Err(problem) = check_certname(req.certname) {
-                all.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
-            }
-            return refuse(all, None);
-        }
+        Err(e) => return Err(Refused { reasons: unreadable_request(e, req.certname), conductor: None, held: None }),
     };
-    // The key's size was checked when the request was parsed (csr::check_key_size).
-
+    let mut reasons = Vec::new();
     // 2. Names.
-    if let Err(problem) = check_certname(req.certname) {
-        reasons.push(Refusal::CertnameInvalid { certname: req.certname.to_string(), problem });
-    } else if is_reserved_certname(req.certname) {
-        reasons.push(Refusal::CertnameReserved { certname: req.certname.to_string() });
+    check_names(req.certname, &csr, &mut reasons);
+    // 3. Attributes: each of the five exactly once, with exactly one text value.
+    let values = read_attributes(&csr, req.certname, &mut reasons);
+    check_no_stray_requests(&csr, values.is_v2, &mut reasons);
+    // 4. Version.
+    let version = check_version(values.version.as_deref(), policy, &mut reasons);
+    // 5. Expiry.
+    let expiry = check_expiry(values.expiry.as_deref(), policy, now, &mut reasons);
+    // 6. The conductor certificate and its chain; 7. the signature over the canonical string.
+    let signer = check_signer(&values, policy, now, &mut reasons);
+    // 8. Classification.
+    let classification = read_classification(&signer, values.classification.as_deref(), policy, &mut reasons);
+    // 9. Per-conductor scope.
+    check_conductor_scope(&signer, req.certname, expiry, now, classification.as_ref(), policy, &mut reasons);
+    // 10. Extension requests.
+    check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
+
+    if !reasons.is_empty() {
+        let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
+        return Err(Refused { reasons, conductor: signer.conductor, held });
+    }
+    let binding = match (values.certname, values.nonce) {
+        (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
+        _ => None,
+    };
+    match (classification, values.classification, signer.conductor, expiry, version, values.signature) {
+        (
+            Some(classification),
+            Some(classification_b64),
+            Some(conductor),
+            Some(expiry),
+            Some(version),
+            Some(_signature),
+        ) if (version == 2) == binding.is_some() && !signer.signed_digest.is_empty() => Ok(Grant {
+            certname: req.certname.to_string(),
+            csr,
+            classification,
+            classification_b64,
+            conductor,
+            expiry,
+            version,
+            decided_at: now,
+            binding,
+            signed_digest: signer.signed_digest,
+            conductor_der: signer.conductor_der,
+        }),
+        // Unreachable when no reason was recorded; refuse rather than grant on doubt.
+        (_, _, conductor, _, _, _) => Err(Refused {
+            reasons: vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }],
+            conductor,
+            held: None,
+        }),
+    }
+}
+
+/// Step 1: a request that could not be read, and the certname if it fails the rules too.
+fn unreadable_request(e: CsrError, certname: &str) -> Vec<Refusal> {
+    let r = match e {
+        CsrError::NotFound { detail } => Refusal::CsrMissing { detail },
+        CsrError::Malformed { detail } => Refusal::CsrMalformed { detail },
+        CsrError::UnsupportedSignatureAlgorithm { oid } => Refusal::CsrSignatureAlgorithmUnsupported { oid },
+        CsrError::UnsupportedKey { detail } => Refusal::CsrKeyUnsupported { detail },
+        CsrError::BadSelfSignature => Refusal::CsrSignatureInvalid,
+    };
+    let mut all = vec![r];
+    if let Err(problem) = check_certname(certname) {
+        all.push(Refusal::CertnameInvalid { certname: certname.to_string(), problem });
+    }
+    all
+}
+
+/// Step 2: the certname passes the rules and is not reserved; the CSR's one CN is it.
+fn check_names(certname: &str, csr: &Csr, reasons: &mut Vec<Refusal>) {
+    if let Err(problem) = check_certname(certname) {
+        reasons.push(Refusal::CertnameInvalid { certname: certname.to_string(), problem });
+    } else if is_reserved_certname(certname) {
+        reasons.push(Refusal::CertnameReserved { certname: certname.to_string() });
     }
     match csr.common_names.as_slice() {
-        [cn] if cn == req.certname => {}
-        [cn] => {
-            reasons.push(Refusal::CommonNameMismatch { common_name: cn.clone(), certname: req.certname.to_string() })
-        }
+        [cn] if cn == certname => {}
+        [cn] => reasons.push(Refusal::CommonNameMismatch { common_name: cn.clone(), certname: certname.to_string() }),
         other => reasons.push(Refusal::CommonNameCount { count: other.len() }),
     }
+}
 
-    // 3. Attributes: each of the five exactly once, with exactly one text value.
+/// The vouched attributes' values as the CSR carries them (each present exactly once).
+struct AttributeValues {
+    signature: Option<String>,
+    version: Option<String>,
+    expiry: Option<String>,
+    conductor: Option<String>,
+    classification: Option<String>,
+    /// Version 2 only: the certname and nonce the conductor bound them to.
+    certname: Option<String>,
+    nonce: Option<String>,
+    is_v2: bool,
+}
+
+/// Step 3: each attribute exactly once with one text value; in version 2 also the
+/// certname (which must be the one asked for) and a well-formed nonce.
+fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refusal>) -> AttributeValues {
     let mut take = |oid: &[u64]| -> Option<String> {
         let dotted = oids::dotted(oid);
         let found: Vec<_> = csr.attributes_with(oid).collect();
@@ -198,12 +271,28 @@ pub fn decide_parsed(
     let signature = take(oids::ATTR_SIGNATURE);
     let version = take(oids::ATTR_VERSION);
     let expiry = take(oids::ATTR_EXPIRY);
-    let conductor_value = take(oids::ATTR_CONDUCTOR);
-    let classification_value = take(oids::ATTR_CLASSIFICATION);
+    let conductor = take(oids::ATTR_CONDUCTOR);
+    let classification = take(oids::ATTR_CLASSIFICATION);
     // Version 2 adds the certname and the nonce; in version 1 they are unexpected.
     let is_v2 = version.as_deref() == Some("2");
     let (vouched_certname, nonce) =
         if is_v2 { (take(oids::ATTR_CERTNAME), take(oids::ATTR_NONCE)) } else { (None, None) };
+    if let Some(signed) = &vouched_certname {
+        if signed != certname {
+            reasons.push(Refusal::CertnameNotVouched { signed: signed.clone(), certname: certname.to_string() });
+        }
+    }
+    if let Some(n) = &nonce {
+        if !attrs::is_nonce(n) {
+            reasons.push(Refusal::NonceMalformed { value: n.clone() });
+        }
+    }
+    AttributeValues { signature, version, expiry, conductor, classification, certname: vouched_certname, nonce, is_v2 }
+}
+
+/// Step 3, continued: no attribute in vouch's arc beyond the version's, no Microsoft
+/// extension request, and exactly one extensionRequest with one value.
+fn check_no_stray_requests(csr: &Csr, is_v2: bool, reasons: &mut Vec<Refusal>) {
     let mut known = vec![
         oids::ATTR_SIGNATURE,
         oids::ATTR_VERSION,
@@ -213,16 +302,6 @@ pub fn decide_parsed(
     ];
     if is_v2 {
         known.extend([oids::ATTR_CERTNAME, oids::ATTR_NONCE]);
-    }
-    if let Some(signed) = &vouched_certname {
-        if signed != req.certname {
-            reasons.push(Refusal::CertnameNotVouched { signed: signed.clone(), certname: req.certname.to_string() });
-        }
-    }
-    if let Some(n) = &nonce {
-        if !attrs::is_nonce(n) {
-            reasons.push(Refusal::NonceMalformed { value: n.clone() });
-        }
     }
     // Sets, not lists: the CSR (the agent) chooses how many attributes and extensions
     // there are, and a list search per item would be quadratic in that.
@@ -253,115 +332,157 @@ pub fn decide_parsed(
             ),
         });
     }
+}
 
-    // 4. Version.
-    let mut version_num = None;
-    if let Some(v) = &version {
-        let canonical = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
-        match v.parse::<u32>() {
-            Ok(n) if canonical => {
-                if policy.versions.contains(&n) {
-                    version_num = Some(n);
-                } else {
-                    reasons.push(Refusal::VersionUnsupported { version: v.clone(), accepted: policy.versions.clone() });
+/// Step 4: a canonical decimal version the policy accepts.
+fn check_version(version: Option<&str>, policy: &Policy, reasons: &mut Vec<Refusal>) -> Option<u32> {
+    let v = version?;
+    let canonical = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
+    match v.parse::<u32>() {
+        Ok(n) if canonical => {
+            if policy.versions.contains(&n) {
+                return Some(n);
+            }
+            reasons.push(Refusal::VersionUnsupported { version: v.to_string(), accepted: policy.versions.clone() });
+        }
+        _ => reasons.push(Refusal::VersionMalformed { value: v.to_string() }),
+    }
+    None
+}
+
+/// Step 5: an RFC 3339 expiry after `now` and no further ahead than the policy allows.
+fn check_expiry(
+    expiry: Option<&str>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    reasons: &mut Vec<Refusal>,
+) -> Option<OffsetDateTime> {
+    let e = expiry?;
+    match crate::encoding::time::parse_rfc3339(e) {
+        Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.to_string() }),
+        Ok(t) => {
+            if t <= now {
+                reasons.push(Refusal::AttributesExpired {
+                    expiry: e.to_string(),
+                    now: crate::encoding::time::format_rfc3339(now),
+                });
+            } else if t - now > policy.max_attribute_lifetime {
+                reasons.push(Refusal::ExpiryTooFar {
+                    expiry: e.to_string(),
+                    max_lifetime: crate::policy::format_duration(policy.max_attribute_lifetime),
+                });
+            } else {
+                return Some(t);
+            }
+        }
+    }
+    None
+}
+
+/// Who signed the attributes, as steps 6 and 7 found.
+#[derive(Default)]
+struct Signer {
+    conductor: Option<Conductor>,
+    /// Whether a trusted conductor signed exactly these values.
+    vouched: bool,
+    /// SHA-256 of the verified canonical string: the one-time-use key (a signature is
+    /// malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
+    signed_digest: String,
+    conductor_der: Vec<u8>,
+    /// Whether the conductor's certificate chains to a trusted root and carries the
+    /// conductor EKU and key usage: only then are scopes judged (step 9).
+    trusted: bool,
+}
+
+/// Steps 6 and 7: the conductor certificate and its chain, then the signature over the
+/// canonical string (verified even when the chain failed, so that the reasons are
+/// complete; a signature by an untrusted certificate grants nothing).
+fn check_signer(values: &AttributeValues, policy: &Policy, now: OffsetDateTime, reasons: &mut Vec<Refusal>) -> Signer {
+    let mut signer = Signer::default();
+    let Some(cv) = &values.conductor else { return signer };
+    let (info, leaf_der, chain_reasons) = match check_conductor(cv, policy, now) {
+        Err(r) => {
+            reasons.push(r);
+            return signer;
+        }
+        Ok(found) => found,
+    };
+    let chain_ok = chain_reasons.is_empty();
+    signer.trusted = chain_ok;
+    reasons.extend(chain_reasons);
+    if let (Some(sig), Some(v), Some(e), Some(c)) =
+        (&values.signature, &values.version, &values.expiry, &values.classification)
+    {
+        let msg = match (values.is_v2, &values.certname, &values.nonce) {
+            (false, _, _) => Some(attrs::canonical_v1(v, e, cv, c)),
+            (true, Some(cn), Some(n)) => Some(attrs::canonical_v2(v, e, cv, c, cn, n)),
+            // A missing .2.6/.2.7 is already a reason; nothing to verify against.
+            (true, _, _) => None,
+        };
+        if let Some(msg) = msg {
+            match verify_signature(&leaf_der, &info.subject, sig, &msg) {
+                Err(r) => reasons.push(r),
+                Ok(()) => {
+                    signer.vouched = chain_ok;
+                    signer.signed_digest = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &msg).as_ref());
                 }
             }
-            _ => reasons.push(Refusal::VersionMalformed { value: v.clone() }),
         }
     }
+    signer.conductor = Some(info);
+    signer.conductor_der = leaf_der;
+    signer
+}
 
-    // 5. Expiry.
-    let mut expiry_time = None;
-    if let Some(e) = &expiry {
-        match crate::encoding::time::parse_rfc3339(e) {
-            Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.clone() }),
-            Ok(t) => {
-                if t <= now {
-                    reasons.push(Refusal::AttributesExpired {
-                        expiry: e.clone(),
-                        now: crate::encoding::time::format_rfc3339(now),
-                    });
-                } else if t - now > policy.max_attribute_lifetime {
-                    reasons.push(Refusal::ExpiryTooFar {
-                        expiry: e.clone(),
-                        max_lifetime: crate::policy::format_duration(policy.max_attribute_lifetime),
-                    });
-                } else {
-                    expiry_time = Some(t);
-                }
-            }
+/// Step 8: the classification. Its YAML is parsed only once a trusted conductor is known
+/// to have signed it: unsigned YAML never reaches the parser (an alias bomb costs ~0.1 s of
+/// CPU before the parser's limits refuse it; nobody unvouched gets that).
+fn read_classification(
+    signer: &Signer,
+    value: Option<&str>,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) -> Option<Classification> {
+    let c = value.filter(|_| signer.vouched)?;
+    match Classification::from_base64(c, policy.classification_max_bytes) {
+        Ok(parsed) => return Some(parsed),
+        Err(ClassificationError::Unrepresentable { detail }) => {
+            reasons.push(Refusal::ClassificationUnrepresentable { detail })
         }
+        Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
     }
+    None
+}
 
-    // 6. The conductor certificate and its chain; 7. the signature over the canonical string.
-    let mut conductor = None;
-    // Whether a trusted conductor signed exactly these values.
-    let mut vouched = false;
-    // SHA-256 of the verified canonical string: the one-time-use key (a signature is
-    // malleable — an ECDSA (r, s) is also valid as (r, n-s) — so it cannot be the key).
-    let mut signed_digest = String::new();
-    let mut conductor_der = Vec::new();
-    // Whether the conductor's certificate chains to a trusted root and carries the
-    // conductor EKU and key usage: only then are scopes judged (step 9).
-    let mut conductor_trusted = false;
-    if let Some(cv) = &conductor_value {
-        match check_conductor(cv, policy, now) {
-            Err(r) => reasons.push(r),
-            Ok((info, leaf_der, chain_reasons)) => {
-                let chain_ok = chain_reasons.is_empty();
-                conductor_trusted = chain_ok;
-                reasons.extend(chain_reasons);
-                if let (Some(sig), Some(v), Some(e), Some(c)) = (&signature, &version, &expiry, &classification_value) {
-                    // Verified even when the chain failed, so that the reasons are complete;
-                    // a signature by an untrusted certificate grants nothing.
-                    let msg = match (is_v2, &vouched_certname, &nonce) {
-                        (false, _, _) => Some(attrs::canonical_v1(v, e, cv, c)),
-                        (true, Some(cn), Some(n)) => Some(attrs::canonical_v2(v, e, cv, c, cn, n)),
-                        // A missing .2.6/.2.7 is already a reason; nothing to verify against.
-                        (true, _, _) => None,
-                    };
-                    if let Some(msg) = msg {
-                        match verify_signature(&leaf_der, &info.subject, sig, &msg) {
-                            Err(r) => reasons.push(r),
-                            Ok(()) => {
-                                vouched = chain_ok;
-                                signed_digest =
-                                    hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &msg).as_ref());
-                            }
-                        }
-                    }
-                }
-                conductor = Some(info);
-                conductor_der = leaf_der;
-            }
-        }
-    }
-
-    // 8. Classification. Its YAML is parsed only once a trusted conductor is known to
-    // have signed it: unsigned YAML never reaches the parser (an alias bomb costs
-    // ~0.1 s of CPU before the parser's limits refuse it; nobody unvouched gets that).
-    let mut classification = None;
-    if let (true, Some(c)) = (vouched, &classification_value) {
-        match Classification::from_base64(c, policy.classification_max_bytes) {
-            Ok(parsed) => classification = Some(parsed),
-            Err(ClassificationError::Unrepresentable { detail }) => {
-                reasons.push(Refusal::ClassificationUnrepresentable { detail })
-            }
-            Err(error) => reasons.push(Refusal::ClassificationInvalid { error }),
-        }
-    }
-
-    // 9. Per-conductor scope: what this conductor may vouch for. Judged only for a
-    // conductor whose chain verified: an untrusted certificate is refused anyway, and
-    // its subject (anyone can make one that matches a scope) gets no further work done.
-    if let (false, Some(c), true) = (policy.scopes.is_empty(), &conductor, conductor_trusted) {
+/// Step 9: what this conductor may vouch for. Judged only for a conductor whose chain
+/// verified: an untrusted certificate is refused anyway, and its subject (anyone can make
+/// one that matches a scope) gets no further work done.
+fn check_conductor_scope(
+    signer: &Signer,
+    certname: &str,
+    expiry: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    classification: Option<&Classification>,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
+    if let (false, Some(c), true) = (policy.scopes.is_empty(), &signer.conductor, signer.trusted) {
         match policy.scopes.iter().find(|sc| scope_applies(sc, c)) {
             None => reasons.push(Refusal::ConductorUnscoped { subject: c.subject.clone() }),
-            Some(scope) => check_scope(scope, req.certname, expiry_time, now, classification.as_ref(), &mut reasons),
+            Some(scope) => check_scope(scope, certname, expiry, now, classification, reasons),
         }
     }
+}
 
-    // 10. Extension requests: the node controls them all.
+/// Step 10: extension requests, which the node controls entirely: none twice, none
+/// critical, no subjectAltName unless allowed, nothing in ppAuthCertExt, the mirror equal
+/// to the signed classification, anything else only if the policy allows it.
+fn check_extension_requests(
+    csr: &Csr,
+    signed_classification: Option<&str>,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
     let mut seen: std::collections::HashSet<&[u64]> = std::collections::HashSet::new();
     let mut mirror_seen = false;
     for ext in &csr.extensions {
@@ -383,7 +504,7 @@ pub fn decide_parsed(
             reasons.push(Refusal::AuthorizationExtensionRequested { oid: shown });
         } else if ext.oid == policy.mirror_oid {
             mirror_seen = true;
-            let matches = match (&classification_value, ext.utf8_value()) {
+            let matches = match (signed_classification, ext.utf8_value()) {
                 (Some(signed), Some(requested)) => signed == requested,
                 _ => false,
             };
@@ -400,65 +521,42 @@ pub fn decide_parsed(
     if policy.mirror_required && !mirror_seen {
         reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
     }
+}
 
-    if !reasons.is_empty() {
-        // Held only by a request for the name they vouch for: attributes presented under
-        // another name prove nothing about their owner, and must not lock the node out.
-        let for_this_name = !reasons.iter().any(|r| {
-            matches!(
-                r,
-                Refusal::CertnameNotVouched { .. }
-                    | Refusal::CertnameInvalid { .. }
-                    | Refusal::CertnameReserved { .. }
-                    | Refusal::CommonNameCount { .. }
-                    | Refusal::CommonNameMismatch { .. }
-            )
-        });
-        let held = match (vouched && for_this_name, expiry_time) {
-            (true, Some(expiry)) => Some(Held {
-                replay_key: replay_key(
-                    match (&vouched_certname, &nonce) {
-                        (Some(_), Some(n)) if is_v2 => Some(n.as_str()),
-                        _ => None,
-                    },
-                    &conductor_der,
-                    &signed_digest,
-                ),
-                expiry,
-                spki: csr.spki.clone(),
-            }),
-            _ => None,
-        };
-        return Err(Refused { reasons, conductor, held });
-    }
-    let binding = match (vouched_certname, nonce) {
-        (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
-        _ => None,
-    };
-    match (classification, classification_value, conductor, expiry_time, version_num, signature) {
-        (
-            Some(classification),
-            Some(classification_b64),
-            Some(conductor),
-            Some(expiry),
-            Some(version),
-            Some(_signature),
-        ) if (version == 2) == binding.is_some() && !signed_digest.is_empty() => Ok(Grant {
-            certname: req.certname.to_string(),
-            csr,
-            classification,
-            classification_b64,
-            conductor,
+/// For a refusal: the attributes a trusted conductor did sign, unexpired, held by this
+/// request's key. Only a request for the name they vouch for holds them: attributes
+/// presented under another name prove nothing about their owner, and must not lock the
+/// node out.
+fn held_attributes(
+    reasons: &[Refusal],
+    values: &AttributeValues,
+    signer: &Signer,
+    expiry: Option<OffsetDateTime>,
+    csr: &Csr,
+) -> Option<Held> {
+    let for_this_name = !reasons.iter().any(|r| {
+        matches!(
+            r,
+            Refusal::CertnameNotVouched { .. }
+                | Refusal::CertnameInvalid { .. }
+                | Refusal::CertnameReserved { .. }
+                | Refusal::CommonNameCount { .. }
+                | Refusal::CommonNameMismatch { .. }
+        )
+    });
+    match (signer.vouched && for_this_name, expiry) {
+        (true, Some(expiry)) => Some(Held {
+            replay_key: replay_key(
+                match (&values.certname, &values.nonce) {
+                    (Some(_), Some(n)) if values.is_v2 => Some(n.as_str()),
+                    _ => None,
+                },
+                &signer.conductor_der,
+                &signer.signed_digest,
+            ),
             expiry,
-            version,
-            decided_at: now,
-            binding,
-            signed_digest,
-            conductor_der,
+            spki: csr.spki.clone(),
         }),
-        // Unreachable when no reason was recorded; refuse rather than grant on doubt.
-        (_, _, conductor, _, _, _) => {
-            refuse(vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }], conductor)
-        }
+        _ => None,
     }
 }
