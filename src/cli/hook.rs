@@ -4,8 +4,6 @@ use super::args::AutosignArgs;
 use super::output::{print_refusals, say, write_out};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
 use crate::authority::Authority;
-use crate::decision::{self, Request};
-use crate::encoding::csr;
 use crate::error::Error;
 use crate::issuance::bootstrap::DataDir;
 use crate::policy::{self, Policy};
@@ -31,32 +29,8 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
     let reserved =
         cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
-    let reserved = if too_large { None } else { reserved.refusal(&a.certname, csr::parse(&body).ok().as_ref()) };
-    let outcome = if too_large {
-        Err(decision::Refused {
-            reasons: vec![decision::Refusal::CsrMalformed { detail: "the request body is larger than 1 MiB".into() }],
-            conductor: None,
-            held: None,
-        })
-    } else if let Some(reason) = reserved {
-        Err(decision::Refused { reasons: vec![reason], conductor: None, held: None })
-    } else {
-        decision::decide(&Request { csr: &body, certname: &a.certname }, &policy, now)
-    };
-    // One-time use: record the grant's nonce (or v1 signature) before answering.
-    let outcome = match outcome {
-        Ok(grant) => crate::authority::claim_once(&policy, grant, false, now)?,
-        // Puppet Server keeps the refused CSR and serves it: its attributes become this key's.
-        Err(refused) => Err(crate::authority::hold_refused(&policy, refused, &a.certname, now)?),
-    };
-    let line = crate::store::audit::decision_line(now, &a.certname, outcome.as_ref(), "autosign");
-    if let Some(log) = &policy.audit_log {
-        crate::files::durable::append_line(log, &line).map_err(|source| Error::Io {
-            path: log.clone(),
-            op: "append to",
-            source,
-        })?;
-    }
+    let request = if too_large { None } else { Some(body.as_slice()) };
+    let outcome = crate::hook::autosign::judge(&policy, &reserved, &a.certname, request, now)?;
     match outcome {
         Ok(g) => {
             // A grant that cannot be reported is not a grant: exit 2 (Puppet Server does not sign).
