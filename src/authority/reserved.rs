@@ -65,7 +65,7 @@ impl ReservedNames {
         name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
     }
 
-    /// Whose name `name` is, if reserved (compared as host names are: see [`Self::normal`]).
+    /// Whose name `name` is, if reserved (compared as host names are: see `ReservedNames::normal`).
     pub fn holder(&self, name: &str) -> Option<Holder> {
         let name = Self::normal(name);
         self.names.iter().find(|(n, _)| *n == name).map(|(_, h)| *h)

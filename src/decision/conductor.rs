@@ -40,7 +40,7 @@ pub struct Conductor {
 /// carrying EKU .2.0 and digitalSignature, and still matching a scope that covers this
 /// certname and classification. Its own expiry does not count (a node's identity does not
 /// lapse with its launcher's: the chain is checked at a time within the conductor's
-/// validity), nor does the attributes' lifetime. Pure, like [`decide`].
+/// validity), nor does the attributes' lifetime. Pure, like [`super::decide`].
 pub fn recheck_conductor(
     conductor_der: &[u8],
     certname: &str,
