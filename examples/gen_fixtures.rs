@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use vouch::encoding::csr::{self, printable, CsrSpec};
 use vouch::encoding::{der, oids};
 use vouch::issuance::keys::KeyType;
-use vouch::vouching::attrs::{canonical_v1, sign_raw_v1};
+use vouch::vouching::attrs::{canonical_v1, conductor_signature_v1};
 
 /// Tests decide as of this time.
 const NOW: &str = "2030-06-01T12:00:00Z";
@@ -167,8 +167,8 @@ impl Attrs {
     /// Signs the current values with `key` (sets .2.1).
     fn signed_by(mut self, key: &KeyPair) -> R<Self> {
         self.signature = Some(match &self.binding {
-            None => sign_raw_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?,
-            Some((c, n)) => vouch::vouching::attrs::sign_message(
+            None => conductor_signature_v1(key, &self.version, &self.expiry, &self.conductor, &self.classification)?,
+            Some((c, n)) => vouch::vouching::attrs::conductor_signature(
                 key,
                 &vouch::vouching::attrs::canonical_v2(
                     &self.version,
@@ -238,7 +238,7 @@ impl Out {
         let key = KeyType::P256.generate()?;
         let mut parts = csr::parts(spec, &key);
         edit(&mut parts);
-        let der = csr::sign_parts(&parts, &key)?;
+        let der = csr::assemble(&parts, &key)?;
         self.write(&format!("csr/{name}.csr.pem"), vouch::encoding::pem::encode("CERTIFICATE REQUEST", &der).as_bytes())
     }
 

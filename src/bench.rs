@@ -10,7 +10,7 @@
 //!   one kept-alive TLS connection, against `vouch serve` or Puppet Server.
 
 use crate::error::Error;
-use crate::issuance::bootstrap::{self, CaDir, ConductorSpec};
+use crate::issuance::bootstrap::{self, ConductorSpec, DataDir};
 use crate::issuance::keys::KeyType;
 use crate::serve::client::{tls_config, Client};
 use std::path::PathBuf;
@@ -63,7 +63,7 @@ fn sign_verify_rates(kt: KeyType, budget: Duration) -> Result<(f64, f64), Error>
 /// A scratch CA of `ca_type` with a P-256 conductor, for the in-process benchmarks.
 struct Lab {
     _tmp: TempDir,
-    dir: CaDir,
+    dir: DataDir,
     conductor_der: Vec<u8>,
     conductor_key: rcgen::KeyPair,
 }
@@ -91,7 +91,7 @@ impl Drop for TempDir {
 impl Lab {
     fn new(ca_type: KeyType, now: OffsetDateTime) -> Result<Lab, Error> {
         let tmp = TempDir::new(ca_type.name())?;
-        let dir = CaDir::new(tmp.0.join("ca"));
+        let dir = DataDir::new(tmp.0.join("ca"));
         bootstrap::init(&dir, ca_type, now)?;
         let spec = ConductorSpec { name: "bench-conductor", key_type: KeyType::P256, days: 30 };
         let (cert_pem, key_pem, _) = bootstrap::new_conductor(&dir, &spec, now)?;
@@ -118,7 +118,7 @@ pub fn vouched_csr(
 ) -> Result<Vec<u8>, Error> {
     let class = crate::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536)
         .map_err(|error| Error::Classification { source: "bench".into(), error })?;
-    let a = crate::vouching::attrs::sign(
+    let a = crate::vouching::attrs::vouch(
         conductor_der,
         conductor_key,
         &class,
@@ -191,7 +191,7 @@ pub fn decide(ca_types: &[KeyType], client_types: &[KeyType], budget: Duration) 
                     &master,
                     now,
                 )?;
-                prepared.sign(&master).map(|_| ()).map_err(Error::from)
+                prepared.issue(&master).map(|_| ()).map_err(Error::from)
             })?;
             // The floor: verify the client's CSR, the conductor certificate (signed by the
             // root, of the CA's key type), the attributes (P-256 conductor), sign once.

@@ -21,7 +21,7 @@
 //! - [`authority`]: decide → claim → sign → commit, renewal, revocation, CRLs.
 //! - [`hook`]: Puppet Server mode (its CA directory, for `enc --puppet-cadir`).
 //! - [`serve`]: `vouch serve`, the Puppet CA API over HTTPS, and its client.
-//! - [`bench`]: `vouch bench`.
+//! - [`bench`](mod@bench): `vouch bench`.
 //! - [`cli`]: the command line.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]

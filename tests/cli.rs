@@ -4,29 +4,9 @@
 mod common;
 
 use common::*;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn vouch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
-    c
-}
-
-fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    if let Some(input) = stdin {
-        // The child may exit without reading (an error before stdin): that is its answer.
-        if let Err(e) = child.stdin.take().unwrap().write_all(input) {
-            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-        }
-    }
-    child.wait_with_output().unwrap()
-}
 
 fn openssl(args: &[&str]) -> String {
     require("openssl", "openssl");
@@ -38,10 +18,6 @@ fn openssl(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 #[test]

@@ -3,14 +3,13 @@
 //! twice, no issued certificate the store does not know, no operation left
 //! half-done once the next command has taken the lock.
 
+mod common;
+
+use common::s;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn vouch(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap()

@@ -13,13 +13,9 @@ fn policy(name: &str) -> Policy {
     Policy::load(&fixture(name)).expect("fixture policy loads")
 }
 
-fn now() -> OffsetDateTime {
-    OffsetDateTime::parse(&fixture_now(), &time::format_description::well_known::Rfc3339).unwrap()
-}
-
 fn codes(file: &str, certname: &str, policy: &Policy) -> Vec<&'static str> {
     let csr = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
-    match decide(&Request { csr: &csr, certname }, policy, now()) {
+    match decide(&Request { csr: &csr, certname }, policy, fixture_time()) {
         Ok(grant) => {
             assert_eq!(grant.certname(), certname);
             vec![]
@@ -74,14 +70,14 @@ fn mirror_required_policy_refuses_a_missing_mirror() {
 fn exact_refusal_values() {
     let p = policy("policy.toml");
     let csr = std::fs::read(fixture("csr/attributes-expired.csr.pem")).unwrap();
-    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, now()).unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, fixture_time()).unwrap_err();
     assert_eq!(
         r.reasons,
         [Refusal::AttributesExpired { expiry: "2030-06-01T11:00:00Z".into(), now: "2030-06-01T12:00:00Z".into() }]
     );
     assert_eq!(r.conductor.as_ref().map(|c| c.subject.as_str()), Some("CN=conductor-p256"));
     let csr = std::fs::read(fixture("csr/classification-too-large.csr.pem")).unwrap();
-    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, now()).unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: CERTNAME }, &p, fixture_time()).unwrap_err();
     assert!(matches!(
         r.reasons.as_slice(),
         [Refusal::ClassificationInvalid { error: ClassificationError::TooLarge { max: 65536, .. } }]
@@ -93,9 +89,9 @@ fn time_is_a_parameter() {
     let p = policy("policy.toml");
     let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
     let req = Request { csr: &csr, certname: CERTNAME };
-    assert!(decide(&req, &p, now()).is_ok());
+    assert!(decide(&req, &p, fixture_time()).is_ok());
     // One second after the signed expiry (2030-06-02T12:00:00Z) the same CSR is refused.
-    let later = now() + time::Duration::days(1) + time::Duration::seconds(1);
+    let later = fixture_time() + time::Duration::days(1) + time::Duration::seconds(1);
     let r = decide(&req, &p, later).unwrap_err();
     assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["attributes-expired"]);
 }
@@ -105,7 +101,7 @@ fn every_refusal_has_a_message_and_a_hint() {
     let p = policy("policy.toml");
     for (file, certname, _) in CASES {
         let csr = std::fs::read(fixture(&format!("csr/{file}"))).unwrap();
-        if let Err(r) = decide(&Request { csr: &csr, certname }, &p, now()) {
+        if let Err(r) = decide(&Request { csr: &csr, certname }, &p, fixture_time()) {
             for reason in r.reasons {
                 assert!(!reason.to_string().is_empty() && !reason.hint().is_empty(), "{file}");
             }
@@ -120,7 +116,7 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
     let p = policy("policy.toml");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/puppet7/offline-node.example.csr.pem");
     let csr = std::fs::read(&path).expect("fixtures/puppet7 is in the repository");
-    let r = decide(&Request { csr: &csr, certname: "offline-node.example" }, &p, now()).unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: "offline-node.example" }, &p, fixture_time()).unwrap_err();
     let codes: Vec<_> = r.reasons.iter().map(Refusal::code).collect();
     for want in ["attributes-expired", "signature-invalid", "conductor-eku-missing"] {
         assert!(codes.contains(&want), "{codes:?}");
@@ -131,7 +127,7 @@ fn real_puppet_agent_csr_parses_and_is_refused_for_its_defects() {
     // The body exactly as Puppet Server hands it to an autosign executable.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/puppet7/crlf-body-as-received-by-hook.pem");
     let body = std::fs::read(&path).unwrap();
-    let r = decide(&Request { csr: &body, certname: "crlf-node.example" }, &p, now());
+    let r = decide(&Request { csr: &body, certname: "crlf-node.example" }, &p, fixture_time());
     let codes: Vec<_> = r.unwrap_err().reasons.iter().map(Refusal::code).collect();
     assert!(!codes.iter().any(|c| c.starts_with("csr-")), "the CRLF body parses: {codes:?}");
 }
@@ -200,7 +196,7 @@ fn strict_policy_accepts_only_short_lived_version_2() {
     assert_eq!(codes("valid-p256-conductor.csr.pem", CERTNAME, &strict), ["version-unsupported", "expiry-too-far"]);
     assert_eq!(codes("valid-v2.csr.pem", CERTNAME, &strict), ["expiry-too-far"]);
     // Half an hour before the signed expiry, the version 2 CSR passes.
-    let late = now() + time::Duration::hours(23) + time::Duration::minutes(30);
+    let late = fixture_time() + time::Duration::hours(23) + time::Duration::minutes(30);
     let csr = std::fs::read(fixture("csr/valid-v2.csr.pem")).unwrap();
     assert!(decide(&Request { csr: &csr, certname: CERTNAME }, &strict, late).is_ok());
 }
@@ -211,17 +207,17 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
     let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
     let req = Request { csr: &csr, certname: CERTNAME };
     assert!(p.chain_cache.is_empty());
-    assert!(decide(&req, &p, now()).is_ok());
+    assert!(decide(&req, &p, fixture_time()).is_ok());
     assert_eq!(p.chain_cache.len(), 1, "the verified chain is remembered");
-    assert!(decide(&req, &p, now()).is_ok(), "and a second decision uses it");
+    assert!(decide(&req, &p, fixture_time()).is_ok(), "and a second decision uses it");
     let at = |t: OffsetDateTime| match decide(&req, &p, t) {
         Ok(_) => vec![],
         Err(r) => r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(),
     };
     // The conductor certificate is valid through 2030: the cache does not outlive it, nor
     // make it valid before its time.
-    assert!(at(now() + time::Duration::days(365)).contains(&"conductor-expired"));
-    assert!(at(now() - time::Duration::days(365)).contains(&"conductor-not-yet-valid"));
+    assert!(at(fixture_time() + time::Duration::days(365)).contains(&"conductor-expired"));
+    assert!(at(fixture_time() - time::Duration::days(365)).contains(&"conductor-not-yet-valid"));
     // Another policy that trusts another root refuses the same conductor: caches are per policy.
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace(
@@ -231,15 +227,15 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
     let other_path = dir.path().join("policy.toml");
     std::fs::write(&other_path, text.replace("\"pki/", &format!("\"{}/pki/", fixture("").display()))).unwrap();
     let other = Policy::load(&other_path).unwrap();
-    let r = decide(&req, &other, now()).unwrap_err();
+    let r = decide(&req, &other, fixture_time()).unwrap_err();
     assert!(r.reasons.iter().any(|x| x.code() == "conductor-untrusted"), "{:?}", r.reasons);
 }
 
 /// A CSR for `certname` carrying version 1 attributes signed by `cert_der`/`key`.
 fn vouched_csr(cert_der: &[u8], key: &rcgen::KeyPair, certname: &str, classification: &str) -> Vec<u8> {
     let class = vouch::vouching::classification::Classification::from_yaml(classification, 65536).unwrap();
-    let expiry = now() + time::Duration::hours(1);
-    let v = vouch::vouching::attrs::sign(
+    let expiry = fixture_time() + time::Duration::hours(1);
+    let v = vouch::vouching::attrs::vouch(
         cert_der,
         key,
         &class,
@@ -282,14 +278,14 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::default();
     params.distinguished_name.push(rcgen::DnType::CommonName, "evil-launcher");
-    params.not_before = now() - time::Duration::days(30);
-    params.not_after = now() + time::Duration::days(30);
+    params.not_before = fixture_time() - time::Duration::days(30);
+    params.not_after = fixture_time() + time::Duration::days(30);
     params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages =
         vec![rcgen::ExtendedKeyUsagePurpose::Other(vouch::encoding::oids::EKU_CONDUCTOR.to_vec())];
     let cert = params.self_signed(&key).unwrap();
     let csr = vouched_csr(cert.der(), &key, &certname, "classes: [ntp]\n");
-    let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: &certname }, &p, fixture_time()).unwrap_err();
     let codes: Vec<_> = r.reasons.iter().map(Refusal::code).collect();
     assert_eq!(codes, ["conductor-untrusted"], "{:?}", r.reasons);
     // The trusted conductor-p256 and the same certname: the scope is judged, in linear time.
@@ -298,9 +294,9 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
     let key =
         vouch::issuance::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-p256.key")).unwrap()).unwrap();
     let csr = vouched_csr(&der, &key, &certname, "classes: [ntp]\n");
-    let r = decide(&Request { csr: &csr, certname: &certname }, &p, now()).unwrap_err();
+    let r = decide(&Request { csr: &csr, certname: &certname }, &p, fixture_time()).unwrap_err();
     assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["certname-out-of-scope"]);
     let fine = "a-b-c-d-e-f-g-hx.example.test";
     let csr = vouched_csr(&der, &key, fine, "classes: [ntp]\n");
-    assert!(decide(&Request { csr: &csr, certname: fine }, &p, now()).is_ok());
+    assert!(decide(&Request { csr: &csr, certname: fine }, &p, fixture_time()).is_ok());
 }

@@ -2,15 +2,14 @@
 //! a replay journal shared by two CAs (several masters). The first two tests come from
 //! an independent review of the write-ahead log, where they failed.
 
+mod common;
+
+use common::s;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use time::OffsetDateTime;
-use vouch::authority::{Authority, SignOutcome};
-use vouch::issuance::bootstrap::CaDir;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use vouch::authority::{Authority, IssueOutcome};
+use vouch::issuance::bootstrap::DataDir;
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap();
@@ -35,10 +34,10 @@ fn setup(t: &Path, name: &str) -> (PathBuf, Vec<u8>) {
     (dir, std::fs::read(csr).unwrap())
 }
 
-fn codes(o: &SignOutcome) -> String {
+fn codes(o: &IssueOutcome) -> String {
     match o {
-        SignOutcome::Issued(i) => format!("issued {}", i.serial_hex),
-        SignOutcome::Refused(r) => r.reasons.iter().map(|x| x.code().to_string()).collect::<Vec<_>>().join(","),
+        IssueOutcome::Issued(i) => format!("issued {}", i.serial_hex),
+        IssueOutcome::Refused(r) => r.reasons.iter().map(|x| x.code().to_string()).collect::<Vec<_>>().join(","),
     }
 }
 
@@ -51,22 +50,22 @@ fn an_audit_failure_stores_nothing_and_the_attributes_stay_one_time() {
     let name = "web01.example.test";
     let (dir, csr) = setup(t.path(), name);
     let now = OffsetDateTime::now_utc();
-    let mut auth = Authority::open(&CaDir::new(&dir)).unwrap();
+    let mut auth = Authority::open(&DataDir::new(&dir)).unwrap();
     let good_log = auth.policy.audit_log.clone();
     let bad = dir.join("audit-is-a-directory");
     std::fs::create_dir(&bad).unwrap();
     auth.policy.audit_log = Some(bad);
-    let first = auth.sign(&csr, None, now);
+    let first = auth.issue(&csr, None, now);
     assert!(first.is_err(), "the audit write failed: {:?}", first.as_ref().map(codes));
     let pem = dir.join(format!("ca/signed/{name}.pem"));
     assert!(!pem.exists(), "told 'failed', yet a certificate was stored");
     // The operator fixes the audit log (SIGHUP: a new Authority in the same process).
-    let mut auth = Authority::open(&CaDir::new(&dir)).unwrap();
+    let mut auth = Authority::open(&DataDir::new(&dir)).unwrap();
     auth.policy.audit_log = good_log;
-    let retry = auth.sign(&csr, None, now).unwrap();
-    assert!(matches!(retry, SignOutcome::Issued(_)), "the node's retry: {}", codes(&retry));
+    let retry = auth.issue(&csr, None, now).unwrap();
+    assert!(matches!(retry, IssueOutcome::Issued(_)), "the node's retry: {}", codes(&retry));
     auth.revoke(name, "keyCompromise", true, now).unwrap();
-    let again = auth.sign(&csr, None, now).unwrap();
+    let again = auth.issue(&csr, None, now).unwrap();
     assert_eq!(codes(&again), "attributes-replayed", "a cleaned key came back with spent attributes");
 }
 
@@ -81,11 +80,11 @@ fn a_shared_journal_stops_a_second_ca_issuing_for_spent_attributes() {
     let dir2 = t.path().join("vouch2");
     assert!(Command::new("cp").args(["-a", s(&dir1), s(&dir2)]).status().unwrap().success());
     let now = OffsetDateTime::now_utc();
-    let auth1 = Authority::open(&CaDir::new(&dir1)).unwrap();
-    let mut auth2 = Authority::open(&CaDir::new(&dir2)).unwrap();
+    let auth1 = Authority::open(&DataDir::new(&dir1)).unwrap();
+    let mut auth2 = Authority::open(&DataDir::new(&dir2)).unwrap();
     auth2.policy.replay_journal = auth1.policy.replay_journal.clone();
-    let one = auth1.sign(&csr, None, now).unwrap();
-    assert!(matches!(one, SignOutcome::Issued(_)), "{}", codes(&one));
-    let two = auth2.sign(&csr, None, now).unwrap();
+    let one = auth1.issue(&csr, None, now).unwrap();
+    assert!(matches!(one, IssueOutcome::Issued(_)), "{}", codes(&one));
+    let two = auth2.issue(&csr, None, now).unwrap();
     assert_eq!(codes(&two), "attributes-replayed", "spent attributes issued again by a second CA");
 }

@@ -665,7 +665,7 @@ fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
         value: serde_yaml_ng::from_str(NULL_KEY).unwrap(),
     };
     let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let v = vouch::vouching::attrs::sign(
+    let v = vouch::vouching::attrs::vouch(
         &conductor,
         &key,
         &raw,

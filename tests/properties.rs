@@ -5,15 +5,10 @@
 mod common;
 
 use common::*;
-use time::OffsetDateTime;
 use vouch::encoding::csr::{build, printable, CsrSpec};
 use vouch::encoding::oids;
 use vouch::vouching::attrs::{self, canonical_v1, canonical_v2};
 use vouch::{decide, Policy, Request};
-
-fn now() -> OffsetDateTime {
-    OffsetDateTime::parse(&fixture_now(), &time::format_description::well_known::Rfc3339).unwrap()
-}
 
 /// Splits a canonical string back into (OID, value) pairs, for values without newlines.
 fn split(canonical: &[u8]) -> Vec<(String, String)> {
@@ -66,8 +61,8 @@ fn any_single_byte_change_of_a_signed_value_is_refused() {
     let key = vouch::issuance::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-ed25519.key")).unwrap())
         .unwrap();
     let class = vouch::vouching::classification::Classification::from_yaml("classes: [ntp]\n", 65536).unwrap();
-    let expiry = now() + time::Duration::hours(1);
-    let a = attrs::sign(&cert_der, &key, &class, expiry, attrs::CertEncoding::Base64Der, Some(CERTNAME)).unwrap();
+    let expiry = fixture_time() + time::Duration::hours(1);
+    let a = attrs::vouch(&cert_der, &key, &class, expiry, attrs::CertEncoding::Base64Der, Some(CERTNAME)).unwrap();
     let b = a.binding.clone().unwrap();
     let node_key = vouch::issuance::keys::KeyType::Ed25519.generate().unwrap();
     let csr_with = |vals: &[String; 7]| -> Vec<u8> {
@@ -97,8 +92,9 @@ fn any_single_byte_change_of_a_signed_value_is_refused() {
         b.certname.clone(),
         b.nonce.clone(),
     ];
-    let granted =
-        |vals: &[String; 7]| decide(&Request { csr: &csr_with(vals), certname: CERTNAME }, &policy, now()).is_ok();
+    let granted = |vals: &[String; 7]| {
+        decide(&Request { csr: &csr_with(vals), certname: CERTNAME }, &policy, fixture_time()).is_ok()
+    };
     assert!(granted(&original), "the unmodified attributes are granted");
     let mut tried = 0;
     for field in 0..7 {

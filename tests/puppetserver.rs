@@ -74,12 +74,6 @@ fn read(p: &Path) -> String {
     String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
 }
 
-fn vouch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
-    c
-}
-
 /// A free loopback port (not 8140: another server may run there).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -299,7 +299,7 @@ fn resign(attrs: &Path, cert: &Path, key: &Path, certname: &str, out: &Path) {
         &get("1.3.6.1.4.1.34380.2.6"),
         &get("1.3.6.1.4.1.34380.2.7"),
     );
-    let sig = vouch::vouching::attrs::sign_message(&key, &canonical).unwrap();
+    let sig = vouch::vouching::attrs::conductor_signature(&key, &canonical).unwrap();
     m.insert("1.3.6.1.4.1.34380.2.1".into(), sig);
     std::fs::write(out, vouch::vouching::attrs::render(&parsed, vouch::vouching::attrs::Format::PuppetYaml).unwrap())
         .unwrap();

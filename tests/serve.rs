@@ -16,12 +16,6 @@ use vouch::serve::client::{tls_config, Client, Response};
 
 const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: gold\nenvironment: production\n";
 
-fn vouch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
-    c
-}
-
 /// A running `vouch serve`; SIGTERM then SIGKILL on drop.
 struct Server {
     child: Option<Child>,
@@ -205,11 +199,6 @@ fn text(o: &Output) -> String {
 fn openssl(args: &[&str]) -> Output {
     require("openssl", "openssl");
     Command::new("openssl").args(args).output().unwrap()
-}
-
-fn mode(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 fn inventory(dir: &Path) -> Vec<String> {
@@ -626,7 +615,7 @@ fn vouched_attributes(dir: &Path, certname: &str) -> vouch::vouching::attrs::Csr
             .unwrap();
     let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
     let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let a = vouch::vouching::attrs::sign(
+    let a = vouch::vouching::attrs::vouch(
         &cert_der,
         &ckey,
         &class,

@@ -5,28 +5,11 @@
 
 mod common;
 
-use common::{fixture, fixture_now, ok, s, CERTNAME};
+use common::{fixture, fixture_now, ok, run, s, vouch, CERTNAME};
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use vouch::encoding::der::{self, tag, Reader};
-
-fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    if let Some(input) = stdin {
-        let _ = child.stdin.take().unwrap().write_all(input);
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn vouch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
-    c
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -76,7 +76,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Decide on a CSR and, on a grant, issue its certificate from the master CA
     /// (prints the certificate, then the master CA and root certificates).
-    Sign(SignCsrArgs),
+    Sign(SignArgs),
     /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
     Serve(ServeArgs),
     /// Measure vouch next to the cost of its signatures (decision, hook, service).
@@ -151,7 +151,7 @@ const OUTPUT_RULE: &str = "Outputs: - is stdout; a device or FIFO is written thr
 
 #[derive(Args, Debug)]
 #[command(after_help = OUTPUT_RULE)]
-pub struct SignCsrArgs {
+pub struct SignArgs {
     /// The certificate request (PEM or DER) to decide on.
     #[arg(long, value_name = "FILE")]
     pub csr: PathBuf,
@@ -194,12 +194,12 @@ pub enum ConductorCommand {
         days: u32,
     },
     /// Sign a node's attributes with a conductor key.
-    Sign(SignArgs),
+    Sign(ConductorSignArgs),
 }
 
 #[derive(Args, Debug)]
 #[command(after_help = OUTPUT_RULE)]
-pub struct SignArgs {
+pub struct ConductorSignArgs {
     /// The conductor's certificate (PEM or DER), carrying EKU 1.3.6.1.4.1.34380.2.0.
     #[arg(long, value_name = "FILE")]
     pub cert: PathBuf,

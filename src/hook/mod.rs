@@ -1,4 +1,6 @@
 //! Puppet Server mode: vouch as Puppet Server's `autosign` and `external_nodes`
-//! executables. [`cadir`] reads Puppet Server's own CA directory (`enc --puppet-cadir`).
+//! executables. [`autosign`] judges a request and records it; [`puppet_cadir`] reads
+//! Puppet Server's own CA directory (`enc --puppet-cadir`).
 
-pub mod cadir;
+pub mod autosign;
+pub mod puppet_cadir;

@@ -31,13 +31,13 @@ pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
 
 /// Paths of a CA data directory.
 #[derive(Debug, Clone)]
-pub struct CaDir {
+pub struct DataDir {
     pub dir: PathBuf,
 }
 
-impl CaDir {
+impl DataDir {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        CaDir { dir: dir.into() }
+        DataDir { dir: dir.into() }
     }
     pub fn ca(&self) -> PathBuf {
         self.dir.join("ca")
@@ -193,7 +193,7 @@ pub fn fingerprint(der: &[u8]) -> String {
 
 /// Creates the root CA, the master CA and the default policy. Refuses to
 /// touch an existing CA. The `ca/` directory appears whole or not at all.
-pub fn init(dir: &CaDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitReport, Error> {
+pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitReport, Error> {
     let io = |path: &Path, op: &'static str| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, op, source }
@@ -316,7 +316,7 @@ pub struct NewConductor {
 /// Issues a conductor certificate from the root: EKU .2.0, key usage digitalSignature.
 /// Returns (certificate PEM, key PEM, fingerprint).
 pub fn new_conductor(
-    dir: &CaDir,
+    dir: &DataDir,
     spec: &ConductorSpec<'_>,
     now: OffsetDateTime,
 ) -> Result<(String, String, String), Error> {
@@ -328,7 +328,7 @@ pub fn new_conductor(
 /// `vouch serve` completing a credential whose key was written before its certificate.
 /// Returns (certificate PEM, fingerprint).
 pub fn new_conductor_for_key(
-    dir: &CaDir,
+    dir: &DataDir,
     spec: &ConductorSpec<'_>,
     key: &KeyPair,
     now: OffsetDateTime,
@@ -338,7 +338,7 @@ pub fn new_conductor_for_key(
 }
 
 /// [`new_conductor`], with the validity it got and whether the root's notAfter capped it.
-pub fn issue_conductor(dir: &CaDir, spec: &ConductorSpec<'_>, now: OffsetDateTime) -> Result<NewConductor, Error> {
+pub fn issue_conductor(dir: &DataDir, spec: &ConductorSpec<'_>, now: OffsetDateTime) -> Result<NewConductor, Error> {
     let key = spec.key_type.generate().map_err(crypto)?;
     issue_conductor_with(dir, spec, &key, now)
 }
@@ -364,7 +364,7 @@ pub fn check_conductor_name(name: &str) -> Result<(), Error> {
 }
 
 fn issue_conductor_with(
-    dir: &CaDir,
+    dir: &DataDir,
     spec: &ConductorSpec<'_>,
     key: &KeyPair,
     now: OffsetDateTime,

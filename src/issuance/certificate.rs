@@ -152,7 +152,7 @@ impl Authorization {
     }
 }
 
-/// A certificate ready to sign. `sign` consumes it: one preparation, one signature.
+/// A certificate ready to sign. [`Prepared::issue`] consumes it: one preparation, one signature.
 pub struct Prepared {
     params: CertificateParams,
     spki: SubjectPublicKeyInfo,
@@ -288,7 +288,7 @@ impl Prepared {
     }
 
     /// Signs. Consumes the preparation.
-    pub fn sign(self, ca: &MasterCa) -> Result<Issued, IssueError> {
+    pub fn issue(self, ca: &MasterCa) -> Result<Issued, IssueError> {
         let cert = self
             .params
             .signed_by(&self.spki, &ca.issuer)

@@ -3,7 +3,7 @@
 //! certificate, already checked against the store) and the time go in, a response
 //! and the log events come out. The HTTP skin in `serve::http` does the rest.
 
-use crate::authority::{Authority, Presented, SignOutcome};
+use crate::authority::{Authority, IssueOutcome, Presented};
 use crate::error::Error;
 use crate::store::State;
 use time::OffsetDateTime;
@@ -304,8 +304,8 @@ fn submit(
     // A node with a valid certificate that submits again gets Puppet's answer
     // (400: the agent then just downloads its certificate); the policy's
     // on_existing rule (refuse or supersede) is applied by the decision below.
-    match auth.sign_parsed(&req.body, Some(parsed), Some(name), now)? {
-        SignOutcome::Issued(issued) => {
+    match auth.issue_parsed(&req.body, Some(parsed), Some(name), now)? {
+        IssueOutcome::Issued(issued) => {
             events.push(Event::Decision {
                 certname: name.to_string(),
                 granted: true,
@@ -314,7 +314,7 @@ fn submit(
             });
             Ok(ApiResponse::empty(200))
         }
-        SignOutcome::Refused(refused) => {
+        IssueOutcome::Refused(refused) => {
             let reasons = refused.tagged_reasons();
             let exists =
                 refused.reasons.iter().any(|r| matches!(r, crate::decision::Refusal::CertificateExists { .. }));
@@ -535,8 +535,8 @@ fn status_put(
                     _ => not_found("certificate_request", name),
                 });
             };
-            match auth.sign(&pem, Some(name), now)? {
-                SignOutcome::Issued(i) => {
+            match auth.issue(&pem, Some(name), now)? {
+                IssueOutcome::Issued(i) => {
                     events.push(Event::Decision {
                         certname: name.to_string(),
                         granted: true,
@@ -545,7 +545,7 @@ fn status_put(
                     });
                     Ok(ApiResponse::empty(204))
                 }
-                SignOutcome::Refused(r) => {
+                IssueOutcome::Refused(r) => {
                     let reasons = r.tagged_reasons();
                     let body = format!("Conflict: {name} cannot be signed: {}", reasons.join("; "));
                     events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });

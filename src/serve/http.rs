@@ -6,7 +6,7 @@ use super::ServeOptions;
 use crate::authority::Authority;
 use crate::encoding::time::{format_http_date, format_rfc3339_precise, parse_http_date};
 use crate::error::Error;
-use crate::issuance::bootstrap::CaDir;
+use crate::issuance::bootstrap::DataDir;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -83,7 +83,7 @@ fn crypto(detail: impl std::fmt::Display) -> Error {
 /// The TLS configuration: the service's certificate and the master CA; client
 /// certificates optional (bootstrap is anonymous) and, when sent, verified against
 /// the master CA. Revocation is checked per request against the store itself.
-fn tls_config(dir: &CaDir) -> Result<rustls::ServerConfig, Error> {
+fn tls_config(dir: &DataDir) -> Result<rustls::ServerConfig, Error> {
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let read = |p: std::path::PathBuf| crate::error::read_input(&p, crate::files::input::Kind::Cert);
     let cert_path = dir.dir.join(crate::issuance::bootstrap::SERVER_CERT);
@@ -232,7 +232,7 @@ pub(super) async fn serve(
     report: SetupReport,
     listener: std::net::TcpListener,
 ) -> Result<(), Error> {
-    let dir = CaDir::new(&opts.dir);
+    let dir = DataDir::new(&opts.dir);
     let authority = Authority::open(&dir)?;
     let tls = tls_config(&dir)?;
     let listener = TcpListener::from_std(listener).map_err(|source| Error::Listen { addr: opts.listen, source })?;
@@ -429,7 +429,7 @@ impl Drop for PeerSlot {
 
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.
 fn reload(shared: &Shared) {
-    let dir = CaDir::new(&shared.opts.dir);
+    let dir = DataDir::new(&shared.opts.dir);
     match Authority::open(&dir) {
         Ok(a) => {
             if let Ok(mut w) = shared.authority.write() {

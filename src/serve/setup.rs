@@ -6,7 +6,7 @@ use super::ServeOptions;
 use crate::authority::{Authority, LocalSpec};
 use crate::error::Error;
 use crate::issuance::bootstrap::{
-    self, CaDir, ConductorSpec, ADMIN_CERT, ADMIN_KEY, CONDUCTOR_CERT, CONDUCTOR_KEY, SERVER_CERT, SERVER_KEY,
+    self, ConductorSpec, DataDir, ADMIN_CERT, ADMIN_KEY, CONDUCTOR_CERT, CONDUCTOR_KEY, SERVER_CERT, SERVER_KEY,
 };
 use crate::issuance::certificate::LocalRole;
 use crate::store::State;
@@ -96,7 +96,7 @@ enum Step {
 /// The starting conductor credential: made when missing, finished when a start was
 /// interrupted after its key (the key is written first), never replaced.
 fn conductor_credential(
-    dir: &CaDir,
+    dir: &DataDir,
     cert: &Path,
     key: &Path,
     opts: &ServeOptions,
@@ -226,7 +226,7 @@ fn admin_credential(
 
 /// Whether the CA in `dir` was never used: nothing issued, the store's lock never taken
 /// (only `ca init`'s files are there).
-fn never_used(dir: &CaDir) -> bool {
+fn never_used(dir: &DataDir) -> bool {
     ["serials", "signed", "inventory.txt", "wal.log", ".lock", "ca_crl.pem"].iter().all(|f| !dir.file(f).exists())
 }
 
@@ -310,7 +310,7 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
 /// Makes the data directory ready to serve.
 pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let now = OffsetDateTime::now_utc();
-    let dir = CaDir::new(&opts.dir);
+    let dir = DataDir::new(&opts.dir);
     // A new data directory is private; an existing one (and ca/, the policy, every key vouch
     // keeps there) must be owned by root or this user and not writable by group or others:
     // the one rule of `crate::files::trust::check_trusted`, as for every other command.

@@ -128,7 +128,7 @@ pub fn decode_conductor_cert(value: &str) -> Result<Vec<u8>, String> {
 /// version 2 (bound to `certname`, with a fresh nonce) with one.
 ///
 /// `cert_der` is the conductor certificate; its public key must match `key`.
-pub fn sign(
+pub fn vouch(
     cert_der: &[u8],
     key: &rcgen::KeyPair,
     classification: &Classification,
@@ -156,13 +156,13 @@ pub fn sign(
         None => canonical_v1(&version, &expiry, &conductor, &classification),
         Some(b) => canonical_v2(&version, &expiry, &conductor, &classification, &b.certname, &b.nonce),
     };
-    let signature = sign_message(key, &msg)?;
+    let signature = conductor_signature(key, &msg)?;
     Ok(VouchedAttributes { signature, version, expiry, conductor, classification, binding })
 }
 
 /// Signs a canonical string; returns base64. RSA keys sign PKCS#1 v1.5 SHA-256,
 /// P-256 ECDSA SHA-256, P-384 ECDSA SHA-384 (DER signatures), Ed25519 pure Ed25519.
-pub fn sign_message(key: &rcgen::KeyPair, msg: &[u8]) -> Result<String, String> {
+pub fn conductor_signature(key: &rcgen::KeyPair, msg: &[u8]) -> Result<String, String> {
     let sig = rcgen::SigningKey::sign(key, msg).map_err(|e| format!("signing failed: {e}"))?;
     Ok(STANDARD.encode(sig))
 }
@@ -170,14 +170,14 @@ pub fn sign_message(key: &rcgen::KeyPair, msg: &[u8]) -> Result<String, String> 
 /// Signs the version 1 canonical string of these exact values; returns base64.
 /// RSA keys sign PKCS#1 v1.5 SHA-256, P-256 ECDSA SHA-256, P-384 ECDSA SHA-384
 /// (DER signatures), Ed25519 pure Ed25519.
-pub fn sign_raw_v1(
+pub fn conductor_signature_v1(
     key: &rcgen::KeyPair,
     version: &str,
     expiry: &str,
     conductor: &str,
     classification: &str,
 ) -> Result<String, String> {
-    sign_message(key, &canonical_v1(version, expiry, conductor, classification))
+    conductor_signature(key, &canonical_v1(version, expiry, conductor, classification))
 }
 
 /// What goes into a Puppet agent's `csr_attributes.yaml`.

@@ -1,10 +1,39 @@
 //! Shared by the test files: the fixture table (file → certname → expected refusal codes).
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 pub const CERTNAME: &str = "web01.example.test";
+
+/// The vouch binary under test, with none of the environment that would point it at a CA
+/// or a policy of the machine running the tests.
+pub fn vouch() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+    c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
+    c
+}
+
+/// Runs `cmd` (stdin: `stdin`, else nothing) and returns what it wrote and its status.
+pub fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(input) = stdin {
+        // The child may exit without reading (an error before stdin): that is its answer.
+        if let Err(e) = child.stdin.take().unwrap().write_all(input) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A file's permission bits.
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -17,6 +46,11 @@ pub fn fixture(rel: &str) -> PathBuf {
 /// The time the fixtures are dated around.
 pub fn fixture_now() -> String {
     std::fs::read_to_string(fixture("NOW")).expect("fixtures/NOW").trim().to_string()
+}
+
+/// [`fixture_now`] parsed.
+pub fn fixture_time() -> time::OffsetDateTime {
+    time::OffsetDateTime::parse(&fixture_now(), &time::format_description::well_known::Rfc3339).unwrap()
 }
 
 /// (file under fixtures/csr, certname asked about, expected codes; empty = granted).

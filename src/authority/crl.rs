@@ -1,0 +1,275 @@
+//! Revocation and the CRLs (the master CA's, kept fresh by `maintain`, and the root's).
+
+use super::{check_name, Authority};
+use crate::encoding::time::format_rfc3339;
+use crate::error::Error;
+use crate::issuance::bootstrap;
+use crate::store::{CertRecord, Revocation, State, Store, WriteLock};
+use time::OffsetDateTime;
+
+/// RFC 5280 revocation reasons vouch records.
+pub const REASONS: &[&str] = &[
+    "unspecified",
+    "keyCompromise",
+    "caCompromise",
+    "affiliationChanged",
+    "superseded",
+    "cessationOfOperation",
+    "privilegeWithdrawn",
+];
+
+fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
+    use rcgen::RevocationReason as R;
+    Some(match r {
+        "unspecified" => R::Unspecified,
+        "keyCompromise" => R::KeyCompromise,
+        "caCompromise" => R::CaCompromise,
+        "affiliationChanged" => R::AffiliationChanged,
+        "superseded" => R::Superseded,
+        "cessationOfOperation" => R::CessationOfOperation,
+        "privilegeWithdrawn" => R::PrivilegeWithdrawn,
+        _ => return None,
+    })
+}
+
+/// The number the next CRL gets: one more than the one in `path` (a missing or unreadable
+/// file counts as 0); checked, since the file is the operator's to edit.
+fn next_crl_number(path: &std::path::Path) -> Result<u64, Error> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        .checked_add(1)
+        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", path.display()) })
+}
+
+impl Authority {
+    pub(super) fn revoke_locked(
+        &self,
+        lock: &WriteLock,
+        rec: &CertRecord,
+        reason: &str,
+        cleaned: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        let rev = Revocation {
+            serial: rec.serial.clone(),
+            time: format_rfc3339(now),
+            reason: reason.to_string(),
+            certname: rec.certname.clone(),
+            cleaned,
+        };
+        self.store.revoke(lock, &rev)?;
+        self.audit(serde_json::json!({
+            "time": rev.time, "event": if cleaned { "cleaned" } else { "revoked" },
+            "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
+        }))?;
+        self.write_crl_locked(lock, now)
+    }
+
+    /// `vouch revoke` / `vouch clean`.
+    pub fn revoke(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
+        if reason_code(reason).is_none() {
+            return Err(Error::Usage {
+                detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
+            });
+        }
+        check_name(certname)?;
+        let lock = self.store.lock()?;
+        let Some((rec, _)) = self.store.current(certname)? else {
+            if clean {
+                self.store.remove_request(certname)?;
+                return Ok(format!("no certificate for {certname}; pending request removed if there was one"));
+            }
+            return Err(Error::NotFound { certname: certname.to_string() });
+        };
+        if rec.state == State::Revoked && !clean {
+            return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
+        }
+        if rec.state == State::Revoked {
+            // Clean a revoked certificate: forget it without a second CRL entry.
+            let rev = Revocation {
+                serial: rec.serial.clone(),
+                time: rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
+                reason: rec.reason.clone().unwrap_or_else(|| reason.to_string()),
+                certname: certname.to_string(),
+                cleaned: true,
+            };
+            self.store.revoke(&lock, &rev)?;
+            return Ok(format!("cleaned {certname} (serial {})", rec.serial));
+        }
+        self.revoke_locked(&lock, &rec, reason, clean, now)?;
+        Ok(format!("{} {certname} (serial {})", if clean { "revoked and cleaned" } else { "revoked" }, rec.serial))
+    }
+
+    /// Whether the CRL is missing or within `refresh_before` of its nextUpdate.
+    /// Reads the small `crl_next_update` file written beside the CRL, so that
+    /// the hot path never parses a large CRL.
+    pub fn crl_due(&self, now: OffsetDateTime) -> Result<bool, Error> {
+        let next = match std::fs::read_to_string(self.dir.file("crl_next_update")) {
+            Ok(s) => crate::encoding::time::parse_rfc3339(s.trim()).ok(),
+            Err(_) => None,
+        };
+        let Some(next) = next else { return Ok(true) };
+        // A revocation recorded after the last CRL (e.g. a crash between the two) makes it due.
+        let recorded = std::fs::read_to_string(self.dir.file("crl_revocations_size")).ok();
+        let now_size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
+        if recorded.as_deref().map(str::trim) != Some(now_size.to_string().as_str()) {
+            return Ok(true);
+        }
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
+        Ok(next - now < refresh || !self.dir.file("ca_crl.pem").exists())
+    }
+
+    /// Regenerates the CRL if it is due. Every command that touches the store calls this.
+    pub fn maintain(&self, now: OffsetDateTime) -> Result<(), Error> {
+        if self.crl_due(now)? {
+            let lock = self.store.lock()?;
+            if self.crl_due(now)? {
+                self.write_crl_locked(&lock, now)?;
+            }
+        }
+        if self.root_crl_due(now) {
+            let lock = self.store.lock()?;
+            if self.root_crl_due(now) {
+                self.write_root_crl_locked(&lock, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `vouch crl`: regenerates and returns the CRL PEM.
+    pub fn crl(&self, now: OffsetDateTime) -> Result<String, Error> {
+        let lock = self.store.lock()?;
+        self.write_crl_locked(&lock, now)?;
+        std::fs::read_to_string(self.dir.file("ca_crl.pem")).map_err(|source| Error::Io {
+            path: self.dir.file("ca_crl.pem"),
+            op: "read",
+            source,
+        })
+    }
+
+    pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
+        let number_path = self.dir.file("crl_number");
+        let number = next_crl_number(&number_path)?;
+        let mut seen = std::collections::HashSet::new();
+        let mut revoked = Vec::new();
+        for r in self.store.revocations()? {
+            if !seen.insert(r.serial.clone()) {
+                continue;
+            }
+            let serial = (0..r.serial.len())
+                .step_by(2)
+                .filter_map(|i| r.serial.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+                .collect::<Vec<u8>>();
+            revoked.push(rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(&serial),
+                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().unwrap_or(now),
+                reason_code: reason_code(&r.reason),
+                invalidity_date: None,
+            });
+        }
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now
+                .checked_add(time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30)))
+                .ok_or_else(|| Error::Date { detail: "the CRL's nextUpdate would be past the year 9999".into() })?,
+            crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
+            issuing_distribution_point: None,
+            revoked_certs: revoked,
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&self.ca.issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        crate::files::durable::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
+            .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
+        let path = self.dir.file("ca_crl.pem");
+        crate::files::durable::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
+            path: path.clone(),
+            op: "write",
+            source,
+        })?;
+        // Written after the CRL: a crash between the two leaves an older date, which only
+        // makes the next command regenerate sooner.
+        let size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
+        let size_path = self.dir.file("crl_revocations_size");
+        crate::files::durable::write_replace(&size_path, format!("{size}\n").as_bytes(), 0o644)
+            .map_err(|source| Error::Io { path: size_path, op: "write", source })?;
+        let next = self.dir.file("crl_next_update");
+        crate::files::durable::write_replace(
+            &next,
+            format!("{}\n", format_rfc3339(params.next_update)).as_bytes(),
+            0o644,
+        )
+        .map_err(|source| Error::Io { path: next, op: "write", source })
+    }
+
+    /// The root CRL (empty: vouch's root signs only the master CA and conductors) is
+    /// due when missing or within `refresh_before` of its nextUpdate, and only if
+    /// the root key is on this machine (an operator may keep it offline).
+    pub(super) fn root_crl_due(&self, now: OffsetDateTime) -> bool {
+        if !self.dir.file(bootstrap::ROOT_KEY).exists() {
+            return false;
+        }
+        let next = std::fs::read_to_string(self.dir.file("root_crl_next_update"))
+            .ok()
+            .and_then(|s| crate::encoding::time::parse_rfc3339(s.trim()).ok());
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
+        match next {
+            Some(next) => next - now < refresh || !self.dir.file(bootstrap::ROOT_CRL).exists(),
+            None => true,
+        }
+    }
+
+    /// Writes the root's CRL. Puppet agents check revocation for the whole chain
+    /// (`certificate_revocation = chain`), so they need a CRL from the root too.
+    pub(super) fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
+        let (root_der, root_key) =
+            bootstrap::load_cert_and_key(&self.dir.file(bootstrap::ROOT_CERT), &self.dir.file(bootstrap::ROOT_KEY))?;
+        let issuer =
+            rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
+                .map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let number_path = self.dir.file("root_crl_number");
+        let number = next_crl_number(&number_path)?;
+        // A year, or the policy's CRL validity if longer.
+        let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now.checked_add(validity.max(time::Duration::days(365))).ok_or_else(|| Error::Date {
+                detail: "the root CRL's nextUpdate would be past the year 9999".into(),
+            })?,
+            crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
+            issuing_distribution_point: None,
+            revoked_certs: Vec::new(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        let crl = params.signed_by(&issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let write = |path: std::path::PathBuf, bytes: &[u8]| {
+            crate::files::durable::write_replace(&path, bytes, 0o644).map_err(|source| Error::Io {
+                path,
+                op: "write",
+                source,
+            })
+        };
+        write(number_path, format!("{number}\n").as_bytes())?;
+        write(self.dir.file(bootstrap::ROOT_CRL), pem.as_bytes())?;
+        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
+    }
+
+    /// The CRLs of the whole chain, as Puppet's agents want them: the master CA's, then the root's.
+    pub fn crl_bundle(&self) -> Result<String, Error> {
+        let read = |name: &str| {
+            std::fs::read_to_string(self.dir.file(name)).map_err(|source| Error::Io {
+                path: self.dir.file(name),
+                op: "read",
+                source,
+            })
+        };
+        let mut out = read("ca_crl.pem")?;
+        if self.dir.file(bootstrap::ROOT_CRL).exists() {
+            out.push_str(&read(bootstrap::ROOT_CRL)?);
+        }
+        Ok(out)
+    }
+}

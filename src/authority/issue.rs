@@ -1,0 +1,499 @@
+//! Issuing for a request: decide, prepare, sign, then the group commit under the store's
+//! lock (check the store, claim the attributes, store the batch, audit), then answer.
+
+use super::replay::{hold_refused, holder_digest};
+use super::{warn, Authority, KEEP_UNVOUCHED_MAX};
+use crate::decision::{self, Refusal, Refused, Request};
+use crate::encoding::time::format_rfc3339;
+use crate::error::Error;
+use crate::issuance::certificate::{self, Authorization, Issued};
+use crate::policy::OnExisting;
+use crate::store::{CertRecord, Issuance, PendingRequest, SpentClaim, State, Store, StoreError, WriteLock};
+use crate::vouching::replay_key::ReplayKey;
+use time::OffsetDateTime;
+
+/// The outcome of [`Authority::issue`].
+#[derive(Debug)]
+pub enum IssueOutcome {
+    Issued(Issued),
+    Refused(Refused),
+}
+
+/// Most issuances stored with one synchronous write.
+pub(super) const MAX_BATCH: usize = 128;
+
+/// A vouched request, decided and signed, waiting for the group commit.
+/// What makes a job's attributes one-time: claimed in the replay journal under the lock.
+struct OneTimeUse {
+    key: ReplayKey,
+    /// The attributes' expiry (it names the journal's bucket).
+    expiry: OffsetDateTime,
+    /// The requesting key's digest: the holder of the claim.
+    holder: String,
+}
+
+pub(super) struct Job {
+    certname: String,
+    issued: Issued,
+    record: CertRecord,
+    replay: OneTimeUse,
+    spki: Vec<u8>,
+    version: u32,
+    conductor: decision::Conductor,
+    decision_line: String,
+    now: OffsetDateTime,
+}
+
+/// What the group commit made of a job.
+pub(super) enum Committed {
+    Issued(Issued),
+    Refused(Refused),
+}
+
+impl Authority {
+    /// The store's record of a certificate about to be stored (state `Issued`).
+    pub(super) fn issued_record(
+        prepared: &certificate::Prepared,
+        attributes_expiry: Option<String>,
+        conductor: Option<String>,
+        conductor_cert: Option<String>,
+    ) -> CertRecord {
+        CertRecord {
+            serial: prepared.serial_hex.clone(),
+            certname: prepared.certname.clone(),
+            state: State::Issued,
+            digest: prepared.digest(),
+            not_before: format_rfc3339(prepared.not_before),
+            not_after: format_rfc3339(prepared.not_after),
+            attributes_expiry,
+            conductor,
+            conductor_cert,
+            revoked_at: None,
+            reason: None,
+        }
+    }
+
+    pub(super) fn new_serial() -> Result<Vec<u8>, Error> {
+        let mut b = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
+        b[0] = (b[0] & 0x7f) | 0x40;
+        Ok(b.to_vec())
+    }
+
+    /// Prepares, signs, stores (one synchronous write). Called with the lock held.
+    pub(super) fn issue_locked(
+        &self,
+        lock: &WriteLock,
+        auth: Authorization,
+        attributes_expiry: Option<String>,
+        conductor: Option<String>,
+        conductor_cert: Option<String>,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
+        let mut profile = self.policy.profile;
+        if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
+            profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
+        }
+        let mut prepared = certificate::prepare(
+            auth,
+            &profile,
+            &self.policy.mirror_oid,
+            &self.policy.allowed_extensions,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )?;
+        // A fresh random serial; on the (2^-126) chance it was used before, draw again.
+        let mut tries = 0;
+        while self.store.record(&prepared.serial_hex)?.is_some() && tries < 4 {
+            tries += 1;
+            prepared.reserial(&Self::new_serial()?);
+        }
+        let record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
+        let issued = prepared.issue(&self.ca)?;
+        self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
+        self.audit(serde_json::json!({
+            "time": format_rfc3339(now), "event": "issued", "certname": issued.certname,
+            "serial": issued.serial_hex, "not_after": format_rfc3339(issued.not_after),
+            "conductor": conductor,
+        }))?;
+        Ok(issued)
+    }
+
+    /// `vouch sign`: decide, and on a grant issue at once.
+    pub fn issue(&self, csr: &[u8], certname: Option<&str>, now: OffsetDateTime) -> Result<IssueOutcome, Error> {
+        self.issue_parsed(csr, None, certname, now)
+    }
+
+    /// [`Authority::issue`] with the CSR already parsed by the caller (`csr::parse(csr)`).
+    pub fn issue_parsed(
+        &self,
+        csr: &[u8],
+        parsed: Option<crate::encoding::csr::Csr>,
+        certname: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<IssueOutcome, Error> {
+        // Once a second at most in a long-running process: revocations write the CRL
+        // themselves, so this only catches a CRL about to lapse.
+        let second = now.unix_timestamp();
+        if self.maintained.swap(second, std::sync::atomic::Ordering::AcqRel) != second {
+            self.maintain(now)?;
+        }
+        let parsed = match parsed {
+            Some(c) => Ok(c),
+            None => crate::encoding::csr::parse(csr),
+        };
+        let certname = match certname {
+            Some(c) => c.to_string(),
+            None => parsed.as_ref().ok().and_then(|c| c.common_names.first().cloned()).unwrap_or_default(),
+        };
+        // The service's and the administrators' names, before anything else (every skin —
+        // the API, an administrator's re-decision, `vouch sign` — comes through here). Audited,
+        // not kept: such a request can never be granted.
+        if let Some(reason) = self.reserved.refusal(&certname, parsed.as_ref().ok()) {
+            let refused = Refused { reasons: vec![reason], conductor: None, held: None };
+            self.audit_raw(&crate::store::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
+            return Ok(IssueOutcome::Refused(refused));
+        }
+        let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
+        let grant = match outcome {
+            Err(refused) => return self.refuse(&certname, csr, refused, now),
+            Ok(g) => g,
+        };
+        let job = self.prepare_job(grant, &certname, now)?;
+        let outcome = self.group.submit(
+            job,
+            |jobs| self.commit_batch(jobs),
+            || {
+                Err(Error::Store {
+                    detail: "the batch this issuance was part of failed before it was answered; \
+                             'GET certificate' shows whether it was stored"
+                        .into(),
+                })
+            },
+        )?;
+        match outcome {
+            Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
+            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now),
+        }
+    }
+
+    /// Builds and signs the certificate for a grant, outside the store lock (so that
+    /// concurrent requests sign on every core); the group commit decides whether it
+    /// is stored or thrown away.
+    pub(super) fn prepare_job(
+        &self,
+        grant: decision::Grant,
+        certname: &str,
+        now: OffsetDateTime,
+    ) -> Result<Job, Error> {
+        use base64::Engine;
+        let replay = OneTimeUse {
+            key: grant.replay_key(),
+            expiry: grant.attributes_expiry(),
+            holder: holder_digest(&grant.csr().spki),
+        };
+        let spki = grant.csr().spki.clone();
+        let version = grant.version();
+        let conductor = grant.conductor().clone();
+        let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
+        let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
+        let mut profile = self.policy.profile;
+        if self.policy.cap_at_conductor {
+            profile.cap = crate::encoding::time::parse_rfc3339(&conductor.not_after).ok();
+        }
+        let prepared = certificate::prepare(
+            Authorization::Vouched(Box::new(grant)),
+            &profile,
+            &self.policy.mirror_oid,
+            &self.policy.allowed_extensions,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )?;
+        let record = Self::issued_record(
+            &prepared,
+            Some(format_rfc3339(replay.expiry)),
+            Some(conductor.fingerprint.clone()),
+            Some(conductor_cert),
+        );
+        // With the serial it is about to get: the line names the certificate even if the
+        // process dies before the "issued" line.
+        decision["serial"] = record.serial.clone().into();
+        let decision_line = decision.to_string();
+        let issued = prepared.issue(&self.ca)?;
+        Ok(Job { certname: certname.to_string(), issued, record, replay, spki, version, conductor, decision_line, now })
+    }
+
+    /// Stores a batch of signed jobs under one lock: each is checked against the
+    /// store (an existing certificate, attributes already used) and claimed in the
+    /// replay journal, then all admitted ones are audited (decisions, one synchronous
+    /// write), stored (one more), audited again (issued) and answered. Two jobs for one certname never share a
+    /// batch: the second waits for the next round and meets the first's certificate.
+    pub(super) fn commit_batch(&self, jobs: Vec<Job>) -> Vec<Result<Committed, Error>> {
+        let lock = match self.store.lock() {
+            Ok(l) => l,
+            Err(e) => {
+                let detail = e.to_string();
+                return jobs.iter().map(|_| Err(Error::Store { detail: detail.clone() })).collect();
+            }
+        };
+        let mut results: Vec<Option<Result<Committed, Error>>> = jobs.iter().map(|_| None).collect();
+        let mut remaining: Vec<usize> = (0..jobs.len()).collect();
+        while !remaining.is_empty() {
+            let mut names = std::collections::HashSet::new();
+            let mut admitted = Vec::new();
+            let mut deferred = Vec::new();
+            for i in remaining {
+                let job = &jobs[i];
+                if names.contains(job.certname.as_str()) {
+                    deferred.push(i);
+                    continue;
+                }
+                match self.admit(&lock, job) {
+                    Ok(None) => {
+                        names.insert(job.certname.as_str());
+                        admitted.push(i);
+                    }
+                    Ok(Some(refused)) => results[i] = Some(Ok(Committed::Refused(refused))),
+                    Err(e) => results[i] = Some(Err(e)),
+                }
+            }
+            let batch: Vec<Issuance> = admitted
+                .iter()
+                .map(|&i| {
+                    let job = &jobs[i];
+                    Issuance {
+                        record: job.record.clone(),
+                        pem: job.issued.pem.clone(),
+                        claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
+                            journal: dir.clone(),
+                            key: job.replay.key.key.clone(),
+                            expiry: format_rfc3339(job.replay.expiry),
+                            certname: job.certname.clone(),
+                            holder: job.replay.holder.clone(),
+                            time: format_rfc3339(job.now),
+                        }),
+                    }
+                })
+                .collect();
+            // The decisions first, synced: a certificate the log holds always has its
+            // decision in the audit log, whenever the process dies.
+            let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
+            let stored = match self.audit_lines(&decisions) {
+                Err(e) => Err((e, false)),
+                Ok(()) => match self.store.issue(&lock, &batch) {
+                    Ok(()) => Ok(()),
+                    Err(StoreError::AfterCommit { source }) => Err((Error::from(*source), true)),
+                    Err(e) => Err((Error::from(e), false)),
+                },
+            };
+            let failed = stored.is_err();
+            match stored {
+                // Stored (durable in the log), even when a step after that failed: issued.
+                Ok(()) | Err((_, true)) => {
+                    if let Err((e, _)) = &stored {
+                        warn("store", &e.to_string());
+                    }
+                    let lines: Vec<String> = admitted
+                        .iter()
+                        .map(|&i| {
+                            let job = &jobs[i];
+                            serde_json::json!({
+                                "time": format_rfc3339(job.now), "event": "issued", "certname": job.certname,
+                                "serial": job.issued.serial_hex, "not_after": format_rfc3339(job.issued.not_after),
+                                "conductor": job.conductor.fingerprint,
+                            })
+                            .to_string()
+                        })
+                        .collect();
+                    // The certificates exist whatever happens to these lines: a failure is
+                    // reported, not turned into a refusal (the node would be told "no" and
+                    // then be served its certificate).
+                    if let Err(e) = self.audit_lines(&lines) {
+                        warn("audit", &e.to_string());
+                    }
+                    for &i in &admitted {
+                        // A request refused earlier under this name is answered now.
+                        let _ = self.store.remove_request(&jobs[i].certname);
+                        results[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
+                    }
+                }
+                Err((e, false)) => {
+                    let detail = e.to_string();
+                    for &i in &admitted {
+                        // Nothing was stored: the claim stays this key's, unmarked, so the
+                        // node's retry is approved and nobody else's is.
+                        results[i] = Some(Err(Error::Store { detail: detail.clone() }));
+                    }
+                }
+            }
+            if failed {
+                // No further round on a store that just failed: the deferred jobs are answered
+                // with an error and retried by their nodes.
+                for i in deferred {
+                    results[i] = Some(Err(Error::Store {
+                        detail: "the store failed while this request waited; nothing was issued for it, retry".into(),
+                    }));
+                }
+                break;
+            }
+            remaining = deferred;
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() })))
+            .collect()
+    }
+
+    /// Under the lock: may `job` be stored now? `None` if so (its attributes are then
+    /// claimed, and a certificate it supersedes revoked); else the refusal.
+    pub(super) fn admit(&self, lock: &WriteLock, job: &Job) -> Result<Option<Refused>, Error> {
+        let certname = &job.certname;
+        let now = job.now;
+        let mut extra = Vec::new();
+        let mut supersede = None;
+        if let Some((rec, pem)) = self.store.current(certname)? {
+            let valid = rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
+            // The service's or an administrator's certificate is never superseded by a node,
+            // whatever the policy says (judged by the record and the certificate, so also
+            // after a restart with other --server-name values, or a `vouch admin new`).
+            if valid {
+                if let Some(holder) = self.protected(&rec, &pem) {
+                    let reason = Refusal::NameReserved {
+                        certname: certname.clone(),
+                        name: certname.clone(),
+                        holder: holder.to_string(),
+                    };
+                    return Ok(Some(Refused {
+                        reasons: vec![reason],
+                        conductor: Some(job.conductor.clone()),
+                        held: None,
+                    }));
+                }
+            }
+            if valid {
+                let old_spki = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+                    .ok()
+                    .and_then(|(_, der)| {
+                        x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
+                    })
+                    .unwrap_or_default();
+                let later = match (
+                    &rec.attributes_expiry,
+                    crate::encoding::time::parse_rfc3339(rec.attributes_expiry.as_deref().unwrap_or("")).ok(),
+                ) {
+                    (Some(_), Some(old)) => job.replay.expiry > old,
+                    _ => true,
+                };
+                match self.policy.on_existing {
+                    OnExisting::Refuse => extra
+                        .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
+                    // Compared in canonical form: a re-encoding of the same key is the same key.
+                    OnExisting::Supersede if crate::encoding::csr::same_key(&old_spki, &job.spki) => {
+                        extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
+                    }
+                    // Version 1 attributes name no certname: they never take over a name.
+                    OnExisting::Supersede if !later || job.version != 2 => {
+                        extra.push(Refusal::SupersedeReplay { certname: certname.clone() })
+                    }
+                    OnExisting::Supersede => supersede = Some(rec),
+                }
+            }
+        }
+        if !extra.is_empty() {
+            // The attributes are good: they become this key's, as in any kept refusal.
+            let held = Some(decision::Held {
+                replay_key: job.replay.key.clone(),
+                expiry: job.replay.expiry,
+                spki: job.spki.clone(),
+            });
+            return Ok(Some(Refused { reasons: extra, conductor: Some(job.conductor.clone()), held }));
+        }
+        if self.store.record(&job.record.serial)?.is_some() {
+            return Err(Error::Store {
+                detail: format!("serial {} was drawn twice (p = 2^-126); nothing was issued, retry", job.record.serial),
+            });
+        }
+        // One-time use, claimed under the lock and before anything is stored. The entry is
+        // written unsynced: the store's log, synced before anyone is answered, names it.
+        if let Some(dir) = &self.policy.replay_journal {
+            let OneTimeUse { key, expiry, holder } = &job.replay;
+            let claim = crate::store::journal::Journal::unsynced(dir)
+                .claim(key, *expiry, certname, holder, true, now)
+                .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
+            if let crate::store::journal::Claim::Used { certname: first_certname, time } = claim {
+                return Ok(Some(Refused {
+                    reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
+                    conductor: Some(job.conductor.clone()),
+                    held: None,
+                }));
+            }
+        }
+        if let Some(old) = supersede {
+            self.revoke_locked(lock, &old, "superseded", false, now)?;
+        }
+        Ok(None)
+    }
+
+    pub(super) fn refuse(
+        &self,
+        certname: &str,
+        csr: &[u8],
+        refused: Refused,
+        now: OffsetDateTime,
+    ) -> Result<IssueOutcome, Error> {
+        let mut refused = hold_refused(&self.policy, refused, certname, now)?;
+        // Kept for the operator: requests a trusted conductor vouched for (whatever their
+        // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
+        // KB). Larger unvouched bodies are only logged: anyone can send them, under any
+        // number of names.
+        // Never kept under a reserved name (the service's, an administrator's, Puppet's `ca`):
+        // no decision can grant it.
+        let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
+        let keepable = !reserved
+            && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX)
+            && decision::check_certname(certname).is_ok()
+            && !decision::is_reserved_certname(certname);
+        if !keepable {
+            self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+            return Ok(IssueOutcome::Refused(refused));
+        }
+        // Under the store's lock, as issuance: whether the name has a certificate is read
+        // there (a request racing the node's own, granted one, is not kept beside it), and
+        // the request's two files are written by one writer at a time (its CSR never ends
+        // beside another request's reasons).
+        let lock = self.store.lock()?;
+        if self.policy.on_existing == OnExisting::Refuse
+            && !refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
+        {
+            if let Some((rec, _)) = self.store.current(certname)? {
+                if rec.state == State::Issued
+                    && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
+                {
+                    refused
+                        .reasons
+                        .push(Refusal::CertificateExists { certname: certname.to_string(), serial: rec.serial });
+                }
+            }
+        }
+        self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+        // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
+        // request; a pending request beside a signed node would only hide it).
+        if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
+            return Ok(IssueOutcome::Refused(refused));
+        }
+        let pem = match crate::encoding::csr::parse(csr) {
+            Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
+            Err(_) => String::from_utf8_lossy(csr).into_owned(),
+        };
+        let req = PendingRequest {
+            certname: certname.to_string(),
+            time: format_rfc3339(now),
+            reasons: refused.tagged_reasons(),
+        };
+        self.store.put_request(&lock, &req, pem.as_bytes())?;
+        Ok(IssueOutcome::Refused(refused))
+    }
+}

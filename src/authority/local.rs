@@ -1,0 +1,144 @@
+//! Certificates vouch issues itself, outside the decision: the service's and the
+//! administrators'; and who presented a client certificate.
+
+use super::Authority;
+use crate::decision;
+use crate::error::Error;
+use crate::issuance::bootstrap;
+use crate::issuance::certificate::{self, Authorization, Issued};
+use crate::store::{State, Store};
+use time::OffsetDateTime;
+
+/// What [`Authority::issue_local`] makes: a service or administrator certificate.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalSpec<'a> {
+    pub certname: &'a str,
+    pub role: certificate::LocalRole,
+    /// Extra DNS names and IP addresses (service certificates).
+    pub dns_names: &'a [String],
+    pub ip_addresses: &'a [std::net::IpAddr],
+    pub key_type: crate::issuance::keys::KeyType,
+    /// Supersede a current certificate of the same name (else refuse).
+    pub replace: bool,
+}
+
+/// A certificate presented by a TLS client, checked against the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presented {
+    pub certname: String,
+    pub serial: String,
+    /// Carries Puppet's `pp_cli_auth` = "true".
+    pub cli_auth: bool,
+    /// SHA-256 fingerprint, `AB:CD:…`.
+    pub fingerprint: String,
+}
+
+impl Authority {
+    /// Issues a certificate for the service itself or for an administrator, with a
+    /// key generated here (returned as PEM, for the caller to write 0600). With
+    /// `replace`, a current certificate of the same name is revoked (superseded).
+    pub fn issue_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(Issued, String), Error> {
+        let key = spec.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let issued = self.issue_local_for_key(spec, &key, now)?;
+        Ok((issued, key.serialize_pem()))
+    }
+
+    /// [`Authority::issue_local`] for a key that already exists (written before the
+    /// certificate is asked for, so an interrupted run leaves a key to finish with, never a
+    /// certificate whose key is lost); `spec.key_type` is not used.
+    pub fn issue_local_for_key(
+        &self,
+        spec: &LocalSpec<'_>,
+        key: &rcgen::KeyPair,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
+        let LocalSpec { certname, role, dns_names, ip_addresses, key_type: _, replace } = *spec;
+        decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        if decision::is_reserved_certname(certname) {
+            return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
+        }
+        let spki = rcgen::PublicKeyData::subject_public_key_info(key);
+        let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        let lock = self.store.lock()?;
+        if let Some((rec, _)) = self.store.current(certname)? {
+            let valid = rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
+            if valid && !replace {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{certname} already has a valid certificate (serial {}); revoke or clean it first",
+                        rec.serial
+                    ),
+                });
+            }
+            // `replace` supersedes vouch's own certificate for that name (the service's
+            // previous one), never a node's: a --server-name naming a node must not revoke it.
+            if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some()) {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{certname} is a node's certname: it has a valid certificate (serial {}) a conductor \
+                         vouched for, which vouch will not revoke to take the name; choose another --server-name, \
+                         or revoke or clean the node first ('vouch revoke {certname}')",
+                        rec.serial
+                    ),
+                });
+            }
+            if valid {
+                self.revoke_locked(&lock, &rec, "superseded", false, now)?;
+            }
+        }
+        let proof = certificate::LocalProof {
+            certname: certname.to_string(),
+            spki,
+            key_kind,
+            role,
+            dns_names: dns_names.to_vec(),
+            ip_addresses: ip_addresses.to_vec(),
+        };
+        self.issue_locked(&lock, Authorization::Local(proof), None, None, None, now)
+    }
+
+    /// Checks a certificate a TLS client presented: issued by this CA, valid now, and
+    /// still the current, unrevoked certificate of its certname in the store (so a
+    /// revoked, superseded or cleaned certificate is refused at once, without a CRL).
+    pub fn presented(&self, der: &[u8], now: OffsetDateTime) -> Result<Presented, Error> {
+        self.verify_ours(der, now)?;
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| Error::NotValid { certname: String::new(), detail: e.to_string() })?;
+        let certname = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| Error::NotValid { certname: String::new(), detail: "it has no common name".into() })?;
+        decision::check_certname(&certname)
+            .map_err(|r| Error::NotValid { certname: certname.clone(), detail: r.to_string() })?;
+        let serial = crate::encoding::hex(cert.raw_serial());
+        match self.store.record(&serial)? {
+            Some(rec) if rec.state == State::Issued && rec.certname == certname => {}
+            Some(rec) => {
+                return Err(Error::NotValid {
+                    certname,
+                    detail: format!("serial {serial} is {:?} in the store", rec.state).to_lowercase(),
+                })
+            }
+            None => return Err(Error::NotValid { certname, detail: format!("serial {serial} is unknown here") }),
+        }
+        match self.store.current(&certname)? {
+            Some((rec, _)) if rec.serial == serial => {}
+            _ => {
+                return Err(Error::NotValid {
+                    certname,
+                    detail: format!("serial {serial} is no longer its current certificate"),
+                })
+            }
+        }
+        let cli_auth = cert.extensions().iter().any(|e| {
+            let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
+            arcs.as_deref() == Some(crate::encoding::oids::PP_CLI_AUTH)
+                && crate::encoding::der::Reader::new(e.value).any().is_ok_and(|t| t.content == b"true")
+        });
+        Ok(Presented { certname, serial, cli_auth, fingerprint: bootstrap::fingerprint(der) })
+    }
+}

@@ -1,0 +1,126 @@
+//! Renewal: a new certificate for the same key and classification, if the policy that
+//! vouched would still vouch (the conductor rechecked as of now).
+
+use super::{check_name, Authority};
+use crate::decision::{self, Refusal, Refused};
+use crate::encoding::time::format_rfc3339;
+use crate::error::Error;
+use crate::issuance::certificate::{self, Authorization, Issued, RenewalProof};
+use crate::store::{CertRecord, State, Store};
+use crate::vouching::classification::Classification;
+use time::OffsetDateTime;
+
+impl Authority {
+    /// `vouch renew`: same key, same classification, new serial and validity; the
+    /// old certificate is revoked (superseded) so a certname never has two valid ones.
+    pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Issued, Error> {
+        self.renew_if_current(certname, None, now)
+    }
+
+    /// Renews only if `expected_serial` (when given) is still the certname's current
+    /// certificate, checked under the store lock: a node renewing with a certificate that
+    /// was meanwhile renewed, revoked or cleaned gets an error, never a second renewal.
+    pub fn renew_if_current(
+        &self,
+        certname: &str,
+        expected_serial: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Issued, Error> {
+        check_name(certname)?;
+        let lock = self.store.lock()?;
+        let (rec, pem) =
+            self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
+        if let Some(expected) = expected_serial.filter(|e| *e != rec.serial) {
+            return Err(Error::NotValid {
+                certname: certname.to_string(),
+                detail: format!("serial {expected} is no longer its current certificate (that is {})", rec.serial),
+            });
+        }
+        if rec.state != State::Issued
+            || crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now)
+        {
+            return Err(Error::NotValid {
+                certname: certname.to_string(),
+                detail: format!("its certificate is {:?}", rec.state).to_lowercase(),
+            });
+        }
+        let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+            .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
+        self.verify_ours(&der, now)?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&der)
+            .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
+        let spki = cert.public_key().raw.to_vec();
+        let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Store { detail: e.to_string() })?;
+        let classification_b64 = certificate::classification_of(&der, &self.policy.mirror_oid)
+            .map_err(|detail| Error::Store { detail })?
+            .ok_or_else(|| Error::NotValid {
+                certname: certname.to_string(),
+                detail: "its certificate carries no classification".into(),
+            })?;
+        let extra = cert
+            .extensions()
+            .iter()
+            .filter_map(|e| {
+                let arcs: Vec<u64> = e.oid.iter()?.collect();
+                self.policy.allowed_extensions.contains(&arcs).then(|| (arcs, e.value.to_vec()))
+            })
+            .collect();
+        // The conductor that vouched must still be acceptable under the current policy.
+        self.recheck_conductor(&rec, &classification_b64, now)?;
+        let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra };
+        self.revoke_locked(&lock, &rec, "superseded", false, now)?;
+        self.issue_locked(
+            &lock,
+            Authorization::Renewal(proof),
+            rec.attributes_expiry.clone(),
+            rec.conductor.clone(),
+            rec.conductor_cert.clone(),
+            now,
+        )
+    }
+
+    /// Renewal: refuses (audited) unless the conductor recorded for `rec` passes
+    /// [`decision::recheck_conductor`] under the current policy. A record without the
+    /// conductor's certificate (written before vouch kept it) is refused.
+    pub(super) fn recheck_conductor(
+        &self,
+        rec: &CertRecord,
+        classification_b64: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        use base64::Engine;
+        let certname = &rec.certname;
+        let der = rec.conductor_cert.as_deref().and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+        let outcome = match der {
+            None => Err(Refused {
+                reasons: vec![Refusal::ConductorNotRecorded { certname: certname.clone() }],
+                conductor: None,
+                held: None,
+            }),
+            Some(der) => match Classification::from_base64(classification_b64, self.policy.classification_max_bytes) {
+                // Scopes judge the classification; one the current policy cannot read is refused.
+                Err(error) => Err(Refused {
+                    reasons: vec![Refusal::ClassificationInvalid { error }],
+                    conductor: None,
+                    held: None,
+                }),
+                Ok(classification) => {
+                    decision::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
+                }
+            },
+        };
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(refused) => {
+                self.audit(serde_json::json!({
+                    "time": format_rfc3339(now), "event": "renewal-refused", "certname": certname,
+                    "serial": rec.serial, "conductor": refused.conductor,
+                    "reasons": refused.reasons.iter().map(|r| serde_json::json!({
+                        "code": r.code(), "message": r.to_string(),
+                    })).collect::<Vec<_>>(),
+                }))?;
+                Err(Error::Refused { certname: certname.clone(), refused: Box::new(refused) })
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `vouch bench`.
+
+use super::args::{BenchCommand, OutFormat};
+use super::output::say;
+use super::{dir, Cli, EXIT_OK};
+use crate::error::Error;
+use crate::issuance::keys::KeyType;
+
+pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
+    let json = |v: &dyn erased_json::Json| -> Result<(), Error> {
+        sayln!("{}", v.to_json().map_err(|e| Error::Usage { detail: e.to_string() })?)
+    };
+    match b {
+        BenchCommand::Decide { ca_keys, client_keys, seconds, format } => {
+            if !(0.01..=600.0).contains(seconds) {
+                return Err(Error::Usage { detail: "--seconds must be between 0.01 and 600".into() });
+            }
+            let rows = crate::bench::decide(
+                &ca_keys.iter().map(|&k| k.into()).collect::<Vec<KeyType>>(),
+                &client_keys.iter().map(|&k| k.into()).collect::<Vec<KeyType>>(),
+                std::time::Duration::from_secs_f64(*seconds),
+            )?;
+            match format {
+                OutFormat::Json => json(&rows)?,
+                OutFormat::Text => {
+                    sayln!("one core; floor = CSR verify + conductor certificate verify + attribute verify + CA sign")?;
+                    sayln!(
+                        "{:<8} {:<8} {:>12} {:>12} {:>12} {:>7}",
+                        "CA key",
+                        "client",
+                        "decide/s",
+                        "issue/s",
+                        "floor/s",
+                        "ratio"
+                    )?;
+                    for r in &rows {
+                        sayln!(
+                            "{:<8} {:<8} {:>12.0} {:>12.0} {:>12.0} {:>6.0}%",
+                            r.ca_key,
+                            r.client_key,
+                            r.decide_per_s,
+                            r.issue_per_s,
+                            r.floor_per_s,
+                            r.ratio * 100.0
+                        )?;
+                    }
+                }
+            }
+        }
+        BenchCommand::Hook { runs, no_journal } => {
+            let r = crate::bench::hook(usize::try_from(*runs).unwrap_or(100_000), !no_journal)?;
+            sayln!(
+                "vouch autosign, process start to exit, {} runs ({}): median {:.2} ms, p99 {:.2} ms",
+                r.runs,
+                if r.journal_and_audit { "replay journal and audit log on" } else { "no journal, no audit log" },
+                r.median_ms,
+                r.p99_ms
+            )?;
+        }
+        BenchCommand::Serve {
+            addr,
+            host,
+            ca_bundle,
+            conductor_cert,
+            conductor_key,
+            agents,
+            per_agent,
+            client_key,
+            server_pid,
+            format,
+        } => {
+            let d = dir(cli)?.dir;
+            let load = crate::bench::ServeLoad {
+                addr: *addr,
+                host: host.clone(),
+                ca_bundle: ca_bundle
+                    .clone()
+                    .unwrap_or_else(|| d.join("ca").join(crate::issuance::bootstrap::CA_BUNDLE)),
+                conductor_cert: conductor_cert
+                    .clone()
+                    .unwrap_or_else(|| d.join(crate::issuance::bootstrap::CONDUCTOR_CERT)),
+                conductor_key: conductor_key
+                    .clone()
+                    .unwrap_or_else(|| d.join(crate::issuance::bootstrap::CONDUCTOR_KEY)),
+                client_key: (*client_key).into(),
+                agents: crate::bench::parse_levels(agents)?,
+                per_agent: usize::try_from(*per_agent).unwrap_or(100_000),
+                server_pid: *server_pid,
+            };
+            if *format == OutFormat::Text {
+                sayln!(
+                    "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16}",
+                    "agents",
+                    "certs",
+                    "failed",
+                    "seconds",
+                    "certs/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "peak RSS",
+                    "server CPU/cert",
+                    "client CPU/cert"
+                )?;
+            }
+            let rows = crate::bench::serve(&load, |r| {
+                if *format == OutFormat::Text {
+                    let _ = sayln!(
+                        "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16}",
+                        r.agents,
+                        r.certificates,
+                        r.failures,
+                        r.seconds,
+                        r.certs_per_s,
+                        r.p50_ms,
+                        r.p99_ms,
+                        r.server_peak_rss_mb.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "-".into()),
+                        r.server_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into()),
+                        r.client_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into())
+                    );
+                }
+            })?;
+            if *format == OutFormat::Json {
+                json(&rows)?;
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+mod erased_json {
+    pub trait Json {
+        fn to_json(&self) -> serde_json::Result<String>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> serde_json::Result<String> {
+            serde_json::to_string_pretty(self)
+        }
+    }
+}

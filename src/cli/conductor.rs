@@ -1,0 +1,168 @@
+//! `vouch conductor new` and `vouch conductor sign`.
+
+use super::args::{ConductorSignArgs, KeyTypeArg};
+use super::output::{note, preflight, say, write_out, write_pair, Replace};
+use super::{dir, find_policy, now, read_file, Cli, EXIT_OK};
+use crate::encoding::oids;
+use crate::error::Error;
+use crate::issuance::bootstrap::{self, ConductorSpec};
+use crate::policy::{self, Policy};
+use crate::vouching::attrs::{self, CsrAttributes};
+use crate::vouching::classification::Classification;
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+pub(super) fn new(
+    cli: &Cli,
+    name: &String,
+    cert_out: &Path,
+    key_out: &Path,
+    key_type: &KeyTypeArg,
+    days: &u32,
+) -> Result<i32, Error> {
+    bootstrap::check_conductor_name(name)?;
+    preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
+    let d = dir(cli)?;
+    let spec = ConductorSpec { name, key_type: (*key_type).into(), days: *days };
+    let c = bootstrap::issue_conductor(&d, &spec, now(cli)?)?;
+    // A conductor certificate is kept nowhere else: unwritten, it is simply lost.
+    write_pair(key_out, &c.key_pem, cert_out, &c.cert_pem)?;
+    if c.capped {
+        note(&format!(
+            "vouch: note: --days {days} reaches past the root CA's notAfter; the certificate ends with it, {}",
+            crate::encoding::time::format_rfc3339(c.not_after)
+        ));
+    }
+    sayln!("Conductor {name}: certificate {} key {}", cert_out.display(), key_out.display())?;
+    sayln!(
+        "Valid until {}; fingerprint (SHA-256): {}",
+        crate::encoding::time::format_rfc3339(c.not_after),
+        c.fingerprint
+    )?;
+    Ok(EXIT_OK)
+}
+
+pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
+    preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
+    let (cert_der, key) = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
+    let (source, yaml) = if a.classification == "-" {
+        let bytes = crate::error::read_stdin(crate::files::input::Kind::Classification)?;
+        let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
+            source: "(stdin)".into(),
+            error: crate::vouching::classification::ClassificationError::NotUtf8,
+        })?;
+        ("(stdin)".to_string(), s)
+    } else {
+        let p = PathBuf::from(&a.classification);
+        let bytes = read_file(&p, crate::files::input::Kind::Classification)?;
+        let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
+            source: a.classification.clone(),
+            error: crate::vouching::classification::ClassificationError::NotUtf8,
+        })?;
+        (a.classification.clone(), s)
+    };
+    let classification = Classification::from_yaml(&yaml, crate::vouching::classification::DEFAULT_MAX_BYTES)
+        .map_err(|error| Error::Classification { source, error })?;
+    let now = now(cli)?;
+    let expiry = match (&a.expires_in, &a.expires) {
+        (Some(text), None) => {
+            let d = policy::parse_duration(text).filter(|d| d.as_secs() > 0).ok_or_else(|| Error::Expiry {
+                detail: format!("--expires-in {}", policy::duration_problem(text, "90s, 30m, 2h or 1d")),
+            })?;
+            time::Duration::try_from(d)
+                .ok()
+                .and_then(|d| now.checked_add(d))
+                .ok_or_else(|| Error::Expiry { detail: format!("--expires-in {text} reaches past the year 9999") })?
+        }
+        (None, Some(t)) => {
+            let t = crate::encoding::time::parse_rfc3339(t)
+                .map_err(|e| Error::Expiry { detail: format!("{t:?} is not RFC 3339: {e}") })?;
+            if t <= now {
+                return Err(Error::Expiry {
+                    detail: format!("{} is already past", crate::encoding::time::format_rfc3339(t)),
+                });
+            }
+            t
+        }
+        _ => return Err(Error::Expiry { detail: "give exactly one of --expires-in and --expires".into() }),
+    };
+    // Refuse early what the CA would refuse: a certificate without the conductor EKU.
+    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
+        .map_err(|e| Error::Cert { path: a.cert.clone(), detail: e.to_string() })?;
+    let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
+        if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
+    if !has_eku {
+        return Err(Error::Cert {
+            path: a.cert.clone(),
+            detail: "it lacks the extended key usage 1.3.6.1.4.1.34380.2.0; a CA would refuse what it signs".into(),
+        });
+    }
+    let certname = match (a.version, &a.certname) {
+        (Some(1), Some(_)) => {
+            return Err(Error::Usage {
+                detail: "signature version 1 cannot bind a certname; drop --version 1 to sign version 2".into(),
+            })
+        }
+        (Some(2), None) => {
+            return Err(Error::Usage { detail: "signature version 2 binds a certname: give --certname NAME".into() })
+        }
+        (_, Some(c)) => {
+            let c = c.to_lowercase();
+            crate::decision::check_certname(&c)
+                .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
+            if crate::decision::is_reserved_certname(&c) {
+                return Err(Error::Usage {
+                    detail: format!("--certname {c:?} is reserved by Puppet for the CA itself"),
+                });
+            }
+            Some(c)
+        }
+        (_, None) => None,
+    };
+    let vouched = attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
+        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
+    let mirror = if a.no_mirror {
+        None
+    } else {
+        let o = oids::parse(&a.mirror_oid)
+            .filter(|o| oids::is_under(o, oids::PP_REG) || oids::is_under(o, oids::PP_PRIV))
+            .ok_or_else(|| Error::Usage {
+                detail: format!("--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2", a.mirror_oid),
+            })?;
+        Some(o)
+    };
+    let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
+    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    write_out(a.out.as_deref(), &text, 0o600)?;
+    warn_if_policy_refuses(cli, expiry, now);
+    Ok(EXIT_OK)
+}
+
+/// The default of a policy's `attributes.max_lifetime` (src/policy.rs).
+pub(super) const DEFAULT_MAX_LIFETIME: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+/// The CA decides, not the conductor; but an expiry further ahead than the policy at hand
+/// (--dir's, VOUCH_POLICY, /etc/vouch; else vouch's default) allows is a mistake worth a
+/// warning now rather than a refusal at the node's first boot.
+pub(super) fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: OffsetDateTime) {
+    let (max, whose) = match find_policy(None, cli.dir.as_deref()) {
+        Ok(path) => match Policy::load(&path) {
+            Ok(p) => (p.max_attribute_lifetime, format!("the policy {}", path.display())),
+            Err(_) => return,
+        },
+        Err(_) => (DEFAULT_MAX_LIFETIME, "vouch's default policy".to_string()),
+    };
+    // The difference of two OffsetDateTimes cannot overflow (both lie within years -9999..=9999).
+    #[allow(clippy::arithmetic_side_effects)]
+    let ahead = expiry - now;
+    if ahead > max {
+        note(&format!(
+            "vouch: warning: these attributes expire {} ({} from now), but {whose} refuses attributes \
+             expiring more than {} ahead (attributes.max_lifetime): sign with a shorter --expires-in, \
+             or raise that limit on the CA",
+            crate::encoding::time::format_rfc3339(expiry),
+            policy::format_duration(std::time::Duration::from_secs(u64::try_from(ahead.whole_seconds()).unwrap_or(0))),
+            policy::format_duration(max)
+        ));
+    }
+}

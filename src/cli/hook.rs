@@ -1,0 +1,123 @@
+//! Puppet Server mode: `vouch autosign` and `vouch enc`.
+
+use super::args::AutosignArgs;
+use super::output::{print_refusals, say, write_out};
+use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
+use crate::authority::Authority;
+use crate::error::Error;
+use crate::issuance::bootstrap::DataDir;
+use crate::policy::{self, Policy};
+use std::io::Read;
+use std::path::Path;
+
+pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
+    // Puppet Server writes the whole PUT body and closes stdin: read it first, so the
+    // server never meets a closed pipe for a request vouch judges. At most 1 MiB + 1 byte
+    // is read and nothing more (an endless stdin must not keep the hook alive): a larger
+    // body is refused at once.
+    let mut body = Vec::new();
+    let limit = crate::files::input::CSR_MAX;
+    std::io::stdin().lock().take(limit.saturating_add(1)).read_to_end(&mut body).map_err(|source| Error::Io {
+        path: "stdin".into(),
+        op: "read",
+        source,
+    })?;
+    let too_large = u64::try_from(body.len()).unwrap_or(u64::MAX) > limit;
+    let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
+    let policy = Policy::load(&policy_path)?;
+    let now = now(cli)?;
+    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
+    let reserved =
+        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
+    let request = if too_large { None } else { Some(body.as_slice()) };
+    let outcome = crate::hook::autosign::judge(&policy, &reserved, &a.certname, request, now)?;
+    match outcome {
+        Ok(g) => {
+            // A grant that cannot be reported is not a grant: exit 2 (Puppet Server does not sign).
+            sayln!(
+                "vouch: granted {} (vouched by {}, attributes expire {})",
+                g.certname(),
+                g.conductor().subject,
+                crate::encoding::time::format_rfc3339(g.attributes_expiry())
+            )?;
+            Ok(EXIT_OK)
+        }
+        Err(r) => {
+            print_refusals(&r, &mut std::io::stderr());
+            Ok(EXIT_REFUSED)
+        }
+    }
+}
+
+/// How a certificate's classification extension is read: which OID, how large at most.
+struct ClassificationSettings {
+    mirror_oid: Vec<u64>,
+    max_bytes: usize,
+}
+
+/// The classification settings for reading a certificate outside vouch's store:
+/// an explicit --policy (which must load), else the --dir CA's policy if it loads,
+/// else vouch's defaults.
+fn classification_settings(cli: &Cli, explicit: Option<&Path>) -> Result<ClassificationSettings, Error> {
+    if let Some(p) = explicit {
+        let p = Policy::load(p)?;
+        return Ok(ClassificationSettings { mirror_oid: p.mirror_oid, max_bytes: p.classification_max_bytes });
+    }
+    Ok(match cli.dir.as_ref().map(|d| Policy::load(&DataDir::new(d).policy())) {
+        Some(Ok(p)) => ClassificationSettings { mirror_oid: p.mirror_oid, max_bytes: p.classification_max_bytes },
+        _ => ClassificationSettings {
+            mirror_oid: policy::DEFAULT_MIRROR_OID.to_vec(),
+            max_bytes: crate::vouching::classification::DEFAULT_MAX_BYTES,
+        },
+    })
+}
+
+pub(super) fn enc(
+    cli: &Cli,
+    certname: Option<&str>,
+    cert: Option<&Path>,
+    puppet_cadir: Option<&Path>,
+    policy_path: Option<&Path>,
+) -> Result<i32, Error> {
+    let now = now(cli)?;
+    let classification = match (certname, cert, puppet_cadir) {
+        (Some(name), None, Some(cadir)) => {
+            let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
+            let settings = classification_settings(cli, policy_path)?;
+            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
+        }
+        (Some(name), None, None) => {
+            let auth = Authority::open(&dir(cli)?)?;
+            auth.maintain(now)?;
+            auth.enc(name, now)?
+        }
+        (None, Some(path), None) => {
+            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
+            let der = if bytes.first() == Some(&0x30) {
+                bytes
+            } else {
+                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
+                    .map(|(_, d)| d)
+                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
+            };
+            let (_, c) = x509_parser::parse_x509_certificate(&der)
+                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
+            let name = c.subject().to_string();
+            if c.validity().not_after.to_datetime() <= now || c.validity().not_before.to_datetime() > now {
+                return Err(Error::NotValid {
+                    certname: name,
+                    detail: "the certificate is outside its validity period".into(),
+                });
+            }
+            let settings = classification_settings(cli, policy_path)?;
+            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
+        }
+        _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
+    };
+    let json = classification.to_enc_json().map_err(|e| Error::NotValid {
+        certname: certname.unwrap_or("").to_string(),
+        detail: format!("its classification is unusable: {e}"),
+    })?;
+    write_out(None, &json, 0o644)?;
+    Ok(EXIT_OK)
+}

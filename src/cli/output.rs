@@ -1,0 +1,154 @@
+//! Writing what a command produces: standard output, the output rule for files, and the
+//! checks every command makes before it changes anything.
+
+use crate::authority::Authority;
+use crate::decision::{self};
+use crate::error::Error;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes to standard output and flushes, reporting a failed write (a full disk, a closed
+/// pipe) as an error instead of panicking as `println!` does.
+pub fn say(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|source| Error::Io {
+        path: "stdout".into(),
+        op: "write",
+        source,
+    })
+}
+
+/// A line on standard error; a failure to write it is ignored (never a panic).
+pub(super) fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Whether an output may replace an existing regular file (see [`OUTPUT_RULE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replace {
+    /// Attributes, certificates, CRLs: replaced atomically.
+    Yes,
+    /// Private keys and what pairs with them: never.
+    Never,
+}
+
+/// Writes one output file by the rule of [`crate::files::output::write_output`]; `None` is stdout.
+pub(super) fn write_out(out: Option<&Path>, text: &str, mode: u32) -> Result<(), Error> {
+    write_file(out.unwrap_or(Path::new("-")), text, mode, Replace::Yes).map(|_| ())
+}
+
+pub(super) fn write_file(
+    path: &Path,
+    text: &str,
+    mode: u32,
+    replace: Replace,
+) -> Result<crate::files::output::Written, Error> {
+    let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
+    crate::files::output::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
+        .map_err(|e| output_error(shown, e))
+}
+
+/// Writes a private key and then what pairs with it (a certificate, a CSR), both new files:
+/// if the second write fails, a key file just created is removed again, so the two exist
+/// as a pair or not at all.
+pub(super) fn write_pair(key_out: &Path, key: &str, other_out: &Path, other: &str) -> Result<(), Error> {
+    let written = write_file(key_out, key, 0o600, Replace::Never)?;
+    if let Err(e) = write_file(other_out, other, 0o644, Replace::Never) {
+        let removed = written == crate::files::output::Written::Created && std::fs::remove_file(key_out).is_ok();
+        return Err(Error::Partial {
+            done: if removed {
+                format!("the private key written to {} was removed again", key_out.display())
+            } else {
+                format!("the private key was written to {} without its pair", key_out.display())
+            },
+            error: Box::new(e),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn output_error(path: PathBuf, e: crate::files::output::OutputError) -> Error {
+    use crate::files::output::OutputError as E;
+    match e {
+        E::Exists => Error::AlreadyExists { path },
+        E::Symlink => Error::Output {
+            path,
+            detail: "it is a symbolic link; vouch never writes through one (it would replace or \
+                     fill whatever file the link points to): give the target's path"
+                .into(),
+        },
+        E::Directory => Error::Output { path, detail: "it is a directory".into() },
+        E::Io(source) => Error::Io { path, op: "write", source },
+    }
+}
+
+/// Checks every output of a command BEFORE the command changes anything (issues, revokes,
+/// spends attributes, makes a key), by the rule [`crate::files::output::write_output`] will apply: no
+/// symbolic link, no directory, an existing directory to create it in, no existing regular
+/// file where the output never replaces one (a private key and what pairs with it), and no
+/// two outputs of one command at the same place (compared as canonical parent directory +
+/// file name, so `a.pem`, `./a.pem` and `DIR/../a.pem` are one). `-` (stdout) is not a path.
+pub(super) fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
+    use crate::files::output::OutputError as E;
+    let mut seen: Vec<(PathBuf, std::ffi::OsString, &Path)> = Vec::new();
+    for &(p, replace) in outputs {
+        if p.as_os_str() == "-" {
+            continue;
+        }
+        let refuse = |detail: String| Error::Output { path: p.to_path_buf(), detail };
+        match crate::files::output::output_kind(p) {
+            Ok(Some(t)) if t.is_symlink() => return Err(output_error(p.to_path_buf(), E::Symlink)),
+            Ok(Some(t)) if t.is_dir() => return Err(output_error(p.to_path_buf(), E::Directory)),
+            Ok(Some(_)) if replace == Replace::Never && crate::files::output::output_occupied(p) => {
+                return Err(output_error(p.to_path_buf(), E::Exists))
+            }
+            Ok(_) => {}
+            Err(source) => return Err(Error::Io { path: p.to_path_buf(), op: "look at", source }),
+        }
+        let Some(file) = p.file_name() else {
+            return Err(refuse("it names no file (it ends in '..' or '/')".into()));
+        };
+        let parent = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let canonical = match std::fs::canonicalize(parent) {
+            Ok(c) if c.is_dir() => c,
+            Ok(_) => return Err(refuse(format!("{} is not a directory", parent.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(refuse(format!("its directory {} does not exist", parent.display())))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(refuse(format!("{} is not a directory", parent.display())))
+            }
+            Err(source) => return Err(Error::Io { path: parent.to_path_buf(), op: "look at", source }),
+        };
+        if let Some((_, _, first)) = seen.iter().find(|(d, f, _)| *d == canonical && f.as_os_str() == file) {
+            return Err(refuse(format!(
+                "it is the same file as {}: each output of a command needs its own path",
+                first.display()
+            )));
+        }
+        seen.push((canonical, file.to_os_string(), p));
+    }
+    Ok(())
+}
+
+/// A write that failed after the command changed the CA (or made a key): the error says
+/// what was done and where to find it, then why the write failed.
+pub(super) fn after(done: impl Into<String>) -> impl FnOnce(Error) -> Error {
+    let done = done.into();
+    move |e| Error::Partial { done, error: Box::new(e) }
+}
+
+/// Where the store keeps a certname's current certificate.
+pub(super) fn stored_cert(auth: &Authority, certname: &str) -> String {
+    auth.dir.ca().join("signed").join(format!("{certname}.pem")).display().to_string()
+}
+
+pub(super) fn print_refusals(r: &decision::Refused, to: &mut dyn Write) {
+    for reason in &r.reasons {
+        let _ = writeln!(to, "vouch: refused [{}]: {reason}", reason.code());
+        let _ = writeln!(to, "  hint: {}", reason.hint());
+    }
+}

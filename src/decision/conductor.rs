@@ -1,0 +1,229 @@
+//! Who vouched: the conductor certificate's chain to the policy's trust, its EKU, its
+//! CRLs, and the attributes' signature.
+
+use super::scope::{check_scope, scope_applies};
+use super::{Refusal, Refused};
+use crate::encoding::csr::{self, KeyKind};
+use crate::encoding::hex;
+use crate::encoding::oids;
+use crate::policy::{Policy, Window};
+use crate::vouching::attrs;
+use crate::vouching::classification::Classification;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use rustls_pki_types::{CertificateDer, UnixTime};
+use time::OffsetDateTime;
+
+/// Who vouched.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conductor {
+    /// The conductor certificate's subject.
+    pub subject: String,
+    /// SHA-256 of its DER, lowercase hex.
+    pub fingerprint: String,
+    /// Its serial, hex.
+    pub serial: String,
+    /// The subject of the certificate that issued it.
+    pub issuer: String,
+    /// Its notAfter, RFC 3339.
+    pub not_after: String,
+    /// Its subject and issuer names as read from the DER (scopes match these, not the strings).
+    #[serde(skip)]
+    pub subject_dn: Option<crate::encoding::dn::Dn>,
+    #[serde(skip)]
+    pub issuer_dn: Option<crate::encoding::dn::Dn>,
+}
+
+/// Renewal: whether the conductor that vouched for `certname` (its certificate, as the
+/// store recorded it at issuance) would still be accepted by the current policy: not on a
+/// conductor CRL, still chaining to a trusted root through listed intermediates, still
+/// carrying EKU .2.0 and digitalSignature, and still matching a scope that covers this
+/// certname and classification. Its own expiry does not count (a node's identity does not
+/// lapse with its launcher's: the chain is checked at a time within the conductor's
+/// validity), nor does the attributes' lifetime. Pure, like [`super::decide`].
+pub fn recheck_conductor(
+    conductor_der: &[u8],
+    certname: &str,
+    classification: Option<&Classification>,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<Conductor, Refused> {
+    let (info, _, mut reasons) = match check_conductor_der(conductor_der.to_vec(), policy, now, true) {
+        Ok(checked) => checked,
+        Err(r) => return Err(Refused { reasons: vec![r], conductor: None, held: None }),
+    };
+    if !policy.scopes.is_empty() {
+        match policy.scopes.iter().find(|sc| scope_applies(sc, &info)) {
+            None => reasons.push(Refusal::ConductorUnscoped { subject: info.subject.clone() }),
+            Some(scope) => check_scope(scope, certname, None, now, classification, &mut reasons),
+        }
+    }
+    if reasons.is_empty() {
+        Ok(info)
+    } else {
+        Err(Refused { reasons, conductor: Some(info), held: None })
+    }
+}
+
+/// Reads the conductor certificate, verifies its chain, EKU and key usage.
+/// Returns who it is, its DER, and chain problems (the certificate was readable).
+pub(super) fn check_conductor(
+    value: &str,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
+    let der = attrs::decode_conductor_cert(value).map_err(|detail| Refusal::ConductorMalformed { detail })?;
+    check_conductor_der(der, policy, now, false)
+}
+
+/// [`check_conductor`] on DER. With `at_validity`, the chain is checked at `now` moved
+/// into the conductor's own validity period (renewal: a conductor that has since expired
+/// still vouched while it was valid; revocation, trust, EKU and key usage still count).
+fn check_conductor_der(
+    der: Vec<u8>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    at_validity: bool,
+) -> Result<(Conductor, Vec<u8>, Vec<Refusal>), Refusal> {
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(&der).map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
+    if !rest.is_empty() {
+        return Err(Refusal::ConductorMalformed { detail: "trailing bytes after the certificate".into() });
+    }
+    let subject = cert.subject().to_string();
+    let fingerprint = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref());
+    let info = Conductor {
+        subject: subject.clone(),
+        fingerprint,
+        serial: cert.raw_serial_as_string(),
+        issuer: cert.issuer().to_string(),
+        not_after: crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime()),
+        subject_dn: crate::encoding::dn::Dn::from_der(cert.subject().as_raw()).ok(),
+        issuer_dn: crate::encoding::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
+    };
+    let mut problems = Vec::new();
+
+    // Chain: webpki, with EKU .2.0 required wherever an EKU extension is present.
+    let ee_der = CertificateDer::from(der.as_slice());
+    match webpki::EndEntityCert::try_from(&ee_der) {
+        Err(e) => problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
+        Ok(ee) => {
+            let anchors: Vec<_> = policy
+                .trust
+                .roots
+                .iter()
+                .filter_map(|r| {
+                    let d = CertificateDer::from(r.as_slice());
+                    webpki::anchor_from_trusted_cert(&d).ok().map(|a| a.to_owned())
+                })
+                .collect();
+            let intermediates: Vec<CertificateDer<'_>> =
+                policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
+            let at = if at_validity {
+                let validity = cert.validity();
+                // Not Ord::clamp: it panics on a certificate whose notBefore is after its notAfter.
+                now.min(validity.not_after.to_datetime()).max(validity.not_before.to_datetime())
+            } else {
+                now
+            };
+            let secs = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+            let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
+            static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
+            let crls: Vec<webpki::CertRevocationList<'_>> = policy
+                .trust
+                .crls
+                .iter()
+                .filter_map(|d| webpki::BorrowedCertRevocationList::from_der(d).ok().map(Into::into))
+                .collect();
+            let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
+            let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs).ok().map(|b| {
+                b.with_depth(webpki::RevocationCheckDepth::Chain)
+                    .with_status_policy(webpki::UnknownStatusPolicy::Allow)
+                    .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+                    .build()
+            });
+            let digest: [u8; 32] =
+                aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref().try_into().unwrap_or([0u8; 32]);
+            let unix = at.unix_timestamp();
+            let verified = if policy.chain_cache.holds(&digest, unix) {
+                Ok(())
+            } else {
+                ee.verify_for_usage(
+                    webpki::ALL_VERIFICATION_ALGS,
+                    &anchors,
+                    &intermediates,
+                    time,
+                    webpki::KeyUsage::required_if_present(EKU),
+                    revocation,
+                    None,
+                )
+                .map(|path| {
+                    // The window in which this chain holds: every certificate in it valid.
+                    let v = cert.validity();
+                    let mut window = Window { first: v.not_before.timestamp(), last: v.not_after.timestamp() };
+                    for c in path.intermediate_certificates() {
+                        if let Ok((_, ic)) = x509_parser::parse_x509_certificate(c.der().as_ref()) {
+                            let iv = ic.validity();
+                            window = Window {
+                                first: window.first.max(iv.not_before.timestamp()),
+                                last: window.last.min(iv.not_after.timestamp()),
+                            };
+                        }
+                    }
+                    policy.chain_cache.insert(digest, window);
+                })
+            };
+            if let Err(e) = verified {
+                problems.push(match e {
+                    webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject: subject.clone() },
+                    webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject: subject.clone() },
+                    webpki::Error::RequiredEkuNotFoundContext(_) => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0"
+                            .into(),
+                    },
+                    webpki::Error::CertRevoked => Refusal::ConductorRevoked { subject: subject.clone() },
+                    webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),
+                    },
+                    webpki::Error::UnknownIssuer => Refusal::ConductorUntrusted {
+                        subject: subject.clone(),
+                        detail: "its issuer is not a trusted root nor a listed intermediate".into(),
+                    },
+                    other => Refusal::ConductorUntrusted { subject: subject.clone(), detail: format!("{other:?}") },
+                });
+            }
+        }
+    }
+    // The leaf itself must name EKU .2.0 (webpki's check passes a leaf without any EKU).
+    let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
+        if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
+    if !has_eku {
+        problems.push(Refusal::ConductorEkuMissing { subject: subject.clone() });
+    }
+    let has_ds = matches!(cert.key_usage(), Ok(Some(ku)) if ku.value.digital_signature());
+    if !has_ds {
+        problems.push(Refusal::ConductorKeyUsageMissing { subject });
+    }
+    Ok((info, der, problems))
+}
+
+pub(super) fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -> Result<(), Refusal> {
+    let sig = STANDARD.decode(sig_b64.as_bytes()).map_err(|e| Refusal::SignatureMalformed { detail: e.to_string() })?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: e.to_string() })?;
+    let kind = csr::spki_kind(cert.public_key().raw)
+        .and_then(|k| csr::check_key_size(k).map(|()| k))
+        .map_err(|e| Refusal::SignatureKeyUnsupported { detail: e.to_string() })?;
+    let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match kind {
+        KeyKind::Rsa { .. } => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+        KeyKind::P256 => webpki::aws_lc_rs::ECDSA_P256_SHA256,
+        KeyKind::P384 => webpki::aws_lc_rs::ECDSA_P384_SHA384,
+        KeyKind::Ed25519 => webpki::aws_lc_rs::ED25519,
+    };
+    let ee_der = CertificateDer::from(leaf_der);
+    let ee = webpki::EndEntityCert::try_from(&ee_der)
+        .map_err(|e| Refusal::ConductorMalformed { detail: format!("{e:?}") })?;
+    ee.verify_signature(alg, msg, &sig).map_err(|_| Refusal::SignatureInvalid { subject: subject.to_string() })
+}

@@ -1,0 +1,45 @@
+//! Durations as the policy and the command line write them: `90s`, `30m`, `2h`, `1d`.
+
+use std::time::Duration;
+
+/// Parses a duration like `90s`, `30m`, `24h`, `7d`, `2w`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        "y" => 365 * 86_400,
+        _ => return None,
+    };
+    n.checked_mul(mult).map(Duration::from_secs)
+}
+
+/// Why `s` is not a usable (positive) duration, for messages: zero and negative durations
+/// are named as such, anything else is "not a duration"; `examples` like "30m, 24h or 7d".
+pub fn duration_problem(s: &str, examples: &str) -> String {
+    let t = s.trim();
+    if t.strip_prefix('-').is_some_and(|rest| parse_duration(rest).is_some()) {
+        format!("'{s}' is negative: a duration must be positive, like {examples}")
+    } else if parse_duration(t).is_some_and(|d| d.is_zero()) {
+        format!("'{s}' is zero: a duration must be positive, like {examples}")
+    } else {
+        format!("'{s}' is not a duration like {examples}")
+    }
+}
+
+/// Formats a duration in the largest whole unit.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    for (unit, n) in [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s >= n && s % n == 0 {
+            return format!("{}{unit}", s / n);
+        }
+    }
+    format!("{s}s")
+}
