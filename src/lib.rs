@@ -7,6 +7,7 @@
 //! The modules, lowest first (each uses only those before it; `scripts/module-deps`
 //! checks it):
 //!
+//! - [`obs`]: the log (tracing events on stderr, JSON lines or text) and the metrics registry.
 //! - [`encoding`]: DER, OIDs, PEM, distinguished names, PKCS#10 requests, time formats.
 //! - [`vouching`]: what a conductor signs: the attributes, their canonical string,
 //!   conductor-side signing, the attribute file formats, the classification.
@@ -35,6 +36,7 @@ pub mod error;
 pub mod files;
 pub mod hook;
 pub mod issuance;
+pub mod obs;
 pub mod policy;
 pub mod serve;
 pub mod store;
