@@ -7,8 +7,8 @@
 //! The modules, lowest first (each uses only those before it; `scripts/module-deps`
 //! checks it):
 //!
-//! - [`obs`]: the log (tracing events on stderr, JSON lines or text) and the metrics registry.
 //! - [`encoding`]: DER, OIDs, PEM, distinguished names, PKCS#10 requests, time formats.
+//! - [`obs`]: the log (tracing events on stderr, JSON lines or text) and the metrics registry.
 //! - [`vouching`]: what a conductor signs: the attributes, their canonical string,
 //!   conductor-side signing, the attribute file formats, the classification.
 //! - [`files`]: bounded reads, ownership checks, durable writes, the output rule.
