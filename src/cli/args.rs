@@ -20,9 +20,9 @@ pub struct Cli {
     /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
     #[arg(long, global = true, hide = true)]
     pub now: Option<String>,
-    /// How log lines are written to stderr: json (one object per line) or text [default: the
-    /// VOUCH_LOG_FORMAT variable, else text when stderr is a terminal, else json]. Which lines:
-    /// VOUCH_LOG or RUST_LOG, such as warn or debug [default: info].
+    /// How log lines are written to stderr: json (one object per line) or text; which lines: the
+    /// filter in VOUCH_LOG or RUST_LOG, such as warn or debug (info when unset) [default: the
+    /// VOUCH_LOG_FORMAT variable, else text when stderr is a terminal, else json].
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormatArg>,
     #[command(subcommand)]
