@@ -4,6 +4,9 @@
 use crate::files::input::{read_bounded, read_path, Kind};
 use std::path::{Path, PathBuf};
 
+/// The flag of `vouch serve`'s own address (see [`Error::Listen`]).
+pub const LISTEN_FLAG: &str = "--listen";
+
 /// A command failed. Each variant has a message and a hint.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -86,6 +89,8 @@ pub enum Error {
     /// `vouch serve` cannot listen on its address (checked before anything is created).
     Listen {
         addr: std::net::SocketAddr,
+        /// The flag that gave the address: `--listen` or `--metrics-listen`.
+        flag: &'static str,
         source: std::io::Error,
     },
     /// A file or directory vouch trusts (data directory, `ca/`, policy, CA key) that
@@ -156,16 +161,23 @@ impl std::fmt::Display for Error {
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
-            Error::Listen { addr, source } => match source.kind() {
-                std::io::ErrorKind::AddrInUse => {
-                    write!(f, "cannot listen on {addr}: the address is already in use")
+            Error::Listen { addr, flag, source } => {
+                // The service's own address is "the" address; another one says which it is.
+                let which = if *flag == LISTEN_FLAG { String::new() } else { format!(" ({flag})") };
+                match source.kind() {
+                    std::io::ErrorKind::AddrInUse => {
+                        write!(f, "cannot listen on {addr}{which}: the address is already in use")
+                    }
+                    std::io::ErrorKind::AddrNotAvailable => write!(
+                        f,
+                        "cannot listen on {addr}{which}: no network interface of this machine has that address"
+                    ),
+                    std::io::ErrorKind::PermissionDenied => {
+                        write!(f, "cannot listen on {addr}{which}: permission denied")
+                    }
+                    _ => write!(f, "cannot listen on {addr}{which}: {source}"),
                 }
-                std::io::ErrorKind::AddrNotAvailable => {
-                    write!(f, "cannot listen on {addr}: no network interface of this machine has that address")
-                }
-                std::io::ErrorKind::PermissionDenied => write!(f, "cannot listen on {addr}: permission denied"),
-                _ => write!(f, "cannot listen on {addr}: {source}"),
-            },
+            }
             Error::Untrusted(u) => {
                 write!(f, "refusing to trust {}: it {}; fix: {}", u.path.display(), u.problem, u.fix)
             }
@@ -231,6 +243,17 @@ impl Error {
             Error::PuppetCaNotSigned { .. } => {
                 "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"
             }
+            Error::Listen { source, flag, .. } if *flag != LISTEN_FLAG => match source.kind() {
+                std::io::ErrorKind::AddrInUse => {
+                    "another process listens there: stop it, or choose another port with \
+                     --metrics-listen ADDRESS:PORT; nothing was created"
+                }
+                std::io::ErrorKind::AddrNotAvailable => {
+                    "listen on an address of this machine (ip addr), such as 127.0.0.1:PORT"
+                }
+                std::io::ErrorKind::PermissionDenied => "ports below 1024 need root or CAP_NET_BIND_SERVICE",
+                _ => "choose another --metrics-listen ADDRESS:PORT",
+            },
             Error::Listen { source, .. } => match source.kind() {
                 std::io::ErrorKind::AddrInUse => {
                     "another process listens there (another vouch serve, a Puppet Server?): stop it, or choose \

@@ -8,6 +8,7 @@
 //! checks it):
 //!
 //! - [`encoding`]: DER, OIDs, PEM, distinguished names, PKCS#10 requests, time formats.
+//! - [`obs`]: the log (tracing events on stderr, JSON lines or text) and the metrics registry.
 //! - [`vouching`]: what a conductor signs: the attributes, their canonical string,
 //!   conductor-side signing, the attribute file formats, the classification.
 //! - [`files`]: bounded reads, ownership checks, durable writes, the output rule.
@@ -35,6 +36,7 @@ pub mod error;
 pub mod files;
 pub mod hook;
 pub mod issuance;
+pub mod obs;
 pub mod policy;
 pub mod serve;
 pub mod store;

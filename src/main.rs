@@ -19,11 +19,13 @@ fn args() -> Vec<std::ffi::OsString> {
 }
 
 fn main() {
-    // An empty VOUCH_DIR (`VOUCH_DIR=` in a script or unit file) means unset, as an empty
+    // An empty VOUCH_DIR or VOUCH_METRICS_LISTEN (`VOUCH_DIR=` in a script or unit file) means unset, as an empty
     // VOUCH_POLICY, HOME or XDG_DATA_HOME does; clap would otherwise report a missing
     // `--dir` value the user never typed. Still one thread here: nothing reads the environment.
-    if std::env::var_os("VOUCH_DIR").is_some_and(|v| v.is_empty()) {
-        std::env::remove_var("VOUCH_DIR");
+    for var in ["VOUCH_DIR", "VOUCH_METRICS_LISTEN"] {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(var);
+        }
     }
     let args = args();
     let cli = match vouch::cli::parse_from(&args) {
@@ -36,6 +38,11 @@ fn main() {
             std::process::exit(if hook { vouch::cli::EXIT_ERROR } else { e.exit_code() });
         }
     };
+    // The log (stderr only: stdout carries each command's output, and the hook's answer).
+    vouch::obs::init_logging(cli.log_format.map(|f| match f {
+        vouch::cli::args::LogFormatArg::Json => vouch::obs::LogFormat::Json,
+        vouch::cli::args::LogFormatArg::Text => vouch::obs::LogFormat::Text,
+    }));
     let code = match vouch::cli::run(cli) {
         Ok(code) => code,
         // A refusal (renewal): each reason with its code and hint, exit 1, as for a CSR.

@@ -548,6 +548,40 @@ fn vouch_autosign_symlink_is_the_hook() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("[conductor-not-yet-valid]"));
 }
 
+/// The hook's log settings never change its answer nor reach its stdout: unparsable
+/// VOUCH_LOG_FORMAT and RUST_LOG are reported on stderr (JSON lines, stderr being a pipe)
+/// and the decision is the same, with nothing on stdout.
+#[test]
+fn log_settings_never_change_the_hooks_answer_nor_reach_its_stdout() {
+    let body = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let hook = |env: &[(&str, &str)]| {
+        let mut c = vouch();
+        c.args(["autosign", CERTNAME]).env("VOUCH_POLICY", fixture("policy.toml"));
+        for var in ["RUST_LOG", "VOUCH_LOG", "VOUCH_LOG_FORMAT"] {
+            c.env_remove(var);
+        }
+        c.envs(env.iter().copied());
+        run(&mut c, Some(&body))
+    };
+    let plain = hook(&[]);
+    assert_eq!(plain.status.code(), Some(1), "the fixture conductor is not valid yet");
+    assert!(plain.stdout.is_empty());
+    let bad = hook(&[("VOUCH_LOG_FORMAT", "yaml"), ("RUST_LOG", "[[")]);
+    assert_eq!(bad.status.code(), plain.status.code());
+    assert!(bad.stdout.is_empty(), "{}", String::from_utf8_lossy(&bad.stdout));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("[conductor-not-yet-valid]"), "{err}");
+    let warnings: Vec<serde_json::Value> =
+        err.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let vars: Vec<&str> = warnings.iter().filter_map(|w| w["variable"].as_str()).collect();
+    assert_eq!(vars, ["VOUCH_LOG_FORMAT", "RUST_LOG"], "{err}");
+    assert!(warnings.iter().all(|w| w["level"] == "WARN" && w["event"] == "warning"), "{err}");
+    // Text on request, on stderr still.
+    let text = hook(&[("VOUCH_LOG_FORMAT", "text"), ("RUST_LOG", "[[")]);
+    assert!(text.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&text.stderr).contains(" WARN RUST_LOG is ignored"), "{text:?}");
+}
+
 /// The shipped example policies parse (next to a root certificate).
 #[test]
 fn shipped_policies_parse() {

@@ -27,10 +27,16 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_env(dir, extra, &[])
+    }
+
+    /// [`Server::start`] with these environment variables set.
+    fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let log = dir.with_extension("log");
         let mut child = vouch()
             .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1682,4 +1688,477 @@ fn a_first_run_stopped_before_its_policy_is_completed_but_a_used_ca_never_gets_a
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("policy.toml"), "{}", text(&o));
     assert!(!policy.exists(), "a default policy replaced a used CA's lost one");
+}
+
+/// One answer of the metrics listener (plain HTTP/1.1, read to the end).
+fn metrics_http(addr: SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    use std::io::Write;
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(conn, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no end of headers: {raw:?}"));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("status: {head}"));
+    let content_type = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    (status, content_type, body.to_string())
+}
+
+/// A histogram as scraped: its buckets in order (le, cumulative count), its `_count`, and
+/// whether it has a `_sum`.
+type Histogram = (Vec<(f64, f64)>, Option<f64>, bool);
+
+/// A scrape of `/metrics`, checked against Prometheus' text exposition format: each comment a
+/// `# HELP` or `# TYPE` line, each other line `name{label="value",…} value`, each sample of a
+/// family whose `# TYPE` came first, and each histogram's buckets cumulative, ending with
+/// `le="+Inf"` equal to its `_count`, with a `_sum`.
+struct Scrape {
+    samples: std::collections::BTreeMap<String, f64>,
+    types: std::collections::BTreeMap<String, String>,
+}
+
+impl Scrape {
+    fn take(addr: SocketAddr) -> Scrape {
+        let (status, content_type, body) = metrics_http(addr, "GET", "/metrics");
+        assert_eq!(status, 200, "{body}");
+        assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+        Scrape::parse(&body).unwrap_or_else(|e| panic!("not Prometheus' text format: {e}\n{body}"))
+    }
+
+    fn parse(text: &str) -> Result<Scrape, String> {
+        let name_ok = |n: &str| {
+            let mut c = n.chars();
+            c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+                && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+        };
+        let mut samples = std::collections::BTreeMap::new();
+        let mut types: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+        let mut hist: std::collections::BTreeMap<String, Histogram> = Default::default();
+        for line in text.lines() {
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(c) = line.strip_prefix("# ") {
+                let mut w = c.splitn(3, ' ');
+                match (w.next(), w.next(), w.next()) {
+                    (Some("HELP"), Some(n), Some(_)) if name_ok(n) => {}
+                    (Some("TYPE"), Some(n), Some(t))
+                        if name_ok(n) && ["counter", "gauge", "histogram", "summary", "untyped"].contains(&t) =>
+                    {
+                        if types.insert(n.to_string(), t.to_string()).is_some() {
+                            return Err(format!("two TYPE lines for {n}"));
+                        }
+                    }
+                    _ => return Err(format!("bad comment line: {line}")),
+                }
+                continue;
+            }
+            let name_end = line.find(['{', ' ']).ok_or(format!("no value: {line}"))?;
+            let name = &line[..name_end];
+            if !name_ok(name) {
+                return Err(format!("bad metric name: {line}"));
+            }
+            let mut rest = &line[name_end..];
+            let mut labels = Vec::new();
+            if let Some(r) = rest.strip_prefix('{') {
+                rest = r;
+                loop {
+                    if let Some(r) = rest.strip_prefix('}') {
+                        rest = r;
+                        break;
+                    }
+                    let eq = rest.find("=\"").ok_or(format!("bad label: {line}"))?;
+                    let lname = &rest[..eq];
+                    if !name_ok(lname) || lname.contains(':') {
+                        return Err(format!("bad label name {lname:?}: {line}"));
+                    }
+                    rest = &rest[eq + 2..];
+                    let mut value = String::new();
+                    let mut chars = rest.char_indices();
+                    let end = loop {
+                        match chars.next() {
+                            Some((i, '"')) => break i,
+                            Some((_, '\\')) => match chars.next() {
+                                Some((_, 'n')) => value.push('\n'),
+                                Some((_, c @ ('\\' | '"'))) => value.push(c),
+                                _ => return Err(format!("bad escape: {line}")),
+                            },
+                            Some((_, c)) => value.push(c),
+                            None => return Err(format!("unterminated label value: {line}")),
+                        }
+                    };
+                    labels.push((lname.to_string(), value));
+                    rest = &rest[end + 1..];
+                    rest = rest.strip_prefix(',').unwrap_or(rest);
+                }
+            }
+            let mut fields = rest.strip_prefix(' ').ok_or(format!("no space before the value: {line}"))?.split(' ');
+            let value = match fields.next() {
+                Some("+Inf") => f64::INFINITY,
+                Some("-Inf") => f64::NEG_INFINITY,
+                Some(v) => v.parse::<f64>().map_err(|e| format!("bad value {v:?} ({e}): {line}"))?,
+                None => return Err(format!("no value: {line}")),
+            };
+            if let Some(ts) = fields.next() {
+                ts.parse::<i64>().map_err(|_| format!("bad timestamp: {line}"))?;
+            }
+            if fields.next().is_some() {
+                return Err(format!("trailing text: {line}"));
+            }
+            // The family: the name itself, or a histogram's series.
+            let family = if types.contains_key(name) {
+                name.to_string()
+            } else {
+                let base = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s));
+                match base {
+                    Some(b) if types.get(b).is_some_and(|t| t == "histogram") => b.to_string(),
+                    _ => return Err(format!("sample before (or without) its # TYPE line: {line}")),
+                }
+            };
+            if types[&family] == "histogram" {
+                let h = hist.entry(family.clone()).or_default();
+                if name.ends_with("_bucket") {
+                    let le = labels.iter().find(|(k, _)| k == "le").ok_or(format!("bucket without le: {line}"))?;
+                    let le = if le.1 == "+Inf" { f64::INFINITY } else { le.1.parse().map_err(|_| line.to_string())? };
+                    h.0.push((le, value));
+                } else if name.ends_with("_count") {
+                    h.1 = Some(value);
+                } else {
+                    h.2 = true;
+                }
+            }
+            let key = format!(
+                "{name}{}",
+                if labels.is_empty() {
+                    String::new()
+                } else {
+                    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                    format!("{{{}}}", l.join(","))
+                }
+            );
+            if samples.insert(key, value).is_some() {
+                return Err(format!("a series twice: {line}"));
+            }
+        }
+        for (name, (buckets, count, sum)) in &hist {
+            let ordered = buckets.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1);
+            let inf = buckets.last().filter(|b| b.0.is_infinite()).map(|b| b.1);
+            if !ordered || inf.is_none() || inf != *count || !sum {
+                return Err(format!("histogram {name}: buckets {buckets:?}, count {count:?}, sum {sum}"));
+            }
+        }
+        Ok(Scrape { samples, types })
+    }
+
+    /// A series' value; 0 for a counter series not there yet.
+    fn get(&self, series: &str) -> f64 {
+        self.samples.get(series).copied().unwrap_or(0.0)
+    }
+
+    /// How much `series` grew since `before`.
+    fn delta(&self, before: &Scrape, series: &str) -> f64 {
+        self.get(series) - before.get(series)
+    }
+
+    /// Counters and histograms never go back between two scrapes.
+    fn assert_monotonic_since(&self, before: &Scrape) {
+        for (series, v) in &before.samples {
+            let name = series.split('{').next().unwrap();
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+            let kind = before.types.get(name).or(before.types.get(family)).map(String::as_str);
+            if matches!(kind, Some("counter" | "histogram")) {
+                assert!(self.get(series) >= *v, "{series} went back from {v} to {}", self.get(series));
+            }
+        }
+    }
+}
+
+fn requests(route: &str, status: u16) -> String {
+    format!("vouch_http_requests_total{{route=\"{route}\",status=\"{status}\"}}")
+}
+
+const GRANTED: &str = "vouch_decisions_total{outcome=\"granted\"}";
+const REFUSED: &str = "vouch_decisions_total{outcome=\"refused\"}";
+const OPEN: &str = "vouch_open_connections";
+const BATCHES: &str = "vouch_group_commit_batch_size_count";
+const BATCHED: &str = "vouch_group_commit_batch_size_sum";
+const ISSUANCES: &str = "vouch_issuance_duration_seconds_count";
+
+/// Waits until `/metrics` says `n` HTTPS connections are open (10 s at most): the server
+/// counts a connection closed once it has read the client's end of it.
+fn wait_connections(metrics: SocketAddr, n: f64) -> Scrape {
+    let t = Instant::now();
+    loop {
+        let s = Scrape::take(metrics);
+        if s.get(OPEN) == n {
+            return s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{} connections counted open, not {n}", s.get(OPEN));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--metrics-listen`: Prometheus' text format on a plain-HTTP listener of its own, scraped
+/// before, during and after issuances through the real HTTPS API; every counter moves by
+/// exactly what was done (requests by route and status, decisions by outcome and refusal
+/// code, issuances and group-commit batches), and the open connections come back to 0.
+#[test]
+fn metrics_count_exactly_what_the_api_did_during_and_after_a_load() {
+    const AGENTS: usize = 8;
+    const EACH: usize = 3;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let server = Server::start(&dir, &["--metrics-listen", &free.to_string()]);
+    assert!(server.banner.contains(&format!("metrics on http://{free}/metrics")), "{}", server.banner);
+    let metrics = free;
+    // Only /metrics: 404 elsewhere, 405 for another method.
+    assert_eq!(metrics_http(metrics, "GET", "/").0, 404);
+    assert_eq!(metrics_http(metrics, "GET", "/metrics/x").0, 404);
+    assert_eq!(metrics_http(metrics, "POST", "/metrics").0, 405);
+    let before = Scrape::take(metrics);
+    for (name, kind) in [
+        ("vouch_http_requests_total", "counter"),
+        ("vouch_decisions_total", "counter"),
+        ("vouch_refusals_total", "counter"),
+        ("vouch_issuance_duration_seconds", "histogram"),
+        ("vouch_group_commit_batch_size", "histogram"),
+        ("vouch_store_errors_total", "counter"),
+        ("vouch_open_connections", "gauge"),
+        ("vouch_crl_age_seconds", "gauge"),
+    ] {
+        assert_eq!(before.types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+    for crl in ["ca", "root"] {
+        let age = before.get(&format!("vouch_crl_age_seconds{{crl=\"{crl}\"}}"));
+        assert!(before.samples.contains_key(&format!("vouch_crl_age_seconds{{crl=\"{crl}\"}}")), "no {crl} CRL age");
+        assert!((0.0..3600.0).contains(&age), "{crl} CRL age {age}");
+    }
+    assert_eq!(before.get(OPEN), 0.0);
+
+    // One after the other: three grants and one refusal (attributes vouched for another name).
+    let mut c = server.client(None);
+    let names = ["seq1.example.test", "seq2.example.test", "seq3.example.test"];
+    for name in names {
+        let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+        let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap();
+        assert_eq!(put.status, 200, "{}", put.text());
+        assert_eq!(c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap().status, 200);
+    }
+    let refused = "refused.example.test";
+    let csr = csr_for(refused, &vouched_attributes(&dir, "other.example.test"), &p256());
+    assert_eq!(
+        c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{refused}"), None, &csr).unwrap().status,
+        200
+    );
+    assert_eq!(c.request("GET", &format!("/puppet-ca/v1/certificate/{refused}"), None, b"").unwrap().status, 404);
+    drop(c);
+    let after_seq = wait_connections(metrics, 0.0);
+    after_seq.assert_monotonic_since(&before);
+    let d = |s: &str| after_seq.delta(&before, s);
+    assert_eq!(d(&requests("certificate_request", 200)), 4.0);
+    assert_eq!(d(&requests("certificate", 200)), 3.0);
+    assert_eq!(d(&requests("certificate", 404)), 1.0);
+    assert_eq!((d(GRANTED), d(REFUSED)), (3.0, 1.0));
+    // The refusal's codes are the ones its log line gives, each counted once.
+    server.wait_log("the refusal", |v| v["event"] == "decision" && v["certname"] == refused);
+    let line = server.log().into_iter().find(|v| v["event"] == "decision" && v["certname"] == refused).unwrap();
+    assert_eq!(line["verdict"], "refused");
+    let codes: std::collections::BTreeSet<String> =
+        line["codes"].as_str().unwrap().split(',').map(str::to_string).collect();
+    assert!(codes.contains("certname-not-vouched"), "{line}");
+    for code in &codes {
+        assert_eq!(d(&format!("vouch_refusals_total{{code=\"{code}\"}}")), 1.0, "{code}");
+    }
+    let all_codes: f64 = after_seq
+        .samples
+        .keys()
+        .filter(|k| k.starts_with("vouch_refusals_total{"))
+        .map(|k| after_seq.delta(&before, k))
+        .sum();
+    assert_eq!(all_codes, codes.len() as f64, "refusal codes counted beyond this refusal's");
+    // One batch per sequential grant, each of one issuance; one latency observation per grant.
+    assert_eq!((d(BATCHES), d(BATCHED)), (3.0, 3.0));
+    assert_eq!(d("vouch_group_commit_batch_size_bucket{le=\"1\"}"), 3.0);
+    assert_eq!(d(ISSUANCES), 3.0);
+    assert!(d("vouch_issuance_duration_seconds_sum") > 0.0);
+    for stage in ["request", "after-commit", "audit", "maintenance", "checkpoint"] {
+        assert_eq!(d(&format!("vouch_store_errors_total{{stage=\"{stage}\"}}")), 0.0, "{stage}");
+    }
+
+    // At once: AGENTS agents, EACH certificates each, one kept-alive connection per agent,
+    // and an idle connection held open meanwhile. Halfway, every agent waits: the scrape
+    // then sees exactly the first round.
+    let mut idle = server.client(None);
+    assert_eq!(idle.request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap().status, 200);
+    let config = tls_config(&server.ca_bundle(), None).unwrap();
+    let start = Arc::new(std::sync::Barrier::new(AGENTS + 1));
+    let halfway = Arc::new(std::sync::Barrier::new(AGENTS + 1));
+    let resume = Arc::new(std::sync::Barrier::new(AGENTS + 1));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let work: Vec<Vec<(String, Vec<u8>)>> = (0..AGENTS)
+        .map(|a| {
+            (0..EACH)
+                .map(|i| {
+                    let name = format!("load{a}-{i}.example.test");
+                    let csr = csr_for(&name, &vouched_attributes(&dir, &name), &p256());
+                    (name, csr)
+                })
+                .collect()
+        })
+        .collect();
+    let handles: Vec<_> = work
+        .into_iter()
+        .map(|jobs| {
+            let (config, addr) = (config.clone(), server.addr());
+            let (start, halfway, resume, done) = (start.clone(), halfway.clone(), resume.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::new(config, addr, "localhost").unwrap();
+                start.wait();
+                for (i, (name, csr)) in jobs.iter().enumerate() {
+                    let put =
+                        c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, csr).unwrap();
+                    assert_eq!(put.status, 200, "{name}: {}", put.text());
+                    let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+                    assert_eq!(get.status, 200, "{name}");
+                    if i == 0 {
+                        halfway.wait();
+                        resume.wait();
+                    }
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                c.connects
+            })
+        })
+        .collect();
+    start.wait();
+    halfway.wait();
+    // Every agent stopped after its first certificate, its connection open.
+    let mid = Scrape::take(metrics);
+    mid.assert_monotonic_since(&after_seq);
+    assert_eq!(mid.delta(&after_seq, GRANTED), AGENTS as f64);
+    assert_eq!(mid.delta(&after_seq, &requests("certificate_request", 200)), AGENTS as f64);
+    assert_eq!(mid.delta(&after_seq, &requests("certificate", 200)), AGENTS as f64 + 1.0);
+    assert_eq!(mid.delta(&after_seq, BATCHED), AGENTS as f64);
+    assert_eq!(mid.delta(&after_seq, ISSUANCES), AGENTS as f64);
+    assert_eq!(mid.get(OPEN), AGENTS as f64 + 1.0, "the agents' connections and the idle one");
+    resume.wait();
+    // The rest, scraped while it runs: always valid, never going back, the idle connection counted.
+    let (mut last, mut scrapes) = (mid, 0);
+    while done.load(std::sync::atomic::Ordering::SeqCst) < AGENTS {
+        let now = Scrape::take(metrics);
+        now.assert_monotonic_since(&last);
+        assert!(now.get(OPEN) >= 1.0, "the idle connection is open");
+        last = now;
+        scrapes += 1;
+    }
+    for h in handles {
+        assert_eq!(h.join().unwrap(), 1, "an agent's connection was not kept alive");
+    }
+    eprintln!("{scrapes} scrapes during the second half of the load");
+    // The agents closed their connections; the idle one stays.
+    let loaded = wait_connections(metrics, 1.0);
+    loaded.assert_monotonic_since(&last);
+    let d = |s: &str| loaded.delta(&after_seq, s);
+    let total = (AGENTS * EACH) as f64;
+    assert_eq!(d(GRANTED), total);
+    assert_eq!(d(REFUSED), 0.0);
+    assert_eq!(d(&requests("certificate_request", 200)), total);
+    assert_eq!(d(&requests("certificate", 200)), total + 1.0);
+    assert_eq!(d(ISSUANCES), total);
+    // Concurrent issuances share batches: every one stored in exactly one batch.
+    assert_eq!(d(BATCHED), total);
+    assert!((1.0..=total).contains(&d(BATCHES)), "{} batches", d(BATCHES));
+    drop(idle);
+    let end = wait_connections(metrics, 0.0);
+    end.assert_monotonic_since(&loaded);
+    // The metrics listener's own requests are not the API's.
+    assert_eq!(end.delta(&loaded, &requests("other", 404)), 0.0);
+    assert!(server.stop());
+}
+
+/// A busy --metrics-listen address is refused before anything is created, like --listen's.
+#[test]
+fn a_busy_metrics_port_is_named_and_leaves_no_ca_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let fresh = tmp.path().join("fresh");
+    let o = vouch()
+        .args(["--dir", s(&fresh), "serve", "--listen", "127.0.0.1:0", "--metrics-listen", &addr])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains(&format!("cannot listen on {addr} (--metrics-listen): the address is already in use")),
+        "{out}"
+    );
+    assert!(out.contains("hint:") && out.contains("--metrics-listen ADDRESS:PORT"), "{out}");
+    assert!(!fresh.exists(), "a data directory was created for a server that could not listen");
+    // The same from the environment.
+    let o = vouch()
+        .args(["--dir", s(&fresh), "serve", "--listen", "127.0.0.1:0"])
+        .env("VOUCH_METRICS_LISTEN", &addr)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("(--metrics-listen)"), "{}", text(&o));
+    assert!(!fresh.exists());
+}
+
+/// The log: JSON lines on a stderr that is not a terminal (timestamp, level, event and its
+/// fields), at info by default; RUST_LOG=warn (or VOUCH_LOG, which wins) keeps only warnings
+/// and errors; --log-format text writes text.
+#[test]
+fn logs_are_json_lines_at_info_and_rust_log_or_vouch_log_keeps_only_warnings() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Each line JSON (Server::log parses every line), with the request's fields.
+    let server = Server::start(&tmp.path().join("default"), &[]);
+    assert_eq!(server.client(None).request("GET", "/status/v1/simple", None, b"").unwrap().status, 200);
+    server.wait_log("the request", |v| v["event"] == "request" && v["path"] == "/status/v1/simple");
+    let log = server.log();
+    let request = log.iter().find(|v| v["event"] == "request").unwrap();
+    assert_eq!((request["status"].as_u64(), request["method"].as_str()), (Some(200), Some("GET")), "{request}");
+    assert!(request["ms"].is_number() && request["bytes"].is_number() && request["peer"].is_string(), "{request}");
+    for v in &log {
+        assert!(v["timestamp"].is_string() && v["level"].is_string() && v["event"].is_string(), "{v}");
+    }
+    assert!(log.iter().any(|v| v["event"] == "listening" && v["level"] == "INFO"), "{log:?}");
+    assert!(server.stop());
+
+    for (what, env) in [
+        ("RUST_LOG=warn", &[("RUST_LOG", "warn")][..]),
+        ("VOUCH_LOG=warn over RUST_LOG=info", &[("VOUCH_LOG", "warn"), ("RUST_LOG", "info")][..]),
+    ] {
+        let dir = tmp.path().join(what.replace([' ', '='], "-"));
+        let server = Server::start_env(&dir, &[], env);
+        let c = &mut server.client(None);
+        assert_eq!(c.request("GET", "/status/v1/simple", None, b"").unwrap().status, 200);
+        // A request without the administrator's certificate: denied, a warning.
+        assert_eq!(c.request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap().status, 403);
+        server.wait_log("the denial", |v| v["event"] == "denied" && v["level"] == "WARN");
+        let log = server.log();
+        assert!(log.iter().all(|v| v["level"] == "WARN" || v["level"] == "ERROR"), "{what}: {log:?}");
+        assert!(!log.iter().any(|v| v["event"] == "request" || v["event"] == "listening"), "{what}: {log:?}");
+        assert!(server.stop());
+    }
+
+    let server = Server::start(&tmp.path().join("text"), &["--log-format", "text"]);
+    assert_eq!(server.client(None).request("GET", "/status/v1/simple", None, b"").unwrap().status, 200);
+    let t = Instant::now();
+    let read = || std::fs::read_to_string(&server.log).unwrap();
+    while !read().contains("event=\"request\"") {
+        assert!(t.elapsed() < Duration::from_secs(10), "no request line:\n{}", read());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text_log = read();
+    assert!(text_log.lines().any(|l| l.contains(" INFO ") && l.contains("event=\"listening\"")), "{text_log}");
+    assert!(text_log.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_err()), "{text_log}");
+    assert!(server.stop());
 }

@@ -20,7 +20,6 @@ pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{names_on_certificate, Holder, ReservedNames};
 
 use crate::decision;
-use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::certificate::{self, MasterCa};
@@ -55,17 +54,16 @@ pub struct Authority {
     pub reserved: ReservedNames,
 }
 
-/// Reports a failure that must not become a refusal (the certificates exist): one JSON
-/// line on stderr, the log of `vouch serve` and what a CLI user sees.
+/// Reports a failure that must not become a refusal (the certificates exist): a `warning`
+/// event in the log (that of `vouch serve`, or what a CLI user sees on stderr), counted
+/// as a store error.
 fn warn(what: &str, detail: &str) {
-    use std::io::Write;
-    // Not eprintln!, which panics when stderr cannot be written.
-    let _ = writeln!(
-        std::io::stderr(),
-        "{}",
-        serde_json::json!({"event": "warning", "what": what, "time": format_rfc3339(OffsetDateTime::now_utc()),
-                           "detail": detail})
-    );
+    let stage = match what {
+        "audit" => crate::obs::metrics::StoreStage::Audit,
+        _ => crate::obs::metrics::StoreStage::AfterCommit,
+    };
+    crate::obs::metrics::METRICS.store_error(stage);
+    tracing::warn!(event = "warning", what, detail);
 }
 
 impl Authority {

@@ -20,6 +20,11 @@ pub struct Cli {
     /// Decide as of this RFC 3339 time instead of the clock (for tests and investigations).
     #[arg(long, global = true, hide = true)]
     pub now: Option<String>,
+    /// How log lines are written to stderr: json (one object per line) or text; which lines: the
+    /// filter in VOUCH_LOG or RUST_LOG, such as warn or debug (info when unset) [default: the
+    /// VOUCH_LOG_FORMAT variable, else text when stderr is a terminal, else json].
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormatArg>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -320,6 +325,10 @@ pub struct ServeArgs {
     /// Worker threads, 1 to 1024 [default: one per core].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS))]
     pub threads: Option<u64>,
+    /// Also serve Prometheus metrics over plain HTTP at http://ADDR/metrics, such as
+    /// 127.0.0.1:9140 (this host only) [default: no metrics].
+    #[arg(long, env = "VOUCH_METRICS_LISTEN", value_name = "ADDR", value_parser = parse_socket_addr)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -416,6 +425,15 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutFormat::Text)]
     pub format: OutFormat,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormatArg {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable lines.
+    Text,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

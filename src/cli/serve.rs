@@ -24,6 +24,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs) -> Result<i32, Error> {
     opts.max_connections = size(a.max_connections, "--max-connections")?;
     opts.max_per_peer = size(a.max_connections_per_address, "--max-connections-per-address")?;
     opts.connection_lifetime = std::time::Duration::from_secs(a.connection_lifetime);
+    opts.metrics_listen = a.metrics_listen;
     opts.threads = match a.threads {
         Some(t) => size(t, "--threads")?,
         None => 0,

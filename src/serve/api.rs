@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 /// The Puppet version vouch answers as in `X-Puppet-Version` (what the agents here run).
 pub const PUPPET_VERSION: &str = "7.23.0";
-const PREFIX: &str = "/puppet-ca/v1/";
+pub(super) const PREFIX: &str = "/puppet-ca/v1/";
 
 /// Who is asking, as far as TLS and the store can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,11 +65,44 @@ impl ApiResponse {
 /// Something worth a log line besides the request itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    Decision { certname: String, granted: bool, serial: Option<String>, reasons: Vec<String> },
-    Renewed { certname: String, old_serial: String, serial: String },
-    Admin { client: String, action: String, certname: String },
-    Denied { client: String, reason: String },
-    Failed { method: String, path: String, error: String },
+    /// `codes`: the refusal codes of `reasons`, in order (empty when granted).
+    Decision {
+        certname: String,
+        granted: bool,
+        serial: Option<String>,
+        reasons: Vec<String>,
+        codes: Vec<&'static str>,
+    },
+    Renewed {
+        certname: String,
+        old_serial: String,
+        serial: String,
+    },
+    Admin {
+        client: String,
+        action: String,
+        certname: String,
+    },
+    Denied {
+        client: String,
+        reason: String,
+    },
+    Failed {
+        method: String,
+        path: String,
+        error: String,
+    },
+}
+
+/// The event for a refused decision on `name`.
+fn refused_event(name: &str, refused: &crate::decision::Refused) -> Event {
+    Event::Decision {
+        certname: name.to_string(),
+        granted: false,
+        serial: None,
+        reasons: refused.tagged_reasons(),
+        codes: refused.reasons.iter().map(|r| r.code()).collect(),
+    }
 }
 
 /// Handles one request. Never panics on any input; internal failures become 500s
@@ -89,6 +122,9 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
     let mut detail = e.to_string();
     if let Some(h) = e.hint() {
         detail.push_str(&format!(" ({h})"));
+    }
+    if matches!(e, Error::Store { .. }) {
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
     }
     events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
     ApiResponse::text(500, "Internal Server Error: the CA could not complete this request; its log says why")
@@ -271,6 +307,7 @@ fn submit(
             granted: false,
             serial: None,
             reasons: vec![format!("[{}] {reason}", reason.code())],
+            codes: vec![reason.code()],
         });
         return Ok(reserved_answer(name, &reason));
     }
@@ -311,16 +348,16 @@ fn submit(
                 granted: true,
                 serial: Some(issued.serial_hex),
                 reasons: Vec::new(),
+                codes: Vec::new(),
             });
             Ok(ApiResponse::empty(200))
         }
         IssueOutcome::Refused(refused) => {
-            let reasons = refused.tagged_reasons();
             let exists =
                 refused.reasons.iter().any(|r| matches!(r, crate::decision::Refusal::CertificateExists { .. }));
             let reserved =
                 refused.reasons.iter().find(|r| matches!(r, crate::decision::Refusal::NameReserved { .. })).cloned();
-            events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
+            events.push(refused_event(name, &refused));
             if let Some(reason) = reserved {
                 return Ok(reserved_answer(name, &reason));
             }
@@ -542,13 +579,13 @@ fn status_put(
                         granted: true,
                         serial: Some(i.serial_hex),
                         reasons: vec![],
+                        codes: vec![],
                     });
                     Ok(ApiResponse::empty(204))
                 }
                 IssueOutcome::Refused(r) => {
-                    let reasons = r.tagged_reasons();
-                    let body = format!("Conflict: {name} cannot be signed: {}", reasons.join("; "));
-                    events.push(Event::Decision { certname: name.to_string(), granted: false, serial: None, reasons });
+                    let body = format!("Conflict: {name} cannot be signed: {}", r.tagged_reasons().join("; "));
+                    events.push(refused_event(name, &r));
                     Ok(ApiResponse::text(409, body))
                 }
             }

@@ -4,9 +4,10 @@ use super::api::{self, ApiRequest, ApiResponse, Client, Event};
 use super::setup::SetupReport;
 use super::ServeOptions;
 use crate::authority::Authority;
-use crate::encoding::time::{format_http_date, format_rfc3339_precise, parse_http_date};
+use crate::encoding::time::{format_http_date, parse_http_date};
 use crate::error::Error;
 use crate::issuance::bootstrap::DataDir;
+use crate::obs::metrics::{Route, StoreStage, METRICS};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -44,36 +45,55 @@ impl Shared {
     }
 }
 
-/// One JSON line on stderr: the service's structured log.
-pub(crate) fn log(mut value: serde_json::Value) {
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert("time".into(), format_rfc3339_precise(OffsetDateTime::now_utc()).into());
+/// Logs an API event and counts it (decisions by outcome and refusal code).
+fn record_event(e: &Event, peer: SocketAddr) {
+    match e {
+        Event::Decision { certname, granted, serial, reasons, codes } => {
+            METRICS.decision(*granted, codes);
+            tracing::info!(
+                event = "decision",
+                certname = certname.as_str(),
+                verdict = if *granted { "granted" } else { "refused" },
+                serial = serial.as_deref(),
+                reasons = %reasons.join("; "),
+                codes = %codes.join(","),
+                peer = %peer,
+            );
+        }
+        Event::Renewed { certname, old_serial, serial } => tracing::info!(
+            event = "renewed",
+            certname = certname.as_str(),
+            old_serial = old_serial.as_str(),
+            serial = serial.as_str(),
+        ),
+        Event::Admin { client, action, certname } => tracing::info!(
+            event = "admin",
+            client = client.as_str(),
+            action = action.as_str(),
+            certname = certname.as_str(),
+        ),
+        Event::Denied { client, reason } => {
+            tracing::warn!(event = "denied", client = client.as_str(), reason = reason.as_str(), peer = %peer)
+        }
+        Event::Failed { method, path, error } => tracing::error!(
+            event = "failed",
+            method = method.as_str(),
+            path = path.as_str(),
+            error = error.as_str(),
+            peer = %peer,
+        ),
     }
-    let mut line = value.to_string();
-    line.push('\n');
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-fn log_event(e: &Event, peer: SocketAddr) {
-    let v = match e {
-        Event::Decision { certname, granted, serial, reasons } => serde_json::json!({
-            "event": "decision", "certname": certname, "verdict": if *granted { "granted" } else { "refused" },
-            "serial": serial, "reasons": reasons, "peer": peer.to_string(),
-        }),
-        Event::Renewed { certname, old_serial, serial } => serde_json::json!({
-            "event": "renewed", "certname": certname, "old_serial": old_serial, "serial": serial,
-        }),
-        Event::Admin { client, action, certname } => serde_json::json!({
-            "event": "admin", "client": client, "action": action, "certname": certname,
-        }),
-        Event::Denied { client, reason } => serde_json::json!({
-            "event": "denied", "client": client, "reason": reason, "peer": peer.to_string(),
-        }),
-        Event::Failed { method, path, error } => serde_json::json!({
-            "event": "failed", "method": method, "path": path, "error": error, "peer": peer.to_string(),
-        }),
-    };
-    log(v);
+/// The route a (decoded) request path is counted under.
+fn route_of(path: &str) -> Route {
+    if path == "/status/v1/simple" || path == "/status/v1/simple/" {
+        return Route::Status;
+    }
+    match path.strip_prefix(api::PREFIX) {
+        Some(rest) => Route::of_endpoint(rest.split('/').next().unwrap_or_default()),
+        None => Route::Other,
+    }
 }
 
 fn crypto(detail: impl std::fmt::Display) -> Error {
@@ -174,8 +194,10 @@ async fn serve_request(
         req.headers().get("if-modified-since").and_then(|v| v.to_str().ok()).and_then(parse_http_date);
     let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let max = shared.opts.max_body;
-    let outcome: Result<(ApiResponse, Vec<Event>, String), ApiResponse> = async {
-        let path = percent_decode(&raw_path).ok_or_else(|| plain(400, "Bad Request: malformed URL"))?;
+    let path = percent_decode(&raw_path);
+    let route = path.as_deref().map_or(Route::Other, route_of);
+    let outcome: Result<(ApiResponse, Vec<Event>, String, std::time::Duration), ApiResponse> = async {
+        let path = path.ok_or_else(|| plain(400, "Bad Request: malformed URL"))?;
         if declared.is_some_and(|n: usize| n > max) {
             return Err(plain(413, &format!("Payload Too Large: request bodies are limited to {max} bytes")));
         }
@@ -189,6 +211,7 @@ async fn serve_request(
                 Ok(Ok(c)) => c.to_bytes().to_vec(),
             };
         let auth = shared.authority();
+        let handed = Instant::now();
         let joined = tokio::task::spawn_blocking(move || {
             let now = OffsetDateTime::now_utc();
             let client = match peer_cert.as_deref() {
@@ -208,21 +231,37 @@ async fn serve_request(
             (resp, events, who)
         })
         .await;
-        joined.map_err(|_| plain(500, "Internal Server Error: the request handler failed"))
+        let took = handed.elapsed();
+        joined
+            .map(|(resp, events, who)| (resp, events, who, took))
+            .map_err(|_| plain(500, "Internal Server Error: the request handler failed"))
     }
     .await;
     let (resp, events, who) = match outcome {
-        Ok(x) => x,
+        Ok((resp, events, who, took)) => {
+            // An issuance: from the hand-over to the blocking pool (its queue included) to the
+            // answer, so decision, signature and the group commit's synchronous write.
+            if events.iter().any(|e| matches!(e, Event::Decision { granted: true, .. } | Event::Renewed { .. })) {
+                METRICS.issuance(took);
+            }
+            (resp, events, who)
+        }
         Err(resp) => (resp, Vec::new(), "-".to_string()),
     };
     for e in &events {
-        log_event(e, peer);
+        record_event(e, peer);
     }
-    log(serde_json::json!({
-        "event": "request", "peer": peer.to_string(), "client": who, "method": method_log,
-        "path": raw_path, "status": resp.status, "bytes": resp.body.len(),
-        "ms": (started.elapsed().as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
-    }));
+    METRICS.request(route, resp.status);
+    tracing::info!(
+        event = "request",
+        peer = %peer,
+        client = who.as_str(),
+        method = method_log.as_str(),
+        path = raw_path.as_str(),
+        status = resp.status,
+        bytes = resp.body.len() as u64,
+        ms = (started.elapsed().as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
+    );
     Ok(response(resp))
 }
 
@@ -231,17 +270,33 @@ pub(super) async fn serve(
     opts: ServeOptions,
     report: SetupReport,
     listener: std::net::TcpListener,
+    metrics: Option<std::net::TcpListener>,
 ) -> Result<(), Error> {
     let dir = DataDir::new(&opts.dir);
     let authority = Authority::open(&dir)?;
     let tls = tls_config(&dir)?;
-    let listener = TcpListener::from_std(listener).map_err(|source| Error::Listen { addr: opts.listen, source })?;
-    let local = listener.local_addr().map_err(|source| Error::Io { path: "socket".into(), op: "inspect", source })?;
+    let listener = TcpListener::from_std(listener).map_err(|source| Error::Listen {
+        addr: opts.listen,
+        flag: crate::error::LISTEN_FLAG,
+        source,
+    })?;
+    let inspect = |source| Error::Io { path: "socket".into(), op: "inspect", source };
+    let local = listener.local_addr().map_err(inspect)?;
+    let metrics = match (metrics, opts.metrics_listen) {
+        (Some(l), Some(addr)) => {
+            let l =
+                TcpListener::from_std(l).map_err(|source| Error::Listen { addr, flag: "--metrics-listen", source })?;
+            let local = l.local_addr().map_err(inspect)?;
+            Some((l, local))
+        }
+        _ => None,
+    };
+    let metrics_local = metrics.as_ref().map(|(_, a)| *a);
     // Signals first: whoever reads the banner may signal at once (a supervisor, a test).
     let sig = |k: SignalKind| signal(k).map_err(|source| Error::Io { path: "signal".into(), op: "install", source });
     let (mut term, mut int, mut hup) =
         (sig(SignalKind::terminate())?, sig(SignalKind::interrupt())?, sig(SignalKind::hangup())?);
-    banner(&report, local);
+    banner(&report, local, metrics_local);
     let shared = Arc::new(Shared {
         per_peer: std::sync::Mutex::new(std::collections::HashMap::new()),
         opts: opts.clone(),
@@ -253,8 +308,17 @@ pub(super) async fn serve(
     // Maintenance (CRL refresh, the store's checkpoint) on its own clock, whatever the traffic:
     // never on the accept path, which only waits for connections and signals.
     let (stop_maintenance, stopped) = tokio::sync::watch::channel(false);
+    if let Some((l, _)) = metrics {
+        let crls = Arc::new(super::metrics::CrlAges::new(&dir));
+        tokio::spawn(super::metrics::serve(l, crls, opts.header_timeout, opts.connection_lifetime, stopped.clone()));
+    }
     let maintenance = tokio::spawn(maintain_every(shared.clone(), MAINTENANCE_EVERY, stopped));
-    log(serde_json::json!({"event": "listening", "address": local.to_string(), "pid": std::process::id()}));
+    tracing::info!(
+        event = "listening",
+        address = %local,
+        metrics = metrics_local.map(tracing::field::display),
+        pid = std::process::id(),
+    );
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -266,7 +330,7 @@ pub(super) async fn serve(
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
-                    log(serde_json::json!({"event": "accept", "error": e.to_string()}));
+                    tracing::warn!(event = "accept", error = %e);
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
@@ -277,10 +341,11 @@ pub(super) async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let Some(peer_slot) = PeerSlot::take(&shared, peer.ip()) else {
-            log(serde_json::json!({
-                "event": "connection", "peer": peer.to_string(),
-                "error": format!("more than {} connections from this address; closed", shared.opts.max_per_peer),
-            }));
+            tracing::warn!(
+                event = "connection",
+                peer = %peer,
+                error = %format_args!("more than {} connections from this address; closed", shared.opts.max_per_peer),
+            );
             drop(stream);
             continue;
         };
@@ -290,14 +355,15 @@ pub(super) async fn serve(
         tokio::spawn(async move {
             let _permit = permit;
             let _peer_slot = peer_slot;
+            let _open = METRICS.connection();
             let tls = match tokio::time::timeout(shared.opts.handshake_timeout, acceptor.accept(stream)).await {
                 Ok(Ok(t)) => t,
                 Ok(Err(e)) => {
-                    log(serde_json::json!({"event": "tls", "peer": peer.to_string(), "error": e.to_string()}));
+                    tracing::info!(event = "tls", peer = %peer, error = %e);
                     return;
                 }
                 Err(_) => {
-                    log(serde_json::json!({"event": "tls", "peer": peer.to_string(), "error": "handshake timed out"}));
+                    tracing::info!(event = "tls", peer = %peer, error = "handshake timed out");
                     return;
                 }
             };
@@ -318,36 +384,42 @@ pub(super) async fn serve(
             // idle timer runs) cannot hold a slot for ever.
             match tokio::time::timeout(shared.opts.connection_lifetime, watcher.watch(conn)).await {
                 Ok(Err(e)) if !e.is_incomplete_message() => {
-                    log(serde_json::json!({"event": "connection", "peer": peer.to_string(), "error": e.to_string()}));
+                    tracing::info!(event = "connection", peer = %peer, error = %e);
                 }
                 Ok(_) => {}
-                Err(_) => log(serde_json::json!({
-                    "event": "connection", "peer": peer.to_string(), "error": "connection lifetime reached; closed",
-                })),
+                Err(_) => {
+                    tracing::info!(event = "connection", peer = %peer, error = "connection lifetime reached; closed")
+                }
             }
         });
     }
-    log(serde_json::json!({"event": "stopping", "reason": "signal"}));
+    tracing::info!(event = "stopping", reason = "signal");
     drop(listener);
     // No maintenance run starts any more; one in progress finishes (it may hold the store's lock).
     let _ = stop_maintenance.send(true);
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
-            log(serde_json::json!({"event": "stopping", "detail": "connections still open after 10 s; closing them"}));
+            tracing::warn!(event = "stopping", detail = "connections still open after 10 s; closing them");
         }
     }
     if let Err(e) = maintenance.await {
-        log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+        store_failed(StoreStage::Maintenance, &e);
     }
     let auth = shared.authority();
     match tokio::task::spawn_blocking(move || auth.checkpoint()).await {
-        Ok(Err(e)) => log(serde_json::json!({"event": "checkpoint", "error": e.to_string()})),
-        Err(e) => log(serde_json::json!({"event": "checkpoint", "error": e.to_string()})),
+        Ok(Err(e)) => store_failed(StoreStage::Checkpoint, &e),
+        Err(e) => store_failed(StoreStage::Checkpoint, &e),
         Ok(Ok(())) => {}
     }
-    log(serde_json::json!({"event": "stopped"}));
+    tracing::info!(event = "stopped");
     Ok(())
+}
+
+/// A maintenance run or checkpoint failed: logged (the event is the stage's name) and counted.
+fn store_failed(stage: StoreStage, e: &dyn std::fmt::Display) {
+    METRICS.store_error(stage);
+    tracing::error!(event = stage.label(), error = %e);
 }
 
 /// How often `vouch serve` maintains the store: the CRLs regenerated when due (a revocation
@@ -378,15 +450,15 @@ async fn maintain_every(
         let auth = shared.authority();
         let run = tokio::task::spawn_blocking(move || {
             if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
-                log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+                store_failed(StoreStage::Maintenance, &e);
             }
             // The store's log into its files (a syncfs), once a period at most.
             if let Err(e) = auth.checkpoint() {
-                log(serde_json::json!({"event": "checkpoint", "error": e.to_string()}));
+                store_failed(StoreStage::Checkpoint, &e);
             }
         });
         if let Err(e) = run.await {
-            log(serde_json::json!({"event": "maintenance", "error": e.to_string()}));
+            store_failed(StoreStage::Maintenance, &e);
         }
     }
 }
@@ -435,12 +507,15 @@ fn reload(shared: &Shared) {
             if let Ok(mut w) = shared.authority.write() {
                 *w = Arc::new(a);
             }
-            log(serde_json::json!({"event": "reload", "what": "policy", "ok": true}));
+            tracing::info!(event = "reload", what = "policy", ok = true);
         }
-        Err(e) => log(serde_json::json!({
-            "event": "reload", "what": "policy", "ok": false, "error": e.to_string(),
-            "detail": "the previous policy stays in force",
-        })),
+        Err(e) => tracing::error!(
+            event = "reload",
+            what = "policy",
+            ok = false,
+            error = %e,
+            detail = "the previous policy stays in force",
+        ),
     }
     match tls_config(&dir) {
         Ok(t) => {
@@ -448,11 +523,11 @@ fn reload(shared: &Shared) {
                 *w = Arc::new(t);
             }
         }
-        Err(e) => log(serde_json::json!({"event": "reload", "what": "tls", "ok": false, "error": e.to_string()})),
+        Err(e) => tracing::error!(event = "reload", what = "tls", ok = false, error = %e),
     }
 }
 
-fn banner(r: &SetupReport, local: SocketAddr) {
+fn banner(r: &SetupReport, local: SocketAddr, metrics: Option<SocketAddr>) {
     let mut out = String::new();
     let dir = r.dir.display();
     if r.created_ca {
@@ -477,6 +552,9 @@ fn banner(r: &SetupReport, local: SocketAddr) {
         r.server_names.join(", ")
     ));
     out.push_str(&format!("  listening on https://{local}/puppet-ca/v1\n"));
+    if let Some(m) = metrics {
+        out.push_str(&format!("  metrics on http://{m}/metrics\n"));
+    }
     out.push_str(&agent_settings(r, local));
     // Not print!, which panics when stdout cannot be written.
     let mut stdout = std::io::stdout();

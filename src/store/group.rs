@@ -51,6 +51,7 @@ impl<J, R> GroupCommit<J, R> {
             let take = st.queue.len().min(self.max_batch);
             let batch: Vec<(u64, J)> = st.queue.drain(..take).collect();
             drop(st);
+            crate::obs::metrics::METRICS.batch(take);
             let (ids, jobs): (Vec<u64>, Vec<J>) = batch.into_iter().unzip();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(jobs)));
             let mut results = ran.unwrap_or_default().into_iter();

@@ -12,6 +12,10 @@ pub const CERTNAME: &str = "web01.example.test";
 pub fn vouch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
     c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
+    // The log's defaults (JSON lines at info on a non-terminal stderr), whatever the caller's shell says.
+    for var in ["RUST_LOG", "VOUCH_LOG", "VOUCH_LOG_FORMAT", "VOUCH_METRICS_LISTEN"] {
+        c.env_remove(var);
+    }
     c
 }
 

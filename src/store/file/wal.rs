@@ -316,14 +316,12 @@ impl FileStore {
                     // The claim was lost (a power loss) and someone else claimed the same
                     // attributes meanwhile: two certificates came from them. Said loudly;
                     // recovery goes on (refusing to start would not undo it).
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "{}",
-                        serde_json::json!({
-                            "event": "replay-conflict", "certname": c.certname, "serial": rec.serial,
-                            "detail": "the replay journal's entry for these attributes names another requester; \
-                                       both hold certificates from one set of attributes: revoke one",
-                        })
+                    tracing::error!(
+                        event = "replay-conflict",
+                        certname = %c.certname,
+                        serial = %rec.serial,
+                        detail = "the replay journal's entry for these attributes names another requester; \
+                                  both hold certificates from one set of attributes: revoke one",
                     );
                 }
             }
