@@ -2,6 +2,7 @@
 #   docker build -t vouch .
 #   docker run -d --name vouch -p 8140:8140 -v vouch-data:/var/lib/vouch --stop-timeout 30 \
 #       vouch serve --listen 0.0.0.0:8140 --server-name puppet-ca.example.com
+# The build stage's cache mounts need BuildKit (docker's builder since 23.0).
 
 # Build: Debian 12 with a current stable Rust (vouch needs 1.85 or later). aws-lc-rs builds
 # its C part with the image's gcc; no cmake, clang or Go is needed on x86_64 and aarch64.
