@@ -16,10 +16,12 @@ use time::OffsetDateTime;
 
 pub mod args;
 
+#[cfg(feature = "bench")]
+use args::BenchCommand;
 pub use args::{command, parse_from, Cli, Command};
 use args::{
-    AdminCommand, AutosignArgs, BenchCommand, CaCommand, CertEncodingArg, CheckArgs, ConductorCommand, CsrArgs,
-    FormatArg, KeyTypeArg, OutFormat, SignArgs,
+    AdminCommand, AutosignArgs, CaCommand, CertEncodingArg, CheckArgs, ConductorCommand, CsrArgs, FormatArg,
+    KeyTypeArg, OutFormat, SignArgs,
 };
 
 impl From<KeyTypeArg> for KeyType {
@@ -380,6 +382,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             crate::serve::run(opts)?;
             Ok(EXIT_OK)
         }
+        #[cfg(feature = "bench")]
         Command::Bench(b) => bench(&cli, b),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
             preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
@@ -648,6 +651,7 @@ fn make_csr(a: &CsrArgs) -> Result<i32, Error> {
     Ok(EXIT_OK)
 }
 
+#[cfg(feature = "bench")]
 fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
     let json = |v: &dyn erased_json::Json| -> Result<(), Error> {
         sayln!("{}", v.to_json().map_err(|e| Error::Usage { detail: e.to_string() })?)
@@ -769,6 +773,7 @@ fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
     Ok(EXIT_OK)
 }
 
+#[cfg(feature = "bench")]
 mod erased_json {
     pub trait Json {
         fn to_json(&self) -> serde_json::Result<String>;
