@@ -4,7 +4,7 @@
 # over kept-alive TLS, RSA-2048 agent keys), with the same CA key type (RSA-4096), one after
 # the other. Not part of `cargo test`.
 #
-#   cargo build --release
+#   cargo build --release --features bench    # `vouch bench` is only in a build with it
 #   examples/side_by_side.sh                     # AGENTS=1,8,64 PER_AGENT=8
 #   AGENTS=1,8,64,256 PER_AGENT=16 examples/side_by_side.sh
 #
@@ -20,7 +20,9 @@ PER_AGENT=${PER_AGENT:-8}
 PS_PORT=${PS_PORT:-18160}
 V_PORT=${V_PORT:-18161}
 VOUCH=${VOUCH:-${CARGO_TARGET_DIR:-$here/target}/release/vouch}
-[ -x "$VOUCH" ] || { echo "no $VOUCH: run cargo build --release (or set VOUCH)" >&2; exit 2; }
+[ -x "$VOUCH" ] || { echo "no $VOUCH: run cargo build --release --features bench (or set VOUCH)" >&2; exit 2; }
+"$VOUCH" bench --help >/dev/null 2>&1 ||
+  { echo "$VOUCH has no bench command: run cargo build --release --features bench" >&2; exit 2; }
 [ -f /usr/share/puppetserver/puppetserver.jar ] || { echo "apt-get install -y puppetserver" >&2; exit 2; }
 
 work=$(mktemp -d /var/tmp/vouch-side.XXXXXX)

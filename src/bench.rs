@@ -332,8 +332,7 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
     let after = s.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = rustix::param::clock_ticks_per_second();
     (hz > 0).then(|| ticks as f64 / hz as f64)
 }
 

@@ -21,13 +21,17 @@
 //!   conductors) and its data directory.
 //! - [`authority`]: decide → claim → sign → commit, renewal, revocation, CRLs.
 //! - [`hook`]: Puppet Server mode (its CA directory, for `enc --puppet-cadir`).
-//! - [`serve`]: `vouch serve`, the Puppet CA API over HTTPS, and its client.
-//! - [`bench`](mod@bench): `vouch bench`.
+//! - [`serve`]: `vouch serve`, the Puppet CA API over HTTPS, and (feature `bench`) its client.
+//! - `bench`: `vouch bench` (feature `bench`: not in a plain build).
 //! - [`cli`]: the command line.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+// Two exceptions, each marked `allow(unsafe_code)` where it stands: getpwuid_r
+// (files::trust::user_name) and mallopt (serve::run), which rustix does not offer.
+#![deny(unsafe_code)]
 
 pub mod authority;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
 pub mod decision;

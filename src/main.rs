@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 use std::io::Write;
 
 /// Invoked as `vouch-autosign CERTNAME` or `vouch-enc CERTNAME` (symlinks to

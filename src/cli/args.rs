@@ -30,7 +30,10 @@ pub struct Cli {
 }
 
 /// Subcommands that never read the data directory: `--dir` is hidden from their help.
+#[cfg(feature = "bench")]
 const WITHOUT_DIR: [&[&str]; 3] = [&["csr"], &["bench", "decide"], &["bench", "hook"]];
+#[cfg(not(feature = "bench"))]
+const WITHOUT_DIR: [&[&str]; 1] = [&["csr"]];
 
 /// vouch's command line, with `--dir` shown only where it is used: the commands that never
 /// read the data directory get their own hidden `--dir` (accepted and ignored, so that
@@ -85,6 +88,7 @@ pub enum Command {
     /// Serve the Puppet CA API over HTTPS for Puppet agents (creates a CA on the first run).
     Serve(ServeArgs),
     /// Measure vouch next to the cost of its signatures (decision, hook, service).
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
@@ -331,6 +335,8 @@ pub struct ServeArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
+/// `vouch bench` (a vouch built with `--features bench`).
+#[cfg(feature = "bench")]
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Decision, and decision + issuance (no store), per core, next to the signature floor.

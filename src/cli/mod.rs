@@ -17,6 +17,7 @@ macro_rules! sayln {
 
 mod admin;
 pub mod args;
+#[cfg(feature = "bench")]
 mod bench;
 mod ca;
 mod certs;
@@ -158,6 +159,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Check(a) => certs::check(cli, a),
         Command::Sign(a) => certs::sign(cli, a),
         Command::Serve(a) => serve::serve(cli, a),
+        #[cfg(feature = "bench")]
         Command::Bench(b) => bench::bench(cli, b),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
             admin::new(cli, name, cert_out, key_out, key_type)

@@ -118,7 +118,7 @@ pub(super) fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(refuse(format!("its directory {} does not exist", parent.display())))
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
                 return Err(refuse(format!("{} is not a directory", parent.display())))
             }
             Err(source) => return Err(Error::Io { path: parent.to_path_buf(), op: "look at", source }),

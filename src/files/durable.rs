@@ -1,12 +1,20 @@
 //! Crash-safe file writes: atomic (temporary file, then link or rename), synced
 //! (file and directory), never through a symbolic link.
 #![deny(clippy::arithmetic_side_effects)]
+#![deny(unsafe_code)]
 
+use rustix::fs::{OFlags, RenameFlags, CWD};
+use rustix::io::Errno;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+
+/// `flags` for [`OpenOptionsExt::custom_flags`] (which takes the C `int`).
+pub fn custom_flags(flags: OFlags) -> i32 {
+    // Open flags are small positive constants (below 2^31): the cast keeps every bit.
+    flags.bits() as i32
+}
 
 /// A unique temporary name beside `path`.
 pub fn temp_beside(path: &Path) -> PathBuf {
@@ -140,12 +148,7 @@ pub fn write_new_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
 /// Flushes every dirty page and inode of the filesystem holding `path` (syncfs(2)).
 pub fn sync_filesystem(path: &Path) -> io::Result<()> {
     let f = File::open(path)?;
-    // SAFETY: syncfs on a valid, open file descriptor.
-    if unsafe { libc::syncfs(f.as_raw_fd()) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(rustix::fs::syncfs(&f)?)
 }
 
 /// Opens `path` with `opts`, never through a symbolic link (O_NOFOLLOW): for every file
@@ -154,14 +157,14 @@ pub fn sync_filesystem(path: &Path) -> io::Result<()> {
 /// with O_EXCL and rename or link it over the path, which replaces a link, never follows it.)
 pub fn open_nofollow(opts: &OpenOptions, path: &Path) -> io::Result<File> {
     let mut opts = opts.clone();
-    opts.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    opts.custom_flags(custom_flags(OFlags::NOFOLLOW | OFlags::CLOEXEC));
     opts.open(path).map_err(|e| link_error(path, e))
 }
 
 /// A symbolic link where vouch wanted a file or directory of its own.
 fn is_link_error(path: &Path, e: &io::Error) -> bool {
     // O_NOFOLLOW on a link: ELOOP (and ENOTDIR with O_DIRECTORY on some systems).
-    matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR))
+    matches!(Errno::from_io_error(e), Some(Errno::LOOP | Errno::NOTDIR))
         && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
@@ -231,7 +234,7 @@ impl NoFollowDir {
     pub fn open(path: &Path) -> io::Result<NoFollowDir> {
         let dir = OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(custom_flags(OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC))
             .open(path)
             .map_err(|e| link_error(path, e))?;
         Ok(NoFollowDir { dir, path: path.to_path_buf() })
@@ -239,52 +242,24 @@ impl NoFollowDir {
 
     /// The names in the directory (without "." and "..").
     pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
-        use std::ffi::CStr;
         use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::io::IntoRawFd;
-        // fdopendir takes the descriptor over: give it a duplicate (read from its start).
-        let dup = self.dir.try_clone()?;
-        let raw = dup.into_raw_fd();
-        // SAFETY: `raw` is a valid, open directory descriptor that we own; on success it
-        // belongs to the DIR stream, closed by closedir below.
-        let stream = unsafe { libc::fdopendir(raw) };
-        if stream.is_null() {
-            let e = io::Error::last_os_error();
-            // SAFETY: fdopendir failed, so `raw` is still ours to close.
-            unsafe { libc::close(raw) };
-            return Err(e);
-        }
-        // SAFETY: a valid DIR stream.
-        unsafe { libc::rewinddir(stream) };
+        // A duplicate descriptor (sharing the directory's offset), read from its start.
+        let mut stream = rustix::fs::Dir::new(self.dir.try_clone()?)?;
+        stream.rewind();
         let mut names = Vec::new();
-        loop {
-            // SAFETY: a valid DIR stream; the entry is read before the next readdir call.
-            let entry = unsafe { libc::readdir(stream) };
-            if entry.is_null() {
-                break;
-            }
-            // SAFETY: d_name is a NUL-terminated string inside the entry.
-            let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) };
-            let bytes = name.to_bytes();
+        while let Some(entry) = stream.read() {
+            let entry = entry?;
+            let bytes = entry.file_name().to_bytes();
             if bytes != b"." && bytes != b".." {
                 names.push(std::ffi::OsStr::from_bytes(bytes).to_os_string());
             }
         }
-        // SAFETY: a valid DIR stream, closed once.
-        unsafe { libc::closedir(stream) };
         Ok(names)
     }
 
     /// Removes the file (or symbolic link: never its target) `name` in the directory.
     pub fn unlink(&self, name: &std::ffi::OsStr) -> io::Result<()> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a valid directory descriptor and a NUL-terminated name.
-        if unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        Ok(rustix::fs::unlinkat(&self.dir, name, rustix::fs::AtFlags::empty())?)
     }
 
     /// The directory's path joined with `name` (for messages and reads).
@@ -322,17 +297,8 @@ pub fn append_lines(path: &Path, lines: &[String]) -> io::Result<()> {
 
 /// Renames `from` to `to` only if `to` does not exist (Linux renameat2 NOREPLACE).
 pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let f = CString::new(from.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let t = CString::new(to.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: both pointers are valid NUL-terminated strings for the duration of the call.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
-    if rc == 0 {
-        sync_dir(parent(to))
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE)?;
+    sync_dir(parent(to))
 }
 
 /// Appends one line with a single write (O_APPEND), then fdatasync.

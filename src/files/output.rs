@@ -88,9 +88,17 @@ pub fn write_output(path: &Path, bytes: &[u8], mode: u32, replace: bool) -> Resu
             // O_NOFOLLOW: a link swapped in since the look is refused (ELOOP), not followed.
             let mut f = OpenOptions::new()
                 .write(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+                .custom_flags(crate::files::durable::custom_flags(
+                    rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NOCTTY,
+                ))
                 .open(path)
-                .map_err(|e| if e.raw_os_error() == Some(libc::ELOOP) { OutputError::Symlink } else { e.into() })?;
+                .map_err(|e| {
+                    if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::LOOP) {
+                        OutputError::Symlink
+                    } else {
+                        e.into()
+                    }
+                })?;
             let now = f.metadata()?.file_type();
             if !(now.is_char_device() || now.is_block_device() || now.is_fifo()) {
                 return Err(OutputError::Exists);

@@ -27,12 +27,16 @@ impl std::error::Error for Untrusted {}
 
 /// The effective user id of this process.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// A user's name (for messages and `chown` lines), else the number.
+///
+/// The one `unsafe` left in `files`: rustix has no user database, and the name must come
+/// from the C library's getpwuid_r (NSS: /etc/passwd, LDAP, systemd's dynamic users...).
+#[allow(unsafe_code)]
 pub fn user_name(uid: u32) -> String {
+    // SAFETY: `passwd` is plain C data (integers and pointers): all zeroes is a valid value.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 4096];
     let mut result: *mut libc::passwd = std::ptr::null_mut();

@@ -59,7 +59,7 @@ impl DataDir {
                 "permission denied: user {} may not reach it (a directory on its path is closed to it)",
                 crate::files::trust::user_name(crate::files::trust::euid())
             ))),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::NOTDIR) => {
                 Err(unusable("a component of its path is not a directory".into()))
             }
             _ => Ok(()),

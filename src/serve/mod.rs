@@ -6,6 +6,7 @@
 //! serialises writers, also against `vouch` commands run beside the server.
 
 pub mod api;
+#[cfg(feature = "bench")]
 pub mod client;
 mod http;
 mod metrics;
@@ -78,7 +79,8 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
     // Two malloc arenas: with one per thread (glibc's default, up to 8 per core) freed
     // memory stays spread over them; 256 agents took 71 MB instead of 42 MB, at the same rate.
     // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    #[allow(unsafe_code)]
+    let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Blocking threads decide, sign and wait for the group commit. More than a few per core buys
     // nothing (the work is CPU and one fdatasync per batch) and costs memory: at 256 agents

@@ -8,7 +8,6 @@ use super::{CertRecord, InventoryEntry, Issuance, PendingRequest, Revocation, St
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -271,12 +270,20 @@ impl FileStore {
 /// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
 /// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
 /// versions left).
+///
+/// Only in a vouch built with the `fault-injection` feature (the tests' build: see
+/// Cargo.toml); elsewhere a no-op, and the variable is never read.
+#[cfg(feature = "fault-injection")]
 fn crash_point(step: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
         std::process::abort();
     }
 }
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+fn crash_point(_step: &str) {}
 
 /// Reads up to the last `n` bytes of a file ("" if it does not exist).
 fn read_tail(path: &Path, n: u64) -> io::Result<String> {
@@ -301,10 +308,8 @@ impl Store for FileStore {
         let file =
             crate::files::durable::open_nofollow(OpenOptions::new().create(true).truncate(false).write(true), &path)
                 .map_err(io_err(&path, "open"))?;
-        // SAFETY: flock on a valid, open file descriptor.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(StoreError::Io { path, op: "lock", source: io::Error::last_os_error() });
+        if let Err(e) = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+            return Err(StoreError::Io { path, op: "lock", source: e.into() });
         }
         let lock = WriteLock { _file: file };
         self.recover(first)?;
