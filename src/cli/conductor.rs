@@ -44,7 +44,7 @@ pub(super) fn new(
 
 pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let (cert_der, key) = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
+    let bootstrap::CertAndKey { cert_der, key } = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
     let (source, yaml) = if a.classification == "-" {
         let bytes = crate::error::read_stdin(crate::files::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
