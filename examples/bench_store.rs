@@ -48,7 +48,7 @@ fn main() -> R<()> {
 }
 
 fn fill(ca: &Path, lo: usize, hi: usize, revoked: usize) -> R<(String, String)> {
-    let (cert_der, key) =
+    let vouch::issuance::bootstrap::CertAndKey { cert_der, key } =
         vouch::issuance::bootstrap::load_cert_and_key(&ca.join("ca_crt.pem"), &ca.join("ca_key.pem"))?;
     let issuer = Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(cert_der.as_slice()), key)?;
     let node_key = KeyPair::generate()?;

@@ -163,7 +163,7 @@ pub fn decide(ca_types: &[KeyType], client_types: &[KeyType], budget: Duration) 
     for &ca_type in ca_types {
         let lab = Lab::new(ca_type, now)?;
         let auth = crate::authority::Authority::open(&lab.dir)?;
-        let (ca_der, ca_key) =
+        let bootstrap::CertAndKey { cert_der: ca_der, key: ca_key } =
             bootstrap::load_cert_and_key(&lab.dir.file(bootstrap::CA_CERT), &lab.dir.file(bootstrap::CA_KEY))?;
         let master = crate::issuance::certificate::MasterCa::new(ca_der, ca_key, String::new())?;
         for &client_type in client_types {
@@ -347,7 +347,8 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
 /// own kept-alive TLS connection, PUTs its CSR and GETs its certificate, `per_agent` times.
 pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Vec<ServeRow>, Error> {
     let now = OffsetDateTime::now_utc();
-    let (conductor_der, conductor_key) = bootstrap::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
+    let bootstrap::CertAndKey { cert_der: conductor_der, key: conductor_key } =
+        bootstrap::load_cert_and_key(&load.conductor_cert, &load.conductor_key)?;
     let bundle = crate::error::read_input(&load.ca_bundle, crate::files::input::Kind::Cert)?;
     let config = tls_config(&bundle, None).map_err(crypto)?;
     let mut run_id = [0u8; 4];

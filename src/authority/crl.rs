@@ -224,7 +224,7 @@ impl Authority {
     /// Writes the root's CRL. Puppet agents check revocation for the whole chain
     /// (`certificate_revocation = chain`), so they need a CRL from the root too.
     pub(super) fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
-        let (root_der, root_key) =
+        let bootstrap::CertAndKey { cert_der: root_der, key: root_key } =
             bootstrap::load_cert_and_key(&self.dir.file(bootstrap::ROOT_CERT), &self.dir.file(bootstrap::ROOT_KEY))?;
         let issuer =
             rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)

@@ -50,6 +50,34 @@ pub(super) enum Committed {
     Refused(Refused),
 }
 
+/// Each job's answer, once it has one.
+type Answers = Vec<Option<Result<Committed, Error>>>;
+
+/// A round's jobs: admitted (stored now) and deferred (another job for the certname was admitted).
+struct Round {
+    admitted: Vec<usize>,
+    deferred: Vec<usize>,
+}
+
+/// How storing a round failed: before the store's commit (nothing stored) or after it (stored).
+enum StoreFailure {
+    Before(Error),
+    AfterCommit(Error),
+}
+
+/// What `on_existing` makes of a valid certificate the job would replace.
+enum Existing {
+    /// The job is refused (its attributes held).
+    Refuse(Refusal),
+    /// The job is stored, and this certificate revoked as superseded.
+    Supersede(CertRecord),
+}
+
+/// Whether the store's current certificate is issued and not expired at `now`.
+fn still_valid(rec: &CertRecord, now: OffsetDateTime) -> bool {
+    rec.state == State::Issued && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
+}
+
 impl Authority {
     /// The store's record of a certificate about to be stored (state `Issued`).
     pub(super) fn issued_record(
@@ -238,201 +266,233 @@ impl Authority {
                 return jobs.iter().map(|_| Err(Error::Store { detail: detail.clone() })).collect();
             }
         };
-        let mut results: Vec<Option<Result<Committed, Error>>> = jobs.iter().map(|_| None).collect();
+        let mut answers: Answers = jobs.iter().map(|_| None).collect();
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
         while !remaining.is_empty() {
-            let mut names = std::collections::HashSet::new();
-            let mut admitted = Vec::new();
-            let mut deferred = Vec::new();
-            for i in remaining {
-                let job = &jobs[i];
-                if names.contains(job.certname.as_str()) {
-                    deferred.push(i);
-                    continue;
-                }
-                match self.admit(&lock, job) {
-                    Ok(None) => {
-                        names.insert(job.certname.as_str());
-                        admitted.push(i);
-                    }
-                    Ok(Some(refused)) => results[i] = Some(Ok(Committed::Refused(refused))),
-                    Err(e) => results[i] = Some(Err(e)),
-                }
-            }
-            let batch: Vec<Issuance> = admitted
-                .iter()
-                .map(|&i| {
-                    let job = &jobs[i];
-                    Issuance {
-                        record: job.record.clone(),
-                        pem: job.issued.pem.clone(),
-                        claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
-                            journal: dir.clone(),
-                            key: job.replay.key.key.clone(),
-                            expiry: format_rfc3339(job.replay.expiry),
-                            certname: job.certname.clone(),
-                            holder: job.replay.holder.clone(),
-                            time: format_rfc3339(job.now),
-                        }),
-                    }
-                })
-                .collect();
-            // The decisions first, synced: a certificate the log holds always has its
-            // decision in the audit log, whenever the process dies.
-            let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
-            let stored = match self.audit_lines(&decisions) {
-                Err(e) => Err((e, false)),
-                Ok(()) => match self.store.issue(&lock, &batch) {
-                    Ok(()) => Ok(()),
-                    Err(StoreError::AfterCommit { source }) => Err((Error::from(*source), true)),
-                    Err(e) => Err((Error::from(e), false)),
-                },
-            };
-            let failed = stored.is_err();
-            match stored {
-                // Stored (durable in the log), even when a step after that failed: issued.
-                Ok(()) | Err((_, true)) => {
-                    if let Err((e, _)) = &stored {
-                        warn("store", &e.to_string());
-                    }
-                    let lines: Vec<String> = admitted
-                        .iter()
-                        .map(|&i| {
-                            let job = &jobs[i];
-                            serde_json::json!({
-                                "time": format_rfc3339(job.now), "event": "issued", "certname": job.certname,
-                                "serial": job.issued.serial_hex, "not_after": format_rfc3339(job.issued.not_after),
-                                "conductor": job.conductor.fingerprint,
-                            })
-                            .to_string()
-                        })
-                        .collect();
-                    // The certificates exist whatever happens to these lines: a failure is
-                    // reported, not turned into a refusal (the node would be told "no" and
-                    // then be served its certificate).
-                    if let Err(e) = self.audit_lines(&lines) {
-                        warn("audit", &e.to_string());
-                    }
-                    for &i in &admitted {
-                        // A request refused earlier under this name is answered now.
-                        let _ = self.store.remove_request(&jobs[i].certname);
-                        results[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
-                    }
-                }
-                Err((e, false)) => {
-                    let detail = e.to_string();
-                    for &i in &admitted {
-                        // Nothing was stored: the claim stays this key's, unmarked, so the
-                        // node's retry is approved and nobody else's is.
-                        results[i] = Some(Err(Error::Store { detail: detail.clone() }));
-                    }
-                }
-            }
+            let round = self.admit_round(&lock, &jobs, remaining, &mut answers);
+            let failed = self.store_round(&lock, &jobs, &round.admitted, &mut answers);
             if failed {
                 // No further round on a store that just failed: the deferred jobs are answered
                 // with an error and retried by their nodes.
-                for i in deferred {
-                    results[i] = Some(Err(Error::Store {
+                for i in round.deferred {
+                    answers[i] = Some(Err(Error::Store {
                         detail: "the store failed while this request waited; nothing was issued for it, retry".into(),
                     }));
                 }
                 break;
             }
-            remaining = deferred;
+            remaining = round.deferred;
         }
-        results
+        answers
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() })))
             .collect()
     }
 
-    /// Under the lock: may `job` be stored now? `None` if so (its attributes are then
-    /// claimed, and a certificate it supersedes revoked); else the refusal.
-    pub(super) fn admit(&self, lock: &WriteLock, job: &Job) -> Result<Option<Refused>, Error> {
-        let certname = &job.certname;
-        let now = job.now;
-        let mut extra = Vec::new();
-        let mut supersede = None;
-        if let Some((rec, pem)) = self.store.current(certname)? {
-            let valid = rec.state == State::Issued
-                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
-            // The service's or an administrator's certificate is never superseded by a node,
-            // whatever the policy says (judged by the record and the certificate, so also
-            // after a restart with other --server-name values, or a `vouch admin new`).
-            if valid {
-                if let Some(holder) = self.protected(&rec, &pem) {
-                    let reason = Refusal::NameReserved {
-                        certname: certname.clone(),
-                        name: certname.clone(),
-                        holder: holder.to_string(),
-                    };
-                    return Ok(Some(Refused {
-                        reasons: vec![reason],
-                        conductor: Some(job.conductor.clone()),
-                        held: None,
-                    }));
-                }
+    /// One round of [`Authority::commit_batch`]: [`Authority::admit`] for each remaining job
+    /// (answering those refused or failed), one job per certname; a second job for a
+    /// certname is deferred to the next round.
+    fn admit_round(&self, lock: &WriteLock, jobs: &[Job], remaining: Vec<usize>, answers: &mut Answers) -> Round {
+        let mut names = std::collections::HashSet::new();
+        let mut round = Round { admitted: Vec::new(), deferred: Vec::new() };
+        for i in remaining {
+            let job = &jobs[i];
+            if names.contains(job.certname.as_str()) {
+                round.deferred.push(i);
+                continue;
             }
-            if valid {
-                let old_spki = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
-                    .ok()
-                    .and_then(|(_, der)| {
-                        x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
-                    })
-                    .unwrap_or_default();
-                let later = match (
-                    &rec.attributes_expiry,
-                    crate::encoding::time::parse_rfc3339(rec.attributes_expiry.as_deref().unwrap_or("")).ok(),
-                ) {
-                    (Some(_), Some(old)) => job.replay.expiry > old,
-                    _ => true,
-                };
-                match self.policy.on_existing {
-                    OnExisting::Refuse => extra
-                        .push(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() }),
-                    // Compared in canonical form: a re-encoding of the same key is the same key.
-                    OnExisting::Supersede if crate::encoding::csr::same_key(&old_spki, &job.spki) => {
-                        extra.push(Refusal::SupersedeSameKey { certname: certname.clone() })
-                    }
-                    // Version 1 attributes name no certname: they never take over a name.
-                    OnExisting::Supersede if !later || job.version != 2 => {
-                        extra.push(Refusal::SupersedeReplay { certname: certname.clone() })
-                    }
-                    OnExisting::Supersede => supersede = Some(rec),
+            match self.admit(lock, job) {
+                Ok(None) => {
+                    names.insert(job.certname.as_str());
+                    round.admitted.push(i);
+                }
+                Ok(Some(refused)) => answers[i] = Some(Ok(Committed::Refused(refused))),
+                Err(e) => answers[i] = Some(Err(e)),
+            }
+        }
+        round
+    }
+
+    /// Audits the admitted jobs' decisions, stores them (one synchronous write each) and
+    /// answers them. Returns whether storing failed.
+    fn store_round(&self, lock: &WriteLock, jobs: &[Job], admitted: &[usize], answers: &mut Answers) -> bool {
+        let batch: Vec<Issuance> = admitted.iter().map(|&i| self.issuance(&jobs[i])).collect();
+        // The decisions first, synced: a certificate the log holds always has its
+        // decision in the audit log, whenever the process dies.
+        let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
+        let stored = match self.audit_lines(&decisions) {
+            Err(e) => Err(StoreFailure::Before(e)),
+            Ok(()) => match self.store.issue(lock, &batch) {
+                Ok(()) => Ok(()),
+                Err(StoreError::AfterCommit { source }) => Err(StoreFailure::AfterCommit(Error::from(*source))),
+                Err(e) => Err(StoreFailure::Before(Error::from(e))),
+            },
+        };
+        let failed = stored.is_err();
+        match stored {
+            // Stored (durable in the log), even when a step after that failed: issued.
+            Ok(()) => self.answer_issued(jobs, admitted, answers),
+            Err(StoreFailure::AfterCommit(e)) => {
+                warn("store", &e.to_string());
+                self.answer_issued(jobs, admitted, answers);
+            }
+            Err(StoreFailure::Before(e)) => {
+                let detail = e.to_string();
+                for &i in admitted {
+                    // Nothing was stored: the claim stays this key's, unmarked, so the
+                    // node's retry is approved and nobody else's is.
+                    answers[i] = Some(Err(Error::Store { detail: detail.clone() }));
                 }
             }
         }
-        if !extra.is_empty() {
-            // The attributes are good: they become this key's, as in any kept refusal.
-            let held = Some(decision::Held {
-                replay_key: job.replay.key.clone(),
-                expiry: job.replay.expiry,
-                spki: job.spki.clone(),
-            });
-            return Ok(Some(Refused { reasons: extra, conductor: Some(job.conductor.clone()), held }));
+        failed
+    }
+
+    /// What the store keeps for a job: its record, its certificate and, with a replay
+    /// journal, its spent claim.
+    fn issuance(&self, job: &Job) -> Issuance {
+        Issuance {
+            record: job.record.clone(),
+            pem: job.issued.pem.clone(),
+            claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
+                journal: dir.clone(),
+                key: job.replay.key.key.clone(),
+                expiry: format_rfc3339(job.replay.expiry),
+                certname: job.certname.clone(),
+                holder: job.replay.holder.clone(),
+                time: format_rfc3339(job.now),
+            }),
+        }
+    }
+
+    /// The stored jobs: their "issued" audit lines, then their answers.
+    fn answer_issued(&self, jobs: &[Job], admitted: &[usize], answers: &mut Answers) {
+        let lines: Vec<String> = admitted
+            .iter()
+            .map(|&i| {
+                let job = &jobs[i];
+                serde_json::json!({
+                    "time": format_rfc3339(job.now), "event": "issued", "certname": job.certname,
+                    "serial": job.issued.serial_hex, "not_after": format_rfc3339(job.issued.not_after),
+                    "conductor": job.conductor.fingerprint,
+                })
+                .to_string()
+            })
+            .collect();
+        // The certificates exist whatever happens to these lines: a failure is
+        // reported, not turned into a refusal (the node would be told "no" and
+        // then be served its certificate).
+        if let Err(e) = self.audit_lines(&lines) {
+            warn("audit", &e.to_string());
+        }
+        for &i in admitted {
+            // A request refused earlier under this name is answered now.
+            let _ = self.store.remove_request(&jobs[i].certname);
+            answers[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
+        }
+    }
+
+    /// Under the lock: may `job` be stored now? `None` if so (its attributes are then
+    /// claimed, and a certificate it supersedes revoked); else the refusal.
+    pub(super) fn admit(&self, lock: &WriteLock, job: &Job) -> Result<Option<Refused>, Error> {
+        let mut supersede = None;
+        if let Some((rec, pem)) = self.store.current(&job.certname)? {
+            if still_valid(&rec, job.now) {
+                if let Some(refused) = self.protected_refusal(job, &rec, &pem) {
+                    return Ok(Some(refused));
+                }
+                match self.on_existing(job, rec, &pem) {
+                    Existing::Supersede(rec) => supersede = Some(rec),
+                    Existing::Refuse(reason) => {
+                        // The attributes are good: they become this key's, as in any kept refusal.
+                        let held = Some(decision::Held {
+                            replay_key: job.replay.key.clone(),
+                            expiry: job.replay.expiry,
+                            spki: job.spki.clone(),
+                        });
+                        return Ok(Some(Refused {
+                            reasons: vec![reason],
+                            conductor: Some(job.conductor.clone()),
+                            held,
+                        }));
+                    }
+                }
+            }
         }
         if self.store.record(&job.record.serial)?.is_some() {
             return Err(Error::Store {
                 detail: format!("serial {} was drawn twice (p = 2^-126); nothing was issued, retry", job.record.serial),
             });
         }
-        // One-time use, claimed under the lock and before anything is stored. The entry is
-        // written unsynced: the store's log, synced before anyone is answered, names it.
-        if let Some(dir) = &self.policy.replay_journal {
-            let OneTimeUse { key, expiry, holder } = &job.replay;
-            let claim = crate::store::journal::Journal::unsynced(dir)
-                .claim(key, *expiry, certname, holder, true, now)
-                .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
-            if let crate::store::journal::Claim::Used { certname: first_certname, time } = claim {
-                return Ok(Some(Refused {
-                    reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
-                    conductor: Some(job.conductor.clone()),
-                    held: None,
-                }));
-            }
+        if let Some(refused) = self.claim_one_time_use(job)? {
+            return Ok(Some(refused));
         }
         if let Some(old) = supersede {
-            self.revoke_locked(lock, &old, "superseded", false, now)?;
+            self.revoke_locked(lock, &old, "superseded", false, job.now)?;
+        }
+        Ok(None)
+    }
+
+    /// The service's or an administrator's certificate is never superseded by a node,
+    /// whatever the policy says (judged by the record and the certificate, so also
+    /// after a restart with other --server-name values, or a `vouch admin new`).
+    fn protected_refusal(&self, job: &Job, rec: &CertRecord, pem: &str) -> Option<Refused> {
+        let holder = self.protected(rec, pem)?;
+        let reason = Refusal::NameReserved {
+            certname: job.certname.clone(),
+            name: job.certname.clone(),
+            holder: holder.to_string(),
+        };
+        Some(Refused { reasons: vec![reason], conductor: Some(job.conductor.clone()), held: None })
+    }
+
+    /// The policy's `on_existing` for a valid certificate `rec` (PEM `pem`) the job would replace.
+    fn on_existing(&self, job: &Job, rec: CertRecord, pem: &str) -> Existing {
+        let certname = &job.certname;
+        let old_spki = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+            .ok()
+            .and_then(|(_, der)| {
+                x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
+            })
+            .unwrap_or_default();
+        let later = match (
+            &rec.attributes_expiry,
+            crate::encoding::time::parse_rfc3339(rec.attributes_expiry.as_deref().unwrap_or("")).ok(),
+        ) {
+            (Some(_), Some(old)) => job.replay.expiry > old,
+            _ => true,
+        };
+        match self.policy.on_existing {
+            OnExisting::Refuse => {
+                Existing::Refuse(Refusal::CertificateExists { certname: certname.clone(), serial: rec.serial.clone() })
+            }
+            // Compared in canonical form: a re-encoding of the same key is the same key.
+            OnExisting::Supersede if crate::encoding::csr::same_key(&old_spki, &job.spki) => {
+                Existing::Refuse(Refusal::SupersedeSameKey { certname: certname.clone() })
+            }
+            // Version 1 attributes name no certname: they never take over a name.
+            OnExisting::Supersede if !later || job.version != 2 => {
+                Existing::Refuse(Refusal::SupersedeReplay { certname: certname.clone() })
+            }
+            OnExisting::Supersede => Existing::Supersede(rec),
+        }
+    }
+
+    /// One-time use, claimed under the lock and before anything is stored. The entry is
+    /// written unsynced: the store's log, synced before anyone is answered, names it.
+    /// The refusal if the attributes were used before.
+    fn claim_one_time_use(&self, job: &Job) -> Result<Option<Refused>, Error> {
+        let Some(dir) = &self.policy.replay_journal else { return Ok(None) };
+        let OneTimeUse { key, expiry, holder } = &job.replay;
+        let claim = crate::store::journal::Journal::unsynced(dir)
+            .claim(key, *expiry, &job.certname, holder, true, job.now)
+            .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
+        if let crate::store::journal::Claim::Used { certname: first_certname, time } = claim {
+            return Ok(Some(Refused {
+                reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
+                conductor: Some(job.conductor.clone()),
+                held: None,
+            }));
         }
         Ok(None)
     }

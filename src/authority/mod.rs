@@ -72,7 +72,7 @@ impl Authority {
         dir.require(bootstrap::CA_CERT)?;
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;
-        let (cert_der, key) =
+        let bootstrap::CertAndKey { cert_der, key } =
             bootstrap::load_cert_and_key(&dir.file(bootstrap::CA_CERT), &dir.file(bootstrap::CA_KEY))?;
         let chain = std::fs::read_to_string(dir.file(bootstrap::CA_BUNDLE)).map_err(|source| Error::Io {
             path: dir.file(bootstrap::CA_BUNDLE),

@@ -44,8 +44,25 @@ pub(super) fn new(
 
 pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let (cert_der, key) = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
-    let (source, yaml) = if a.classification == "-" {
+    let bootstrap::CertAndKey { cert_der, key } = bootstrap::load_cert_and_key(&a.cert, &a.key)?;
+    let classification = read_classification(&a.classification)?;
+    let now = now(cli)?;
+    let expiry = attributes_expiry(a, now)?;
+    check_conductor_eku(&cert_der, &a.cert)?;
+    let certname = bound_certname(a)?;
+    let vouched = attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
+        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
+    let mirror = mirror_oid(a)?;
+    let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
+    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    write_out(a.out.as_deref(), &text, 0o600)?;
+    warn_if_policy_refuses(cli, expiry, now);
+    Ok(EXIT_OK)
+}
+
+/// The classification YAML from `--classification FILE` (`-`: stdin).
+fn read_classification(arg: &str) -> Result<Classification, Error> {
+    let (source, yaml) = if arg == "-" {
         let bytes = crate::error::read_stdin(crate::files::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
             source: "(stdin)".into(),
@@ -53,18 +70,22 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
         })?;
         ("(stdin)".to_string(), s)
     } else {
-        let p = PathBuf::from(&a.classification);
+        let p = PathBuf::from(arg);
         let bytes = read_file(&p, crate::files::input::Kind::Classification)?;
         let s = String::from_utf8(bytes).map_err(|_| Error::Classification {
-            source: a.classification.clone(),
+            source: arg.to_string(),
             error: crate::vouching::classification::ClassificationError::NotUtf8,
         })?;
-        (a.classification.clone(), s)
+        (arg.to_string(), s)
     };
-    let classification = Classification::from_yaml(&yaml, crate::vouching::classification::DEFAULT_MAX_BYTES)
-        .map_err(|error| Error::Classification { source, error })?;
-    let now = now(cli)?;
-    let expiry = match (&a.expires_in, &a.expires) {
+    Classification::from_yaml(&yaml, crate::vouching::classification::DEFAULT_MAX_BYTES)
+        .map_err(|error| Error::Classification { source, error })
+}
+
+/// When the attributes expire: exactly one of `--expires-in` (from `now`) and `--expires`
+/// (after `now`).
+fn attributes_expiry(a: &ConductorSignArgs, now: OffsetDateTime) -> Result<OffsetDateTime, Error> {
+    match (&a.expires_in, &a.expires) {
         (Some(text), None) => {
             let d = policy::parse_duration(text).filter(|d| d.as_secs() > 0).ok_or_else(|| Error::Expiry {
                 detail: format!("--expires-in {}", policy::duration_problem(text, "90s, 30m, 2h or 1d")),
@@ -72,7 +93,7 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
             time::Duration::try_from(d)
                 .ok()
                 .and_then(|d| now.checked_add(d))
-                .ok_or_else(|| Error::Expiry { detail: format!("--expires-in {text} reaches past the year 9999") })?
+                .ok_or_else(|| Error::Expiry { detail: format!("--expires-in {text} reaches past the year 9999") })
         }
         (None, Some(t)) => {
             let t = crate::encoding::time::parse_rfc3339(t)
@@ -82,29 +103,35 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
                     detail: format!("{} is already past", crate::encoding::time::format_rfc3339(t)),
                 });
             }
-            t
+            Ok(t)
         }
-        _ => return Err(Error::Expiry { detail: "give exactly one of --expires-in and --expires".into() }),
-    };
-    // Refuse early what the CA would refuse: a certificate without the conductor EKU.
-    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
-        .map_err(|e| Error::Cert { path: a.cert.clone(), detail: e.to_string() })?;
+        _ => Err(Error::Expiry { detail: "give exactly one of --expires-in and --expires".into() }),
+    }
+}
+
+/// Refuse early what the CA would refuse: a certificate without the conductor EKU.
+fn check_conductor_eku(cert_der: &[u8], path: &Path) -> Result<(), Error> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der)
+        .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
     let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
     if !has_eku {
         return Err(Error::Cert {
-            path: a.cert.clone(),
+            path: path.to_path_buf(),
             detail: "it lacks the extended key usage 1.3.6.1.4.1.34380.2.0; a CA would refuse what it signs".into(),
         });
     }
-    let certname = match (a.version, &a.certname) {
-        (Some(1), Some(_)) => {
-            return Err(Error::Usage {
-                detail: "signature version 1 cannot bind a certname; drop --version 1 to sign version 2".into(),
-            })
-        }
+    Ok(())
+}
+
+/// The certname the signature binds (version 2), lowercased and checked; none for version 1.
+fn bound_certname(a: &ConductorSignArgs) -> Result<Option<String>, Error> {
+    match (a.version, &a.certname) {
+        (Some(1), Some(_)) => Err(Error::Usage {
+            detail: "signature version 1 cannot bind a certname; drop --version 1 to sign version 2".into(),
+        }),
         (Some(2), None) => {
-            return Err(Error::Usage { detail: "signature version 2 binds a certname: give --certname NAME".into() })
+            Err(Error::Usage { detail: "signature version 2 binds a certname: give --certname NAME".into() })
         }
         (_, Some(c)) => {
             let c = c.to_lowercase();
@@ -115,27 +142,24 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
                     detail: format!("--certname {c:?} is reserved by Puppet for the CA itself"),
                 });
             }
-            Some(c)
+            Ok(Some(c))
         }
-        (_, None) => None,
-    };
-    let vouched = attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
-        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
-    let mirror = if a.no_mirror {
-        None
-    } else {
-        let o = oids::parse(&a.mirror_oid)
-            .filter(|o| oids::is_under(o, oids::PP_REG) || oids::is_under(o, oids::PP_PRIV))
-            .ok_or_else(|| Error::Usage {
-                detail: format!("--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2", a.mirror_oid),
-            })?;
-        Some(o)
-    };
-    let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
-    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
-    write_out(a.out.as_deref(), &text, 0o600)?;
-    warn_if_policy_refuses(cli, expiry, now);
-    Ok(EXIT_OK)
+        (_, None) => Ok(None),
+    }
+}
+
+/// The OID the classification is mirrored under (`--mirror-oid`, under pp_reg or
+/// pp_priv), or none with `--no-mirror`.
+fn mirror_oid(a: &ConductorSignArgs) -> Result<Option<Vec<u64>>, Error> {
+    if a.no_mirror {
+        return Ok(None);
+    }
+    let o = oids::parse(&a.mirror_oid)
+        .filter(|o| oids::is_under(o, oids::PP_REG) || oids::is_under(o, oids::PP_PRIV))
+        .ok_or_else(|| Error::Usage {
+            detail: format!("--mirror-oid {:?} must be an OID under 1.3.6.1.4.1.34380.1.1 or .1.2", a.mirror_oid),
+        })?;
+    Ok(Some(o))
 }
 
 /// The default of a policy's `attributes.max_lifetime` (src/policy.rs).

@@ -13,6 +13,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rustls_pki_types::{CertificateDer, UnixTime};
 use time::OffsetDateTime;
+use x509_parser::certificate::X509Certificate;
 
 /// Who vouched.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -90,123 +91,167 @@ fn check_conductor_der(
     if !rest.is_empty() {
         return Err(Refusal::ConductorMalformed { detail: "trailing bytes after the certificate".into() });
     }
-    let subject = cert.subject().to_string();
-    let fingerprint = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref());
-    let info = Conductor {
-        subject: subject.clone(),
-        fingerprint,
+    let info = conductor_info(&cert, &der);
+    let at = if at_validity { within_validity(&cert, now) } else { now };
+    let mut problems = Vec::new();
+    check_chain(&der, &cert, &info.subject, policy, at, &mut problems);
+    check_leaf_eku(&cert, &info.subject, &mut problems);
+    check_leaf_key_usage(&cert, &info.subject, &mut problems);
+    Ok((info, der, problems))
+}
+
+/// Who the certificate names, as [`Conductor`] reports it.
+fn conductor_info(cert: &X509Certificate<'_>, der: &[u8]) -> Conductor {
+    Conductor {
+        subject: cert.subject().to_string(),
+        fingerprint: hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der).as_ref()),
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
         not_after: crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime()),
         subject_dn: crate::encoding::dn::Dn::from_der(cert.subject().as_raw()).ok(),
         issuer_dn: crate::encoding::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
-    };
-    let mut problems = Vec::new();
+    }
+}
 
-    // Chain: webpki, with EKU .2.0 required wherever an EKU extension is present.
-    let ee_der = CertificateDer::from(der.as_slice());
-    match webpki::EndEntityCert::try_from(&ee_der) {
-        Err(e) => problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
-        Ok(ee) => {
-            let anchors: Vec<_> = policy
-                .trust
-                .roots
-                .iter()
-                .filter_map(|r| {
-                    let d = CertificateDer::from(r.as_slice());
-                    webpki::anchor_from_trusted_cert(&d).ok().map(|a| a.to_owned())
-                })
-                .collect();
-            let intermediates: Vec<CertificateDer<'_>> =
-                policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
-            let at = if at_validity {
-                let validity = cert.validity();
-                // Not Ord::clamp: it panics on a certificate whose notBefore is after its notAfter.
-                now.min(validity.not_after.to_datetime()).max(validity.not_before.to_datetime())
-            } else {
-                now
+/// `now` moved into the certificate's validity period.
+fn within_validity(cert: &X509Certificate<'_>, now: OffsetDateTime) -> OffsetDateTime {
+    let validity = cert.validity();
+    // Not Ord::clamp: it panics on a certificate whose notBefore is after its notAfter.
+    now.min(validity.not_after.to_datetime()).max(validity.not_before.to_datetime())
+}
+
+/// Chain: webpki, with EKU .2.0 required wherever an EKU extension is present. A chain
+/// already verified (the policy's chain cache holds it for `at`) is not verified again; one
+/// verified now is cached for the window in which every certificate in it is valid.
+fn check_chain(
+    der: &[u8],
+    cert: &X509Certificate<'_>,
+    subject: &str,
+    policy: &Policy,
+    at: OffsetDateTime,
+    problems: &mut Vec<Refusal>,
+) {
+    let ee_der = CertificateDer::from(der);
+    let ee = match webpki::EndEntityCert::try_from(&ee_der) {
+        Ok(ee) => ee,
+        Err(e) => return problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
+    };
+    let digest: [u8; 32] =
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der).as_ref().try_into().unwrap_or([0u8; 32]);
+    if policy.chain_cache.holds(&digest, at.unix_timestamp()) {
+        return;
+    }
+    match verify_chain(&ee, cert, policy, at) {
+        Ok(window) => policy.chain_cache.insert(digest, window),
+        Err(e) => problems.push(chain_refusal(e, subject)),
+    }
+}
+
+/// webpki's verification of the conductor's chain to the policy's roots through its
+/// intermediates, against its CRLs, at `at`. Returns the window in which the chain holds.
+fn verify_chain(
+    ee: &webpki::EndEntityCert<'_>,
+    cert: &X509Certificate<'_>,
+    policy: &Policy,
+    at: OffsetDateTime,
+) -> Result<Window, webpki::Error> {
+    static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
+    let anchors: Vec<_> = policy
+        .trust
+        .roots
+        .iter()
+        .filter_map(|r| {
+            let d = CertificateDer::from(r.as_slice());
+            webpki::anchor_from_trusted_cert(&d).ok().map(|a| a.to_owned())
+        })
+        .collect();
+    let intermediates: Vec<CertificateDer<'_>> =
+        policy.trust.intermediates.iter().map(|d| CertificateDer::from(d.as_slice())).collect();
+    let crls: Vec<webpki::CertRevocationList<'_>> = policy
+        .trust
+        .crls
+        .iter()
+        .filter_map(|d| webpki::BorrowedCertRevocationList::from_der(d).ok().map(Into::into))
+        .collect();
+    let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
+    let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs).ok().map(|b| {
+        b.with_depth(webpki::RevocationCheckDepth::Chain)
+            .with_status_policy(webpki::UnknownStatusPolicy::Allow)
+            .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+            .build()
+    });
+    ee.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        &intermediates,
+        unix_time(at),
+        webpki::KeyUsage::required_if_present(EKU),
+        revocation,
+        None,
+    )
+    .map(|path| chain_window(cert, path.intermediate_certificates()))
+}
+
+/// `at` as webpki's time (0 before the epoch).
+fn unix_time(at: OffsetDateTime) -> UnixTime {
+    let secs = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+    UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs))
+}
+
+/// The window in which a verified chain holds: every certificate in it valid.
+fn chain_window<'a>(cert: &X509Certificate<'_>, intermediates: impl Iterator<Item = &'a webpki::Cert<'a>>) -> Window {
+    let v = cert.validity();
+    let mut window = Window { first: v.not_before.timestamp(), last: v.not_after.timestamp() };
+    for c in intermediates {
+        if let Ok((_, ic)) = x509_parser::parse_x509_certificate(c.der().as_ref()) {
+            let iv = ic.validity();
+            window = Window {
+                first: window.first.max(iv.not_before.timestamp()),
+                last: window.last.min(iv.not_after.timestamp()),
             };
-            let secs = u64::try_from(at.unix_timestamp()).unwrap_or(0);
-            let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
-            static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
-            let crls: Vec<webpki::CertRevocationList<'_>> = policy
-                .trust
-                .crls
-                .iter()
-                .filter_map(|d| webpki::BorrowedCertRevocationList::from_der(d).ok().map(Into::into))
-                .collect();
-            let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
-            let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs).ok().map(|b| {
-                b.with_depth(webpki::RevocationCheckDepth::Chain)
-                    .with_status_policy(webpki::UnknownStatusPolicy::Allow)
-                    .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
-                    .build()
-            });
-            let digest: [u8; 32] =
-                aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &der).as_ref().try_into().unwrap_or([0u8; 32]);
-            let unix = at.unix_timestamp();
-            let verified = if policy.chain_cache.holds(&digest, unix) {
-                Ok(())
-            } else {
-                ee.verify_for_usage(
-                    webpki::ALL_VERIFICATION_ALGS,
-                    &anchors,
-                    &intermediates,
-                    time,
-                    webpki::KeyUsage::required_if_present(EKU),
-                    revocation,
-                    None,
-                )
-                .map(|path| {
-                    // The window in which this chain holds: every certificate in it valid.
-                    let v = cert.validity();
-                    let mut window = Window { first: v.not_before.timestamp(), last: v.not_after.timestamp() };
-                    for c in path.intermediate_certificates() {
-                        if let Ok((_, ic)) = x509_parser::parse_x509_certificate(c.der().as_ref()) {
-                            let iv = ic.validity();
-                            window = Window {
-                                first: window.first.max(iv.not_before.timestamp()),
-                                last: window.last.min(iv.not_after.timestamp()),
-                            };
-                        }
-                    }
-                    policy.chain_cache.insert(digest, window);
-                })
-            };
-            if let Err(e) = verified {
-                problems.push(match e {
-                    webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject: subject.clone() },
-                    webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject: subject.clone() },
-                    webpki::Error::RequiredEkuNotFoundContext(_) => Refusal::ConductorUntrusted {
-                        subject: subject.clone(),
-                        detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0"
-                            .into(),
-                    },
-                    webpki::Error::CertRevoked => Refusal::ConductorRevoked { subject: subject.clone() },
-                    webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
-                        subject: subject.clone(),
-                        detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),
-                    },
-                    webpki::Error::UnknownIssuer => Refusal::ConductorUntrusted {
-                        subject: subject.clone(),
-                        detail: "its issuer is not a trusted root nor a listed intermediate".into(),
-                    },
-                    other => Refusal::ConductorUntrusted { subject: subject.clone(), detail: format!("{other:?}") },
-                });
-            }
         }
     }
-    // The leaf itself must name EKU .2.0 (webpki's check passes a leaf without any EKU).
+    window
+}
+
+/// The refusal for a chain webpki did not verify.
+fn chain_refusal(e: webpki::Error, subject: &str) -> Refusal {
+    let subject = subject.to_string();
+    match e {
+        webpki::Error::CertExpired { .. } => Refusal::ConductorExpired { subject },
+        webpki::Error::CertNotValidYet { .. } => Refusal::ConductorNotYetValid { subject },
+        webpki::Error::RequiredEkuNotFoundContext(_) => Refusal::ConductorUntrusted {
+            subject,
+            detail: "a certificate in the chain has an extended key usage that omits 1.3.6.1.4.1.34380.2.0".into(),
+        },
+        webpki::Error::CertRevoked => Refusal::ConductorRevoked { subject },
+        webpki::Error::CaUsedAsEndEntity => Refusal::ConductorUntrusted {
+            subject,
+            detail: "it is a CA certificate (basicConstraints CA:TRUE), not a conductor certificate".into(),
+        },
+        webpki::Error::UnknownIssuer => Refusal::ConductorUntrusted {
+            subject,
+            detail: "its issuer is not a trusted root nor a listed intermediate".into(),
+        },
+        other => Refusal::ConductorUntrusted { subject, detail: format!("{other:?}") },
+    }
+}
+
+/// The leaf itself must name EKU .2.0 (webpki's check passes a leaf without any EKU).
+fn check_leaf_eku(cert: &X509Certificate<'_>, subject: &str, problems: &mut Vec<Refusal>) {
     let has_eku = matches!(cert.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(oids::EKU_CONDUCTOR.iter().copied()))));
     if !has_eku {
-        problems.push(Refusal::ConductorEkuMissing { subject: subject.clone() });
+        problems.push(Refusal::ConductorEkuMissing { subject: subject.to_string() });
     }
+}
+
+/// The leaf must allow digitalSignature (it signs the attributes).
+fn check_leaf_key_usage(cert: &X509Certificate<'_>, subject: &str, problems: &mut Vec<Refusal>) {
     let has_ds = matches!(cert.key_usage(), Ok(Some(ku)) if ku.value.digital_signature());
     if !has_ds {
-        problems.push(Refusal::ConductorKeyUsageMissing { subject });
+        problems.push(Refusal::ConductorKeyUsageMissing { subject: subject.to_string() });
     }
-    Ok((info, der, problems))
 }
 
 pub(super) fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, msg: &[u8]) -> Result<(), Refusal> {

@@ -117,76 +117,10 @@ impl Dn {
         // Split into RDNs and attributes on unescaped ',' and '+', unescaping values.
         let mut rdns: Vec<Vec<(Vec<u64>, Value)>> = Vec::new();
         let mut rdn: Vec<(Vec<u64>, Value)> = Vec::new();
-        let mut chars = text.chars().peekable();
+        let mut chars = text.chars();
         loop {
-            // Attribute type, up to '='.
-            let mut ty = String::new();
-            let mut has_value = false;
-            for c in chars.by_ref() {
-                if c == '=' {
-                    has_value = true;
-                    break;
-                }
-                ty.push(c);
-            }
-            let ty = ty.trim();
-            if !has_value {
-                return Err(format!("{text:?}: {ty:?} has no '=value'"));
-            }
-            let oid = attribute_type(ty).ok_or_else(|| {
-                format!(
-                    "{ty:?} is not an attribute type (CN, O, OU, C, L, ST, DC, UID, serialNumber, emailAddress, … or a dotted OID)"
-                )
-            })?;
-            // Value, up to an unescaped ',' or '+' or the end, as octets (a `\XX` escape is
-            // one octet of UTF-8). Unescaped spaces at either end are not part of it
-            // (vouch prints ", " between RDNs); `\ ` keeps one.
-            let mut value: Vec<u8> = Vec::new();
-            let mut keep = 0; // length up to the last character that is not an unescaped space
-            let mut first_escaped_hash = false;
-            let mut end = None;
-            while let Some(c) = chars.next() {
-                match c {
-                    ',' | '+' => {
-                        end = Some(c);
-                        break;
-                    }
-                    '\\' => {
-                        let Some(n) = chars.next() else { return Err(format!("{text:?} ends with a lone '\\'")) };
-                        if "\\,+\"=;<># ".contains(n) {
-                            if value.is_empty() && n == '#' {
-                                first_escaped_hash = true;
-                            }
-                            let mut buf = [0u8; 4];
-                            value.extend_from_slice(n.encode_utf8(&mut buf).as_bytes());
-                        } else {
-                            let m = chars.next().unwrap_or(' ');
-                            let hex: String = [n, m].iter().collect();
-                            match (n.is_ascii_hexdigit() && m.is_ascii_hexdigit(), u8::from_str_radix(&hex, 16)) {
-                                (true, Ok(b)) => value.push(b),
-                                _ => return Err(format!("{text:?}: '\\{hex}' is not an escape")),
-                            }
-                        }
-                        keep = value.len();
-                    }
-                    '"' | ';' | '<' | '>' => {
-                        return Err(format!("{text:?}: '{c}' must be escaped with '\\' inside a value"));
-                    }
-                    ' ' if value.is_empty() => {}
-                    _ => {
-                        let mut buf = [0u8; 4];
-                        value.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                        if c != ' ' {
-                            keep = value.len();
-                        }
-                    }
-                }
-            }
-            value.truncate(keep);
-            let value = String::from_utf8(value).map_err(|_| format!("{text:?}: a '\\XX' escape is not UTF-8"))?;
-            if value.starts_with('#') && !first_escaped_hash {
-                return Err(format!("{text:?}: '#…' (BER-encoded) values are not accepted; give the value as text"));
-            }
+            let oid = read_type(&mut chars, text)?;
+            let (value, end) = read_value(&mut chars, text)?;
             rdn.push((oid, Value::Text(value)));
             match end {
                 Some('+') => {}
@@ -203,6 +137,93 @@ impl Dn {
         }
         Ok(Dn(rdns))
     }
+}
+
+/// Attribute type, up to '='.
+fn read_type(chars: &mut std::str::Chars<'_>, text: &str) -> Result<Vec<u64>, String> {
+    let mut ty = String::new();
+    let mut has_value = false;
+    for c in chars.by_ref() {
+        if c == '=' {
+            has_value = true;
+            break;
+        }
+        ty.push(c);
+    }
+    let ty = ty.trim();
+    if !has_value {
+        return Err(format!("{text:?}: {ty:?} has no '=value'"));
+    }
+    attribute_type(ty).ok_or_else(|| {
+        format!(
+            "{ty:?} is not an attribute type (CN, O, OU, C, L, ST, DC, UID, serialNumber, emailAddress, … or a dotted OID)"
+        )
+    })
+}
+
+/// A value's octets as they are read.
+#[derive(Default)]
+struct ValueOctets {
+    octets: Vec<u8>,
+    /// Length up to the last character that is not an unescaped space.
+    keep: usize,
+    /// Whether the value starts with an escaped '#' (`\#`, text, not BER).
+    first_escaped_hash: bool,
+}
+
+/// Value, up to an unescaped ',' or '+' or the end, as octets (a `\XX` escape is one
+/// octet of UTF-8). Unescaped spaces at either end are not part of it (vouch prints ", "
+/// between RDNs); `\ ` keeps one. Returns the value and the separator that ended it.
+fn read_value(chars: &mut std::str::Chars<'_>, text: &str) -> Result<(String, Option<char>), String> {
+    let mut value = ValueOctets::default();
+    let mut end = None;
+    while let Some(c) = chars.next() {
+        match c {
+            ',' | '+' => {
+                end = Some(c);
+                break;
+            }
+            '\\' => read_escape(chars, text, &mut value)?,
+            '"' | ';' | '<' | '>' => {
+                return Err(format!("{text:?}: '{c}' must be escaped with '\\' inside a value"));
+            }
+            ' ' if value.octets.is_empty() => {}
+            _ => {
+                let mut buf = [0u8; 4];
+                value.octets.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                if c != ' ' {
+                    value.keep = value.octets.len();
+                }
+            }
+        }
+    }
+    value.octets.truncate(value.keep);
+    let text_value = String::from_utf8(value.octets).map_err(|_| format!("{text:?}: a '\\XX' escape is not UTF-8"))?;
+    if text_value.starts_with('#') && !value.first_escaped_hash {
+        return Err(format!("{text:?}: '#…' (BER-encoded) values are not accepted; give the value as text"));
+    }
+    Ok((text_value, end))
+}
+
+/// What follows a '\': one of the special characters, or two hex digits (one octet).
+fn read_escape(chars: &mut std::str::Chars<'_>, text: &str, value: &mut ValueOctets) -> Result<(), String> {
+    let Some(n) = chars.next() else { return Err(format!("{text:?} ends with a lone '\\'")) };
+    if "\\,+\"=;<># ".contains(n) {
+        if value.octets.is_empty() && n == '#' {
+            value.first_escaped_hash = true;
+        }
+        let mut buf = [0u8; 4];
+        value.octets.extend_from_slice(n.encode_utf8(&mut buf).as_bytes());
+    } else {
+        let m = chars.next().unwrap_or(' ');
+        let hex: String = [n, m].iter().collect();
+        match (n.is_ascii_hexdigit() && m.is_ascii_hexdigit(), u8::from_str_radix(&hex, 16)) {
+            (true, Ok(b)) => value.octets.push(b),
+            _ => return Err(format!("{text:?}: '\\{hex}' is not an escape")),
+        }
+    }
+    value.keep = value.octets.len();
+    Ok(())
 }
 
 #[cfg(test)]

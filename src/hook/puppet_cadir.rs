@@ -44,77 +44,136 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
 
     let bundle = crate::encoding::pem::find_all(&read(&bundle_path)?, "CERTIFICATE")
         .map_err(|e| ca_error(&bundle_path, e.to_string()))?;
-    let mut anchors = Vec::new();
-    let mut intermediates = Vec::new();
-    for der in &bundle {
-        let (_, c) = x509_parser::parse_x509_certificate(der).map_err(|e| ca_error(&bundle_path, e.to_string()))?;
-        if c.subject().as_raw() == c.issuer().as_raw() {
-            let cd = CertificateDer::from(der.as_slice());
-            let anchor = webpki::anchor_from_trusted_cert(&cd).map_err(|e| ca_error(&bundle_path, format!("{e:?}")))?;
-            anchors.push(anchor.to_owned());
-        } else {
-            intermediates.push(CertificateDer::from(der.as_slice()));
-        }
-    }
-    if anchors.is_empty() {
-        return Err(ca_error(&bundle_path, "it holds no self-signed CA certificate"));
-    }
+    let trust = trust_of(&bundle, &bundle_path)?;
 
     let crl_ders = crate::encoding::pem::find_all(&read(&crl_path)?, "X509 CRL")
         .map_err(|e| ca_error(&crl_path, e.to_string()))?;
     if crl_ders.is_empty() {
         return Err(ca_error(&crl_path, "it holds no CRL"));
     }
+    let crls = crls_of(&crl_ders, &crl_path)?;
+    let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
+    let revocation = revocation_options(&crl_refs, &crl_path)?;
+
+    let der = read_leaf(&leaf_path, certname)?;
+    let leaf = Leaf { der: &der, certname, now };
+    verify_chain(&leaf, &trust, revocation, &bundle_path)?;
+    check_common_name(&leaf)?;
+    Ok(der)
+}
+
+/// The CA bundle split into trust anchors (its self-signed certificates) and intermediates.
+struct Trust<'a> {
+    anchors: Vec<rustls_pki_types::TrustAnchor<'static>>,
+    intermediates: Vec<CertificateDer<'a>>,
+}
+
+fn trust_of<'a>(bundle: &'a [Vec<u8>], bundle_path: &Path) -> Result<Trust<'a>, Error> {
+    let mut anchors = Vec::new();
+    let mut intermediates = Vec::new();
+    for der in bundle {
+        let (_, c) = x509_parser::parse_x509_certificate(der).map_err(|e| ca_error(bundle_path, e.to_string()))?;
+        if c.subject().as_raw() == c.issuer().as_raw() {
+            let cd = CertificateDer::from(der.as_slice());
+            let anchor = webpki::anchor_from_trusted_cert(&cd).map_err(|e| ca_error(bundle_path, format!("{e:?}")))?;
+            anchors.push(anchor.to_owned());
+        } else {
+            intermediates.push(CertificateDer::from(der.as_slice()));
+        }
+    }
+    if anchors.is_empty() {
+        return Err(ca_error(bundle_path, "it holds no self-signed CA certificate"));
+    }
+    Ok(Trust { anchors, intermediates })
+}
+
+fn crls_of<'a>(crl_ders: &'a [Vec<u8>], crl_path: &Path) -> Result<Vec<webpki::CertRevocationList<'a>>, Error> {
     let mut crls = Vec::new();
-    for d in &crl_ders {
-        let crl = webpki::BorrowedCertRevocationList::from_der(d).map_err(|e| ca_error(&crl_path, format!("{e:?}")))?;
+    for d in crl_ders {
+        let crl = webpki::BorrowedCertRevocationList::from_der(d).map_err(|e| ca_error(crl_path, format!("{e:?}")))?;
         crls.push(webpki::CertRevocationList::from(crl));
     }
-    let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
-    let revocation = webpki::RevocationOptionsBuilder::new(&crl_refs)
-        .map_err(|e| ca_error(&crl_path, format!("{e:?}")))?
+    Ok(crls)
+}
+
+fn revocation_options<'a>(
+    crl_refs: &'a [&'a webpki::CertRevocationList<'a>],
+    crl_path: &Path,
+) -> Result<webpki::RevocationOptions<'a>, Error> {
+    Ok(webpki::RevocationOptionsBuilder::new(crl_refs)
+        .map_err(|e| ca_error(crl_path, format!("{e:?}")))?
         .with_depth(webpki::RevocationCheckDepth::Chain)
         // Every certificate in the chain must be covered by a CRL of this CA: fail closed.
         .with_status_policy(webpki::UnknownStatusPolicy::Deny)
         // A lapsed CRL still lists what was revoked (puppetserver#2789 lets CRLs lapse).
         .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
-        .build();
+        .build())
+}
 
-    let leaf_text = match crate::files::input::read_path(&leaf_path, crate::files::input::Kind::Cert) {
+/// The node's certificate (first PEM block of `signed/CERTNAME.pem`), DER.
+fn read_leaf(leaf_path: &Path, certname: &str) -> Result<Vec<u8>, Error> {
+    let leaf_text = match crate::files::input::read_path(leaf_path, crate::files::input::Kind::Cert) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::PuppetCaNotSigned { certname: certname.to_string(), path: leaf_path })
+            return Err(Error::PuppetCaNotSigned { certname: certname.to_string(), path: leaf_path.to_path_buf() })
         }
-        Err(source) => return Err(Error::Io { path: leaf_path, op: "read", source }),
+        Err(source) => return Err(Error::Io { path: leaf_path.to_path_buf(), op: "read", source }),
     };
     let (_, der) = crate::encoding::pem::find(&leaf_text, &["CERTIFICATE"])
-        .map_err(|e| Error::Cert { path: leaf_path.clone(), detail: e.to_string() })?;
-    let not_valid = |detail: String| Error::NotValid { certname: certname.to_string(), detail };
+        .map_err(|e| Error::Cert { path: leaf_path.to_path_buf(), detail: e.to_string() })?;
+    Ok(der)
+}
 
-    let ee_cd = CertificateDer::from(der.as_slice());
-    let ee =
-        webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| not_valid(format!("unreadable certificate: {e:?}")))?;
-    let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+/// The node's certificate, for whom, and when it must be valid.
+struct Leaf<'a> {
+    der: &'a [u8],
+    certname: &'a str,
+    now: OffsetDateTime,
+}
+
+impl Leaf<'_> {
+    fn not_valid(&self, detail: String) -> Error {
+        Error::NotValid { certname: self.certname.to_string(), detail }
+    }
+}
+
+/// The chain to the bundle's anchors, for client authentication, at `now`, against the CRLs.
+fn verify_chain(
+    leaf: &Leaf<'_>,
+    trust: &Trust<'_>,
+    revocation: webpki::RevocationOptions<'_>,
+    bundle_path: &Path,
+) -> Result<(), Error> {
+    let ee_cd = CertificateDer::from(leaf.der);
+    let ee = webpki::EndEntityCert::try_from(&ee_cd)
+        .map_err(|e| leaf.not_valid(format!("unreadable certificate: {e:?}")))?;
+    let secs = u64::try_from(leaf.now.unix_timestamp()).unwrap_or(0);
     ee.verify_for_usage(
         webpki::ALL_VERIFICATION_ALGS,
-        &anchors,
-        &intermediates,
+        &trust.anchors,
+        &trust.intermediates,
         UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs)),
         webpki::KeyUsage::client_auth(),
         Some(revocation),
         None,
     )
     .map_err(|e| match e {
-        webpki::Error::CertRevoked => not_valid("its certificate is revoked (Puppet Server's CRL)".into()),
-        webpki::Error::CertExpired { .. } => not_valid("its certificate has expired".into()),
-        webpki::Error::CertNotValidYet { .. } => not_valid("its certificate is not yet valid".into()),
-        other => not_valid(format!("its certificate does not verify against {}: {other:?}", bundle_path.display())),
+        webpki::Error::CertRevoked => leaf.not_valid("its certificate is revoked (Puppet Server's CRL)".into()),
+        webpki::Error::CertExpired { .. } => leaf.not_valid("its certificate has expired".into()),
+        webpki::Error::CertNotValidYet { .. } => leaf.not_valid("its certificate is not yet valid".into()),
+        other => {
+            leaf.not_valid(format!("its certificate does not verify against {}: {other:?}", bundle_path.display()))
+        }
     })?;
+    Ok(())
+}
 
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| not_valid(e.to_string()))?;
+/// The certificate names exactly one CN, the certname.
+fn check_common_name(leaf: &Leaf<'_>) -> Result<(), Error> {
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.der).map_err(|e| leaf.not_valid(e.to_string()))?;
     let cns: Vec<&str> = cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).collect();
-    if cns != [certname] {
-        return Err(not_valid(format!("its certificate names CN {cns:?}, not {certname:?}")));
+    if cns != [leaf.certname] {
+        return Err(leaf.not_valid(format!("its certificate names CN {cns:?}, not {:?}", leaf.certname)));
     }
-    Ok(der)
+    Ok(())
 }

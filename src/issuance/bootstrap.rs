@@ -194,10 +194,15 @@ pub fn fingerprint(der: &[u8]) -> String {
 /// Creates the root CA, the master CA and the default policy. Refuses to
 /// touch an existing CA. The `ca/` directory appears whole or not at all.
 pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitReport, Error> {
-    let io = |path: &Path, op: &'static str| {
-        let path = path.to_path_buf();
-        move |source| Error::Io { path, op, source }
-    };
+    prepare_data_dir(dir)?;
+    let ca = new_ca(key_type, now)?;
+    install_ca(dir, &ca)?;
+    let policy = write_default_policy(dir)?;
+    Ok(InitReport { root_fingerprint: fingerprint(ca.root_cert.der()), key_type, policy, ca_dir: dir.ca() })
+}
+
+/// The data directory, made ready for `ca init`: usable, without a CA or a policy, trusted, private.
+fn prepare_data_dir(dir: &DataDir) -> Result<(), Error> {
     dir.usable()?;
     for existing in [dir.ca(), dir.policy()] {
         if existing.exists() {
@@ -206,7 +211,20 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
     }
     // An existing DIR must be this user's (or root's): its owner could swap the policy later.
     crate::files::trust::check_trusted(&dir.dir)?;
-    create_private_dir(&dir.dir)?;
+    create_private_dir(&dir.dir)
+}
+
+/// A new root CA and the master CA it signs, with their keys.
+struct NewCa {
+    root_key: KeyPair,
+    root_cert: rcgen::Certificate,
+    ca_key: KeyPair,
+    ca_cert: rcgen::Certificate,
+}
+
+/// The root CA (20 years, self-signed) and the master CA (15 years, path length 0), both
+/// backdated a day.
+fn new_ca(key_type: KeyType, now: OffsetDateTime) -> Result<NewCa, Error> {
     let root_from = sub_time(now, Duration::days(1), "the root CA's notBefore")?;
     let root_until = add_time(now, Duration::days(365 * 20), "the root CA's 20-year validity")?;
     let master_until = add_time(now, Duration::days(365 * 15), "the master CA's 15-year validity")?;
@@ -232,25 +250,22 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
     master.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     master.use_authority_key_identifier_extension = true;
     let ca_cert = master.signed_by(&ca_key, &root_issuer).map_err(crypto)?;
+    Ok(NewCa { root_key, root_cert, ca_key, ca_cert })
+}
 
-    // Stage everything in a temporary directory, then rename it into place.
+/// Stages the CA's files in a temporary directory, then renames it into place as `ca/`
+/// (removing the staging directory on failure).
+fn install_ca(dir: &DataDir, ca: &NewCa) -> Result<(), Error> {
     let staging = crate::files::durable::temp_beside(&dir.ca());
     {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(io(&staging, "create directory"))?;
+        std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(|source| Error::Io {
+            path: staging.clone(),
+            op: "create directory",
+            source,
+        })?;
     }
-    let result = (|| {
-        let files: [(&str, String, u32); 5] = [
-            (ROOT_KEY, root_key.serialize_pem(), 0o600),
-            (CA_KEY, ca_key.serialize_pem(), 0o600),
-            (ROOT_CERT, root_cert.pem(), 0o644),
-            (CA_CERT, ca_cert.pem(), 0o644),
-            (CA_BUNDLE, format!("{}{}", ca_cert.pem(), root_cert.pem()), 0o644),
-        ];
-        for (file, content, mode) in files {
-            let p = staging.join(file);
-            crate::files::durable::write_new(&p, content.as_bytes(), mode).map_err(io(&p, "write"))?;
-        }
+    let result = write_ca_files(&staging, ca).and_then(|()| {
         crate::files::durable::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: dir.ca() }
@@ -258,11 +273,35 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
                 Error::Io { path: dir.ca(), op: "rename", source: e }
             }
         })
-    })();
-    if let Err(e) = result {
+    });
+    if result.is_err() {
         let _ = std::fs::remove_dir_all(&staging);
-        return Err(e);
     }
+    result
+}
+
+/// The keys (0600), the certificates and the bundle (0644), in `staging`.
+fn write_ca_files(staging: &Path, ca: &NewCa) -> Result<(), Error> {
+    let files: [(&str, String, u32); 5] = [
+        (ROOT_KEY, ca.root_key.serialize_pem(), 0o600),
+        (CA_KEY, ca.ca_key.serialize_pem(), 0o600),
+        (ROOT_CERT, ca.root_cert.pem(), 0o644),
+        (CA_CERT, ca.ca_cert.pem(), 0o644),
+        (CA_BUNDLE, format!("{}{}", ca.ca_cert.pem(), ca.root_cert.pem()), 0o644),
+    ];
+    for (file, content, mode) in files {
+        let p = staging.join(file);
+        crate::files::durable::write_new(&p, content.as_bytes(), mode).map_err(|source| Error::Io {
+            path: p.clone(),
+            op: "write",
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// The default policy, trusting the new root, as `DIR/policy.toml` (never over an existing one).
+fn write_default_policy(dir: &DataDir) -> Result<PathBuf, Error> {
     let policy_text = crate::policy::default_policy_text(&format!("ca/{ROOT_CERT}"));
     let policy = dir.policy();
     crate::files::durable::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {
@@ -272,11 +311,18 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
             Error::Io { path: policy.clone(), op: "write", source: e }
         }
     })?;
-    Ok(InitReport { root_fingerprint: fingerprint(root_cert.der()), key_type, policy, ca_dir: dir.ca() })
+    Ok(policy)
+}
+
+/// A certificate and its private key, as [`load_cert_and_key`] reads them.
+pub struct CertAndKey {
+    /// The certificate, DER.
+    pub cert_der: Vec<u8>,
+    pub key: KeyPair,
 }
 
 /// Loads a certificate (first PEM block) and a key from files.
-pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), Error> {
+pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<CertAndKey, Error> {
     let cert_bytes = crate::error::read_input(cert, crate::files::input::Kind::Cert)?;
     let der = if cert_bytes.first() == Some(&0x30) {
         cert_bytes
@@ -291,7 +337,7 @@ pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<(Vec<u8>, KeyPair), 
         .map_err(|source| Error::Io { path: key.to_path_buf(), op: "read", source })?;
     let kp =
         crate::issuance::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
-    Ok((der, kp))
+    Ok(CertAndKey { cert_der: der, key: kp })
 }
 
 /// What `conductor new` wants.
@@ -379,7 +425,8 @@ fn issue_conductor_with(
     crate::files::trust::check_trusted(&dir.dir)?;
     crate::files::trust::check_trusted(&dir.ca())?;
     crate::files::trust::check_private_key(&dir.file(ROOT_KEY))?;
-    let (root_der, root_key) = load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
+    let CertAndKey { cert_der: root_der, key: root_key } =
+        load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
     let root_pem = crate::encoding::pem::encode("CERTIFICATE", &root_der);
     let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
     let mut p = CertificateParams::default();

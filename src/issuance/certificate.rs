@@ -189,6 +189,42 @@ pub fn prepare(
     now: OffsetDateTime,
 ) -> Result<Prepared, IssueError> {
     let certname = auth.certname().to_string();
+    let Validity { not_before, not_after } = validity(profile, ca, now)?;
+    let mut p = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, certname.as_str());
+    p.distinguished_name = dn;
+    p.subject_alt_names = subject_alt_names(&auth, &certname)?;
+    p.serial_number = Some(SerialNumber::from_slice(serial));
+    p.not_before = not_before;
+    p.not_after = not_after;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = key_usages(auth.key_kind());
+    p.extended_key_usages = extended_key_usages(&auth);
+    p.use_authority_key_identifier_extension = true;
+    let classification_b64 = auth.classification_base64().unwrap_or_default().to_string();
+    p.custom_extensions = custom_extensions(&auth, mirror_oid, allowed);
+    let spki =
+        SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
+    Ok(Prepared {
+        params: p,
+        spki,
+        certname,
+        serial_hex: crate::encoding::hex(serial),
+        not_before,
+        not_after,
+        classification_b64,
+    })
+}
+
+/// A certificate's validity period.
+struct Validity {
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+}
+
+/// notBefore (backdated) and notAfter (capped by the master CA and the profile's cap).
+fn validity(profile: &crate::policy::Profile, ca: &MasterCa, now: OffsetDateTime) -> Result<Validity, IssueError> {
     // Checked: `now` (--now) and the policy's durations are user input. A validity reaching
     // past the year 9999 is past the master CA's notAfter too, which caps it anyway; a
     // backdate before the year 1 starts at `now` (the CA's own notBefore bounds both).
@@ -207,61 +243,59 @@ pub fn prepare(
     if not_after <= now {
         return Err(IssueError::CaExpired { not_after: crate::encoding::time::format_rfc3339(ca.not_after) });
     }
-    let mut p = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, certname.as_str());
-    p.distinguished_name = dn;
+    Ok(Validity { not_before, not_after })
+}
+
+/// The certname as a DNS name; for a local certificate, its other DNS names and IP addresses too.
+fn subject_alt_names(auth: &Authorization, certname: &str) -> Result<Vec<SanType>, IssueError> {
     let dns_name = |n: &str| {
         n.to_string()
             .try_into()
             .map(SanType::DnsName)
             .map_err(|e| IssueError::Encoding { detail: format!("{n:?} as DNS name: {e}") })
     };
-    p.subject_alt_names = vec![dns_name(&certname)?];
-    if let Authorization::Local(l) = &auth {
+    let mut names = vec![dns_name(certname)?];
+    if let Authorization::Local(l) = auth {
         for n in l.dns_names.iter().filter(|n| **n != certname) {
-            p.subject_alt_names.push(dns_name(n)?);
+            names.push(dns_name(n)?);
         }
-        p.subject_alt_names.extend(l.ip_addresses.iter().map(|ip| SanType::IpAddress(*ip)));
+        names.extend(l.ip_addresses.iter().map(|ip| SanType::IpAddress(*ip)));
     }
-    p.serial_number = Some(SerialNumber::from_slice(serial));
-    p.not_before = not_before;
-    p.not_after = not_after;
-    p.is_ca = IsCa::ExplicitNoCa;
-    p.key_usages = match auth.key_kind() {
+    Ok(names)
+}
+
+fn key_usages(kind: KeyKind) -> Vec<KeyUsagePurpose> {
+    match kind {
         KeyKind::Rsa { .. } => vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment],
         _ => vec![KeyUsagePurpose::DigitalSignature],
-    };
-    p.extended_key_usages = match &auth {
+    }
+}
+
+/// clientAuth for an administrator; serverAuth and clientAuth for everyone else.
+fn extended_key_usages(auth: &Authorization) -> Vec<ExtendedKeyUsagePurpose> {
+    match auth {
         Authorization::Local(LocalProof { role: LocalRole::Admin, .. }) => vec![ExtendedKeyUsagePurpose::ClientAuth],
         _ => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-    };
-    p.use_authority_key_identifier_extension = true;
-    let classification_b64 = auth.classification_base64().unwrap_or_default().to_string();
-    p.custom_extensions = match auth.classification_base64() {
+    }
+}
+
+/// The classification (under its own OID and the mirror OID), `pp_cli_auth` for an
+/// administrator, then the requested extensions the policy allows.
+fn custom_extensions(auth: &Authorization, mirror_oid: &[u64], allowed: &[Vec<u64>]) -> Vec<CustomExtension> {
+    let mut extensions = match auth.classification_base64() {
         Some(c) => vec![utf8_ext(oids::ATTR_CLASSIFICATION, c), utf8_ext(mirror_oid, c)],
         None => Vec::new(),
     };
-    if let Authorization::Local(LocalProof { role: LocalRole::Admin, .. }) = &auth {
+    if let Authorization::Local(LocalProof { role: LocalRole::Admin, .. }) = auth {
         // Puppet's pp_cli_auth ("true"): what Puppet Server's own admin certificates carry.
-        p.custom_extensions.push(utf8_ext(oids::PP_CLI_AUTH, "true"));
+        extensions.push(utf8_ext(oids::PP_CLI_AUTH, "true"));
     }
     // Extension requests the policy allows are copied as requested (as Puppet Server does);
     // nothing else a node asked for reaches the certificate.
     for (oid, value) in auth.allowed_extensions(allowed) {
-        p.custom_extensions.push(CustomExtension::from_oid_content(&oid, value));
+        extensions.push(CustomExtension::from_oid_content(&oid, value));
     }
-    let spki =
-        SubjectPublicKeyInfo::from_der(auth.spki()).map_err(|e| IssueError::Encoding { detail: e.to_string() })?;
-    Ok(Prepared {
-        params: p,
-        spki,
-        certname,
-        serial_hex: crate::encoding::hex(serial),
-        not_before,
-        not_after,
-        classification_b64,
-    })
+    extensions
 }
 
 impl Prepared {

@@ -172,15 +172,68 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
 }
 
 fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
-    let mut top = Reader::new(&der);
+    let request = read_envelope(&der)?;
+    let info = read_request_info(request.info)?;
+    check_item_counts(&info.items)?;
+    let common_names = parse_common_names(info.subject)?;
+    let (key_kind, key_bits) = parse_spki(info.spki)?;
+    // The key before the signature: a key vouch cannot verify with is reported as such,
+    // not as a signature that does not verify.
+    check_key_size(key_kind)?;
+    verify_self_signature(&request, key_kind, key_bits)?;
+    let spki = canonical_spki(info.spki.raw)?;
+    let Items { attributes, extension_request_attributes, extension_request_values, extensions } = info.items;
+    Ok(Csr {
+        der,
+        common_names,
+        spki,
+        key_kind,
+        attributes,
+        extension_request_attributes,
+        extension_request_values,
+        extensions,
+    })
+}
+
+/// The CertificationRequest's three parts.
+struct Envelope<'a> {
+    /// certificationRequestInfo, the signed part.
+    info: Tlv<'a>,
+    /// signatureAlgorithm.
+    algorithm: Tlv<'a>,
+    /// signature, a BIT STRING.
+    signature: Tlv<'a>,
+}
+
+fn read_envelope(der: &[u8]) -> Result<Envelope<'_>, CsrError> {
+    let mut top = Reader::new(der);
     let outer = top.next_tag(tag::SEQUENCE, "CertificationRequest").map_err(malformed)?;
     top.finish("CertificationRequest").map_err(malformed)?;
     let mut r = Reader::new(outer.content);
-    let cri = r.next_tag(tag::SEQUENCE, "certificationRequestInfo").map_err(malformed)?;
-    let alg = r.next_tag(tag::SEQUENCE, "signatureAlgorithm").map_err(malformed)?;
-    let sigbits = r.next_tag(tag::BIT_STRING, "signature").map_err(malformed)?;
+    let info = r.next_tag(tag::SEQUENCE, "certificationRequestInfo").map_err(malformed)?;
+    let algorithm = r.next_tag(tag::SEQUENCE, "signatureAlgorithm").map_err(malformed)?;
+    let signature = r.next_tag(tag::BIT_STRING, "signature").map_err(malformed)?;
     r.finish("CertificationRequest").map_err(malformed)?;
+    Ok(Envelope { info, algorithm, signature })
+}
 
+/// certificationRequestInfo, read.
+struct RequestInfo<'a> {
+    subject: Tlv<'a>,
+    spki: Tlv<'a>,
+    items: Items,
+}
+
+/// What the attributes hold: the attributes themselves and the extensions requested.
+#[derive(Default)]
+struct Items {
+    attributes: Vec<Attribute>,
+    extension_request_attributes: usize,
+    extension_request_values: usize,
+    extensions: Vec<RequestedExtension>,
+}
+
+fn read_request_info(cri: Tlv<'_>) -> Result<RequestInfo<'_>, CsrError> {
     let mut info = Reader::new(cri.content);
     let version = info.next_tag(tag::INTEGER, "version").map_err(malformed)?;
     if version.content != [0] {
@@ -188,56 +241,75 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
     }
     let subject = info.next_tag(tag::SEQUENCE, "subject").map_err(malformed)?;
     let spki = info.next_tag(tag::SEQUENCE, "subjectPKInfo").map_err(malformed)?;
-    let mut attributes = Vec::new();
-    let mut extensions = Vec::new();
-    let mut extension_request_attributes = 0;
-    let mut extension_request_values = 0;
+    let mut items = Items::default();
     if !info.is_empty() {
         let attrs = info.next_tag(tag::CONTEXT_0, "attributes").map_err(malformed)?;
         let mut ar = Reader::new(attrs.content);
         while !ar.is_empty() {
             let a = ar.next_tag(tag::SEQUENCE, "attribute").map_err(malformed)?;
-            let mut fields = Reader::new(a.content);
-            let oid_tlv = fields.next_tag(tag::OID, "attribute type").map_err(malformed)?;
-            let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
-            let set = fields.next_tag(tag::SET, "attribute values").map_err(malformed)?;
-            fields.finish("attribute").map_err(malformed)?;
-            if oid == oids::EXTENSION_REQUEST {
-                extension_request_attributes += 1;
-                let mut vr = Reader::new(set.content);
-                while !vr.is_empty() {
-                    let exts = vr.next_tag(tag::SEQUENCE, "extensionRequest").map_err(malformed)?;
-                    extension_request_values += 1;
-                    parse_extensions(exts, &mut extensions)?;
-                }
-                continue;
-            }
-            let mut values = Vec::new();
-            let mut vr = Reader::new(set.content);
-            while !vr.is_empty() {
-                let v = vr.any().map_err(malformed)?;
-                values.push(AttrValue { tag: v.tag, bytes: v.content.to_vec() });
-            }
-            attributes.push(Attribute { oid, values });
+            read_attribute(a, &mut items)?;
         }
     }
     info.finish("certificationRequestInfo").map_err(malformed)?;
-    // A Puppet CSR carries a handful; thousands are a denial-of-service attempt.
-    if attributes.len() > MAX_ITEMS || extensions.len() > MAX_ITEMS {
+    Ok(RequestInfo { subject, spki, items })
+}
+
+/// One attribute: an extensionRequest's extensions join `items.extensions`, any other
+/// attribute `items.attributes`.
+fn read_attribute(a: Tlv<'_>, items: &mut Items) -> Result<(), CsrError> {
+    let mut fields = Reader::new(a.content);
+    let oid_tlv = fields.next_tag(tag::OID, "attribute type").map_err(malformed)?;
+    let oid = der::oid_arcs(oid_tlv.content).map_err(malformed)?;
+    let set = fields.next_tag(tag::SET, "attribute values").map_err(malformed)?;
+    fields.finish("attribute").map_err(malformed)?;
+    if oid == oids::EXTENSION_REQUEST {
+        items.extension_request_attributes += 1;
+        let mut vr = Reader::new(set.content);
+        while !vr.is_empty() {
+            let exts = vr.next_tag(tag::SEQUENCE, "extensionRequest").map_err(malformed)?;
+            items.extension_request_values += 1;
+            parse_extensions(exts, &mut items.extensions)?;
+        }
+        return Ok(());
+    }
+    let mut values = Vec::new();
+    let mut vr = Reader::new(set.content);
+    while !vr.is_empty() {
+        let v = vr.any().map_err(malformed)?;
+        values.push(AttrValue { tag: v.tag, bytes: v.content.to_vec() });
+    }
+    items.attributes.push(Attribute { oid, values });
+    Ok(())
+}
+
+/// A Puppet CSR carries a handful; thousands are a denial-of-service attempt.
+fn check_item_counts(items: &Items) -> Result<(), CsrError> {
+    if items.attributes.len() > MAX_ITEMS || items.extensions.len() > MAX_ITEMS {
         return Err(malformed(format!(
             "{} attributes and {} extension requests; at most {MAX_ITEMS} of each are accepted",
-            attributes.len(),
-            extensions.len()
+            items.attributes.len(),
+            items.extensions.len()
         )));
     }
+    Ok(())
+}
 
-    let common_names = parse_common_names(subject)?;
-    let (key_kind, key_bits) = parse_spki(spki)?;
-    // The key before the signature: a key vouch cannot verify with is reported as such,
-    // not as a signature that does not verify.
-    check_key_size(key_kind)?;
+/// The self-signature: its algorithm in its one encoding, a whole-octet BIT STRING, an
+/// algorithm that goes with the key, and a signature that verifies over the request info.
+fn verify_self_signature(request: &Envelope<'_>, key_kind: KeyKind, key_bits: &[u8]) -> Result<(), CsrError> {
+    let alg_oid = read_signature_algorithm(request.algorithm)?;
+    if request.signature.content.first() != Some(&0) {
+        return Err(malformed("signature BIT STRING has unused bits"));
+    }
+    let signature = &request.signature.content[1..];
+    let algorithm = verification_algorithm(&alg_oid, key_kind)?;
+    sig::UnparsedPublicKey::new(algorithm, key_bits)
+        .verify(request.info.raw, signature)
+        .map_err(|_| CsrError::BadSelfSignature)
+}
 
-    // Self-signature.
+/// The signatureAlgorithm's OID, its parameters checked.
+fn read_signature_algorithm(alg: Tlv<'_>) -> Result<Vec<u64>, CsrError> {
     let mut ar = Reader::new(alg.content);
     let alg_oid_tlv = ar.next_tag(tag::OID, "signature algorithm").map_err(malformed)?;
     let alg_oid = der::oid_arcs(alg_oid_tlv.content).map_err(malformed)?;
@@ -259,14 +331,18 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         oids::ECDSA_SHA256 | oids::ECDSA_SHA384 | oids::ED25519 => {
             ar.finish("signature algorithm (ECDSA and Ed25519 take no parameters)").map_err(malformed)?;
         }
-        // Any other algorithm is refused below as unsupported, whatever its parameters.
+        // Any other algorithm is refused as unsupported, whatever its parameters.
         _ => {}
     }
-    if sigbits.content.first() != Some(&0) {
-        return Err(malformed("signature BIT STRING has unused bits"));
-    }
-    let signature = &sigbits.content[1..];
-    let algorithm: &'static dyn sig::VerificationAlgorithm = match (alg_oid.as_slice(), key_kind) {
+    Ok(alg_oid)
+}
+
+/// The verification algorithm for a signature algorithm and key, or unsupported.
+fn verification_algorithm(
+    alg_oid: &[u64],
+    key_kind: KeyKind,
+) -> Result<&'static dyn sig::VerificationAlgorithm, CsrError> {
+    Ok(match (alg_oid, key_kind) {
         (oids::SHA256_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA256,
         (oids::SHA384_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA384,
         (oids::SHA512_WITH_RSA, KeyKind::Rsa { .. }) => &sig::RSA_PKCS1_2048_8192_SHA512,
@@ -275,22 +351,7 @@ fn parse_der(der: Vec<u8>) -> Result<Csr, CsrError> {
         (oids::ECDSA_SHA256, KeyKind::P384) => &sig::ECDSA_P384_SHA256_ASN1,
         (oids::ECDSA_SHA384, KeyKind::P384) => &sig::ECDSA_P384_SHA384_ASN1,
         (oids::ED25519, KeyKind::Ed25519) => &sig::ED25519,
-        _ => return Err(CsrError::UnsupportedSignatureAlgorithm { oid: oids::dotted(&alg_oid) }),
-    };
-    sig::UnparsedPublicKey::new(algorithm, key_bits)
-        .verify(cri.raw, signature)
-        .map_err(|_| CsrError::BadSelfSignature)?;
-
-    let spki = canonical_spki(spki.raw)?;
-    Ok(Csr {
-        der,
-        common_names,
-        spki,
-        key_kind,
-        attributes,
-        extension_request_attributes,
-        extension_request_values,
-        extensions,
+        _ => return Err(CsrError::UnsupportedSignatureAlgorithm { oid: oids::dotted(alg_oid) }),
     })
 }
 
