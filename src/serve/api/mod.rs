@@ -1,7 +1,7 @@
 //! The Puppet CA API v1 (`/puppet-ca/v1/…`) as Puppet Server 7 answers it, over an
 //! [`Authority`]. No sockets, no TLS, no clock: a request (with the client's
 //! certificate, already checked against the store) and the time go in, a response
-//! and the log events come out. The HTTP skin in `serve::http` does the rest.
+//! and the log events come out. The HTTP skin (`serve::server`, `serve::http`) does the rest.
 //!
 //! `mod.rs` holds the types, the routing and the answers every endpoint shares; one file
 //! per group of endpoints: `ca` (the CA bundle, the CRLs, expirations), `certificate`
