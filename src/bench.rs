@@ -358,90 +358,130 @@ pub fn serve(load: &ServeLoad, mut progress: impl FnMut(&ServeRow)) -> Result<Ve
     // certnames; whether two nodes share a key does not change its work).
     let keys: Vec<rcgen::KeyPair> =
         (0..8).map(|_| load.client_key.generate().map_err(crypto)).collect::<Result<_, _>>()?;
+    let csrs = CsrSource { conductor_der, conductor_key, keys, run, now };
     let mut rows = Vec::new();
     for &agents in &load.agents {
-        let mut work: Vec<Vec<(String, Vec<u8>)>> = Vec::with_capacity(agents);
-        for a in 0..agents {
-            let mut mine = Vec::with_capacity(load.per_agent);
-            for i in 0..load.per_agent {
-                let name = format!("b{run}-{agents}-{a}-{i}.bench.test");
-                let key = keys.get((a + i) % keys.len()).ok_or_else(|| crypto("no key"))?;
-                let der = vouched_csr(&conductor_der, &conductor_key, &name, key, now)?;
-                mine.push((name, crate::encoding::pem::encode("CERTIFICATE REQUEST", &der).into_bytes()));
-            }
-            work.push(mine);
-        }
-        let barrier = Arc::new(std::sync::Barrier::new(agents + 1));
-        let mut handles = Vec::with_capacity(agents);
-        for mine in work {
-            let (config, barrier, addr, host) = (config.clone(), barrier.clone(), load.addr, load.host.clone());
-            handles.push(std::thread::spawn(move || -> (Vec<Duration>, usize) {
-                let mut lat = Vec::with_capacity(mine.len());
-                let mut failures = 0;
-                let mut client = match Client::new(config, addr, &host) {
-                    Ok(c) => c,
-                    Err(_) => {
-                        barrier.wait();
-                        return (lat, mine.len());
-                    }
-                };
-                barrier.wait();
-                for (name, csr) in mine {
-                    let t = Instant::now();
-                    let put = client.request(
-                        "PUT",
-                        &format!("/puppet-ca/v1/certificate_request/{name}"),
-                        Some("text/plain"),
-                        &csr,
-                    );
-                    let get = client.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"");
-                    match (put, get) {
-                        (Ok(p), Ok(g)) if p.status == 200 && g.status == 200 => lat.push(t.elapsed()),
-                        _ => failures += 1,
-                    }
-                }
-                (lat, failures)
-            }));
-        }
-        barrier.wait();
-        let start = Instant::now();
-        let server_cpu = load.server_pid.and_then(|p| cpu_seconds(&p.to_string()));
-        let client_cpu = cpu_seconds("self");
-        let mut lat = Vec::new();
-        let mut failures = 0;
-        for h in handles {
-            match h.join() {
-                Ok((l, f)) => {
-                    lat.extend(l);
-                    failures += f;
-                }
-                Err(_) => failures += load.per_agent,
-            }
-        }
-        let seconds = start.elapsed().as_secs_f64();
-        let per_cert = |before: Option<f64>, after: Option<f64>| match (before, after) {
-            (Some(b), Some(a)) if !lat.is_empty() => Some((a - b) * 1000.0 / lat.len() as f64),
-            _ => None,
-        };
-        let server_cpu_ms_per_cert = per_cert(server_cpu, load.server_pid.and_then(|p| cpu_seconds(&p.to_string())));
-        let client_cpu_ms_per_cert = per_cert(client_cpu, cpu_seconds("self"));
-        let (p50, p99) = percentiles(&mut lat);
-        let row = ServeRow {
-            agents,
-            certificates: lat.len(),
-            failures,
-            seconds,
-            certs_per_s: lat.len() as f64 / seconds,
-            p50_ms: p50.as_secs_f64() * 1000.0,
-            p99_ms: p99.as_secs_f64() * 1000.0,
-            server_peak_rss_mb: load.server_pid.and_then(peak_rss_mb),
-            server_cpu_ms_per_cert,
-            client_cpu_ms_per_cert,
-        };
+        let work = csrs.level(agents, load.per_agent)?;
+        let row = run_level(load, &config, work);
         progress(&row);
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// One agent's work: certnames and their CSRs (PEM), in order.
+type AgentWork = Vec<(String, Vec<u8>)>;
+
+/// What `vouch bench serve`'s CSRs are made of.
+struct CsrSource {
+    conductor_der: Vec<u8>,
+    conductor_key: rcgen::KeyPair,
+    /// Client keys, shared round-robin.
+    keys: Vec<rcgen::KeyPair>,
+    /// This run's tag in every certname (runs against one CA never collide).
+    run: String,
+    now: OffsetDateTime,
+}
+
+impl CsrSource {
+    /// Every agent's CSRs for a level of `agents` agents.
+    fn level(&self, agents: usize, per_agent: usize) -> Result<Vec<AgentWork>, Error> {
+        let mut work: Vec<AgentWork> = Vec::with_capacity(agents);
+        for a in 0..agents {
+            let mut mine = Vec::with_capacity(per_agent);
+            for i in 0..per_agent {
+                let name = format!("b{}-{agents}-{a}-{i}.bench.test", self.run);
+                let key = self.keys.get((a + i) % self.keys.len()).ok_or_else(|| crypto("no key"))?;
+                let der = vouched_csr(&self.conductor_der, &self.conductor_key, &name, key, self.now)?;
+                mine.push((name, crate::encoding::pem::encode("CERTIFICATE REQUEST", &der).into_bytes()));
+            }
+            work.push(mine);
+        }
+        Ok(work)
+    }
+}
+
+/// One level: an agent thread each, started together, timed from the barrier to the last join.
+fn run_level(load: &ServeLoad, config: &Arc<rustls::ClientConfig>, work: Vec<AgentWork>) -> ServeRow {
+    let agents = work.len();
+    let barrier = Arc::new(std::sync::Barrier::new(agents + 1));
+    let mut handles = Vec::with_capacity(agents);
+    for mine in work {
+        let agent =
+            Agent { config: config.clone(), barrier: barrier.clone(), addr: load.addr, host: load.host.clone() };
+        handles.push(std::thread::spawn(move || agent.run(mine)));
+    }
+    barrier.wait();
+    let start = Instant::now();
+    let server_cpu = load.server_pid.and_then(|p| cpu_seconds(&p.to_string()));
+    let client_cpu = cpu_seconds("self");
+    let mut lat = Vec::new();
+    let mut failures = 0;
+    for h in handles {
+        match h.join() {
+            Ok((l, f)) => {
+                lat.extend(l);
+                failures += f;
+            }
+            Err(_) => failures += load.per_agent,
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let per_cert = |before: Option<f64>, after: Option<f64>| match (before, after) {
+        (Some(b), Some(a)) if !lat.is_empty() => Some((a - b) * 1000.0 / lat.len() as f64),
+        _ => None,
+    };
+    let server_cpu_ms_per_cert = per_cert(server_cpu, load.server_pid.and_then(|p| cpu_seconds(&p.to_string())));
+    let client_cpu_ms_per_cert = per_cert(client_cpu, cpu_seconds("self"));
+    let (p50, p99) = percentiles(&mut lat);
+    ServeRow {
+        agents,
+        certificates: lat.len(),
+        failures,
+        seconds,
+        certs_per_s: lat.len() as f64 / seconds,
+        p50_ms: p50.as_secs_f64() * 1000.0,
+        p99_ms: p99.as_secs_f64() * 1000.0,
+        server_peak_rss_mb: load.server_pid.and_then(peak_rss_mb),
+        server_cpu_ms_per_cert,
+        client_cpu_ms_per_cert,
+    }
+}
+
+/// One simulated agent: its TLS client configuration, the server, the start barrier.
+struct Agent {
+    config: Arc<rustls::ClientConfig>,
+    barrier: Arc<std::sync::Barrier>,
+    addr: std::net::SocketAddr,
+    host: String,
+}
+
+impl Agent {
+    /// Connects, waits for the others, then PUTs and GETs each of `mine` on its one
+    /// connection: the latency of each success, and the number of failures.
+    fn run(self, mine: AgentWork) -> (Vec<Duration>, usize) {
+        let mut lat = Vec::with_capacity(mine.len());
+        let mut failures = 0;
+        let mut client = match Client::new(self.config, self.addr, &self.host) {
+            Ok(c) => c,
+            Err(_) => {
+                self.barrier.wait();
+                return (lat, mine.len());
+            }
+        };
+        self.barrier.wait();
+        for (name, csr) in mine {
+            let t = Instant::now();
+            let put =
+                client.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr);
+            let get = client.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"");
+            match (put, get) {
+                (Ok(p), Ok(g)) if p.status == 200 && g.status == 200 => lat.push(t.elapsed()),
+                _ => failures += 1,
+            }
+        }
+        (lat, failures)
+    }
 }
 
 /// Parses "1,8,64" into levels.

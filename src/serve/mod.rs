@@ -6,11 +6,14 @@
 //! serialises writers, also against `vouch` commands run beside the server.
 
 pub mod api;
+mod banner;
 #[cfg(feature = "bench")]
 pub mod client;
 mod http;
 mod metrics;
+mod server;
 pub mod setup;
+mod tls;
 
 use crate::error::Error;
 use std::net::SocketAddr;
@@ -90,5 +93,5 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
         builder.worker_threads(opts.threads);
     }
     let rt = builder.build().map_err(|source| Error::Io { path: "tokio runtime".into(), op: "start", source })?;
-    rt.block_on(http::serve(opts, report, listener, metrics))
+    rt.block_on(server::serve(opts, report, listener, metrics))
 }

@@ -138,89 +138,111 @@ fn admin_credential(
     opts: &ServeOptions,
     now: OffsetDateTime,
 ) -> Result<Step, Error> {
-    let spec = LocalSpec {
-        certname: ADMIN_NAME,
-        role: LocalRole::Admin,
-        dns_names: &[],
-        ip_addresses: &[],
-        key_type: opts.key_type,
-        replace: false,
-    };
     let current = auth.certificate(ADMIN_NAME)?;
     let valid = current.as_ref().filter(|(rec, _)| {
         rec.state == State::Issued && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
     });
+    let admin = AdminCredential { auth, cert, key, key_type: opts.key_type, now, valid };
     match (cert.exists(), key.exists()) {
-        (true, true) => {
-            // Present, but is it still vouch-admin's current, valid certificate?
-            let der = |pem: &[u8]| crate::encoding::pem::find(pem, &["CERTIFICATE"]).ok().map(|(_, d)| d);
-            let file = std::fs::read(cert).ok().and_then(|p| der(&p));
-            let current = valid.and_then(|(_, pem)| der(pem.as_bytes()));
-            if file.is_some() && file == current {
-                Ok(Step::Found)
-            } else {
-                Ok(Step::Missing(format!(
-                    "the administrator credential {} is no longer {ADMIN_NAME}'s valid certificate (revoked, \
-                     expired or replaced): it is refused (403); remove it and its key to have a new one made at \
-                     the next start, or make another administrator with 'vouch admin new NAME'",
-                    cert.display()
-                )))
-            }
-        }
+        (true, true) => Ok(admin.found()),
         (true, false) => Ok(Step::Missing(format!(
             "{} has no key beside it ({} is missing): remove the certificate and revoke {ADMIN_NAME} ('vouch revoke \
              {ADMIN_NAME}') to have a new one made at the next start, or make one with 'vouch admin new NAME'",
             cert.display(),
             key.display()
         ))),
-        (false, true) => {
-            let k = read_key(key)?;
-            match valid {
-                Some((rec, pem)) => {
-                    let spki = rcgen::PublicKeyData::subject_public_key_info(&k);
-                    let issued_for =
-                        crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok().and_then(|(_, der)| {
-                            x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
-                        });
-                    if issued_for.is_some_and(|old| crate::encoding::csr::same_key(&old, &spki)) {
-                        write_new_cert(cert, pem)?;
-                        Ok(Step::Completed)
-                    } else {
-                        Ok(Step::Missing(format!(
-                            "{} has no certificate, and {ADMIN_NAME}'s current certificate (serial {}) is for \
-                             another key, held elsewhere: nothing was replaced; revoke it ('vouch revoke \
-                             {ADMIN_NAME}') to have one issued for this key at the next start, or make another \
-                             administrator with 'vouch admin new NAME'",
-                            key.display(),
-                            rec.serial
-                        )))
-                    }
-                }
-                None => {
-                    let issued = auth.issue_local_for_key(&spec, &k, now)?;
-                    write_new_cert(cert, &issued.pem)?;
-                    Ok(Step::Completed)
-                }
-            }
+        (false, true) => admin.key_only(),
+        (false, false) => admin.neither(),
+    }
+}
+
+/// The administrator credential's files, and vouch-admin's current, valid certificate in
+/// the store (its record and PEM), if it has one.
+struct AdminCredential<'a> {
+    auth: &'a Authority,
+    cert: &'a Path,
+    key: &'a Path,
+    key_type: crate::issuance::keys::KeyType,
+    now: OffsetDateTime,
+    valid: Option<&'a (crate::store::CertRecord, String)>,
+}
+
+impl AdminCredential<'_> {
+    fn spec(&self) -> LocalSpec<'static> {
+        LocalSpec {
+            certname: ADMIN_NAME,
+            role: LocalRole::Admin,
+            dns_names: &[],
+            ip_addresses: &[],
+            key_type: self.key_type,
+            replace: false,
         }
-        (false, false) => match valid {
-            // Issued before and still valid (its files moved elsewhere): never a second one
-            // silently. A revoked or expired one holds nothing: a new one is made below.
-            Some((rec, _)) => Ok(Step::Missing(format!(
+    }
+
+    /// Both files are present, but is the certificate still vouch-admin's current, valid one?
+    fn found(&self) -> Step {
+        let der = |pem: &[u8]| crate::encoding::pem::find(pem, &["CERTIFICATE"]).ok().map(|(_, d)| d);
+        let file = std::fs::read(self.cert).ok().and_then(|p| der(&p));
+        let current = self.valid.and_then(|(_, pem)| der(pem.as_bytes()));
+        if file.is_some() && file == current {
+            Step::Found
+        } else {
+            Step::Missing(format!(
+                "the administrator credential {} is no longer {ADMIN_NAME}'s valid certificate (revoked, \
+                 expired or replaced): it is refused (403); remove it and its key to have a new one made at \
+                 the next start, or make another administrator with 'vouch admin new NAME'",
+                self.cert.display()
+            ))
+        }
+    }
+
+    /// The key without its certificate (a start interrupted between the two): the store's
+    /// certificate if it was issued for this key, else one issued now unless vouch-admin
+    /// has a valid one for another key.
+    fn key_only(&self) -> Result<Step, Error> {
+        let k = read_key(self.key)?;
+        let Some((rec, pem)) = self.valid else {
+            let issued = self.auth.issue_local_for_key(&self.spec(), &k, self.now)?;
+            write_new_cert(self.cert, &issued.pem)?;
+            return Ok(Step::Completed);
+        };
+        let spki = rcgen::PublicKeyData::subject_public_key_info(&k);
+        let issued_for = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).ok().and_then(|(_, der)| {
+            x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| c.public_key().raw.to_vec())
+        });
+        if issued_for.is_some_and(|old| crate::encoding::csr::same_key(&old, &spki)) {
+            write_new_cert(self.cert, pem)?;
+            Ok(Step::Completed)
+        } else {
+            Ok(Step::Missing(format!(
+                "{} has no certificate, and {ADMIN_NAME}'s current certificate (serial {}) is for \
+                 another key, held elsewhere: nothing was replaced; revoke it ('vouch revoke \
+                 {ADMIN_NAME}') to have one issued for this key at the next start, or make another \
+                 administrator with 'vouch admin new NAME'",
+                self.key.display(),
+                rec.serial
+            )))
+        }
+    }
+
+    /// Neither file: a new key and certificate, unless vouch-admin has a valid certificate.
+    fn neither(&self) -> Result<Step, Error> {
+        // Issued before and still valid (its files moved elsewhere): never a second one
+        // silently. A revoked or expired one holds nothing: a new one is made below.
+        if let Some((rec, _)) = self.valid {
+            return Ok(Step::Missing(format!(
                 "no administrator credential in {}: {ADMIN_NAME} already has a valid certificate (serial {}, \
                  held elsewhere), so none was made; revoke it ('vouch revoke {ADMIN_NAME}') to have a new one \
                  made at the next start, or make another administrator with 'vouch admin new NAME'",
-                cert.parent().unwrap_or(cert).display(),
+                self.cert.parent().unwrap_or(self.cert).display(),
                 rec.serial,
-            ))),
-            None => {
-                let k = opts.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
-                write_new_key(key, &k)?;
-                let issued = auth.issue_local_for_key(&spec, &k, now)?;
-                write_new_cert(cert, &issued.pem)?;
-                Ok(Step::Created)
-            }
-        },
+            )));
+        }
+        let k = self.key_type.generate().map_err(|e| Error::Crypto { detail: e.to_string() })?;
+        write_new_key(self.key, &k)?;
+        let issued = self.auth.issue_local_for_key(&self.spec(), &k, self.now)?;
+        write_new_cert(self.cert, &issued.pem)?;
+        Ok(Step::Created)
     }
 }
 
@@ -311,9 +333,32 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
 pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let now = OffsetDateTime::now_utc();
     let dir = DataDir::new(&opts.dir);
-    // A new data directory is private; an existing one (and ca/, the policy, every key vouch
-    // keeps there) must be owned by root or this user and not writable by group or others:
-    // the one rule of `crate::files::trust::check_trusted`, as for every other command.
+    check_data_dir(&dir)?;
+    let first_run = FirstRun::start(&dir, opts, now)?;
+    let mut notes = Notes { created_ca: first_run.created_ca, lines: Vec::new() };
+    complete_policy(&dir, first_run.created_ca, &mut notes)?;
+    // Every step below is completed by the next start if this one is interrupted (a full
+    // disk, a kill): what is missing is made, what is half made is finished, nothing that
+    // exists is replaced, and the banner says what a start had to finish.
+    // A conductor credential to start with (first run only).
+    let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
+    if first_run.unfinished {
+        notes.add("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
+    }
+    let auth = Authority::open(&dir)?;
+    auth.maintain(now)?;
+    let served = server_credential(&auth, &dir, opts, now)?;
+    let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
+    notes.add("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
+    first_run.finish()?;
+    let credentials = Credentials { conductor, admin, served };
+    report(&dir, first_run.created_ca, credentials, notes.lines)
+}
+
+/// A new data directory is private; an existing one (and ca/, the policy, every key vouch
+/// keeps there) must be owned by root or this user and not writable by group or others:
+/// the one rule of `crate::files::trust::check_trusted`, as for every other command.
+fn check_data_dir(dir: &DataDir) -> Result<(), Error> {
     dir.usable()?;
     if !dir.dir.exists() {
         bootstrap::create_private_dir(&dir.dir)?;
@@ -328,85 +373,139 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
             crate::files::trust::check_private_key(&key)?;
         }
     }
-    // The first run's own steps (the CA, the conductor credential to start with) are marked
-    // unfinished until they all are: a start after an interrupted first run completes them,
-    // and only then. After it, a missing conductor credential is the operator's doing (the
-    // README says to keep it, and the root key, off a production host): never made again.
-    let marker = dir.dir.join(FIRST_RUN_MARKER);
-    let created_ca = !dir.file(bootstrap::CA_CERT).exists();
-    if created_ca {
-        crate::files::durable::write_replace(
-            &marker,
-            b"vouch serve's first run has not finished: the next start completes it\n",
-            0o600,
-        )
-        .map_err(io(&marker, "write"))?;
-        bootstrap::init(&dir, opts.key_type, now)?;
+    Ok(())
+}
+
+/// The first run's own steps (the CA, the conductor credential to start with) are marked
+/// unfinished until they all are: a start after an interrupted first run completes them,
+/// and only then. After it, a missing conductor credential is the operator's doing (the
+/// README says to keep it, and the root key, off a production host): never made again.
+struct FirstRun {
+    marker: PathBuf,
+    /// This start made the CA.
+    created_ca: bool,
+    /// This start is, or completes, the first run.
+    unfinished: bool,
+}
+
+impl FirstRun {
+    /// Makes the CA if there is none, marking the first run unfinished first.
+    fn start(dir: &DataDir, opts: &ServeOptions, now: OffsetDateTime) -> Result<FirstRun, Error> {
+        let marker = dir.dir.join(FIRST_RUN_MARKER);
+        let created_ca = !dir.file(bootstrap::CA_CERT).exists();
+        if created_ca {
+            crate::files::durable::write_replace(
+                &marker,
+                b"vouch serve's first run has not finished: the next start completes it\n",
+                0o600,
+            )
+            .map_err(io(&marker, "write"))?;
+            bootstrap::init(dir, opts.key_type, now)?;
+        }
+        let unfinished = created_ca || marker.exists();
+        Ok(FirstRun { marker, created_ca, unfinished })
     }
-    let first_run = created_ca || marker.exists();
-    let mut notes = Vec::new();
-    // `ca init` writes the policy just after the CA appears: a first run stopped between the
-    // two left a CA that was never used. Its default policy is written now; a CA that has been
-    // used (the store was ever locked or issued) never gets a default policy in place of a
-    // lost one (it may have been stricter): that stays an error.
-    if !created_ca && !dir.policy().exists() && never_used(&dir) {
+
+    /// Every credential of the first run exists: the marker goes.
+    fn finish(&self) -> Result<(), Error> {
+        if self.unfinished {
+            match std::fs::remove_file(&self.marker) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&self.marker, "remove")(e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The banner's lines on what this start had to finish or found missing.
+struct Notes {
+    /// A new CA: what it needs is made, not "completed".
+    created_ca: bool,
+    lines: Vec<String>,
+}
+
+impl Notes {
+    fn add(&mut self, what: &str, step: Step) {
+        match step {
+            Step::Found => {}
+            Step::Created if self.created_ca => {}
+            Step::Created => self.lines.push(format!("completed: {what} was missing; a new one was made")),
+            Step::Completed => self
+                .lines
+                .push(format!("completed: {what} had its key but no certificate; its certificate was written")),
+            Step::Missing(why) => self.lines.push(format!("missing: {why}")),
+        }
+    }
+}
+
+/// `ca init` writes the policy just after the CA appears: a first run stopped between the
+/// two left a CA that was never used. Its default policy is written now; a CA that has been
+/// used (the store was ever locked or issued) never gets a default policy in place of a
+/// lost one (it may have been stricter): that stays an error.
+fn complete_policy(dir: &DataDir, created_ca: bool, notes: &mut Notes) -> Result<(), Error> {
+    if !created_ca && !dir.policy().exists() && never_used(dir) {
         let text = crate::policy::default_policy_text(&format!("ca/{}", bootstrap::ROOT_CERT));
         crate::files::durable::write_new(&dir.policy(), text.as_bytes(), 0o644).map_err(io(&dir.policy(), "write"))?;
-        notes.push(format!(
+        notes.lines.push(format!(
             "completed: the policy was missing beside a CA never used (a first run that did not finish); \
              the default policy was written to {}",
             dir.policy().display()
         ));
     }
-    // Every step below is completed by the next start if this one is interrupted (a full
-    // disk, a kill): what is missing is made, what is half made is finished, nothing that
-    // exists is replaced, and the banner says what a start had to finish.
-    let mut note = |what: &str, step: Step| match step {
-        Step::Found => {}
-        Step::Created if created_ca => {}
-        Step::Created => notes.push(format!("completed: {what} was missing; a new one was made")),
-        Step::Completed => {
-            notes.push(format!("completed: {what} had its key but no certificate; its certificate was written"))
-        }
-        Step::Missing(why) => notes.push(format!("missing: {why}")),
-    };
-    // A conductor credential to start with (first run only).
-    let conductor = (dir.dir.join(CONDUCTOR_CERT), dir.dir.join(CONDUCTOR_KEY));
-    if first_run {
-        note("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
-    }
-    let auth = Authority::open(&dir)?;
-    auth.maintain(now)?;
+    Ok(())
+}
 
+/// The service's certificate as presented: its certname and every name on it.
+struct Served {
+    certname: String,
+    names: Vec<String>,
+}
+
+/// The service certificate: issued again unless the one on disk is usable, then read back.
+fn server_credential(
+    auth: &Authority,
+    dir: &DataDir,
+    opts: &ServeOptions,
+    now: OffsetDateTime,
+) -> Result<Served, Error> {
     let (dns, ips) = server_names(opts);
     let wanted_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
-    if !server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
-        let previous = served(&dir.dir);
-        let (issued, key) = auth.issue_local(
-            &LocalSpec {
-                certname: &wanted_certname,
-                role: LocalRole::Server,
-                dns_names: &dns,
-                ip_addresses: &ips,
-                key_type: opts.key_type,
-                replace: true,
-            },
-            now,
-        )?;
-        write_pair(&dir.dir.join(SERVER_CERT), &issued.pem, &dir.dir.join(SERVER_KEY), &key)?;
-        // The certificate presented until now, under another certname: its key is gone, so
-        // nobody holds it any more; revoked, its names are free again (issue_local superseded
-        // it already if the certname is the same).
-        if let Some((old_name, old_serial)) = previous.filter(|(n, _)| *n != wanted_certname) {
-            if let Ok(Some((rec, _))) = auth.certificate(&old_name) {
-                if rec.serial == old_serial && rec.state == State::Issued {
-                    auth.revoke(&old_name, "superseded", false, now)?;
-                }
+    if !server_cert_ok(auth, &dir.dir, &dns, &ips, now) {
+        let spec = LocalSpec {
+            certname: &wanted_certname,
+            role: LocalRole::Server,
+            dns_names: &dns,
+            ip_addresses: &ips,
+            key_type: opts.key_type,
+            replace: true,
+        };
+        renew_server_cert(auth, &dir.dir, &spec, now)?;
+    }
+    Ok(presented(&dir.dir, &wanted_certname, &dns, &ips))
+}
+
+/// Issues the service certificate as `spec` says and writes it with its new key.
+fn renew_server_cert(auth: &Authority, dir: &Path, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(), Error> {
+    let previous = served(dir);
+    let (issued, key) = auth.issue_local(spec, now)?;
+    write_pair(&dir.join(SERVER_CERT), &issued.pem, &dir.join(SERVER_KEY), &key)?;
+    // The certificate presented until now, under another certname: its key is gone, so
+    // nobody holds it any more; revoked, its names are free again (issue_local superseded
+    // it already if the certname is the same).
+    if let Some((old_name, old_serial)) = previous.filter(|(n, _)| n != spec.certname) {
+        if let Ok(Some((rec, _))) = auth.certificate(&old_name) {
+            if rec.serial == old_serial && rec.state == State::Issued {
+                auth.revoke(&old_name, "superseded", false, now)?;
             }
         }
     }
-    // What the service presents, as it is (its names are the reserved ones, whatever the flags).
-    let (server_certname, served_names) = match std::fs::read(dir.dir.join(SERVER_CERT))
+    Ok(())
+}
+
+/// What the service presents, as it is (its names are the reserved ones, whatever the flags).
+fn presented(dir: &Path, wanted_certname: &str, dns: &[String], ips: &[IpAddr]) -> Served {
+    match std::fs::read(dir.join(SERVER_CERT))
         .ok()
         .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
     {
@@ -417,24 +516,30 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
                     names.push(n);
                 }
             }
-            (names.first().cloned().unwrap_or_else(|| wanted_certname.clone()), names)
+            Served { certname: names.first().cloned().unwrap_or_else(|| wanted_certname.to_string()), names }
         }
-        None => (wanted_certname.clone(), dns.iter().cloned().chain(ips.iter().map(IpAddr::to_string)).collect()),
-    };
-    let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
-    note("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
-    if first_run {
-        match std::fs::remove_file(&marker) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&marker, "remove")(e)),
-            _ => {}
-        }
+        None => Served {
+            certname: wanted_certname.to_string(),
+            names: dns.iter().cloned().chain(ips.iter().map(IpAddr::to_string)).collect(),
+        },
     }
+}
 
+/// The credentials `prepare` leaves (each pair: certificate, key).
+struct Credentials {
+    conductor: (PathBuf, PathBuf),
+    admin: (PathBuf, PathBuf),
+    served: Served,
+}
+
+/// The banner's report: the fingerprints of the root and the bundle, the credentials present.
+fn report(dir: &DataDir, created_ca: bool, credentials: Credentials, notes: Vec<String>) -> Result<SetupReport, Error> {
     let root = std::fs::read(dir.file(bootstrap::ROOT_CERT)).map_err(io(&dir.file(bootstrap::ROOT_CERT), "read"))?;
     let root_der = crate::encoding::pem::find(&root, &["CERTIFICATE"])
         .map(|(_, d)| d)
         .map_err(|e| Error::Cert { path: dir.file(bootstrap::ROOT_CERT), detail: e.to_string() })?;
     let bundle = std::fs::read(dir.file(bootstrap::CA_BUNDLE)).map_err(io(&dir.file(bootstrap::CA_BUNDLE), "read"))?;
+    let Credentials { conductor, admin, served } = credentials;
     Ok(SetupReport {
         dir: dir.dir.clone(),
         created_ca,
@@ -445,8 +550,8 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
         admin: (admin.0.exists() && admin.1.exists()).then_some(admin),
         server_cert: dir.dir.join(SERVER_CERT),
         server_key: dir.dir.join(SERVER_KEY),
-        server_certname,
-        server_names: served_names,
+        server_certname: served.certname,
+        server_names: served.names,
         notes,
     })
 }

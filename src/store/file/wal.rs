@@ -55,28 +55,72 @@ fn known_logs() -> &'static Mutex<std::collections::HashMap<PathBuf, WalId>> {
     KNOWN.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
+/// A batch as the log holds it: one JSON line per entry, then its commit line.
+fn encode_batch(batch: &[Issuance], path: &Path) -> Result<Vec<u8>, StoreError> {
+    let mut buf = Vec::new();
+    for e in batch {
+        serde_json::to_writer(&mut buf, e)
+            .map_err(|err| StoreError::Corrupt { path: path.to_path_buf(), detail: err.to_string() })?;
+        buf.push(b'\n');
+    }
+    let commit = WalCommit { batch: batch.len(), sha256: sha256_hex(&buf) };
+    serde_json::to_writer(&mut buf, &commit)
+        .map_err(|err| StoreError::Corrupt { path: path.to_path_buf(), detail: err.to_string() })?;
+    buf.push(b'\n');
+    Ok(buf)
+}
+
+/// The log's identity just after this process appended to it (`None` if it cannot tell).
+fn appended_id(f: &File, generation: [u8; 32]) -> Option<WalId> {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata().ok().map(|m| WalId {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        ctime: (m.ctime(), m.ctime_nsec()),
+        generation,
+    })
+}
+
 impl FileStore {
     /// [`Store::issue`]: appends the batch to the log in one write, closed by its commit
     /// line, syncs it, then applies it to the files.
     pub(super) fn commit_batch(&self, batch: &[Issuance]) -> Result<(), StoreError> {
-        use std::io::Write;
         if batch.is_empty() {
             return Ok(());
         }
-        // An earlier batch under this same lock may have failed after its log entry was
-        // synced (this process then trusts the log no more): apply it before anything else
-        // (it may hold these certnames' current certificates). Otherwise the log is as this
-        // process left it: nobody else writes while the lock is held.
-        let known = match self.known() {
-            Some(k) => k,
+        let known = self.known_or_recovered()?;
+        self.check_serials(batch)?;
+        let path = self.wal_path();
+        let buf = encode_batch(batch, &path)?;
+        crash_point("wal:before");
+        let f = self.append_synced(&path, &buf)?;
+        crash_point("wal:appended");
+        let id = appended_id(&f, known.generation);
+        self.apply_committed(batch)?;
+        crash_point("wal:applied");
+        self.after_commit(id)
+    }
+
+    /// The log as this process left it. An earlier batch under this same lock may have failed
+    /// after its log entry was synced (this process then trusts the log no more): it is
+    /// applied before anything else (it may hold these certnames' current certificates).
+    /// Otherwise the log is as this process left it: nobody else writes while the lock is held.
+    fn known_or_recovered(&self) -> Result<WalId, StoreError> {
+        match self.known() {
+            Some(k) => Ok(k),
             None => {
                 self.recover_wal()?;
                 self.known().ok_or_else(|| StoreError::Corrupt {
                     path: self.wal_path(),
                     detail: "the log could not be recovered".into(),
-                })?
+                })
             }
-        };
+        }
+    }
+
+    /// Each serial once in the batch, and none the store has already.
+    fn check_serials(&self, batch: &[Issuance]) -> Result<(), StoreError> {
         let mut seen = std::collections::HashSet::new();
         for e in batch {
             let serial = &e.record.serial;
@@ -84,39 +128,28 @@ impl FileStore {
                 return Err(StoreError::SerialTaken { serial: serial.clone() });
             }
         }
-        let path = self.wal_path();
-        let mut buf = Vec::new();
-        for e in batch {
-            serde_json::to_writer(&mut buf, e)
-                .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
-            buf.push(b'\n');
-        }
-        let commit = WalCommit { batch: batch.len(), sha256: sha256_hex(&buf) };
-        serde_json::to_writer(&mut buf, &commit)
-            .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
-        buf.push(b'\n');
-        crash_point("wal:before");
-        let mut f = crate::files::durable::open_nofollow(OpenOptions::new().append(true), &path)
-            .map_err(io_err(&path, "open"))?;
-        let before = f.metadata().map_err(io_err(&path, "read"))?.len();
-        if let Err(e) = f.write_all(&buf).and_then(|_| f.sync_data()) {
+        Ok(())
+    }
+
+    /// Appends `buf` to the log at `path` in one write and syncs it (fdatasync): only then
+    /// is the batch committed.
+    fn append_synced(&self, path: &Path, buf: &[u8]) -> Result<File, StoreError> {
+        use std::io::Write;
+        let mut f = crate::files::durable::open_nofollow(OpenOptions::new().append(true), path)
+            .map_err(io_err(path, "open"))?;
+        let before = f.metadata().map_err(io_err(path, "read"))?.len();
+        if let Err(e) = f.write_all(buf).and_then(|_| f.sync_data()) {
             // Nothing was acknowledged: take the partial write back (durably, as far as the
             // disk still answers), and trust the log no more.
             let _ = f.set_len(before).and_then(|_| f.sync_data());
             self.set_known(None);
-            return Err(StoreError::Io { path, op: "append to", source: e });
+            return Err(StoreError::Io { path: path.to_path_buf(), op: "append to", source: e });
         }
-        crash_point("wal:appended");
-        let id = {
-            use std::os::unix::fs::MetadataExt;
-            f.metadata().ok().map(|m| WalId {
-                dev: m.dev(),
-                ino: m.ino(),
-                len: m.len(),
-                ctime: (m.ctime(), m.ctime_nsec()),
-                generation: known.generation,
-            })
-        };
+        Ok(f)
+    }
+
+    /// Applies a batch the log holds (synced) to the files.
+    fn apply_committed(&self, batch: &[Issuance]) -> Result<(), StoreError> {
         let applied =
             self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, true)));
         if let Err(e) = applied {
@@ -124,7 +157,12 @@ impl FileStore {
             self.set_known(None);
             return Err(StoreError::AfterCommit { source: Box::new(e) });
         }
-        crash_point("wal:applied");
+        Ok(())
+    }
+
+    /// After a batch is applied: the log as this process leaves it, checkpointed once it
+    /// has grown past [`CHECKPOINT_BYTES`].
+    fn after_commit(&self, id: Option<WalId>) -> Result<(), StoreError> {
         let after = |e: StoreError| {
             self.set_known(None);
             StoreError::AfterCommit { source: Box::new(e) }

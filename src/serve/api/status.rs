@@ -1,0 +1,251 @@
+//! `certificate_status/NAME` (GET, PUT, DELETE) and `certificate_statuses/any`: what an
+//! administrator sees and does, as Puppet Server's JSON.
+
+use super::{certname_ok, not_found, refused_event, ApiRequest, ApiResponse, Event};
+use crate::authority::{Authority, IssueOutcome};
+use crate::error::Error;
+use crate::store::State;
+use time::OffsetDateTime;
+
+fn digest_hex(alg: &'static aws_lc_rs::digest::Algorithm, der: &[u8]) -> String {
+    aws_lc_rs::digest::digest(alg, der).as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+}
+
+fn fingerprints(der: &[u8]) -> serde_json::Value {
+    let sha256 = digest_hex(&aws_lc_rs::digest::SHA256, der);
+    serde_json::json!({
+        "SHA1": digest_hex(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der),
+        "SHA256": sha256,
+        "SHA512": digest_hex(&aws_lc_rs::digest::SHA512, der),
+        "default": sha256,
+    })
+}
+
+fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
+    // A current certificate first: a pending request (anyone can make one) never hides it.
+    if let Some(v) = cert_status(auth, name)? {
+        if v["state"] == "signed" {
+            return Ok(Some(v));
+        }
+    }
+    if let Some((req, pem)) = auth.request(name)? {
+        let der = crate::encoding::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
+        let fp = fingerprints(&der);
+        return Ok(Some(serde_json::json!({
+            "name": name, "state": "requested",
+            "fingerprint": fp["SHA256"], "fingerprints": fp,
+            "dns_alt_names": [], "subject_alt_names": [], "authorization_extensions": {},
+            "requested_at": req.time,
+            "reasons": req.reasons,
+        })));
+    }
+    cert_status(auth, name)
+}
+
+fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
+    let Some((rec, pem)) = auth.certificate(name)? else { return Ok(None) };
+    let der = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+    let fp = fingerprints(&der);
+    let mut sans = Vec::new();
+    let mut not_before = None;
+    let mut not_after = None;
+    let mut auth_ext = serde_json::Map::new();
+    if let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) {
+        not_before = Some(crate::encoding::time::format_puppet(cert.validity().not_before.to_datetime()));
+        not_after = Some(crate::encoding::time::format_puppet(cert.validity().not_after.to_datetime()));
+        sans = subject_alt_names(&cert);
+        auth_ext = authorization_extensions(&cert);
+    }
+    let serial_number = serial_number(&rec.serial);
+    let dns: Vec<&String> = sans.iter().filter(|s| s.starts_with("DNS:")).collect();
+    let state = match rec.state {
+        State::Issued => "signed",
+        State::Revoked => "revoked",
+        // Never issued: nothing to show.
+        State::Intent | State::Abandoned => return Ok(None),
+    };
+    Ok(Some(serde_json::json!({
+        "name": name, "state": state,
+        "fingerprint": fp["SHA256"], "fingerprints": fp,
+        "dns_alt_names": dns, "subject_alt_names": sans,
+        "authorization_extensions": auth_ext,
+        "serial_number": serial_number, "serial": rec.serial,
+        "not_before": not_before, "not_after": not_after,
+        "conductor": rec.conductor, "attributes_expiry": rec.attributes_expiry,
+    })))
+}
+
+/// The certificate's subject alternative names as Puppet lists them (`DNS:name`, `IP Address:ip`).
+fn subject_alt_names(cert: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
+    let mut sans = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                x509_parser::extensions::GeneralName::DNSName(d) => sans.push(format!("DNS:{d}")),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                    let ip = match ip.len() {
+                        4 => <[u8; 4]>::try_from(*ip).ok().map(|b| std::net::IpAddr::from(b).to_string()),
+                        16 => <[u8; 16]>::try_from(*ip).ok().map(|b| std::net::IpAddr::from(b).to_string()),
+                        _ => None,
+                    };
+                    if let Some(ip) = ip {
+                        sans.push(format!("IP Address:{ip}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    sans
+}
+
+/// The certificate's extensions under Puppet's `pp_auth` arc, by short name (else dotted OID).
+fn authorization_extensions(
+    cert: &x509_parser::certificate::X509Certificate<'_>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut auth_ext = serde_json::Map::new();
+    for e in cert.extensions() {
+        let arcs: Option<Vec<u64>> = e.oid.iter().map(|i| i.collect());
+        if let Some(arcs) = arcs.filter(|a| crate::encoding::oids::is_under(a, crate::encoding::oids::PP_AUTH)) {
+            let name = crate::encoding::oids::PUPPET_SHORT_NAMES
+                .iter()
+                .find(|(_, o)| *o == arcs.as_slice())
+                .map(|(n, _)| n.to_string())
+                .unwrap_or_else(|| arcs.iter().map(u64::to_string).collect::<Vec<_>>().join("."));
+            let value = crate::encoding::der::Reader::new(e.value)
+                .any()
+                .ok()
+                .map(|t| String::from_utf8_lossy(t.content).into_owned())
+                .unwrap_or_default();
+            auth_ext.insert(name, serde_json::Value::String(value));
+        }
+    }
+    auth_ext
+}
+
+/// Puppet gives the serial as a JSON integer; vouch's serials are up to 128 bits, more
+/// than a JSON integer carries safely, so larger ones come as a decimal string
+/// (`serial` always has the hex form). (serde_json's json! panics on a u128.)
+fn serial_number(serial_hex: &str) -> serde_json::Value {
+    match u128::from_str_radix(serial_hex, 16) {
+        Ok(n) => match u64::try_from(n) {
+            Ok(small) => serde_json::Value::from(small),
+            Err(_) => serde_json::Value::String(n.to_string()),
+        },
+        Err(_) => serde_json::Value::Null,
+    }
+}
+
+pub(super) fn status_one(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
+    if certname_ok(name).is_err() {
+        return Ok(not_found("certificate_status", name));
+    }
+    Ok(match status_of(auth, name)? {
+        Some(v) => ApiResponse::json(200, &v),
+        None => not_found("certificate_status", name),
+    })
+}
+
+pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Error> {
+    let state = query.split('&').find_map(|kv| kv.strip_prefix("state=")).map(str::to_string);
+    if let Some(s) = state.as_deref().filter(|s| !["requested", "signed", "revoked"].contains(s)) {
+        return Ok(ApiResponse::text(400, format!("Invalid state {s:?}: one of requested, signed, revoked")));
+    }
+    let all = state.as_deref() != Some("requested");
+    let mut out = Vec::new();
+    for entry in auth.list(all)? {
+        let want = match state.as_deref() {
+            None => true,
+            Some(s) => entry.state == s,
+        };
+        if want {
+            if let Some(v) = status_of(auth, &entry.name)? {
+                if state.as_deref().is_none_or(|s| v["state"] == s) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    Ok(ApiResponse::json(200, &serde_json::Value::Array(out)))
+}
+
+pub(super) fn status_put(
+    auth: &Authority,
+    req: &ApiRequest,
+    name: &str,
+    who: &str,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if let Err(resp) = certname_ok(name) {
+        return Ok(resp);
+    }
+    let desired = serde_json::from_slice::<serde_json::Value>(&req.body)
+        .ok()
+        .and_then(|v| v.get("desired_state").and_then(|s| s.as_str()).map(str::to_string));
+    let Some(desired) = desired else {
+        return Ok(ApiResponse::text(
+            400,
+            "Bad Request: the body must be JSON like {\"desired_state\":\"signed\"} or {\"desired_state\":\"revoked\"}",
+        ));
+    };
+    events.push(Event::Admin { client: who.to_string(), action: desired.clone(), certname: name.to_string() });
+    match desired.as_str() {
+        "signed" => {
+            // An administrator asks vouch to decide again (after fixing the policy, say):
+            // the pending CSR is judged by the current policy like any other. vouch
+            // never signs what no conductor vouched for.
+            let Some((_, pem)) = auth.request(name)? else {
+                return Ok(match auth.certificate(name)? {
+                    Some((rec, _)) if rec.state == State::Issued => {
+                        ApiResponse::text(409, format!("{name} is already signed (serial {})", rec.serial))
+                    }
+                    _ => not_found("certificate_request", name),
+                });
+            };
+            match auth.issue(&pem, Some(name), now)? {
+                IssueOutcome::Issued(i) => {
+                    events.push(Event::Decision {
+                        certname: name.to_string(),
+                        granted: true,
+                        serial: Some(i.serial_hex),
+                        reasons: vec![],
+                        codes: vec![],
+                    });
+                    Ok(ApiResponse::empty(204))
+                }
+                IssueOutcome::Refused(r) => {
+                    let body = format!("Conflict: {name} cannot be signed: {}", r.tagged_reasons().join("; "));
+                    events.push(refused_event(name, &r));
+                    Ok(ApiResponse::text(409, body))
+                }
+            }
+        }
+        "revoked" => match auth.revoke(name, "unspecified", false, now) {
+            Ok(_) => Ok(ApiResponse::empty(204)),
+            Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
+            Err(e) => Err(e),
+        },
+        other => {
+            Ok(ApiResponse::text(400, format!("Bad Request: desired_state {other:?} is not one of: signed, revoked")))
+        }
+    }
+}
+
+pub(super) fn status_delete(
+    auth: &Authority,
+    name: &str,
+    who: &str,
+    now: OffsetDateTime,
+    events: &mut Vec<Event>,
+) -> Result<ApiResponse, Error> {
+    if let Err(resp) = certname_ok(name) {
+        return Ok(resp);
+    }
+    if auth.request(name)?.is_none() && auth.certificate(name)?.is_none() {
+        return Ok(not_found("certificate_status", name));
+    }
+    events.push(Event::Admin { client: who.to_string(), action: "clean".into(), certname: name.to_string() });
+    auth.revoke(name, "unspecified", true, now)?;
+    Ok(ApiResponse::empty(204))
+}
