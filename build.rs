@@ -30,6 +30,7 @@ fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Failure {
 
 fn main() -> Result<(), Failure> {
     println!("cargo:rerun-if-changed=src/cli/args.rs");
+    println!("cargo:rerun-if-changed=src/encoding/server_name.rs");
     println!("cargo:rerun-if-changed=build.rs");
     let out_dir = std::env::var_os("OUT_DIR")
         .map(PathBuf::from)

@@ -2082,6 +2082,45 @@ fn metrics_count_exactly_what_the_api_did_during_and_after_a_load() {
     assert!(server.stop());
 }
 
+/// One client address holds at most 4 metrics connections: 4 idle connections from
+/// 127.0.0.1 leave a fifth from it closed unanswered, and scrapes work again once they go
+/// (before, 16 idle connections from one client kept every scrape out for their lifetime).
+#[test]
+fn one_address_cannot_hold_every_metrics_connection() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let _server = Server::start(&tmp.path().join("vouch"), &["--metrics-listen", &free.to_string()]);
+    assert_eq!(metrics_http(free, "GET", "/metrics").0, 200);
+    let idle: Vec<std::net::TcpStream> = (0..4).map(|_| std::net::TcpStream::connect(free).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fifth = std::net::TcpStream::connect(free).unwrap();
+    fifth.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = write!(fifth, "GET /metrics HTTP/1.1\r\nHost: {free}\r\nConnection: close\r\n\r\n");
+    let mut raw = Vec::new();
+    let _ = fifth.read_to_end(&mut raw);
+    assert!(
+        !String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200"),
+        "a fifth connection from one address was served"
+    );
+    drop(idle);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ok = std::net::TcpStream::connect(free).ok().and_then(|mut c| {
+            c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            write!(c, "GET /metrics HTTP/1.1\r\nHost: {free}\r\nConnection: close\r\n\r\n").ok()?;
+            let mut raw = String::new();
+            c.read_to_string(&mut raw).ok()?;
+            Some(raw.starts_with("HTTP/1.1 200"))
+        });
+        if ok == Some(true) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "scrapes did not come back after the idle connections closed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A busy --metrics-listen address is refused before anything is created, like --listen's.
 #[test]
 fn a_busy_metrics_port_is_named_and_leaves_no_ca_behind() {

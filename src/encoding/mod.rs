@@ -6,6 +6,7 @@ pub mod der;
 pub mod dn;
 pub mod oids;
 pub mod pem;
+pub mod server_name;
 pub mod time;
 
 /// Lowercase hex, two digits a byte (serials, digests, fingerprints without colons).

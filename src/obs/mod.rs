@@ -54,16 +54,26 @@ pub fn init_logging(format: Option<LogFormat>) {
     let format = format.or(from_env).unwrap_or(if terminal { LogFormat::Text } else { LogFormat::Json });
     let (filter, bad_filter) = filter_from_env();
     rejected.extend(bad_filter);
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).log_internal_errors(false);
     let registry = tracing_subscriber::registry().with(filter);
     let installed = match format {
         LogFormat::Json => registry
-            .with(layer.json().flatten_event(true).with_current_span(false).with_span_list(false).with_target(false))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .log_internal_errors(false)
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false)
+                    .with_target(false),
+            )
             .try_init(),
-        LogFormat::Text => {
-            let colour = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            registry.with(layer.with_target(false).with_ansi(colour)).try_init()
-        }
+        // No colour, and every control character a field brought in is escaped: a value
+        // an agent or a self-made conductor chose (a certificate subject inside a reason)
+        // must not forge a second line or drive the terminal.
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(|| EscapedStderr).with_target(false).with_ansi(false))
+            .try_init(),
     };
     if installed.is_ok() {
         for (var, detail) in rejected {
@@ -71,6 +81,46 @@ pub fn init_logging(format: Option<LogFormat>) {
                            "{var} is ignored: it does not parse");
         }
     }
+}
+
+/// stderr for the text log: each formatted line has its control characters escaped (see
+/// [`escape_controls`]) before it is written.
+struct EscapedStderr;
+
+impl std::io::Write for EscapedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stderr().lock().write_all(&escape_controls(buf))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// One formatted log line with every C0 control (a newline but the last byte, CR, ESC, ...),
+/// DEL and C1 control (U+0080 to U+009F) written as `\xNN` / `\u{NN}`: a line stays one line
+/// and cannot carry terminal escape sequences, whatever its fields hold.
+pub fn escape_controls(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let last = line.len().saturating_sub(1);
+    let mut i = 0;
+    while let Some(&b) = line.get(i) {
+        match b {
+            b'\n' if i == last => out.push(b),
+            b'\t' => out.push(b),
+            0x00..=0x1f | 0x7f => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            // U+0080..U+009F in UTF-8: 0xC2 then 0x80..=0x9F.
+            0xc2 if line.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) => {
+                let c = line.get(i + 1).copied().unwrap_or_default();
+                out.extend_from_slice(format!("\\u{{{c:02x}}}").as_bytes());
+                i += 1;
+            }
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    out
 }
 
 /// The filter the environment asks for, and why it was rejected if it was.
@@ -87,5 +137,22 @@ fn filter_from_env() -> (tracing_subscriber::EnvFilter, Option<(&'static str, St
             Ok(f) => (f, None),
             Err(e) => (default(), Some((var, format!("{value:?}: {e}")))),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_controls;
+
+    #[test]
+    fn a_log_line_stays_one_line_without_terminal_escapes() {
+        let forged = "2026 WARN event=decision reasons=conductor e\n2026 INFO verdict=granted\x1b[31mRED\r\u{9b}2J\n";
+        let out = String::from_utf8(escape_controls(forged.as_bytes())).unwrap();
+        assert_eq!(out.matches('\n').count(), 1, "{out}");
+        assert!(out.ends_with('\n'));
+        assert!(!out.contains('\x1b') && !out.contains('\r') && !out.contains('\u{9b}'), "{out}");
+        assert!(out.contains("e\\x0a2026 INFO verdict=granted\\x1b[31mRED\\x0d\\u{9b}2J"), "{out}");
+        // Tabs and ordinary UTF-8 (é is 0xC3 0xA9; U+00A0 is 0xC2 0xA0) pass unchanged.
+        assert_eq!(escape_controls("a\tb é \u{a0}\n".as_bytes()), "a\tb é \u{a0}\n".as_bytes());
     }
 }

@@ -27,8 +27,8 @@ fn record_event(e: &Event, peer: SocketAddr) {
                 certname = certname.as_str(),
                 verdict = if *granted { "granted" } else { "refused" },
                 serial = serial.as_deref(),
-                reasons = %reasons.join("; "),
-                codes = %codes.join(","),
+                reasons = reasons.join("; ").as_str(),
+                codes = codes.join(",").as_str(),
                 peer = %peer,
             );
         }

@@ -15,6 +15,40 @@ use std::time::{Duration, SystemTime};
 
 /// Scrapes served at once (Prometheus uses one connection; more wait in the backlog).
 const MAX_CONNECTIONS: usize = 16;
+/// At most this many of them from one address: one client cannot hold every slot.
+const MAX_PER_ADDRESS: usize = 4;
+
+/// Connections open per client address; a [`PeerSlot`] gives its place back when dropped.
+type PerAddress = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+struct PeerSlot {
+    open: PerAddress,
+    ip: std::net::IpAddr,
+}
+
+impl PeerSlot {
+    fn take(open: &PerAddress, ip: std::net::IpAddr) -> Option<PeerSlot> {
+        let mut map = open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(ip).or_insert(0);
+        if *n >= MAX_PER_ADDRESS {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot { open: open.clone(), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
 
 /// The CRLs whose age is reported: `vouch_crl_age_seconds{crl="ca"}` (the master CA's,
 /// what agents download first) and `{crl="root"}`.
@@ -106,15 +140,15 @@ async fn scrape(crls: Arc<CrlAges>, req: Request<Incoming>) -> Result<Response<F
         r.headers_mut().insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
         return Ok(r);
     }
-    // The CRL files are read on the blocking pool, not on a worker thread.
-    Ok(match tokio::task::spawn_blocking(move || render(&crls)).await {
-        Ok(text) => answer(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text),
-        Err(_) => answer(StatusCode::INTERNAL_SERVER_ERROR, TEXT, "Internal Server Error\n".into()),
-    })
+    // Rendered here, on the async worker: it reads atomics and stats two files (re-reading a
+    // CRL only when it changed). The blocking pool is where API requests decide, sign and wait
+    // for the store's lock; a scrape queued behind them would go dark exactly when the CA is
+    // stuck.
+    Ok(answer(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", render(&crls)))
 }
 
 /// Serves scrapes until `stop` says so. Connections get the API's header timeout and
-/// lifetime; at most [`MAX_CONNECTIONS`] at once.
+/// lifetime; at most [`MAX_CONNECTIONS`] at once, [`MAX_PER_ADDRESS`] of them from one address.
 pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     crls: Arc<CrlAges>,
@@ -123,6 +157,7 @@ pub(super) async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_address = PerAddress::default();
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -139,10 +174,21 @@ pub(super) async fn serve(
             },
             _ = stop.changed() => return,
         };
+        let Some(slot) = PeerSlot::take(&per_address, peer.ip()) else {
+            tracing::warn!(
+                event = "connection",
+                listener = "metrics",
+                peer = %peer,
+                error = "more than 4 metrics connections from this address; closed",
+            );
+            drop(stream);
+            continue;
+        };
         let crls = crls.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| scrape(crls.clone(), req));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true);

@@ -332,6 +332,12 @@ fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], 
 /// Makes the data directory ready to serve.
 pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let now = OffsetDateTime::now_utc();
+    // The command line checked these already (clap); a library caller's ServeOptions gets
+    // the same rule before anything is created.
+    for n in &opts.server_names {
+        crate::encoding::server_name::check_server_name(n)
+            .map_err(|detail| Error::Usage { detail: format!("--server-name: {detail}") })?;
+    }
     let dir = DataDir::new(&opts.dir);
     check_data_dir(&dir)?;
     let first_run = FirstRun::start(&dir, opts, now)?;
@@ -563,4 +569,22 @@ fn served(dir: &Path) -> Option<(String, String)> {
     let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
     let cn = c.subject().iter_common_name().next()?.as_str().ok()?.to_string();
     Some((cn, crate::encoding::hex(c.raw_serial())))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A library caller's ServeOptions get the command line's name rule, before anything
+    /// is created (the command line checks the flag in clap).
+    #[test]
+    fn prepare_refuses_a_server_name_that_is_no_name_before_creating_anything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vouch");
+        for bad in ["*.example.test", "a..b", "1.2.3.4.5", ""] {
+            let mut opts = crate::serve::ServeOptions::new(dir.clone());
+            opts.server_names = vec!["ca.example.test".into(), bad.into()];
+            let e = super::prepare(&opts).err().unwrap_or_else(|| panic!("{bad:?} was accepted"));
+            assert!(e.to_string().contains("--server-name"), "{bad:?}: {e}");
+            assert!(!dir.exists(), "{bad:?}: a data directory was created");
+        }
+    }
 }
