@@ -1824,3 +1824,77 @@ fn data_directory_duration_name_and_environment_messages() {
         None,
     ));
 }
+
+/// `vouch serve` run by a user who may not read an existing data directory (root's 0700
+/// DIR, as nobody) says whose it is, as `list` does, instead of taking it for a first run
+/// ("cannot write DIR/.first-run-unfinished: Permission denied").
+#[test]
+fn serve_on_a_data_directory_this_user_may_not_read_names_its_owner() {
+    assert!(is_root(), "this test runs vouch as root and as nobody: run the suite as root (scripts/test, .ci/run)");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("ca");
+    let o = run(vouch().args(["--dir", s(&dir), "ca", "init"]), None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    chmod(&dir, 0o700);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let o = run(
+        vouch_as_nobody(t.path()).args(["--dir", s(&dir), "serve", "--listen", &format!("127.0.0.1:{port}")]),
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("run vouch as its owner"), "{err}");
+    assert!(!err.contains(".first-run-unfinished"), "{err}");
+}
+
+/// `--metrics-listen` on the service's own `--listen` port is named as such, not blamed on
+/// "another process"; nothing is created.
+#[test]
+fn metrics_on_the_listen_port_is_refused_as_such() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("fresh");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for metrics in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}")] {
+        let o = run(
+            vouch().args([
+                "--dir",
+                s(&dir),
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--metrics-listen",
+                &metrics,
+            ]),
+            None,
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("is the service's own --listen"), "{err}");
+        assert!(!dir.exists());
+    }
+}
+
+/// A mistyped log filter (`VOUCH_LOG=inf`: EnvFilter would read it as "only target inf",
+/// silencing every event) is reported and skipped; the next variable or the default applies.
+#[test]
+fn a_mistyped_log_filter_warns_and_keeps_the_log() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("ca");
+    // A failing command logs nothing at info, so use the warning itself and a CSR check.
+    for (env, expect_warning_from) in
+        [(vec![("VOUCH_LOG", "inf")], "VOUCH_LOG"), (vec![("VOUCH_LOG", "garbage"), ("RUST_LOG", "warn")], "VOUCH_LOG")]
+    {
+        let mut c = vouch();
+        c.args(["--dir", s(&dir), "list"]);
+        for (k, v) in &env {
+            c.env(k, v);
+        }
+        let o = run(&mut c, None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let warning = err
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["event"] == "warning" && v["variable"] == expect_warning_from);
+        assert!(warning.is_some(), "no warning about {expect_warning_from} for {env:?}: {err}");
+    }
+}

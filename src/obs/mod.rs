@@ -123,26 +123,63 @@ pub fn escape_controls(line: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The filter the environment asks for, and why it was rejected if it was.
+/// The filter the environment asks for, and why a variable was rejected if one was: the
+/// first of [`FILTER_VARS`] that is set and valid wins; one that does not parse, or holds a
+/// bare word that is not a level (`inf`, `garbage`: `EnvFilter` reads those as "only the
+/// target named so", which silences every vouch event), or is not UTF-8, is reported and
+/// skipped.
 fn filter_from_env() -> (tracing_subscriber::EnvFilter, Option<(&'static str, String)>) {
     use tracing_subscriber::EnvFilter;
-    let default = || EnvFilter::builder().parse_lossy(DEFAULT_FILTER);
-    let found = FILTER_VARS.iter().find_map(|var| {
-        let value = std::env::var(var).ok()?;
-        (!value.trim().is_empty()).then_some((*var, value))
-    });
-    match found {
-        None => (default(), None),
-        Some((var, value)) => match EnvFilter::builder().parse(&value) {
-            Ok(f) => (f, None),
-            Err(e) => (default(), Some((var, format!("{value:?}: {e}")))),
-        },
+    let mut rejected = None;
+    for var in FILTER_VARS {
+        let value = match std::env::var(var) {
+            Ok(v) if v.trim().is_empty() => continue,
+            Ok(v) => v,
+            Err(std::env::VarError::NotPresent) => continue,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                rejected.get_or_insert((var, "it is not UTF-8".to_string()));
+                continue;
+            }
+        };
+        let parsed = match bare_word(&value) {
+            Some(word) => Err(format!(
+                "{value:?}: {word:?} is neither a level (trace, debug, info, warn, error, off) nor target=level"
+            )),
+            None => EnvFilter::builder().parse(&value).map_err(|e| format!("{value:?}: {e}")),
+        };
+        match parsed {
+            Ok(f) => return (f, rejected),
+            Err(why) => {
+                rejected.get_or_insert((var, why));
+            }
+        }
     }
+    (EnvFilter::builder().parse_lossy(DEFAULT_FILTER), rejected)
+}
+
+/// The first directive of `value` that is a bare word but not a level, if any.
+fn bare_word(value: &str) -> Option<&str> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .find(|d| !d.contains('=') && !d.contains('[') && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(d)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::escape_controls;
+    use super::{bare_word, escape_controls};
+
+    #[test]
+    fn a_bare_word_that_is_no_level_is_a_mistake_not_a_target() {
+        for ok in ["info", "WARN", "off", "vouch=debug", "info,hyper=warn", "[request]=info", " debug "] {
+            assert_eq!(bare_word(ok), None, "{ok}");
+        }
+        for bad in ["inf", "garbage", "info,verbose"] {
+            assert!(bare_word(bad).is_some(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_log_line_stays_one_line_without_terminal_escapes() {

@@ -76,6 +76,17 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| Error::Listen { addr, flag, source })
     };
+    if let Some(m) = opts.metrics_listen {
+        let overlap = m.ip() == opts.listen.ip() || m.ip().is_unspecified() || opts.listen.ip().is_unspecified();
+        if m.port() != 0 && m.port() == opts.listen.port() && overlap {
+            return Err(Error::Usage {
+                detail: format!(
+                    "--metrics-listen {m} is the service's own --listen {}: give the metrics a port of their own",
+                    opts.listen
+                ),
+            });
+        }
+    }
     let listener = bind(opts.listen, crate::error::LISTEN_FLAG)?;
     let metrics = opts.metrics_listen.map(|addr| bind(addr, "--metrics-listen")).transpose()?;
     let report = setup::prepare(&opts)?;

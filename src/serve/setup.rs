@@ -370,6 +370,13 @@ fn check_data_dir(dir: &DataDir) -> Result<(), Error> {
         bootstrap::create_private_dir(&dir.dir)?;
     }
     crate::files::trust::check_trusted(&dir.dir)?;
+    // A directory this user may not read (root's 0700 DIR, run as nobody) would look empty,
+    // so a first run; say whose it is instead, as every other command does.
+    for d in [dir.dir.clone(), dir.ca()] {
+        if std::fs::read_dir(&d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) {
+            return dir.require(bootstrap::CA_CERT);
+        }
+    }
     if dir.ca().exists() {
         crate::files::trust::check_trusted(&dir.ca())?;
     }
