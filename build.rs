@@ -7,6 +7,8 @@
 //! holds the binary, found from OUT_DIR), where `[package.metadata.deb]` and
 //! `scripts/package` find them. Reruns only when `src/cli/args.rs` (or this file) changes.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,6 @@
 #![deny(unsafe_code)]
+// No unwrap, expect or panic on any path input reaches (as in the library).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::Write;
 

@@ -3,6 +3,7 @@
 //! 404 for any other path. A scrape reads atomics and the CRL files' headers; it never
 //! takes the store's lock and never waits for a request of the CA API.
 
+use super::peers::PerAddress;
 use crate::obs::metrics::{Gauge, METRICS};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -18,36 +19,12 @@ const MAX_CONNECTIONS: usize = 16;
 /// At most this many of them from one address: one client cannot hold every slot.
 const MAX_PER_ADDRESS: usize = 4;
 
-/// Connections open per client address; a [`PeerSlot`] gives its place back when dropped.
-type PerAddress = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
-
-struct PeerSlot {
-    open: PerAddress,
-    ip: std::net::IpAddr,
-}
-
-impl PeerSlot {
-    fn take(open: &PerAddress, ip: std::net::IpAddr) -> Option<PeerSlot> {
-        let mut map = open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = map.entry(ip).or_insert(0);
-        if *n >= MAX_PER_ADDRESS {
-            return None;
-        }
-        *n += 1;
-        Some(PeerSlot { open: open.clone(), ip })
-    }
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut map = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
-    }
+/// A file's identity and version, without reading it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    ino: u64,
+    len: u64,
+    modified: Option<SystemTime>,
 }
 
 /// The CRLs whose age is reported: `vouch_crl_age_seconds{crl="ca"}` (the master CA's,
@@ -56,14 +33,6 @@ pub(super) struct CrlAges {
     files: [(&'static str, PathBuf); 2],
     /// Per file: what identified its content when it was read, and its thisUpdate (Unix seconds).
     cache: Mutex<[Option<(FileId, i64)>; 2]>,
-}
-
-/// A file's identity and version, without reading it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct FileId {
-    ino: u64,
-    len: u64,
-    modified: Option<SystemTime>,
 }
 
 impl CrlAges {
@@ -157,7 +126,7 @@ pub(super) async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let per_address = PerAddress::default();
+    let per_address = PerAddress::new(MAX_PER_ADDRESS);
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -174,7 +143,7 @@ pub(super) async fn serve(
             },
             _ = stop.changed() => return,
         };
-        let Some(slot) = PeerSlot::take(&per_address, peer.ip()) else {
+        let Some(slot) = per_address.take(peer.ip()) else {
             tracing::warn!(
                 event = "connection",
                 listener = "metrics",

@@ -11,6 +11,7 @@ mod banner;
 pub mod client;
 mod http;
 mod metrics;
+mod peers;
 mod server;
 pub mod setup;
 mod tls;

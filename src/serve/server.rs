@@ -4,6 +4,7 @@
 
 use super::banner::banner;
 use super::http::serve_http;
+use super::peers::{PeerSlot, PerAddress};
 use super::setup::SetupReport;
 use super::tls::tls_config;
 use super::ServeOptions;
@@ -22,7 +23,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 pub(super) struct Shared {
     pub(super) opts: ServeOptions,
     /// Open connections per client address (at most `opts.max_per_peer` each).
-    per_peer: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    per_peer: Arc<PerAddress>,
     authority: RwLock<Arc<Authority>>,
     tls: RwLock<Arc<rustls::ServerConfig>>,
 }
@@ -58,7 +59,7 @@ pub(super) async fn serve(
     let mut signals = Signals::install()?;
     banner(&report, local, metrics_local);
     let shared = Arc::new(Shared {
-        per_peer: std::sync::Mutex::new(std::collections::HashMap::new()),
+        per_peer: PerAddress::new(opts.max_per_peer),
         opts,
         authority: RwLock::new(Arc::new(authority)),
         tls: RwLock::new(Arc::new(tls)),
@@ -178,11 +179,11 @@ async fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, signals: &mut
             }
         };
         let _ = stream.set_nodelay(true);
-        let Some(peer_slot) = PeerSlot::take(shared, peer.ip()) else {
+        let Some(peer_slot) = shared.per_peer.take(peer.ip()) else {
             tracing::warn!(
                 event = "connection",
                 peer = %peer,
-                error = %format_args!("more than {} connections from this address; closed", shared.opts.max_per_peer),
+                error = %format_args!("more than {} connections from this address; closed", shared.per_peer.max()),
             );
             drop(stream);
             continue;
@@ -326,42 +327,6 @@ async fn maintain_every(
         });
         if let Err(e) = run.await {
             store_failed(StoreStage::Maintenance, &e);
-        }
-    }
-}
-
-/// One of a client address's connection slots, given back on drop.
-struct PeerSlot {
-    shared: Arc<Shared>,
-    ip: std::net::IpAddr,
-}
-
-impl PeerSlot {
-    fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<PeerSlot> {
-        let mut map = match shared.per_peer.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        let n = map.entry(ip).or_insert(0);
-        if *n >= shared.opts.max_per_peer {
-            return None;
-        }
-        *n += 1;
-        Some(PeerSlot { shared: shared.clone(), ip })
-    }
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut map = match self.shared.per_peer.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
         }
     }
 }
