@@ -59,6 +59,19 @@ pub enum Error {
     Store {
         detail: String,
     },
+    /// The shared store cannot be reached: nothing was decided or written (`vouch serve`
+    /// answers 503 with Retry-After; the agent retries).
+    StoreUnavailable {
+        detail: String,
+    },
+    /// A concurrent change won a compare-and-swap on the shared store: nothing was written.
+    StoreConflict {
+        what: String,
+    },
+    /// `--store` or an LDAP option cannot be used.
+    StoreUrl {
+        detail: String,
+    },
     NotFound {
         certname: String,
     },
@@ -145,6 +158,13 @@ impl std::fmt::Display for Error {
             Error::Usage { detail } => f.write_str(detail),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
+            Error::StoreUnavailable { detail } => write!(f, "CA store unavailable: {detail}"),
+            Error::StoreConflict { what } => write!(
+                f,
+                "{what} was changed by someone else meanwhile (a concurrent request or another master); \
+                 nothing was written"
+            ),
+            Error::StoreUrl { detail } => write!(f, "--store: {detail}"),
             Error::NotFound { certname } => write!(f, "no certificate for {certname}"),
             Error::CertnameInvalid { certname, problem } => {
                 write!(f, "{certname:?} is not a valid certname: {problem}")
@@ -226,6 +246,19 @@ impl Error {
             Error::Usage { .. } => "see vouch --help",
             Error::Crypto { .. } => return None,
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
+            Error::StoreUnavailable { .. } => {
+                "nothing was issued or changed: start (or reach) the LDAP server and retry; vouch serve \
+                 resumes by itself when it answers again"
+            }
+            Error::StoreConflict { .. } => {
+                "read the current state again ('vouch list --all', 'vouch override \
+                 show NAME') and retry with what it shows"
+            }
+            Error::StoreUrl { .. } => {
+                "--store is 'files' or an LDAP URL whose path is the base DN, such as \
+                 ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com; bind with --ldap-bind-dn and \
+                 --ldap-password-file (docs/ldap.md)"
+            }
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
             Error::CertnameInvalid { .. } => {
                 "a certname is a lowercase host name: letters, digits, '.', '-' and '_', no empty label \

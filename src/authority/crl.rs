@@ -4,7 +4,7 @@ use super::{check_name, Authority};
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap;
-use crate::store::{CertRecord, Revocation, State, Store, WriteLock};
+use crate::store::{CertRecord, Expected, Revocation, State, WriteLock};
 use time::OffsetDateTime;
 
 /// RFC 5280 revocation reasons vouch records.
@@ -44,10 +44,12 @@ fn next_crl_number(path: &std::path::Path) -> Result<u64, Error> {
 }
 
 impl Authority {
+    /// Revokes `rec` (`expected`: the certname's entry, when `rec` is its current certificate).
     pub(super) fn revoke_locked(
         &self,
         lock: &WriteLock,
         rec: &CertRecord,
+        expected: Option<&Expected>,
         reason: &str,
         cleaned: bool,
         now: OffsetDateTime,
@@ -59,9 +61,19 @@ impl Authority {
             certname: rec.certname.clone(),
             cleaned,
         };
-        self.store.revoke(lock, &rev)?;
+        self.store.revoke(lock, &rev, rec, expected)?;
+        self.after_revocation(lock, &rev, now)
+    }
+
+    /// What follows a stored revocation: its audit line, and the CRL.
+    pub(super) fn after_revocation(
+        &self,
+        lock: &WriteLock,
+        rev: &Revocation,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
         self.audit(serde_json::json!({
-            "time": rev.time, "event": if cleaned { "cleaned" } else { "revoked" },
+            "time": rev.time, "event": if rev.cleaned { "cleaned" } else { "revoked" },
             "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
         }))?;
         self.write_crl_locked(lock, now)
@@ -76,13 +88,15 @@ impl Authority {
         }
         check_name(certname)?;
         let lock = self.store.lock()?;
-        let Some((rec, _)) = self.store.current(certname)? else {
+        let Some(current) = self.store.current(certname)? else {
             if clean {
                 self.store.remove_request(certname)?;
                 return Ok(format!("no certificate for {certname}; pending request removed if there was one"));
             }
             return Err(Error::NotFound { certname: certname.to_string() });
         };
+        let expected = current.expected();
+        let rec = current.record;
         if rec.state == State::Revoked && !clean {
             return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }
@@ -95,10 +109,10 @@ impl Authority {
                 certname: certname.to_string(),
                 cleaned: true,
             };
-            self.store.revoke(&lock, &rev)?;
+            self.store.revoke(&lock, &rev, &rec, Some(&expected))?;
             return Ok(format!("cleaned {certname} (serial {})", rec.serial));
         }
-        self.revoke_locked(&lock, &rec, reason, clean, now)?;
+        self.revoke_locked(&lock, &rec, Some(&expected), reason, clean, now)?;
         Ok(format!("{} {certname} (serial {})", if clean { "revoked and cleaned" } else { "revoked" }, rec.serial))
     }
 
@@ -112,9 +126,10 @@ impl Authority {
         };
         let Some(next) = next else { return Ok(true) };
         // A revocation recorded after the last CRL (e.g. a crash between the two) makes it due.
+        // (Another master's revocation of this CA's certificate, with a shared store.)
         let recorded = std::fs::read_to_string(self.dir.file("crl_revocations_size")).ok();
-        let now_size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
-        if recorded.as_deref().map(str::trim) != Some(now_size.to_string().as_str()) {
+        let stamp = self.store.revocations_stamp()?;
+        if recorded.as_deref().map(str::trim) != Some(stamp.as_str()) {
             return Ok(true);
         }
         let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
@@ -152,6 +167,8 @@ impl Authority {
     pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
         let number = next_crl_number(&number_path)?;
+        // Read before the revocations: one recorded meanwhile makes the next CRL due.
+        let stamp = self.store.revocations_stamp()?;
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
         for r in self.store.revocations()? {
@@ -191,7 +208,7 @@ impl Authority {
         })?;
         // Written after the CRL: a crash between the two leaves an older date, which only
         // makes the next command regenerate sooner.
-        let size = std::fs::metadata(self.dir.file("revocations.txt")).map(|m| m.len()).unwrap_or(0);
+        let size = stamp;
         let size_path = self.dir.file("crl_revocations_size");
         crate::files::durable::write_replace(&size_path, format!("{size}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: size_path, op: "write", source })?;

@@ -8,7 +8,10 @@ use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::certificate::{self, Authorization, Issued};
 use crate::policy::OnExisting;
-use crate::store::{CertRecord, Issuance, PendingRequest, SpentClaim, State, Store, StoreError, WriteLock};
+use crate::store::{
+    CertRecord, ClaimUse, Expected, Issuance, PendingRequest, Revocation, SpentClaim, State, StoreError, Supersede,
+    WriteLock,
+};
 use crate::vouching::replay_key::ReplayKey;
 use time::OffsetDateTime;
 
@@ -55,8 +58,21 @@ type Answers = Vec<Option<Result<Committed, Error>>>;
 
 /// A round's jobs: admitted (stored now) and deferred (another job for the certname was admitted).
 struct Round {
-    admitted: Vec<usize>,
+    admitted: Vec<(usize, Admitted)>,
     deferred: Vec<usize>,
+}
+
+/// What admission read of the certname and decided: the entry the store write expects,
+/// and the valid certificate it supersedes.
+pub(super) struct Admitted {
+    expected: Option<Expected>,
+    supersedes: Option<Supersede>,
+}
+
+/// The admission of a job: stored now, or refused.
+pub(super) enum Admission {
+    Admitted(Admitted),
+    Refused(Refused),
 }
 
 /// How storing a round failed: before the store's commit (nothing stored) or after it (stored).
@@ -98,6 +114,7 @@ impl Authority {
             conductor_cert,
             revoked_at: None,
             reason: None,
+            issuer: None,
         }
     }
 
@@ -109,9 +126,13 @@ impl Authority {
     }
 
     /// Prepares, signs, stores (one synchronous write). Called with the lock held.
+    /// `replacing`: the certname's entry as read under this lock, and whether its
+    /// certificate is superseded (revoked) by this one.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn issue_locked(
         &self,
         lock: &WriteLock,
+        replacing: Option<(&crate::store::Current, bool)>,
         auth: Authorization,
         attributes_expiry: Option<String>,
         conductor: Option<String>,
@@ -139,13 +160,42 @@ impl Authority {
         }
         let record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
         let issued = prepared.issue(&self.ca)?;
-        self.store.issue(lock, &[Issuance { record, pem: issued.pem.clone(), claim: None }])?;
+        let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, now));
+        let iss = Issuance {
+            record,
+            pem: issued.pem.clone(),
+            claim: None,
+            expected: replacing.map(|(c, _)| c.expected()),
+            supersedes: supersedes.clone(),
+        };
+        match self.store.issue(lock, &[iss]) {
+            Ok(()) => {}
+            Err(StoreError::AfterCommit { source }) => warn("store", &source.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(s) = &supersedes {
+            self.after_revocation(lock, &s.revocation, now)?;
+        }
         self.audit(serde_json::json!({
             "time": format_rfc3339(now), "event": "issued", "certname": issued.certname,
             "serial": issued.serial_hex, "not_after": format_rfc3339(issued.not_after),
             "conductor": conductor,
         }))?;
         Ok(issued)
+    }
+
+    /// The revocation of `rec` as superseded at `now`.
+    pub(super) fn supersede(rec: &CertRecord, now: OffsetDateTime) -> Supersede {
+        Supersede {
+            revocation: Revocation {
+                serial: rec.serial.clone(),
+                time: format_rfc3339(now),
+                reason: "superseded".into(),
+                certname: rec.certname.clone(),
+                cleaned: false,
+            },
+            record: rec.clone(),
+        }
     }
 
     /// `vouch sign`: decide, and on a grant issue at once.
@@ -189,17 +239,24 @@ impl Authority {
             Ok(g) => g,
         };
         let job = self.prepare_job(grant, &certname, now)?;
-        let outcome = self.group.submit(
-            job,
-            |jobs| self.commit_batch(jobs),
-            || {
-                Err(Error::Store {
-                    detail: "the batch this issuance was part of failed before it was answered; \
-                             'GET certificate' shows whether it was stored"
-                        .into(),
-                })
-            },
-        )?;
+        let outcome = if self.store.batches() {
+            self.group.submit(
+                job,
+                |jobs| self.commit_batch(jobs),
+                || {
+                    Err(Error::Store {
+                        detail: "the batch this issuance was part of failed before it was answered; \
+                                 'GET certificate' shows whether it was stored"
+                            .into(),
+                    })
+                },
+            )?
+        } else {
+            // A shared store orders concurrent writers itself: each request stores its own.
+            self.commit_batch(vec![job])
+                .pop()
+                .unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() }))?
+        };
         match outcome {
             Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
             Committed::Refused(refused) => self.refuse(&certname, csr, refused, now),
@@ -270,7 +327,7 @@ impl Authority {
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
         while !remaining.is_empty() {
             let round = self.admit_round(&lock, &jobs, remaining, &mut answers);
-            let failed = self.store_round(&lock, &jobs, &round.admitted, &mut answers);
+            let failed = self.store_round(&lock, &jobs, round.admitted, &mut answers);
             if failed {
                 // No further round on a store that just failed: the deferred jobs are answered
                 // with an error and retried by their nodes.
@@ -302,11 +359,11 @@ impl Authority {
                 continue;
             }
             match self.admit(lock, job) {
-                Ok(None) => {
+                Ok(Admission::Admitted(a)) => {
                     names.insert(job.certname.as_str());
-                    round.admitted.push(i);
+                    round.admitted.push((i, a));
                 }
-                Ok(Some(refused)) => answers[i] = Some(Ok(Committed::Refused(refused))),
+                Ok(Admission::Refused(refused)) => answers[i] = Some(Ok(Committed::Refused(refused))),
                 Err(e) => answers[i] = Some(Err(e)),
             }
         }
@@ -315,8 +372,18 @@ impl Authority {
 
     /// Audits the admitted jobs' decisions, stores them (one synchronous write each) and
     /// answers them. Returns whether storing failed.
-    fn store_round(&self, lock: &WriteLock, jobs: &[Job], admitted: &[usize], answers: &mut Answers) -> bool {
-        let batch: Vec<Issuance> = admitted.iter().map(|&i| self.issuance(&jobs[i])).collect();
+    fn store_round(
+        &self,
+        lock: &WriteLock,
+        jobs: &[Job],
+        round: Vec<(usize, Admitted)>,
+        answers: &mut Answers,
+    ) -> bool {
+        let admitted: Vec<usize> = round.iter().map(|(i, _)| *i).collect();
+        let admitted = admitted.as_slice();
+        let revoked: Vec<Revocation> =
+            round.iter().filter_map(|(_, a)| a.supersedes.as_ref().map(|s| s.revocation.clone())).collect();
+        let batch: Vec<Issuance> = round.into_iter().map(|(i, a)| self.issuance(&jobs[i], a)).collect();
         // The decisions first, synced: a certificate the log holds always has its
         // decision in the audit log, whenever the process dies.
         let decisions: Vec<String> = admitted.iter().map(|&i| jobs[i].decision_line.clone()).collect();
@@ -329,6 +396,15 @@ impl Authority {
             },
         };
         let failed = stored.is_err();
+        if matches!(stored, Ok(()) | Err(StoreFailure::AfterCommit(_))) {
+            // The superseded certificates are revoked: audited, and the CRL written.
+            let now = jobs.first().map(|j| j.now).unwrap_or_else(OffsetDateTime::now_utc);
+            for r in &revoked {
+                if let Err(e) = self.after_revocation(lock, r, now) {
+                    warn("store", &e.to_string());
+                }
+            }
+        }
         match stored {
             // Stored (durable in the log), even when a step after that failed: issued.
             Ok(()) => self.answer_issued(jobs, admitted, answers),
@@ -350,8 +426,10 @@ impl Authority {
 
     /// What the store keeps for a job: its record, its certificate and, with a replay
     /// journal, its spent claim.
-    fn issuance(&self, job: &Job) -> Issuance {
+    fn issuance(&self, job: &Job, admitted: Admitted) -> Issuance {
         Issuance {
+            expected: admitted.expected,
+            supersedes: admitted.supersedes,
             record: job.record.clone(),
             pem: job.issued.pem.clone(),
             claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
@@ -392,14 +470,16 @@ impl Authority {
         }
     }
 
-    /// Under the lock: may `job` be stored now? `None` if so (its attributes are then
-    /// claimed, and a certificate it supersedes revoked); else the refusal.
-    pub(super) fn admit(&self, lock: &WriteLock, job: &Job) -> Result<Option<Refused>, Error> {
+    /// Under the lock: may `job` be stored now? If so its attributes are claimed, and the
+    /// admission says what the store write expects and supersedes; else the refusal.
+    pub(super) fn admit(&self, _lock: &WriteLock, job: &Job) -> Result<Admission, Error> {
         let mut supersede = None;
-        if let Some((rec, pem)) = self.store.current(&job.certname)? {
+        let current = self.store.current(&job.certname)?;
+        let expected = current.as_ref().map(crate::store::Current::expected);
+        if let Some(crate::store::Current { record: rec, pem, .. }) = current {
             if still_valid(&rec, job.now) {
                 if let Some(refused) = self.protected_refusal(job, &rec, &pem) {
-                    return Ok(Some(refused));
+                    return Ok(Admission::Refused(refused));
                 }
                 match self.on_existing(job, rec, &pem) {
                     Existing::Supersede(rec) => supersede = Some(rec),
@@ -410,7 +490,7 @@ impl Authority {
                             expiry: job.replay.expiry,
                             spki: job.spki.clone(),
                         });
-                        return Ok(Some(Refused {
+                        return Ok(Admission::Refused(Refused {
                             reasons: vec![reason],
                             conductor: Some(job.conductor.clone()),
                             held,
@@ -425,12 +505,9 @@ impl Authority {
             });
         }
         if let Some(refused) = self.claim_one_time_use(job)? {
-            return Ok(Some(refused));
+            return Ok(Admission::Refused(refused));
         }
-        if let Some(old) = supersede {
-            self.revoke_locked(lock, &old, "superseded", false, job.now)?;
-        }
-        Ok(None)
+        Ok(Admission::Admitted(Admitted { expected, supersedes: supersede.map(|old| Self::supersede(&old, job.now)) }))
     }
 
     /// The service's or an administrator's certificate is never superseded by a node,
@@ -482,11 +559,17 @@ impl Authority {
     /// written unsynced: the store's log, synced before anyone is answered, names it.
     /// The refusal if the attributes were used before.
     fn claim_one_time_use(&self, job: &Job) -> Result<Option<Refused>, Error> {
-        let Some(dir) = &self.policy.replay_journal else { return Ok(None) };
+        let Some(journal) = &self.ca_journal else { return Ok(None) };
         let OneTimeUse { key, expiry, holder } = &job.replay;
-        let claim = crate::store::journal::Journal::unsynced(dir)
-            .claim(key, *expiry, &job.certname, holder, true, job.now)
-            .map_err(|source| Error::Io { path: dir.clone(), op: "record one-time use in", source })?;
+        let claim = journal.claim(
+            key,
+            *expiry,
+            &job.certname,
+            holder,
+            ClaimUse::Reusable,
+            Some(&job.record.serial),
+            job.now,
+        )?;
         if let crate::store::journal::Claim::Used { certname: first_certname, time } = claim {
             return Ok(Some(Refused {
                 reasons: vec![Refusal::AttributesReplayed { first_certname, first_time: time }],
@@ -504,7 +587,7 @@ impl Authority {
         refused: Refused,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
-        let mut refused = hold_refused(&self.policy, refused, certname, now)?;
+        let mut refused = hold_refused(self.journal.as_deref(), refused, certname, now)?;
         // Kept for the operator: requests a trusted conductor vouched for (whatever their
         // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any
@@ -528,7 +611,7 @@ impl Authority {
         if self.policy.on_existing == OnExisting::Refuse
             && !refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
         {
-            if let Some((rec, _)) = self.store.current(certname)? {
+            if let Some(crate::store::Current { record: rec, .. }) = self.store.current(certname)? {
                 if rec.state == State::Issued
                     && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
                 {

@@ -2,7 +2,6 @@
 
 use super::Authority;
 use crate::error::Error;
-use crate::store::Store;
 
 /// One line of `vouch list`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -33,33 +32,14 @@ impl Authority {
             })
             .collect();
         if all {
-            let revs: std::collections::HashMap<String, bool> =
-                self.store.revocations()?.into_iter().map(|r| (r.serial, r.cleaned)).fold(
-                    std::collections::HashMap::new(),
-                    |mut m, (s, c)| {
-                        let e = m.entry(s).or_insert(false);
-                        *e |= c;
-                        m
-                    },
-                );
-            let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
-            let mut order = Vec::new();
-            for e in self.store.inventory()? {
-                if latest.insert(e.certname.clone(), (e.serial, e.not_after)).is_none() {
-                    order.push(e.certname);
-                }
-            }
-            order.sort();
-            for cn in order {
-                let Some((serial, na)) = latest.remove(&cn) else {
-                    continue;
-                };
-                let state = match revs.get(&serial) {
-                    Some(true) => continue,
-                    Some(false) => "revoked",
-                    None => "signed",
-                };
-                out.push(ListEntry { name: cn, state, serial: Some(serial), not_after: Some(na), reasons: vec![] });
+            for l in self.store.listing()? {
+                out.push(ListEntry {
+                    name: l.certname,
+                    state: if l.revoked { "revoked" } else { "signed" },
+                    serial: Some(l.serial),
+                    not_after: Some(l.not_after),
+                    reasons: vec![],
+                });
             }
         }
         Ok(out)

@@ -6,7 +6,7 @@ use crate::decision;
 use crate::error::Error;
 use crate::issuance::bootstrap;
 use crate::issuance::certificate::{self, Authorization, Issued};
-use crate::store::{State, Store};
+use crate::store::State;
 use time::OffsetDateTime;
 
 /// What [`Authority::issue_local`] makes: a service or administrator certificate.
@@ -60,7 +60,9 @@ impl Authority {
         let spki = rcgen::PublicKeyData::subject_public_key_info(key);
         let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let lock = self.store.lock()?;
-        if let Some((rec, _)) = self.store.current(certname)? {
+        let current = self.store.current(certname)?;
+        let mut supersede = false;
+        if let Some(crate::store::Current { record: rec, .. }) = &current {
             let valid = rec.state == State::Issued
                 && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
             if valid && !replace {
@@ -83,9 +85,7 @@ impl Authority {
                     ),
                 });
             }
-            if valid {
-                self.revoke_locked(&lock, &rec, "superseded", false, now)?;
-            }
+            supersede = valid;
         }
         let proof = certificate::LocalProof {
             certname: certname.to_string(),
@@ -95,7 +95,15 @@ impl Authority {
             dns_names: dns_names.to_vec(),
             ip_addresses: ip_addresses.to_vec(),
         };
-        self.issue_locked(&lock, Authorization::Local(proof), None, None, None, now)
+        self.issue_locked(
+            &lock,
+            current.as_ref().map(|c| (c, supersede)),
+            Authorization::Local(proof),
+            None,
+            None,
+            None,
+            now,
+        )
     }
 
     /// Checks a certificate a TLS client presented: issued by this CA, valid now, and
@@ -126,7 +134,7 @@ impl Authority {
             None => return Err(Error::NotValid { certname, detail: format!("serial {serial} is unknown here") }),
         }
         match self.store.current(&certname)? {
-            Some((rec, _)) if rec.serial == serial => {}
+            Some(c) if c.record.serial == serial => {}
             _ => {
                 return Err(Error::NotValid {
                     certname,

@@ -8,6 +8,8 @@ mod crl;
 mod issue;
 mod list;
 mod local;
+mod migrate;
+mod overrides;
 mod renew;
 mod replay;
 mod reserved;
@@ -16,6 +18,7 @@ pub use crl::REASONS;
 pub use issue::IssueOutcome;
 pub use list::ListEntry;
 pub use local::{LocalSpec, Presented};
+pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{names_on_certificate, Holder, ReservedNames};
 
@@ -25,8 +28,9 @@ use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::certificate::{self, MasterCa};
 use crate::policy::Policy;
 use crate::store::group::GroupCommit;
-use crate::store::{CertRecord, FileStore, PendingRequest, State, Store};
+use crate::store::{CertRecord, PendingRequest, ReplayJournal, State, Store, StoreUrl};
 use crate::vouching::classification::Classification;
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// A certname given to a command (CLI, API, hook) must pass the certname rules before
@@ -44,7 +48,13 @@ pub const KEEP_UNVOUCHED_MAX: usize = 16 * 1024;
 pub struct Authority {
     pub dir: DataDir,
     pub policy: Policy,
-    pub store: FileStore,
+    /// The store: the data directory's files, or an LDAP server shared by several masters.
+    pub store: Arc<dyn Store>,
+    /// The replay journal for holds and checks (synced entries).
+    journal: Option<Arc<dyn ReplayJournal>>,
+    /// The replay journal for the CA's own claims at issuance: with the file store unsynced
+    /// (its write-ahead log names each claim and is synced before anyone is answered).
+    ca_journal: Option<Arc<dyn ReplayJournal>>,
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
     group: GroupCommit<issue::Job, Result<issue::Committed, Error>>,
@@ -67,8 +77,13 @@ fn warn(what: &str, detail: &str) {
 }
 
 impl Authority {
-    /// Opens the CA in `dir` with its `policy.toml`.
+    /// Opens the CA in `dir` with its `policy.toml`, on the file store.
     pub fn open(dir: &DataDir) -> Result<Self, Error> {
+        Self::open_with(dir, &StoreUrl::default())
+    }
+
+    /// Opens the CA in `dir` (its keys and policy) on the store `url` names.
+    pub fn open_with(dir: &DataDir, url: &StoreUrl) -> Result<Self, Error> {
         dir.require(bootstrap::CA_CERT)?;
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;
@@ -79,9 +94,15 @@ impl Authority {
             op: "read",
             source,
         })?;
+        let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
+        let store = crate::store::open_store(url, dir.ca(), &cert_der, &ca_pem)?;
+        let journal = crate::store::open_journal(url, policy.replay_journal.as_ref(), true)?;
+        let ca_journal = crate::store::open_journal(url, policy.replay_journal.as_ref(), false)?;
         let ca = MasterCa::new(cert_der, key, chain)?;
         Ok(Authority {
-            store: FileStore::new(dir.ca()),
+            store,
+            journal,
+            ca_journal,
             dir: dir.clone(),
             policy,
             ca,
@@ -156,7 +177,7 @@ impl Authority {
     /// `vouch enc CERTNAME`: the classification from the node's current certificate.
     pub fn enc(&self, certname: &str, now: OffsetDateTime) -> Result<Classification, Error> {
         check_name(certname)?;
-        let (rec, pem) =
+        let crate::store::Current { record: rec, pem, .. } =
             self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         if rec.state != State::Issued {
             return Err(Error::NotValid {
@@ -206,6 +227,11 @@ impl Authority {
 
     /// The certname's current certificate record and PEM.
     pub fn certificate(&self, certname: &str) -> Result<Option<(CertRecord, String)>, Error> {
-        Ok(self.store.current(certname)?)
+        Ok(self.store.current(certname)?.map(|c| (c.record, c.pem)))
+    }
+
+    /// The replay journal for holds and checks.
+    pub fn journal(&self) -> Option<&dyn ReplayJournal> {
+        self.journal.as_deref()
     }
 }

@@ -6,7 +6,7 @@ use crate::decision::{self, Refusal, Refused};
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::certificate::{self, Authorization, Issued, RenewalProof};
-use crate::store::{CertRecord, State, Store};
+use crate::store::{CertRecord, State};
 use crate::vouching::classification::Classification;
 use time::OffsetDateTime;
 
@@ -28,8 +28,9 @@ impl Authority {
     ) -> Result<Issued, Error> {
         check_name(certname)?;
         let lock = self.store.lock()?;
-        let (rec, pem) =
+        let current =
             self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
+        let (rec, pem) = (current.record.clone(), current.pem.clone());
         if let Some(expected) = expected_serial.filter(|e| *e != rec.serial) {
             return Err(Error::NotValid {
                 certname: certname.to_string(),
@@ -68,9 +69,10 @@ impl Authority {
         // The conductor that vouched must still be acceptable under the current policy.
         self.recheck_conductor(&rec, &classification_b64, now)?;
         let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra };
-        self.revoke_locked(&lock, &rec, "superseded", false, now)?;
+        // The old certificate is superseded by the new one, in the store's own safe order.
         self.issue_locked(
             &lock,
+            Some((&current, true)),
             Authorization::Renewal(proof),
             rec.attributes_expiry.clone(),
             rec.conductor.clone(),

@@ -25,6 +25,29 @@ pub struct Cli {
     /// VOUCH_LOG_FORMAT variable, else text when stderr is a terminal, else json].
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormatArg>,
+    /// The CA store: files (the data directory's, the default) or an LDAP URL whose path is the
+    /// base DN, shared by several masters: ldap://HOST:PORT/BASE, ldaps://HOST:PORT/BASE (with
+    /// --ldap-ca) or ldapi://%2Fpath%2Fto%2Fsocket/BASE (SASL EXTERNAL). The keys and the policy
+    /// stay in the data directory.
+    #[arg(long, global = true, env = "VOUCH_STORE", value_name = "URL")]
+    pub store: Option<String>,
+    /// LDAP simple bind: the DN (with --ldap-password-file; without both, ldapi binds by SASL
+    /// EXTERNAL and ldap/ldaps anonymously).
+    #[arg(long, global = true, env = "VOUCH_LDAP_BIND_DN", value_name = "DN")]
+    pub ldap_bind_dn: Option<String>,
+    /// LDAP simple bind: a file holding the password (one line; never a password on the command line).
+    #[arg(long, global = true, env = "VOUCH_LDAP_PASSWORD_FILE", value_name = "FILE")]
+    pub ldap_password_file: Option<PathBuf>,
+    /// ldaps: the CA certificates (PEM) the LDAP server's certificate must chain to.
+    #[arg(long, global = true, env = "VOUCH_LDAP_CA", value_name = "FILE")]
+    pub ldap_ca: Option<PathBuf>,
+    /// A replica of the LDAP store (same base DN; repeatable). Writes go to --store only.
+    #[arg(long, global = true, value_name = "URL")]
+    pub store_replica: Vec<String>,
+    /// After each claim, wait (at most 2 s) until every --store-replica shows it before signing;
+    /// on time-out refuse with 503 (the claim stays the requester's).
+    #[arg(long, global = true)]
+    pub store_confirm_replicas: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -133,6 +156,20 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// The shared LDAP store: print its schema, create its containers.
+    #[command(subcommand)]
+    Ldap(LdapCommand),
+    /// Administrators' classifications: they override the certificate's in `vouch enc`.
+    #[command(subcommand)]
+    Override(OverrideCommand),
+    /// Copy this data directory's file store (certificates, revocations, pending requests,
+    /// overrides, unexpired replay-journal entries) into the LDAP store --to names;
+    /// idempotent and resumable.
+    Migrate {
+        /// The LDAP store (URL as for --store; bound with the --ldap-* options).
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// Print a node's classification from its certificate, as Puppet's external node classifier.
     Enc {
         /// The node (its current certificate in the store, or in --puppet-cadir).
@@ -148,6 +185,53 @@ pub enum Command {
         /// [default: the --dir CA's policy, if any, else vouch's defaults].
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LdapCommand {
+    /// Print vouch's LDAP schema: for slapd.conf (include it after core.schema), or with
+    /// --ldif for cn=config (ldapadd -Y EXTERNAL -H ldapi:/// -f FILE).
+    Schema {
+        /// The cn=config LDIF form.
+        #[arg(long)]
+        ldif: bool,
+    },
+    /// Create the store's containers under --store's base DN (and the base, if it is an
+    /// ou= whose parent exists). Idempotent.
+    Init,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OverrideCommand {
+    /// Set NAME's classification (YAML or JSON, checked as a conductor's would be).
+    Set {
+        /// The node.
+        certname: String,
+        /// The classification file.
+        #[arg(long, value_name = "FILE")]
+        classification: PathBuf,
+        /// Only if the override is still at this revision (0: none was ever set); a stale
+        /// writer gets a conflict (exit 2).
+        #[arg(long, value_name = "N")]
+        expect_revision: Option<u64>,
+    },
+    /// Show NAME's override and its revision.
+    Show {
+        /// The node.
+        certname: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// Remove NAME's override (the certificate's classification applies again); the
+    /// revision goes on counting.
+    Clear {
+        /// The node.
+        certname: String,
+        /// Only if the override is still at this revision.
+        #[arg(long, value_name = "N")]
+        expect_revision: Option<u64>,
     },
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub(super) fn sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let csr = read_file(&a.csr, crate::files::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
     match auth.issue(&csr, Some(&certname), now(cli)?)? {
@@ -80,7 +80,8 @@ pub(super) fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let now = now(cli)?;
     let outcome = decision::decide(&Request { csr: &body, certname: &certname }, &policy, now);
     // One-time use as the journal stands (read, never written): used attributes are refused.
-    let outcome = crate::authority::peek_replay(&policy, outcome, &certname)?;
+    let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
+    let outcome = crate::authority::peek_replay(journal.as_deref(), outcome, &certname)?;
     match a.format {
         OutFormat::Json => sayln!("{}", crate::store::audit::decision_line(now, &certname, outcome.as_ref(), "check"))?,
         OutFormat::Text => match &outcome {
@@ -150,7 +151,7 @@ pub(super) fn render_list(entries: &[ListEntry], all: bool) -> String {
 }
 
 pub(super) fn list(cli: &Cli, all: &bool, format: &OutFormat) -> Result<i32, Error> {
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     auth.maintain(now(cli)?)?;
     let entries = auth.list(*all)?;
     let text = match format {
@@ -165,13 +166,13 @@ pub(super) fn list(cli: &Cli, all: &bool, format: &OutFormat) -> Result<i32, Err
 
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     sayln!("{}", auth.revoke(certname, reason, false, now(cli)?)?)?;
     Ok(EXIT_OK)
 }
 
 pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     // Like revoke and renew, a name the CA knows nothing about is an error (exit 2).
     let pending = auth.list(false)?.iter().any(|e| e.name == *certname);
     if !pending && auth.certificate(certname)?.is_none() {
@@ -183,7 +184,7 @@ pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
 
 pub(super) fn crl(cli: &Cli, out: &Option<PathBuf>) -> Result<i32, Error> {
     preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let pem = auth.crl(now(cli)?)?;
     write_out(out.as_deref(), &pem, 0o644)?;
     Ok(EXIT_OK)
@@ -191,7 +192,7 @@ pub(super) fn crl(cli: &Cli, out: &Option<PathBuf>) -> Result<i32, Error> {
 
 pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<i32, Error> {
     preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     auth.maintain(now)?;
     let i = auth.renew(certname, now)?;

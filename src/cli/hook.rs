@@ -30,7 +30,8 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     let reserved =
         cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
     let request = if too_large { None } else { Some(body.as_slice()) };
-    let outcome = crate::hook::autosign::judge(&policy, &reserved, &a.certname, request, now)?;
+    let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
+    let outcome = crate::hook::autosign::judge(&policy, journal.as_deref(), &reserved, &a.certname, request, now)?;
     match outcome {
         Ok(g) => {
             // A grant that cannot be reported is not a grant: exit 2 (Puppet Server does not sign).
@@ -87,9 +88,10 @@ pub(super) fn enc(
             crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
         }
         (Some(name), None, None) => {
-            let auth = Authority::open(&dir(cli)?)?;
+            let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
             auth.maintain(now)?;
-            auth.enc(name, now)?
+            let (c, source) = auth.enc_with_source(name, now)?;
+            return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
         }
         (None, Some(path), None) => {
             let bytes = read_file(path, crate::files::input::Kind::Cert)?;
@@ -114,10 +116,16 @@ pub(super) fn enc(
         }
         _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
     };
-    let json = classification.to_enc_json().map_err(|e| Error::NotValid {
-        certname: certname.unwrap_or("").to_string(),
-        detail: format!("its classification is unusable: {e}"),
-    })?;
-    write_out(None, &json, 0o644)?;
+    let json = crate::authority::enc_json_with_source(&classification, crate::authority::Source::Certificate).map_err(
+        |e| Error::NotValid {
+            certname: certname.unwrap_or("").to_string(),
+            detail: format!("its classification is unusable: {e}"),
+        },
+    )?;
+    finish_enc(&json)
+}
+
+fn finish_enc(json: &str) -> Result<i32, Error> {
+    write_out(None, json, 0o644)?;
     Ok(EXIT_OK)
 }

@@ -26,6 +26,7 @@ mod csr;
 mod hook;
 mod output;
 mod serve;
+mod store;
 
 pub use certs::REVOCATION_REASONS;
 pub use output::say;
@@ -169,6 +170,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Clean { certname } => certs::clean(cli, certname),
         Command::Crl { out } => certs::crl(cli, out),
         Command::Renew { certname, out } => certs::renew(cli, certname, out),
+        Command::Ldap(c) => store::ldap(cli, c),
+        Command::Override(c) => store::override_cmd(cli, c),
+        Command::Migrate { to } => store::migrate(cli, to),
         Command::Enc { certname, cert, puppet_cadir, policy } => {
             hook::enc(cli, certname.as_deref(), cert.as_deref(), puppet_cadir.as_deref(), policy.as_deref())
         }

@@ -15,6 +15,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs) -> Result<i32, Error> {
     };
     let mut opts = crate::serve::ServeOptions::new(dir(cli)?.dir);
     opts.listen = a.listen;
+    opts.store = cli.store_url();
     opts.server_names = a.server_names.clone();
     opts.key_type = a.key_type.into();
     opts.max_body = size(a.max_body, "--max-body")?;

@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 /// larger than 1 MiB), records one-time use and appends the audit line.
 pub fn judge(
     policy: &Policy,
+    journal: Option<&dyn crate::store::ReplayJournal>,
     reserved: &ReservedNames,
     certname: &str,
     body: Option<&[u8]>,
@@ -32,9 +33,9 @@ pub fn judge(
     };
     // One-time use: record the grant's nonce (or v1 signature) before answering.
     let outcome = match outcome {
-        Ok(grant) => claim_once(policy, grant, false, now)?,
+        Ok(grant) => claim_once(journal, grant, crate::store::ClaimUse::Once, now)?,
         // Puppet Server keeps the refused CSR and serves it: its attributes become this key's.
-        Err(refused) => Err(hold_refused(policy, refused, certname, now)?),
+        Err(refused) => Err(hold_refused(journal, refused, certname, now)?),
     };
     let line = crate::store::audit::decision_line(now, certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {

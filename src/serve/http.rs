@@ -5,6 +5,7 @@ use super::api::{self, ApiRequest, ApiResponse, Client, Event};
 use super::server::Shared;
 use crate::authority::Authority;
 use crate::encoding::time::{format_http_date, parse_http_date};
+use crate::error::Error;
 use crate::obs::metrics::{Route, METRICS};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -94,6 +95,10 @@ fn response(r: ApiResponse) -> Response<Full<Bytes>> {
     if let Some(t) = r.last_modified {
         b = b.header("Last-Modified", format_http_date(t));
     }
+    if r.status == 503 {
+        // The agent waits and retries (the shared store was unreachable, or lost a race).
+        b = b.header("Retry-After", api::RETRY_AFTER_SECS.to_string());
+    }
     b.body(Full::new(Bytes::from(r.body))).unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
@@ -181,7 +186,14 @@ async fn answer(
     let (method, query, if_modified_since) = (head.method.clone(), head.query.clone(), head.if_modified_since);
     let joined = tokio::task::spawn_blocking(move || {
         let now = OffsetDateTime::now_utc();
-        let client = client_of(&auth, peer_cert.as_deref().map(Vec::as_slice), now);
+        let client = match client_of(&auth, peer_cert.as_deref().map(Vec::as_slice), now) {
+            Ok(c) => c,
+            // The store cannot say whether the certificate is still current: ask again later.
+            Err(e) => {
+                let events = vec![api::Event::Failed { method, path, error: e.to_string() }];
+                return (api::unavailable(), events, "-".to_string());
+            }
+        };
         let who = who(&client);
         let req = ApiRequest { method, path, query, body, if_modified_since, client };
         let (resp, events) = api::handle(&auth, &req, now);
@@ -209,15 +221,17 @@ async fn read_body(shared: &Shared, declared: Option<usize>, body: Incoming) -> 
     }
 }
 
-/// Who the client is, from the certificate it presented (checked against the store now).
-fn client_of(auth: &Authority, peer_cert: Option<&[u8]>, now: OffsetDateTime) -> Client {
-    match peer_cert {
+/// Who the client is, from the certificate it presented (checked against the store now);
+/// an error if the store cannot be reached.
+fn client_of(auth: &Authority, peer_cert: Option<&[u8]>, now: OffsetDateTime) -> Result<Client, Error> {
+    Ok(match peer_cert {
         None => Client::Anonymous,
         Some(der) => match auth.presented(der, now) {
             Ok(p) => Client::Known(p),
+            Err(e @ Error::StoreUnavailable { .. }) => return Err(e),
             Err(e) => Client::Rejected { reason: e.to_string() },
         },
-    }
+    })
 }
 
 /// The client's name in the request's log line.

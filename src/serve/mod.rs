@@ -25,6 +25,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub dir: PathBuf,
+    /// The store (`--store`): the data directory's files, or a shared LDAP store.
+    pub store: crate::store::StoreUrl,
     pub listen: SocketAddr,
     /// DNS names and IP addresses for the service's certificate; the first name is its certname.
     pub server_names: Vec<String>,
@@ -53,6 +55,7 @@ impl ServeOptions {
     pub fn new(dir: PathBuf) -> Self {
         ServeOptions {
             dir,
+            store: crate::store::StoreUrl::default(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8140)),
             server_names: Vec::new(),
             key_type: crate::issuance::keys::KeyType::default(),

@@ -51,7 +51,7 @@ pub(super) async fn serve(
     metrics: Option<std::net::TcpListener>,
 ) -> Result<(), Error> {
     let dir = DataDir::new(&opts.dir);
-    let authority = Authority::open(&dir)?;
+    let authority = Authority::open_with(&dir, &opts.store)?;
     let tls = tls_config(&dir)?;
     let Listeners { api: listener, local, metrics } = Listeners::from_std(&opts, listener, metrics)?;
     let metrics_local = metrics.as_ref().map(|(_, a)| *a);
@@ -334,7 +334,7 @@ async fn maintain_every(
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.
 fn reload(shared: &Shared) {
     let dir = DataDir::new(&shared.opts.dir);
-    match Authority::open(&dir) {
+    match Authority::open_with(&dir, &shared.opts.store) {
         Ok(a) => {
             if let Ok(mut w) = shared.authority.write() {
                 *w = Arc::new(a);

@@ -351,7 +351,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     if first_run.unfinished {
         notes.add("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
     }
-    let auth = Authority::open(&dir)?;
+    let auth = Authority::open_with(&dir, &opts.store)?;
     auth.maintain(now)?;
     let served = server_credential(&auth, &dir, opts, now)?;
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));

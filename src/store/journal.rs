@@ -37,7 +37,7 @@ fn bucket(t: OffsetDateTime) -> String {
     format!("{:04}{:02}{:02}{:02}", t.year(), u8::from(t.month()), t.day(), t.hour())
 }
 
-fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
+pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
     if s.len() != 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -329,6 +329,55 @@ impl Journal {
     /// Whether the journal directory exists (for status output).
     pub fn exists(&self) -> bool {
         Path::new(&self.dir).is_dir()
+    }
+}
+
+impl super::ReplayJournal for Journal {
+    fn claim(
+        &self,
+        key: &ReplayKey,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        usage: super::ClaimUse,
+        _serial: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Claim, super::StoreError> {
+        Journal::claim(self, key, expiry, certname, holder, usage == super::ClaimUse::Reusable, now)
+            .map_err(|source| super::StoreError::Io { path: self.dir.clone(), op: "record one-time use in", source })
+    }
+
+    fn hold(
+        &self,
+        key: &ReplayKey,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        now: OffsetDateTime,
+    ) -> Result<Claim, super::StoreError> {
+        Journal::hold(self, key, expiry, certname, holder, now).map_err(|source| super::StoreError::Io {
+            path: self.dir.clone(),
+            op: "record the holder of attributes in",
+            source,
+        })
+    }
+
+    fn peek(
+        &self,
+        key: &ReplayKey,
+        expiry: OffsetDateTime,
+        certname: &str,
+        holder: &str,
+    ) -> Result<Claim, super::StoreError> {
+        Journal::peek(self, key, expiry, certname, holder).map_err(|source| super::StoreError::Io {
+            path: self.dir.clone(),
+            op: "read one-time use in",
+            source,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("replay journal {}", self.dir.display())
     }
 }
 

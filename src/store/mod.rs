@@ -40,8 +40,11 @@ pub mod audit;
 mod file;
 pub mod group;
 pub mod journal;
+pub mod ldap;
+mod open;
 
 pub use file::{FileStore, WAL};
+pub use open::{open_journal, open_store, StoreUrl};
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -74,6 +77,23 @@ pub enum StoreError {
     AfterCommit {
         source: Box<StoreError>,
     },
+    /// The store cannot be reached (the LDAP server is down or refuses us): nothing was
+    /// decided or written; the same request later may succeed.
+    Unavailable {
+        detail: String,
+    },
+    /// Someone else changed the entry since it was read (a compare-and-swap failed): nothing
+    /// was written by this call.
+    Conflict {
+        what: String,
+    },
+    /// The LDAP server answered with an error vouch does not expect (schema missing, access
+    /// denied, a damaged entry).
+    Ldap {
+        op: &'static str,
+        dn: String,
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -94,6 +114,11 @@ impl std::fmt::Display for StoreError {
                 "the certificates are stored (in the store's log), but then: {source}; \
                  the next command that takes the store's lock finishes writing them"
             ),
+            StoreError::Unavailable { detail } => write!(f, "the store is unavailable: {detail}"),
+            StoreError::Conflict { what } => {
+                write!(f, "{what} was changed by someone else while this request was decided; nothing was written")
+            }
+            StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
         }
     }
 }
@@ -115,6 +140,8 @@ impl From<StoreError> for crate::error::Error {
             StoreError::CertnameInvalid { certname, problem } => {
                 crate::error::Error::CertnameInvalid { certname, problem }
             }
+            StoreError::Unavailable { detail } => crate::error::Error::StoreUnavailable { detail },
+            StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
             e => crate::error::Error::Store { detail: e.to_string() },
         }
     }
@@ -157,6 +184,62 @@ pub struct CertRecord {
     pub revoked_at: Option<String>,
     #[serde(default)]
     pub reason: Option<String>,
+    /// The issuing master CA's id ([`ca_id`]), where several masters share a store (LDAP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+}
+
+/// A master CA's id in a shared store: the first 16 bytes of the SHA-256 of its
+/// certificate, lowercase hex.
+pub fn ca_id(ca_cert_der: &[u8]) -> String {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, ca_cert_der);
+    d.as_ref().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A certname's current certificate as the store has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Current {
+    pub record: CertRecord,
+    pub pem: String,
+    /// The certname's entry's revision: every change to it (issue, revoke, clean) adds one
+    /// (the file store, whose lock orders every change, always says 0).
+    pub revision: u64,
+}
+
+impl Current {
+    /// What a change based on this reading expects to find.
+    pub fn expected(&self) -> Expected {
+        Expected { serial: self.record.serial.clone(), revision: self.revision }
+    }
+}
+
+/// What a change expects the certname's entry to hold: the compare of a compare-and-swap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub serial: String,
+    pub revision: u64,
+}
+
+/// One certificate for `vouch list --all`: each certname's latest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub certname: String,
+    pub serial: String,
+    pub not_after: String,
+    /// `signed` or `revoked`.
+    pub revoked: bool,
+}
+
+/// An administrator's classification for a certname, overriding its certificate's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Override {
+    pub certname: String,
+    /// The classification as the administrator gave it (YAML or JSON), byte-exact; `None`
+    /// once cleared (the revision goes on counting).
+    pub classification: Option<String>,
+    /// Starts at 1; every set or clear adds one.
+    pub revision: u64,
+    pub time: String,
 }
 
 /// A revocation, as the CRL needs it.
@@ -198,6 +281,22 @@ pub struct Issuance {
     pub pem: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<SpentClaim>,
+    /// The certname's entry as admission read it (`None`: it had none): a shared store
+    /// replaces it only if it still holds that (the file store's lock guarantees it).
+    #[serde(skip)]
+    pub expected: Option<Expected>,
+    /// The certificate this one supersedes (revoked, reason `superseded`): each store
+    /// orders the two so that the certname never ends with neither.
+    #[serde(skip)]
+    pub supersedes: Option<Supersede>,
+}
+
+/// A certificate an issuance replaces while it is still valid: revoked as `superseded`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Supersede {
+    pub revocation: Revocation,
+    /// The superseded certificate's record, as admission read it.
+    pub record: CertRecord,
 }
 
 /// One line of the inventory (Puppet's `inventory.txt`): a certificate ever issued.
@@ -210,19 +309,79 @@ pub struct InventoryEntry {
     pub certname: String,
 }
 
-/// Proof that the caller holds the store's write lock.
+/// Proof that the caller holds the store's write lock (the file store's flock); a shared
+/// store takes none and orders writers by compare-and-swap instead.
 pub struct WriteLock {
-    _file: File,
+    _file: Option<File>,
 }
 
-/// The operations vouch needs from a CA store. The file store implements it
-/// today; an LDAP store shared by several masters will implement it next.
-/// Mutations take a [`WriteLock`]: one writer at a time.
-pub trait Store {
+impl WriteLock {
+    /// The "lock" of a store whose writes are each atomic and guarded (LDAP).
+    pub fn shared() -> Self {
+        WriteLock { _file: None }
+    }
+}
+
+/// Which replay-journal use a claim is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimUse {
+    /// The CA's: the same key may claim again until a certificate is stored for the claim.
+    Reusable,
+    /// The hook's: spent at once (Puppet Server signs on the answer).
+    Once,
+}
+
+/// One-time use of vouched attributes, shared by every process that decides for a fleet:
+/// the file journal ([`journal::Journal`]) or the LDAP store.
+pub trait ReplayJournal: Send + Sync {
+    /// Records the use of `key` by `holder` for `certname` (see [`journal::Journal::claim`]);
+    /// `serial`: the certificate the CA is about to store for it (a shared store uses it to
+    /// tell a claim whose certificate was never stored, which the same key may claim again).
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &self,
+        key: &crate::vouching::replay_key::ReplayKey,
+        expiry: time::OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        usage: ClaimUse,
+        serial: Option<&str>,
+        now: time::OffsetDateTime,
+    ) -> Result<journal::Claim, StoreError>;
+    /// Makes the attributes of a refused request this key's (see [`journal::Journal::hold`]).
+    fn hold(
+        &self,
+        key: &crate::vouching::replay_key::ReplayKey,
+        expiry: time::OffsetDateTime,
+        certname: &str,
+        holder: &str,
+        now: time::OffsetDateTime,
+    ) -> Result<journal::Claim, StoreError>;
+    /// What a claim would meet, writing nothing (`vouch check`).
+    fn peek(
+        &self,
+        key: &crate::vouching::replay_key::ReplayKey,
+        expiry: time::OffsetDateTime,
+        certname: &str,
+        holder: &str,
+    ) -> Result<journal::Claim, StoreError>;
+    /// Where the journal is, for messages.
+    fn describe(&self) -> String;
+}
+
+/// The operations vouch needs from a CA store: the file store (one host, or a shared POSIX
+/// filesystem) and the LDAP store (several masters) implement it.
+/// Mutations take a [`WriteLock`]: one writer at a time for the file store; the LDAP store
+/// guards each write with the LDAP server's own atomicity (an add fails if the entry exists,
+/// a modify carries an assertion), and reports [`StoreError::Conflict`] when it loses a race.
+pub trait Store: Send + Sync {
     /// Takes the write lock (blocking) and finishes any operation a killed process left.
     fn lock(&self) -> Result<WriteLock, StoreError>;
-    /// The record of the current certificate of `certname`, with its PEM.
-    fn current(&self, certname: &str) -> Result<Option<(CertRecord, String)>, StoreError>;
+    /// Whether concurrent issuances should be stored in batches (one synchronous write for
+    /// many: the file store); otherwise each request stores its own.
+    fn batches(&self) -> bool;
+    /// The current certificate of `certname`, with its record and its entry's revision.
+    fn current(&self, certname: &str) -> Result<Option<Current>, StoreError>;
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
     /// Stores a batch of signed certificates, each becoming its certname's current one.
@@ -234,11 +393,34 @@ pub trait Store {
     /// store: flushes its write-ahead log into its files).
     fn checkpoint(&self, lock: &WriteLock) -> Result<(), StoreError>;
     /// Revokes a serial; `cleaned` also forgets the certname's current certificate.
-    fn revoke(&self, lock: &WriteLock, rev: &Revocation) -> Result<(), StoreError>;
-    /// All revocations, oldest first.
+    /// `rec`: the serial's record as read (its issuer names where the revocation goes in a
+    /// shared store); `expected`: the certname's entry as read, when this is its current one.
+    fn revoke(
+        &self,
+        lock: &WriteLock,
+        rev: &Revocation,
+        rec: &CertRecord,
+        expected: Option<&Expected>,
+    ) -> Result<(), StoreError>;
+    /// The revocations of this CA's serials (what its CRL lists), oldest first.
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError>;
+    /// A value that changes whenever [`Store::revocations`] does (the CRL is due then).
+    fn revocations_stamp(&self) -> Result<String, StoreError>;
     /// All issued certificates, oldest first.
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError>;
+    /// Each certname's latest certificate, unless cleaned, by certname.
+    fn listing(&self) -> Result<Vec<Listed>, StoreError>;
+    /// The administrator's classification for `certname`, if any was ever set.
+    fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError>;
+    /// Sets (`Some`) or clears (`None`) the override; with `expect`, only if the revision is
+    /// still that ([`StoreError::Conflict`] otherwise; 0: none was ever set). Returns the new state.
+    fn put_override(
+        &self,
+        certname: &str,
+        classification: Option<&str>,
+        expect: Option<u64>,
+        now: time::OffsetDateTime,
+    ) -> Result<Override, StoreError>;
     /// Keeps a refused request for the operator to see (under the lock: its CSR and its
     /// reasons are two files, written by one writer at a time).
     fn put_request(&self, lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError>;
@@ -246,4 +428,6 @@ pub trait Store {
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
     /// One pending request with its CSR (PEM), if there is one.
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError>;
+    /// Where the store is, for messages.
+    fn describe(&self) -> String;
 }

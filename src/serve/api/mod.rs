@@ -126,12 +126,28 @@ pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiRe
     (resp, events)
 }
 
+/// The seconds a 503 asks the client to wait (`Retry-After`).
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// 503: the shared store is unreachable (or a concurrent writer won): nothing was done.
+pub fn unavailable() -> ApiResponse {
+    ApiResponse::text(
+        503,
+        "Service Unavailable: the CA's store is unreachable or busy; nothing was issued or changed, retry later",
+    )
+}
+
 /// A failure inside vouch: the client learns only that; the log has the error, its
 /// hint and the request (paths in the message would tell anyone the data directory).
 fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse {
     let mut detail = e.to_string();
     if let Some(h) = e.hint() {
         detail.push_str(&format!(" ({h})"));
+    }
+    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreConflict { .. }) {
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
+        events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
+        return unavailable();
     }
     if matches!(e, Error::Store { .. }) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);

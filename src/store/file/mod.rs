@@ -4,7 +4,10 @@ mod wal;
 
 pub use wal::WAL;
 
-use super::{CertRecord, InventoryEntry, Issuance, PendingRequest, Revocation, State, Store, StoreError, WriteLock};
+use super::{
+    CertRecord, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, Revocation, State,
+    Store, StoreError, WriteLock,
+};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -311,7 +314,7 @@ impl Store for FileStore {
         if let Err(e) = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
             return Err(StoreError::Io { path, op: "lock", source: e.into() });
         }
-        let lock = WriteLock { _file: file };
+        let lock = WriteLock { _file: Some(file) };
         self.recover(first)?;
         self.recover_wal()?;
         if first {
@@ -320,7 +323,11 @@ impl Store for FileStore {
         Ok(lock)
     }
 
-    fn current(&self, certname: &str) -> Result<Option<(CertRecord, String)>, StoreError> {
+    fn batches(&self) -> bool {
+        true
+    }
+
+    fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
         let path = self.signed_path(certname)?;
         let pem = match fs::read_to_string(&path) {
             Ok(p) => p,
@@ -332,14 +339,19 @@ impl Store for FileStore {
         let rec = self
             .record(&serial)?
             .ok_or_else(|| StoreError::Corrupt { path, detail: format!("serial {serial} has no record") })?;
-        Ok(Some((rec, pem)))
+        Ok(Some(Current { record: rec, pem, revision: 0 }))
     }
 
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError> {
         Self::read_json(&self.serial_path(serial))
     }
 
-    fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
+    fn issue(&self, lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
+        // Under the lock nobody else writes: a superseded certificate is revoked first (its
+        // own synced protocol), so no crash leaves two valid certificates for one certname.
+        for s in batch.iter().filter_map(|i| i.supersedes.as_ref()) {
+            self.revoke(lock, &s.revocation, &s.record, None)?;
+        }
         self.commit_batch(batch)
     }
 
@@ -347,7 +359,13 @@ impl Store for FileStore {
         self.checkpoint_log()
     }
 
-    fn revoke(&self, lock: &WriteLock, r: &Revocation) -> Result<(), StoreError> {
+    fn revoke(
+        &self,
+        lock: &WriteLock,
+        r: &Revocation,
+        _rec: &CertRecord,
+        _expected: Option<&Expected>,
+    ) -> Result<(), StoreError> {
         // No entry written before a revocation may stay in the log: replayed after it, it
         // would undo it (entries written after it are fine).
         self.checkpoint(lock)?;
@@ -388,6 +406,79 @@ impl Store for FileStore {
             }
         }
         Ok(out)
+    }
+
+    fn revocations_stamp(&self) -> Result<String, StoreError> {
+        let path = self.p("revocations.txt");
+        match fs::metadata(&path) {
+            Ok(m) => Ok(m.len().to_string()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok("0".into()),
+            Err(e) => Err(StoreError::Io { path, op: "read", source: e }),
+        }
+    }
+
+    fn listing(&self) -> Result<Vec<Listed>, StoreError> {
+        let mut revs: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        for r in self.revocations()? {
+            *revs.entry(r.serial).or_insert(false) |= r.cleaned;
+        }
+        let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
+        for e in self.inventory()? {
+            latest.insert(e.certname, (e.serial, e.not_after));
+        }
+        let mut out: Vec<Listed> = latest
+            .into_iter()
+            .filter_map(|(certname, (serial, not_after))| match revs.get(&serial) {
+                Some(true) => None,
+                Some(false) => Some(Listed { certname, serial, not_after, revoked: true }),
+                None => Some(Listed { certname, serial, not_after, revoked: false }),
+            })
+            .collect();
+        out.sort_by(|a, b| a.certname.cmp(&b.certname));
+        Ok(out)
+    }
+
+    fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {
+        let path = self.p("overrides").join(Self::file_name(certname, "json")?);
+        Self::read_json(&path)
+    }
+
+    fn put_override(
+        &self,
+        certname: &str,
+        classification: Option<&str>,
+        expect: Option<u64>,
+        now: time::OffsetDateTime,
+    ) -> Result<Override, StoreError> {
+        let path = self.p("overrides").join(Self::file_name(certname, "json")?);
+        // Compare and swap under the store's lock: one writer at a time.
+        let _lock = self.lock()?;
+        let dir = self.p("overrides");
+        crate::files::durable::create_dirs(&dir).map_err(io_err(&dir, "create directory"))?;
+        crate::files::durable::ensure_real_dir(&dir).map_err(io_err(&dir, "use directory"))?;
+        let have = Self::read_json::<Override>(&path)?.map(|o| o.revision).unwrap_or(0);
+        if let Some(n) = expect.filter(|n| *n != have) {
+            return Err(StoreError::Conflict {
+                what: format!("the override of {certname} (expected revision {n}, it is {have})"),
+            });
+        }
+        let next = have
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Corrupt { path: path.clone(), detail: "revision at its largest".into() })?;
+        let o = Override {
+            certname: certname.to_string(),
+            classification: classification.map(str::to_string),
+            revision: next,
+            time: crate::encoding::time::format_rfc3339(now),
+        };
+        let bytes =
+            serde_json::to_vec(&o).map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        crate::files::durable::write_replace(&path, &bytes, 0o644).map_err(io_err(&path, "write"))?;
+        Ok(o)
+    }
+
+    fn describe(&self) -> String {
+        format!("files in {}", self.root.display())
     }
 
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {

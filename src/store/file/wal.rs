@@ -443,9 +443,12 @@ mod tests {
                 conductor_cert: None,
                 revoked_at: None,
                 reason: None,
+                issuer: None,
             },
             pem: format!("pem of {serial}"),
             claim: None,
+            expected: None,
+            supersedes: None,
         }
     }
 

@@ -1,0 +1,174 @@
+//! `vouch migrate --to URL`: the file store's state copied into an LDAP store. Every step
+//! is idempotent (an entry already there is kept and counted), so an interrupted run is
+//! finished by running it again.
+
+use super::Authority;
+use crate::error::Error;
+use crate::store::{Store, StoreUrl};
+use time::OffsetDateTime;
+
+#[derive(Default)]
+struct Counts {
+    copied: usize,
+    present: usize,
+}
+
+impl Counts {
+    fn line(&self, what: &str) -> String {
+        format!("{what}: {} copied, {} already there\n", self.copied, self.present)
+    }
+}
+
+impl Authority {
+    /// Copies certificates (each certname's current one), revocations, pending requests,
+    /// overrides and unexpired replay-journal entries into the LDAP store `to`, as this
+    /// master's CA. Returns the report.
+    pub fn migrate_to(&self, to: &StoreUrl, now: OffsetDateTime) -> Result<String, Error> {
+        let ca = crate::store::ca_id(&self.ca.cert_der);
+        let target = to.ldap(Some(ca.clone()))?.ok_or_else(|| Error::StoreUrl {
+            detail: "--to must be an LDAP URL (ldap://, ldaps:// or ldapi://) whose path is the base DN".into(),
+        })?;
+        target.init()?;
+        target.open_ca(&crate::encoding::pem::encode("CERTIFICATE", &self.ca.cert_der))?;
+        let mut report = format!("migrating {} into {} as master CA {ca}\n", self.store.describe(), target.describe());
+        let mut conflicts = Vec::new();
+
+        let mut certs = Counts::default();
+        for l in self.store.listing()? {
+            let Some(c) = self.store.current(&l.certname)? else { continue };
+            let mut c = c;
+            c.record.issuer = Some(ca.clone());
+            match target.import_current(&c)? {
+                None => certs.copied += 1,
+                Some(serial) if serial == c.record.serial => certs.present += 1,
+                Some(serial) => conflicts.push(format!(
+                    "{}: the LDAP store has serial {serial}, this store {}; kept the LDAP store's",
+                    l.certname, c.record.serial
+                )),
+            }
+        }
+        report.push_str(&certs.line("certificates"));
+
+        let mut revs = Counts::default();
+        for r in self.store.revocations()? {
+            let mut rec = self.store.record(&r.serial)?.unwrap_or_else(|| crate::store::CertRecord {
+                serial: r.serial.clone(),
+                certname: r.certname.clone(),
+                state: crate::store::State::Revoked,
+                digest: String::new(),
+                not_before: String::new(),
+                not_after: String::new(),
+                attributes_expiry: None,
+                conductor: None,
+                conductor_cert: None,
+                revoked_at: Some(r.time.clone()),
+                reason: Some(r.reason.clone()),
+                issuer: None,
+            });
+            rec.issuer = Some(ca.clone());
+            if target.import_revocation(&r, &rec)? {
+                revs.copied += 1;
+            } else {
+                revs.present += 1;
+            }
+        }
+        report.push_str(&revs.line("revocations"));
+
+        let mut reqs = Counts::default();
+        let lock = target.lock()?;
+        for req in self.store.requests()? {
+            let Some((req, csr)) = self.store.request(&req.certname)? else { continue };
+            if target.request(&req.certname)?.is_some() {
+                reqs.present += 1;
+            } else {
+                target.put_request(&lock, &req, &csr)?;
+                reqs.copied += 1;
+            }
+        }
+        report.push_str(&reqs.line("pending requests"));
+
+        let mut overrides = Counts::default();
+        for name in self.override_names()? {
+            let Some(o) = self.store.get_override(&name)? else { continue };
+            if target.get_override(&name)?.is_some() {
+                overrides.present += 1;
+            } else if o.classification.is_some() {
+                target.put_override(&name, o.classification.as_deref(), Some(0), now)?;
+                overrides.copied += 1;
+            }
+        }
+        report.push_str(&overrides.line("overrides"));
+
+        let mut claims = Counts::default();
+        if let Some(dir) = &self.policy.replay_journal {
+            for (digest, entry) in journal_entries(dir, now)? {
+                if target.import_claim(&digest, &entry)? {
+                    claims.copied += 1;
+                } else {
+                    claims.present += 1;
+                }
+            }
+        }
+        report.push_str(&claims.line("replay-journal entries"));
+        for c in &conflicts {
+            report.push_str(&format!("conflict: {c}\n"));
+        }
+        report.push_str(&format!("done. Point every master at the LDAP store: --store {} (or VOUCH_STORE)\n", to.url));
+        Ok(report)
+    }
+
+    /// The certnames with an override file (file store).
+    fn override_names(&self) -> Result<Vec<String>, Error> {
+        let dir = self.dir.ca().join("overrides");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(source) => return Err(Error::Io { path: dir, op: "read directory", source }),
+        };
+        let mut out = Vec::new();
+        for e in entries {
+            let e = e.map_err(|source| Error::Io { path: dir.clone(), op: "read directory", source })?;
+            if let Some(name) = e.file_name().to_str().and_then(|n| n.strip_suffix(".json")) {
+                if crate::decision::check_certname(name).is_ok() {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// The file journal's entries whose attributes have not expired (their bucket's hour ended
+/// less than a day ago, as the journal prunes): (file name = digest, JSON).
+fn journal_entries(dir: &std::path::Path, now: OffsetDateTime) -> Result<Vec<(String, serde_json::Value)>, Error> {
+    let io = |path: &std::path::Path, source| Error::Io { path: path.to_path_buf(), op: "read directory", source };
+    let buckets = match std::fs::read_dir(dir) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for b in buckets {
+        let b = b.map_err(|e| io(dir, e))?;
+        let Some(hour) = b.file_name().to_str().and_then(crate::store::journal::parse_bucket) else { continue };
+        if hour.checked_add(time::Duration::hours(25)).is_some_and(|t| t < now) {
+            continue;
+        }
+        let path = b.path();
+        for e in std::fs::read_dir(&path).map_err(|e| io(&path, e))? {
+            let e = e.map_err(|err| io(&path, err))?;
+            let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+            if name.len() != 64 || !name.bytes().all(|c| c.is_ascii_hexdigit()) {
+                continue;
+            }
+            let bytes = std::fs::read(e.path()).map_err(|source| Error::Io { path: e.path(), op: "read", source })?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+            if v.is_object() {
+                out.push((name, v));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}

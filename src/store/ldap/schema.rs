@@ -1,0 +1,183 @@
+//! vouch's LDAP schema: its attribute types and object classes, printed by `vouch ldap
+//! schema` for slapd.conf (`include`) or, with `--ldif`, for cn=config (`ldapadd`).
+//!
+//! Names are case-insensitive in LDAP; vouch lower-cases certnames (Puppet's rule) and
+//! every other value it names entries by is lowercase hex, so the case-ignoring matching
+//! rules of the naming attributes are harmless. Values that must survive byte-exact
+//! (certificates, JSON, classifications) are octet strings.
+
+/// The private OID arc (`2.25.<uuid>`: no registration needed).
+pub const ARC: &str = "2.25.97299044809567184830821380644471908118";
+
+/// (name, number under ARC.1, syntax, equality, ordering, description)
+struct Attr {
+    name: &'static str,
+    n: u32,
+    kind: Kind,
+    desc: &'static str,
+}
+
+enum Kind {
+    /// IA5String, case-ignoring equality (names: certnames, hex keys, states).
+    Name,
+    /// IA5String, exact equality (key digests).
+    Exact,
+    /// Octet string, byte-exact (DER, PEM, JSON, YAML).
+    Octets,
+    /// INTEGER with ordering (revisions).
+    Integer,
+    /// GeneralizedTime with ordering (so `(vouchExpiry<=...)` finds what to prune).
+    Time,
+}
+
+const ATTRS: &[Attr] = &[
+    Attr { name: "vouchKey", n: 1, kind: Kind::Name, desc: "a replay-journal claim: SHA-256 of the replay key, hex" },
+    Attr { name: "vouchCertname", n: 2, kind: Kind::Name, desc: "a Puppet certname (lowercase)" },
+    Attr { name: "vouchSerial", n: 3, kind: Kind::Name, desc: "a certificate serial, lowercase hex" },
+    Attr {
+        name: "vouchCa",
+        n: 4,
+        kind: Kind::Name,
+        desc: "the id of a master CA: SHA-256 of its certificate, 16 bytes hex",
+    },
+    Attr { name: "vouchState", n: 5, kind: Kind::Name, desc: "the state of a claim or certificate" },
+    Attr { name: "vouchHolder", n: 6, kind: Kind::Exact, desc: "SHA-256 of the public key that holds a claim, hex" },
+    Attr { name: "vouchRevision", n: 7, kind: Kind::Integer, desc: "a revision: every change adds one" },
+    Attr { name: "vouchTime", n: 8, kind: Kind::Time, desc: "when the entry was written" },
+    Attr { name: "vouchExpiry", n: 9, kind: Kind::Time, desc: "when the vouched attributes expire" },
+    Attr { name: "vouchNotAfter", n: 10, kind: Kind::Time, desc: "the notAfter of a certificate" },
+    Attr { name: "vouchRecord", n: 11, kind: Kind::Octets, desc: "the record vouch keeps of a certificate (JSON)" },
+    Attr { name: "vouchCertificate", n: 12, kind: Kind::Octets, desc: "a certificate (PEM)" },
+    Attr { name: "vouchCsr", n: 13, kind: Kind::Octets, desc: "a certificate request (PEM)" },
+    Attr { name: "vouchData", n: 14, kind: Kind::Octets, desc: "JSON data (the reasons of a pending request)" },
+    Attr { name: "vouchClassification", n: 15, kind: Kind::Octets, desc: "a classification set by an administrator" },
+    Attr {
+        name: "vouchSupersedes",
+        n: 16,
+        kind: Kind::Name,
+        desc: "a superseded certificate whose revocation is being recorded: <ca>:<serial>",
+    },
+];
+
+/// (name, number under ARC.2, MUST, MAY, description)
+type Class = (&'static str, u32, &'static [&'static str], &'static [&'static str], &'static str);
+
+const CLASSES: &[Class] = &[
+    (
+        "vouchClaim",
+        1,
+        &["vouchKey", "vouchCertname", "vouchHolder", "vouchState", "vouchTime", "vouchExpiry"],
+        &["vouchSerial"],
+        "one use of vouched attributes (first use wins: the add of this entry)",
+    ),
+    (
+        "vouchRegistered",
+        2,
+        &["vouchCertname", "vouchRevision", "vouchState", "vouchSerial", "vouchCa", "vouchRecord", "vouchCertificate"],
+        &["vouchNotAfter", "vouchSupersedes"],
+        "the current certificate of a certname",
+    ),
+    ("vouchIssuer", 3, &["vouchCa", "vouchRevision"], &["vouchCertificate"], "a master CA sharing the store"),
+    (
+        "vouchRevocation",
+        4,
+        &["vouchSerial", "vouchCertname", "vouchTime", "vouchRecord"],
+        &["vouchCertificate"],
+        "a revoked certificate of the CA above it",
+    ),
+    (
+        "vouchRequest",
+        5,
+        &["vouchCertname", "vouchTime", "vouchData", "vouchCsr"],
+        &[],
+        "a pending (refused) certificate request",
+    ),
+    (
+        "vouchOverride",
+        6,
+        &["vouchCertname", "vouchRevision", "vouchTime"],
+        &["vouchClassification"],
+        "a classification an administrator set for a certname",
+    ),
+];
+
+fn attribute_type(a: &Attr) -> String {
+    let rules = match a.kind {
+        Kind::Name => "EQUALITY caseIgnoreIA5Match SYNTAX 1.3.6.1.4.1.1466.115.121.1.26",
+        Kind::Exact => "EQUALITY caseExactIA5Match SYNTAX 1.3.6.1.4.1.1466.115.121.1.26",
+        Kind::Octets => "EQUALITY octetStringMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.40",
+        Kind::Integer => "EQUALITY integerMatch ORDERING integerOrderingMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.27",
+        Kind::Time => {
+            "EQUALITY generalizedTimeMatch ORDERING generalizedTimeOrderingMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.24"
+        }
+    };
+    format!("( {ARC}.1.{} NAME '{}' DESC '{}' {rules} SINGLE-VALUE )", a.n, a.name, a.desc)
+}
+
+fn object_class(c: &Class) -> String {
+    let (name, n, must, may, desc) = c;
+    let mut s = format!("( {ARC}.2.{n} NAME '{name}' DESC '{desc}' SUP top STRUCTURAL MUST ( {} )", must.join(" $ "));
+    if !may.is_empty() {
+        s.push_str(&format!(" MAY ( {} )", may.join(" $ ")));
+    }
+    s.push_str(" )");
+    s
+}
+
+/// The indexes vouch's searches use (slapd.conf `index` lines).
+pub const INDEXES: &[&str] =
+    &["index vouchSerial eq", "index vouchCertname eq", "index vouchExpiry eq", "index vouchSupersedes pres"];
+
+/// The schema for slapd.conf (`include /etc/ldap/schema/vouch.schema`).
+pub fn slapd_conf() -> String {
+    let mut out = String::from(
+        "# vouch's LDAP schema (vouch ldap schema): include it in slapd.conf after core.schema.\n\
+         # Indexes vouch's searches use (add them to the database section):\n",
+    );
+    for i in INDEXES {
+        out.push_str(&format!("#   {i}\n"));
+    }
+    for a in ATTRS {
+        out.push_str(&format!("attributetype {}\n", attribute_type(a)));
+    }
+    for c in CLASSES {
+        out.push_str(&format!("objectclass {}\n", object_class(c)));
+    }
+    out
+}
+
+/// The schema as an LDIF entry for cn=config (`ldapadd -Y EXTERNAL -H ldapi:/// -f vouch.ldif`).
+pub fn ldif() -> String {
+    let mut out = String::from(
+        "# vouch's LDAP schema for cn=config (vouch ldap schema --ldif).\n\
+         # Indexes vouch's searches use: olcDbIndex: vouchSerial eq / vouchCertname eq /\n\
+         # vouchExpiry eq / vouchSupersedes pres on the database entry.\n\
+         dn: cn=vouch,cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: vouch\n",
+    );
+    for a in ATTRS {
+        out.push_str(&format!("olcAttributeTypes: {}\n", attribute_type(a)));
+    }
+    for c in CLASSES {
+        out.push_str(&format!("olcObjectClasses: {}\n", object_class(c)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_are_quotable_and_names_unique() {
+        for a in ATTRS {
+            assert!(!a.desc.contains('\''), "{}", a.name);
+        }
+        for c in CLASSES {
+            assert!(!c.4.contains('\''), "{}", c.0);
+        }
+        let mut nums: Vec<u32> = ATTRS.iter().map(|a| a.n).collect();
+        nums.sort_unstable();
+        nums.dedup();
+        assert_eq!(nums.len(), ATTRS.len());
+    }
+}

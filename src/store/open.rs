@@ -1,0 +1,241 @@
+//! `--store URL`: which store a command opens (the data directory's files, or an LDAP server).
+
+use super::ldap::{Bind, LdapStore, Server};
+use super::{FileStore, ReplayJournal, Store};
+use crate::error::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the store is, and how to reach it (the CLI's `--store` and `--ldap-*` options).
+#[derive(Debug, Clone, Default)]
+pub struct StoreUrl {
+    /// `files` (or empty: the default) or an LDAP URL whose path is the base DN.
+    pub url: String,
+    pub bind_dn: Option<String>,
+    pub password_file: Option<PathBuf>,
+    pub ldap_ca: Option<PathBuf>,
+    /// Replicas (LDAP URLs of the same base DN): claims are confirmed readable on each.
+    pub replicas: Vec<String>,
+    pub confirm_replicas: bool,
+}
+
+/// Percent-decoding of a URL component (`%2F` → `/`); an invalid escape is an error.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c == b'%' {
+            let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(v) => out.push(v),
+                None => return Err(format!("invalid percent escape at byte {i} of {s:?}")),
+            }
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+}
+
+/// A parsed LDAP URL: the server's address and the base DN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LdapUrl {
+    /// `scheme://authority` as ldap3 wants it.
+    pub address: String,
+    pub base: String,
+    pub scheme: &'static str,
+}
+
+/// Parses `ldap://host:port/BASE`, `ldaps://host:port/BASE` or `ldapi://%2Fsocket/BASE`.
+pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(("ldap", r)) => ("ldap", r),
+        Some(("ldaps", r)) => ("ldaps", r),
+        Some(("ldapi", r)) => ("ldapi", r),
+        _ => return Err(format!("{url:?} is neither 'files' nor an ldap://, ldaps:// or ldapi:// URL")),
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    // An RFC 4516 URL may go on with ?attributes?scope?filter: not for a store.
+    if path.contains('?') || authority.contains('?') {
+        return Err(format!("{url:?}: a store URL has no ?attributes?scope?filter part"));
+    }
+    if authority.contains('@') {
+        return Err(format!("{url:?}: no user or password in the URL; use --ldap-bind-dn and --ldap-password-file"));
+    }
+    if scheme != "ldapi" && authority.is_empty() {
+        return Err(format!("{url:?}: no host; such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
+    }
+    if scheme == "ldapi" && !authority.is_empty() && !percent_decode(authority)?.starts_with('/') {
+        return Err(format!(
+            "{url:?}: an ldapi:// URL names its socket path percent-encoded, such as %2Frun%2Fslapd%2Fldapi"
+        ));
+    }
+    let base = percent_decode(path)?;
+    if base.is_empty() {
+        return Err(format!(
+            "{url:?} names no base DN: its path is the base, such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"
+        ));
+    }
+    check_base_dn(&base).map_err(|e| format!("{url:?}: base DN {base:?}: {e}"))?;
+    Ok(LdapUrl { address: format!("{scheme}://{authority}"), base, scheme })
+}
+
+/// A base DN vouch will build names under: `attr=value` RDNs of plain characters (no
+/// escapes, quotes, `+` or NUL: nothing a DN parser could read two ways).
+fn check_base_dn(base: &str) -> Result<(), String> {
+    if base.len() > 512 {
+        return Err("longer than 512 bytes".into());
+    }
+    for rdn in base.split(',') {
+        let Some((attr, value)) = rdn.split_once('=') else { return Err(format!("{rdn:?} is not attr=value")) };
+        let attr_ok = !attr.is_empty() && attr.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        let value_ok = !value.is_empty()
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_' || b == b' ');
+        if !attr_ok || !value_ok {
+            return Err(format!("{rdn:?}: only letters, digits, '-', '.', '_' and spaces in a base DN vouch uses"));
+        }
+    }
+    Ok(())
+}
+
+impl StoreUrl {
+    pub fn is_files(&self) -> bool {
+        self.url.is_empty() || self.url == "files"
+    }
+
+    fn server(&self, u: &LdapUrl) -> Result<Server, Error> {
+        let bind = match (&self.bind_dn, &self.password_file, u.scheme) {
+            (Some(dn), Some(file), _) => {
+                let pw = crate::files::input::read_path_text(file, crate::files::input::Kind::Key)
+                    .map_err(|e| Error::StoreUrl { detail: format!("--ldap-password-file {}: {e}", file.display()) })?;
+                let pw = pw.strip_suffix('\n').unwrap_or(&pw);
+                let pw = pw.strip_suffix('\r').unwrap_or(pw);
+                if pw.is_empty() {
+                    return Err(Error::StoreUrl {
+                        detail: format!("--ldap-password-file {} is empty", file.display()),
+                    });
+                }
+                Bind::Simple { dn: dn.clone(), password: pw.to_string() }
+            }
+            (Some(_), None, _) => {
+                return Err(Error::StoreUrl {
+                    detail: "--ldap-bind-dn needs --ldap-password-file (a password is never given on the command line)"
+                        .into(),
+                })
+            }
+            (None, Some(_), _) => {
+                return Err(Error::StoreUrl { detail: "--ldap-password-file needs --ldap-bind-dn".into() })
+            }
+            (None, None, "ldapi") => Bind::External,
+            (None, None, _) => Bind::Anonymous,
+        };
+        if u.scheme == "ldaps" && self.ldap_ca.is_none() {
+            return Err(Error::StoreUrl {
+                detail:
+                    "an ldaps:// store needs --ldap-ca FILE: the CA certificates its server's certificate chains to"
+                        .into(),
+            });
+        }
+        Ok(Server {
+            address: u.address.clone(),
+            bind,
+            tls_ca: if u.scheme == "ldaps" { self.ldap_ca.clone() } else { None },
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// The LDAP store (with `ca`: this master's CA id), or `None` for the file store.
+    pub fn ldap(&self, ca: Option<String>) -> Result<Option<LdapStore>, Error> {
+        if self.is_files() {
+            if !self.replicas.is_empty() || self.confirm_replicas {
+                return Err(Error::StoreUrl { detail: "--store-replica needs an LDAP --store".into() });
+            }
+            return Ok(None);
+        }
+        let primary = parse_ldap_url(&self.url).map_err(|detail| Error::StoreUrl { detail })?;
+        let mut replicas = Vec::new();
+        for r in &self.replicas {
+            let u =
+                parse_ldap_url(r).map_err(|detail| Error::StoreUrl { detail: format!("--store-replica: {detail}") })?;
+            if u.base != primary.base {
+                return Err(Error::StoreUrl {
+                    detail: format!("--store-replica {r:?} has base DN {:?}, the store {:?}", u.base, primary.base),
+                });
+            }
+            replicas.push(self.server(&u)?);
+        }
+        if self.confirm_replicas && replicas.is_empty() {
+            return Err(Error::StoreUrl {
+                detail: "--store-confirm-replicas needs at least one --store-replica".into(),
+            });
+        }
+        let store = LdapStore::new(self.server(&primary)?, replicas, self.confirm_replicas, primary.base, ca)?;
+        Ok(Some(store))
+    }
+}
+
+/// The store of the CA in `ca_dir` (files) or at `url` (LDAP, as the master whose CA
+/// certificate is `ca_cert_der`/`ca_cert_pem`).
+pub fn open_store(
+    url: &StoreUrl,
+    ca_dir: PathBuf,
+    ca_cert_der: &[u8],
+    ca_cert_pem: &str,
+) -> Result<Arc<dyn Store>, Error> {
+    match url.ldap(Some(super::ca_id(ca_cert_der)))? {
+        None => Ok(Arc::new(FileStore::new(ca_dir))),
+        Some(l) => {
+            l.open_ca(ca_cert_pem)?;
+            Ok(Arc::new(l))
+        }
+    }
+}
+
+/// The replay journal a decision uses: the policy's journal directory (files), or the LDAP
+/// store's journal. `None` with the file store and no journal in the policy (tests only).
+pub fn open_journal(
+    url: &StoreUrl,
+    policy_journal: Option<&PathBuf>,
+    synced: bool,
+) -> Result<Option<Arc<dyn ReplayJournal>>, Error> {
+    match url.ldap(None)? {
+        Some(l) => Ok(Some(Arc::new(l))),
+        None => Ok(policy_journal.map(|dir| {
+            let j = if synced { super::journal::Journal::new(dir) } else { super::journal::Journal::unsynced(dir) };
+            Arc::new(j) as Arc<dyn ReplayJournal>
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_urls_parse_and_bad_ones_are_refused() {
+        let u = parse_ldap_url("ldap://127.0.0.1:3890/ou=vouch,dc=example,dc=test").unwrap();
+        assert_eq!(u.address, "ldap://127.0.0.1:3890");
+        assert_eq!(u.base, "ou=vouch,dc=example,dc=test");
+        let u = parse_ldap_url("ldapi://%2Frun%2Fslapd%2Fldapi/ou=vouch,dc=example,dc=test").unwrap();
+        assert_eq!(u.address, "ldapi://%2Frun%2Fslapd%2Fldapi");
+        assert_eq!(u.scheme, "ldapi");
+        for bad in [
+            "http://x/ou=a",
+            "ldap://127.0.0.1:389",
+            "ldap://127.0.0.1:389/",
+            "ldap:///ou=a",
+            "ldap://u:p@host/ou=a",
+            "ldap://h/ou=a?cn?sub",
+            "ldap://h/ou=a%zz",
+            "ldap://h/ou=a\\2c,dc=b",
+            "ldap://h/ou=a+cn=b",
+            "ldapi://run/ou=a",
+        ] {
+            assert!(parse_ldap_url(bad).is_err(), "{bad}");
+        }
+    }
+}
