@@ -626,9 +626,13 @@ fn puppet_cadir(dir: &Path, nodes: &[(&str, &str)]) {
 /// --cert); a classification with no such form is an error there, never the signed YAML.
 #[test]
 fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
+    // What was judged, plus the parameter that says where it came from (issue 15: the
+    // certificate, or an administrator's override).
     let want = {
         let c = vouch::vouching::classification::Classification::from_yaml(TRICKY, 65536).unwrap();
-        vouch::vouching::classification::to_json(&c.value, "c").unwrap()
+        let mut v = vouch::vouching::classification::to_json(&c.value, "c").unwrap();
+        v["parameters"]["vouch_source"] = "certificate".into();
+        v
     };
     // The CA's store.
     let ca = Ca::new("p256");

@@ -559,7 +559,7 @@ impl Authority {
     /// written unsynced: the store's log, synced before anyone is answered, names it.
     /// The refusal if the attributes were used before.
     fn claim_one_time_use(&self, job: &Job) -> Result<Option<Refused>, Error> {
-        let Some(journal) = &self.ca_journal else { return Ok(None) };
+        let Some(journal) = self.journal(false) else { return Ok(None) };
         let OneTimeUse { key, expiry, holder } = &job.replay;
         let claim = journal.claim(
             key,
@@ -587,7 +587,7 @@ impl Authority {
         refused: Refused,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
-        let mut refused = hold_refused(self.journal.as_deref(), refused, certname, now)?;
+        let mut refused = hold_refused(self.journal(true).as_deref(), refused, certname, now)?;
         // Kept for the operator: requests a trusted conductor vouched for (whatever their
         // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
         // KB). Larger unvouched bodies are only logged: anyone can send them, under any

@@ -50,11 +50,9 @@ pub struct Authority {
     pub policy: Policy,
     /// The store: the data directory's files, or an LDAP server shared by several masters.
     pub store: Arc<dyn Store>,
-    /// The replay journal for holds and checks (synced entries).
-    journal: Option<Arc<dyn ReplayJournal>>,
-    /// The replay journal for the CA's own claims at issuance: with the file store unsynced
-    /// (its write-ahead log names each claim and is synced before anyone is answered).
-    ca_journal: Option<Arc<dyn ReplayJournal>>,
+    /// The shared store's replay journal (LDAP); `None` with the file store, whose journal
+    /// is the policy's directory ([`Authority::journal`]).
+    shared_journal: Option<Arc<dyn ReplayJournal>>,
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
     group: GroupCommit<issue::Job, Result<issue::Committed, Error>>,
@@ -96,13 +94,11 @@ impl Authority {
         })?;
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
         let store = crate::store::open_store(url, dir.ca(), &cert_der, &ca_pem)?;
-        let journal = crate::store::open_journal(url, policy.replay_journal.as_ref(), true)?;
-        let ca_journal = crate::store::open_journal(url, policy.replay_journal.as_ref(), false)?;
+        let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
         let ca = MasterCa::new(cert_der, key, chain)?;
         Ok(Authority {
             store,
-            journal,
-            ca_journal,
+            shared_journal,
             dir: dir.clone(),
             policy,
             ca,
@@ -230,8 +226,20 @@ impl Authority {
         Ok(self.store.current(certname)?.map(|c| (c.record, c.pem)))
     }
 
-    /// The replay journal for holds and checks.
-    pub fn journal(&self) -> Option<&dyn ReplayJournal> {
-        self.journal.as_deref()
+    /// The replay journal: the shared store's, else the policy's directory. `synced`: each
+    /// entry fsynced (holds, checks); the CA's own claims at issuance are not (the file
+    /// store's write-ahead log names each claim and is synced before anyone is answered).
+    pub fn journal(&self, synced: bool) -> Option<Arc<dyn ReplayJournal>> {
+        if let Some(j) = &self.shared_journal {
+            return Some(j.clone());
+        }
+        self.policy.replay_journal.as_ref().map(|dir| {
+            let j = if synced {
+                crate::store::journal::Journal::new(dir)
+            } else {
+                crate::store::journal::Journal::unsynced(dir)
+            };
+            Arc::new(j) as Arc<dyn ReplayJournal>
+        })
     }
 }

@@ -225,13 +225,14 @@ impl LdapStore {
         }
     }
 
-    /// All entries under `base` (one level or subtree) matching `filter`, paged.
-    fn search(&self, base: &str, scope: Scope, filter: &str) -> Result<Vec<Entry>, StoreError> {
+    /// All entries under `base` (one level or subtree) matching `filter`, paged, with the
+    /// attributes `attrs` (`*`: all).
+    fn search(&self, base: &str, scope: Scope, filter: &str, attrs: &[&str]) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
         let mut cookie: Vec<u8> = Vec::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
-            let res = self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, vec!["*"]))?;
+            let res = self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, attrs.to_vec()))?;
             let (entries, result) = (res.0, res.1);
             match result.rc {
                 rc::SUCCESS => {}
@@ -348,7 +349,7 @@ impl LdapStore {
     /// registry write superseded (marked `vouchSupersedes`) whose revocation entry was not
     /// written. Idempotent; safe beside live writers (each step is).
     pub fn complete(&self) -> Result<usize, StoreError> {
-        let marked = self.search(&self.container("certnames"), Scope::OneLevel, "(vouchSupersedes=*)")?;
+        let marked = self.search(&self.container("certnames"), Scope::OneLevel, "(vouchSupersedes=*)", &["*"])?;
         let mut done = 0;
         for e in marked {
             let Some(mark) = e.text("vouchSupersedes") else { continue };
@@ -530,6 +531,7 @@ impl LdapStore {
             &self.container("cas"),
             Scope::Subtree,
             &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
+            &["vouchRecord"],
         )?;
         let Some(e) = found.into_iter().next() else { return Ok(None) };
         let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
@@ -700,6 +702,7 @@ impl LdapStore {
             &self.container("journal"),
             Scope::OneLevel,
             &format!("(&(objectClass=vouchClaim)(vouchExpiry<={}))", gtime(cutoff)),
+            &["1.1"],
         )?;
         for e in old {
             self.delete(&e.dn, None)?;
@@ -900,6 +903,7 @@ impl Store for LdapStore {
             &self.container("certnames"),
             Scope::OneLevel,
             &format!("(&(objectClass=vouchRegistered)(vouchSerial={serial}))"),
+            &["vouchRecord"],
         )?;
         match found.into_iter().next() {
             Some(e) => Ok(Some(e.record()?)),
@@ -962,7 +966,7 @@ impl Store for LdapStore {
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
         let ca = self.own_ca()?.to_string();
         let mut out = Vec::new();
-        for e in self.search(&self.ca_dn(&ca), Scope::OneLevel, "(objectClass=vouchRevocation)")? {
+        for e in self.search(&self.ca_dn(&ca), Scope::OneLevel, "(objectClass=vouchRevocation)", &["vouchRecord"])? {
             let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
                 .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
             let rec: CertRecord =
@@ -991,8 +995,14 @@ impl Store for LdapStore {
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        let registered = self.search(&self.container("certnames"), Scope::OneLevel, "(objectClass=vouchRegistered)")?;
-        let revoked = self.search(&self.container("cas"), Scope::Subtree, "(objectClass=vouchRevocation)")?;
+        let registered = self.search(
+            &self.container("certnames"),
+            Scope::OneLevel,
+            "(objectClass=vouchRegistered)",
+            &["vouchRecord"],
+        )?;
+        let revoked =
+            self.search(&self.container("cas"), Scope::Subtree, "(objectClass=vouchRevocation)", &["vouchRecord"])?;
         for e in registered.iter().chain(revoked.iter()) {
             let rec = match e.bytes("vouchRecord").and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok()) {
                 Some(v) if v.get("record").is_some() => {
@@ -1015,12 +1025,12 @@ impl Store for LdapStore {
 
     fn listing(&self) -> Result<Vec<Listed>, StoreError> {
         let mut out = Vec::new();
-        for e in self.search(&self.container("certnames"), Scope::OneLevel, "(objectClass=vouchRegistered)")? {
-            let rec = e.record()?;
+        let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
+        for e in self.search(&self.container("certnames"), Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs)? {
             out.push(Listed {
-                certname: rec.certname,
-                serial: rec.serial,
-                not_after: rec.not_after,
+                certname: e.need("vouchCertname")?,
+                serial: e.need("vouchSerial")?,
+                not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
                 revoked: e.text("vouchState").as_deref() == Some("revoked"),
             });
         }
@@ -1140,7 +1150,7 @@ impl Store for LdapStore {
 
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
         let mut out = Vec::new();
-        for e in self.search(&self.container("requests"), Scope::OneLevel, "(objectClass=vouchRequest)")? {
+        for e in self.search(&self.container("requests"), Scope::OneLevel, "(objectClass=vouchRequest)", &["vouchData"])? {
             let req: PendingRequest = serde_json::from_slice(e.bytes("vouchData").unwrap_or_default())
                 .map_err(|err| e.damaged(format!("vouchData: {err}")))?;
             out.push(req);
