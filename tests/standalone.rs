@@ -7,7 +7,7 @@ use std::process::Command;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A directory holding only the few programs `scripts/test` itself uses, so that every tool the
-/// tests drive (openssl, puppet, ruby, java, cloud-init, g++) and cargo look missing.
+/// tests drive (openssl, puppet, ruby, java, cloud-init, g++, ldapsearch) and cargo look missing.
 fn bare_path() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for tool in ["bash", "id", "sort", "sed", "dirname", "tr"] {
@@ -45,7 +45,7 @@ fn the_test_command_prints_the_install_line_for_a_user_who_cannot_install() {
         .lines()
         .find(|l| l.trim_start().starts_with("apt-get update && apt-get install -y --no-install-recommends"))
         .unwrap_or_else(|| panic!("no install line in: {stderr}"));
-    for package in ["openssl", "cloud-init", "puppet-agent", "puppetserver", "ruby", "g++"] {
+    for package in ["openssl", "cloud-init", "puppet-agent", "puppetserver", "ruby", "g++", "ldap-utils"] {
         assert!(line.split_whitespace().any(|w| w == package), "{package} missing from {line:?}");
     }
     assert!(!stderr.contains("running"), "cargo test must not start: {stderr}");

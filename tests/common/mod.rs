@@ -1,5 +1,8 @@
-//! Shared by the test files: the fixture table (file → certname → expected refusal codes).
+//! Shared by the test files: the fixture table (file → certname → expected refusal codes), and
+//! private OpenLDAP servers ([`slapd`]).
 #![allow(dead_code)]
+
+pub mod slapd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
