@@ -125,6 +125,21 @@ pub enum Error {
         done: String,
         error: Box<Error>,
     },
+    /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
+    RootCa {
+        path: PathBuf,
+        detail: String,
+    },
+    /// `ca init --root-key`: the key is not the root certificate's.
+    RootKeyMismatch {
+        cert: PathBuf,
+        key: PathBuf,
+    },
+    /// A command that signs with the root key, in a data directory without it (a master CA made
+    /// with `ca init --root-key`, or a root key moved off the host).
+    RootKeyElsewhere {
+        dir: PathBuf,
+    },
     /// Date arithmetic that leaves the range vouch can represent (years 1 to 9999).
     Date {
         detail: String,
@@ -203,6 +218,20 @@ impl std::fmt::Display for Error {
             }
             Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
             Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
+            Error::RootCa { path, detail } => write!(f, "root CA certificate {}: {detail}", path.display()),
+            Error::RootKeyMismatch { cert, key } => write!(
+                f,
+                "private key {} does not belong to the root CA certificate {} (their public keys differ)",
+                key.display(),
+                cert.display()
+            ),
+            Error::RootKeyElsewhere { dir } => write!(
+                f,
+                "the root CA's key is not in {}: {} is missing (a master CA made with 'vouch ca init --root-cert \
+                 --root-key' never keeps it; an operator may also have moved it off this host)",
+                dir.display(),
+                dir.join("ca").join(crate::issuance::bootstrap::ROOT_KEY).display()
+            ),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
         }
@@ -309,6 +338,18 @@ impl Error {
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
+            Error::RootCa { .. } => {
+                "give --root-cert the root CA's certificate (ca/root_crt.pem in the data directory of the first \
+                 'vouch ca init'): a self-signed CA certificate, valid now, that may sign certificates"
+            }
+            Error::RootKeyMismatch { .. } => {
+                "give --root-key the root's own private key (ca/root_key.pem beside the ca/root_crt.pem given to \
+                 --root-cert); nothing was written"
+            }
+            Error::RootKeyElsewhere { .. } => {
+                "run this where the root key is: --dir the data directory holding ca/root_key.pem (a master CA \
+                 under the same root, with the default policy, trusts the conductors issued there)"
+            }
             Error::Date { .. } => "use a shorter duration (or, with --now, a date further from the year 9999)",
         })
     }

@@ -258,11 +258,20 @@ pub struct SignArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum CaCommand {
-    /// Create a root CA, a master CA and a default policy in DIR (created 0700 if new).
+    /// Create a root CA, a master CA and a default policy in DIR (created 0700 if new); with
+    /// --root-cert and --root-key, a further master CA under that existing root instead.
     Init {
-        /// Key type of the root and master CA.
+        /// Key type of the root and master CA (with --root-cert: of the new master CA; the root's may differ).
         #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
         key_type: KeyTypeArg,
+        /// An existing root CA's certificate (another CA's DIR/ca/root_crt.pem): DIR gets a new master
+        /// CA under it, which it signs, and a copy of it as its trust anchor.
+        #[arg(long, value_name = "FILE", requires = "root_key")]
+        root_cert: Option<PathBuf>,
+        /// That root's private key (DIR/ca/root_key.pem of its CA; mode 0600, this user's or root's):
+        /// read to sign the new master CA, never copied into DIR.
+        #[arg(long, value_name = "FILE", requires = "root_cert")]
+        root_key: Option<PathBuf>,
     },
 }
 

@@ -1,17 +1,54 @@
 //! `vouch ca init`.
 
 use super::args::KeyTypeArg;
-use super::output::say;
+use super::output::{note, say};
 use super::{dir, now, Cli, EXIT_OK};
 use crate::error::Error;
-use crate::issuance::bootstrap::{self};
+use crate::issuance::bootstrap::{self, ExistingRoot};
+use std::path::Path;
 
-pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg) -> Result<i32, Error> {
+/// `root`: `--root-cert` and `--root-key` (clap has them both or neither).
+pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)>) -> Result<i32, Error> {
     let d = dir(cli)?;
-    let r = bootstrap::init(&d, (*key_type).into(), now(cli)?)?;
-    sayln!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display())?;
-    sayln!("Root CA fingerprint (SHA-256 of the root certificate): {}", r.root_fingerprint)?;
-    sayln!("Policy: {}", r.policy.display())?;
-    sayln!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display())?;
+    let Some((cert, key)) = root else {
+        let r = bootstrap::init(&d, (*key_type).into(), now(cli)?)?;
+        sayln!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display())?;
+        sayln!("Root CA fingerprint (SHA-256 of the root certificate): {}", r.root_fingerprint)?;
+        sayln!("Policy: {}", r.policy.display())?;
+        sayln!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display())?;
+        return Ok(EXIT_OK);
+    };
+    let r = bootstrap::init_under_root(&d, (*key_type).into(), ExistingRoot { cert, key }, now(cli)?)?;
+    if r.master_capped {
+        note(&format!(
+            "vouch: note: the master CA's 15 years reach past the root CA's notAfter; it ends with the root, {}",
+            crate::encoding::time::format_rfc3339(r.master_not_after)
+        ));
+    }
+    sayln!(
+        "Created a {} master CA in {} under the existing root {}",
+        r.key_type.name(),
+        d.dir.display(),
+        r.root_fingerprint
+    )?;
+    sayln!("The root key stays in {}: it was read, not copied into {}", key.display(), d.dir.display())?;
+    sayln!("Policy: {} (trusts the conductors of that root)", r.policy.display())?;
+    // The root's own data directory, when the key is its ca/root_key.pem.
+    let root_dir = key
+        .parent()
+        .filter(|ca| {
+            key.file_name().is_some_and(|n| n == bootstrap::ROOT_KEY) && ca.file_name().is_some_and(|n| n == "ca")
+        })
+        .and_then(Path::parent)
+        .map_or_else(
+            || "ROOT_DIR".to_string(),
+            |p| if p.as_os_str().is_empty() { ".".into() } else { p.display().to_string() },
+        );
+    sayln!(
+        "Next: conductors come from the root: vouch conductor new NAME --dir {root_dir} --cert-out NAME.pem \
+         --key-out NAME.key (or use the root's existing ones); then vouch sign --dir {dir} --csr FILE, \
+         vouch serve --dir {dir}, or the autosign hook with VOUCH_DIR={dir}",
+        dir = d.dir.display()
+    )?;
     Ok(EXIT_OK)
 }

@@ -150,7 +150,9 @@ pub fn find_policy(explicit: Option<&Path>, dir: Option<&Path>) -> Result<PathBu
 pub fn run(cli: Cli) -> Result<i32, Error> {
     let cli = &cli;
     match &cli.command {
-        Command::Ca(CaCommand::Init { key_type }) => ca::init(cli, key_type),
+        Command::Ca(CaCommand::Init { key_type, root_cert, root_key }) => {
+            ca::init(cli, key_type, root_cert.as_deref().zip(root_key.as_deref()))
+        }
         Command::Conductor(ConductorCommand::New { name, cert_out, key_out, key_type, days }) => {
             conductor::new(cli, name, cert_out, key_out, key_type, days)
         }

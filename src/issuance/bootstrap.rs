@@ -179,6 +179,10 @@ pub struct InitReport {
     pub key_type: KeyType,
     pub policy: PathBuf,
     pub ca_dir: PathBuf,
+    /// The master CA's notAfter.
+    pub master_not_after: OffsetDateTime,
+    /// The master CA's 15 years reached past the root's notAfter, which it now ends at.
+    pub master_capped: bool,
 }
 
 /// SHA-256 fingerprint as Puppet prints it: `AB:CD:…`.
@@ -194,15 +198,57 @@ pub fn fingerprint(der: &[u8]) -> String {
 /// Creates the root CA, the master CA and the default policy. Refuses to
 /// touch an existing CA. The `ca/` directory appears whole or not at all.
 pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitReport, Error> {
-    prepare_data_dir(dir)?;
+    check_new_data_dir(dir)?;
+    create_private_dir(&dir.dir)?;
     let ca = new_ca(key_type, now)?;
-    install_ca(dir, &ca)?;
+    install_ca(dir, &ca.files)?;
     let policy = write_default_policy(dir)?;
-    Ok(InitReport { root_fingerprint: fingerprint(ca.root_cert.der()), key_type, policy, ca_dir: dir.ca() })
+    Ok(InitReport {
+        root_fingerprint: fingerprint(ca.root_der.as_slice()),
+        key_type,
+        policy,
+        ca_dir: dir.ca(),
+        master_not_after: ca.master_not_after,
+        master_capped: false,
+    })
 }
 
-/// The data directory, made ready for `ca init`: usable, without a CA or a policy, trusted, private.
-fn prepare_data_dir(dir: &DataDir) -> Result<(), Error> {
+/// An existing root CA's certificate and key files, for a further master CA under it.
+#[derive(Debug, Clone, Copy)]
+pub struct ExistingRoot<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+}
+
+/// `ca init --root-cert --root-key`: a further master CA (a new key) under an existing root, and
+/// the default policy, in a new data directory laid out as [`init`] lays one out, except that the
+/// root key is only read, never written to it. Everything is checked (the directory, the root,
+/// its key) before anything is created.
+pub fn init_under_root(
+    dir: &DataDir,
+    key_type: KeyType,
+    root: ExistingRoot<'_>,
+    now: OffsetDateTime,
+) -> Result<InitReport, Error> {
+    check_new_data_dir(dir)?;
+    let loaded = load_root(root, now)?;
+    let ca = new_master_under(key_type, &loaded, root.cert, now)?;
+    create_private_dir(&dir.dir)?;
+    install_ca(dir, &ca.files)?;
+    let policy = write_default_policy(dir)?;
+    Ok(InitReport {
+        root_fingerprint: fingerprint(&loaded.der),
+        key_type,
+        policy,
+        ca_dir: dir.ca(),
+        master_not_after: ca.master_not_after,
+        master_capped: ca.master_capped,
+    })
+}
+
+/// A data directory `ca init` may create a CA in: usable, without a CA or a policy, and (if it
+/// exists) trusted. Nothing is created.
+fn check_new_data_dir(dir: &DataDir) -> Result<(), Error> {
     dir.usable()?;
     for existing in [dir.ca(), dir.policy()] {
         if existing.exists() {
@@ -210,16 +256,40 @@ fn prepare_data_dir(dir: &DataDir) -> Result<(), Error> {
         }
     }
     // An existing DIR must be this user's (or root's): its owner could swap the policy later.
-    crate::files::trust::check_trusted(&dir.dir)?;
-    create_private_dir(&dir.dir)
+    Ok(crate::files::trust::check_trusted(&dir.dir)?)
 }
 
-/// A new root CA and the master CA it signs, with their keys.
+/// The files of a new `ca/`, as PEM text.
+struct CaFiles {
+    /// `None` for a further master CA: the root key stays where it is.
+    root_key: Option<String>,
+    root_cert: String,
+    ca_key: String,
+    ca_cert: String,
+}
+
+/// A new CA's files, and what `ca init` reports of it.
 struct NewCa {
-    root_key: KeyPair,
-    root_cert: rcgen::Certificate,
-    ca_key: KeyPair,
-    ca_cert: rcgen::Certificate,
+    files: CaFiles,
+    root_der: Vec<u8>,
+    master_not_after: OffsetDateTime,
+    master_capped: bool,
+}
+
+/// The master CA's validity: 15 years (capped, under an existing root, at the root's notAfter).
+const MASTER_YEARS: i64 = 15;
+
+/// The master CA's certificate parameters (path length 0), from `not_before` to `not_after`.
+fn master_params(cn: &str, not_before: OffsetDateTime, not_after: OffsetDateTime) -> Result<CertificateParams, Error> {
+    let mut master = CertificateParams::default();
+    master.distinguished_name = name(cn);
+    master.serial_number = Some(random_serial()?);
+    master.not_before = not_before;
+    master.not_after = not_after;
+    master.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    master.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    master.use_authority_key_identifier_extension = true;
+    Ok(master)
 }
 
 /// The root CA (20 years, self-signed) and the master CA (15 years, path length 0), both
@@ -227,7 +297,7 @@ struct NewCa {
 fn new_ca(key_type: KeyType, now: OffsetDateTime) -> Result<NewCa, Error> {
     let root_from = sub_time(now, Duration::days(1), "the root CA's notBefore")?;
     let root_until = add_time(now, Duration::days(365 * 20), "the root CA's 20-year validity")?;
-    let master_until = add_time(now, Duration::days(365 * 15), "the master CA's 15-year validity")?;
+    let master_until = add_time(now, Duration::days(365 * MASTER_YEARS), "the master CA's 15-year validity")?;
 
     let root_key = key_type.generate().map_err(crypto)?;
     let mut root = CertificateParams::default();
@@ -241,21 +311,138 @@ fn new_ca(key_type: KeyType, now: OffsetDateTime) -> Result<NewCa, Error> {
     let root_issuer = Issuer::new(root, &root_key);
 
     let ca_key = key_type.generate().map_err(crypto)?;
-    let mut master = CertificateParams::default();
-    master.distinguished_name = name("vouch Master CA");
-    master.serial_number = Some(random_serial()?);
-    master.not_before = root_from;
-    master.not_after = master_until;
-    master.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    master.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    master.use_authority_key_identifier_extension = true;
-    let ca_cert = master.signed_by(&ca_key, &root_issuer).map_err(crypto)?;
-    Ok(NewCa { root_key, root_cert, ca_key, ca_cert })
+    let ca_cert =
+        master_params("vouch Master CA", root_from, master_until)?.signed_by(&ca_key, &root_issuer).map_err(crypto)?;
+    Ok(NewCa {
+        files: CaFiles {
+            root_key: Some(root_key.serialize_pem()),
+            root_cert: root_cert.pem(),
+            ca_key: ca_key.serialize_pem(),
+            ca_cert: ca_cert.pem(),
+        },
+        root_der: root_cert.der().to_vec(),
+        master_not_after: master_until,
+        master_capped: false,
+    })
+}
+
+/// An existing root CA, checked: its certificate (DER) and key, and its validity.
+struct LoadedRoot {
+    der: Vec<u8>,
+    key: KeyPair,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+}
+
+/// Reads an existing root CA for `ca init --root-cert --root-key`: the key through the checks
+/// the CA's own keys pass (owner root or this user, no group or other access), and refused
+/// unless the certificate is a self-issued CA certificate that may sign a master CA
+/// (basicConstraints cA, no path length 0, keyUsage keyCertSign), valid at `now`, whose public
+/// key is the key's.
+fn load_root(root: ExistingRoot<'_>, now: OffsetDateTime) -> Result<LoadedRoot, Error> {
+    crate::files::trust::check_private_key(root.key)?;
+    let CertAndKey { cert_der, key } = load_cert_and_key(root.cert, root.key)?;
+    let bad = |detail: String| Error::RootCa { path: root.cert.to_path_buf(), detail };
+    let (_, x) = x509_parser::parse_x509_certificate(&cert_der)
+        .map_err(|e| Error::Cert { path: root.cert.to_path_buf(), detail: e.to_string() })?;
+    match x.basic_constraints() {
+        Ok(Some(bc)) if bc.value.ca => {
+            if bc.value.path_len_constraint == Some(0) {
+                return Err(bad("its path length constraint is 0: it may sign no further CA (is it a master CA, \
+                                ca_crt.pem, rather than the root, root_crt.pem?)"
+                    .into()));
+            }
+        }
+        Ok(_) => return Err(bad("it is not a CA certificate (its basicConstraints do not say cA=TRUE)".into())),
+        Err(e) => return Err(bad(format!("its basicConstraints cannot be read: {e}"))),
+    }
+    match x.key_usage() {
+        Ok(Some(ku)) if ku.value.key_cert_sign() => {}
+        Ok(Some(_)) => return Err(bad("its keyUsage does not allow keyCertSign: it may not sign certificates".into())),
+        Ok(None) => return Err(bad("it has no keyUsage extension allowing keyCertSign".into())),
+        Err(e) => return Err(bad(format!("its keyUsage cannot be read: {e}"))),
+    }
+    if x.subject().as_raw() != x.issuer().as_raw() {
+        return Err(bad(format!(
+            "it is not a root: it was issued by {}, not by itself (give the certificate at the top of the chain)",
+            x.issuer()
+        )));
+    }
+    let not_before = x.validity().not_before.to_datetime();
+    let not_after = x.validity().not_after.to_datetime();
+    if not_after <= now {
+        return Err(bad(format!("it expired at {}", crate::encoding::time::format_rfc3339(not_after))));
+    }
+    if not_before > now {
+        return Err(bad(format!(
+            "it is not valid before {} (is this machine's clock right?)",
+            crate::encoding::time::format_rfc3339(not_before)
+        )));
+    }
+    if key.public_key_raw() != x.public_key().subject_public_key.data.as_ref() {
+        return Err(Error::RootKeyMismatch { cert: root.cert.to_path_buf(), key: root.key.to_path_buf() });
+    }
+    Ok(LoadedRoot { der: cert_der, key, not_before, not_after })
+}
+
+/// Distinguishes a further master CA's name from every other master's: 32 random bits, in hex.
+fn master_suffix() -> Result<String, Error> {
+    let mut b = [0u8; 4];
+    aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// A further master CA under `root` ("vouch Master CA" and a random suffix; 15 years, capped at
+/// the root's notAfter; backdated a day, not before the root's notBefore). Its issuer name must
+/// be the root's subject byte for byte, or the chain would not verify.
+fn new_master_under(
+    key_type: KeyType,
+    root: &LoadedRoot,
+    cert_path: &Path,
+    now: OffsetDateTime,
+) -> Result<NewCa, Error> {
+    let from = sub_time(now, Duration::days(1), "the master CA's notBefore")?.max(root.not_before);
+    let asked = now.checked_add(Duration::days(365 * MASTER_YEARS));
+    let master_capped = asked.is_none_or(|t| t > root.not_after);
+    let until = match asked {
+        Some(t) if !master_capped => t,
+        _ => root.not_after,
+    };
+    let issuer = Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root.der.as_slice()), &root.key)
+        .map_err(crypto)?;
+    let ca_key = key_type.generate().map_err(crypto)?;
+    let cn = format!("vouch Master CA {}", master_suffix()?);
+    let ca_cert = master_params(&cn, from, until)?.signed_by(&ca_key, &issuer).map_err(crypto)?;
+    let parse = |der: &[u8]| {
+        x509_parser::parse_x509_certificate(der)
+            .map(|(_, c)| (c.subject().as_raw().to_vec(), c.issuer().as_raw().to_vec()))
+            .map_err(|e| Error::Cert { path: cert_path.to_path_buf(), detail: e.to_string() })
+    };
+    let ((root_subject, _), (_, master_issuer)) = (parse(&root.der)?, parse(ca_cert.der())?);
+    if root_subject != master_issuer {
+        return Err(Error::RootCa {
+            path: cert_path.to_path_buf(),
+            detail: "its subject name cannot be copied exactly into a new certificate's issuer name (an encoding \
+                     vouch does not reproduce): a master CA under it would not chain to it"
+                .into(),
+        });
+    }
+    Ok(NewCa {
+        files: CaFiles {
+            root_key: None,
+            root_cert: crate::encoding::pem::encode("CERTIFICATE", &root.der),
+            ca_key: ca_key.serialize_pem(),
+            ca_cert: ca_cert.pem(),
+        },
+        root_der: root.der.clone(),
+        master_not_after: until,
+        master_capped,
+    })
 }
 
 /// Stages the CA's files in a temporary directory, then renames it into place as `ca/`
 /// (removing the staging directory on failure).
-fn install_ca(dir: &DataDir, ca: &NewCa) -> Result<(), Error> {
+fn install_ca(dir: &DataDir, ca: &CaFiles) -> Result<(), Error> {
     let staging = crate::files::durable::temp_beside(&dir.ca());
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -280,16 +467,19 @@ fn install_ca(dir: &DataDir, ca: &NewCa) -> Result<(), Error> {
     result
 }
 
-/// The keys (0600), the certificates and the bundle (0644), in `staging`.
-fn write_ca_files(staging: &Path, ca: &NewCa) -> Result<(), Error> {
-    let files: [(&str, String, u32); 5] = [
-        (ROOT_KEY, ca.root_key.serialize_pem(), 0o600),
-        (CA_KEY, ca.ca_key.serialize_pem(), 0o600),
-        (ROOT_CERT, ca.root_cert.pem(), 0o644),
-        (CA_CERT, ca.ca_cert.pem(), 0o644),
-        (CA_BUNDLE, format!("{}{}", ca.ca_cert.pem(), ca.root_cert.pem()), 0o644),
+/// The keys (0600), the certificates and the bundle (0644), in `staging`; the root key only
+/// when this CA made it.
+fn write_ca_files(staging: &Path, ca: &CaFiles) -> Result<(), Error> {
+    let bundle = format!("{}{}", ca.ca_cert, ca.root_cert);
+    let files: [(&str, Option<&str>, u32); 5] = [
+        (ROOT_KEY, ca.root_key.as_deref(), 0o600),
+        (CA_KEY, Some(&ca.ca_key), 0o600),
+        (ROOT_CERT, Some(&ca.root_cert), 0o644),
+        (CA_CERT, Some(&ca.ca_cert), 0o644),
+        (CA_BUNDLE, Some(&bundle), 0o644),
     ];
     for (file, content, mode) in files {
+        let Some(content) = content else { continue };
         let p = staging.join(file);
         crate::files::durable::write_new(&p, content.as_bytes(), mode).map_err(|source| Error::Io {
             path: p.clone(),
@@ -409,6 +599,15 @@ pub fn check_conductor_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The root key is in `DIR/ca/`, else [`Error::RootKeyElsewhere`]: a master CA made with
+/// `ca init --root-key` never had it there, and an operator may have moved it off the host.
+pub fn require_root_key(dir: &DataDir) -> Result<(), Error> {
+    match std::fs::symlink_metadata(dir.file(ROOT_KEY)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::RootKeyElsewhere { dir: dir.dir.clone() }),
+        _ => Ok(()),
+    }
+}
+
 fn issue_conductor_with(
     dir: &DataDir,
     spec: &ConductorSpec<'_>,
@@ -424,6 +623,7 @@ fn issue_conductor_with(
     }
     crate::files::trust::check_trusted(&dir.dir)?;
     crate::files::trust::check_trusted(&dir.ca())?;
+    require_root_key(dir)?;
     crate::files::trust::check_private_key(&dir.file(ROOT_KEY))?;
     let CertAndKey { cert_der: root_der, key: root_key } =
         load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
@@ -462,4 +662,61 @@ fn issue_conductor_with(
         not_after,
         capped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CA certificate and its key, written to `dir` as NAME.pem and NAME.key (0600); signed by
+    /// `issuer` (self-signed without one).
+    fn write_ca(
+        dir: &Path,
+        name_: &str,
+        key_usages: Vec<KeyUsagePurpose>,
+        issuer: Option<(&rcgen::Certificate, &KeyPair)>,
+    ) -> (PathBuf, PathBuf, rcgen::Certificate, KeyPair) {
+        let key = KeyType::P256.generate().unwrap();
+        let now = OffsetDateTime::now_utc();
+        let mut p = CertificateParams::default();
+        p.distinguished_name = name(name_);
+        p.not_before = sub_time(now, Duration::days(1), "test").unwrap();
+        p.not_after = add_time(now, Duration::days(365), "test").unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.key_usages = key_usages;
+        let cert = match issuer {
+            None => p.self_signed(&key).unwrap(),
+            Some((c, k)) => {
+                let i = Issuer::from_ca_cert_der(c.der(), k).unwrap();
+                p.signed_by(&key, &i).unwrap()
+            }
+        };
+        let (cp, kp) = (dir.join(format!("{name_}.pem")), dir.join(format!("{name_}.key")));
+        crate::files::durable::write_new(&cp, cert.pem().as_bytes(), 0o644).unwrap();
+        crate::files::durable::write_new(&kp, key.serialize_pem().as_bytes(), 0o600).unwrap();
+        (cp, kp, cert, key)
+    }
+
+    fn refusal(cert: &Path, key: &Path) -> String {
+        match load_root(ExistingRoot { cert, key }, OffsetDateTime::now_utc()) {
+            Err(Error::RootCa { detail, .. }) => detail,
+            Err(e) => panic!("not Error::RootCa: {e}"),
+            Ok(_) => panic!("{} accepted as a root", cert.display()),
+        }
+    }
+
+    #[test]
+    fn a_root_must_be_self_issued_and_allowed_to_sign_certificates() {
+        let t = tempfile::tempdir().unwrap();
+        let sign = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let (rc, rk, root, root_key) = write_ca(t.path(), "root", sign.clone(), None);
+        assert!(load_root(ExistingRoot { cert: &rc, key: &rk }, OffsetDateTime::now_utc()).is_ok());
+        // An intermediate without a path length limit: a CA that may sign a CA, but no root.
+        let (ic, ik, ..) = write_ca(t.path(), "inter", sign, Some((&root, &root_key)));
+        assert!(refusal(&ic, &ik).contains("it is not a root"), "{}", refusal(&ic, &ik));
+        let (nc, nk, ..) = write_ca(t.path(), "nokeyusage", Vec::new(), None);
+        assert!(refusal(&nc, &nk).contains("no keyUsage"), "{}", refusal(&nc, &nk));
+        let (cc, ck, ..) = write_ca(t.path(), "crlonly", vec![KeyUsagePurpose::CrlSign], None);
+        assert!(refusal(&cc, &ck).contains("does not allow keyCertSign"), "{}", refusal(&cc, &ck));
+    }
 }
