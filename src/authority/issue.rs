@@ -75,6 +75,29 @@ pub(super) enum Admission {
     Refused(Refused),
 }
 
+/// How a round of the group commit ended.
+enum RoundEnd {
+    Stored,
+    /// The store failed: no further round.
+    Failed,
+    /// These jobs lost a compare-and-swap on a shared store (nothing written for them).
+    Conflict(Vec<usize>),
+}
+
+/// How often a job that lost a race on a shared store is admitted again before its node is
+/// told to retry (503).
+const MAX_CONFLICT_RETRIES: usize = 3;
+
+/// The same error again, for each job of a batch (an [`Error`] is not `Clone`): an
+/// unavailable or conflicting shared store stays so (503), anything else is a store failure.
+fn same_kind(e: &Error) -> Error {
+    match e {
+        Error::StoreUnavailable { detail } => Error::StoreUnavailable { detail: detail.clone() },
+        Error::StoreConflict { what } => Error::StoreConflict { what: what.clone() },
+        e => Error::Store { detail: e.to_string() },
+    }
+}
+
 /// How storing a round failed: before the store's commit (nothing stored) or after it (stored).
 enum StoreFailure {
     Before(Error),
@@ -319,15 +342,35 @@ impl Authority {
         let lock = match self.store.lock() {
             Ok(l) => l,
             Err(e) => {
-                let detail = e.to_string();
-                return jobs.iter().map(|_| Err(Error::Store { detail: detail.clone() })).collect();
+                let e = Error::from(e);
+                return jobs.iter().map(|_| Err(same_kind(&e))).collect();
             }
         };
         let mut answers: Answers = jobs.iter().map(|_| None).collect();
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
+        let mut conflicts = 0;
         while !remaining.is_empty() {
             let round = self.admit_round(&lock, &jobs, remaining, &mut answers);
-            let failed = self.store_round(&lock, &jobs, round.admitted, &mut answers);
+            let (failed, lost) = match self.store_round(&lock, &jobs, round.admitted, &mut answers) {
+                RoundEnd::Stored => (false, Vec::new()),
+                RoundEnd::Failed => (true, Vec::new()),
+                RoundEnd::Conflict(lost) => (false, lost),
+            };
+            if !lost.is_empty() {
+                // Another master (or request) changed the certname between admission and the
+                // store's write: admitted again, the job meets what it wrote. Bounded.
+                conflicts += 1;
+                if conflicts > MAX_CONFLICT_RETRIES {
+                    for &i in &lost {
+                        answers[i] = Some(Err(Error::StoreConflict {
+                            what: format!("the certificate of {}", jobs[i].certname),
+                        }));
+                    }
+                } else {
+                    remaining = lost.into_iter().chain(round.deferred).collect();
+                    continue;
+                }
+            }
             if failed {
                 // No further round on a store that just failed: the deferred jobs are answered
                 // with an error and retried by their nodes.
@@ -378,7 +421,7 @@ impl Authority {
         jobs: &[Job],
         round: Vec<(usize, Admitted)>,
         answers: &mut Answers,
-    ) -> bool {
+    ) -> RoundEnd {
         let admitted: Vec<usize> = round.iter().map(|(i, _)| *i).collect();
         let admitted = admitted.as_slice();
         let revoked: Vec<Revocation> =
@@ -395,7 +438,7 @@ impl Authority {
                 Err(e) => Err(StoreFailure::Before(Error::from(e))),
             },
         };
-        let failed = stored.is_err();
+        let mut end = if stored.is_err() { RoundEnd::Failed } else { RoundEnd::Stored };
         if matches!(stored, Ok(()) | Err(StoreFailure::AfterCommit(_))) {
             // The superseded certificates are revoked: audited, and the CRL written.
             let now = jobs.first().map(|j| j.now).unwrap_or_else(OffsetDateTime::now_utc);
@@ -412,16 +455,19 @@ impl Authority {
                 warn("store", &e.to_string());
                 self.answer_issued(jobs, admitted, answers);
             }
+            // A shared store's compare-and-swap lost (nothing was written): admitted again.
+            Err(StoreFailure::Before(Error::StoreConflict { .. })) if !self.store.batches() => {
+                end = RoundEnd::Conflict(admitted.to_vec());
+            }
             Err(StoreFailure::Before(e)) => {
-                let detail = e.to_string();
                 for &i in admitted {
                     // Nothing was stored: the claim stays this key's, unmarked, so the
                     // node's retry is approved and nobody else's is.
-                    answers[i] = Some(Err(Error::Store { detail: detail.clone() }));
+                    answers[i] = Some(Err(same_kind(&e)));
                 }
             }
         }
-        failed
+        end
     }
 
     /// What the store keeps for a job: its record, its certificate and, with a replay

@@ -60,6 +60,8 @@ pub struct Authority {
     maintained: std::sync::atomic::AtomicI64,
     /// The names on the service's and the administrator's certificates: never a node's.
     pub reserved: ReservedNames,
+    /// The other master CAs sharing the store (their certificates, DER), as last read.
+    siblings: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -105,6 +107,7 @@ impl Authority {
             group: GroupCommit::new(issue::MAX_BATCH),
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
+            siblings: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -138,8 +141,24 @@ impl Authority {
         self.audit_lines(&[line.to_string()])
     }
 
-    /// Checks a certificate chains to this CA (master, then root) and is valid at `now`.
+    /// Checks a certificate chains to this CA (master, then root), or with a shared store to
+    /// another master CA under the same root, and is valid at `now`.
     pub fn verify_ours(&self, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {
+        let known = self.siblings.lock().map(|s| s.clone()).unwrap_or_default();
+        match self.verify_with(der, now, &known) {
+            Err(Error::NotValid { .. }) if !self.store.batches() => {
+                // A master that joined since: read them again (one search), then decide.
+                let fresh = self.store.issuers()?;
+                if let Ok(mut s) = self.siblings.lock() {
+                    s.clone_from(&fresh);
+                }
+                self.verify_with(der, now, &fresh)
+            }
+            r => r,
+        }
+    }
+
+    fn verify_with(&self, der: &[u8], now: OffsetDateTime, siblings: &[Vec<u8>]) -> Result<(), Error> {
         let root = std::fs::read(self.dir.file(bootstrap::ROOT_CERT)).map_err(|source| Error::Io {
             path: self.dir.file(bootstrap::ROOT_CERT),
             op: "read",
@@ -150,7 +169,10 @@ impl Authority {
         let root_cd = rustls_pki_types::CertificateDer::from(root_der.as_slice());
         let anchor =
             webpki::anchor_from_trusted_cert(&root_cd).map_err(|e| Error::Store { detail: format!("{e:?}") })?;
-        let inter = [rustls_pki_types::CertificateDer::from(self.ca.cert_der.as_slice())];
+        let inter: Vec<rustls_pki_types::CertificateDer<'_>> = std::iter::once(self.ca.cert_der.as_slice())
+            .chain(siblings.iter().map(Vec::as_slice))
+            .map(rustls_pki_types::CertificateDer::from)
+            .collect();
         let ee_cd = rustls_pki_types::CertificateDer::from(der);
         let ee = webpki::EndEntityCert::try_from(&ee_cd).map_err(|e| Error::Store { detail: format!("{e:?}") })?;
         let secs = u64::try_from(now.unix_timestamp()).unwrap_or(0);

@@ -258,7 +258,10 @@ impl Background {
                 stopped.clone(),
             ));
         }
-        let maintenance = tokio::spawn(maintain_every(shared.clone(), MAINTENANCE_EVERY, stopped));
+        // A shared store: other masters revoke this CA's certificates too, and the CRL
+        // follows within SHARED_MAINTENANCE_EVERY (a read of one counter entry).
+        let period = if shared.authority().store.batches() { MAINTENANCE_EVERY } else { SHARED_MAINTENANCE_EVERY };
+        let maintenance = tokio::spawn(maintain_every(shared.clone(), period, stopped));
         Background { stop, maintenance }
     }
 
@@ -293,6 +296,8 @@ fn store_failed(stage: StoreStage, e: &dyn std::fmt::Display) {
 /// How often `vouch serve` maintains the store: the CRLs regenerated when due (a revocation
 /// not yet on them, or less than `[crl] refresh_before` left) and the store's log checkpointed.
 const MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// The same with a shared (LDAP) store, where another master's revocation makes the CRL due.
+const SHARED_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Maintains the store every `period` until `stop` says so. One run at a time, on the
 /// blocking pool: a run may wait for the store's lock (a `vouch` command beside the server)

@@ -428,6 +428,9 @@ pub trait Store: Send + Sync {
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
     /// One pending request with its CSR (PEM), if there is one.
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError>;
+    /// The certificates (DER) of every master CA sharing the store (none for the file store):
+    /// a node of one master is verified at another.
+    fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Where the store is, for messages.
     fn describe(&self) -> String;
 }

@@ -16,7 +16,16 @@ pub fn vouch() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
     c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY");
     // The log's defaults (JSON lines at info on a non-terminal stderr), whatever the caller's shell says.
-    for var in ["RUST_LOG", "VOUCH_LOG", "VOUCH_LOG_FORMAT", "VOUCH_METRICS_LISTEN"] {
+    for var in [
+        "RUST_LOG",
+        "VOUCH_LOG",
+        "VOUCH_LOG_FORMAT",
+        "VOUCH_METRICS_LISTEN",
+        "VOUCH_STORE",
+        "VOUCH_LDAP_BIND_DN",
+        "VOUCH_LDAP_PASSWORD_FILE",
+        "VOUCH_LDAP_CA",
+    ] {
         c.env_remove(var);
     }
     c

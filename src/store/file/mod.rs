@@ -481,6 +481,10 @@ impl Store for FileStore {
         format!("files in {}", self.root.display())
     }
 
+    fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(Vec::new())
+    }
+
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {
         let path = self.p("inventory.txt");
         let text = match fs::read_to_string(&path) {

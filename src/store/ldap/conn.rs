@@ -127,7 +127,18 @@ impl Pool {
     /// connection and is retried once on a fresh one (a pooled connection may have been
     /// closed by a server restart); a second failure is [`StoreError::Unavailable`].
     /// `f` returns the LDAP result; what its codes mean is the caller's business.
-    pub fn run<T>(&self, mut f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T>) -> Result<T, StoreError> {
+    ///
+    /// ldap3's blocking connection drives its own small runtime, which tokio forbids inside
+    /// another runtime's async context (`vouch serve`'s start-up, its signal handling): there
+    /// the operation runs on a thread of its own.
+    pub fn run<T: Send>(
+        &self,
+        f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T> + Send,
+    ) -> Result<T, StoreError> {
+        on_plain_thread(|| self.run_here(f))
+    }
+
+    fn run_here<T>(&self, mut f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T>) -> Result<T, StoreError> {
         let mut last = None;
         for attempt in 0..2 {
             let pooled = if attempt == 0 { self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() } else { None };
@@ -149,6 +160,35 @@ impl Pool {
         }
         Err(unavailable(&self.server, last.map(|e| e.to_string()).unwrap_or_default()))
     }
+}
+
+impl Drop for Pool {
+    /// Idle connections own runtimes, which tokio forbids dropping in an async context (an
+    /// Authority replaced at SIGHUP may be dropped there): they are dropped on a thread of
+    /// their own.
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        if idle.is_empty() {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            drop(idle);
+        } else {
+            let _ = std::thread::Builder::new().name("vouch-ldap-close".into()).spawn(move || drop(idle));
+        }
+    }
+}
+
+/// Runs `f` here, or on a scoped thread of its own when this thread is inside a tokio
+/// runtime (see [`Pool::run`]).
+fn on_plain_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 /// A TLS client configuration trusting only the certificates in `path` (PEM).

@@ -232,7 +232,8 @@ impl LdapStore {
         let mut cookie: Vec<u8> = Vec::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
-            let res = self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, attrs.to_vec()))?;
+            let res =
+                self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, attrs.to_vec()))?;
             let (entries, result) = (res.0, res.1);
             match result.rc {
                 rc::SUCCESS => {}
@@ -1150,7 +1151,9 @@ impl Store for LdapStore {
 
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
         let mut out = Vec::new();
-        for e in self.search(&self.container("requests"), Scope::OneLevel, "(objectClass=vouchRequest)", &["vouchData"])? {
+        for e in
+            self.search(&self.container("requests"), Scope::OneLevel, "(objectClass=vouchRequest)", &["vouchData"])?
+        {
             let req: PendingRequest = serde_json::from_slice(e.bytes("vouchData").unwrap_or_default())
                 .map_err(|err| e.damaged(format!("vouchData: {err}")))?;
             out.push(req);
@@ -1170,5 +1173,19 @@ impl Store for LdapStore {
 
     fn describe(&self) -> String {
         format!("LDAP {}/{}", self.primary.server.address, self.base)
+    }
+
+    fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut out = Vec::new();
+        for e in
+            self.search(&self.container("cas"), Scope::OneLevel, "(objectClass=vouchIssuer)", &["vouchCertificate"])?
+        {
+            if let Some(pem) = e.bytes("vouchCertificate") {
+                if let Ok((_, der)) = crate::encoding::pem::find(pem, &["CERTIFICATE"]) {
+                    out.push(der);
+                }
+            }
+        }
+        Ok(out)
     }
 }

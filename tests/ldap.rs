@@ -1,0 +1,703 @@
+//! The shared store on OpenLDAP (issue 15): several masters, one fleet, against private
+//! slapd instances (tests/common/slapd.rs) and the real vouch binary.
+
+mod common;
+
+use common::slapd::{Slapd, SlapdOpts};
+use common::{ok, run, s, vouch};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vouch::serve::client::{tls_config, Client};
+
+const BASE: &str = "ou=vouch,dc=vouch,dc=test";
+const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: front\n";
+
+/// A private slapd with vouch's schema and indexes (from `vouch ldap schema`).
+fn slapd_opts() -> SlapdOpts {
+    let schema = ok(&vouch().args(["ldap", "schema"]).output().unwrap());
+    let indexes = schema.lines().filter_map(|l| l.strip_prefix("#   index ")).map(str::to_string).collect::<Vec<_>>();
+    assert!(!indexes.is_empty(), "the schema names its indexes");
+    SlapdOpts { schema: Some(schema), indexes, ..Default::default() }
+}
+
+/// The environment that points vouch at `slapd`'s store (simple bind, password file).
+fn store_env(slapd: &Slapd) -> Vec<(String, String)> {
+    vec![
+        ("VOUCH_STORE".into(), slapd.url(BASE)),
+        ("VOUCH_LDAP_BIND_DN".into(), slapd.bind_dn().into()),
+        ("VOUCH_LDAP_PASSWORD_FILE".into(), s(&slapd.password_file()).into()),
+    ]
+}
+
+/// `vouch` on the LDAP store of `slapd`, in data directory `dir`.
+fn v(slapd: &Slapd, dir: &Path) -> Command {
+    let mut c = vouch();
+    c.envs(store_env(slapd)).args(["--dir", s(dir)]);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A started slapd with the store's containers (`vouch ldap init`, twice: idempotent).
+fn store() -> Slapd {
+    let slapd = Slapd::start(&slapd_opts());
+    let tmp = slapd.dir().to_path_buf();
+    let first = ok(&v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap());
+    assert!(first.contains(&format!("created ou=journal,{BASE}")), "{first}");
+    let again = ok(&v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap());
+    assert!(again.contains("nothing to do"), "{again}");
+    slapd
+}
+
+/// `vouch serve` on the LDAP store.
+struct Master {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Master {
+    fn start(slapd: &Slapd, dir: &Path, name: &str) -> Master {
+        Master::start_env(dir, name, &store_env(slapd), &[])
+    }
+
+    fn start_env(dir: &Path, name: &str, env: &[(String, String)], extra: &[&str]) -> Master {
+        let log = dir.with_extension("log");
+        let mut child = vouch()
+            .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0", "--server-name", name])
+            .args(["--server-name", "localhost"])
+            .args(extra)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut banner = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("vouch serve ended before it was ready:\n{banner}\n{}", std::fs::read_to_string(&log).unwrap());
+            }
+            banner.push_str(&line);
+            if line.starts_with("then: puppet ssl bootstrap") {
+                break;
+            }
+        }
+        let port = banner
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("ca_port = "))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
+        Master { child: Some(child), port, dir: dir.to_path_buf(), log }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    fn client(&self) -> Client {
+        let bundle = std::fs::read(self.dir.join("ca/ca_bundle.pem")).unwrap();
+        Client::new(tls_config(&bundle, None).unwrap(), self.addr(), "localhost").unwrap()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap()
+    }
+
+    fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child's PID.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(5) {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Two masters' data directories: D1 made by `vouch serve`'s first run (root, master,
+/// conductor), D2 a further master under D1's root (`vouch ca init --root-cert --root-key`).
+fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
+    let (d1, d2) = (base.join("m1"), base.join("m2"));
+    let m1 = Master::start(slapd, &d1, "ca1.test");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start(slapd, &d2, "ca2.test");
+    (m1, m2)
+}
+
+/// Version 2 attributes for `certname` from D1's conductor (the library: fast).
+fn vouched(d1: &Path, certname: &str) -> vouch::vouching::attrs::CsrAttributes {
+    let cert_pem = std::fs::read(d1.join("conductor/conductor_crt.pem")).unwrap();
+    let (_, cert_der) = vouch::encoding::pem::find(&cert_pem, &["CERTIFICATE"]).unwrap();
+    let ckey =
+        vouch::issuance::keys::load_pem(&std::fs::read_to_string(d1.join("conductor/conductor_key.pem")).unwrap())
+            .unwrap();
+    let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
+    let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let a = vouch::vouching::attrs::vouch(
+        &cert_der,
+        &ckey,
+        &class,
+        expiry,
+        vouch::vouching::attrs::CertEncoding::Base64Der,
+        Some(certname),
+    )
+    .unwrap();
+    vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID))
+}
+
+fn csr_for(certname: &str, attrs: &vouch::vouching::attrs::CsrAttributes, key: &rcgen::KeyPair) -> Vec<u8> {
+    let spec = attrs.csr_spec(certname).unwrap();
+    vouch::encoding::pem::encode("CERTIFICATE REQUEST", &vouch::encoding::csr::build(&spec, key).unwrap()).into_bytes()
+}
+
+fn p256() -> rcgen::KeyPair {
+    rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()
+}
+
+/// PUT the CSR, then GET the certificate: (PUT status, PUT text, the certificate PEM if any).
+fn enroll(m: &Master, name: &str, csr: &[u8]) -> (u16, String, Option<Vec<u8>>) {
+    let mut c = m.client();
+    let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), csr).unwrap();
+    let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+    (put.status, put.text(), (get.status == 200).then_some(get.body))
+}
+
+fn spki_of(pem: &[u8]) -> Vec<u8> {
+    let (_, der) = vouch::encoding::pem::find(pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    c.public_key().raw.to_vec()
+}
+
+fn serial_of(pem: &[u8]) -> String {
+    let (_, der) = vouch::encoding::pem::find(pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    vouch::encoding::hex(c.raw_serial())
+}
+
+/// The reasons a pending request under `name` was refused for (as `vouch list` shows them).
+fn pending_reasons(slapd: &Slapd, dir: &Path, name: &str) -> String {
+    let l = serde_json::from_str::<Vec<serde_json::Value>>(&ok(&v(slapd, dir)
+        .args(["list", "--format", "json"])
+        .output()
+        .unwrap()))
+    .unwrap();
+    l.iter().find(|e| e["name"] == name).map(|e| e["reasons"].to_string()).unwrap_or_default()
+}
+
+/// Refused as Puppet Server answers a refusing hook: 200, no certificate, the request
+/// pending with `code` among its reasons.
+fn assert_refused(slapd: &Slapd, dir: &Path, name: &str, r: &(u16, String, Option<Vec<u8>>), code: &str) {
+    assert_eq!(r.0, 200, "{name}: {}", r.1);
+    assert!(r.2.is_none(), "{name}: a certificate was issued");
+    let reasons = pending_reasons(slapd, dir, name);
+    assert!(reasons.contains(code), "{name}: pending for {reasons}, not {code}");
+}
+
+fn list(slapd: &Slapd, dir: &Path) -> Vec<serde_json::Value> {
+    serde_json::from_str(&ok(&v(slapd, dir).args(["list", "--all", "--format", "json"]).output().unwrap())).unwrap()
+}
+
+/// The serials on a CRL (PEM) as openssl reads it.
+fn crl_serials(pem: &[u8]) -> Vec<String> {
+    let mut c = Command::new("openssl")
+        .args(["crl", "-noout", "-text"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut c.stdin.take().unwrap(), pem).unwrap();
+    let out = ok(&c.wait_with_output().unwrap());
+    out.lines()
+        .filter_map(|l| l.trim().strip_prefix("Serial Number: "))
+        .map(|x| x.trim().to_ascii_lowercase())
+        .collect()
+}
+
+#[test]
+fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (m1, m2) = two_masters(&slapd, tmp.path());
+    let d1 = m1.dir.clone();
+
+    // Racing PUTs for one certname on both masters (two keys, each with its own good
+    // attributes), 10 rounds: exactly one certificate per name, for one of the two keys.
+    for round in 0..10 {
+        let name = format!("race{round}.example.test");
+        let (k1, k2) = (p256(), p256());
+        let (c1, c2) = (csr_for(&name, &vouched(&d1, &name), &k1), csr_for(&name, &vouched(&d1, &name), &k2));
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let (r1, r2) = std::thread::scope(|sc| {
+            let b = barrier.clone();
+            let (m1, m2, n) = (&m1, &m2, name.as_str());
+            let h1 = sc.spawn(move || {
+                b.wait();
+                enroll(m1, n, &c1)
+            });
+            let h2 = sc.spawn(move || {
+                barrier.wait();
+                enroll(m2, n, &c2)
+            });
+            (h1.join().unwrap(), h2.join().unwrap())
+        });
+        for r in [&r1, &r2] {
+            assert!([200, 400, 503].contains(&r.0), "{name}: {} {}\n{}\n{}", r.0, r.1, m1.log(), m2.log());
+        }
+        // Both masters serve the same single certificate, for one of the two keys.
+        let (a, b) = (r1.2.clone().unwrap(), r2.2.clone().unwrap());
+        assert_eq!(a, b, "{name}: the masters serve different certificates");
+        let spki = spki_of(&a);
+        let keys =
+            [rcgen::PublicKeyData::subject_public_key_info(&k1), rcgen::PublicKeyData::subject_public_key_info(&k2)];
+        assert!(keys.contains(&spki), "{name}: the certificate is for neither key");
+    }
+    let listed = list(&slapd, &d1);
+    let races: Vec<&serde_json::Value> =
+        listed.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("race"))).collect();
+    assert_eq!(races.len(), 10, "{listed:?}");
+
+    // Attributes spent at master 1 are refused at master 2 (another key, after a clean).
+    let name = "web01.example.test";
+    let attrs = vouched(&d1, name);
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.unwrap();
+    let serial = serial_of(&cert);
+    ok(&v(&slapd, &m2.dir).args(["clean", name]).output().unwrap());
+    let r = enroll(&m2, name, &csr_for(name, &attrs, &p256()));
+    assert_refused(&slapd, &m2.dir, name, &r, "attributes-replayed");
+
+    // Master 2 sees and revokes master 1's certificate; master 1's CRL lists it.
+    let name = "web02.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let serial2 = serial_of(&cert.unwrap());
+    let on_m2 = list(&slapd, &m2.dir);
+    assert!(on_m2.iter().any(|e| e["name"] == name && e["serial"] == serial2.as_str()), "{on_m2:?}");
+    ok(&v(&slapd, &m2.dir).args(["revoke", name]).output().unwrap());
+    let crl1 = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    let on_crl = crl_serials(crl1.as_bytes());
+    assert!(on_crl.contains(&serial2), "master 1's CRL lacks {serial2}: {on_crl:?}");
+    assert!(on_crl.contains(&serial), "master 1's CRL lacks the cleaned {serial}: {on_crl:?}");
+    // Master 2's CRL lists none of master 1's serials (each CA signs for its own).
+    let crl2 = ok(&v(&slapd, &m2.dir).args(["crl"]).output().unwrap());
+    assert!(!crl_serials(crl2.as_bytes()).contains(&serial2));
+    // Master 1's service learns of it without a command on its side (its maintenance).
+    let t = Instant::now();
+    loop {
+        let mut c = m1.client();
+        let r = c.request("GET", "/puppet-ca/v1/certificate_revocation_list/ca", None, b"").unwrap();
+        if crl_serials(&r.body).contains(&serial2) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "master 1's served CRL never listed {serial2}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("a revocation at master 2 reached master 1's served CRL in {:?}", t.elapsed());
+    drop(m1);
+    drop(m2);
+}
+
+#[test]
+fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let (put, why, _) = enroll(
+        &m1,
+        "before.example.test",
+        &csr_for("before.example.test", &vouched(&d1, "before.example.test"), &p256()),
+    );
+    assert_eq!(put, 200, "{why}");
+    slapd.stop();
+    let name = "during.example.test";
+    let key = p256();
+    let csr = csr_for(name, &vouched(&d1, name), &key);
+    let mut c = m1.client();
+    let r = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("Retry-After").is_some(), "503 without Retry-After");
+    // The hook exits non-zero (nothing approved) while slapd is down.
+    let hook = run(v(&slapd, &d1).args(["autosign", name]), Some(&csr));
+    assert_eq!(hook.status.code(), Some(2), "{}", text(&hook));
+    slapd.restart();
+    // The same request, the same key: issued now, by the same process.
+    let (put, why, cert) = enroll(&m1, name, &csr);
+    assert_eq!(put, 200, "{why}");
+    assert_eq!(spki_of(&cert.unwrap()), rcgen::PublicKeyData::subject_public_key_info(&key));
+    assert!(m1.log().contains("unavailable"), "the log says why: {}", m1.log());
+}
+
+#[test]
+fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let work: Vec<(String, rcgen::KeyPair, Vec<u8>)> = (0..120)
+        .map(|i| {
+            let name = format!("kill{i:03}.example.test");
+            let key = p256();
+            let csr = csr_for(&name, &vouched(&d1, &name), &key);
+            (name, key, csr)
+        })
+        .collect();
+    let addr = m1.addr();
+    let bundle = std::fs::read(d1.join("ca/ca_bundle.pem")).unwrap();
+    let config = tls_config(&bundle, None).unwrap();
+    let pid = m1.pid();
+    let delivered: Vec<(String, Vec<u8>)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = work
+            .chunks(15)
+            .map(|chunk| {
+                let config = config.clone();
+                sc.spawn(move || {
+                    let mut got = Vec::new();
+                    for (name, _, csr) in chunk {
+                        let Ok(mut c) = Client::new(config.clone(), addr, "localhost") else { break };
+                        let Ok(put) = c.request(
+                            "PUT",
+                            &format!("/puppet-ca/v1/certificate_request/{name}"),
+                            Some("text/plain"),
+                            csr,
+                        ) else {
+                            break;
+                        };
+                        if put.status == 200 {
+                            if let Ok(g) = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"") {
+                                if g.status == 200 {
+                                    got.push((name.clone(), g.body));
+                                }
+                            }
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(700));
+        // SAFETY: kill(2) on our own child's PID.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    m1.kill();
+    assert!(!delivered.is_empty(), "nothing was delivered before the kill: raise the delay");
+    // A restart on the same store: every certificate a client received is its name's, once.
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let listed = list(&slapd, &d1);
+    for (name, pem) in &delivered {
+        let serial = serial_of(pem);
+        let n = listed.iter().filter(|e| e["name"] == name.as_str()).count();
+        assert_eq!(n, 1, "{name}: {n} entries");
+        assert!(
+            listed
+                .iter()
+                .any(|e| e["name"] == name.as_str() && e["serial"] == serial.as_str() && e["state"] == "signed"),
+            "{name}: the delivered certificate {serial} is not its current one"
+        );
+    }
+    // Every node that got nothing retries with its own key and attributes, and is issued:
+    // no claim is left unusable for its own key.
+    let done: std::collections::HashSet<&str> = delivered.iter().map(|(n, _)| n.as_str()).collect();
+    let mut retried = 0;
+    for (name, key, csr) in &work {
+        if done.contains(name.as_str()) {
+            continue;
+        }
+        // Registered just before the kill but never delivered: the agent's retry is told it
+        // has one (400, as Puppet Server says it) and downloads it; else it is issued now.
+        let (put, why, cert) = enroll(&m1, name, csr);
+        assert!(put == 200 || why.contains("already has a signed certificate"), "{name}: {put} {why}");
+        let cert = cert.unwrap_or_else(|| panic!("{name}: no certificate after the retry"));
+        assert_eq!(spki_of(&cert), rcgen::PublicKeyData::subject_public_key_info(key), "{name}");
+        retried += 1;
+    }
+    eprintln!("{} delivered before the kill, {retried} issued on retry after the restart", delivered.len());
+}
+
+#[test]
+fn the_hook_and_a_serve_master_share_one_time_use() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    // Spent at the master: the hook (as Puppet Server calls it) refuses them.
+    let name = "hooked1.example.test";
+    let attrs = vouched(&d1, name);
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let hook = run(v(&slapd, &d1).args(["autosign", name]), Some(&csr_for(name, &attrs, &p256())));
+    assert_eq!(hook.status.code(), Some(1), "{}", text(&hook));
+    assert!(String::from_utf8_lossy(&hook.stderr).contains("attributes-replayed"), "{}", text(&hook));
+    // Spent at the hook: the master refuses them.
+    let name = "hooked2.example.test";
+    let attrs = vouched(&d1, name);
+    let csr = csr_for(name, &attrs, &p256());
+    ok(&run(v(&slapd, &d1).args(["autosign", name]), Some(&csr)));
+    let r = enroll(&m1, name, &csr);
+    assert_refused(&slapd, &d1, name, &r, "attributes-replayed");
+    // vouch check reads the same journal.
+    let file = tmp.path().join("hooked2.csr");
+    std::fs::write(&file, &csr).unwrap();
+    let check = run(v(&slapd, &d1).args(["check", "--csr", s(&file)]), None);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+}
+
+#[test]
+fn overrides_compare_and_swap_with_sixteen_racing_writers_on_both_stores() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(&slapd, &d1, "ca1.test"));
+    let name = "web01.example.test";
+    let class = tmp.path().join("class.yaml");
+    std::fs::write(&class, "classes:\n  - role::db\n").unwrap();
+    for ldap in [true, false] {
+        let cmd = |args: &[&str]| {
+            let mut c = if ldap { v(&slapd, &d1) } else { vouch() };
+            if !ldap {
+                c.args(["--dir", s(&d1)]);
+            }
+            c.args(args);
+            c
+        };
+        ok(&cmd(&["override", "set", name, "--classification", s(&class), "--expect-revision", "0"]).output().unwrap());
+        for rev in 1..=3u64 {
+            let outs: Vec<Output> = std::thread::scope(|sc| {
+                let hs: Vec<_> = (0..16)
+                    .map(|_| {
+                        let mut c = cmd(&[
+                            "override",
+                            "set",
+                            name,
+                            "--classification",
+                            s(&class),
+                            "--expect-revision",
+                            &rev.to_string(),
+                        ]);
+                        sc.spawn(move || c.output().unwrap())
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let won = outs.iter().filter(|o| o.status.success()).count();
+            assert_eq!(won, 1, "ldap={ldap} revision {rev}: {won} writers won");
+            for o in outs.iter().filter(|o| !o.status.success()) {
+                assert_eq!(o.status.code(), Some(2), "{}", text(o));
+                assert!(String::from_utf8_lossy(&o.stderr).contains("changed by someone else"), "{}", text(o));
+            }
+        }
+        let shown = ok(&cmd(&["override", "show", name, "--format", "json"]).output().unwrap());
+        let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(shown["revision"], 4, "ldap={ldap}: {shown}");
+        let cleared = ok(&cmd(&["override", "clear", name]).output().unwrap());
+        assert!(cleared.contains("revision 5"), "{cleared}");
+        // A classification a conductor could not sign is refused.
+        std::fs::write(tmp.path().join("bad.yaml"), "classes: !!python/object x\n").unwrap();
+        let bad =
+            cmd(&["override", "set", name, "--classification", s(&tmp.path().join("bad.yaml"))]).output().unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    }
+}
+
+#[test]
+fn the_enc_prints_the_override_and_says_where_it_came_from() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (m1, m2) = two_masters(&slapd, tmp.path());
+    let name = "web01.example.test";
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &vouched(&m1.dir, name), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let enc = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(&ok(&v(&slapd, dir).args(["enc", name]).output().unwrap())).unwrap()
+    };
+    let before = enc(&m1.dir);
+    assert_eq!(before["parameters"]["vouch_source"], "certificate", "{before}");
+    assert_eq!(before["classes"][0], "role::web");
+    let class = tmp.path().join("class.yaml");
+    std::fs::write(&class, "classes:\n  - role::db\n").unwrap();
+    // Set at master 2, printed by master 1's ENC.
+    ok(&v(&slapd, &m2.dir).args(["override", "set", name, "--classification", s(&class)]).output().unwrap());
+    let after = enc(&m1.dir);
+    assert_eq!(after["parameters"]["vouch_source"], "override", "{after}");
+    assert_eq!(after["classes"][0], "role::db");
+    ok(&v(&slapd, &m1.dir).args(["override", "clear", name]).output().unwrap());
+    assert_eq!(enc(&m2.dir)["parameters"]["vouch_source"], "certificate");
+}
+
+#[test]
+fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
+    let (primary, standby) = Slapd::start_pair(&slapd_opts());
+    let tmp = tempfile::tempdir().unwrap();
+    let init = ok(&v(&primary, tmp.path()).args(["ldap", "init"]).output().unwrap());
+    assert!(init.contains("created"), "{init}");
+    let d1 = tmp.path().join("m1");
+    // Writes to the primary, each claim confirmed on the standby before signing.
+    let confirm = ["--store-replica", &standby.url(BASE), "--store-confirm-replicas"];
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&primary), &confirm);
+    let mut issued = Vec::new();
+    for i in 0..20 {
+        let name = format!("fo{i:02}.example.test");
+        let attrs = vouched(&d1, &name);
+        let (put, why, cert) = enroll(&m1, &name, &csr_for(&name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        issued.push((name, attrs, serial_of(&cert.unwrap())));
+    }
+    // The primary dies (fenced: nothing writes to it again); the master moves to the standby.
+    drop(m1);
+    primary.kill();
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&standby), &[]);
+    let listed = list(&standby, &d1);
+    for (name, attrs, serial) in &issued {
+        assert!(
+            listed.iter().any(|e| e["name"] == name.as_str() && e["serial"] == serial.as_str()),
+            "{name}: certificate {serial} lost in the failover"
+        );
+        // Its attributes are still spent: another key is refused.
+        let (put, why, _) = enroll(&m1, name, &csr_for(name, attrs, &p256()));
+        assert_eq!(put, 400, "{name}: {why}");
+        assert!(why.contains("already has a signed certificate"), "{name}: {why}");
+    }
+    // A replica that does not answer: a claim cannot be confirmed, 503, nothing signed.
+    let dead = format!("ldap://127.0.0.1:{}/{BASE}", primary.port());
+    let d3 = tmp.path().join("m3");
+    let m3 = Master::start_env(
+        &d3,
+        "ca3.test",
+        &store_env(&standby),
+        &["--store-replica", &dead, "--store-confirm-replicas"],
+    );
+    let name = "unconfirmed.example.test";
+    let (put, why, cert) = enroll(&m3, name, &csr_for(name, &vouched(&d3, name), &p256()));
+    assert_eq!(put, 503, "{why}\n{}", m3.log());
+    assert!(cert.is_none(), "a certificate was signed for an unconfirmed claim");
+}
+
+#[test]
+fn migrate_copies_a_file_store_into_ldap_idempotently() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    // A file-store master with certificates, a revocation, an override and spent attributes.
+    let m = Master::start_env(&d1, "ca1.test", &[], &[]);
+    let mut spent = Vec::new();
+    for i in 0..5 {
+        let name = format!("mig{i}.example.test");
+        let attrs = vouched(&d1, &name);
+        let (put, why, _) = enroll(&m, &name, &csr_for(&name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        spent.push((name, attrs));
+    }
+    drop(m);
+    ok(&vouch().args(["--dir", s(&d1), "revoke", "mig0.example.test"]).output().unwrap());
+    let class = tmp.path().join("class.yaml");
+    std::fs::write(&class, "classes:\n  - role::db\n").unwrap();
+    ok(&vouch()
+        .args(["--dir", s(&d1), "override", "set", "mig1.example.test", "--classification", s(&class)])
+        .output()
+        .unwrap());
+    let files = serde_json::to_value(
+        serde_json::from_str::<serde_json::Value>(&ok(&vouch()
+            .args(["--dir", s(&d1), "list", "--all", "--format", "json"])
+            .output()
+            .unwrap()))
+        .unwrap(),
+    )
+    .unwrap();
+    let to = ["migrate", "--to", &slapd.url(BASE)];
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let first = ok(&vouch().envs(env.clone()).args(["--dir", s(&d1)]).args(to).output().unwrap());
+    // The five nodes, the service's and the administrator's certificates.
+    let n = files.as_array().unwrap().iter().filter(|e| e["state"] != "requested").count();
+    assert_eq!(n, 7, "{files}");
+    assert!(first.contains("certificates: 7 copied, 0 already there"), "{first}");
+    assert!(first.contains("revocations: 1 copied"), "{first}");
+    assert!(first.contains("overrides: 1 copied"), "{first}");
+    let second = ok(&vouch().envs(env).args(["--dir", s(&d1)]).args(to).output().unwrap());
+    assert!(second.contains("certificates: 0 copied, 7 already there"), "{second}");
+    assert!(second.contains("replay-journal entries: 0 copied"), "{second}");
+    // The LDAP store lists what the file store listed.
+    let ldap = serde_json::Value::from(list(&slapd, &d1));
+    assert_eq!(ldap, files, "the LDAP store lists differently");
+    // Its CRL has the revocation; spent attributes stay spent; the override is there.
+    let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    assert_eq!(crl_serials(crl.as_bytes()).len(), 1);
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    ok(&v(&slapd, &d1).args(["clean", "mig2.example.test"]).output().unwrap());
+    let (name, attrs) = &spent[2];
+    let r = enroll(&m, name, &csr_for(name, attrs, &p256()));
+    assert_refused(&slapd, &d1, name, &r, "attributes-replayed");
+    let enc: serde_json::Value =
+        serde_json::from_str(&ok(&v(&slapd, &d1).args(["enc", "mig1.example.test"]).output().unwrap())).unwrap();
+    assert_eq!(enc["parameters"]["vouch_source"], "override", "{enc}");
+}
+
+#[test]
+fn bad_store_urls_and_bind_options_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--store", "http://x/ou=a", "list"], "neither 'files' nor an ldap"),
+        (&["--store", "ldap://127.0.0.1:1", "list"], "names no base DN"),
+        (&["--store", "ldap://u:p@127.0.0.1:1/ou=a", "list"], "no user or password"),
+        (&["--store", "ldap://127.0.0.1:1/ou=a", "--ldap-bind-dn", "cn=x", "list"], "needs --ldap-password-file"),
+        (&["--store", "ldaps://127.0.0.1:1/ou=a", "list"], "needs --ldap-ca"),
+        (&["--store-replica", "ldap://127.0.0.1:1/ou=a", "list"], "needs an LDAP --store"),
+        (&["ldap", "init"], "needs an LDAP --store"),
+    ];
+    ok(&vouch().args(["ca", "init", "--dir", s(&dir)]).output().unwrap());
+    for (args, want) in cases {
+        let o = vouch().args(["--dir", s(&dir)]).args(*args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(want), "{args:?}: {}", text(&o));
+    }
+    // Nothing listens there: unavailable, named, exit 2.
+    let pw = tmp.path().join("pw");
+    std::fs::write(&pw, "x").unwrap();
+    let o = vouch()
+        .args(["--dir", s(&dir), "--store", "ldap://127.0.0.1:1/ou=vouch,dc=x", "--ldap-bind-dn", "cn=x"])
+        .args(["--ldap-password-file", s(&pw), "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unavailable"), "{}", text(&o));
+}
