@@ -3,35 +3,15 @@
 
 mod common;
 
-use common::slapd::{Slapd, SlapdOpts};
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::slapd::Slapd;
 use common::{ok, run, s, vouch};
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use vouch::serve::client::{tls_config, Client};
-
-const BASE: &str = "ou=vouch,dc=vouch,dc=test";
 const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: front\n";
-
-/// A private slapd with vouch's schema and indexes (from `vouch ldap schema`).
-fn slapd_opts() -> SlapdOpts {
-    let schema = ok(&vouch().args(["ldap", "schema"]).output().unwrap());
-    let indexes = schema.lines().filter_map(|l| l.strip_prefix("#   index ")).map(str::to_string).collect::<Vec<_>>();
-    assert!(!indexes.is_empty(), "the schema names its indexes");
-    SlapdOpts { schema: Some(schema), indexes, ..Default::default() }
-}
-
-/// The environment that points vouch at `slapd`'s store (simple bind, password file).
-fn store_env(slapd: &Slapd) -> Vec<(String, String)> {
-    vec![
-        ("VOUCH_STORE".into(), slapd.url(BASE)),
-        ("VOUCH_LDAP_BIND_DN".into(), slapd.bind_dn().into()),
-        ("VOUCH_LDAP_PASSWORD_FILE".into(), s(&slapd.password_file()).into()),
-    ]
-}
 
 /// `vouch` on the LDAP store of `slapd`, in data directory `dir`.
 fn v(slapd: &Slapd, dir: &Path) -> Command {
@@ -58,94 +38,6 @@ fn store() -> Slapd {
     let again = ok(&v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap());
     assert!(again.contains("nothing to do"), "{again}");
     slapd
-}
-
-/// `vouch serve` on the LDAP store.
-struct Master {
-    child: Option<Child>,
-    port: u16,
-    dir: PathBuf,
-    log: PathBuf,
-}
-
-impl Master {
-    fn start(slapd: &Slapd, dir: &Path, name: &str) -> Master {
-        Master::start_env(dir, name, &store_env(slapd), &[])
-    }
-
-    fn start_env(dir: &Path, name: &str, env: &[(String, String)], extra: &[&str]) -> Master {
-        let log = dir.with_extension("log");
-        let mut child = vouch()
-            .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0", "--server-name", name])
-            .args(["--server-name", "localhost"])
-            .args(extra)
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut banner = String::new();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let _ = child.kill();
-                panic!("vouch serve ended before it was ready:\n{banner}\n{}", std::fs::read_to_string(&log).unwrap());
-            }
-            banner.push_str(&line);
-            if line.starts_with("then: puppet ssl bootstrap") {
-                break;
-            }
-        }
-        let port = banner
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("ca_port = "))
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
-        Master { child: Some(child), port, dir: dir.to_path_buf(), log }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    fn client(&self) -> Client {
-        let bundle = std::fs::read(self.dir.join("ca/ca_bundle.pem")).unwrap();
-        Client::new(tls_config(&bundle, None).unwrap(), self.addr(), "localhost").unwrap()
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap()
-    }
-
-    fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Master {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on our own child's PID.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(5) {
-                if c.try_wait().ok().flatten().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Two masters' data directories: D1 made by `vouch serve`'s first run (root, master,
@@ -190,14 +82,6 @@ fn csr_for(certname: &str, attrs: &vouch::vouching::attrs::CsrAttributes, key: &
 
 fn p256() -> rcgen::KeyPair {
     rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()
-}
-
-/// PUT the CSR, then GET the certificate: (PUT status, PUT text, the certificate PEM if any).
-fn enroll(m: &Master, name: &str, csr: &[u8]) -> (u16, String, Option<Vec<u8>>) {
-    let mut c = m.client();
-    let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), csr).unwrap();
-    let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
-    (put.status, put.text(), (get.status == 200).then_some(get.body))
 }
 
 fn spki_of(pem: &[u8]) -> Vec<u8> {
@@ -700,4 +584,130 @@ fn bad_store_urls_and_bind_options_are_refused_by_name() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unavailable"), "{}", text(&o));
+}
+
+/// Max resident set of a finished child (ru_maxrss of RUSAGE_CHILDREN is the largest child
+/// so far, so each measured command runs in its own `sh -c` via /usr/bin/time's format).
+fn timed(cmd: &mut Command) -> (Output, Duration, u64) {
+    let t = Instant::now();
+    let mut c = Command::new("/usr/bin/time");
+    c.arg("-f").arg("VOUCH-MAXRSS-KB %M").arg(cmd.get_program());
+    c.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let o = c.output().unwrap();
+    let took = t.elapsed();
+    let rss = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("VOUCH-MAXRSS-KB ").and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0);
+    (o, took, rss)
+}
+
+/// A generated store of VOUCH_LDAP_SCALE certificates (default 1,000,000; one in ten
+/// revoked), loaded with slapadd: the time of a lookup (GET certificate at a master), of
+/// `vouch list --all`, and of the CRL. Figures, not assertions on time (shared machines).
+#[test]
+fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() {
+    common::require("/usr/bin/time", "time");
+    let n: usize = std::env::var("VOUCH_LDAP_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    // Room for the generated entries (about 3 KB each with their indexes).
+    let mut opts = slapd_opts();
+    opts.database = vec![format!("maxsize {}", (n as u64 * 8192).max(1 << 30))];
+    let slapd = Slapd::start(&opts);
+    ok(&v(&slapd, slapd.dir()).args(["ldap", "init"]).output().unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    // The master registers its CA entry; one real certificate's PEM stands for all.
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let (put, why, cert) =
+        enroll(&m, "real.example.test", &csr_for("real.example.test", &vouched(&d1, "real.example.test"), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let pem = String::from_utf8(cert.unwrap()).unwrap();
+    drop(m);
+    let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
+    let (_, ca_der) = vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap();
+    let ca = vouch::store::ca_id(&ca_der);
+    let b64 = |b: &[u8]| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(b)
+    };
+    let t = Instant::now();
+    let ldif = tmp.path().join("gen.ldif");
+    {
+        use std::io::Write;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&ldif).unwrap());
+        for i in 0..n {
+            let name = format!("gen{i:07}.example.test");
+            let serial = format!("7{i:031x}");
+            let revoked = i % 10 == 0;
+            let rec = serde_json::json!({
+                "serial": serial, "certname": name, "state": if revoked { "revoked" } else { "issued" },
+                "digest": "", "not_before": "2026-01-01T00:00:00Z", "not_after": "2031-01-01T00:00:00Z",
+                "revoked_at": if revoked { Some("2026-06-01T00:00:00Z") } else { None }, "reason": "unspecified",
+                "issuer": ca, "attributes_expiry": "2026-01-01T01:00:00Z", "conductor": "generated",
+            });
+            let rec = rec.to_string();
+            writeln!(w, "dn: vouchCertname={name},ou=certnames,{BASE}\nobjectClass: vouchRegistered\nvouchCertname: {name}\nvouchRevision: 1\nvouchState: {}\nvouchSerial: {serial}\nvouchCa: {ca}\nvouchRecord:: {}\nvouchCertificate:: {}\nvouchNotAfter: 20310101000000Z\n",
+                if revoked { "revoked" } else { "issued" }, b64(rec.as_bytes()), b64(pem.as_bytes())).unwrap();
+            if revoked {
+                let r = serde_json::json!({ "record": serde_json::from_str::<serde_json::Value>(&rec).unwrap(), "cleaned": false });
+                writeln!(w, "dn: vouchSerial={serial},vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: {serial}\nvouchCertname: {name}\nvouchTime: 20260601000000Z\nvouchRecord:: {}\n",
+                    b64(r.to_string().as_bytes())).unwrap();
+            }
+        }
+    }
+    let wrote = t.elapsed();
+    slapd.stop();
+    let t = Instant::now();
+    let add = Command::new("/usr/sbin/slapadd")
+        .args(["-q", "-f", s(&slapd.dir().join("slapd.conf")), "-l", s(&ldif)])
+        .output()
+        .unwrap();
+    assert!(add.status.success(), "slapadd: {}", String::from_utf8_lossy(&add.stderr));
+    let loaded = t.elapsed();
+    slapd.restart();
+    let db = du(&slapd.dir().join("db"));
+    // The counter the CRL follows: as if each revocation had been recorded.
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let mut c = m.client();
+    let mut lookups = Vec::new();
+    for i in (1..n).step_by((n / 50).max(1)) {
+        let t = Instant::now();
+        let r = c.request("GET", &format!("/puppet-ca/v1/certificate/gen{i:07}.example.test"), None, b"").unwrap();
+        lookups.push(t.elapsed());
+        assert_eq!(r.status, 200);
+    }
+    lookups.sort();
+    drop(m);
+    let (o, list_took, list_rss) = timed(v(&slapd, &d1).args(["list", "--all", "--format", "json"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed.iter().filter(|e| e["name"].as_str().is_some_and(|x| x.starts_with("gen"))).count(), n);
+    let (o, crl_took, crl_rss) = timed(v(&slapd, &d1).args(["crl"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let on_crl = crl_serials(&o.stdout).len();
+    assert_eq!(on_crl, n.div_ceil(10));
+    eprintln!(
+        "LDAP store of {n} certificates ({} revoked): LDIF written in {wrote:.1?}, slapadd {loaded:.1?}, database {} MB \
+         ({} bytes per certificate); GET certificate p50 {:?} p99 {:?}; vouch list --all {list_took:.1?} (max RSS {} MB); \
+         vouch crl {crl_took:.1?} (max RSS {} MB)",
+        n.div_ceil(10),
+        db / 1_000_000,
+        db / n as u64,
+        lookups[lookups.len() / 2],
+        lookups[lookups.len() * 99 / 100],
+        list_rss / 1024,
+        crl_rss / 1024
+    );
+}
+
+/// Bytes of disk used under `dir` (du -sk: blocks, not the database file's sparse size).
+fn du(dir: &Path) -> u64 {
+    let o = Command::new("du").args(["-sk", s(dir)]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) * 1024
 }

@@ -109,6 +109,18 @@ impl Lab {
             .unwrap());
     }
 
+    /// `vouch csr` for `certname` from a csr_attributes.yaml, with a new key (files named by
+    /// `tag`): the CSR PEM.
+    fn csr_from(&self, certname: &str, tag: &str, attributes: &Path) -> Vec<u8> {
+        let (key, csr) = (self.tmp.join(format!("{tag}.key")), self.tmp.join(format!("{tag}.csr")));
+        ok(&vouch()
+            .args(["csr", "--certname", certname, "--attributes", s(attributes)])
+            .args(["--key-out", s(&key), "--csr-out", s(&csr)])
+            .output()
+            .unwrap());
+        std::fs::read(csr).unwrap()
+    }
+
     /// A private agent confdir for `certname` (its csr_attributes.yaml is written by the caller).
     fn agent_dir(&self, certname: &str) -> PathBuf {
         let a = self.tmp.join(format!("agent-{certname}"));
@@ -236,11 +248,20 @@ fn the_seeds_story_on_a_stock_puppet_server() {
     // Server passes only the certname), a tiny module in the code directory.
     let o = Command::new("bash").arg(support.join("setup.sh")).arg(&lab.server).arg(port.to_string()).output();
     ok(&o.unwrap());
+    // The replay journal is a shared LDAP store (issue 15): the hook and a `vouch serve`
+    // master (started below) spend attributes in one place.
+    let slapd = common::slapd::Slapd::start(&common::ldap_lab::slapd_opts());
+    let store = common::ldap_lab::store_env(&slapd);
+    ok(&vouch().envs(store.clone()).args(["ldap", "init"]).output().unwrap());
     let bin = env!("CARGO_BIN_EXE_vouch");
     let autosign = lab.tmp.join("autosign.sh");
     let enc = lab.tmp.join("enc.sh");
-    std::fs::write(&autosign, format!("#!/bin/sh\nexec {bin} autosign --policy {} -- \"$1\"\n", s(&lab.policy())))
-        .unwrap();
+    let env: String = store.iter().map(|(k, v)| format!("{k}='{v}' ")).collect();
+    std::fs::write(
+        &autosign,
+        format!("#!/bin/sh\nexec env {env}{bin} autosign --policy {} -- \"$1\"\n", s(&lab.policy())),
+    )
+    .unwrap();
     std::fs::write(
         &enc,
         format!(
@@ -360,6 +381,7 @@ fn the_seeds_story_on_a_stock_puppet_server() {
         .output()
         .unwrap());
     let first = vouch()
+        .envs(store.clone())
         .args(["autosign", "--policy", s(&lab.policy()), "--", web04])
         .stdin(std::fs::File::open(&stolen).unwrap())
         .output()
@@ -380,6 +402,14 @@ fn the_seeds_story_on_a_stock_puppet_server() {
         .unwrap();
     lab.attributes(web06, &["--now", &past], &a.join("csr_attributes.yaml"));
     cases.push((web06, a, "attributes-expired"));
+    // Spent at a `vouch serve` master sharing the LDAP store: Puppet Server's hook refuses them.
+    let master = common::ldap_lab::Master::start_env(&lab.vouch_dir, "vouch-ca.test", &store, &[]);
+    let web07 = "web07.example.test";
+    let a = sign_for(web07, web07);
+    let csr07 = lab.csr_from(web07, web07, &a.join("csr_attributes.yaml"));
+    let (put, why, cert) = common::ldap_lab::enroll(&master, web07, &csr07);
+    assert!(put == 200 && cert.is_some(), "the vouch master did not issue web07: {put} {why}");
+    cases.push((web07, a, "attributes-replayed"));
 
     for (certname, agent, code_want) in &cases {
         let (code, out) = lab.agent_run(agent, certname, &[]);
@@ -394,6 +424,22 @@ fn the_seeds_story_on_a_stock_puppet_server() {
         );
         eprintln!("{certname}: pending; server log: {}", logged.lines().next().unwrap_or("").trim());
     }
+
+    // Approved by Puppet Server's hook: the vouch master refuses the same attributes (another
+    // key), keeping the request pending with the reason.
+    let stolen01 = lab.csr_from(web01, "web01-again", &a01.join("csr_attributes.yaml"));
+    let (put, why, cert) = common::ldap_lab::enroll(&master, web01, &stolen01);
+    assert!(put == 200 && cert.is_none(), "the vouch master issued attributes the hook approved: {put} {why}");
+    let pending = ok(&vouch()
+        .envs(store.clone())
+        .args(["--dir", s(&lab.vouch_dir), "list", "--format", "json"])
+        .output()
+        .unwrap());
+    assert!(
+        pending.contains(web01) && pending.contains("attributes-replayed"),
+        "the vouch master's pending request lacks the reason: {pending}"
+    );
+    drop(master);
 
     // A refused request blocks its certname: Puppet Server ignores a new CSR (even a
     // validly vouched one) until an administrator deletes the pending request.

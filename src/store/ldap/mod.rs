@@ -229,6 +229,23 @@ impl LdapStore {
     /// attributes `attrs` (`*`: all).
     fn search(&self, base: &str, scope: Scope, filter: &str, attrs: &[&str]) -> Result<Vec<Entry>, StoreError> {
         let mut out = Vec::new();
+        self.search_each(base, scope, filter, attrs, |e| {
+            out.push(e);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`LdapStore::search`], handing each entry to `f` as its page arrives (pages of 1,000:
+    /// memory stays that of one page, whatever the store holds).
+    fn search_each(
+        &self,
+        base: &str,
+        scope: Scope,
+        filter: &str,
+        attrs: &[&str],
+        mut f: impl FnMut(Entry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let mut cookie: Vec<u8> = Vec::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
@@ -237,10 +254,12 @@ impl LdapStore {
             let (entries, result) = (res.0, res.1);
             match result.rc {
                 rc::SUCCESS => {}
-                rc::NO_SUCH_OBJECT => return Ok(out),
+                rc::NO_SUCH_OBJECT => return Ok(()),
                 _ => return Err(failed("search", base, &result)),
             }
-            out.extend(entries.into_iter().map(|e| Entry::from(SearchEntry::construct(e))));
+            for e in entries {
+                f(Entry::from(SearchEntry::construct(e)))?;
+            }
             let next = result.ctrls.iter().find_map(|c| match c {
                 ldap3::controls::Control(Some(ldap3::controls::ControlType::PagedResults), raw) => {
                     Some(raw.parse::<ldap3::controls::PagedResults>())
@@ -249,7 +268,7 @@ impl LdapStore {
             });
             match next {
                 Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
-                _ => return Ok(out),
+                _ => return Ok(()),
             }
         }
     }
@@ -967,7 +986,8 @@ impl Store for LdapStore {
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
         let ca = self.own_ca()?.to_string();
         let mut out = Vec::new();
-        for e in self.search(&self.ca_dn(&ca), Scope::OneLevel, "(objectClass=vouchRevocation)", &["vouchRecord"])? {
+        let base = self.ca_dn(&ca);
+        self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRevocation)", &["vouchRecord"], |e| {
             let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
                 .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
             let rec: CertRecord =
@@ -979,7 +999,8 @@ impl Store for LdapStore {
                 certname: rec.certname.clone(),
                 cleaned: v["cleaned"] == serde_json::Value::Bool(true),
             });
-        }
+            Ok(())
+        })?;
         out.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.serial.cmp(&b.serial)));
         Ok(out)
     }
@@ -1027,14 +1048,16 @@ impl Store for LdapStore {
     fn listing(&self) -> Result<Vec<Listed>, StoreError> {
         let mut out = Vec::new();
         let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
-        for e in self.search(&self.container("certnames"), Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs)? {
+        let base = self.container("certnames");
+        self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs, |e| {
             out.push(Listed {
                 certname: e.need("vouchCertname")?,
                 serial: e.need("vouchSerial")?,
                 not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
                 revoked: e.text("vouchState").as_deref() == Some("revoked"),
             });
-        }
+            Ok(())
+        })?;
         out.sort_by(|a, b| a.certname.cmp(&b.certname));
         Ok(out)
     }

@@ -1,0 +1,127 @@
+//! The LDAP store's test lab: a private slapd with vouch's schema, the environment that
+//! points vouch at it, and `vouch serve` masters on it.
+
+use super::slapd::{Slapd, SlapdOpts};
+use super::{ok, s, vouch};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use vouch::serve::client::{tls_config, Client};
+
+/// The base DN of the store in every test.
+pub const BASE: &str = "ou=vouch,dc=vouch,dc=test";
+
+/// A private slapd with vouch's schema and indexes (from `vouch ldap schema`).
+pub fn slapd_opts() -> SlapdOpts {
+    let schema = ok(&vouch().args(["ldap", "schema"]).output().unwrap());
+    let indexes = schema.lines().filter_map(|l| l.strip_prefix("#   index ")).map(str::to_string).collect::<Vec<_>>();
+    assert!(!indexes.is_empty(), "the schema names its indexes");
+    SlapdOpts { schema: Some(schema), indexes, ..Default::default() }
+}
+
+/// The environment that points vouch at `slapd`'s store (simple bind, password file).
+pub fn store_env(slapd: &Slapd) -> Vec<(String, String)> {
+    vec![
+        ("VOUCH_STORE".into(), slapd.url(BASE)),
+        ("VOUCH_LDAP_BIND_DN".into(), slapd.bind_dn().into()),
+        ("VOUCH_LDAP_PASSWORD_FILE".into(), s(&slapd.password_file()).into()),
+    ]
+}
+
+/// `vouch serve` on the LDAP store.
+pub struct Master {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Master {
+    pub fn start(slapd: &Slapd, dir: &Path, name: &str) -> Master {
+        Master::start_env(dir, name, &store_env(slapd), &[])
+    }
+
+    pub fn start_env(dir: &Path, name: &str, env: &[(String, String)], extra: &[&str]) -> Master {
+        let log = dir.with_extension("log");
+        let mut child = vouch()
+            .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0", "--server-name", name])
+            .args(["--server-name", "localhost"])
+            .args(extra)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut banner = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("vouch serve ended before it was ready:\n{banner}\n{}", std::fs::read_to_string(&log).unwrap());
+            }
+            banner.push_str(&line);
+            if line.starts_with("then: puppet ssl bootstrap") {
+                break;
+            }
+        }
+        let port = banner
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("ca_port = "))
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
+        Master { child: Some(child), port, dir: dir.to_path_buf(), log }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn client(&self) -> Client {
+        let bundle = std::fs::read(self.dir.join("ca/ca_bundle.pem")).unwrap();
+        Client::new(tls_config(&bundle, None).unwrap(), self.addr(), "localhost").unwrap()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap()
+    }
+
+    pub fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child's PID.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(5) {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// PUT the CSR, then GET the certificate: (PUT status, PUT text, the certificate PEM if any).
+pub fn enroll(m: &Master, name: &str, csr: &[u8]) -> (u16, String, Option<Vec<u8>>) {
+    let mut c = m.client();
+    let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), csr).unwrap();
+    let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+    (put.status, put.text(), (get.status == 200).then_some(get.body))
+}
