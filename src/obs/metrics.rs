@@ -232,7 +232,12 @@ pub struct Metrics {
     batches: Histogram<8>,
     store_errors: [AtomicU64; StoreStage::ALL.len()],
     connections: AtomicI64,
+    ldap: [AtomicU64; LDAP_OPS.len()],
 }
+
+/// The LDAP operations a shared store counts (`vouch_ldap_operations_total{op}`): reads and
+/// searches cost a round trip, writes a synchronous commit on the server.
+pub const LDAP_OPS: [&str; 6] = ["read", "search", "add", "modify", "delete", "bind"];
 
 /// The process's metrics.
 pub static METRICS: Metrics = Metrics::new();
@@ -248,6 +253,14 @@ impl Metrics {
             batches: Histogram::new(BATCH_BOUNDS, 1.0),
             store_errors: [const { AtomicU64::new(0) }; StoreStage::ALL.len()],
             connections: AtomicI64::new(0),
+            ldap: [const { AtomicU64::new(0) }; LDAP_OPS.len()],
+        }
+    }
+
+    /// One LDAP operation of a kind in [`LDAP_OPS`] (another name is not counted).
+    pub fn ldap(&self, op: &str) {
+        if let Some(i) = LDAP_OPS.iter().position(|o| *o == op) {
+            self.ldap[i].fetch_add(1, Relaxed);
         }
     }
 
@@ -308,6 +321,15 @@ impl Metrics {
                     );
                 }
             }
+        }
+        header(
+            &mut out,
+            "vouch_ldap_operations_total",
+            "Operations sent to the LDAP store, by kind (a shared store only; each is one round trip).",
+            "counter",
+        );
+        for (op, n) in LDAP_OPS.iter().zip(&self.ldap) {
+            let _ = writeln!(out, "vouch_ldap_operations_total{{op=\"{op}\"}} {}", n.load(Relaxed));
         }
         header(&mut out, "vouch_decisions_total", "Decisions on certificate requests, by outcome.", "counter");
         let _ = writeln!(out, "vouch_decisions_total{{outcome=\"granted\"}} {}", self.granted.load(Relaxed));

@@ -216,6 +216,7 @@ impl LdapStore {
 
     /// Reads one entry (base search); `None` if it does not exist.
     fn read(&self, pool: &Pool, dn: &str) -> Result<Option<Entry>, StoreError> {
+        crate::obs::metrics::METRICS.ldap("read");
         let res = pool.run(|c| c.search(dn, Scope::Base, "(objectClass=*)", vec!["*"]))?;
         let (entries, result) = (res.0, res.1);
         match result.rc {
@@ -276,6 +277,7 @@ impl LdapStore {
     fn add(&self, dn: &str, attrs: Vec<(&str, HashSet<Vec<u8>>)>) -> Result<u32, StoreError> {
         let attrs: Vec<(Vec<u8>, HashSet<Vec<u8>>)> =
             attrs.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect();
+        crate::obs::metrics::METRICS.ldap("add");
         let res = self.primary.run(|c| c.add(dn, attrs.clone()))?;
         match res.rc {
             rc::SUCCESS | rc::ALREADY_EXISTS => Ok(res.rc),
@@ -286,6 +288,7 @@ impl LdapStore {
     /// A modify, guarded by `assertion` (a filter the entry must match) if given. Returns
     /// the result code: success, or "assertion failed" / "no such object" (the caller decides).
     fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>, assertion: Option<&str>) -> Result<u32, StoreError> {
+        crate::obs::metrics::METRICS.ldap("modify");
         let res = self.primary.run(|c: &mut LdapConn| match assertion {
             Some(a) => c.with_controls(ldap3::controls::Assertion::new(a)).modify(dn, mods.clone()),
             None => c.modify(dn, mods.clone()),
@@ -297,6 +300,7 @@ impl LdapStore {
     }
 
     fn delete(&self, dn: &str, assertion: Option<&str>) -> Result<u32, StoreError> {
+        crate::obs::metrics::METRICS.ldap("delete");
         let res = self.primary.run(|c: &mut LdapConn| match assertion {
             Some(a) => c.with_controls(ldap3::controls::Assertion::new(a)).delete(dn),
             None => c.delete(dn),
