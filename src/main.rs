@@ -65,7 +65,10 @@ fn main() {
             if let Some(h) = e.hint() {
                 let _ = writeln!(err, "  hint: {h}");
             }
-            vouch::cli::EXIT_ERROR
+            match e {
+                vouch::Error::StoreUnavailable { .. } => vouch::cli::EXIT_TEMPFAIL,
+                _ => vouch::cli::EXIT_ERROR,
+            }
         }
     };
     std::process::exit(code);

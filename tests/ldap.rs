@@ -240,9 +240,15 @@ fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
     let r = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr).unwrap();
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.header("Retry-After").is_some(), "503 without Retry-After");
-    // The hook exits non-zero (nothing approved) while slapd is down.
+    // The hook exits non-zero (nothing approved) while slapd is down; a command says the
+    // store is unavailable (EX_TEMPFAIL, 75), and so does a master that cannot start.
     let hook = run(v(&slapd, &d1).args(["autosign", name]), Some(&csr));
-    assert_eq!(hook.status.code(), Some(2), "{}", text(&hook));
+    assert_eq!(hook.status.code(), Some(75), "{}", text(&hook));
+    let list = v(&slapd, &d1).args(["list"]).output().unwrap();
+    assert_eq!(list.status.code(), Some(75), "{}", text(&list));
+    let start =
+        v(&slapd, &d1).args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]).output().unwrap();
+    assert_eq!(start.status.code(), Some(75), "{}", text(&start));
     slapd.restart();
     // The same request, the same key: issued now, by the same process.
     let (put, why, cert) = enroll(&m1, name, &csr);
@@ -582,7 +588,7 @@ fn bad_store_urls_and_bind_options_are_refused_by_name() {
         .args(["--ldap-password-file", s(&pw), "list"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(75), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unavailable"), "{}", text(&o));
 }
 

@@ -74,6 +74,9 @@ pub const SYSTEM_POLICY: &str = "/etc/vouch/policy.toml";
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_REFUSED: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
+/// The shared store could not be reached (EX_TEMPFAIL): nothing was done; the same command
+/// later may succeed (the systemd unit restarts `vouch serve` on it, not on 2).
+pub const EXIT_TEMPFAIL: i32 = 75;
 
 /// The range `--now` accepts: certificate times must stay encodable (years 0 to 9999 after
 /// backdating and validity) and the Unix-time checks meaningful.
