@@ -2202,3 +2202,67 @@ fn logs_are_json_lines_at_info_and_rust_log_or_vouch_log_keeps_only_warnings() {
     assert!(text_log.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_err()), "{text_log}");
     assert!(server.stop());
 }
+
+/// Issue 15: administrators' classification overrides over the API — administrators only,
+/// compare-and-swap on the revision (a stale writer gets 409 and the current revision),
+/// refused classifications are 400, and `vouch enc` says where its classification came from.
+#[test]
+fn classification_overrides_over_the_api_are_for_administrators_and_never_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let name = "web01.example.test";
+    let attrs = vouched_attributes(&dir, name);
+    let mut anon = server.client(None);
+    let put = anon
+        .request(
+            "PUT",
+            &format!("/puppet-ca/v1/certificate_request/{name}"),
+            Some("text/plain"),
+            &csr_for(name, &attrs, &p256()),
+        )
+        .unwrap();
+    assert_eq!(put.status, 200, "{}", put.text());
+    let path = format!("/puppet-ca/v1/classification_override/{name}");
+    let body = |class: &str, rev: Option<u64>| {
+        let mut v = serde_json::json!({ "classification": class });
+        if let Some(r) = rev {
+            v["expect_revision"] = r.into();
+        }
+        v.to_string().into_bytes()
+    };
+    // Anyone without an administrator certificate: 403, nothing changed.
+    let r = anon.request("PUT", &path, Some("application/json"), &body("classes: [role::db]\n", None)).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    let r = anon.request("GET", &path, None, b"").unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    let mut admin = server.admin();
+    let r = admin.request("GET", &path, None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["revision"], 0);
+    let r = admin.request("PUT", &path, Some("application/json"), &body("classes: [role::db]\n", Some(0))).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["revision"], 1);
+    // A stale writer (expects 0, it is 1): 409 with the current state, nothing written.
+    let r = admin.request("PUT", &path, Some("application/json"), &body("classes: [role::web]\n", Some(0))).unwrap();
+    assert_eq!(r.status, 409, "{}", r.text());
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["revision"], 1, "{v}");
+    assert_eq!(v["classification"], "classes: [role::db]\n", "{v}");
+    // A classification a conductor could not sign: 400.
+    let r = admin.request("PUT", &path, Some("application/json"), &body("classes: !!python/object x\n", None)).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    let enc = ok(&vouch().args(["--dir", s(&dir), "enc", name]).output().unwrap());
+    let enc: serde_json::Value = serde_json::from_str(&enc).unwrap();
+    assert_eq!(enc["classes"][0], "role::db", "{enc}");
+    assert_eq!(enc["parameters"]["vouch_source"], "override", "{enc}");
+    let r = admin.request("DELETE", &format!("{path}?expect_revision=1"), None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let enc = ok(&vouch().args(["--dir", s(&dir), "enc", name]).output().unwrap());
+    assert!(enc.contains("\"vouch_source\": \"certificate\""), "{enc}");
+    // The audit log has a line per change.
+    let audit = std::fs::read_to_string(dir.join("audit.log")).unwrap_or_default();
+    assert_eq!(audit.matches("\"event\":\"override-set\"").count(), 1, "{audit}");
+    assert_eq!(audit.matches("\"event\":\"override-cleared\"").count(), 1, "{audit}");
+    assert!(server.stop());
+}

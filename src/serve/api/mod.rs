@@ -10,6 +10,7 @@
 
 mod ca;
 mod certificate;
+mod overrides;
 mod renewal;
 mod request;
 mod status;
@@ -221,6 +222,14 @@ fn route(
             Err(resp) => Ok(resp),
             Ok(_) if m == "GET" => status::statuses(auth, &req.query),
             Ok(_) => Ok(method_not_allowed(req)),
+        },
+        ("classification_override", Some(n)) => match admin(auth, req, events) {
+            Err(resp) => Ok(resp),
+            Ok(_) => match m {
+                "GET" => overrides::get(auth, n),
+                "PUT" | "DELETE" => overrides::change(auth, req, n, now),
+                _ => Ok(method_not_allowed(req)),
+            },
         },
         ("certificate_renewal", None) if m == "POST" => renewal::renewal(auth, req, now, events),
         ("expirations", None) if m == "GET" => match &req.client {
