@@ -717,3 +717,139 @@ fn du(dir: &Path) -> u64 {
     let o = Command::new("du").args(["-sk", s(dir)]).output().unwrap();
     String::from_utf8_lossy(&o.stdout).split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) * 1024
 }
+
+/// The recovery of the LDAP store's two crash windows (fault injection: the process aborts
+/// at the named step): after the journal add of a claim, the same key may claim again and
+/// is issued, another key is refused; after a registry write that supersedes a certificate
+/// (a renewal) but before that certificate's revocation, the next command completes the
+/// revocation and the CRL lists it. Renewal itself works on the shared store.
+#[test]
+fn both_crash_windows_of_the_ldap_store_are_recovered() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(&slapd, &d1, "ca1.test"));
+    let name = "crash1.example.test";
+    let attrs = vouched(&d1, name);
+    let csr = tmp.path().join("crash1.csr");
+    std::fs::write(&csr, csr_for(name, &attrs, &p256())).unwrap();
+    let sign = |csr: &Path, abort: Option<&str>| {
+        let mut c = v(&slapd, &d1);
+        c.args(["sign", "--csr", s(csr), "--out", s(&csr.with_extension("pem"))]);
+        if let Some(step) = abort {
+            c.env("VOUCH_TEST_ABORT_AT", step);
+        }
+        c.output().unwrap()
+    };
+    let died = sign(&csr, Some("ldap:claimed"));
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    assert!(list(&slapd, &d1).iter().all(|e| e["name"] != name), "a certificate was registered");
+    // Another key with the same attributes: refused; the claim's own key: issued.
+    let thief = tmp.path().join("thief.csr");
+    std::fs::write(&thief, csr_for(name, &attrs, &p256())).unwrap();
+    let o = sign(&thief, None);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("attributes-replayed"), "{}", text(&o));
+    ok(&sign(&csr, None));
+    let first = serial_of(&std::fs::read(csr.with_extension("pem")).unwrap());
+
+    // A renewal that dies between the registry write and the old certificate's revocation.
+    let out = tmp.path().join("renewed.pem");
+    let died = v(&slapd, &d1)
+        .args(["renew", name, "--out", s(&out)])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:registered")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    let listed = list(&slapd, &d1);
+    let now = listed.iter().find(|e| e["name"] == name).unwrap();
+    assert_ne!(now["serial"], first.as_str(), "the renewal was not registered");
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    assert!(marked.stdout.contains(&first), "no mark of the superseded certificate: {}", marked.stdout);
+    // The next command completes it: the old certificate is revoked and on the CRL.
+    let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl.as_bytes()).contains(&first), "the superseded {first} is not on the CRL");
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    assert!(!marked.stdout.contains("vouchSupersedes:"), "the mark stayed: {}", marked.stdout);
+    // An ordinary renewal: the previous certificate revoked at once, the new one current.
+    let second = now["serial"].as_str().unwrap().to_string();
+    ok(&v(&slapd, &d1).args(["renew", name, "--out", s(&out)]).output().unwrap());
+    let third = serial_of(&std::fs::read(&out).unwrap());
+    assert_ne!(third, second);
+    let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl.as_bytes()).contains(&second), "the renewed-away {second} is not on the CRL");
+    assert!(list(&slapd, &d1).iter().any(|e| e["name"] == name && e["serial"] == third.as_str()));
+}
+
+/// slapd stopped and restarted while agents enroll: every answer is 200 or 503 (never a
+/// 500, never a certificate without a claim), and every agent, retrying after 503 as Puppet
+/// agents do, ends with exactly one certificate for its own key once slapd is back.
+#[test]
+fn slapd_restarted_under_load_loses_nothing_and_fails_nobody_for_good() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let work: Vec<(String, rcgen::KeyPair, Vec<u8>)> = (0..240)
+        .map(|i| {
+            let name = format!("load{i:03}.example.test");
+            let key = p256();
+            let csr = csr_for(&name, &vouched(&d1, &name), &key);
+            (name, key, csr)
+        })
+        .collect();
+    let bundle = std::fs::read(d1.join("ca/ca_bundle.pem")).unwrap();
+    let config = tls_config(&bundle, None).unwrap();
+    let addr = m1.addr();
+    let unavailable = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        let unavailable = &unavailable;
+        for chunk in work.chunks(60) {
+            let config = config.clone();
+            sc.spawn(move || {
+                for (name, key, csr) in chunk {
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    loop {
+                        assert!(Instant::now() < deadline, "{name}: no certificate within 60 s");
+                        let mut c = Client::new(config.clone(), addr, "localhost").unwrap();
+                        let put = c
+                            .request(
+                                "PUT",
+                                &format!("/puppet-ca/v1/certificate_request/{name}"),
+                                Some("text/plain"),
+                                csr,
+                            )
+                            .unwrap();
+                        assert!([200, 400, 503].contains(&put.status), "{name}: PUT {} {}", put.status, put.text());
+                        let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+                        assert!([200, 404, 503].contains(&get.status), "{name}: GET {} {}", get.status, get.text());
+                        if put.status == 503 || get.status == 503 {
+                            unavailable.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(200));
+                            continue;
+                        }
+                        if get.status == 200 {
+                            assert_eq!(
+                                spki_of(&get.body),
+                                rcgen::PublicKeyData::subject_public_key_info(key),
+                                "{name}"
+                            );
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        slapd.stop();
+        std::thread::sleep(Duration::from_millis(1500));
+        slapd.restart();
+    });
+    let listed = list(&slapd, &d1);
+    for (name, _, _) in &work {
+        assert_eq!(listed.iter().filter(|e| e["name"] == name.as_str()).count(), 1, "{name}");
+    }
+    eprintln!("{} answers were 503 while slapd was down", unavailable.into_inner());
+    assert!(m1.log().contains("unavailable"));
+}

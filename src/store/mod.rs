@@ -43,6 +43,7 @@ pub mod journal;
 pub mod ldap;
 mod open;
 
+pub(crate) use file::crash_point;
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, StoreUrl};
 

@@ -272,12 +272,14 @@ impl FileStore {
 /// step, the process aborts here, as if killed. Steps: wal:before,
 /// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
 /// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
-/// versions left).
+/// versions left); the LDAP store's: ldap:claimed (a CA's journal add done, nothing
+/// registered), ldap:registered (a certificate registered that supersedes another, whose
+/// revocation is not written yet).
 ///
 /// Only in a vouch built with the `fault-injection` feature (the tests' build: see
 /// Cargo.toml); elsewhere a no-op, and the variable is never read.
 #[cfg(feature = "fault-injection")]
-fn crash_point(step: &str) {
+pub(crate) fn crash_point(step: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
         std::process::abort();
@@ -286,7 +288,7 @@ fn crash_point(step: &str) {
 
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
-fn crash_point(_step: &str) {}
+pub(crate) fn crash_point(_step: &str) {}
 
 /// Reads up to the last `n` bytes of a file ("" if it does not exist).
 fn read_tail(path: &Path, n: u64) -> io::Result<String> {

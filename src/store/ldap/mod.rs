@@ -642,6 +642,7 @@ impl LdapStore {
             }
         }
         if let (Some(s), Some(_)) = (&iss.supersedes, &supersedes) {
+            super::crash_point("ldap:registered");
             // The certname is the new certificate's: now the old one's revocation, then the mark.
             let after = (|| {
                 self.add_revocation(&s.revocation, &s.record)?;
@@ -795,6 +796,9 @@ impl ReplayJournal for LdapStore {
         for _ in 0..8 {
             let code = self.add(&dn, Self::claim_attrs(&digest, certname, holder, state, serial, expiry, now))?;
             if code == rc::SUCCESS {
+                if usage == ClaimUse::Reusable {
+                    super::crash_point("ldap:claimed");
+                }
                 self.confirm_on_replicas(&dn)?;
                 return Ok(Claim::Fresh);
             }
