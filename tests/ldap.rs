@@ -487,19 +487,28 @@ fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
         assert_eq!(put, 400, "{name}: {why}");
         assert!(why.contains("already has a signed certificate"), "{name}: {why}");
     }
-    // A replica that does not answer: a claim cannot be confirmed, 503, nothing signed.
+    // A replica that does not answer: a claim cannot be confirmed, 503, nothing signed
+    // (this master starts: its credentials exist; a new master could not register its own).
+    drop(m1);
     let dead = format!("ldap://127.0.0.1:{}/{BASE}", primary.port());
-    let d3 = tmp.path().join("m3");
-    let m3 = Master::start_env(
-        &d3,
-        "ca3.test",
+    let m1 = Master::start_env(
+        &d1,
+        "ca1.test",
         &store_env(&standby),
         &["--store-replica", &dead, "--store-confirm-replicas"],
     );
     let name = "unconfirmed.example.test";
-    let (put, why, cert) = enroll(&m3, name, &csr_for(name, &vouched(&d3, name), &p256()));
-    assert_eq!(put, 503, "{why}\n{}", m3.log());
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 503, "{why}\n{}", m1.log());
     assert!(cert.is_none(), "a certificate was signed for an unconfirmed claim");
+    let d3 = tmp.path().join("m3");
+    let m3 = v(&standby, &d3)
+        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca3.test"])
+        .args(["--store-replica", &dead, "--store-confirm-replicas"])
+        .output()
+        .unwrap();
+    assert_eq!(m3.status.code(), Some(75), "{}", text(&m3));
+    assert!(String::from_utf8_lossy(&m3.stderr).contains("did not show on replica"), "{}", text(&m3));
 }
 
 #[test]
@@ -571,6 +580,7 @@ fn bad_store_urls_and_bind_options_are_refused_by_name() {
         (&["--store", "ldap://u:p@127.0.0.1:1/ou=a", "list"], "no user or password"),
         (&["--store", "ldap://127.0.0.1:1/ou=a", "--ldap-bind-dn", "cn=x", "list"], "needs --ldap-password-file"),
         (&["--store", "ldaps://127.0.0.1:1/ou=a", "list"], "needs --ldap-ca"),
+        (&["--store", "ldap://127.0.0.1:1/ou=a", "--ldap-ca", "/etc/hostname", "list"], "applies to ldaps:// only"),
         (&["--store-replica", "ldap://127.0.0.1:1/ou=a", "list"], "needs an LDAP --store"),
         (&["ldap", "init"], "needs an LDAP --store"),
     ];
@@ -583,6 +593,15 @@ fn bad_store_urls_and_bind_options_are_refused_by_name() {
     // Nothing listens there: unavailable, named, exit 2.
     let pw = tmp.path().join("pw");
     std::fs::write(&pw, "x").unwrap();
+    // A password readable by others: refused before anything is sent.
+    let o = vouch()
+        .args(["--dir", s(&dir), "--store", "ldap://127.0.0.1:1/ou=vouch,dc=x", "--ldap-bind-dn", "cn=x"])
+        .args(["--ldap-password-file", s(&pw), "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("refusing to trust"), "{}", text(&o));
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let o = vouch()
         .args(["--dir", s(&dir), "--store", "ldap://127.0.0.1:1/ou=vouch,dc=x", "--ldap-bind-dn", "cn=x"])
         .args(["--ldap-password-file", s(&pw), "list"])
@@ -852,4 +871,108 @@ fn slapd_restarted_under_load_loses_nothing_and_fails_nobody_for_good() {
     }
     eprintln!("{} answers were 503 while slapd was down", unavailable.into_inner());
     assert!(m1.log().contains("unavailable"));
+}
+
+/// Review findings on the shared store, each a test:
+/// - one key racing itself with one set of attributes gets one certificate, and after its
+///   revocation the attributes stay spent (the claim is judged by the claim, not by the
+///   serial its racing requests last wrote);
+/// - a renewal racing a revocation for key compromise never leaves a valid certificate;
+/// - a clean never erases an unfinished supersede mark: the superseded certificate is revoked;
+/// - a second master with the first one's service name refuses to start instead of revoking
+///   the first one's service certificate;
+/// - a damaged revocation entry is left out of the CRL with a warning, never stops issuance;
+/// - a hook still pointed at the retired file journal refuses, naming the shared store.
+#[test]
+fn review_findings_on_the_shared_store_stay_fixed() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+
+    // One key, one set of attributes, four requests at once; revoked; asked again.
+    for trial in 0..5 {
+        let name = format!("self{trial}.example.test");
+        let csr = csr_for(&name, &vouched(&d1, &name), &p256());
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                let (m1, name, csr) = (&m1, name.as_str(), csr.as_slice());
+                sc.spawn(move || enroll(m1, name, csr));
+            }
+        });
+        assert!(enroll(&m1, &name, &csr).2.is_some(), "{name}: no certificate");
+        ok(&v(&slapd, &d1).args(["revoke", &name, "--reason", "key-compromise"]).output().unwrap());
+        let r = enroll(&m1, &name, &csr);
+        assert_refused(&slapd, &d1, &name, &r, "attributes-replayed");
+    }
+
+    // A renewal racing a revocation for key compromise: the name ends revoked.
+    for trial in 0..8 {
+        let name = format!("rr{trial}.example.test");
+        let (put, why, _) = enroll(&m1, &name, &csr_for(&name, &vouched(&d1, &name), &p256()));
+        assert_eq!(put, 200, "{why}");
+        std::thread::scope(|sc| {
+            let out = tmp.path().join(format!("{name}.pem"));
+            let (slapd, d1, name) = (&slapd, &d1, name.as_str());
+            sc.spawn(move || v(slapd, d1).args(["renew", name, "--out", s(&out)]).output().unwrap());
+            sc.spawn(move || v(slapd, d1).args(["revoke", name, "--reason", "key-compromise"]).output().unwrap());
+        });
+        let now = list(&slapd, &d1).into_iter().find(|e| e["name"] == name.as_str()).unwrap();
+        assert_eq!(now["state"], "revoked", "{name}: a renewal outlived the revocation: {now}");
+    }
+
+    // A renewal that dies after registering leaves a mark; a clean through the running master
+    // (whose own completion ran at its start) completes it instead of erasing it.
+    let name = "mark.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let first = serial_of(&cert.unwrap());
+    let died = v(&slapd, &d1)
+        .args(["renew", name, "--out", s(&tmp.path().join("mark.pem"))])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:registered")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "{}", text(&died));
+    let r = m1.admin().request("DELETE", &format!("/puppet-ca/v1/certificate_status/{name}"), None, b"").unwrap();
+    assert_eq!(r.status, 204, "{}", r.text());
+    let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl.as_bytes()).contains(&first), "the superseded {first} was never revoked");
+
+    // A second master under the first one's service name: refused, the first one's untouched.
+    let d2 = tmp.path().join("m2");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let clash =
+        v(&slapd, &d2).args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]).output().unwrap();
+    assert_eq!(clash.status.code(), Some(2), "{}", text(&clash));
+    assert!(String::from_utf8_lossy(&clash.stderr).contains("another master CA"), "{}", text(&clash));
+    let served = list(&slapd, &d1).into_iter().find(|e| e["name"] == "ca1.test").unwrap();
+    assert_eq!(served["state"], "signed", "{served}");
+
+    // A damaged revocation entry under this CA: issuance and the CRL go on.
+    let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
+    let (_, ca_der) = vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap();
+    let ca = vouch::store::ca_id(&ca_der);
+    slapd
+        .ldapadd(&format!(
+            "dn: vouchSerial=abcdef,vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: abcdef\n\
+             vouchCertname: junk.example.test\nvouchTime: 20260101000000Z\nvouchRecord: not json\n"
+        ))
+        .ok();
+    let name = "after-damage.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert!(put == 200 && cert.is_some(), "issuance stopped on a damaged entry: {put} {why}");
+    let crl = v(&slapd, &d1).args(["crl"]).output().unwrap();
+    assert!(crl.status.success(), "{}", text(&crl));
+    assert!(String::from_utf8_lossy(&crl.stderr).contains("damaged revocation entry"), "{}", text(&crl));
+
+    // The hook without --store, on the policy the masters retired: refused, by name.
+    let name = "hookfiles.example.test";
+    let hook =
+        run(vouch().args(["--dir", s(&d1), "autosign", name]), Some(&csr_for(name, &vouched(&d1, name), &p256())));
+    assert_eq!(hook.status.code(), Some(2), "{}", text(&hook));
+    assert!(String::from_utf8_lossy(&hook.stderr).contains("retired"), "{}", text(&hook));
 }

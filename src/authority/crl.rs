@@ -79,8 +79,25 @@ impl Authority {
         self.write_crl_locked(lock, now)
     }
 
-    /// `vouch revoke` / `vouch clean`.
+    /// `vouch revoke` / `vouch clean`. With a shared store, a certificate replaced while it
+    /// was being revoked (a renewal racing a revocation for key compromise) is revoked, and
+    /// the certname read again and its current certificate revoked too (bounded).
     pub fn revoke(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
+        let mut done = Vec::new();
+        for _ in 0..4 {
+            match self.revoke_once(certname, reason, clean, now) {
+                Err(Error::StoreConflict { .. }) => {
+                    done.push("a certificate replaced meanwhile was revoked".to_string())
+                }
+                Ok(msg) if done.is_empty() => return Ok(msg),
+                Ok(msg) => return Ok(format!("{msg} ({})", done.join("; "))),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::StoreConflict { what: format!("the certificate of {certname} (it kept changing)") })
+    }
+
+    fn revoke_once(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
         if reason_code(reason).is_none() {
             return Err(Error::Usage {
                 detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),

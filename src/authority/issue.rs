@@ -109,7 +109,7 @@ enum Existing {
     /// The job is refused (its attributes held).
     Refuse(Refusal),
     /// The job is stored, and this certificate revoked as superseded.
-    Supersede(CertRecord),
+    Supersede(Box<CertRecord>),
 }
 
 /// Whether the store's current certificate is issued and not expired at `now`.
@@ -138,6 +138,7 @@ impl Authority {
             revoked_at: None,
             reason: None,
             issuer: None,
+            claim: None,
         }
     }
 
@@ -181,7 +182,9 @@ impl Authority {
             tries += 1;
             prepared.reserial(&Self::new_serial()?);
         }
-        let record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
+        let mut record = Self::issued_record(&prepared, attributes_expiry, conductor.clone(), conductor_cert);
+        // A renewal keeps the claim of the attributes that vouched for the original.
+        record.claim = replacing.and_then(|(c, _)| c.record.claim.clone()).filter(|_| record.conductor.is_some());
         let issued = prepared.issue(&self.ca)?;
         let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, now));
         let iss = Issuance {
@@ -319,12 +322,13 @@ impl Authority {
             &self.ca,
             now,
         )?;
-        let record = Self::issued_record(
+        let mut record = Self::issued_record(
             &prepared,
             Some(format_rfc3339(replay.expiry)),
             Some(conductor.fingerprint.clone()),
             Some(conductor_cert),
         );
+        record.claim = Some(crate::store::claim_digest(&replay.key.key));
         // With the serial it is about to get: the line names the certificate even if the
         // process dies before the "issued" line.
         decision["serial"] = record.serial.clone().into();
@@ -597,7 +601,7 @@ impl Authority {
             OnExisting::Supersede if !later || job.version != 2 => {
                 Existing::Refuse(Refusal::SupersedeReplay { certname: certname.clone() })
             }
-            OnExisting::Supersede => Existing::Supersede(rec),
+            OnExisting::Supersede => Existing::Supersede(Box::new(rec)),
         }
     }
 

@@ -85,6 +85,19 @@ impl Authority {
                     ),
                 });
             }
+            // A shared store: another master's service (or administrator) certificate under
+            // this name is never superseded (each would revoke the other's at every start).
+            let own = crate::store::ca_id(&self.ca.cert_der);
+            if valid && rec.issuer.as_ref().is_some_and(|i| *i != own) {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "{certname} has a valid certificate (serial {}) from another master CA sharing this \
+                         store; give each master its own name (--server-name for vouch serve; \
+                         'vouch admin new NAME' for administrators)",
+                        rec.serial
+                    ),
+                });
+            }
             supersede = valid;
         }
         let proof = certificate::LocalProof {

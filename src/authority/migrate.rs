@@ -24,6 +24,10 @@ impl Authority {
     /// overrides and unexpired replay-journal entries into the LDAP store `to`, as this
     /// master's CA. Returns the report.
     pub fn migrate_to(&self, to: &StoreUrl, now: OffsetDateTime) -> Result<String, Error> {
+        // The file store's lock for the whole copy: its log is applied first (certificates
+        // logged but not yet in its files, claims not yet marked spent), and no writer
+        // changes it meanwhile.
+        let _lock = self.store.lock()?;
         let ca = crate::store::ca_id(&self.ca.cert_der);
         let target = to.ldap(Some(ca.clone()))?.ok_or_else(|| Error::StoreUrl {
             detail: "--to must be an LDAP URL (ldap://, ldaps:// or ldapi://) whose path is the base DN".into(),
@@ -64,6 +68,7 @@ impl Authority {
                 revoked_at: Some(r.time.clone()),
                 reason: Some(r.reason.clone()),
                 issuer: None,
+                claim: None,
             });
             rec.issuer = Some(ca.clone());
             if target.import_revocation(&r, &rec)? {

@@ -97,6 +97,15 @@ impl Authority {
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
         let store = crate::store::open_store(url, dir.ca(), &cert_der, &ca_pem)?;
         let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
+        // The policy's file journal is retired: a hook still pointed at it (run without
+        // --store) refuses instead of keeping a one-time use of its own.
+        if let (Some(j), Some(dir)) = (&shared_journal, &policy.replay_journal) {
+            crate::store::journal::Journal::new(dir).retire(&j.describe()).map_err(|source| Error::Io {
+                path: dir.clone(),
+                op: "retire the file replay journal in",
+                source,
+            })?;
+        }
         let ca = MasterCa::new(cert_der, key, chain)?;
         Ok(Authority {
             store,

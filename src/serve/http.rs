@@ -185,19 +185,21 @@ async fn answer(
     let handed = Instant::now();
     let (method, query, if_modified_since) = (head.method.clone(), head.query.clone(), head.if_modified_since);
     let joined = tokio::task::spawn_blocking(move || {
-        let now = OffsetDateTime::now_utc();
-        let client = match client_of(&auth, peer_cert.as_deref().map(Vec::as_slice), now) {
-            Ok(c) => c,
-            // The store cannot say whether the certificate is still current: ask again later.
-            Err(e) => {
-                let events = vec![api::Event::Failed { method, path, error: e.to_string() }];
-                return (api::unavailable(), events, "-".to_string());
-            }
-        };
-        let who = who(&client);
-        let req = ApiRequest { method, path, query, body, if_modified_since, client };
-        let (resp, events) = api::handle(&auth, &req, now);
-        (resp, events, who)
+        crate::store::ldap::may_block(|| {
+            let now = OffsetDateTime::now_utc();
+            let client = match client_of(&auth, peer_cert.as_deref().map(Vec::as_slice), now) {
+                Ok(c) => c,
+                // The store cannot say whether the certificate is still current: ask again later.
+                Err(e) => {
+                    let events = vec![api::Event::Failed { method, path, error: e.to_string() }];
+                    return (api::unavailable(), events, "-".to_string());
+                }
+            };
+            let who = who(&client);
+            let req = ApiRequest { method, path, query, body, if_modified_since, client };
+            let (resp, events) = api::handle(&auth, &req, now);
+            (resp, events, who)
+        })
     })
     .await;
     let took = handed.elapsed();

@@ -279,7 +279,7 @@ impl Background {
             store_failed(StoreStage::Maintenance, &e);
         }
         let auth = shared.authority();
-        match tokio::task::spawn_blocking(move || auth.checkpoint()).await {
+        match tokio::task::spawn_blocking(move || crate::store::ldap::may_block(|| auth.checkpoint())).await {
             Ok(Err(e)) => store_failed(StoreStage::Checkpoint, &e),
             Err(e) => store_failed(StoreStage::Checkpoint, &e),
             Ok(Ok(())) => {}
@@ -322,13 +322,15 @@ async fn maintain_every(
         // The authority in force now (SIGHUP may have reloaded the policy).
         let auth = shared.authority();
         let run = tokio::task::spawn_blocking(move || {
-            if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
-                store_failed(StoreStage::Maintenance, &e);
-            }
-            // The store's log into its files (a syncfs), once a period at most.
-            if let Err(e) = auth.checkpoint() {
-                store_failed(StoreStage::Checkpoint, &e);
-            }
+            crate::store::ldap::may_block(|| {
+                if let Err(e) = auth.maintain(OffsetDateTime::now_utc()) {
+                    store_failed(StoreStage::Maintenance, &e);
+                }
+                // The store's log into its files (a syncfs), once a period at most.
+                if let Err(e) = auth.checkpoint() {
+                    store_failed(StoreStage::Checkpoint, &e);
+                }
+            })
         });
         if let Err(e) = run.await {
             store_failed(StoreStage::Maintenance, &e);

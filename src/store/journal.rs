@@ -332,6 +332,30 @@ impl Journal {
     }
 }
 
+/// The file a master on a shared store leaves in the policy's journal directory: its
+/// content names the store (no credentials). A journal with it refuses every use.
+pub const MOVED_MARKER: &str = "MOVED-TO-SHARED-STORE";
+
+impl Journal {
+    /// Refuses a journal a master on a shared store retired ([`MOVED_MARKER`]).
+    fn not_moved(&self) -> Result<(), super::StoreError> {
+        match std::fs::read_to_string(self.dir.join(MOVED_MARKER)) {
+            Ok(to) => Err(super::StoreError::JournalMoved { path: self.dir.clone(), to: to.trim().to_string() }),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Marks this journal retired in favour of the shared store `to` (idempotent).
+    pub fn retire(&self, to: &str) -> std::io::Result<()> {
+        let path = self.dir.join(MOVED_MARKER);
+        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == to) {
+            return Ok(());
+        }
+        crate::files::durable::create_dirs(&self.dir)?;
+        crate::files::durable::write_replace(&path, format!("{to}\n").as_bytes(), 0o644)
+    }
+}
+
 impl super::ReplayJournal for Journal {
     fn claim(
         &self,
@@ -343,6 +367,7 @@ impl super::ReplayJournal for Journal {
         _serial: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Claim, super::StoreError> {
+        self.not_moved()?;
         Journal::claim(self, key, expiry, certname, holder, usage == super::ClaimUse::Reusable, now)
             .map_err(|source| super::StoreError::Io { path: self.dir.clone(), op: "record one-time use in", source })
     }
@@ -355,6 +380,7 @@ impl super::ReplayJournal for Journal {
         holder: &str,
         now: OffsetDateTime,
     ) -> Result<Claim, super::StoreError> {
+        self.not_moved()?;
         Journal::hold(self, key, expiry, certname, holder, now).map_err(|source| super::StoreError::Io {
             path: self.dir.clone(),
             op: "record the holder of attributes in",
@@ -369,6 +395,7 @@ impl super::ReplayJournal for Journal {
         certname: &str,
         holder: &str,
     ) -> Result<Claim, super::StoreError> {
+        self.not_moved()?;
         Journal::peek(self, key, expiry, certname, holder).map_err(|source| super::StoreError::Io {
             path: self.dir.clone(),
             op: "read one-time use in",

@@ -88,6 +88,12 @@ pub enum StoreError {
     Conflict {
         what: String,
     },
+    /// A file journal that a master using a shared store has retired: whoever still claims
+    /// in it (a hook run without --store) would not share one-time use with the fleet.
+    JournalMoved {
+        path: PathBuf,
+        to: String,
+    },
     /// The LDAP server answered with an error vouch does not expect (schema missing, access
     /// denied, a damaged entry).
     Ldap {
@@ -120,6 +126,12 @@ impl std::fmt::Display for StoreError {
                 write!(f, "{what} was changed by someone else while this request was decided; nothing was written")
             }
             StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
+            StoreError::JournalMoved { path, to } => write!(
+                f,
+                "the replay journal {} is retired: the fleet's one-time use is in the shared store {to} \
+                 (give --store or VOUCH_STORE, as the masters do)",
+                path.display()
+            ),
         }
     }
 }
@@ -142,6 +154,7 @@ impl From<StoreError> for crate::error::Error {
                 crate::error::Error::CertnameInvalid { certname, problem }
             }
             StoreError::Unavailable { detail } => crate::error::Error::StoreUnavailable { detail },
+            e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
             StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
             e => crate::error::Error::Store { detail: e.to_string() },
         }
@@ -188,6 +201,16 @@ pub struct CertRecord {
     /// The issuing master CA's id ([`ca_id`]), where several masters share a store (LDAP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
+    /// The one-time-use claim whose attributes vouched for it: the SHA-256 of the replay key,
+    /// hex (renewals keep the original's). A shared store finds by it whether a claim was
+    /// ever spent on a certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+}
+
+/// The name of a replay key's claim in a shared store: SHA-256 of the key, lowercase hex.
+pub fn claim_digest(key: &str) -> String {
+    crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes()).as_ref())
 }
 
 /// A master CA's id in a shared store: the first 16 bytes of the SHA-256 of its

@@ -110,6 +110,8 @@ impl StoreUrl {
     fn server(&self, u: &LdapUrl) -> Result<Server, Error> {
         let bind = match (&self.bind_dn, &self.password_file, u.scheme) {
             (Some(dn), Some(file), _) => {
+                // A secret: private to its owner, as the CA's keys are.
+                crate::files::trust::check_private_key(file).map_err(Error::Untrusted)?;
                 let pw = crate::files::input::read_path_text(file, crate::files::input::Kind::Key)
                     .map_err(|e| Error::StoreUrl { detail: format!("--ldap-password-file {}: {e}", file.display()) })?;
                 let pw = pw.strip_suffix('\n').unwrap_or(&pw);
@@ -133,6 +135,11 @@ impl StoreUrl {
             (None, None, "ldapi") => Bind::External,
             (None, None, _) => Bind::Anonymous,
         };
+        if u.scheme == "ldap" && self.ldap_ca.is_some() {
+            return Err(Error::StoreUrl {
+                detail: "--ldap-ca applies to ldaps:// only (vouch does not use StartTLS): give an ldaps:// URL".into(),
+            });
+        }
         if u.scheme == "ldaps" && self.ldap_ca.is_none() {
             return Err(Error::StoreUrl {
                 detail:

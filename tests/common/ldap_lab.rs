@@ -84,6 +84,16 @@ impl Master {
         Client::new(tls_config(&bundle, None).unwrap(), self.addr(), "localhost").unwrap()
     }
 
+    /// A client with the master's administrator certificate (made by its first run).
+    pub fn admin(&self) -> Client {
+        let bundle = std::fs::read(self.dir.join("ca/ca_bundle.pem")).unwrap();
+        let (cert, key) = (
+            std::fs::read(self.dir.join("admin/admin_crt.pem")).unwrap(),
+            std::fs::read(self.dir.join("admin/admin_key.pem")).unwrap(),
+        );
+        Client::new(tls_config(&bundle, Some((&cert, &key))).unwrap(), self.addr(), "localhost").unwrap()
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.as_ref().map(|c| c.id() as i32).unwrap()
     }

@@ -444,6 +444,7 @@ mod tests {
                 revoked_at: None,
                 reason: None,
                 issuer: None,
+                claim: None,
             },
             pem: format!("pem of {serial}"),
             claim: None,

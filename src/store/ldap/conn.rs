@@ -179,10 +179,24 @@ impl Drop for Pool {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs work that may block (see [`may_block`]).
+    static MAY_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` marking this thread as one that may block on LDAP directly: the closures `vouch
+/// serve` hands to tokio's blocking pool, which are inside a runtime but never drive it.
+pub fn may_block<T>(f: impl FnOnce() -> T) -> T {
+    let before = MAY_BLOCK.with(|m| m.replace(true));
+    let out = f();
+    MAY_BLOCK.with(|m| m.set(before));
+    out
+}
+
 /// Runs `f` here, or on a scoped thread of its own when this thread is inside a tokio
-/// runtime (see [`Pool::run`]).
+/// runtime and not marked by [`may_block`] (see [`Pool::run`]).
 fn on_plain_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
+    if tokio::runtime::Handle::try_current().is_err() || MAY_BLOCK.with(std::cell::Cell::get) {
         return f();
     }
     std::thread::scope(|s| match s.spawn(f).join() {

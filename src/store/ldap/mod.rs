@@ -33,7 +33,7 @@
 mod conn;
 pub mod schema;
 
-pub use conn::{Bind, Server};
+pub use conn::{may_block, Bind, Server};
 
 use super::journal::Claim;
 use super::{
@@ -285,12 +285,29 @@ impl LdapStore {
         }
     }
 
+    /// The assertion control (RFC 4528) for `filter`, marked critical: a server that does not
+    /// implement it refuses the operation instead of applying it unguarded. The filter is
+    /// parsed first (ldap3 panics on one it cannot parse): one that does not parse is an error.
+    fn assertion(dn: &str, filter: &str) -> Result<ldap3::controls::RawControl, StoreError> {
+        if ldap3::parse_filter(filter).is_err() {
+            return Err(StoreError::Ldap {
+                op: "build an assertion",
+                dn: dn.to_string(),
+                detail: format!("{filter:?} is not a filter"),
+            });
+        }
+        let mut c = ldap3::controls::Assertion::new(filter);
+        c.crit = true;
+        Ok(c)
+    }
+
     /// A modify, guarded by `assertion` (a filter the entry must match) if given. Returns
     /// the result code: success, or "assertion failed" / "no such object" (the caller decides).
     fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>, assertion: Option<&str>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("modify");
-        let res = self.primary.run(|c: &mut LdapConn| match assertion {
-            Some(a) => c.with_controls(ldap3::controls::Assertion::new(a)).modify(dn, mods.clone()),
+        let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
+        let res = self.primary.run(|c: &mut LdapConn| match &control {
+            Some(a) => c.with_controls(a.clone()).modify(dn, mods.clone()),
             None => c.modify(dn, mods.clone()),
         })?;
         match res.rc {
@@ -301,8 +318,9 @@ impl LdapStore {
 
     fn delete(&self, dn: &str, assertion: Option<&str>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("delete");
-        let res = self.primary.run(|c: &mut LdapConn| match assertion {
-            Some(a) => c.with_controls(ldap3::controls::Assertion::new(a)).delete(dn),
+        let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
+        let res = self.primary.run(|c: &mut LdapConn| match &control {
+            Some(a) => c.with_controls(a.clone()).delete(dn),
             None => c.delete(dn),
         })?;
         match res.rc {
@@ -371,49 +389,83 @@ impl LdapStore {
 
     /// Finishes what a process that died left: the revocation of every certificate a
     /// registry write superseded (marked `vouchSupersedes`) whose revocation entry was not
-    /// written. Idempotent; safe beside live writers (each step is).
+    /// written. Idempotent; safe beside live writers (each step is). An entry that cannot be
+    /// completed (damaged) is reported and skipped: the others are still completed.
     pub fn complete(&self) -> Result<usize, StoreError> {
         let marked = self.search(&self.container("certnames"), Scope::OneLevel, "(vouchSupersedes=*)", &["*"])?;
         let mut done = 0;
         for e in marked {
-            let Some(mark) = e.text("vouchSupersedes") else { continue };
-            let serial_now = e.need("vouchSerial")?;
-            let rec = e.record()?;
-            let Some((ca, serial)) = mark.split_once(':') else { continue };
-            check_hex("CA id", ca)?;
-            check_hex("serial", serial)?;
-            // The superseded certificate's record: from its revocation entry if written,
-            // else rebuilt from the mark (it was the certname's certificate before this one).
-            let old = CertRecord {
-                serial: serial.to_string(),
-                certname: rec.certname.clone(),
-                state: State::Revoked,
-                digest: String::new(),
-                not_before: String::new(),
-                not_after: String::new(),
-                attributes_expiry: None,
-                conductor: None,
-                conductor_cert: None,
-                revoked_at: None,
-                reason: None,
-                issuer: Some(ca.to_string()),
-            };
-            let rev = Revocation {
-                serial: serial.to_string(),
-                time: rec.not_before.clone(),
-                reason: "superseded".into(),
-                certname: rec.certname.clone(),
-                cleaned: false,
-            };
-            self.add_revocation(&rev, &old)?;
-            self.modify(
-                &e.dn,
-                vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],
-                Some(&format!("(vouchSerial={serial_now})")),
-            )?;
-            done += 1;
+            match self.complete_entry(&e) {
+                Ok(true) => done += 1,
+                Ok(false) => {}
+                Err(StoreError::Unavailable { detail }) => return Err(StoreError::Unavailable { detail }),
+                Err(err) => tracing::warn!(event = "warning", what = "store", dn = %e.dn, detail = %err),
+            }
         }
         Ok(done)
+    }
+
+    /// Completes one registry entry's `vouchSupersedes` mark (`<ca>:<serial>[:<claim>]`), if it
+    /// has one: the superseded certificate's revocation, then the mark removed (only while the
+    /// entry still holds the certificate that set it). Returns whether there was a mark.
+    fn complete_entry(&self, e: &Entry) -> Result<bool, StoreError> {
+        let Some(mark) = e.text("vouchSupersedes") else { return Ok(false) };
+        let serial_now = e.need("vouchSerial")?;
+        check_hex("serial", &serial_now)?;
+        let certname = e.need("vouchCertname")?;
+        check_certname(&certname)?;
+        let mut parts = mark.split(':');
+        let (Some(ca), Some(serial), claim) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(e.damaged(format!("vouchSupersedes {mark:?}")));
+        };
+        check_hex("CA id", ca)?;
+        check_hex("serial", serial)?;
+        if let Some(c) = claim {
+            check_hex("claim", c)?;
+        }
+        // The superseded certificate's record, rebuilt from the mark: it was the certname's
+        // certificate before this one (its claim, if any, stays spent through the entry).
+        let old = CertRecord {
+            serial: serial.to_string(),
+            certname: certname.clone(),
+            state: State::Revoked,
+            digest: String::new(),
+            not_before: String::new(),
+            not_after: String::new(),
+            attributes_expiry: None,
+            conductor: None,
+            conductor_cert: None,
+            revoked_at: None,
+            reason: None,
+            issuer: Some(ca.to_string()),
+            claim: claim.map(str::to_string),
+        };
+        let rev = Revocation {
+            serial: serial.to_string(),
+            time: format_rfc3339(OffsetDateTime::now_utc()),
+            reason: "superseded".into(),
+            certname,
+            cleaned: false,
+        };
+        self.add_revocation(&rev, &old)?;
+        self.modify(
+            &e.dn,
+            vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],
+            Some(&format!("(vouchSerial={serial_now})")),
+        )?;
+        Ok(true)
+    }
+
+    /// After a compare-and-swap on the registry entry `dn` failed: completes a mark a process
+    /// that died left there (a later writer must never erase it unfinished), then reports
+    /// the conflict (the caller reads the entry again).
+    fn conflict_at(&self, dn: &str, what: String) -> StoreError {
+        if let Ok(Some(e)) = self.read(&self.primary, dn) {
+            if let Err(err) = self.complete_entry(&e) {
+                tracing::warn!(event = "warning", what = "store", dn = %dn, detail = %err);
+            }
+        }
+        StoreError::Conflict { what }
     }
 
     /// [`LdapStore::complete`], at most once a minute per process (and at its first lock).
@@ -455,16 +507,19 @@ impl LdapStore {
         }))
         .map_err(|e| StoreError::Ldap { op: "encode", dn: dn.clone(), detail: e.to_string() })?;
         let time = parse_rfc3339(&rev.time).unwrap_or_else(|_| OffsetDateTime::now_utc());
-        let code = self.add(
-            &dn,
-            vec![
-                ("objectClass", set("vouchRevocation")),
-                ("vouchSerial", set(rev.serial.as_bytes().to_vec())),
-                ("vouchCertname", set(rev.certname.as_bytes().to_vec())),
-                ("vouchTime", set(gtime(time))),
-                ("vouchRecord", set(json.clone())),
-            ],
-        )?;
+        let mut attrs = vec![
+            ("objectClass", set("vouchRevocation")),
+            ("vouchSerial", set(rev.serial.as_bytes().to_vec())),
+            ("vouchCertname", set(rev.certname.as_bytes().to_vec())),
+            ("vouchTime", set(gtime(time))),
+            ("vouchRecord", set(json.clone())),
+        ];
+        // The claim that vouched for it stays spent (LdapStore::claim_issued finds it here).
+        if let Some(c) = &rec.claim {
+            check_hex("claim", c)?;
+            attrs.push(("vouchKey", set(c.as_bytes().to_vec())));
+        }
+        let code = self.add(&dn, attrs)?;
         if code == rc::ALREADY_EXISTS {
             if rev.cleaned {
                 let prior = self.read(&self.primary, &dn)?;
@@ -488,10 +543,14 @@ impl LdapStore {
                     self.modify(&dn, vec![Mod::Replace(b"vouchRecord".to_vec(), set(bytes))], None)?;
                 }
             }
+            // Written by an earlier attempt that may have died before counting it: counted
+            // again (one more CRL is harmless; a revocation missing from it is not).
+            self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
             return Ok(false);
         }
         // The CA's counter: its CRL is due at every master that issues for it.
         self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
+        self.confirm_on_replicas(&dn)?;
         Ok(true)
     }
 
@@ -583,6 +642,10 @@ impl LdapStore {
         if let Ok(t) = parse_rfc3339(&rec.not_after) {
             v.push(("vouchNotAfter", gtime(t).into_bytes()));
         }
+        if let Some(c) = &rec.claim {
+            check_hex("claim", c)?;
+            v.push(("vouchKey", c.clone().into_bytes()));
+        }
         Ok(v)
     }
 
@@ -600,7 +663,13 @@ impl LdapStore {
                 let ca = s.record.issuer.clone().unwrap_or(self.own_ca()?.to_string());
                 check_hex("CA id", &ca)?;
                 check_hex("serial", &s.revocation.serial)?;
-                Some(format!("{ca}:{}", s.revocation.serial))
+                match &s.record.claim {
+                    Some(c) => {
+                        check_hex("claim", c)?;
+                        Some(format!("{ca}:{}:{c}", s.revocation.serial))
+                    }
+                    None => Some(format!("{ca}:{}", s.revocation.serial)),
+                }
             }
             None => None,
         };
@@ -628,19 +697,25 @@ impl LdapStore {
                     .into_iter()
                     .map(|(k, v)| Mod::Replace(k.as_bytes().to_vec(), set(v)))
                     .collect();
-                if !mods.iter().any(|m| matches!(m, Mod::Replace(k, _) if k == b"vouchNotAfter")) {
-                    mods.push(Mod::Replace(b"vouchNotAfter".to_vec(), HashSet::new()));
+                for attr in [&b"vouchNotAfter"[..], b"vouchKey"] {
+                    if !mods.iter().any(|m| matches!(m, Mod::Replace(k, _) if k == attr)) {
+                        mods.push(Mod::Replace(attr.to_vec(), HashSet::new()));
+                    }
                 }
                 mods.push(Mod::Replace(
                     b"vouchSupersedes".to_vec(),
                     supersedes.as_ref().map(|m| set(m.as_bytes().to_vec())).unwrap_or_default(),
                 ));
-                let assertion = format!("(&(vouchSerial={})(vouchRevision={}))", exp.serial, exp.revision);
+                // Never over an unfinished mark of another writer (it would be lost): completed first.
+                let assertion =
+                    format!("(&(vouchSerial={})(vouchRevision={})(!(vouchSupersedes=*)))", exp.serial, exp.revision);
                 if self.modify(&dn, mods, Some(&assertion))? != rc::SUCCESS {
-                    return Err(conflict());
+                    return Err(self.conflict_at(&dn, format!("the certificate of {}", rec.certname)));
                 }
             }
         }
+        let serial = rec.serial.clone();
+        self.confirm_on_replicas_that(&dn, |e| e.text("vouchSerial").as_deref() == Some(serial.as_str()))?;
         if let (Some(s), Some(_)) = (&iss.supersedes, &supersedes) {
             super::crash_point("ldap:registered");
             // The certname is the new certificate's: now the old one's revocation, then the mark.
@@ -661,26 +736,34 @@ impl LdapStore {
 
     /// Waits until the entry `dn` is readable on every replica (bounded by [`REPLICA_WAIT`]).
     fn confirm_on_replicas(&self, dn: &str) -> Result<(), StoreError> {
+        self.confirm_on_replicas_that(dn, |_| true)
+    }
+
+    /// [`LdapStore::confirm_on_replicas`] for an entry that must also satisfy `ok` there (a
+    /// registry entry holding the new serial).
+    fn confirm_on_replicas_that(&self, dn: &str, ok: impl Fn(&Entry) -> bool) -> Result<(), StoreError> {
         if !self.confirm_replicas {
             return Ok(());
         }
         let deadline = std::time::Instant::now() + REPLICA_WAIT;
         for replica in &self.replicas {
             loop {
-                if self.read(replica, dn)?.is_some() {
+                // An unreachable replica is one that does not show it (yet).
+                if self.read(replica, dn).ok().flatten().as_ref().is_some_and(&ok) {
                     break;
                 }
                 if std::time::Instant::now() >= deadline {
                     return Err(StoreError::Unavailable {
                         detail: format!(
-                            "the claim {dn} did not show on replica {} within {} ms; nothing was signed \
-                             (the claim stays this key's: a retry may succeed)",
+                            "{dn} did not show on replica {} within {} ms (a claim: nothing was signed, \
+                             it stays this key's and a retry may succeed; a certificate or revocation: \
+                             it is stored on the primary, a failover now could lose it)",
                             replica.server.address,
                             REPLICA_WAIT.as_millis()
                         ),
                     });
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(5));
             }
         }
         Ok(())
@@ -702,15 +785,30 @@ impl LdapStore {
 
     /// Whether the certificate a claim named was stored (it is, or was, its certname's):
     /// then the claim is spent.
+    ///
+    /// Judged by the claim itself, never by the serial last written into the journal entry
+    /// (requests racing with one key overwrite it): a certificate for the claim is in the
+    /// registry (`vouchKey` on the certname's entry), or one was revoked (`vouchKey` on its
+    /// revocation entry, under whichever CA issued it).
     fn claim_issued(&self, e: &Entry) -> Result<bool, StoreError> {
-        let Some(serial) = e.text("vouchSerial") else { return Ok(false) };
-        let certname = e.need("vouchCertname")?;
-        if let Some(cur) = self.current(&certname)? {
-            if cur.record.serial == serial {
-                return Ok(true);
-            }
+        let digest = e.need("vouchKey")?;
+        check_hex("journal entry", &digest)?;
+        let registered = self.search(
+            &self.container("certnames"),
+            Scope::OneLevel,
+            &format!("(&(objectClass=vouchRegistered)(vouchKey={digest}))"),
+            &["1.1"],
+        )?;
+        if !registered.is_empty() {
+            return Ok(true);
         }
-        Ok(self.revocation_entry(&serial)?.is_some())
+        let revoked = self.search(
+            &self.container("cas"),
+            Scope::Subtree,
+            &format!("(&(objectClass=vouchRevocation)(vouchKey={digest}))"),
+            &["1.1"],
+        )?;
+        Ok(!revoked.is_empty())
     }
 
     /// Prunes journal entries whose attributes expired more than a day ago, at most once an
@@ -822,13 +920,8 @@ impl ReplayJournal for LdapStore {
                 b"vouchSerial".to_vec(),
                 serial.map(|s| set(s.as_bytes().to_vec())).unwrap_or_default(),
             ));
-            let assertion = match prior.text("vouchSerial") {
-                Some(s) => {
-                    check_hex("serial", &s)?;
-                    format!("(&(vouchState={prior_state})(vouchSerial={s}))")
-                }
-                None => format!("(&(vouchState={prior_state})(!(vouchSerial=*)))"),
-            };
+            check_hex("holder", holder)?;
+            let assertion = format!("(&(vouchState={prior_state})(vouchHolder={holder}))");
             if !["held", "claimed"].contains(&prior_state.as_str()) {
                 return Ok(Self::used(&prior));
             }
@@ -963,11 +1056,13 @@ impl Store for LdapStore {
         // The registry entry of the certificate being revoked (a superseded one is not it).
         check_hex("serial", &exp.serial)?;
         let dn = self.registry_dn(&rev.certname);
-        // Only while it is still the certname's certificate: if another master replaced it
-        // meanwhile, the revocation entry above is all there is to do.
-        let assertion = format!("(vouchSerial={})", exp.serial);
-        if rev.cleaned {
-            self.delete(&dn, Some(&assertion))?;
+        // Only while it is still the certname's certificate. If another writer replaced it
+        // meanwhile (a renewal with the same key racing a revocation for key compromise), the
+        // revocation entry above stands and the caller is told of the conflict: it reads the
+        // certname again and revokes what is current now.
+        let code = if rev.cleaned {
+            // A delete would erase an unfinished supersede mark: only without one.
+            self.delete(&dn, Some(&format!("(&(vouchSerial={})(!(vouchSupersedes=*)))", exp.serial)))?
         } else {
             let mut r = rec.clone();
             r.state = State::Revoked;
@@ -985,10 +1080,15 @@ impl Store for LdapStore {
                     Mod::Replace(b"vouchRecord".to_vec(), set(json)),
                     Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
                 ],
-                Some(&assertion),
-            )?;
+                Some(&format!("(vouchSerial={})", exp.serial)),
+            )?
+        };
+        match code {
+            rc::SUCCESS => Ok(()),
+            // Already forgotten (a clean that raced another clean): nothing more to do.
+            rc::NO_SUCH_OBJECT if rev.cleaned => Ok(()),
+            _ => Err(self.conflict_at(&dn, format!("the certificate of {}", rev.certname))),
         }
-        Ok(())
     }
 
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
@@ -996,10 +1096,17 @@ impl Store for LdapStore {
         let mut out = Vec::new();
         let base = self.ca_dn(&ca);
         self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRevocation)", &["vouchRecord"], |e| {
-            let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
-                .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
-            let rec: CertRecord =
-                serde_json::from_value(v["record"].clone()).map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
+            // A damaged entry is reported and left out: the CRL of every other revocation
+            // (and the issuance that regenerates it) must not stop on it.
+            let parsed = serde_json::from_slice::<serde_json::Value>(e.bytes("vouchRecord").unwrap_or_default())
+                .ok()
+                .and_then(|v| serde_json::from_value::<CertRecord>(v["record"].clone()).ok().map(|r| (v, r)))
+                .filter(|(_, r)| check_hex("serial", &r.serial).is_ok());
+            let Some((v, rec)) = parsed else {
+                crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Maintenance);
+                tracing::warn!(event = "warning", what = "store", dn = %e.dn, detail = "damaged revocation entry left out of the CRL");
+                return Ok(());
+            };
             out.push(Revocation {
                 serial: rec.serial.clone(),
                 time: rec.revoked_at.clone().unwrap_or_default(),

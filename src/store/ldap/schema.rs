@@ -74,7 +74,7 @@ const CLASSES: &[Class] = &[
         "vouchRegistered",
         2,
         &["vouchCertname", "vouchRevision", "vouchState", "vouchSerial", "vouchCa", "vouchRecord", "vouchCertificate"],
-        &["vouchNotAfter", "vouchSupersedes"],
+        &["vouchNotAfter", "vouchSupersedes", "vouchKey"],
         "the current certificate of a certname",
     ),
     ("vouchIssuer", 3, &["vouchCa", "vouchRevision"], &["vouchCertificate"], "a master CA sharing the store"),
@@ -82,7 +82,7 @@ const CLASSES: &[Class] = &[
         "vouchRevocation",
         4,
         &["vouchSerial", "vouchCertname", "vouchTime", "vouchRecord"],
-        &["vouchCertificate"],
+        &["vouchCertificate", "vouchKey"],
         "a revoked certificate of the CA above it",
     ),
     (
@@ -151,7 +151,7 @@ pub fn ldif() -> String {
     let mut out = String::from(
         "# vouch's LDAP schema for cn=config (vouch ldap schema --ldif).\n\
          # Indexes vouch's searches use: olcDbIndex: vouchSerial eq / vouchCertname eq /\n\
-         # vouchExpiry eq / vouchSupersedes pres on the database entry.\n\
+         # vouchExpiry eq / vouchSupersedes pres / vouchKey eq on the database entry.\n\
          dn: cn=vouch,cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: vouch\n",
     );
     for a in ATTRS {
