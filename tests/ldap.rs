@@ -976,3 +976,27 @@ fn review_findings_on_the_shared_store_stay_fixed() {
     assert_eq!(hook.status.code(), Some(2), "{}", text(&hook));
     assert!(String::from_utf8_lossy(&hook.stderr).contains("retired"), "{}", text(&hook));
 }
+
+/// `ldapi://` with SASL EXTERNAL (no password anywhere): the store works the same.
+#[test]
+fn an_ldapi_store_binds_by_sasl_external() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(&slapd, &d1, "ca1.test"));
+    let url = slapd.ldapi_url(BASE);
+    assert!(url.starts_with("ldapi://%2F"), "{url}");
+    let ldapi = || {
+        let mut c = vouch();
+        c.args(["--dir", s(&d1), "--store", &url]);
+        c
+    };
+    let out = ok(&ldapi().args(["ldap", "init"]).output().unwrap());
+    assert!(out.contains("nothing to do"), "{out}");
+    let name = "ldapi.example.test";
+    let csr = tmp.path().join("ldapi.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    ok(&ldapi().args(["sign", "--csr", s(&csr), "--out", s(&tmp.path().join("ldapi.pem"))]).output().unwrap());
+    // The same store through ldap:// with the password sees it.
+    assert!(list(&slapd, &d1).iter().any(|e| e["name"] == name));
+}
