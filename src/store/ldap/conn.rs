@@ -94,6 +94,7 @@ impl Pool {
         }
         let mut conn =
             LdapConn::with_settings(settings, &self.server.address).map_err(|e| unavailable(&self.server, e))?;
+        crate::obs::metrics::METRICS.ldap("bind");
         let res = match &self.server.bind {
             Bind::Simple { dn, password } => conn
                 .with_timeout(self.server.timeout)

@@ -250,6 +250,7 @@ impl LdapStore {
         let mut cookie: Vec<u8> = Vec::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
+            crate::obs::metrics::METRICS.ldap("search");
             let res =
                 self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, attrs.to_vec()))?;
             let (entries, result) = (res.0, res.1);
