@@ -75,9 +75,9 @@ t0=$(date +%s.%N); "${L[@]}" -f "$work/adds.ldif" >/dev/null; t1=$(date +%s.%N)
 addrate=$(python3 -c "print(round(3001/($t1-$t0)))")
 echo "slapd synced adds/s (one connection, ldapadd): $addrate"
 
-ldap_ops() { # METRICS_ADDR -> "adds modifies reads searches"
+ldap_ops() { # METRICS_ADDR -> "adds modifies reads searches deletes binds"
   curl -s "http://$1/metrics" | awk '/^vouch_ldap_operations_total/ {split($1,a,"\""); v[a[2]]=$2}
-    END {print v["add"]+0, v["modify"]+0, v["read"]+0, v["search"]+0}'
+    END {print v["add"]+0, v["modify"]+0, v["read"]+0, v["search"]+0, v["delete"]+0, v["bind"]+0}'
 }
 granted() { curl -s "http://$1/metrics" | awk '/^vouch_decisions_total\{outcome="granted"\}/ {print $2}'; }
 wait_listening() { for _ in $(seq 200); do grep -q '"event":"listening"' "$1" && return; sleep 0.1; done; cat "$1" >&2; exit 1; }
@@ -130,13 +130,14 @@ b1, a1, b2, a2 = (list(map(float, x.split())) for x in sys.argv[4:8])
 g1, h1, g2, h2, addrate = map(float, sys.argv[8:13])
 r1, r2 = json.load(open(f1))[0], json.load(open(f2))[0]
 certs = (h1 - g1) + (h2 - g2)
-ops = [(a1[i] - b1[i]) + (a2[i] - b2[i]) for i in range(4)]
+ops = [(a1[i] - b1[i]) + (a2[i] - b2[i]) for i in range(6)]
 per = [o / certs if certs else 0 for o in ops]
 rate = r1["certs_per_s"] + r2["certs_per_s"]
 print(f"agents {n:>4}: {r1['certs_per_s']:7.1f} + {r2['certs_per_s']:7.1f} = {rate:7.1f} certs/s; "
       f"p99 {r1['p99_ms']:.1f} / {r2['p99_ms']:.1f} ms; failed {r1['failures'] + r2['failures']}; "
       f"per certificate: {per[0]:.2f} adds, {per[1]:.2f} modifies (synced writes {per[0] + per[1]:.2f}), "
-      f"{per[2]:.2f} reads, {per[3]:.2f} searches; writes/s {rate * (per[0] + per[1]):.0f} "
+      f"{per[2]:.2f} reads, {per[3]:.2f} searches, {per[4]:.2f} deletes (of nothing: no write), "
+      f"{per[5]:.3f} binds; writes/s {rate * (per[0] + per[1]):.0f} "
       f"= {100 * rate * (per[0] + per[1]) / addrate:.0f}% of slapd's {addrate:.0f} adds/s; "
       f"peak RSS {r1.get('server_peak_rss_mb') or 0:.0f} / {r2.get('server_peak_rss_mb') or 0:.0f} MB")
 EOF
