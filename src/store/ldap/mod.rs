@@ -1328,3 +1328,88 @@ impl Store for LdapStore {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store on an address where nothing listens: any call that reached the network
+    /// fails as unavailable, so a `CertnameInvalid` can only come from the check made
+    /// before any DN or filter is built.
+    fn unreachable() -> LdapStore {
+        let server = Server {
+            address: "ldap://127.0.0.1:1".into(),
+            bind: Bind::Anonymous,
+            tls_ca: None,
+            timeout: Duration::from_secs(2),
+        };
+        LdapStore::new(server, vec![], false, "ou=vouch,dc=example,dc=test".into(), Some("00".into())).unwrap()
+    }
+
+    fn record(certname: &str) -> CertRecord {
+        CertRecord {
+            serial: "01".into(),
+            certname: certname.into(),
+            state: State::Issued,
+            digest: String::new(),
+            not_before: String::new(),
+            not_after: String::new(),
+            attributes_expiry: None,
+            conductor: None,
+            conductor_cert: None,
+            revoked_at: None,
+            reason: None,
+            issuer: None,
+        }
+    }
+
+    #[test]
+    fn certnames_that_could_change_a_filter_or_dn_are_refused_before_any_ldap_operation() {
+        let store = unreachable();
+        let now = OffsetDateTime::now_utc();
+        let holder = "ab".repeat(32);
+        // Filter metacharacters, DN separators and escapes, multi-valued RDNs, NUL,
+        // leading '#' or space (BER and space rules of RFC 4514), and case (one entry
+        // for two spellings under caseIgnoreIA5Match).
+        let names = [
+            "*",
+            "web01)(objectClass=*",
+            "web01*",
+            "web01,ou=cas",
+            "vouchCertname=web01",
+            "web01+vouchCa=00",
+            "web01\\2c",
+            "web01\0",
+            "#3031",
+            " web01",
+            "web01;x",
+            "web01\"x",
+            "<web01>",
+            "Web01.example.test",
+            "",
+        ];
+        let invalid = |what: &str, name: &str, r: Result<(), StoreError>| {
+            assert!(matches!(r, Err(StoreError::CertnameInvalid { .. })), "{what}({name:?}): {r:?}");
+        };
+        for name in names {
+            invalid("current", name, store.current(name).map(|_| ()));
+            invalid("get_override", name, store.get_override(name).map(|_| ()));
+            invalid("put_override", name, store.put_override(name, Some("classes: []\n"), Some(0), now).map(|_| ()));
+            invalid("request", name, store.request(name).map(|_| ()));
+            invalid("remove_request", name, store.remove_request(name));
+            let iss = Issuance { record: record(name), pem: String::new(), claim: None, expected: None, supersedes: None };
+            invalid("register", name, store.register(&iss));
+            let key = ReplayKey::from("k");
+            let claim = store.claim(&key, now, name, &holder, ClaimUse::Reusable, None, now);
+            invalid("claim", name, claim.map(|_| ()));
+            invalid("hold", name, store.hold(&key, now, name, &holder, now).map(|_| ()));
+        }
+        // Serials, holders and CA ids go into filters too: lowercase hex only.
+        assert!(matches!(store.record("*)(vouchSerial=*"), Ok(None)));
+        let bad_holder = store.claim(&ReplayKey::from("k"), now, "web01", "*", ClaimUse::Once, None, now);
+        assert!(matches!(bad_holder, Err(StoreError::Ldap { op: "build a filter", .. })), "{bad_holder:?}");
+        // A valid certname does go to the server (nothing listens: unavailable), so the
+        // refusals above were the checks', not the network's.
+        assert!(matches!(store.current("web01.example.test"), Err(StoreError::Unavailable { .. })));
+    }
+}
