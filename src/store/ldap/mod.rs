@@ -1360,6 +1360,7 @@ mod tests {
             revoked_at: None,
             reason: None,
             issuer: None,
+            claim: None,
         }
     }
 
@@ -1397,7 +1398,8 @@ mod tests {
             invalid("put_override", name, store.put_override(name, Some("classes: []\n"), Some(0), now).map(|_| ()));
             invalid("request", name, store.request(name).map(|_| ()));
             invalid("remove_request", name, store.remove_request(name));
-            let iss = Issuance { record: record(name), pem: String::new(), claim: None, expected: None, supersedes: None };
+            let iss =
+                Issuance { record: record(name), pem: String::new(), claim: None, expected: None, supersedes: None };
             invalid("register", name, store.register(&iss));
             let key = ReplayKey::from("k");
             let claim = store.claim(&key, now, name, &holder, ClaimUse::Reusable, None, now);
