@@ -139,6 +139,8 @@ pub enum Error {
     /// with `ca init --root-key`, or a root key moved off the host).
     RootKeyElsewhere {
         dir: PathBuf,
+        /// Where the key would be.
+        key: PathBuf,
     },
     /// Date arithmetic that leaves the range vouch can represent (years 1 to 9999).
     Date {
@@ -225,12 +227,12 @@ impl std::fmt::Display for Error {
                 key.display(),
                 cert.display()
             ),
-            Error::RootKeyElsewhere { dir } => write!(
+            Error::RootKeyElsewhere { dir, key } => write!(
                 f,
                 "the root CA's key is not in {}: {} is missing (a master CA made with 'vouch ca init --root-cert \
                  --root-key' never keeps it; an operator may also have moved it off this host)",
                 dir.display(),
-                dir.join("ca").join(crate::issuance::bootstrap::ROOT_KEY).display()
+                key.display()
             ),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),

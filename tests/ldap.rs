@@ -654,47 +654,7 @@ fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() 
     assert_eq!(put, 200, "{why}");
     let pem = String::from_utf8(cert.unwrap()).unwrap();
     drop(m);
-    let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
-    let (_, ca_der) = vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap();
-    let ca = vouch::store::ca_id(&ca_der);
-    let b64 = |b: &[u8]| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(b)
-    };
-    let t = Instant::now();
-    let ldif = tmp.path().join("gen.ldif");
-    {
-        use std::io::Write;
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&ldif).unwrap());
-        for i in 0..n {
-            let name = format!("gen{i:07}.example.test");
-            let serial = format!("7{i:031x}");
-            let revoked = i % 10 == 0;
-            let rec = serde_json::json!({
-                "serial": serial, "certname": name, "state": if revoked { "revoked" } else { "issued" },
-                "digest": "", "not_before": "2026-01-01T00:00:00Z", "not_after": "2031-01-01T00:00:00Z",
-                "revoked_at": if revoked { Some("2026-06-01T00:00:00Z") } else { None }, "reason": "unspecified",
-                "issuer": ca, "attributes_expiry": "2026-01-01T01:00:00Z", "conductor": "generated",
-            });
-            let rec = rec.to_string();
-            writeln!(w, "dn: vouchCertname={name},ou=certnames,{BASE}\nobjectClass: vouchRegistered\nvouchCertname: {name}\nvouchRevision: 1\nvouchState: {}\nvouchSerial: {serial}\nvouchCa: {ca}\nvouchRecord:: {}\nvouchCertificate:: {}\nvouchNotAfter: 20310101000000Z\n",
-                if revoked { "revoked" } else { "issued" }, b64(rec.as_bytes()), b64(pem.as_bytes())).unwrap();
-            if revoked {
-                let r = serde_json::json!({ "record": serde_json::from_str::<serde_json::Value>(&rec).unwrap(), "cleaned": false });
-                writeln!(w, "dn: vouchSerial={serial},vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: {serial}\nvouchCertname: {name}\nvouchTime: 20260601000000Z\nvouchRecord:: {}\n",
-                    b64(r.to_string().as_bytes())).unwrap();
-            }
-        }
-    }
-    let wrote = t.elapsed();
-    slapd.stop();
-    let t = Instant::now();
-    let add = Command::new("/usr/sbin/slapadd")
-        .args(["-q", "-f", s(&slapd.dir().join("slapd.conf")), "-l", s(&ldif)])
-        .output()
-        .unwrap();
-    assert!(add.status.success(), "slapadd: {}", String::from_utf8_lossy(&add.stderr));
-    let loaded = t.elapsed();
+    let (wrote, loaded) = load_generated(&slapd, &d1, &pem, n, tmp.path());
     slapd.restart();
     let db = du(&slapd.dir().join("db"));
     // The counter the CRL follows: as if each revocation had been recorded.
@@ -999,4 +959,84 @@ fn an_ldapi_store_binds_by_sasl_external() {
     ok(&ldapi().args(["sign", "--csr", s(&csr), "--out", s(&tmp.path().join("ldapi.pem"))]).output().unwrap());
     // The same store through ldap:// with the password sees it.
     assert!(list(&slapd, &d1).iter().any(|e| e["name"] == name));
+}
+
+/// Writes `n` generated certificates of the CA in `d1` (one in ten revoked; each with the
+/// PEM `pem`) as LDIF and loads them with `slapadd -q` (slapd is stopped, and left stopped):
+/// the time each step took.
+fn load_generated(slapd: &Slapd, d1: &Path, pem: &str, n: usize, scratch: &Path) -> (Duration, Duration) {
+    let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
+    let (_, ca_der) = vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap();
+    let ca = vouch::store::ca_id(&ca_der);
+    let b64 = |b: &[u8]| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(b)
+    };
+    let t = Instant::now();
+    let ldif = scratch.join("gen.ldif");
+    {
+        use std::io::Write;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&ldif).unwrap());
+        for i in 0..n {
+            let name = format!("gen{i:07}.example.test");
+            let serial = format!("7{i:031x}");
+            let revoked = i % 10 == 0;
+            let rec = serde_json::json!({
+                "serial": serial, "certname": name, "state": if revoked { "revoked" } else { "issued" },
+                "digest": "", "not_before": "2026-01-01T00:00:00Z", "not_after": "2031-01-01T00:00:00Z",
+                "revoked_at": if revoked { Some("2026-06-01T00:00:00Z") } else { None }, "reason": "unspecified",
+                "issuer": ca, "attributes_expiry": "2026-01-01T01:00:00Z", "conductor": "generated",
+            });
+            let rec = rec.to_string();
+            writeln!(w, "dn: vouchCertname={name},ou=certnames,{BASE}\nobjectClass: vouchRegistered\nvouchCertname: {name}\nvouchRevision: 1\nvouchState: {}\nvouchSerial: {serial}\nvouchCa: {ca}\nvouchRecord:: {}\nvouchCertificate:: {}\nvouchNotAfter: 20310101000000Z\n",
+                if revoked { "revoked" } else { "issued" }, b64(rec.as_bytes()), b64(pem.as_bytes())).unwrap();
+            if revoked {
+                let r = serde_json::json!({ "record": serde_json::from_str::<serde_json::Value>(&rec).unwrap(), "cleaned": false });
+                writeln!(w, "dn: vouchSerial={serial},vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: {serial}\nvouchCertname: {name}\nvouchTime: 20260601000000Z\nvouchRecord:: {}\n",
+                    b64(r.to_string().as_bytes())).unwrap();
+            }
+        }
+    }
+    let wrote = t.elapsed();
+    slapd.stop();
+    let t = Instant::now();
+    let add = Command::new("/usr/sbin/slapadd")
+        .args(["-q", "-f", s(&slapd.dir().join("slapd.conf")), "-l", s(&ldif)])
+        .output()
+        .unwrap();
+    assert!(add.status.success(), "slapadd: {}", String::from_utf8_lossy(&add.stderr));
+    let loaded = t.elapsed();
+    (wrote, loaded)
+}
+
+/// Listings of more than one page (1,000 entries) running at once in one master: every page
+/// of a search goes over its own connection, so none fails on another's paging cookie.
+#[test]
+fn concurrent_listings_of_many_pages_all_succeed() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let (_, _, cert) =
+        enroll(&m, "real.example.test", &csr_for("real.example.test", &vouched(&d1, "real.example.test"), &p256()));
+    let pem = String::from_utf8(cert.unwrap()).unwrap();
+    drop(m);
+    load_generated(&slapd, &d1, &pem, 2_500, tmp.path());
+    slapd.restart();
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let statuses: Vec<u16> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..12)
+            .map(|_| {
+                let m = &m;
+                sc.spawn(move || {
+                    let r = m.admin().request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
+                    let n = serde_json::from_slice::<Vec<serde_json::Value>>(&r.body).map(|v| v.len()).unwrap_or(0);
+                    assert!(r.status != 200 || n > 2_500, "a listing of {n} entries");
+                    r.status
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}\n{}", m.log());
 }

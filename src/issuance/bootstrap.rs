@@ -603,7 +603,9 @@ pub fn check_conductor_name(name: &str) -> Result<(), Error> {
 /// `ca init --root-key` never had it there, and an operator may have moved it off the host.
 pub fn require_root_key(dir: &DataDir) -> Result<(), Error> {
     match std::fs::symlink_metadata(dir.file(ROOT_KEY)) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::RootKeyElsewhere { dir: dir.dir.clone() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::RootKeyElsewhere { dir: dir.dir.clone(), key: dir.file(ROOT_KEY) })
+        }
         _ => Ok(()),
     }
 }

@@ -238,41 +238,59 @@ impl LdapStore {
     }
 
     /// [`LdapStore::search`], handing each entry to `f` as its page arrives (pages of 1,000:
-    /// memory stays that of one page, whatever the store holds).
+    /// memory stays that of one page, whatever the store holds). Every page of one search goes
+    /// over the same connection (a paged-results cookie is valid on its own connection only);
+    /// a connection that fails before the first entry is handed is replaced once, one that
+    /// fails later makes the search fail (never an entry handed twice).
     fn search_each(
         &self,
         base: &str,
         scope: Scope,
         filter: &str,
         attrs: &[&str],
-        mut f: impl FnMut(Entry) -> Result<(), StoreError>,
+        mut f: impl FnMut(Entry) -> Result<(), StoreError> + Send,
     ) -> Result<(), StoreError> {
-        let mut cookie: Vec<u8> = Vec::new();
-        loop {
-            let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
-            crate::obs::metrics::METRICS.ldap("search");
-            let res =
-                self.primary.run(|c| c.with_controls(page.clone()).search(base, scope, filter, attrs.to_vec()))?;
-            let (entries, result) = (res.0, res.1);
-            match result.rc {
-                rc::SUCCESS => {}
-                rc::NO_SUCH_OBJECT => return Ok(()),
-                _ => return Err(failed("search", base, &result)),
-            }
-            for e in entries {
-                f(Entry::from(SearchEntry::construct(e)))?;
-            }
-            let next = result.ctrls.iter().find_map(|c| match c {
-                ldap3::controls::Control(Some(ldap3::controls::ControlType::PagedResults), raw) => {
-                    Some(raw.parse::<ldap3::controls::PagedResults>())
+        let mut handed = false;
+        let outcome = self.primary.run(|c| {
+            let mut cookie: Vec<u8> = Vec::new();
+            loop {
+                let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
+                crate::obs::metrics::METRICS.ldap("search");
+                let res = match c.with_controls(page).search(base, scope, filter, attrs.to_vec()) {
+                    Ok(r) => r,
+                    // Before any entry: the pool may retry on a fresh connection.
+                    Err(e) if !handed => return Err(e),
+                    Err(e) => {
+                        return Ok(Err(StoreError::Unavailable {
+                            detail: format!("LDAP search of {base:?} broke off after some entries: {e}"),
+                        }))
+                    }
+                };
+                let (entries, result) = (res.0, res.1);
+                match result.rc {
+                    rc::SUCCESS => {}
+                    rc::NO_SUCH_OBJECT => return Ok(Ok(())),
+                    _ => return Ok(Err(failed("search", base, &result))),
                 }
-                _ => None,
-            });
-            match next {
-                Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
-                _ => return Ok(()),
+                for e in entries {
+                    handed = true;
+                    if let Err(err) = f(Entry::from(SearchEntry::construct(e))) {
+                        return Ok(Err(err));
+                    }
+                }
+                let next = result.ctrls.iter().find_map(|c| match c {
+                    ldap3::controls::Control(Some(ldap3::controls::ControlType::PagedResults), raw) => {
+                        Some(raw.parse::<ldap3::controls::PagedResults>())
+                    }
+                    _ => None,
+                });
+                match next {
+                    Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
+                    _ => return Ok(Ok(())),
+                }
             }
-        }
+        })?;
+        outcome
     }
 
     fn add(&self, dn: &str, attrs: Vec<(&str, HashSet<Vec<u8>>)>) -> Result<u32, StoreError> {
@@ -370,7 +388,9 @@ impl LdapStore {
                 return Err(StoreError::Ldap {
                     op: "open",
                     dn,
-                    detail: "the store's containers are missing: run 'vouch ldap init --store URL' first".into(),
+                    detail: "the store's containers are missing, or the bind DN may not read them: run 'vouch \
+                             ldap init --store URL' first, and check slapd's ACL for the bind DN (docs/ldap.md)"
+                        .into(),
                 });
             }
         }
