@@ -191,12 +191,27 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
 
     // Master 2 sees and revokes master 1's certificate; master 1's CRL lists it.
     let name = "web02.example.test";
-    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    let key2 = p256();
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &key2));
     assert_eq!(put, 200, "{why}");
-    let serial2 = serial_of(&cert.unwrap());
+    let cert2 = cert.unwrap();
+    let serial2 = serial_of(&cert2);
+    // The node, as a TLS client of its master (an endpoint only known nodes may use).
+    let node = || {
+        let bundle = std::fs::read(d1.join("ca/ca_bundle.pem")).unwrap();
+        let id = (cert2.as_slice(), key2.serialize_pem().into_bytes());
+        let config = tls_config(&bundle, Some((id.0, id.1.as_slice()))).unwrap();
+        Client::new(config, m1.addr(), "localhost")
+            .unwrap()
+            .request("GET", "/puppet-ca/v1/expirations", None, b"")
+            .unwrap()
+    };
+    assert_eq!(node().status, 200, "the node is not known to its master");
     let on_m2 = list(&slapd, &m2.dir);
     assert!(on_m2.iter().any(|e| e["name"] == name && e["serial"] == serial2.as_str()), "{on_m2:?}");
     ok(&v(&slapd, &m2.dir).args(["revoke", name]).output().unwrap());
+    // Master 1 refuses the node at once (no CRL involved: the store says revoked).
+    assert_eq!(node().status, 403, "master 1 still serves a node master 2 revoked");
     let crl1 = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
     let on_crl = crl_serials(crl1.as_bytes());
     assert!(on_crl.contains(&serial2), "master 1's CRL lacks {serial2}: {on_crl:?}");
@@ -1039,4 +1054,64 @@ fn concurrent_listings_of_many_pages_all_succeed() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}\n{}", m.log());
+}
+
+/// `ldaps://` verifies the server against `--ldap-ca` (and its name: here an IP address SAN):
+/// with the right CA the store works; with another CA, or a certificate for another name,
+/// nothing is sent (the store is unavailable, exit 75, the TLS reason named).
+#[test]
+fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
+    common::require("openssl", "openssl");
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let sh = |script: &str| {
+        let o = Command::new("sh").arg("-c").arg(script).current_dir(t).output().unwrap();
+        assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    // A CA, a server certificate for 127.0.0.1 and one for another name, and a stranger CA.
+    for ca in ["ca", "other"] {
+        sh(&format!(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN={ca} \
+             -keyout {ca}.key -out {ca}.pem 2>/dev/null"
+        ));
+    }
+    for (name, san) in [("server", "IP:127.0.0.1"), ("wrongname", "DNS:elsewhere.test")] {
+        sh(&format!(
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN={name} -keyout {name}.key \
+             -out {name}.csr 2>/dev/null && printf 'subjectAltName={san}\\n' > {name}.ext && openssl x509 -req \
+             -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile {name}.ext -out {name}.pem 2>/dev/null"
+        ));
+    }
+    let mut opts = slapd_opts();
+    opts.tls = Some((t.join("server.pem"), t.join("server.key")));
+    let slapd = Slapd::start(&opts);
+    let d1 = t.join("m1");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d1)]).output().unwrap());
+    let ldaps = |ca: &str| {
+        let mut c = vouch();
+        c.args(["--dir", s(&d1), "--store", &slapd.ldaps_url(BASE), "--ldap-ca", s(&t.join(ca))]).args([
+            "--ldap-bind-dn",
+            slapd.bind_dn(),
+            "--ldap-password-file",
+            s(&slapd.password_file()),
+        ]);
+        c
+    };
+    let out = ok(&ldaps("ca.pem").args(["ldap", "init"]).output().unwrap());
+    assert!(out.contains("created"), "{out}");
+    ok(&ldaps("ca.pem").args(["list", "--all"]).output().unwrap());
+    let o = ldaps("other.pem").args(["list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(75), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).to_lowercase().contains("certificate"), "{}", text(&o));
+    drop(slapd);
+    let mut opts = slapd_opts();
+    opts.tls = Some((t.join("wrongname.pem"), t.join("wrongname.key")));
+    let slapd = Slapd::start(&opts);
+    let o = vouch()
+        .args(["--dir", s(&d1), "--store", &slapd.ldaps_url(BASE), "--ldap-ca", s(&t.join("ca.pem"))])
+        .args(["--ldap-bind-dn", slapd.bind_dn(), "--ldap-password-file", s(&slapd.password_file())])
+        .args(["list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(75), "a server certificate for another name was accepted: {}", text(&o));
 }

@@ -58,6 +58,9 @@ pub struct SlapdOpts {
     pub database: Vec<String>,
     /// `dbnosync`: commits are not flushed to disk. For benchmarks only (a SIGKILL may lose writes).
     pub dbnosync: bool,
+    /// Also listen on `ldaps://127.0.0.1:PORT/` with this certificate and key (PEM files):
+    /// [`Slapd::ldaps_url`].
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// What an ldap tool printed and its exit code (-1 when a signal ended it).
@@ -91,6 +94,8 @@ impl std::fmt::Display for LdapOutput {
 pub struct Slapd {
     dir: tempfile::TempDir,
     port: u16,
+    /// The ldaps:// port, with [`SlapdOpts::tls`].
+    tls_port: Option<u16>,
     name: String,
     child: Mutex<Option<Child>>,
 }
@@ -150,6 +155,12 @@ impl Slapd {
     /// `ldap://127.0.0.1:PORT/BASE` (BASE percent-encoded where a URL needs it; "" for none).
     pub fn url(&self, base: &str) -> String {
         format!("ldap://127.0.0.1:{}/{}", self.port, percent_encode(base, b",="))
+    }
+
+    /// `ldaps://127.0.0.1:PORT/BASE` (an instance started with [`SlapdOpts::tls`]).
+    pub fn ldaps_url(&self, base: &str) -> String {
+        let port = self.tls_port.unwrap_or_else(|| panic!("{}: started without SlapdOpts::tls", self.name));
+        format!("ldaps://127.0.0.1:{port}/{}", percent_encode(base, b",="))
     }
 
     /// `ldapi://ENCODED-SOCKET-PATH/BASE`.
@@ -281,7 +292,8 @@ impl Slapd {
     /// server's ID, the other provider's port).
     fn prepare(opts: &SlapdOpts, password: &str, name: &str, port: u16, repl: Option<(u8, u16)>) -> Slapd {
         let dir = tempfile::Builder::new().prefix("vouch-slapd.").tempdir().expect("tempdir");
-        let s = Slapd { dir, port, name: name.to_string(), child: Mutex::new(None) };
+        let tls_port = opts.tls.as_ref().map(|_| free_ports::<1>()[0]);
+        let s = Slapd { dir, port, tls_port, name: name.to_string(), child: Mutex::new(None) };
         let d = s.dir.path();
         // sun_path holds 108 bytes: a long TMPDIR would make the ldapi socket unusable.
         assert!(s.socket().as_os_str().len() < 100, "{}: socket path too long; set a shorter TMPDIR", d.display());
@@ -301,6 +313,10 @@ impl Slapd {
         conf.extend(["modulepath /usr/lib/ldap".into(), "moduleload back_mdb".into()]);
         if let Some((id, _)) = repl {
             conf.extend(["moduleload syncprov".into(), format!("serverID {id}")]);
+        }
+        if let Some((cert, key)) = &opts.tls {
+            conf.push(format!("TLSCertificateFile \"{}\"", cert.display()));
+            conf.push(format!("TLSCertificateKeyFile \"{}\"", key.display()));
         }
         let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
         conf.extend([
@@ -361,9 +377,11 @@ impl Slapd {
         };
         let mut cmd = Command::new(SLAPD);
         // -d none: stay in the foreground (a child this process reaps), log only what matters.
-        cmd.args(["-d", "none", "-h", &format!("{} {}", self.url(""), self.ldapi_url(""))])
-            .arg("-f")
-            .arg(d.join("slapd.conf"));
+        let mut listen = format!("{} {}", self.url(""), self.ldapi_url(""));
+        if let Some(p) = self.tls_port {
+            listen.push_str(&format!(" ldaps://127.0.0.1:{p}/"));
+        }
+        cmd.args(["-d", "none", "-h", &listen]).arg("-f").arg(d.join("slapd.conf"));
         cmd.stdin(Stdio::null()).stdout(log.try_clone().expect("log fd")).stderr(log);
         let child = spawn_tied(cmd).unwrap_or_else(|e| panic!("{SLAPD}: {e}: {INSTALL}"));
         let pid = child.id();
