@@ -65,7 +65,7 @@ for _ in $(seq 100); do printf 'dn: dc=vouch,dc=test\nobjectClass: dcObject\nobj
   "${L[@]}" >/dev/null 2>&1 && break; sleep 0.1; done
 export VOUCH_STORE="ldap://127.0.0.1:$port/ou=vouch,dc=vouch,dc=test"
 export VOUCH_LDAP_BIND_DN=cn=admin,dc=vouch,dc=test VOUCH_LDAP_PASSWORD_FILE=$work/pw
-"$VOUCH" ldap init >/dev/null
+"$VOUCH" ldap init --create-base >/dev/null
 
 # slapd's own synced add rate, one connection, measured now (the ceiling a write costs).
 { printf 'dn: ou=addrate,dc=vouch,dc=test\nobjectClass: organizationalUnit\nou: addrate\n\n'

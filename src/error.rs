@@ -72,6 +72,11 @@ pub enum Error {
     StoreUrl {
         detail: String,
     },
+    /// The LDAP server refused or failed an operation for a reason other than being down
+    /// (access, limits, schema, a damaged entry, a TLS certificate it presents).
+    StoreLdap {
+        detail: String,
+    },
     NotFound {
         certname: String,
     },
@@ -176,12 +181,9 @@ impl std::fmt::Display for Error {
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
             Error::StoreUnavailable { detail } => write!(f, "CA store unavailable: {detail}"),
-            Error::StoreConflict { what } => write!(
-                f,
-                "{what} was changed by someone else meanwhile (a concurrent request or another master); \
-                 nothing was written"
-            ),
-            Error::StoreUrl { detail } => write!(f, "--store: {detail}"),
+            Error::StoreConflict { what } => write!(f, "{what}; nothing was written"),
+            Error::StoreUrl { detail } => write!(f, "store: {detail}"),
+            Error::StoreLdap { detail } => write!(f, "LDAP store: {detail}"),
             Error::NotFound { certname } => write!(f, "no certificate for {certname}"),
             Error::CertnameInvalid { certname, problem } => {
                 write!(f, "{certname:?} is not a valid certname: {problem}")
@@ -278,17 +280,21 @@ impl Error {
             Error::Crypto { .. } => return None,
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::StoreUnavailable { .. } => {
-                "nothing was issued or changed: start (or reach) the LDAP server and retry; vouch serve \
-                 resumes by itself when it answers again"
+                "nothing was issued or changed: start (or reach) the LDAP server and retry; a running vouch \
+                 serve answers 503 meanwhile and resumes by itself, one that cannot start exits 75 (the \
+                 systemd unit restarts it)"
             }
             Error::StoreConflict { .. } => {
-                "read the current state again ('vouch list --all', 'vouch override \
-                 show NAME') and retry with what it shows"
+                "read the current state again ('vouch override show NAME' for an override, 'vouch list --all' \
+                 for certificates) and retry with what it shows"
             }
             Error::StoreUrl { .. } => {
-                "--store is 'files' or an LDAP URL whose path is the base DN, such as \
-                 ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com; bind with --ldap-bind-dn and \
-                 --ldap-password-file (docs/ldap.md)"
+                "docs/ldap.md lists the --store URL forms (files, ldap://, ldaps:// with --ldap-ca, ldapi://) \
+                 and the --ldap-* options"
+            }
+            Error::StoreLdap { .. } => {
+                "check slapd's log, the bind DN's rights in slapd's ACL and limits, and that slapd has \
+                 vouch's schema (docs/ldap.md)"
             }
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
             Error::CertnameInvalid { .. } => {

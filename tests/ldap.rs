@@ -33,7 +33,12 @@ fn text(o: &Output) -> String {
 fn store() -> Slapd {
     let slapd = Slapd::start(&slapd_opts());
     let tmp = slapd.dir().to_path_buf();
-    let first = ok(&v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap());
+    // Without --create-base a base DN that does not exist is refused (a typo never makes a
+    // second, empty store).
+    let typo = v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap();
+    assert_eq!(typo.status.code(), Some(2), "{}", text(&typo));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--create-base"), "{}", text(&typo));
+    let first = ok(&v(&slapd, &tmp).args(["ldap", "init", "--create-base"]).output().unwrap());
     assert!(first.contains(&format!("created ou=journal,{BASE}")), "{first}");
     let again = ok(&v(&slapd, &tmp).args(["ldap", "init"]).output().unwrap());
     assert!(again.contains("nothing to do"), "{again}");
@@ -473,7 +478,7 @@ fn the_enc_prints_the_override_and_says_where_it_came_from() {
 fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
     let (primary, standby) = Slapd::start_pair(&slapd_opts());
     let tmp = tempfile::tempdir().unwrap();
-    let init = ok(&v(&primary, tmp.path()).args(["ldap", "init"]).output().unwrap());
+    let init = ok(&v(&primary, tmp.path()).args(["ldap", "init", "--create-base"]).output().unwrap());
     assert!(init.contains("created"), "{init}");
     let d1 = tmp.path().join("m1");
     // Writes to the primary, each claim confirmed on the standby before signing.
@@ -659,7 +664,7 @@ fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() 
     let mut opts = slapd_opts();
     opts.database = vec![format!("maxsize {}", (n as u64 * 8192).max(1 << 30))];
     let slapd = Slapd::start(&opts);
-    ok(&v(&slapd, slapd.dir()).args(["ldap", "init"]).output().unwrap());
+    ok(&v(&slapd, slapd.dir()).args(["ldap", "init", "--create-base"]).output().unwrap());
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     // The master registers its CA entry; one real certificate's PEM stands for all.
@@ -1058,7 +1063,7 @@ fn concurrent_listings_of_many_pages_all_succeed() {
 
 /// `ldaps://` verifies the server against `--ldap-ca` (and its name: here an IP address SAN):
 /// with the right CA the store works; with another CA, or a certificate for another name,
-/// nothing is sent (the store is unavailable, exit 75, the TLS reason named).
+/// nothing is sent (a configuration error, exit 2, the TLS reason named).
 #[test]
 fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
     common::require("openssl", "openssl");
@@ -1097,11 +1102,11 @@ fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
         ]);
         c
     };
-    let out = ok(&ldaps("ca.pem").args(["ldap", "init"]).output().unwrap());
+    let out = ok(&ldaps("ca.pem").args(["ldap", "init", "--create-base"]).output().unwrap());
     assert!(out.contains("created"), "{out}");
     ok(&ldaps("ca.pem").args(["list", "--all"]).output().unwrap());
     let o = ldaps("other.pem").args(["list"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(75), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).to_lowercase().contains("certificate"), "{}", text(&o));
     drop(slapd);
     let mut opts = slapd_opts();
@@ -1113,5 +1118,6 @@ fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
         .args(["list"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(75), "a server certificate for another name was accepted: {}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "a server certificate for another name was accepted: {}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("name the URL's host"), "{}", text(&o));
 }

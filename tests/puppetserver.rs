@@ -252,7 +252,7 @@ fn the_seeds_story_on_a_stock_puppet_server() {
     // master (started below) spend attributes in one place.
     let slapd = common::slapd::Slapd::start(&common::ldap_lab::slapd_opts());
     let store = common::ldap_lab::store_env(&slapd);
-    ok(&vouch().envs(store.clone()).args(["ldap", "init"]).output().unwrap());
+    ok(&vouch().envs(store.clone()).args(["ldap", "init", "--create-base"]).output().unwrap());
     let bin = env!("CARGO_BIN_EXE_vouch");
     let autosign = lab.tmp.join("autosign.sh");
     let enc = lab.tmp.join("enc.sh");

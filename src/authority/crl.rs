@@ -94,7 +94,9 @@ impl Authority {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::StoreConflict { what: format!("the certificate of {certname} (it kept changing)") })
+        Err(Error::StoreConflict {
+            what: format!("the certificate of {certname} kept changing while it was being revoked"),
+        })
     }
 
     fn revoke_once(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {

@@ -32,7 +32,8 @@ impl Authority {
         let target = to.ldap(Some(ca.clone()))?.ok_or_else(|| Error::StoreUrl {
             detail: "--to must be an LDAP URL (ldap://, ldaps:// or ldapi://) whose path is the base DN".into(),
         })?;
-        target.init()?;
+        // The base DN must exist (a mistyped --to is an error, never a new store).
+        target.init(false)?;
         target.open_ca(&crate::encoding::pem::encode("CERTIFICATE", &self.ca.cert_der))?;
         let mut report = format!("migrating {} into {} as master CA {ca}\n", self.store.describe(), target.describe());
         let mut conflicts = Vec::new();

@@ -197,9 +197,12 @@ pub enum LdapCommand {
         #[arg(long)]
         ldif: bool,
     },
-    /// Create the store's containers under --store's base DN (and the base, if it is an
-    /// ou= whose parent exists). Idempotent.
-    Init,
+    /// Create the store's containers under --store's base DN (which must exist). Idempotent.
+    Init {
+        /// Also create the base DN itself, if it is an ou= whose parent exists.
+        #[arg(long)]
+        create_base: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

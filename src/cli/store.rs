@@ -35,9 +35,9 @@ pub(super) fn ldap(cli: &Cli, c: &LdapCommand) -> Result<i32, Error> {
                 if *ldif { crate::store::ldap::schema::ldif() } else { crate::store::ldap::schema::slapd_conf() };
             say(&text)?;
         }
-        LdapCommand::Init => {
+        LdapCommand::Init { create_base } => {
             let store = cli.ldap_store("vouch ldap init")?;
-            let created = store.init()?;
+            let created = store.init(*create_base)?;
             if created.is_empty() {
                 sayln!("{}: every container exists already; nothing to do", crate::store::Store::describe(&store))?;
             }
@@ -63,6 +63,11 @@ pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error>
             sayln!("override of {certname} set: revision {}", o.revision)?;
         }
         OverrideCommand::Clear { certname, expect_revision } => {
+            let current = auth.get_override(certname)?;
+            if expect_revision.is_none() && current.as_ref().is_none_or(|o| o.classification.is_none()) {
+                sayln!("{certname}: no override to clear; nothing was written")?;
+                return Ok(EXIT_OK);
+            }
             let o = auth.set_override(certname, None, *expect_revision, now)?;
             sayln!("override of {certname} cleared: revision {}", o.revision)?;
         }

@@ -122,9 +122,7 @@ impl std::fmt::Display for StoreError {
                  the next command that takes the store's lock finishes writing them"
             ),
             StoreError::Unavailable { detail } => write!(f, "the store is unavailable: {detail}"),
-            StoreError::Conflict { what } => {
-                write!(f, "{what} was changed by someone else while this request was decided; nothing was written")
-            }
+            StoreError::Conflict { what } => write!(f, "{what}; nothing was written"),
             StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
             StoreError::JournalMoved { path, to } => write!(
                 f,
@@ -156,6 +154,7 @@ impl From<StoreError> for crate::error::Error {
             StoreError::Unavailable { detail } => crate::error::Error::StoreUnavailable { detail },
             e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
             StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
+            e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },
             e => crate::error::Error::Store { detail: e.to_string() },
         }
     }
@@ -206,6 +205,16 @@ pub struct CertRecord {
     /// ever spent on a certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+}
+
+/// The conflict of an override change that expected revision `expected` and met `have`.
+pub(crate) fn override_conflict(certname: &str, expected: u64, have: u64) -> StoreError {
+    let why = if expected > have {
+        format!("revision {expected} was never reached")
+    } else {
+        "changed by someone else meanwhile".to_string()
+    };
+    StoreError::Conflict { what: format!("the override of {certname} is at revision {have}, not {expected}: {why}") }
 }
 
 /// The name of a replay key's claim in a shared store: SHA-256 of the key, lowercase hex.

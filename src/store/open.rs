@@ -74,6 +74,11 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
             "{url:?}: an ldapi:// URL names its socket path percent-encoded, such as %2Frun%2Fslapd%2Fldapi"
         ));
     }
+    if scheme == "ldapi" && authority.is_empty() && path.contains('/') {
+        return Err(format!(
+            "{url:?}: percent-encode the socket path, such as ldapi://%2Frun%2Fslapd%2Fldapi/ou=vouch,dc=example,dc=com"
+        ));
+    }
     let base = percent_decode(path)?;
     if base.is_empty() {
         return Err(format!(
@@ -91,6 +96,9 @@ fn check_base_dn(base: &str) -> Result<(), String> {
         return Err("longer than 512 bytes".into());
     }
     for rdn in base.split(',') {
+        if rdn != rdn.trim() || rdn.contains(" =") || rdn.contains("= ") {
+            return Err(format!("{rdn:?}: no spaces around ',' or '=' (write ou=vouch,dc=example,dc=com)"));
+        }
         let Some((attr, value)) = rdn.split_once('=') else { return Err(format!("{rdn:?} is not attr=value")) };
         let attr_ok = !attr.is_empty() && attr.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
         let value_ok = !value.is_empty()
@@ -196,7 +204,22 @@ pub fn open_store(
     match url.ldap(Some(super::ca_id(ca_cert_der)))? {
         None => Ok(Arc::new(FileStore::new(ca_dir))),
         Some(l) => {
-            l.open_ca(ca_cert_pem)?;
+            if l.open_ca(ca_cert_pem)? {
+                // The first time this master CA uses the shared store: certificates its file
+                // store holds are not in it until `vouch migrate` copies them.
+                let signed = std::fs::read_dir(ca_dir.join("signed")).map(|d| d.count()).unwrap_or(0);
+                if signed > 0 {
+                    tracing::warn!(
+                        event = "warning",
+                        what = "store",
+                        detail = %format!(
+                            "this master's first use of {}: its file store has {signed} certificates the shared \
+                             store does not know; copy them with 'vouch migrate --to URL' (docs/ldap.md)",
+                            Store::describe(&l)
+                        )
+                    );
+                }
+            }
             Ok(Arc::new(l))
         }
     }
@@ -240,6 +263,8 @@ mod tests {
             "ldap://h/ou=a%zz",
             "ldap://h/ou=a\\2c,dc=b",
             "ldap://h/ou=a+cn=b",
+            "ldap://h/ou=a,%20dc=b",
+            "ldapi:///tmp/sock/ou=a",
             "ldapi://run/ou=a",
         ] {
             assert!(parse_ldap_url(bad).is_err(), "{bad}");

@@ -460,9 +460,7 @@ impl Store for FileStore {
         crate::files::durable::ensure_real_dir(&dir).map_err(io_err(&dir, "use directory"))?;
         let have = Self::read_json::<Override>(&path)?.map(|o| o.revision).unwrap_or(0);
         if let Some(n) = expect.filter(|n| *n != have) {
-            return Err(StoreError::Conflict {
-                what: format!("the override of {certname} (expected revision {n}, it is {have})"),
-            });
+            return Err(super::override_conflict(certname, n, have));
         }
         let next = have
             .checked_add(1)

@@ -92,16 +92,14 @@ impl Pool {
         if let Some(cfg) = &self.tls {
             settings = settings.set_config(cfg.clone());
         }
-        let mut conn =
-            LdapConn::with_settings(settings, &self.server.address).map_err(|e| unavailable(&self.server, e))?;
+        let mut conn = LdapConn::with_settings(settings, &self.server.address).map_err(|e| self.connect_failed(e))?;
         crate::obs::metrics::METRICS.ldap("bind");
         let res = match &self.server.bind {
-            Bind::Simple { dn, password } => conn
-                .with_timeout(self.server.timeout)
-                .simple_bind(dn, password)
-                .map_err(|e| unavailable(&self.server, e))?,
+            Bind::Simple { dn, password } => {
+                conn.with_timeout(self.server.timeout).simple_bind(dn, password).map_err(|e| self.connect_failed(e))?
+            }
             Bind::External => {
-                conn.with_timeout(self.server.timeout).sasl_external_bind().map_err(|e| unavailable(&self.server, e))?
+                conn.with_timeout(self.server.timeout).sasl_external_bind().map_err(|e| self.connect_failed(e))?
             }
             Bind::Anonymous => return Ok(conn),
         };
@@ -110,7 +108,7 @@ impl Pool {
             rc::BUSY | rc::UNAVAILABLE => Err(unavailable(&self.server, format!("bind: {}", res.text))),
             rc::INVALID_CREDENTIALS => Err(StoreError::Ldap {
                 op: "bind",
-                dn: format!("{:?}", self.server.bind),
+                dn: self.bind_name(),
                 detail: format!(
                     "invalid credentials (49) at {}: check --ldap-bind-dn and --ldap-password-file",
                     self.server.address
@@ -118,10 +116,34 @@ impl Pool {
             }),
             code => Err(StoreError::Ldap {
                 op: "bind",
-                dn: format!("{:?}", self.server.bind),
+                dn: self.bind_name(),
                 detail: format!("result {code} at {}: {}", self.server.address, res.text),
             }),
         }
+    }
+
+    /// Who binds, for messages: the DN, or the mechanism.
+    fn bind_name(&self) -> String {
+        match &self.server.bind {
+            Bind::Simple { dn, .. } => dn.clone(),
+            Bind::External => "SASL EXTERNAL".into(),
+            Bind::Anonymous => "anonymous".into(),
+        }
+    }
+
+    /// A connection that could not be made: unavailable (retry later), unless the server's
+    /// TLS certificate was refused (another CA, another name, expired), which waiting never
+    /// changes: a configuration error then.
+    fn connect_failed(&self, e: ldap3::LdapError) -> StoreError {
+        let text = e.to_string();
+        if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
+            return StoreError::Ldap {
+                op: "verify the TLS certificate of",
+                dn: self.server.address.clone(),
+                detail: format!("{text}: the server's certificate must chain to --ldap-ca and name the URL's host"),
+            };
+        }
+        unavailable(&self.server, e)
     }
 
     /// Runs `f` on a bound connection. An I/O failure (the server went away) drops the

@@ -348,17 +348,25 @@ impl LdapStore {
         }
     }
 
-    /// `vouch ldap init`: the base entry (if it is an `ou=` under an existing parent) and the
-    /// containers. Idempotent. Returns what it created.
-    pub fn init(&self) -> Result<Vec<String>, StoreError> {
+    /// `vouch ldap init`: the containers under the base DN (and, with `create_base`, the base
+    /// entry itself if it is an `ou=` under an existing parent: never by default, so that a
+    /// mistyped base DN is an error, not a second, empty store). Refuses a server without
+    /// vouch's schema. Idempotent. Returns what it created.
+    pub fn init(&self, create_base: bool) -> Result<Vec<String>, StoreError> {
+        self.check_schema()?;
         let mut created = Vec::new();
         if self.read(&self.primary, &self.base)?.is_none() {
             let rdn = self.base.split(',').next().unwrap_or_default();
-            let Some(ou) = rdn.strip_prefix("ou=").or_else(|| rdn.strip_prefix("OU=")) else {
+            let ou = rdn.strip_prefix("ou=").or_else(|| rdn.strip_prefix("OU="));
+            let (true, Some(ou)) = (create_base, ou) else {
                 return Err(StoreError::Ldap {
-                    op: "create",
+                    op: "use",
                     dn: self.base.clone(),
-                    detail: "the base DN does not exist, and vouch creates only an ou= base; create it first".into(),
+                    detail: format!(
+                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; \
+                         to create it, run 'vouch ldap init --create-base'{}",
+                        if ou.is_none() { " (vouch creates only an ou= base; create any other first)" } else { "" }
+                    ),
                 });
             };
             let code = self.add(
@@ -379,9 +387,39 @@ impl LdapStore {
         Ok(created)
     }
 
+    /// Refuses a server whose schema lacks vouch's object classes (read from its subschema
+    /// entry; a server that will not show it is given the benefit of the doubt).
+    fn check_schema(&self) -> Result<(), StoreError> {
+        let res =
+            self.primary.run(|c| c.search("cn=Subschema", Scope::Base, "(objectClass=*)", vec!["objectClasses"]))?;
+        let (entries, result) = (res.0, res.1);
+        if result.rc != rc::SUCCESS {
+            return Ok(());
+        }
+        let Some(e) = entries.into_iter().next().map(|e| Entry::from(SearchEntry::construct(e))) else {
+            return Ok(());
+        };
+        let known = e
+            .attrs
+            .get("objectclasses")
+            .is_some_and(|v| v.iter().any(|c| String::from_utf8_lossy(c).contains("'vouchRegistered'")));
+        if known {
+            return Ok(());
+        }
+        Err(StoreError::Ldap {
+            op: "use",
+            dn: self.primary.server.address.clone(),
+            detail: "this LDAP server does not have vouch's schema (no vouchRegistered object class): include \
+                     the output of 'vouch ldap schema' in slapd.conf, or load 'vouch ldap schema --ldif' into \
+                     cn=config, then restart it (docs/ldap.md)"
+                .into(),
+        })
+    }
+
     /// Checks the containers exist (`vouch ldap init` was run), and registers this master's
-    /// CA (its entry holds its certificate and the counter of its revocations).
-    pub fn open_ca(&self, ca_cert_pem: &str) -> Result<(), StoreError> {
+    /// CA (its entry holds its certificate and the counter of its revocations). True the
+    /// first time this CA is registered.
+    pub fn open_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
         for c in CONTAINERS {
             let dn = self.container(c);
             if self.read(&self.primary, &dn)?.is_none() {
@@ -394,9 +432,9 @@ impl LdapStore {
                 });
             }
         }
-        let Some(ca) = &self.ca else { return Ok(()) };
+        let Some(ca) = &self.ca else { return Ok(false) };
         let dn = self.ca_dn(ca);
-        self.add(
+        let code = self.add(
             &dn,
             vec![
                 ("objectClass", set("vouchIssuer")),
@@ -405,7 +443,7 @@ impl LdapStore {
                 ("vouchCertificate", set(ca_cert_pem.as_bytes().to_vec())),
             ],
         )?;
-        Ok(())
+        Ok(code == rc::SUCCESS)
     }
 
     /// Finishes what a process that died left: the revocation of every certificate a
@@ -694,7 +732,12 @@ impl LdapStore {
             }
             None => None,
         };
-        let conflict = || StoreError::Conflict { what: format!("the certificate of {}", rec.certname) };
+        let conflict = || StoreError::Conflict {
+            what: format!(
+                "the certificate of {} was changed by someone else meanwhile (a concurrent request or another master)",
+                rec.certname
+            ),
+        };
         match &iss.expected {
             None => {
                 let mut attrs: Vec<(&str, HashSet<Vec<u8>>)> = vec![
@@ -731,7 +774,7 @@ impl LdapStore {
                 let assertion =
                     format!("(&(vouchSerial={})(vouchRevision={})(!(vouchSupersedes=*)))", exp.serial, exp.revision);
                 if self.modify(&dn, mods, Some(&assertion))? != rc::SUCCESS {
-                    return Err(self.conflict_at(&dn, format!("the certificate of {}", rec.certname)));
+                    return Err(self.conflict_at(&dn, format!("the certificate of {} was changed by someone else meanwhile (a concurrent request or another master)", rec.certname)));
                 }
             }
         }
@@ -951,7 +994,9 @@ impl ReplayJournal for LdapStore {
                 return Ok(Claim::Fresh);
             }
         }
-        Err(StoreError::Conflict { what: format!("the replay-journal entry {dn}") })
+        Err(StoreError::Conflict {
+            what: format!("the replay-journal entry {dn} kept changing under concurrent claims"),
+        })
     }
 
     fn hold(
@@ -1108,7 +1153,7 @@ impl Store for LdapStore {
             rc::SUCCESS => Ok(()),
             // Already forgotten (a clean that raced another clean): nothing more to do.
             rc::NO_SUCH_OBJECT if rev.cleaned => Ok(()),
-            _ => Err(self.conflict_at(&dn, format!("the certificate of {}", rev.certname))),
+            _ => Err(self.conflict_at(&dn, format!("the certificate of {} was changed by someone else meanwhile (a concurrent request or another master)", rev.certname))),
         }
     }
 
@@ -1218,15 +1263,15 @@ impl Store for LdapStore {
     ) -> Result<Override, StoreError> {
         check_certname(certname)?;
         let dn = self.override_dn(certname);
-        let conflict = |have: String| StoreError::Conflict {
-            what: format!("the override of {certname} (expected revision {}, it is {have})", expect.unwrap_or(0)),
-        };
+        let have = || -> Result<u64, StoreError> { Ok(self.get_override(certname)?.map(|o| o.revision).unwrap_or(0)) };
         for _ in 0..16 {
             let current = match expect {
                 Some(n) => n,
                 None => self.get_override(certname)?.map(|o| o.revision).unwrap_or(0),
             };
-            let next = current.checked_add(1).ok_or_else(|| conflict("at its largest".into()))?;
+            let Some(next) = current.checked_add(1) else {
+                return Err(super::override_conflict(certname, current, have()?));
+            };
             let done = Override {
                 certname: certname.to_string(),
                 classification: classification.map(str::to_string),
@@ -1261,12 +1306,11 @@ impl Store for LdapStore {
             if code == rc::SUCCESS {
                 return Ok(done);
             }
-            if expect.is_some() {
-                let have = self.get_override(certname)?.map(|o| o.revision).unwrap_or(0);
-                return Err(conflict(have.to_string()));
+            if let Some(n) = expect {
+                return Err(super::override_conflict(certname, n, have()?));
             }
         }
-        Err(conflict("changing too fast".into()))
+        Err(StoreError::Conflict { what: format!("the override of {certname} kept changing under concurrent writers") })
     }
 
     fn put_request(&self, _lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError> {
