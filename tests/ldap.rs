@@ -146,6 +146,8 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let d1 = m1.dir.clone();
+    // Master 2 makes no administrator under master 1's administrator's name, and says why.
+    assert!(m2.banner.contains("administrator of another master"), "{}", m2.banner);
 
     // Racing PUTs for one certname on both masters (two keys, each with its own good
     // attributes), 10 rounds: exactly one certificate per name, for one of the two keys.

@@ -120,6 +120,11 @@ impl Authority {
         })
     }
 
+    /// This master CA's id in a shared store ([`crate::store::ca_id`]).
+    pub fn ca_id(&self) -> String {
+        crate::store::ca_id(&self.ca.cert_der)
+    }
+
     /// The PEM chain sent after each certificate: master CA, then root.
     pub fn chain_pem(&self) -> &str {
         &self.ca.chain_pem

@@ -135,6 +135,11 @@ pub fn check_trusted(path: &Path) -> Result<(), Untrusted> {
 
 /// [`check_trusted`] for a private key, which must also be unreadable by group and others.
 pub fn check_private_key(path: &Path) -> Result<(), Untrusted> {
+    check_secret(path, "a private key")
+}
+
+/// [`check_private_key`] for any secret (`what`: "a private key", "a password file").
+pub fn check_secret(path: &Path, what: &str) -> Result<(), Untrusted> {
     use std::os::unix::fs::MetadataExt;
     check_trusted(path)?;
     if let Ok(meta) = fs::metadata(path) {
@@ -142,7 +147,7 @@ pub fn check_private_key(path: &Path) -> Result<(), Untrusted> {
         if mode & 0o077 != 0 {
             return Err(Untrusted {
                 path: path.to_path_buf(),
-                problem: format!("is a private key that group or others may access (mode {mode:04o})"),
+                problem: format!("is {what} that group or others may read (mode {mode:04o})"),
                 fix: format!("chmod 600 {}", shell_quote(path)),
             });
         }

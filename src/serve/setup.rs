@@ -230,6 +230,15 @@ impl AdminCredential<'_> {
         // Issued before and still valid (its files moved elsewhere): never a second one
         // silently. A revoked or expired one holds nothing: a new one is made below.
         if let Some((rec, _)) = self.valid {
+            // A shared store: the name is another master's administrator, not a lost one.
+            if let Some(other) = rec.issuer.as_ref().filter(|i| **i != self.auth.ca_id()) {
+                return Ok(Step::Missing(format!(
+                    "no administrator credential in {}: {ADMIN_NAME} is the administrator of another master \
+                     sharing this store (master CA {other}), and an administrator certificate works only at the \
+                     master that issued it; make this master's own with 'vouch admin new NAME'",
+                    self.cert.parent().unwrap_or(self.cert).display(),
+                )));
+            }
             return Ok(Step::Missing(format!(
                 "no administrator credential in {}: {ADMIN_NAME} already has a valid certificate (serial {}, \
                  held elsewhere), so none was made; revoke it ('vouch revoke {ADMIN_NAME}') to have a new one \

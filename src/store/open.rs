@@ -119,7 +119,7 @@ impl StoreUrl {
         let bind = match (&self.bind_dn, &self.password_file, u.scheme) {
             (Some(dn), Some(file), _) => {
                 // A secret: private to its owner, as the CA's keys are.
-                crate::files::trust::check_private_key(file).map_err(Error::Untrusted)?;
+                crate::files::trust::check_secret(file, "a password file").map_err(Error::Untrusted)?;
                 let pw = crate::files::input::read_path_text(file, crate::files::input::Kind::Key)
                     .map_err(|e| Error::StoreUrl { detail: format!("--ldap-password-file {}: {e}", file.display()) })?;
                 let pw = pw.strip_suffix('\n').unwrap_or(&pw);

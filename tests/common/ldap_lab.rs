@@ -34,6 +34,8 @@ pub fn store_env(slapd: &Slapd) -> Vec<(String, String)> {
 pub struct Master {
     pub port: u16,
     pub dir: PathBuf,
+    /// What it printed before it was ready.
+    pub banner: String,
     child: Option<Child>,
     log: PathBuf,
 }
@@ -72,7 +74,7 @@ impl Master {
             .find_map(|l| l.trim().strip_prefix("ca_port = "))
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
-        Master { child: Some(child), port, dir: dir.to_path_buf(), log }
+        Master { child: Some(child), port, dir: dir.to_path_buf(), log, banner }
     }
 
     pub fn addr(&self) -> SocketAddr {
