@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::agents::{csr_for, p256};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
 use common::slapd::Slapd;
 use common::{ok, run, s, vouch};
@@ -59,34 +60,9 @@ fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
     (m1, m2)
 }
 
-/// Version 2 attributes for `certname` from D1's conductor (the library: fast).
+/// Version 2 attributes for `certname` from D1's conductor, classified as [`CLASSIFICATION`].
 fn vouched(d1: &Path, certname: &str) -> vouch::vouching::attrs::CsrAttributes {
-    let cert_pem = std::fs::read(d1.join("conductor/conductor_crt.pem")).unwrap();
-    let (_, cert_der) = vouch::encoding::pem::find(&cert_pem, &["CERTIFICATE"]).unwrap();
-    let ckey =
-        vouch::issuance::keys::load_pem(&std::fs::read_to_string(d1.join("conductor/conductor_key.pem")).unwrap())
-            .unwrap();
-    let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
-    let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let a = vouch::vouching::attrs::vouch(
-        &cert_der,
-        &ckey,
-        &class,
-        expiry,
-        vouch::vouching::attrs::CertEncoding::Base64Der,
-        Some(certname),
-    )
-    .unwrap();
-    vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID))
-}
-
-fn csr_for(certname: &str, attrs: &vouch::vouching::attrs::CsrAttributes, key: &rcgen::KeyPair) -> Vec<u8> {
-    let spec = attrs.csr_spec(certname).unwrap();
-    vouch::encoding::pem::encode("CERTIFICATE REQUEST", &vouch::encoding::csr::build(&spec, key).unwrap()).into_bytes()
-}
-
-fn p256() -> rcgen::KeyPair {
-    rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()
+    common::agents::vouched(d1, certname, CLASSIFICATION)
 }
 
 fn spki_of(pem: &[u8]) -> Vec<u8> {

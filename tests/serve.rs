@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::agents::{csr_for, p256};
 use common::*;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -614,33 +615,7 @@ fn make_csr(base: &Path, certname: &str, attrs: &Path) -> Vec<u8> {
 
 /// Version 2 attributes for `certname`, made with the library (fast).
 fn vouched_attributes(dir: &Path, certname: &str) -> vouch::vouching::attrs::CsrAttributes {
-    let cert_pem = std::fs::read(dir.join("conductor/conductor_crt.pem")).unwrap();
-    let (_, cert_der) = vouch::encoding::pem::find(&cert_pem, &["CERTIFICATE"]).unwrap();
-    let ckey =
-        vouch::issuance::keys::load_pem(&std::fs::read_to_string(dir.join("conductor/conductor_key.pem")).unwrap())
-            .unwrap();
-    let class = vouch::vouching::classification::Classification::from_yaml(CLASSIFICATION, 65536).unwrap();
-    let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let a = vouch::vouching::attrs::vouch(
-        &cert_der,
-        &ckey,
-        &class,
-        expiry,
-        vouch::vouching::attrs::CertEncoding::Base64Der,
-        Some(certname),
-    )
-    .unwrap();
-    vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID))
-}
-
-/// A CSR as a Puppet agent makes it from those attributes, signed by `key`.
-fn csr_for(certname: &str, attrs: &vouch::vouching::attrs::CsrAttributes, key: &rcgen::KeyPair) -> Vec<u8> {
-    let spec = attrs.csr_spec(certname).unwrap();
-    vouch::encoding::pem::encode("CERTIFICATE REQUEST", &vouch::encoding::csr::build(&spec, key).unwrap()).into_bytes()
-}
-
-fn p256() -> rcgen::KeyPair {
-    rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap()
+    common::agents::vouched(dir, certname, CLASSIFICATION)
 }
 
 fn vm_hwm_kb(pid: i32) -> u64 {

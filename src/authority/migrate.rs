@@ -57,19 +57,9 @@ impl Authority {
         let mut revs = Counts::default();
         for r in self.store.revocations()? {
             let mut rec = self.store.record(&r.serial)?.unwrap_or_else(|| crate::store::CertRecord {
-                serial: r.serial.clone(),
-                certname: r.certname.clone(),
-                state: crate::store::State::Revoked,
-                digest: String::new(),
-                not_before: String::new(),
-                not_after: String::new(),
-                attributes_expiry: None,
-                conductor: None,
-                conductor_cert: None,
                 revoked_at: Some(r.time.clone()),
                 reason: Some(r.reason.clone()),
-                issuer: None,
-                claim: None,
+                ..crate::store::CertRecord::bare(&r.serial, &r.certname, crate::store::State::Revoked)
             });
             rec.issuer = Some(ca.clone());
             if target.import_revocation(&r, &rec)? {

@@ -222,6 +222,28 @@ pub fn claim_digest(key: &str) -> String {
     crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes()).as_ref())
 }
 
+impl CertRecord {
+    /// A record that knows only a serial, a certname and a state (a revocation rebuilt from a
+    /// supersede mark, a revocation line with no record of its own).
+    pub fn bare(serial: &str, certname: &str, state: State) -> Self {
+        CertRecord {
+            serial: serial.to_string(),
+            certname: certname.to_string(),
+            state,
+            digest: String::new(),
+            not_before: String::new(),
+            not_after: String::new(),
+            attributes_expiry: None,
+            conductor: None,
+            conductor_cert: None,
+            revoked_at: None,
+            reason: None,
+            issuer: None,
+            claim: None,
+        }
+    }
+}
+
 /// A master CA's id in a shared store: the first 16 bytes of the SHA-256 of its
 /// certificate, lowercase hex.
 pub fn ca_id(ca_cert_der: &[u8]) -> String {

@@ -2,6 +2,7 @@
 //! private OpenLDAP servers ([`slapd`]).
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod ldap_lab;
 pub mod slapd;
 

@@ -485,19 +485,9 @@ impl LdapStore {
         // The superseded certificate's record, rebuilt from the mark: it was the certname's
         // certificate before this one (its claim, if any, stays spent through the entry).
         let old = CertRecord {
-            serial: serial.to_string(),
-            certname: certname.clone(),
-            state: State::Revoked,
-            digest: String::new(),
-            not_before: String::new(),
-            not_after: String::new(),
-            attributes_expiry: None,
-            conductor: None,
-            conductor_cert: None,
-            revoked_at: None,
-            reason: None,
             issuer: Some(ca.to_string()),
             claim: claim.map(str::to_string),
+            ..CertRecord::bare(serial, &certname, State::Revoked)
         };
         let rev = Revocation {
             serial: serial.to_string(),
@@ -1411,21 +1401,7 @@ mod tests {
     }
 
     fn record(certname: &str) -> CertRecord {
-        CertRecord {
-            serial: "01".into(),
-            certname: certname.into(),
-            state: State::Issued,
-            digest: String::new(),
-            not_before: String::new(),
-            not_after: String::new(),
-            attributes_expiry: None,
-            conductor: None,
-            conductor_cert: None,
-            revoked_at: None,
-            reason: None,
-            issuer: None,
-            claim: None,
-        }
+        CertRecord::bare("01", certname, State::Issued)
     }
 
     #[test]
