@@ -142,6 +142,25 @@ impl Authority {
         }
     }
 
+    /// The certificate `auth` allows, under the policy's profile (capped at the vouching
+    /// conductor's notAfter when the policy says so), with a fresh serial; not yet signed.
+    fn prepare(&self, auth: Authorization, now: OffsetDateTime) -> Result<certificate::Prepared, Error> {
+        let mut profile = self.policy.profile;
+        if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
+            profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
+        }
+        certificate::prepare(
+            auth,
+            &profile,
+            &self.policy.mirror_oid,
+            &self.policy.allowed_extensions,
+            &Self::new_serial()?,
+            &self.ca,
+            now,
+        )
+        .map_err(Error::from)
+    }
+
     pub(super) fn new_serial() -> Result<Vec<u8>, Error> {
         let mut b = [0u8; 16];
         aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
@@ -163,19 +182,7 @@ impl Authority {
         conductor_cert: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
-        let mut profile = self.policy.profile;
-        if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
-            profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
-        }
-        let mut prepared = certificate::prepare(
-            auth,
-            &profile,
-            &self.policy.mirror_oid,
-            &self.policy.allowed_extensions,
-            &Self::new_serial()?,
-            &self.ca,
-            now,
-        )?;
+        let mut prepared = self.prepare(auth, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         while self.store.record(&prepared.serial_hex)?.is_some() && tries < 4 {
@@ -309,19 +316,7 @@ impl Authority {
         let conductor = grant.conductor().clone();
         let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
         let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
-        let mut profile = self.policy.profile;
-        if self.policy.cap_at_conductor {
-            profile.cap = crate::encoding::time::parse_rfc3339(&conductor.not_after).ok();
-        }
-        let prepared = certificate::prepare(
-            Authorization::Vouched(Box::new(grant)),
-            &profile,
-            &self.policy.mirror_oid,
-            &self.policy.allowed_extensions,
-            &Self::new_serial()?,
-            &self.ca,
-            now,
-        )?;
+        let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), now)?;
         let mut record = Self::issued_record(
             &prepared,
             Some(format_rfc3339(replay.expiry)),

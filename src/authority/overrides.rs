@@ -44,9 +44,7 @@ impl Authority {
                 .map_err(|error| Error::Classification { source: format!("override of {certname}"), error })?;
         }
         let o = self.store.put_override(certname, classification, expect, now)?;
-        let digest = classification.map(|t| {
-            crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, t.as_bytes()).as_ref())
-        });
+        let digest = classification.map(|t| crate::encoding::sha256_hex(t.as_bytes()));
         self.audit(serde_json::json!({
             "time": format_rfc3339(now),
             "event": if classification.is_some() { "override-set" } else { "override-cleared" },

@@ -89,5 +89,5 @@ pub fn peek_replay(
 }
 
 pub(super) fn holder_digest(spki: &[u8]) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, spki).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::encoding::sha256_hex(spki)
 }

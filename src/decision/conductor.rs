@@ -4,7 +4,6 @@
 use super::scope::{check_scope, scope_applies};
 use super::{Refusal, Refused};
 use crate::encoding::csr::{self, KeyKind};
-use crate::encoding::hex;
 use crate::encoding::oids;
 use crate::policy::{Policy, Window};
 use crate::vouching::attrs;
@@ -104,7 +103,7 @@ fn check_conductor_der(
 fn conductor_info(cert: &X509Certificate<'_>, der: &[u8]) -> Conductor {
     Conductor {
         subject: cert.subject().to_string(),
-        fingerprint: hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der).as_ref()),
+        fingerprint: crate::encoding::sha256_hex(der),
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
         not_after: crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime()),

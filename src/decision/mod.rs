@@ -22,7 +22,6 @@ use scope::{check_scope, scope_applies};
 
 use crate::encoding::csr::{self, Csr, CsrError};
 use crate::encoding::der::tag;
-use crate::encoding::hex;
 use crate::encoding::oids;
 use crate::policy::Policy;
 use crate::vouching::attrs;
@@ -424,7 +423,7 @@ fn check_signer(values: &AttributeValues, policy: &Policy, now: OffsetDateTime, 
                 Err(r) => reasons.push(r),
                 Ok(()) => {
                     signer.vouched = chain_ok;
-                    signer.signed_digest = hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &msg).as_ref());
+                    signer.signed_digest = crate::encoding::sha256_hex(&msg);
                 }
             }
         }

@@ -13,3 +13,42 @@ pub mod time;
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The SHA-256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes).as_ref())
+}
+
+/// Percent-decodes a URL component (`%2F` → `/`); `None` for an escape that is not two hex
+/// digits, or a result that is not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c == b'%' {
+            let hex = b.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit))?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_takes_two_hex_digits_and_nothing_else() {
+        assert_eq!(percent_decode("%2Frun%2fslapd").as_deref(), Some("/run/slapd"));
+        assert_eq!(percent_decode("a%20b").as_deref(), Some("a b"));
+        for bad in ["%", "%2", "%zz", "%+f", "%-1", "%c3"] {
+            assert_eq!(percent_decode(bad), None, "{bad}");
+        }
+        assert_eq!(sha256_hex(b"").len(), 64);
+    }
+}

@@ -69,24 +69,6 @@ fn route_of(path: &str) -> Route {
     }
 }
 
-/// Percent-decodes a URL path; `None` if it is not valid UTF-8 or has a bad escape.
-fn percent_decode(path: &str) -> Option<String> {
-    let b = path.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 fn response(r: ApiResponse) -> Response<Full<Bytes>> {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
@@ -150,7 +132,7 @@ async fn serve_request(
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let head = Head::of(&parts);
-    let path = percent_decode(&head.raw_path);
+    let path = crate::encoding::percent_decode(&head.raw_path);
     let route = path.as_deref().map_or(Route::Other, route_of);
     let (resp, events, who) = match answer(&shared, peer_cert, &head, path, body).await {
         Ok(Handled { resp, events, who, took }) => {

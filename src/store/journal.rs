@@ -72,8 +72,7 @@ impl Journal {
     }
 
     fn entry(&self, key: &str, expiry: OffsetDateTime) -> PathBuf {
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
-        let name: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        let name = super::claim_digest(key);
         self.dir.join(bucket(expiry)).join(name)
     }
 

@@ -219,7 +219,7 @@ pub(crate) fn override_conflict(certname: &str, expected: u64, have: u64) -> Sto
 
 /// The name of a replay key's claim in a shared store: SHA-256 of the key, lowercase hex.
 pub fn claim_digest(key: &str) -> String {
-    crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes()).as_ref())
+    crate::encoding::sha256_hex(key.as_bytes())
 }
 
 impl CertRecord {
@@ -248,7 +248,7 @@ impl CertRecord {
 /// certificate, lowercase hex.
 pub fn ca_id(ca_cert_der: &[u8]) -> String {
     let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, ca_cert_der);
-    d.as_ref().iter().take(16).map(|b| format!("{b:02x}")).collect()
+    crate::encoding::hex(d.as_ref().get(..16).unwrap_or_default())
 }
 
 /// A certname's current certificate as the store has it.

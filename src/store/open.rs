@@ -20,25 +20,9 @@ pub struct StoreUrl {
     pub confirm_replicas: bool,
 }
 
-/// Percent-decoding of a URL component (`%2F` → `/`); an invalid escape is an error.
+/// Percent-decoding of a URL component; an invalid escape is an error.
 fn percent_decode(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while let Some(&c) = b.get(i) {
-        if c == b'%' {
-            let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                Some(v) => out.push(v),
-                None => return Err(format!("invalid percent escape at byte {i} of {s:?}")),
-            }
-            i += 3;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+    crate::encoding::percent_decode(s).ok_or_else(|| format!("{s:?} has an invalid percent escape or is not UTF-8"))
 }
 
 /// A parsed LDAP URL: the server's address and the base DN.

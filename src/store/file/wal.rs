@@ -34,10 +34,6 @@ struct WalCommit {
     sha256: String,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes).as_ref())
-}
-
 /// A log file's identity, length and change time, as this process last left it
 /// (the change time tells a reused inode number of the same length apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +59,7 @@ fn encode_batch(batch: &[Issuance], path: &Path) -> Result<Vec<u8>, StoreError> 
             .map_err(|err| StoreError::Corrupt { path: path.to_path_buf(), detail: err.to_string() })?;
         buf.push(b'\n');
     }
-    let commit = WalCommit { batch: batch.len(), sha256: sha256_hex(&buf) };
+    let commit = WalCommit { batch: batch.len(), sha256: crate::encoding::sha256_hex(&buf) };
     serde_json::to_writer(&mut buf, &commit)
         .map_err(|err| StoreError::Corrupt { path: path.to_path_buf(), detail: err.to_string() })?;
     buf.push(b'\n');
@@ -259,8 +255,9 @@ impl FileStore {
         for &(a, b) in lines.iter().skip(1) {
             let line = &bytes[a..b];
             if let Ok(c) = serde_json::from_slice::<WalCommit>(line) {
-                let whole =
-                    damaged.is_none() && c.batch == pending.len() && c.sha256 == sha256_hex(&bytes[batch_start..a]);
+                let whole = damaged.is_none()
+                    && c.batch == pending.len()
+                    && c.sha256 == crate::encoding::sha256_hex(&bytes[batch_start..a]);
                 if !whole {
                     // Damage followed by a later commit: that batch was written after this one
                     // was synced, so this is not a torn write but a damaged log.
@@ -268,9 +265,9 @@ impl FileStore {
                         x > a
                             && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok_and(|c| {
                                 // It verifies over its own batch: the lines just before it.
-                                j.checked_sub(c.batch)
-                                    .and_then(|k| lines.get(k))
-                                    .is_some_and(|&(s0, _)| s0 > a && c.sha256 == sha256_hex(&bytes[s0..x]))
+                                j.checked_sub(c.batch).and_then(|k| lines.get(k)).is_some_and(|&(s0, _)| {
+                                    s0 > a && c.sha256 == crate::encoding::sha256_hex(&bytes[s0..x])
+                                })
                             })
                     });
                     if later {
@@ -432,19 +429,10 @@ mod tests {
     fn issuance(serial: &str, certname: &str) -> Issuance {
         Issuance {
             record: CertRecord {
-                serial: serial.into(),
-                certname: certname.into(),
-                state: State::Issued,
                 digest: "d".into(),
                 not_before: "2030-01-01T00:00:00Z".into(),
                 not_after: "2031-01-01T00:00:00Z".into(),
-                attributes_expiry: None,
-                conductor: None,
-                conductor_cert: None,
-                revoked_at: None,
-                reason: None,
-                issuer: None,
-                claim: None,
+                ..CertRecord::bare(serial, certname, State::Issued)
             },
             pem: format!("pem of {serial}"),
             claim: None,

@@ -145,10 +145,6 @@ fn set(v: impl Into<Vec<u8>>) -> HashSet<Vec<u8>> {
     HashSet::from([v.into()])
 }
 
-fn sha256_hex(s: &str) -> String {
-    crate::encoding::hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, s.as_bytes()).as_ref())
-}
-
 /// An unexpected LDAP result as an error.
 fn failed(op: &'static str, dn: &str, res: &ldap3::LdapResult) -> StoreError {
     match res.rc {
@@ -657,22 +653,6 @@ impl LdapStore {
         Ok(self.add(&self.journal_dn(digest), attrs)? == rc::SUCCESS)
     }
 
-    fn revocation_entry(&self, serial: &str) -> Result<Option<(CertRecord, bool)>, StoreError> {
-        check_hex("serial", serial)?;
-        let found = self.search(
-            &self.container("cas"),
-            Scope::Subtree,
-            &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
-            &["vouchRecord"],
-        )?;
-        let Some(e) = found.into_iter().next() else { return Ok(None) };
-        let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
-            .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
-        let rec: CertRecord =
-            serde_json::from_value(v["record"].clone()).map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
-        Ok(Some((rec, v["cleaned"] == serde_json::Value::Bool(true))))
-    }
-
     /// The registry entry's attributes for a certificate.
     fn registry_attrs(rec: &CertRecord, pem: &str, revision: u64) -> Result<Vec<(&'static str, Vec<u8>)>, StoreError> {
         let json = serde_json::to_vec(rec).map_err(|e| StoreError::Ldap {
@@ -825,7 +805,7 @@ impl LdapStore {
 
     /// The journal entry of a claim key (and its legacy key's, if it exists).
     fn journal_entry(&self, key: &str) -> Result<(String, Option<Entry>), StoreError> {
-        let dn = self.journal_dn(&sha256_hex(key));
+        let dn = self.journal_dn(&super::claim_digest(key));
         let e = self.read(&self.primary, &dn)?;
         Ok((dn, e))
     }
@@ -937,7 +917,7 @@ impl ReplayJournal for LdapStore {
                 return Ok(Self::used(&prior));
             }
         }
-        let digest = sha256_hex(&key.key);
+        let digest = super::claim_digest(&key.key);
         let dn = self.journal_dn(&digest);
         let state = match usage {
             ClaimUse::Reusable => "claimed",
@@ -974,11 +954,8 @@ impl ReplayJournal for LdapStore {
                 b"vouchSerial".to_vec(),
                 serial.map(|s| set(s.as_bytes().to_vec())).unwrap_or_default(),
             ));
-            check_hex("holder", holder)?;
+            // `open` holds only for a held or claimed entry: the assertion names one of those.
             let assertion = format!("(&(vouchState={prior_state})(vouchHolder={holder}))");
-            if !["held", "claimed"].contains(&prior_state.as_str()) {
-                return Ok(Self::used(&prior));
-            }
             if self.modify(&dn, mods, Some(&assertion))? == rc::SUCCESS {
                 self.confirm_on_replicas(&dn)?;
                 return Ok(Claim::Fresh);
@@ -1008,7 +985,7 @@ impl ReplayJournal for LdapStore {
                 }
             }
         }
-        let digest = sha256_hex(&key.key);
+        let digest = super::claim_digest(&key.key);
         let dn = self.journal_dn(&digest);
         if self.add(&dn, Self::claim_attrs(&digest, certname, holder, "held", None, expiry, now))? == rc::SUCCESS {
             return Ok(Claim::Fresh);
@@ -1069,23 +1046,28 @@ impl Store for LdapStore {
         Ok(Some(Current { record, pem, revision }))
     }
 
+    /// One search over the whole store: a revoked serial's revocation entry (under whichever
+    /// master CA issued it) wins over the registry entry that may still name it.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError> {
         if check_hex("serial", serial).is_err() {
             return Ok(None);
         }
-        if let Some((rec, _)) = self.revocation_entry(serial)? {
-            return Ok(Some(rec));
-        }
         let found = self.search(
-            &self.container("certnames"),
-            Scope::OneLevel,
-            &format!("(&(objectClass=vouchRegistered)(vouchSerial={serial}))"),
-            &["vouchRecord"],
+            &self.base,
+            Scope::Subtree,
+            &format!("(&(|(objectClass=vouchRevocation)(objectClass=vouchRegistered))(vouchSerial={serial}))"),
+            &["objectClass", "vouchRecord"],
         )?;
-        match found.into_iter().next() {
-            Some(e) => Ok(Some(e.record()?)),
-            None => Ok(None),
+        let revoked = |e: &Entry| {
+            e.attrs.get("objectclass").is_some_and(|v| v.iter().any(|c| c.eq_ignore_ascii_case(b"vouchRevocation")))
+        };
+        let Some(e) = found.iter().find(|e| revoked(e)).or_else(|| found.first()) else { return Ok(None) };
+        if !revoked(e) {
+            return Ok(Some(e.record()?));
         }
+        let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
+            .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
+        serde_json::from_value(v["record"].clone()).map(Some).map_err(|err| e.damaged(format!("vouchRecord: {err}")))
     }
 
     fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
