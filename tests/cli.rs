@@ -1492,27 +1492,7 @@ fn ca_with_csrs(w: &Path, names: &[&str]) -> PathBuf {
         None,
     ));
     for n in names {
-        let attrs = w.join(format!("{n}.yaml"));
-        ok(&run(
-            vouch().args(["conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification"]).args([
-                s(&fixture("classification.yaml")),
-                "--expires-in",
-                "1h",
-                "--out",
-                s(&attrs),
-                "--certname",
-                n,
-            ]),
-            None,
-        ));
-        ok(&run(
-            vouch().args(["csr", "--certname", n, "--attributes", s(&attrs), "--key-out"]).args([
-                s(&w.join(format!("{n}.key"))),
-                "--csr-out",
-                s(&w.join(format!("{n}.csr"))),
-            ]),
-            None,
-        ));
+        cli_vouched_csr(w, &cert, &key, n);
     }
     dir
 }

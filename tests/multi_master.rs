@@ -76,29 +76,7 @@ fn vouched_csr(w: &Path, conductor_dir: &Path, certname: &str) -> PathBuf {
             None,
         ));
     }
-    let attrs = w.join(format!("{certname}.yaml"));
-    ok(&run(
-        vouch().args(["conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification"]).args([
-            s(&fixture("classification.yaml")),
-            "--expires-in",
-            "1h",
-            "--out",
-            s(&attrs),
-            "--certname",
-            certname,
-        ]),
-        None,
-    ));
-    let csr = w.join(format!("{certname}.csr"));
-    ok(&run(
-        vouch().args(["csr", "--certname", certname, "--attributes", s(&attrs), "--key-out"]).args([
-            s(&w.join(format!("{certname}.key"))),
-            "--csr-out",
-            s(&csr),
-        ]),
-        None,
-    ));
-    csr
+    cli_vouched_csr(w, &cert, &key, certname)
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 use super::slapd::{Slapd, SlapdOpts};
 use super::{ok, s, vouch};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -56,24 +55,7 @@ impl Master {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut banner = String::new();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let _ = child.kill();
-                panic!("vouch serve ended before it was ready:\n{banner}\n{}", std::fs::read_to_string(&log).unwrap());
-            }
-            banner.push_str(&line);
-            if line.starts_with("then: puppet ssl bootstrap") {
-                break;
-            }
-        }
-        let port = banner
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("ca_port = "))
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
+        let (banner, port) = super::serve_ready(&mut child, &log);
         Master { child: Some(child), port, dir: dir.to_path_buf(), log, banner }
     }
 

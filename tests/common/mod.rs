@@ -222,3 +222,57 @@ pub fn require(tool: &str, package: &str) {
     let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().unwrap().status.success();
     assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
 }
+
+/// Reads a starting `vouch serve`'s banner up to its last line: (the banner, its `ca_port`).
+/// Panics with the server's log if it ends first.
+pub fn serve_ready(child: &mut std::process::Child, log: &Path) -> (String, u16) {
+    use std::io::BufRead;
+    let mut banner = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("vouch serve's stdout piped"));
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("vouch serve ended before it was ready:\n{banner}\n{}", std::fs::read_to_string(log).unwrap());
+        }
+        banner.push_str(&line);
+        if line.starts_with("then: puppet ssl bootstrap") {
+            break;
+        }
+    }
+    let port = banner
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ca_port = "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ca_port in the banner:\n{banner}"));
+    (banner, port)
+}
+
+/// With the CLI, as an operator does: the conductor (`cert`, `key`) signs version 2 attributes
+/// for `certname` (fixtures/classification.yaml, an hour), and `vouch csr` makes the key and
+/// CSR a Puppet agent would, all in `w` (`certname.yaml`, `.key`, `.csr`). Returns the CSR's path.
+pub fn cli_vouched_csr(w: &Path, cert: &Path, key: &Path, certname: &str) -> PathBuf {
+    let attrs = w.join(format!("{certname}.yaml"));
+    ok(&run(
+        vouch().args(["conductor", "sign", "--cert", s(cert), "--key", s(key), "--classification"]).args([
+            s(&fixture("classification.yaml")),
+            "--expires-in",
+            "1h",
+            "--out",
+            s(&attrs),
+            "--certname",
+            certname,
+        ]),
+        None,
+    ));
+    let csr = w.join(format!("{certname}.csr"));
+    ok(&run(
+        vouch().args(["csr", "--certname", certname, "--attributes", s(&attrs), "--key-out"]).args([
+            s(&w.join(format!("{certname}.key"))),
+            "--csr-out",
+            s(&csr),
+        ]),
+        None,
+    ));
+    csr
+}
