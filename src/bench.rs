@@ -307,6 +307,10 @@ pub struct ServeLoad {
     pub per_agent: usize,
     /// The server's PID, to report its peak RSS (VmHWM) after each level.
     pub server_pid: Option<u32>,
+    /// Each certificate is a whole bootstrap on a new connection (CA bundle, CRLs, PUT, GET).
+    pub bootstrap: bool,
+    /// Ask for gzip-compressed answers, as Puppet's agents do.
+    pub gzip: bool,
 }
 
 /// One concurrency level of `vouch bench serve`.
@@ -324,6 +328,8 @@ pub struct ServeRow {
     pub server_cpu_ms_per_cert: Option<f64>,
     /// This load generator's CPU time per certificate (TLS, HTTP; CSRs are made before the clock).
     pub client_cpu_ms_per_cert: Option<f64>,
+    /// Response body bytes received per certificate (as sent: compressed if gzip was taken).
+    pub bytes_per_cert: f64,
 }
 
 /// A process's CPU time (user + system) so far, from /proc.
@@ -404,11 +410,26 @@ impl CsrSource {
 /// One level: an agent thread each, started together, timed from the barrier to the last join.
 fn run_level(load: &ServeLoad, config: &Arc<rustls::ClientConfig>, work: Vec<AgentWork>) -> ServeRow {
     let agents = work.len();
+    // A bootstrapping agent is a new process: no TLS session to resume.
+    let config = if load.bootstrap {
+        let mut c = (**config).clone();
+        c.resumption = rustls::client::Resumption::disabled();
+        Arc::new(c)
+    } else {
+        config.clone()
+    };
+    let config = &config;
     let barrier = Arc::new(std::sync::Barrier::new(agents + 1));
     let mut handles = Vec::with_capacity(agents);
     for mine in work {
-        let agent =
-            Agent { config: config.clone(), barrier: barrier.clone(), addr: load.addr, host: load.host.clone() };
+        let agent = Agent {
+            config: config.clone(),
+            barrier: barrier.clone(),
+            addr: load.addr,
+            host: load.host.clone(),
+            bootstrap: load.bootstrap,
+            gzip: load.gzip,
+        };
         handles.push(std::thread::spawn(move || agent.run(mine)));
     }
     barrier.wait();
@@ -417,11 +438,13 @@ fn run_level(load: &ServeLoad, config: &Arc<rustls::ClientConfig>, work: Vec<Age
     let client_cpu = cpu_seconds("self");
     let mut lat = Vec::new();
     let mut failures = 0;
+    let mut bytes = 0u64;
     for h in handles {
         match h.join() {
-            Ok((l, f)) => {
+            Ok((l, f, b)) => {
                 lat.extend(l);
                 failures += f;
+                bytes += b;
             }
             Err(_) => failures += load.per_agent,
         }
@@ -445,6 +468,7 @@ fn run_level(load: &ServeLoad, config: &Arc<rustls::ClientConfig>, work: Vec<Age
         server_peak_rss_mb: load.server_pid.and_then(peak_rss_mb),
         server_cpu_ms_per_cert,
         client_cpu_ms_per_cert,
+        bytes_per_cert: if lat.is_empty() { 0.0 } else { bytes as f64 / lat.len() as f64 },
     }
 }
 
@@ -454,33 +478,66 @@ struct Agent {
     barrier: Arc<std::sync::Barrier>,
     addr: std::net::SocketAddr,
     host: String,
+    bootstrap: bool,
+    gzip: bool,
 }
 
 impl Agent {
     /// Connects, waits for the others, then PUTs and GETs each of `mine` on its one
-    /// connection: the latency of each success, and the number of failures.
-    fn run(self, mine: AgentWork) -> (Vec<Duration>, usize) {
+    /// connection (with `bootstrap`, a new connection for each, which first fetches the CA
+    /// bundle and the CRLs): the latency of each success, the number of failures and the
+    /// body bytes received.
+    fn run(self, mine: AgentWork) -> (Vec<Duration>, usize, u64) {
         let mut lat = Vec::with_capacity(mine.len());
         let mut failures = 0;
-        let mut client = match Client::new(self.config, self.addr, &self.host) {
+        let mut bytes = 0u64;
+        let mut client = match Client::new(self.config.clone(), self.addr, &self.host) {
             Ok(c) => c,
             Err(_) => {
                 self.barrier.wait();
-                return (lat, mine.len());
+                return (lat, mine.len(), 0);
             }
         };
         self.barrier.wait();
+        let headers: &[(&str, &str)] =
+            if self.gzip { &[("Accept-Encoding", "gzip;q=1.0,deflate;q=0.6,identity;q=0.3")] } else { &[] };
         for (name, csr) in mine {
             let t = Instant::now();
-            let put =
-                client.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr);
-            let get = client.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"");
+            let mut ok = true;
+            if self.bootstrap {
+                // A new agent: a new connection (a full TLS handshake), then what it fetches first.
+                client = match Client::new(self.config.clone(), self.addr, &self.host) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        failures += 1;
+                        continue;
+                    }
+                };
+                for path in ["/puppet-ca/v1/certificate/ca", "/puppet-ca/v1/certificate_revocation_list/ca"] {
+                    match client.request_with_headers("GET", path, headers, b"") {
+                        Ok(r) if r.status == 200 => bytes += r.body.len() as u64,
+                        _ => ok = false,
+                    }
+                }
+            }
+            let mut put_headers = headers.to_vec();
+            put_headers.push(("Content-Type", "text/plain"));
+            let put = client.request_with_headers(
+                "PUT",
+                &format!("/puppet-ca/v1/certificate_request/{name}"),
+                &put_headers,
+                &csr,
+            );
+            let get = client.request_with_headers("GET", &format!("/puppet-ca/v1/certificate/{name}"), headers, b"");
             match (put, get) {
-                (Ok(p), Ok(g)) if p.status == 200 && g.status == 200 => lat.push(t.elapsed()),
+                (Ok(p), Ok(g)) if ok && p.status == 200 && g.status == 200 => {
+                    bytes += (p.body.len() + g.body.len()) as u64;
+                    lat.push(t.elapsed());
+                }
                 _ => failures += 1,
             }
         }
-        (lat, failures)
+        (lat, failures, bytes)
     }
 }
 

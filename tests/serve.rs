@@ -455,6 +455,8 @@ fn admin_endpoints_need_an_admin_certificate_and_a_node_renews_only_itself() {
     let mut conn = server.client(None);
     let r = conn_get_if_modified(&mut conn, "/puppet-ca/v1/certificate_revocation_list/ca", &lm);
     assert_eq!(r.status, 304);
+    // Compressed for a client that asks, as Puppet's agents do: the same bytes once inflated.
+    let crl_before = crl_both_ways(&mut conn);
     // expirations: any known client, not anonymous.
     assert_eq!(anon.request("GET", "/puppet-ca/v1/expirations", None, b"").unwrap().status, 403);
     let r = node.request("GET", "/puppet-ca/v1/expirations", None, b"").unwrap();
@@ -472,6 +474,9 @@ fn admin_endpoints_need_an_admin_certificate_and_a_node_renews_only_itself() {
     assert!(all.iter().any(|v| v["name"] == CERTNAME), "{all:?}");
     let r = admin.request("PUT", &status, Some("application/json"), revoke_body).unwrap();
     assert_eq!(r.status, 204, "{}", r.text());
+    // The CRL handed out from memory is the new one at once, compressed or not.
+    let crl_after = crl_both_ways(&mut conn);
+    assert_ne!(crl_before, crl_after, "the revocation's CRL is served, not the cached one");
     // The revoked node is refused at once, even for renewal (no CRL needed).
     let r = node.request("POST", "/puppet-ca/v1/certificate_renewal", Some("text/plain"), b"").unwrap();
     assert_eq!(r.status, 403, "{}", r.text());
@@ -487,6 +492,28 @@ fn admin_endpoints_need_an_admin_certificate_and_a_node_renews_only_itself() {
     });
     server.wait_log("a denial", |v| v["event"] == "denied" && v["client"] == CERTNAME);
     assert!(server.stop());
+}
+
+/// The CRLs as served plain and gzip-compressed (`Accept-Encoding` as Puppet's agents send
+/// it): checked to be the same document, returned plain.
+fn crl_both_ways(c: &mut Client) -> Vec<u8> {
+    let path = "/puppet-ca/v1/certificate_revocation_list/ca";
+    let plain = c.request("GET", path, None, b"").unwrap();
+    assert_eq!((plain.status, plain.header("content-encoding")), (200, None));
+    let gz = c
+        .request_with_headers("GET", path, &[("Accept-Encoding", "gzip;q=1.0,deflate;q=0.6,identity;q=0.3")], b"")
+        .unwrap();
+    assert_eq!(
+        (gz.status, gz.header("content-encoding"), gz.header("vary")),
+        (200, Some("gzip"), Some("Accept-Encoding"))
+    );
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.body.as_slice()), &mut inflated).unwrap();
+    assert_eq!(inflated, plain.body);
+    // q=0 refuses gzip.
+    let no = c.request_with_headers("GET", path, &[("Accept-Encoding", "gzip;q=0, identity")], b"").unwrap();
+    assert_eq!((no.status, no.header("content-encoding"), &no.body), (200, None, &plain.body));
+    plain.body
 }
 
 fn conn_get_if_modified(c: &mut Client, path: &str, since: &str) -> Response {

@@ -292,20 +292,4 @@ impl Authority {
         write(self.dir.file(bootstrap::ROOT_CRL), pem.as_bytes())?;
         write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
     }
-
-    /// The CRLs of the whole chain, as Puppet's agents want them: the master CA's, then the root's.
-    pub fn crl_bundle(&self) -> Result<String, Error> {
-        let read = |name: &str| {
-            std::fs::read_to_string(self.dir.file(name)).map_err(|source| Error::Io {
-                path: self.dir.file(name),
-                op: "read",
-                source,
-            })
-        };
-        let mut out = read("ca_crl.pem")?;
-        if self.dir.file(bootstrap::ROOT_CRL).exists() {
-            out.push_str(&read(bootstrap::ROOT_CRL)?);
-        }
-        Ok(out)
-    }
 }

@@ -5,6 +5,7 @@
 //! the order of the steps.
 
 mod crl;
+pub mod documents;
 mod issue;
 mod list;
 mod local;
@@ -62,6 +63,10 @@ pub struct Authority {
     pub reserved: ReservedNames,
     /// The other master CAs sharing the store (their certificates, DER), as last read.
     siblings: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// The CRLs of the chain (master CA's, then root's), as `vouch serve` hands them out.
+    pub crl_document: documents::Cached,
+    /// The CA bundle, likewise.
+    pub ca_document: documents::Cached,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -117,6 +122,11 @@ impl Authority {
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
             siblings: std::sync::Mutex::new(Vec::new()),
+            crl_document: documents::Cached::new(vec![
+                (dir.file("ca_crl.pem"), true),
+                (dir.file(bootstrap::ROOT_CRL), false),
+            ]),
+            ca_document: documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)]),
         })
     }
 

@@ -488,6 +488,13 @@ pub enum BenchCommand {
         /// The server's PID, to report its peak RSS.
         #[arg(long)]
         server_pid: Option<u32>,
+        /// Each certificate is a whole agent bootstrap, as `puppet ssl bootstrap` does it: a new
+        /// TLS connection, GET the CA bundle, GET the CRLs (no copy yet), PUT the CSR, GET the certificate.
+        #[arg(long)]
+        bootstrap: bool,
+        /// Do not ask for gzip-compressed answers (Puppet's agents do: `Accept-Encoding: gzip`).
+        #[arg(long)]
+        no_gzip: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutFormat::Text)]
         format: OutFormat,

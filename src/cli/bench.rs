@@ -22,6 +22,8 @@ pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             per_agent,
             client_key,
             server_pid,
+            bootstrap,
+            no_gzip,
             format,
         } => {
             let d = dir(cli)?.dir;
@@ -41,6 +43,8 @@ pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                 agents: crate::bench::parse_levels(agents)?,
                 per_agent: usize::try_from(*per_agent).unwrap_or(100_000),
                 server_pid: *server_pid,
+                bootstrap: *bootstrap,
+                gzip: !*no_gzip,
             };
             bench_serve(&load, *format)?
         }
@@ -108,7 +112,7 @@ fn bench_hook(runs: u64, no_journal: bool) -> Result<(), Error> {
 fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), Error> {
     if format == OutFormat::Text {
         sayln!(
-            "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16}",
+            "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16} {:>12}",
             "agents",
             "certs",
             "failed",
@@ -118,13 +122,14 @@ fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), 
             "p99 ms",
             "peak RSS",
             "server CPU/cert",
-            "client CPU/cert"
+            "client CPU/cert",
+            "bytes/cert"
         )?;
     }
     let rows = crate::bench::serve(load, |r| {
         if format == OutFormat::Text {
             let _ = sayln!(
-                "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16}",
+                "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16} {:>12.0}",
                 r.agents,
                 r.certificates,
                 r.failures,
@@ -134,7 +139,8 @@ fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), 
                 r.p99_ms,
                 r.server_peak_rss_mb.map(|m| format!("{m:.0} MB")).unwrap_or_else(|| "-".into()),
                 r.server_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into()),
-                r.client_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into())
+                r.client_cpu_ms_per_cert.map(|m| format!("{m:.3} ms")).unwrap_or_else(|| "-".into()),
+                r.bytes_per_cert
             );
         }
     })?;

@@ -77,15 +77,38 @@ fn response(r: ApiResponse) -> Response<Full<Bytes>> {
     if let Some(t) = r.last_modified {
         b = b.header("Last-Modified", format_http_date(t));
     }
+    if r.gzip {
+        b = b.header("Content-Encoding", "gzip").header("Vary", "Accept-Encoding");
+    }
     if r.status == 503 {
         // The agent waits and retries (the shared store was unreachable, or lost a race).
         b = b.header("Retry-After", api::RETRY_AFTER_SECS.to_string());
     }
-    b.body(Full::new(Bytes::from(r.body))).unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+    b.body(Full::new(r.body)).unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 fn plain(status: u16, text: &str) -> ApiResponse {
-    ApiResponse { status, content_type: "text/plain", body: text.as_bytes().to_vec(), last_modified: None }
+    ApiResponse {
+        status,
+        content_type: "text/plain",
+        body: Bytes::copy_from_slice(text.as_bytes()),
+        last_modified: None,
+        gzip: false,
+    }
+}
+
+/// Whether an `Accept-Encoding` value takes gzip: listed (or `*`) without `q=0`
+/// (RFC 9110 12.5.3; Puppet's agents send `gzip;q=1.0,deflate;q=0.6,identity;q=0.3`).
+fn accepts_gzip(value: &str) -> bool {
+    value.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or_default().trim();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        (coding.eq_ignore_ascii_case("gzip") || coding == "*") && q > 0.0
+    })
 }
 
 /// What the log line and the API need from a request's head.
@@ -95,6 +118,7 @@ struct Head {
     raw_path: String,
     query: String,
     if_modified_since: Option<OffsetDateTime>,
+    accept_gzip: bool,
     /// The declared Content-Length, if any.
     declared: Option<usize>,
 }
@@ -107,6 +131,7 @@ impl Head {
             raw_path: parts.uri.path().to_string(),
             query: parts.uri.query().unwrap_or("").to_string(),
             if_modified_since: header("if-modified-since").and_then(parse_http_date),
+            accept_gzip: header("accept-encoding").is_some_and(accepts_gzip),
             declared: header("content-length").and_then(|v| v.parse().ok()),
         }
     }
@@ -165,7 +190,8 @@ async fn answer(
     let body = read_body(shared, head.declared, body).await?;
     let auth = shared.authority();
     let handed = Instant::now();
-    let (method, query, if_modified_since) = (head.method.clone(), head.query.clone(), head.if_modified_since);
+    let (method, query, if_modified_since, accept_gzip) =
+        (head.method.clone(), head.query.clone(), head.if_modified_since, head.accept_gzip);
     let joined = tokio::task::spawn_blocking(move || {
         crate::store::ldap::may_block(|| {
             let now = OffsetDateTime::now_utc();
@@ -178,7 +204,7 @@ async fn answer(
                 }
             };
             let who = who(&client);
-            let req = ApiRequest { method, path, query, body, if_modified_since, client };
+            let req = ApiRequest { method, path, query, body, if_modified_since, accept_gzip, client };
             let (resp, events) = api::handle(&auth, &req, now);
             (resp, events, who)
         })

@@ -311,6 +311,9 @@ async fn maintain_every(
     // `prepare` maintained the store just before the server started: the first run is one period later.
     let mut clock = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The public documents read (and the CRLs compressed) before the first agent asks.
+    let auth = shared.authority();
+    let _ = tokio::task::spawn_blocking(move || refresh_documents(&auth)).await;
     loop {
         tokio::select! {
             _ = clock.tick() => {}
@@ -330,12 +333,22 @@ async fn maintain_every(
                 if let Err(e) = auth.checkpoint() {
                     store_failed(StoreStage::Checkpoint, &e);
                 }
+                // A CRL written meanwhile (here or by a `vouch` command) is compressed now,
+                // not by the request that first asks for it.
+                refresh_documents(&auth);
             })
         });
         if let Err(e) = run.await {
             store_failed(StoreStage::Maintenance, &e);
         }
     }
+}
+
+/// Reads the CA bundle and the CRLs into memory if they changed (see
+/// [`crate::authority::documents`]); a failure is the requests' to report.
+fn refresh_documents(auth: &Authority) {
+    let _ = auth.crl_document.get();
+    let _ = auth.ca_document.get();
 }
 
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.

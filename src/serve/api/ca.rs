@@ -2,36 +2,34 @@
 //! when they expire.
 
 use super::{ApiRequest, ApiResponse};
+use crate::authority::documents::Document;
 use crate::authority::Authority;
 use crate::error::Error;
 use time::OffsetDateTime;
 
-pub(super) fn read_file(auth: &Authority, name: &str) -> Result<ApiResponse, Error> {
-    let path = auth.dir.file(name);
-    let body = std::fs::read(&path).map_err(|source| Error::Io { path, op: "read", source })?;
-    Ok(ApiResponse { status: 200, content_type: "text/plain", body, last_modified: None })
+/// `GET certificate/ca`: the CA bundle, from memory ([`crate::authority::documents`]).
+pub(super) fn bundle(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
+    Ok(document(auth.ca_document.get()?, req, None))
 }
 
+/// `GET certificate_revocation_list/ca`: the master CA's and the root's CRLs, from memory;
+/// 304 when unchanged since the agent's copy (`If-Modified-Since`).
 pub(super) fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
+    let doc = auth.crl_document.get()?;
     // The answer holds the master CA's and the root's CRLs: it changed when either did.
-    let mtime = |name: &str| {
-        std::fs::metadata(auth.dir.file(name))
-            .and_then(|m| m.modified())
-            .ok()
-            .map(OffsetDateTime::from)
-            .map(|t| t.replace_nanosecond(0).unwrap_or(t))
-    };
-    let modified = match (mtime("ca_crl.pem"), mtime(crate::issuance::bootstrap::ROOT_CRL)) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    if let (Some(since), Some(modified)) = (req.if_modified_since, modified) {
+    if let (Some(since), Some(modified)) = (req.if_modified_since, doc.modified) {
         if modified <= since {
             return Ok(ApiResponse { last_modified: Some(modified), ..ApiResponse::empty(304) });
         }
     }
-    let body = auth.crl_bundle()?.into_bytes();
-    Ok(ApiResponse { status: 200, content_type: "text/plain", body, last_modified: modified })
+    let modified = doc.modified;
+    Ok(document(doc, req, modified))
+}
+
+/// A document's answer: compressed for a client that takes gzip, as Puppet Server answers.
+fn document(doc: Document, req: &ApiRequest, last_modified: Option<OffsetDateTime>) -> ApiResponse {
+    let (body, gzip) = if req.accept_gzip { (doc.gzip, true) } else { (doc.plain, false) };
+    ApiResponse { status: 200, content_type: "text/plain", body, last_modified, gzip }
 }
 
 pub(super) fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {
@@ -50,7 +48,7 @@ pub(super) fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {
         }
     }
     let mut crls = serde_json::Map::new();
-    for der in crate::encoding::pem::find_all(auth.crl_bundle()?.as_bytes(), "X509 CRL").unwrap_or_default() {
+    for der in crate::encoding::pem::find_all(&auth.crl_document.get()?.plain, "X509 CRL").unwrap_or_default() {
         if let Ok((_, c)) = x509_parser::parse_x509_crl(&der) {
             if let Some(next) = c.next_update() {
                 crls.insert(c.issuer().to_string(), crate::encoding::time::format_puppet(next.to_datetime()).into());

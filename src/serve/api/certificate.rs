@@ -30,9 +30,7 @@ pub(super) fn certificate(auth: &Authority, name: &str) -> Result<ApiResponse, E
             }
             // Only a current, unrevoked certificate: a node whose old certificate was revoked and
             // that asked again must wait for the new decision, not receive the revoked one.
-            None => {
-                ApiResponse { status: 200, content_type: "text/plain", body: pem.into_bytes(), last_modified: None }
-            }
+            None => ApiResponse::bytes(200, "text/plain", pem.into_bytes()),
         },
         _ => not_found("certificate", name),
     })

@@ -44,6 +44,8 @@ pub struct ApiRequest {
     pub query: String,
     pub body: Vec<u8>,
     pub if_modified_since: Option<OffsetDateTime>,
+    /// Whether the client takes a gzip-compressed answer (`Accept-Encoding`; Puppet's agents do).
+    pub accept_gzip: bool,
     pub client: Client,
 }
 
@@ -52,24 +54,26 @@ pub struct ApiRequest {
 pub struct ApiResponse {
     pub status: u16,
     pub content_type: &'static str,
-    pub body: Vec<u8>,
+    /// Shared, not copied: the CRLs of a large fleet are megabytes, handed out from memory.
+    pub body: bytes::Bytes,
     pub last_modified: Option<OffsetDateTime>,
+    /// `gzip` when the body is compressed (`Content-Encoding`); such an answer varies with
+    /// `Accept-Encoding`, and says so.
+    pub gzip: bool,
 }
 
 impl ApiResponse {
     fn text(status: u16, body: impl Into<String>) -> Self {
-        ApiResponse { status, content_type: "text/plain", body: body.into().into_bytes(), last_modified: None }
+        ApiResponse::bytes(status, "text/plain", body.into().into_bytes())
     }
     fn json(status: u16, value: &serde_json::Value) -> Self {
-        ApiResponse {
-            status,
-            content_type: "application/json",
-            body: value.to_string().into_bytes(),
-            last_modified: None,
-        }
+        ApiResponse::bytes(status, "application/json", value.to_string().into_bytes())
+    }
+    fn bytes(status: u16, content_type: &'static str, body: impl Into<bytes::Bytes>) -> Self {
+        ApiResponse { status, content_type, body: body.into(), last_modified: None, gzip: false }
     }
     fn empty(status: u16) -> Self {
-        ApiResponse { status, content_type: "text/plain", body: Vec::new(), last_modified: None }
+        ApiResponse::bytes(status, "text/plain", bytes::Bytes::new())
     }
 }
 
@@ -199,7 +203,7 @@ fn route(
     };
     let m = req.method.as_str();
     match (endpoint, name) {
-        ("certificate", Some("ca")) if m == "GET" => ca::read_file(auth, crate::issuance::bootstrap::CA_BUNDLE),
+        ("certificate", Some("ca")) if m == "GET" => ca::bundle(auth, req),
         ("certificate_revocation_list", Some("ca")) if m == "GET" => ca::crl(auth, req),
         ("certificate", Some(n)) if m == "GET" => certificate::certificate(auth, n),
         // Admin only (Puppet agents never read it back): a pending request may carry good

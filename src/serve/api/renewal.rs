@@ -47,12 +47,7 @@ pub(super) fn renewal(
                 old_serial: p.serial.clone(),
                 serial: issued.serial_hex.clone(),
             });
-            Ok(ApiResponse {
-                status: 200,
-                content_type: "text/plain",
-                body: issued.pem.into_bytes(),
-                last_modified: None,
-            })
+            Ok(ApiResponse::bytes(200, "text/plain", issued.pem.into_bytes()))
         }
         Err(Error::NotValid { detail, .. }) => {
             events.push(Event::Denied { client: p.certname.clone(), reason: detail.clone() });

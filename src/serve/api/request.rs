@@ -12,7 +12,7 @@ pub(super) fn request(auth: &Authority, name: &str) -> Result<ApiResponse, Error
         return Ok(not_found("certificate_request", name));
     }
     Ok(match auth.request(name)? {
-        Some((_, pem)) => ApiResponse { status: 200, content_type: "text/plain", body: pem, last_modified: None },
+        Some((_, pem)) => ApiResponse::bytes(200, "text/plain", pem),
         None => not_found("certificate_request", name),
     })
 }
