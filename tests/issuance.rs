@@ -297,6 +297,44 @@ fn crl_is_regenerated_before_it_lapses() {
     assert!(text.contains("nextUpdate"), "{text}");
 }
 
+/// A revoked certificate leaves the CRL once it has been expired for a whole CRL period
+/// (RFC 5280 5.1.2.6); until then it stays, and a revocation an older vouch recorded without
+/// the certificate's notAfter stays for ever.
+#[test]
+fn a_revocation_leaves_the_crl_a_crl_period_after_its_certificate_expired() {
+    let ca = Ca::new("p256");
+    let csr = ca.vouched_csr("old.example.test", "x", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join("old.pem"))]));
+    ok(&ca.vouch(&["revoke", "old.example.test"]));
+    // As an older vouch wrote it: no notAfter.
+    let legacy = "0badc0de0badc0de0badc0de0badc0de";
+    let mut revs = std::fs::OpenOptions::new().append(true).open(ca.ca_file("revocations.txt")).unwrap();
+    writeln!(revs, "{legacy} 2026-01-01T00:00:00Z keyCompromise legacy.example.test").unwrap();
+    let pem = std::fs::read(ca.work.join("old.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let not_after = cert.validity().not_after.to_datetime();
+    let old: String = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+    let listed = |at: time::OffsetDateTime| -> Vec<String> {
+        let out = ca.work.join("crl.pem");
+        ok(&ca.vouch(&["--now", &vouch::encoding::time::format_rfc3339(at), "crl", "--out", s(&out)]));
+        let crl = std::fs::read(&out).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        let mut serials: Vec<String> = crl
+            .iter_revoked_certificates()
+            .map(|r| r.raw_serial().iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
+        serials.sort();
+        serials
+    };
+    let mut both = vec![old.clone(), legacy.to_string()];
+    both.sort();
+    assert_eq!(listed(time::OffsetDateTime::now_utc()), both, "revoked: listed");
+    assert_eq!(listed(not_after + time::Duration::days(1)), both, "expired, but not a CRL period ago");
+    assert_eq!(listed(not_after + time::Duration::days(31)), vec![legacy.to_string()], "expired long since: off");
+}
+
 /// Many concurrent `vouch sign` processes: distinct names all issue; one name issues once.
 #[test]
 fn concurrent_signers_never_duplicate() {

@@ -54,13 +54,7 @@ impl Authority {
         cleaned: bool,
         now: OffsetDateTime,
     ) -> Result<(), Error> {
-        let rev = Revocation {
-            serial: rec.serial.clone(),
-            time: format_rfc3339(now),
-            reason: reason.to_string(),
-            certname: rec.certname.clone(),
-            cleaned,
-        };
+        let rev = Revocation::of(rec, format_rfc3339(now), reason.to_string(), cleaned);
         self.store.revoke(lock, &rev, rec, expected)?;
         self.after_revocation(lock, &rev, now)
     }
@@ -122,11 +116,13 @@ impl Authority {
         if rec.state == State::Revoked {
             // Clean a revoked certificate: forget it without a second CRL entry.
             let rev = Revocation {
-                serial: rec.serial.clone(),
-                time: rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
-                reason: rec.reason.clone().unwrap_or_else(|| reason.to_string()),
                 certname: certname.to_string(),
-                cleaned: true,
+                ..Revocation::of(
+                    &rec,
+                    rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
+                    rec.reason.clone().unwrap_or_else(|| reason.to_string()),
+                    true,
+                )
             };
             self.store.revoke(&lock, &rev, &rec, Some(&expected))?;
             return Ok(format!("cleaned {certname} (serial {})", rec.serial));
@@ -190,8 +186,19 @@ impl Authority {
         let stamp = self.store.revocations_stamp()?;
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
+        // A certificate that expired more than a CRL period ago leaves the CRL: every CRL
+        // issued while it was valid, and a whole period of CRLs after, listed it (RFC 5280
+        // 5.1.2.6 requires one). Short lifetimes keep a churning fleet's CRL small.
+        let period = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
+        let long_expired = |r: &Revocation| {
+            r.not_after
+                .as_deref()
+                .and_then(|t| crate::encoding::time::parse_rfc3339(t).ok())
+                .and_then(|t| t.checked_add(period))
+                .is_some_and(|t| t < now)
+        };
         for r in self.store.revocations()? {
-            if !seen.insert(r.serial.clone()) {
+            if !seen.insert(r.serial.clone()) || long_expired(&r) {
                 continue;
             }
             let serial = (0..r.serial.len())

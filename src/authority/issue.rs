@@ -220,13 +220,7 @@ impl Authority {
     /// The revocation of `rec` as superseded at `now`.
     pub(super) fn supersede(rec: &CertRecord, now: OffsetDateTime) -> Supersede {
         Supersede {
-            revocation: Revocation {
-                serial: rec.serial.clone(),
-                time: format_rfc3339(now),
-                reason: "superseded".into(),
-                certname: rec.certname.clone(),
-                cleaned: false,
-            },
+            revocation: Revocation::of(rec, format_rfc3339(now), "superseded".into(), false),
             record: rec.clone(),
         }
     }

@@ -305,6 +305,24 @@ pub struct Revocation {
     pub reason: String,
     pub certname: String,
     pub cleaned: bool,
+    /// The revoked certificate's notAfter (RFC 3339), where known: once it is a CRL period
+    /// past, the entry leaves the CRL (RFC 5280 5.1.2.6). Revocations recorded by older
+    /// versions have none and stay on the CRL.
+    pub not_after: Option<String>,
+}
+
+impl Revocation {
+    /// The revocation of `rec` at `time` for `reason`.
+    pub fn of(rec: &CertRecord, time: String, reason: String, cleaned: bool) -> Self {
+        Revocation {
+            serial: rec.serial.clone(),
+            time,
+            reason,
+            certname: rec.certname.clone(),
+            cleaned,
+            not_after: Some(rec.not_after.clone()).filter(|t| !t.is_empty()),
+        }
+    }
 }
 
 /// A pending request.

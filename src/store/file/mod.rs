@@ -38,8 +38,18 @@ pub struct FileStore {
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Marker {
-    Issue { record: CertRecord },
-    Revoke { serial: String, time: String, reason: String, certname: String, cleaned: bool },
+    Issue {
+        record: CertRecord,
+    },
+    Revoke {
+        serial: String,
+        time: String,
+        reason: String,
+        certname: String,
+        cleaned: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_after: Option<String>,
+    },
 }
 
 impl FileStore {
@@ -165,8 +175,17 @@ impl FileStore {
         format!("0x{} {} {} /CN={}", rec.serial, rec.not_before, rec.not_after, rec.certname)
     }
 
+    /// `SERIAL TIME REASON CERTNAME[ cleaned][ not_after=TIME]`.
     fn revocation_line(r: &Revocation) -> String {
-        format!("{} {} {} {}{}", r.serial, r.time, r.reason, r.certname, if r.cleaned { " cleaned" } else { "" })
+        let mut line = format!("{} {} {} {}", r.serial, r.time, r.reason, r.certname);
+        if r.cleaned {
+            line.push_str(" cleaned");
+        }
+        if let Some(t) = &r.not_after {
+            line.push_str(" not_after=");
+            line.push_str(t);
+        }
+        line
     }
 
     fn serial_of_pem(pem: &str) -> Option<String> {
@@ -257,9 +276,9 @@ impl FileStore {
             }
             match Self::read_json::<Marker>(&path)? {
                 Some(Marker::Issue { record }) => self.redo_issue(&record).map_err(damaged(&path))?,
-                Some(Marker::Revoke { serial, time, reason, certname, cleaned }) => {
-                    self.redo_revoke(&Revocation { serial, time, reason, certname, cleaned }).map_err(damaged(&path))?
-                }
+                Some(Marker::Revoke { serial, time, reason, certname, cleaned, not_after }) => self
+                    .redo_revoke(&Revocation { serial, time, reason, certname, cleaned, not_after })
+                    .map_err(damaged(&path))?,
                 None => {}
             }
             self.remove_marker(&path)?;
@@ -380,6 +399,7 @@ impl Store for FileStore {
                 reason: r.reason.clone(),
                 certname: r.certname.clone(),
                 cleaned: r.cleaned,
+                not_after: r.not_after.clone(),
             },
         )?;
         crash_point("revoke:marker");
@@ -403,7 +423,8 @@ impl Store for FileStore {
                     time: time.to_string(),
                     reason: reason.to_string(),
                     certname: certname.to_string(),
-                    cleaned: rest.first() == Some(&"cleaned"),
+                    cleaned: rest.contains(&"cleaned"),
+                    not_after: rest.iter().find_map(|f| f.strip_prefix("not_after=")).map(str::to_string),
                 });
             }
         }

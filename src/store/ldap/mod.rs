@@ -491,6 +491,8 @@ impl LdapStore {
             reason: "superseded".into(),
             certname,
             cleaned: false,
+            // Rebuilt from the mark, which names no date: the entry stays on the CRL.
+            not_after: None,
         };
         self.add_revocation(&rev, &old)?;
         self.modify(
@@ -1151,6 +1153,7 @@ impl Store for LdapStore {
                 reason: rec.reason.clone().unwrap_or_else(|| "unspecified".into()),
                 certname: rec.certname.clone(),
                 cleaned: v["cleaned"] == serde_json::Value::Bool(true),
+                not_after: Some(rec.not_after.clone()).filter(|t| !t.is_empty()),
             });
             Ok(())
         })?;
