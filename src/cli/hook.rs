@@ -26,9 +26,13 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;
-    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
-    let reserved =
-        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
+    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a
+    // node's; `localhost` and the loopback addresses never are, with or without DIR.
+    let reserved = cli
+        .dir
+        .as_deref()
+        .map(|d| crate::authority::ReservedNames::load(&DataDir::new(d)))
+        .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
     let request = if too_large { None } else { Some(body.as_slice()) };
     let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
     let outcome = crate::hook::autosign::judge(&policy, journal.as_deref(), &reserved, &a.certname, request, now)?;
