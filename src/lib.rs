@@ -38,6 +38,7 @@ pub mod decision;
 pub mod encoding;
 pub mod error;
 pub mod files;
+pub mod compile;
 pub mod hook;
 pub mod issuance;
 pub mod obs;

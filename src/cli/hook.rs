@@ -2,7 +2,7 @@
 
 use super::args::AutosignArgs;
 use super::output::{print_refusals, say, write_out};
-use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
+use super::{dir, find_policy, now, Cli, EXIT_OK, EXIT_REFUSED};
 use crate::authority::Authority;
 use crate::error::Error;
 use crate::issuance::bootstrap::DataDir;
@@ -81,6 +81,7 @@ pub(super) fn enc(
     cli: &Cli,
     certname: Option<&str>,
     cert: Option<&Path>,
+    remote: &super::args::EncRemoteArgs,
     puppet_cadir: Option<&Path>,
     policy_path: Option<&Path>,
 ) -> Result<i32, Error> {
@@ -92,33 +93,28 @@ pub(super) fn enc(
             crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
         }
         (Some(name), None, None) => {
+            // A compile server: the CA is vouch serve at --ca-url (or the environment's, or
+            // the config file's).
+            let settings = classification_settings(cli, policy_path)?;
+            if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
+                return super::compile::enc_remote(cli, &s, name);
+            }
             let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
             auth.maintain(now)?;
             let (c, source) = auth.enc_with_source(name, now)?;
             return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
         }
-        (None, Some(path), None) => {
-            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
-            let der = if bytes.first() == Some(&0x30) {
-                bytes
-            } else {
-                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
-                    .map(|(_, d)| d)
-                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
-            };
-            let (_, c) = x509_parser::parse_x509_certificate(&der)
-                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
-            let name = c.subject().to_string();
-            if c.validity().not_after.to_datetime() <= now || c.validity().not_before.to_datetime() > now {
-                return Err(Error::NotValid {
-                    certname: name,
-                    detail: "the certificate is outside its validity period".into(),
-                });
-            }
+        (name, Some(path), None) => {
+            let (der, name) = super::compile::verified_cert_file(cli, path, name, remote)?;
             let settings = classification_settings(cli, policy_path)?;
             crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
         }
-        _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
+        _ => {
+            return Err(Error::Usage {
+                detail: "give a CERTNAME (with --ca-url on a compile server), --cert FILE or --puppet-cadir DIR CERTNAME"
+                    .into(),
+            })
+        }
     };
     let json = crate::authority::enc_json_with_source(&classification, crate::authority::Source::Certificate).map_err(
         |e| Error::NotValid {
