@@ -34,11 +34,11 @@ pub mod authority;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
+pub mod compile;
 pub mod decision;
 pub mod encoding;
 pub mod error;
 pub mod files;
-pub mod compile;
 pub mod hook;
 pub mod issuance;
 pub mod obs;

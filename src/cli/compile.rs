@@ -50,8 +50,8 @@ fn load_config(a: &EncRemoteArgs) -> Result<EncConfig, Error> {
         None => return Ok(EncConfig::default()),
     };
     let text = read_file(&path, crate::files::input::Kind::TrustFile)?;
-    let text = String::from_utf8(text)
-        .map_err(|_| Error::Usage { detail: format!("{}: not UTF-8", path.display()) })?;
+    let text =
+        String::from_utf8(text).map_err(|_| Error::Usage { detail: format!("{}: not UTF-8", path.display()) })?;
     toml::from_str(&text).map_err(|e| Error::Usage { detail: format!("{}: {e}", path.display()) })
 }
 
@@ -80,9 +80,9 @@ pub(super) fn enc_settings(
         detail: "--ca-url needs --cacert BUNDLE (VOUCH_ENC_CACERT, or cacert in the config file)".into(),
     })?;
     let refresh_text = a.crl_refresh.clone().or(c.crl_refresh).unwrap_or_else(|| "60s".into());
-    let crl_refresh = crate::policy::parse_duration(&refresh_text)
-        .filter(|d| d.as_secs() > 0)
-        .ok_or_else(|| Error::Usage { detail: format!("--crl-refresh {refresh_text:?}: give a duration such as 60s or 5m") })?;
+    let crl_refresh = crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| {
+        Error::Usage { detail: format!("--crl-refresh {refresh_text:?}: give a duration such as 60s or 5m") }
+    })?;
     let identity = match (a.client_cert.clone().or(c.client_cert), a.client_key.clone().or(c.client_key)) {
         (Some(cert), Some(key)) => Some((cert, key)),
         (None, None) => None,
@@ -143,7 +143,10 @@ pub(super) fn verified_cert_file(
                 let ca = CaService::new(url, &bundle, None)?;
                 let r = ca.get(crate::compile::CRL_PATH, &[])?;
                 if r.status != 200 {
-                    return Err(Error::Remote { url: url.clone(), detail: format!("GET the CRL answered {}", r.status) });
+                    return Err(Error::Remote {
+                        url: url.clone(),
+                        detail: format!("GET the CRL answered {}", r.status),
+                    });
                 }
                 crate::compile::check_crl_body(&r.body, &bundle, url)?;
                 crls.push((r.body, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));

@@ -86,36 +86,36 @@ pub(super) fn enc(
     policy_path: Option<&Path>,
 ) -> Result<i32, Error> {
     let now = now(cli)?;
-    let classification = match (certname, cert, puppet_cadir) {
-        (Some(name), None, Some(cadir)) => {
-            let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
-            let settings = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
-        }
-        (Some(name), None, None) => {
-            // A compile server: the CA is vouch serve at --ca-url (or the environment's, or
-            // the config file's).
-            let settings = classification_settings(cli, policy_path)?;
-            if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
-                return super::compile::enc_remote(cli, &s, name);
+    let classification =
+        match (certname, cert, puppet_cadir) {
+            (Some(name), None, Some(cadir)) => {
+                let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
+                let settings = classification_settings(cli, policy_path)?;
+                crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
             }
-            let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-            auth.maintain(now)?;
-            let (c, source) = auth.enc_with_source(name, now)?;
-            return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
-        }
-        (name, Some(path), None) => {
-            let (der, name) = super::compile::verified_cert_file(cli, path, name, remote)?;
-            let settings = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
-        }
-        _ => {
-            return Err(Error::Usage {
-                detail: "give a CERTNAME (with --ca-url on a compile server), --cert FILE or --puppet-cadir DIR CERTNAME"
-                    .into(),
-            })
-        }
-    };
+            (Some(name), None, None) => {
+                // A compile server: the CA is vouch serve at --ca-url (or the environment's, or
+                // the config file's).
+                let settings = classification_settings(cli, policy_path)?;
+                if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
+                    return super::compile::enc_remote(cli, &s, name);
+                }
+                let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+                auth.maintain(now)?;
+                let (c, source) = auth.enc_with_source(name, now)?;
+                return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
+            }
+            (name, Some(path), None) => {
+                let (der, name) = super::compile::verified_cert_file(cli, path, name, remote)?;
+                let settings = classification_settings(cli, policy_path)?;
+                crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
+            }
+            _ => return Err(Error::Usage {
+                detail:
+                    "give a CERTNAME (with --ca-url on a compile server), --cert FILE or --puppet-cadir DIR CERTNAME"
+                        .into(),
+            }),
+        };
     let json = crate::authority::enc_json_with_source(&classification, crate::authority::Source::Certificate).map_err(
         |e| Error::NotValid {
             certname: certname.unwrap_or("").to_string(),

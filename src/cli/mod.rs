@@ -182,13 +182,8 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Ldap(c) => store::ldap(cli, c),
         Command::Override(c) => store::override_cmd(cli, c),
         Command::Migrate { to } => store::migrate(cli, to),
-        Command::Enc { certname, cert, remote, puppet_cadir, policy } => hook::enc(
-            cli,
-            certname.as_deref(),
-            cert.as_deref(),
-            remote,
-            puppet_cadir.as_deref(),
-            policy.as_deref(),
-        ),
+        Command::Enc { certname, cert, remote, puppet_cadir, policy } => {
+            hook::enc(cli, certname.as_deref(), cert.as_deref(), remote, puppet_cadir.as_deref(), policy.as_deref())
+        }
     }
 }

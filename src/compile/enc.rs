@@ -123,13 +123,7 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
 
 /// The cached CRL, refreshed from the CA when older than `--crl-refresh`. A CA that cannot
 /// be reached leaves the cached CRL in use (said in the log); without one, the call fails.
-fn refresh_crl(
-    s: &Settings,
-    ca: &CaService,
-    bundle: &[u8],
-    crl_path: &Path,
-    now: OffsetDateTime,
-) -> Result<(), Error> {
+fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now: OffsetDateTime) -> Result<(), Error> {
     let checked = s.cache_dir.join("crl.checked");
     let last: Option<i64> = std::fs::read_to_string(&checked).ok().and_then(|t| t.trim().parse().ok());
     if crl_path.exists() && last.is_some_and(|t| fresh(t, now, s.crl_refresh)) {

@@ -68,7 +68,8 @@ impl CaService {
 
     /// One GET on a new connection (each command asks once or twice).
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Response, Error> {
-        let mut c = Client::new(self.config.clone(), self.addr, &self.host).map_err(|e| remote(&self.url, e.to_string()))?;
+        let mut c =
+            Client::new(self.config.clone(), self.addr, &self.host).map_err(|e| remote(&self.url, e.to_string()))?;
         c.request_with_headers("GET", path, headers, b"").map_err(|e| remote(&self.url, e.to_string()))
     }
 }
@@ -128,10 +129,8 @@ use x509_parser::prelude::FromDer;
 /// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]).
 pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, Error> {
     let state_file = state_path(out);
-    let state: FetchState = std::fs::read(&state_file)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
+    let state: FetchState =
+        std::fs::read(&state_file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let current = std::fs::read(out).ok();
     let unchanged_since_fetch = current.as_deref().is_some_and(|c| crate::encoding::sha256_hex(c) == state.sha256);
     let ims = state.last_modified.clone().filter(|_| unchanged_since_fetch);
@@ -155,7 +154,8 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
         let f = std::fs::File::options().write(true).open(out).map_err(io(out, "open"))?;
         f.set_modified(std::time::SystemTime::from(t)).map_err(io(out, "set the modification time of"))?;
     }
-    let new_state = FetchState { last_modified: last_modified.clone(), sha256: crate::encoding::sha256_hex(&resp.body) };
+    let new_state =
+        FetchState { last_modified: last_modified.clone(), sha256: crate::encoding::sha256_hex(&resp.body) };
     let bytes = serde_json::to_vec(&new_state).map_err(|e| Error::Usage { detail: e.to_string() })?;
     crate::files::durable::write_replace(&state_file, &bytes, 0o644).map_err(io(&state_file, "write"))?;
     Ok(Fetched::Replaced { last_modified })
