@@ -439,7 +439,8 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     assert!(!out.contains(MARKER), "{out}");
     let o = Command::new(&enc).arg(web01).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "the ENC classified revoked web01: {}", String::from_utf8_lossy(&o.stdout));
-    assert!(read(&enc_log).contains("revoked"), "{}", read(&enc_log));
+    // vouch serve no longer hands out a revoked certificate (404): refused, and logged.
+    assert!(read(&enc_log).contains(&format!("refused {web01}")), "{}", read(&enc_log));
     // The file was fetched whole (no 304 from a copied file's mtime): a second fetch is a 304.
     let again = ok(&vouch()
         .args(["crl", "--fetch", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
@@ -472,21 +473,38 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         cached.as_secs_f64() * 1e3
     );
 
-    // 8. vouch serve stopped: the classifier answers web04 from its cache (logged: the entry is
-    // older than crl_refresh and the CA cannot be reached), a catalog still compiles, and
-    // revoked web01 is still refused.
+    // 8. A node whose certificate the classifier has cached is revoked, and the compile server
+    // fetches the CRL; then vouch serve stops. The classifier answers web04 from its cache
+    // (logged: the entry is older than crl_refresh and the CA cannot be reached), a catalog
+    // still compiles, and web05 is refused: the fetched CRL lists it.
+    let web05 = "web05.example.test";
+    let a05 = lab.agent_dir(web05, "");
+    lab.attributes(web05, &web_yaml, &a05.join("csr_attributes.yaml"));
+    let (code, out) = lab.puppet(&a05, &["ssl", "bootstrap"], "web05-bootstrap");
+    assert_eq!(code, 0, "web05 did not enrol:\n{out}");
+    assert!(ok(&Command::new(&enc).arg(web05).output().unwrap()).contains("vouchdemo"));
+    ok(&Command::new(&enc).arg(web04).output().unwrap());
+    ok(&vouch().args(["--dir", s(&v), "revoke", web05]).output().unwrap());
+    ok(&vouch()
+        .args(["crl", "--fetch", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
+        .args(["--out", s(&ssl.join("crl.pem"))])
+        .output()
+        .unwrap());
     drop(serve);
     std::thread::sleep(Duration::from_millis(2500));
     let before = read(&enc_log);
     let json = ok(&Command::new(&enc).arg(web04).output().unwrap());
     assert!(json.contains("vouchdemo"), "{json}");
     let logged = read(&enc_log)[before.len()..].to_string();
-    assert!(logged.contains("answering from the cache"), "no stale answer logged:\n{logged}");
+    assert!(logged.contains(&format!("{web04}: answering from the cache")), "no stale answer logged:\n{logged}");
     let (code, out) = lab.puppet(&a04, &["agent", "--test"], "web04-ca-stopped");
     assert!(code == 0 || code == 2, "web04's run failed with vouch serve stopped ({code}):\n{out}");
     assert!(out.contains(&format!("Notice: {MARKER} tier=frontend")), "{out}");
-    let o = Command::new(&enc).arg(web01).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "the cache served revoked web01: {}", String::from_utf8_lossy(&o.stdout));
+    let o = Command::new(&enc).arg(web05).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "the cache served revoked web05: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains("revoked") && o.stdout.is_empty(), "{err}");
+    assert!(read(&enc_log).contains(&format!("refused {web05}")), "{}", read(&enc_log));
 
     drop(server);
     eprintln!("whole scenario: {:.1} s", t0.elapsed().as_secs_f64());
