@@ -1946,6 +1946,9 @@ fn enc_cert_verifies_chain_crl_and_name() {
     assert!(o.stdout.is_empty());
     // Another CA's bundle.
     let other = new_ca(w, "other");
+    let o = run(vouch().args(["--dir", s(&other), "enc", "--cert", s(&c1)]), None);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty());
     hostcrl(&other, &w.join("other-crl.pem"));
     let o =
         enc(&["--cert", s(&c1), "--cacert", s(&other.join("ca/ca_bundle.pem")), "--crl", s(&w.join("other-crl.pem"))]);

@@ -302,7 +302,7 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
 }
 
 /// A policy like fixtures/policy.toml (fixture PKI by absolute path) plus `extra`.
-fn policy_with(dir: &Path, extra: &str) -> Result<Policy, vouch::policy::PolicyError> {
+fn policy_plus(dir: &Path, extra: &str) -> Result<Policy, vouch::policy::PolicyError> {
     let pki = fixture("pki");
     let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace("\"pki/", &format!("\"{}/", s(&pki)));
     let path = dir.join("policy.toml");
@@ -358,10 +358,10 @@ fn alt_names_only_for_servers_each_allowed_by_the_scope() {
     let tmp = tempfile::tempdir().unwrap();
     let scope = "[[conductor]]\nname = \"fleet\"\nsubject = \"CN=conductor-p256\"\n\
                  servers = [\"compile*.example.test\"]\ndns_alt_names = [\"puppet\", \"puppet.example.test\"]\n";
-    let p = policy_with(tmp.path(), scope).unwrap();
+    let p = policy_plus(tmp.path(), scope).unwrap();
     let decide_codes = |certname: &str, names: &[Vec<u8>], p: &Policy| {
         let csr = csr_with_alt_names(certname, names);
-        decide(&Request { csr: &csr, certname }, p, fixture_time())
+        decide(&Request { csr: &csr, certname }, p, fixture_time()).map_err(Box::new)
     };
     let server = "compile01.example.test";
     // A server: its certname (Puppet lists it) and two allowed names, issued exactly.
@@ -387,7 +387,7 @@ fn alt_names_only_for_servers_each_allowed_by_the_scope() {
     assert_eq!(refused(server, &[dns(server)], &plain), ["subject-alt-name-requested"]);
     // A scope without servers cannot list names, and the old switch does not load.
     let half = scope.replace("servers = [\"compile*.example.test\"]\n", "");
-    assert!(policy_with(tmp.path(), &half).unwrap_err().to_string().contains("servers"));
+    assert!(policy_plus(tmp.path(), &half).unwrap_err().to_string().contains("servers"));
     let on = std::fs::read_to_string(fixture("policy.toml"))
         .unwrap()
         .replace("allow_subject_alt_names = false", "allow_subject_alt_names = true");

@@ -108,6 +108,9 @@ pub(super) fn enc_remote(cli: &Cli, s: &Settings, certname: &str) -> Result<i32,
     Ok(EXIT_OK)
 }
 
+/// A CRL file's bytes and where they came from.
+type CrlFile = (Vec<u8>, PathBuf);
+
 /// `enc --cert FILE [CERTNAME]`: the certificate's DER, verified. Against --cacert and the
 /// CRLs of --crl and --ca-url when --cacert is given; else against the --dir CA's bundle
 /// and CRLs. Returns the DER and the certname it names.
@@ -132,7 +135,7 @@ pub(super) fn verified_cert_file(
         None => c.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).unwrap_or("").to_string(),
     };
     let now = now(cli)?;
-    let (bundle, bundle_path, crls): (Vec<u8>, PathBuf, Vec<(Vec<u8>, PathBuf)>) = match &a.cacert {
+    let (bundle, bundle_path, crls): (Vec<u8>, PathBuf, Vec<CrlFile>) = match &a.cacert {
         Some(cacert) => {
             let bundle = read_file(cacert, crate::files::input::Kind::TrustFile)?;
             let mut crls = Vec::new();

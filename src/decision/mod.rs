@@ -574,6 +574,14 @@ fn check_alt_names(
     policy: &Policy,
     reasons: &mut Vec<Refusal>,
 ) -> Vec<String> {
+    if !csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME) {
+        return Vec::new();
+    }
+    // A policy with no scope listing dns_alt_names allows none: the request is not even read.
+    if !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
+        reasons.push(Refusal::SubjectAltNameRequested);
+        return Vec::new();
+    }
     let requested = match requested_alt_names(csr) {
         Ok(n) => n,
         Err(r) => {
@@ -583,14 +591,6 @@ fn check_alt_names(
     };
     // Puppet lists the certname itself among the alt names it asks for.
     let extra: Vec<String> = requested.into_iter().filter(|n| n != certname).collect();
-    let asked = csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME);
-    if !asked {
-        return Vec::new();
-    }
-    if !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
-        reasons.push(Refusal::SubjectAltNameRequested);
-        return Vec::new();
-    }
     if extra.is_empty() {
         return extra;
     }
