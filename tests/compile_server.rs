@@ -341,6 +341,8 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         .output()
         .unwrap());
     assert_eq!(read(&ssl.join("crl.pem")).matches("BEGIN X509 CRL").count(), 2, "hostcrl must hold both CRLs");
+    let early_crl = t.join("early-crl.pem");
+    std::fs::copy(ssl.join("crl.pem"), &early_crl).unwrap();
 
     // 2. Nodes asking for alt names are refused as the policy says: a node that is no server,
     // and a server asking for a name its scope does not list.
@@ -356,6 +358,38 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         let list = lab.list();
         assert!(list.contains(certname) && list.contains(code_want), "want {code_want} for {certname} in:\n{list}");
     }
+    // An administrator may approve a pending request's alt names, as `puppetserver ca sign
+    // --allow-dns-alt-names` does: web09's names are then issued exactly as requested.
+    let web09 = "web09.example.test";
+    let admin = {
+        let read_pem = |f: &str| std::fs::read(v.join(f)).unwrap();
+        let config = vouch::serve::client::tls_config(
+            &read_pem("ca/ca_bundle.pem"),
+            Some((&read_pem("admin/admin_crt.pem"), &read_pem("admin/admin_key.pem"))),
+        )
+        .unwrap();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], lab.vouch_port));
+        vouch::serve::client::Client::new(config, addr, "localhost").unwrap()
+    };
+    let mut admin = admin;
+    let r = admin
+        .request(
+            "PUT",
+            &format!("/puppet-ca/v1/certificate_status/{web09}"),
+            Some("application/json"),
+            br#"{"desired_state":"signed"}"#,
+        )
+        .unwrap();
+    assert_eq!(r.status, 204, "the administrator could not sign {web09}: {}", r.text());
+    let a09 = t.join(format!("agent-{web09}"));
+    let (code, out) = lab.puppet(&a09, &["ssl", "bootstrap"], "web09-approved");
+    assert_eq!(code, 0, "{web09} did not get its approved certificate:\n{out}");
+    let mut san: Vec<String> =
+        san_of(&a09.join(format!("ssl/certs/{web09}.pem"))).split(", ").map(String::from).collect();
+    san.sort();
+    let mut want = vec![format!("DNS:{web09}"), format!("DNS:{alt_name}")];
+    want.sort();
+    assert_eq!(san, want, "the administrator approved exactly these names");
 
     // 3. Puppet Server starts with vouch's certificates and the CA service disabled.
     let stdout = std::fs::File::create(sv.join("log/stdout.log")).unwrap();
@@ -441,13 +475,25 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     assert_eq!(o.status.code(), Some(2), "the ENC classified revoked web01: {}", String::from_utf8_lossy(&o.stdout));
     // vouch serve no longer hands out a revoked certificate (404): refused, and logged.
     assert!(read(&enc_log).contains(&format!("refused {web01}")), "{}", read(&enc_log));
-    // The file was fetched whole (no 304 from a copied file's mtime): a second fetch is a 304.
-    let again = ok(&vouch()
-        .args(["crl", "--fetch", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
-        .args(["--out", s(&ssl.join("crl.pem"))])
-        .output()
-        .unwrap());
+    // If-Modified-Since comes from the last fetch, never from the file's mtime: once the CRL's
+    // Last-Modified is settled (two seconds old) a fetch is kept, the next one is a 304; a
+    // file copied over it (fresh mtime, other bytes) is fetched whole again.
+    let fetch = || {
+        ok(&vouch()
+            .args(["crl", "--fetch", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
+            .args(["--out", s(&ssl.join("crl.pem"))])
+            .output()
+            .unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(2100));
+    assert!(fetch().contains("wrote"));
+    let current = read(&ssl.join("crl.pem"));
+    let again = fetch();
     assert!(again.contains("current"), "{again}");
+    // The CRLs from before the revocation, copied by hand: a fresh mtime, the old content.
+    std::fs::copy(&early_crl, ssl.join("crl.pem")).unwrap();
+    assert!(fetch().contains("wrote"), "a copied file was not fetched again");
+    assert_eq!(read(&ssl.join("crl.pem")), current);
 
     // 7. The classifier's cost, cached (fresh entry) and cold (empty cache).
     let cached = {

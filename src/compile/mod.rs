@@ -154,8 +154,17 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
         let f = std::fs::File::options().write(true).open(out).map_err(io(out, "open"))?;
         f.set_modified(std::time::SystemTime::from(t)).map_err(io(out, "set the modification time of"))?;
     }
-    let new_state =
-        FetchState { last_modified: last_modified.clone(), sha256: crate::encoding::sha256_hex(&resp.body) };
+    // Last-Modified has one-second resolution, and vouch serve answers 304 when the CRLs are
+    // not newer than If-Modified-Since: CRLs made again within the second of this one would
+    // look unchanged. Such a fresh Last-Modified is not kept, so the next fetch is whole.
+    let settled = last_modified
+        .as_deref()
+        .and_then(crate::encoding::time::parse_http_date)
+        .is_some_and(|t| t + time::Duration::seconds(2) <= OffsetDateTime::now_utc());
+    let new_state = FetchState {
+        last_modified: last_modified.clone().filter(|_| settled),
+        sha256: crate::encoding::sha256_hex(&resp.body),
+    };
     let bytes = serde_json::to_vec(&new_state).map_err(|e| Error::Usage { detail: e.to_string() })?;
     crate::files::durable::write_replace(&state_file, &bytes, 0o644).map_err(io(&state_file, "write"))?;
     Ok(Fetched::Replaced { last_modified })
