@@ -513,6 +513,28 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
             .unwrap());
         start.elapsed()
     };
+    // With an administrator's credentials the classifier prints an override instead.
+    let r = admin
+        .request(
+            "PUT",
+            &format!("/puppet-ca/v1/classification_override/{web04}"),
+            Some("application/json"),
+            br#"{"classification": "classes: [vouchdemo]\nparameters: {tier: overridden}\n"}"#,
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let json = ok(&vouch()
+        .args(["enc", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
+        .args(["--cache-dir", s(&t.join("admin-cache")), "--log", "stderr"])
+        .args(["--client-cert", s(&v.join("admin/admin_crt.pem")), "--client-key", s(&v.join("admin/admin_key.pem"))])
+        .arg(web04)
+        .output()
+        .unwrap());
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["parameters"]["tier"], "overridden", "{json}");
+    assert_eq!(json["parameters"]["vouch_source"], "override", "{json}");
+    let r = admin.request("DELETE", &format!("/puppet-ca/v1/classification_override/{web04}"), None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
     eprintln!(
         "vouch enc --ca-url: cold {:.1} ms, cached {:.1} ms per call",
         cold.as_secs_f64() * 1e3,

@@ -162,6 +162,11 @@ pub(super) fn verified_cert_file(
             }
             (bundle, cacert.clone(), crls)
         }
+        None if a.ca_url.is_some() || !a.crl.is_empty() => {
+            return Err(Error::Usage {
+                detail: "--cert with --ca-url or --crl needs --cacert BUNDLE (the CA bundle to verify against)".into(),
+            })
+        }
         None => {
             let d = dir(cli)?;
             let auth = Authority::open_with(&d, &cli.store_url())?;
