@@ -1,5 +1,5 @@
 //! vouch serve as the fleet's CA, a stock Puppet Server (Debian's puppetserver 7.9 jar,
-//! private config) compiling catalogs with its own CA disabled (issue 17), real agents:
+//! private config) compiling catalogs with its own CA disabled, and real agents:
 //!
 //! the compile server enrols from vouch serve with an alt name (this machine's host name,
 //! which agents use as `server`, never its certname) that its conductor's scope allows; a
