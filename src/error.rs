@@ -99,6 +99,12 @@ pub enum Error {
         path: PathBuf,
         detail: String,
     },
+    /// The CA service at `--ca-url` could not be asked, or answered what vouch cannot use
+    /// (`vouch enc --ca-url`, `vouch crl --fetch`).
+    Remote {
+        url: String,
+        detail: String,
+    },
     /// Puppet Server's CA has not signed this certname.
     PuppetCaNotSigned {
         certname: String,
@@ -197,6 +203,7 @@ impl std::fmt::Display for Error {
                 f.write_str(&reasons.join("; "))
             }
             Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),
+            Error::Remote { url, detail } => write!(f, "the CA at {url}: {detail}"),
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
@@ -309,6 +316,10 @@ impl Error {
             Error::PuppetCa { .. } => {
                 "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
                  it holds ca_crt.pem, ca_crl.pem and signed/"
+            }
+            Error::Remote { .. } => {
+                "check --ca-url (https://HOST:PORT of vouch serve, as the agents' ca_server/ca_port), that vouch \
+                 serve runs there, and that --cacert is its CA bundle (GET /puppet-ca/v1/certificate/ca)"
             }
             Error::PuppetCaNotSigned { .. } => {
                 "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"

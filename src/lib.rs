@@ -34,6 +34,7 @@ pub mod authority;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
+pub mod compile;
 pub mod decision;
 pub mod encoding;
 pub mod error;

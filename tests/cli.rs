@@ -1874,3 +1874,95 @@ fn a_mistyped_log_filter_warns_and_keeps_the_log() {
         assert!(warning.is_some(), "no warning about {expect_warning_from} for {env:?}: {err}");
     }
 }
+
+/// `localhost` and the loopback addresses are the CA service's default names: `vouch sign`
+/// refuses them (`name-reserved`) whether or not `vouch serve` ever ran in the directory, as
+/// the service and the autosign hook (with or without a data directory) do.
+#[test]
+fn localhost_is_reserved_for_every_way_of_signing() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_csrs(w, &["localhost"]);
+    assert!(!dir.join("server").exists(), "vouch serve never ran here");
+    let csr = w.join("localhost.csr");
+    let (code, err) = code_and_err(&run(vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr)]), None));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[name-reserved]") && err.contains("localhost"), "{err}");
+    assert!(!ok(&run(vouch().args(["--dir", s(&dir), "list", "--all"]), None)).contains("localhost\t"));
+    let bytes = std::fs::read(&csr).unwrap();
+    for with_dir in [true, false] {
+        let mut cmd = vouch();
+        if with_dir {
+            cmd.args(["--dir", s(&dir)]);
+        }
+        cmd.args(["autosign", "--policy", s(&dir.join("policy.toml")), "--", "localhost"]);
+        let (code, err) = code_and_err(&run(&mut cmd, Some(&bytes)));
+        assert_eq!(code, Some(1), "hook (dir: {with_dir}): {err}");
+        assert!(err.contains("[name-reserved]"), "hook (dir: {with_dir}): {err}");
+    }
+}
+
+/// `vouch enc --cert FILE [CERTNAME]` verifies the certificate: its chain (the --dir CA's, or
+/// --cacert), the CRLs (the CA's, or --crl), its validity and that its CN is CERTNAME; a
+/// revoked certificate, one of another CA or another name prints nothing and exits 2.
+#[test]
+fn enc_cert_verifies_chain_crl_and_name() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_csrs(w, &["web01.example.test", "web02.example.test"]);
+    let issue = |name: &str| {
+        let out = w.join(format!("{name}.pem"));
+        ok(&run(
+            vouch()
+                .args(["--dir", s(&dir), "sign", "--csr", s(&w.join(format!("{name}.csr")))])
+                .args(["--out", s(&out)]),
+            None,
+        ));
+        out
+    };
+    let (c1, c2) = (issue("web01.example.test"), issue("web02.example.test"));
+    let enc = |args: &[&str]| run(vouch().args(["--dir", s(&dir), "enc"]).args(args), None);
+    // Valid: with the CA's directory, and with its bundle and CRL file.
+    assert!(ok(&enc(&["--cert", s(&c1)])).contains("vouch_source"));
+    assert!(ok(&enc(&["--cert", s(&c1), "web01.example.test"])).contains("vouch_source"));
+    // A CRL file as Puppet's hostcrl holds them: the master CA's (vouch crl) and the root's.
+    let crl = w.join("crl.pem");
+    let bundle = dir.join("ca/ca_bundle.pem");
+    let hostcrl = |ca: &Path, out: &Path| {
+        let master = w.join("master-crl.pem");
+        ok(&run(vouch().args(["--dir", s(ca), "crl", "--out", s(&master)]), None));
+        let root = std::fs::read_to_string(ca.join("ca/root_crl.pem")).unwrap();
+        std::fs::write(out, std::fs::read_to_string(&master).unwrap() + &root).unwrap();
+    };
+    hostcrl(&dir, &crl);
+    assert!(ok(&enc(&["--cert", s(&c1), "--cacert", s(&bundle), "--crl", s(&crl)])).contains("vouch_source"));
+    // Another name than its CN.
+    let o = enc(&["--cert", s(&c1), "web02.example.test"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty() && String::from_utf8_lossy(&o.stderr).contains("CN"), "{o:?}");
+    // --cacert without any CRL is a usage error, never an unchecked answer.
+    let o = enc(&["--cert", s(&c1), "--cacert", s(&bundle)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    // Another CA's bundle.
+    let other = new_ca(w, "other");
+    let o = run(vouch().args(["--dir", s(&other), "enc", "--cert", s(&c1)]), None);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty());
+    hostcrl(&other, &w.join("other-crl.pem"));
+    let o =
+        enc(&["--cert", s(&c1), "--cacert", s(&other.join("ca/ca_bundle.pem")), "--crl", s(&w.join("other-crl.pem"))]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty());
+    // Revoked: refused with the CA's CRLs and with the CRL file written after.
+    ok(&run(vouch().args(["--dir", s(&dir), "revoke", "web01.example.test"]), None));
+    let o = enc(&["--cert", s(&c1)]);
+    assert_eq!(o.status.code(), Some(2), "a revoked certificate was classified");
+    assert!(o.stdout.is_empty() && String::from_utf8_lossy(&o.stderr).contains("revoked"), "{o:?}");
+    hostcrl(&dir, &crl);
+    let o = enc(&["--cert", s(&c1), "--cacert", s(&bundle), "--crl", s(&crl)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("revoked"));
+    // The other node is unaffected.
+    assert!(ok(&enc(&["--cert", s(&c2), "--cacert", s(&bundle), "--crl", s(&crl)])).contains("vouch_source"));
+}

@@ -300,3 +300,115 @@ fn scope_globs_run_in_linear_time_and_only_for_a_trusted_conductor() {
     let csr = vouched_csr(&der, &key, fine, "classes: [ntp]\n");
     assert!(decide(&Request { csr: &csr, certname: fine }, &p, fixture_time()).is_ok());
 }
+
+/// A policy like fixtures/policy.toml (fixture PKI by absolute path) plus `extra`.
+fn policy_plus(dir: &Path, extra: &str) -> Result<Policy, vouch::policy::PolicyError> {
+    let pki = fixture("pki");
+    let text = std::fs::read_to_string(fixture("policy.toml")).unwrap().replace("\"pki/", &format!("\"{}/", s(&pki)));
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    Policy::load(&path)
+}
+
+/// A version 2 CSR from conductor-p256 for `certname` asking for `names` in a subjectAltName
+/// request (each a DER GeneralName: `[0x82, len, name...]` is a dNSName).
+fn csr_with_alt_names(certname: &str, names: &[Vec<u8>]) -> Vec<u8> {
+    use vouch::encoding::der;
+    let cert = std::fs::read(fixture("pki/conductor-p256.pem")).unwrap();
+    let (_, cert_der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let key =
+        vouch::issuance::keys::load_pem(&std::fs::read_to_string(fixture("pki/conductor-p256.key")).unwrap()).unwrap();
+    let class = vouch::vouching::classification::Classification::from_yaml("classes: [role::puppet]\n", 65536).unwrap();
+    let expiry = fixture_time() + time::Duration::hours(1);
+    let a = vouch::vouching::attrs::vouch(
+        &cert_der,
+        &key,
+        &class,
+        expiry,
+        vouch::vouching::attrs::CertEncoding::Base64Der,
+        Some(certname),
+    )
+    .unwrap();
+    let attrs = vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    let node_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut parts = vouch::encoding::csr::parts(&attrs.csr_spec(certname).unwrap(), &node_key);
+    let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    let san =
+        der::sequence(&[&der::oid(vouch::encoding::oids::SUBJECT_ALT_NAME), &der::octet_string(&der::sequence(&refs))]);
+    // Append the request to the one Extensions SEQUENCE (the mirror is already in it).
+    let exts = parts.extension_request.pop().unwrap();
+    let body = der::Reader::new(&exts).any().unwrap().content;
+    parts.extension_request.push(der::sequence(&[body, &san]));
+    vouch::encoding::csr::assemble(&parts, &node_key).unwrap()
+}
+
+fn dns(name: &str) -> Vec<u8> {
+    let mut v = vec![0x82, u8::try_from(name.len()).unwrap()];
+    v.extend_from_slice(name.as_bytes());
+    v
+}
+
+/// Alt names are a server's: only a certname its conductor's scope lists in `servers` gets
+/// them, each one matching the scope's `dns_alt_names`, and they are issued as asked; an
+/// ordinary node, a name outside the scope, an IP address or a wildcard is refused with its
+/// own reason; a policy without such a scope refuses every alt name; and
+/// `allow_subject_alt_names = true` (which once accepted names and issued none) does not load.
+#[test]
+fn alt_names_only_for_servers_each_allowed_by_the_scope() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scope = "[[conductor]]\nname = \"fleet\"\nsubject = \"CN=conductor-p256\"\n\
+                 servers = [\"compile*.example.test\"]\ndns_alt_names = [\"puppet\", \"puppet.example.test\"]\n";
+    let p = policy_plus(tmp.path(), scope).unwrap();
+    let decide_codes = |certname: &str, names: &[Vec<u8>], p: &Policy| {
+        let csr = csr_with_alt_names(certname, names);
+        decide(&Request { csr: &csr, certname }, p, fixture_time()).map_err(Box::new)
+    };
+    let server = "compile01.example.test";
+    // A server: its certname (Puppet lists it) and two allowed names, issued exactly.
+    let g = decide_codes(server, &[dns(server), dns("puppet"), dns("puppet.example.test")], &p).unwrap();
+    assert_eq!(g.alt_names(), ["puppet", "puppet.example.test"]);
+    // Only its certname: nothing more.
+    let g = decide_codes(server, &[dns(server)], &p).unwrap();
+    assert!(g.alt_names().is_empty());
+    let refused = |certname: &str, names: &[Vec<u8>], p: &Policy| -> Vec<&'static str> {
+        decide_codes(certname, names, p).unwrap_err().reasons.iter().map(Refusal::code).collect()
+    };
+    assert_eq!(
+        refused("web01.example.test", &[dns("web01.example.test"), dns("puppet")], &p),
+        ["alt-names-not-a-server"]
+    );
+    assert_eq!(refused(server, &[dns("puppet"), dns("db.example.test")], &p), ["alt-name-out-of-scope"]);
+    assert_eq!(refused(server, &[dns("puppet"), vec![0x87, 4, 127, 0, 0, 1]], &p), ["alt-name-unsupported"]);
+    assert_eq!(refused(server, &[dns("*.example.test")], &p), ["alt-name-unsupported"]);
+    assert_eq!(refused(server, &[dns("PUPPET")], &p), ["alt-name-unsupported"]);
+    // Without a scope that lists dns_alt_names, the policy allows none.
+    let plain = policy("policy.toml");
+    assert_eq!(refused(server, &[dns(server), dns("puppet")], &plain), ["subject-alt-name-requested"]);
+    assert_eq!(refused(server, &[dns(server)], &plain), ["subject-alt-name-requested"]);
+    // An administrator approving a pending request (certificate_status, desired_state signed)
+    // allows its names, still DNS names only.
+    let approve = |certname: &str, names: &[Vec<u8>]| {
+        let csr = csr_with_alt_names(certname, names);
+        let parsed = vouch::encoding::csr::parse(&csr);
+        vouch::decision::decide_with(
+            &Request { csr: &csr, certname },
+            parsed,
+            &plain,
+            fixture_time(),
+            vouch::decision::AltNames::ApprovedByAdmin,
+        )
+        .map_err(|r| r.reasons.iter().map(Refusal::code).collect::<Vec<_>>())
+    };
+    assert_eq!(approve("web01.example.test", &[dns("puppet")]).unwrap().alt_names(), ["puppet"]);
+    assert_eq!(approve("web01.example.test", &[vec![0x87, 4, 10, 0, 0, 1]]).unwrap_err(), ["alt-name-unsupported"]);
+    // A scope without servers cannot list names, and the old switch does not load.
+    let half = scope.replace("servers = [\"compile*.example.test\"]\n", "");
+    assert!(policy_plus(tmp.path(), &half).unwrap_err().to_string().contains("servers"));
+    let on = std::fs::read_to_string(fixture("policy.toml"))
+        .unwrap()
+        .replace("allow_subject_alt_names = false", "allow_subject_alt_names = true");
+    let path = tmp.path().join("on.toml");
+    std::fs::write(&path, on.replace("\"pki/", &format!("\"{}/", s(&fixture("pki"))))).unwrap();
+    let e = Policy::load(&path).unwrap_err().to_string();
+    assert!(e.contains("allow_subject_alt_names") && e.contains("dns_alt_names"), "{e}");
+}

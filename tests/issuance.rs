@@ -683,12 +683,18 @@ fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
     puppet_cadir(&cadir, &[("web01.example.test", TRICKY), ("web02.example.test", NULL_KEY)]);
     let text = ok(&ca.vouch(&["enc", "--puppet-cadir", s(&cadir), "web01.example.test"]));
     assert_eq!(as_puppet_reads_it(&text), want, "--puppet-cadir: {text}");
+    // --cert verifies the file against the CA that signed it (Puppet Server's here).
     let file = cadir.join("signed/web01.example.test.pem");
-    let text = ok(&ca.vouch(&["enc", "--cert", s(&file)]));
+    let (bundle, crl) = (cadir.join("ca_crt.pem"), cadir.join("ca_crl.pem"));
+    let trust = ["--cacert", s(&bundle), "--crl", s(&crl)];
+    let text = ok(&ca.vouch(&[&["enc", "--cert", s(&file)][..], &trust].concat()));
     assert_eq!(as_puppet_reads_it(&text), want, "--cert: {text}");
     // No JSON form: refused, and nothing printed for Puppet to misread.
     let bad = cadir.join("signed/web02.example.test.pem");
-    for args in [vec!["enc", "--puppet-cadir", s(&cadir), "web02.example.test"], vec!["enc", "--cert", s(&bad)]] {
+    for args in [
+        vec!["enc", "--puppet-cadir", s(&cadir), "web02.example.test"],
+        [&["enc", "--cert", s(&bad)][..], &trust].concat(),
+    ] {
         let out = ca.vouch(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");

@@ -66,9 +66,13 @@ impl Authority {
                 self.policy.allowed_extensions.contains(&arcs).then(|| (arcs, e.value.to_vec()))
             })
             .collect();
+        // A server keeps its alt names only while its scope still allows them.
+        let alt_names: Vec<String> =
+            crate::authority::names_on_certificate(&der).into_iter().skip(1).filter(|n| n != certname).collect();
         // The conductor that vouched must still be acceptable under the current policy.
-        self.recheck_conductor(&rec, &classification_b64, now)?;
-        let proof = RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra };
+        self.recheck_conductor(&rec, &classification_b64, &alt_names, now)?;
+        let proof =
+            RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra, alt_names };
         // The old certificate is superseded by the new one, in the store's own safe order.
         self.issue_locked(
             &lock,
@@ -88,6 +92,7 @@ impl Authority {
         &self,
         rec: &CertRecord,
         classification_b64: &str,
+        alt_names: &[String],
         now: OffsetDateTime,
     ) -> Result<(), Error> {
         use base64::Engine;
@@ -107,7 +112,7 @@ impl Authority {
                     held: None,
                 }),
                 Ok(classification) => {
-                    decision::recheck_conductor(&der, certname, Some(&classification), &self.policy, now)
+                    decision::recheck_conductor(&der, certname, Some(&classification), alt_names, &self.policy, now)
                 }
             },
         };

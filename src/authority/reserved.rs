@@ -5,6 +5,11 @@ use crate::decision::Refusal;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::store::CertRecord;
 
+/// Names reserved for the service whatever its certificate says: `localhost` (its default
+/// name) and the loopback addresses it always carries (see `serve::setup::server_names`).
+/// A node certificate for `localhost` would let any node impersonate every local service.
+pub const SERVICE_DEFAULT_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
+
 /// Whose name a reserved name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Holder {
@@ -23,7 +28,8 @@ impl std::fmt::Display for Holder {
     }
 }
 
-/// Names no node may have, whatever the flags `vouch serve` was started with: every name
+/// Names no node may have, whatever the flags `vouch serve` was started with:
+/// [`SERVICE_DEFAULT_NAMES`], and every name
 /// (CN, DNS and IP subjectAltNames) on the certificate the service actually presents and
 /// on the administrator certificate in the data directory. Read from those files when the
 /// authority opens (the service certificate only changes when `vouch serve` starts).
@@ -36,7 +42,7 @@ impl ReservedNames {
     /// The names on the certificates in `dir` (missing or unreadable files reserve nothing:
     /// `vouch serve` cannot present a certificate it cannot read).
     pub fn load(dir: &DataDir) -> Self {
-        let mut r = ReservedNames::default();
+        let mut r = Self::service_defaults();
         for (rel, holder) in [
             (crate::issuance::bootstrap::SERVER_CERT, Holder::Service),
             (crate::issuance::bootstrap::ADMIN_CERT, Holder::Admin),
@@ -48,6 +54,17 @@ impl ReservedNames {
                     }
                 }
             }
+        }
+        r
+    }
+
+    /// Only [`SERVICE_DEFAULT_NAMES`]: the names `vouch serve` gives its certificate by
+    /// default, reserved whether or not it has run (one rule for `vouch sign`, the hook
+    /// and the service).
+    pub fn service_defaults() -> Self {
+        let mut r = ReservedNames::default();
+        for n in SERVICE_DEFAULT_NAMES {
+            r.add(n.to_string(), Holder::Service);
         }
         r
     }

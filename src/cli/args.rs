@@ -147,6 +147,17 @@ pub enum Command {
         /// Write the CRL here (an existing file is replaced; - or no --out: stdout).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// On a compile server: fetch the CA's CRLs (the master CA's and the root's, what
+        /// Puppet's hostcrl must hold) from --ca-url into --out, replaced atomically; asks with
+        /// If-Modified-Since from the last fetch and sets the file's time to Last-Modified.
+        #[arg(long, requires_all = ["ca_url", "cacert", "out"])]
+        fetch: bool,
+        /// With --fetch: vouch serve's address, https://HOST:PORT (the agents' ca_server, ca_port).
+        #[arg(long, value_name = "URL", requires = "fetch")]
+        ca_url: Option<String>,
+        /// With --fetch: the CA bundle vouch serve's certificate must chain to (Puppet's localcacert).
+        #[arg(long, value_name = "BUNDLE", requires = "fetch")]
+        cacert: Option<PathBuf>,
     },
     /// A new certificate for the same key and classification, new validity; the old one is superseded.
     Renew {
@@ -172,11 +183,15 @@ pub enum Command {
     },
     /// Print a node's classification from its certificate, as Puppet's external node classifier.
     Enc {
-        /// The node (its current certificate in the store, or in --puppet-cadir).
+        /// The node (its current certificate in the store, from --ca-url, or in --puppet-cadir).
         certname: Option<String>,
-        /// Read this certificate file instead; trusts the file's origin, checks only its validity.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["certname", "puppet_cadir"])]
+        /// Read this certificate file instead, verified against --cacert and the CRLs of --crl
+        /// or --ca-url (without them: the --dir CA's bundle and CRLs); its CN must be CERTNAME
+        /// when one is given.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["puppet_cadir"])]
         cert: Option<PathBuf>,
+        #[command(flatten)]
+        remote: EncRemoteArgs,
         /// Hook mode: read CERTNAME's certificate from Puppet Server's CA directory
         /// (DIR/signed/CERTNAME.pem), verified against DIR/ca_crt.pem and DIR/ca_crl.pem.
         #[arg(long, value_name = "DIR", requires = "certname")]
@@ -186,6 +201,50 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
+}
+
+/// `vouch enc` on a compile server (the CA is vouch serve elsewhere). Puppet Server passes the
+/// ENC only the certname: every setting also comes from the environment or a config file.
+#[derive(Args, Debug, Default)]
+pub struct EncRemoteArgs {
+    /// vouch serve's address, https://HOST:PORT: the node's certificate is fetched from it
+    /// (GET certificate/CERTNAME), verified against --cacert and the CA's CRL.
+    #[arg(long, env = "VOUCH_ENC_CA_URL", value_name = "URL", conflicts_with = "puppet_cadir")]
+    pub ca_url: Option<String>,
+    /// The CA bundle (PEM: the master CA and the root) certificates must chain to.
+    #[arg(long, env = "VOUCH_ENC_CACERT", value_name = "BUNDLE")]
+    pub cacert: Option<PathBuf>,
+    /// How long a fetched CRL and a cached certificate are used before asking the CA again
+    /// (a revocation is refused at most this long after it; see --crl) [default: 60s].
+    #[arg(long, env = "VOUCH_ENC_CRL_REFRESH", value_name = "DURATION")]
+    pub crl_refresh: Option<String>,
+    /// A CRL file checked too (repeatable), such as Puppet's hostcrl kept by `vouch crl --fetch`:
+    /// a certificate listed there is refused at once.
+    #[arg(long, env = "VOUCH_ENC_CRL", value_name = "FILE", value_delimiter = ',')]
+    pub crl: Vec<PathBuf>,
+    /// The cache of CRLs and certificates [default: /var/cache/vouch/enc for root, else
+    /// $XDG_CACHE_HOME/vouch/enc or ~/.cache/vouch/enc].
+    #[arg(long, env = "VOUCH_ENC_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// At most this many certificates are cached (the oldest are dropped) [default: 10000].
+    #[arg(long, env = "VOUCH_ENC_CACHE_MAX", value_name = "N")]
+    pub cache_max: Option<usize>,
+    /// Where refusals and answers from a stale cache are logged: syslog (/dev/log, the
+    /// default), stderr, or a file (Puppet Server discards an ENC's stderr).
+    #[arg(long, env = "VOUCH_ENC_LOG", value_name = "syslog|stderr|FILE")]
+    pub log: Option<String>,
+    /// An administrator's certificate (PEM): with --client-key, administrators' overrides are
+    /// read from the CA (classification_override/CERTNAME) and printed instead.
+    #[arg(long, env = "VOUCH_ENC_CLIENT_CERT", value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The key of --client-cert.
+    #[arg(long, env = "VOUCH_ENC_CLIENT_KEY", value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// A TOML file with any of these settings (ca_url, cacert, crl_refresh, crl, cache_dir,
+    /// cache_max, log, client_cert, client_key); the command line and the environment win
+    /// [default: /etc/vouch/enc.toml when it exists].
+    #[arg(long, env = "VOUCH_ENC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -2,7 +2,7 @@
 
 use super::args::AutosignArgs;
 use super::output::{print_refusals, say, write_out};
-use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
+use super::{dir, find_policy, now, Cli, EXIT_OK, EXIT_REFUSED};
 use crate::authority::Authority;
 use crate::error::Error;
 use crate::issuance::bootstrap::DataDir;
@@ -26,9 +26,13 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;
-    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a node's.
-    let reserved =
-        cli.dir.as_deref().map(|d| crate::authority::ReservedNames::load(&DataDir::new(d))).unwrap_or_default();
+    // Beside a `vouch serve` in the same DIR: its service's and administrators' names are never a
+    // node's; `localhost` and the loopback addresses never are, with or without DIR.
+    let reserved = cli
+        .dir
+        .as_deref()
+        .map(|d| crate::authority::ReservedNames::load(&DataDir::new(d)))
+        .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
     let request = if too_large { None } else { Some(body.as_slice()) };
     let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
     let outcome = crate::hook::autosign::judge(&policy, journal.as_deref(), &reserved, &a.certname, request, now)?;
@@ -77,45 +81,41 @@ pub(super) fn enc(
     cli: &Cli,
     certname: Option<&str>,
     cert: Option<&Path>,
+    remote: &super::args::EncRemoteArgs,
     puppet_cadir: Option<&Path>,
     policy_path: Option<&Path>,
 ) -> Result<i32, Error> {
     let now = now(cli)?;
-    let classification = match (certname, cert, puppet_cadir) {
-        (Some(name), None, Some(cadir)) => {
-            let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
-            let settings = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
-        }
-        (Some(name), None, None) => {
-            let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-            auth.maintain(now)?;
-            let (c, source) = auth.enc_with_source(name, now)?;
-            return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
-        }
-        (None, Some(path), None) => {
-            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
-            let der = if bytes.first() == Some(&0x30) {
-                bytes
-            } else {
-                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
-                    .map(|(_, d)| d)
-                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
-            };
-            let (_, c) = x509_parser::parse_x509_certificate(&der)
-                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
-            let name = c.subject().to_string();
-            if c.validity().not_after.to_datetime() <= now || c.validity().not_before.to_datetime() > now {
-                return Err(Error::NotValid {
-                    certname: name,
-                    detail: "the certificate is outside its validity period".into(),
-                });
+    let classification =
+        match (certname, cert, puppet_cadir) {
+            (Some(name), None, Some(cadir)) => {
+                let der = crate::hook::puppet_cadir::verified_signed_cert(cadir, name, now)?;
+                let settings = classification_settings(cli, policy_path)?;
+                crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, name)?
             }
-            let settings = classification_settings(cli, policy_path)?;
-            crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
-        }
-        _ => return Err(Error::Usage { detail: "give a CERTNAME, --cert FILE or --puppet-cadir DIR CERTNAME".into() }),
-    };
+            (Some(name), None, None) => {
+                // A compile server: the CA is vouch serve at --ca-url (or the environment's, or
+                // the config file's).
+                let settings = classification_settings(cli, policy_path)?;
+                if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
+                    return super::compile::enc_remote(cli, &s, name);
+                }
+                let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+                auth.maintain(now)?;
+                let (c, source) = auth.enc_with_source(name, now)?;
+                return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
+            }
+            (name, Some(path), None) => {
+                let (der, name) = super::compile::verified_cert_file(cli, path, name, remote)?;
+                let settings = classification_settings(cli, policy_path)?;
+                crate::authority::classification_from_cert(&der, &settings.mirror_oid, settings.max_bytes, &name)?
+            }
+            _ => return Err(Error::Usage {
+                detail:
+                    "give a CERTNAME (with --ca-url on a compile server), --cert FILE or --puppet-cadir DIR CERTNAME"
+                        .into(),
+            }),
+        };
     let json = crate::authority::enc_json_with_source(&classification, crate::authority::Source::Certificate).map_err(
         |e| Error::NotValid {
             certname: certname.unwrap_or("").to_string(),

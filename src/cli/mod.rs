@@ -21,6 +21,7 @@ pub mod args;
 mod bench;
 mod ca;
 mod certs;
+mod compile;
 mod conductor;
 mod csr;
 mod hook;
@@ -173,13 +174,16 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::List { all, format } => certs::list(cli, all, format),
         Command::Revoke { certname, reason } => certs::revoke(cli, certname, reason),
         Command::Clean { certname } => certs::clean(cli, certname),
-        Command::Crl { out } => certs::crl(cli, out),
+        Command::Crl { out, fetch: true, ca_url: Some(url), cacert: Some(cacert) } => {
+            compile::crl_fetch(url, cacert, out.as_deref().unwrap_or(Path::new("-")))
+        }
+        Command::Crl { out, .. } => certs::crl(cli, out),
         Command::Renew { certname, out } => certs::renew(cli, certname, out),
         Command::Ldap(c) => store::ldap(cli, c),
         Command::Override(c) => store::override_cmd(cli, c),
         Command::Migrate { to } => store::migrate(cli, to),
-        Command::Enc { certname, cert, puppet_cadir, policy } => {
-            hook::enc(cli, certname.as_deref(), cert.as_deref(), puppet_cadir.as_deref(), policy.as_deref())
+        Command::Enc { certname, cert, remote, puppet_cadir, policy } => {
+            hook::enc(cli, certname.as_deref(), cert.as_deref(), remote, puppet_cadir.as_deref(), policy.as_deref())
         }
     }
 }

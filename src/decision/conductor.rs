@@ -45,6 +45,7 @@ pub fn recheck_conductor(
     conductor_der: &[u8],
     certname: &str,
     classification: Option<&Classification>,
+    alt_names: &[String],
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Conductor, Refused> {
@@ -58,6 +59,8 @@ pub fn recheck_conductor(
             Some(scope) => check_scope(scope, certname, None, now, classification, &mut reasons),
         }
     }
+    // A server's alt names must still be allowed.
+    super::check_server_names(&info, certname, alt_names, policy, &mut reasons);
     if reasons.is_empty() {
         Ok(info)
     } else {

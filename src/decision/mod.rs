@@ -42,9 +42,15 @@ pub struct Grant {
     binding: Option<attrs::Binding>,
     signed_digest: String,
     conductor_der: Vec<u8>,
+    alt_names: Vec<String>,
 }
 
 impl Grant {
+    /// The DNS names besides the certname that the certificate carries: requested by a
+    /// server and each allowed by its scope's `dns_alt_names` (step 11).
+    pub fn alt_names(&self) -> &[String] {
+        &self.alt_names
+    }
     pub fn certname(&self) -> &str {
         &self.certname
     }
@@ -140,6 +146,28 @@ pub fn decide_parsed(
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Grant, Refused> {
+    decide_with(req, parsed, policy, now, AltNames::ByScope)
+}
+
+/// Who allows a CSR's alt names (step 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AltNames {
+    /// The conductor's scope: `servers` and `dns_alt_names`.
+    ByScope,
+    /// An administrator who signs this pending request (`PUT certificate_status`
+    /// `{"desired_state":"signed"}`, as `puppetserver ca sign --allow-dns-alt-names`): the
+    /// names are issued as requested, still DNS names only (reserved names stay refused).
+    ApprovedByAdmin,
+}
+
+/// [`decide_parsed`] with the alt names allowed by `alt_names`.
+pub fn decide_with(
+    req: &Request<'_>,
+    parsed: Result<Csr, CsrError>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    alt_names: AltNames,
+) -> Result<Grant, Refused> {
     // 1. The CSR itself. The key's size was checked when it was parsed (csr::check_key_size).
     let csr = match parsed {
         Ok(c) => c,
@@ -163,6 +191,8 @@ pub fn decide_parsed(
     check_conductor_scope(&signer, req.certname, expiry, now, classification.as_ref(), policy, &mut reasons);
     // 10. Extension requests.
     check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
+    // 11. Alt names: only a server's, each allowed by its scope.
+    let alt_names = check_alt_names(&csr, &signer, req.certname, policy, alt_names, &mut reasons);
 
     if !reasons.is_empty() {
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
@@ -192,6 +222,7 @@ pub fn decide_parsed(
             binding,
             signed_digest: signer.signed_digest,
             conductor_der: signer.conductor_der,
+            alt_names,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => Err(Refused {
@@ -496,9 +527,7 @@ fn check_extension_requests(
             reasons.push(Refusal::ExtensionCritical { oid: shown.clone() });
         }
         if ext.oid == oids::SUBJECT_ALT_NAME {
-            if !policy.allow_subject_alt_names {
-                reasons.push(Refusal::SubjectAltNameRequested);
-            }
+            // Judged in step 11, against the conductor's scope.
         } else if oids::is_under(&ext.oid, oids::PP_AUTH) {
             reasons.push(Refusal::AuthorizationExtensionRequested { oid: shown });
         } else if ext.oid == policy.mirror_oid {
@@ -519,6 +548,112 @@ fn check_extension_requests(
     }
     if policy.mirror_required && !mirror_seen {
         reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
+    }
+}
+
+/// The DNS names a CSR's subjectAltName request holds (at most one request: step 10
+/// refuses duplicates), or why vouch will not issue them. IP addresses, e-mail addresses,
+/// URIs and the like are never issued; each DNS name must pass the certname rules (so no
+/// wildcard, no uppercase, no trailing dot).
+pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
+    use x509_parser::extensions::GeneralName;
+    use x509_parser::prelude::FromDer;
+    let mut names = Vec::new();
+    for ext in csr.extensions.iter().filter(|e| e.oid == oids::SUBJECT_ALT_NAME) {
+        let (rest, san) = x509_parser::extensions::SubjectAlternativeName::from_der(&ext.value)
+            .map_err(|e| Refusal::AltNameUnsupported { detail: format!("unreadable subjectAltName: {e}") })?;
+        if !rest.is_empty() {
+            return Err(Refusal::AltNameUnsupported { detail: "bytes after the subjectAltName".into() });
+        }
+        for n in &san.general_names {
+            match n {
+                GeneralName::DNSName(d) => {
+                    check_certname(d).map_err(|p| Refusal::AltNameUnsupported {
+                        detail: format!("DNS name {d:?} is not a valid host name: {p}"),
+                    })?;
+                    if !names.iter().any(|k| k == d) {
+                        names.push(d.to_string());
+                    }
+                }
+                other => {
+                    return Err(Refusal::AltNameUnsupported {
+                        detail: format!("{other} is not a DNS name; vouch issues DNS names only"),
+                    })
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Step 11: the alt names requested (besides the certname, which every certificate carries)
+/// are issued only to a server: a certname the conductor's scope lists in `servers`, each
+/// name matching the scope's `dns_alt_names`. Returns the names to issue.
+fn check_alt_names(
+    csr: &Csr,
+    signer: &Signer,
+    certname: &str,
+    policy: &Policy,
+    who: AltNames,
+    reasons: &mut Vec<Refusal>,
+) -> Vec<String> {
+    if !csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME) {
+        return Vec::new();
+    }
+    // A policy with no scope listing dns_alt_names allows none: the request is not even read.
+    if who == AltNames::ByScope && !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
+        reasons.push(Refusal::SubjectAltNameRequested);
+        return Vec::new();
+    }
+    let requested = match requested_alt_names(csr) {
+        Ok(n) => n,
+        Err(r) => {
+            reasons.push(r);
+            return Vec::new();
+        }
+    };
+    // Puppet lists the certname itself among the alt names it asks for.
+    let extra: Vec<String> = requested.into_iter().filter(|n| n != certname).collect();
+    if extra.is_empty() {
+        return extra;
+    }
+    if who == AltNames::ApprovedByAdmin {
+        return extra;
+    }
+    // An untrusted or unreadable conductor is refused already (steps 6, 9); no scope is judged.
+    let (Some(c), true) = (&signer.conductor, signer.trusted) else { return Vec::new() };
+    check_server_names(c, certname, &extra, policy, reasons);
+    extra
+}
+
+/// Whether the scope applying to conductor `c` lets `certname` (a server) carry `names`
+/// besides its certname; pushes the reasons it does not. A conductor matching no scope is
+/// refused for that elsewhere.
+pub(crate) fn check_server_names(
+    c: &Conductor,
+    certname: &str,
+    names: &[String],
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
+    if names.is_empty() {
+        return;
+    }
+    let Some(scope) = policy.scopes.iter().find(|sc| scope_applies(sc, c)) else {
+        if policy.scopes.is_empty() {
+            reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: None });
+        }
+        return;
+    };
+    let is_server = scope.servers.as_ref().is_some_and(|s| s.iter().any(|p| p.is_match(certname)));
+    let Some(allowed) = scope.dns_alt_names.as_ref().filter(|_| is_server) else {
+        reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: Some(scope.name.clone()) });
+        return;
+    };
+    for name in names {
+        if !allowed.iter().any(|p| p.is_match(name)) {
+            reasons.push(Refusal::AltNameOutOfScope { scope: scope.name.clone(), name: name.clone() });
+        }
     }
 }
 

@@ -78,6 +78,13 @@ pub enum Refusal {
     ExtensionCritical { oid: String },
     /// A subjectAltName was requested.
     SubjectAltNameRequested,
+    /// A CSR asks for alt names though no scope marks its certname as a server.
+    AltNamesNotServer { certname: String, scope: Option<String> },
+    /// A server asks for an alt name its scope's `dns_alt_names` does not list.
+    AltNameOutOfScope { scope: String, name: String },
+    /// A requested alt name that is not a valid DNS name (an IP address, a wildcard, an
+    /// e-mail address or URI, uppercase...), or a subjectAltName vouch cannot read.
+    AltNameUnsupported { detail: String },
     /// An extension in the ppAuthCertExt arc (pp_cli_auth, pp_auth_role…) was requested.
     AuthorizationExtensionRequested { oid: String },
     /// A pp_* extension the policy does not allow.
@@ -169,6 +176,9 @@ impl Refusal {
             Refusal::ExtensionDuplicated { .. } => "extension-duplicated",
             Refusal::ExtensionCritical { .. } => "extension-critical",
             Refusal::SubjectAltNameRequested => "subject-alt-name-requested",
+            Refusal::AltNamesNotServer { .. } => "alt-names-not-a-server",
+            Refusal::AltNameOutOfScope { .. } => "alt-name-out-of-scope",
+            Refusal::AltNameUnsupported { .. } => "alt-name-unsupported",
             Refusal::AuthorizationExtensionRequested { .. } => "authorization-extension-requested",
             Refusal::PuppetExtensionNotAllowed { .. } => "puppet-extension-not-allowed",
             Refusal::ExtensionNotAllowed { .. } => "extension-not-allowed",
@@ -249,7 +259,20 @@ impl Refusal {
             Refusal::ExtensionCritical { .. } => {
                 "request extensions as non-critical, as Puppet agents do (csr_attributes.yaml extension_requests)"
             }
-            Refusal::SubjectAltNameRequested => "remove subjectAltName from the request, or set extensions.allow_subject_alt_names",
+            Refusal::SubjectAltNameRequested => {
+                "remove dns_alt_names from the node's puppet.conf; for a server, give its conductor's \
+                 [[conductor]] scope servers and dns_alt_names"
+            }
+            Refusal::AltNamesNotServer { .. } => {
+                "only servers get alt names: remove dns_alt_names from the node's puppet.conf, or add its \
+                 certname to the servers of its conductor's scope"
+            }
+            Refusal::AltNameOutOfScope { .. } => {
+                "request only names the scope's dns_alt_names lists (puppet.conf dns_alt_names), or add the name there"
+            }
+            Refusal::AltNameUnsupported { .. } => {
+                "request lowercase DNS names only, without wildcards or IP addresses (puppet.conf dns_alt_names)"
+            }
             Refusal::AuthorizationExtensionRequested { .. } => {
                 "authorization extensions grant API rights and are never autosigned; sign such a request by hand"
             }
@@ -357,7 +380,23 @@ impl std::fmt::Display for Refusal {
                 "extension {oid} is requested as critical; no requested extension may be critical \
                  (Puppet Server would copy it into the certificate as critical)"
             ),
-            Refusal::SubjectAltNameRequested => f.write_str("the CSR requests subjectAltNames, which the policy does not allow"),
+            Refusal::SubjectAltNameRequested => f.write_str(
+                "the CSR requests subjectAltNames, which the policy does not allow (no [[conductor]] scope lists dns_alt_names)",
+            ),
+            Refusal::AltNamesNotServer { certname, scope: Some(scope) } => write!(
+                f,
+                "{certname} asks for alt names, but scope '{scope}' does not list it among its servers: \
+                 a node that is not a server gets no alt names"
+            ),
+            Refusal::AltNamesNotServer { certname, scope: None } => write!(
+                f,
+                "{certname} asks for alt names, but no [[conductor]] scope of its conductor marks it as a server: \
+                 a node that is not a server gets no alt names"
+            ),
+            Refusal::AltNameOutOfScope { scope, name } => {
+                write!(f, "scope '{scope}' does not allow the alt name {name:?} (its dns_alt_names)")
+            }
+            Refusal::AltNameUnsupported { detail } => write!(f, "unsupported subjectAltName request: {detail}"),
             Refusal::AuthorizationExtensionRequested { oid } => {
                 write!(f, "the CSR requests the authorization extension {oid}")
             }

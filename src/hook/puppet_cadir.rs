@@ -41,25 +41,42 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
     let leaf_path = signed_path(cadir, certname)?;
     let bundle_path = cadir.join(CA_CERT);
     let crl_path = cadir.join(CA_CRL);
-
-    let bundle = crate::encoding::pem::find_all(&read(&bundle_path)?, "CERTIFICATE")
-        .map_err(|e| ca_error(&bundle_path, e.to_string()))?;
-    let trust = trust_of(&bundle, &bundle_path)?;
-
-    let crl_ders = crate::encoding::pem::find_all(&read(&crl_path)?, "X509 CRL")
-        .map_err(|e| ca_error(&crl_path, e.to_string()))?;
-    if crl_ders.is_empty() {
-        return Err(ca_error(&crl_path, "it holds no CRL"));
-    }
-    let crls = crls_of(&crl_ders, &crl_path)?;
-    let crl_refs: Vec<&webpki::CertRevocationList<'_>> = crls.iter().collect();
-    let revocation = revocation_options(&crl_refs, &crl_path)?;
-
+    let bundle = read(&bundle_path)?;
+    let crl = read(&crl_path)?;
     let der = read_leaf(&leaf_path, certname)?;
-    let leaf = Leaf { der: &der, certname, now };
-    verify_chain(&leaf, &trust, revocation, &bundle_path)?;
-    check_common_name(&leaf)?;
+    verify_leaf(&der, certname, (&bundle, &bundle_path), &[(&crl, &crl_path)], now)?;
     Ok(der)
+}
+
+/// Verifies a node certificate (DER) for `certname`: it chains to a self-signed certificate
+/// of the bundle (PEM, through the others there), is valid at `now` for client
+/// authentication, is on no CRL of any of `crls` (each a PEM file's bytes and its path;
+/// every certificate of the chain must be covered by a CRL of each, and an expired CRL
+/// still counts), and names `certname` as its only CN.
+pub fn verify_leaf(
+    der: &[u8],
+    certname: &str,
+    bundle: (&[u8], &Path),
+    crls: &[(&[u8], &Path)],
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let (bundle_pem, bundle_path) = bundle;
+    let bundle_ders =
+        crate::encoding::pem::find_all(bundle_pem, "CERTIFICATE").map_err(|e| ca_error(bundle_path, e.to_string()))?;
+    let trust = trust_of(&bundle_ders, bundle_path)?;
+    let leaf = Leaf { der, certname, now };
+    for (crl_pem, crl_path) in crls {
+        let crl_ders =
+            crate::encoding::pem::find_all(crl_pem, "X509 CRL").map_err(|e| ca_error(crl_path, e.to_string()))?;
+        if crl_ders.is_empty() {
+            return Err(ca_error(crl_path, "it holds no CRL"));
+        }
+        let parsed = crls_of(&crl_ders, crl_path)?;
+        let crl_refs: Vec<&webpki::CertRevocationList<'_>> = parsed.iter().collect();
+        let revocation = revocation_options(&crl_refs, crl_path)?;
+        verify_chain(&leaf, &trust, revocation, bundle_path, crl_path)?;
+    }
+    check_common_name(&leaf)
 }
 
 /// The CA bundle split into trust anchors (its self-signed certificates) and intermediates.
@@ -143,6 +160,7 @@ fn verify_chain(
     trust: &Trust<'_>,
     revocation: webpki::RevocationOptions<'_>,
     bundle_path: &Path,
+    crl_path: &Path,
 ) -> Result<(), Error> {
     let ee_cd = CertificateDer::from(leaf.der);
     let ee = webpki::EndEntityCert::try_from(&ee_cd)
@@ -158,7 +176,9 @@ fn verify_chain(
         None,
     )
     .map_err(|e| match e {
-        webpki::Error::CertRevoked => leaf.not_valid("its certificate is revoked (Puppet Server's CRL)".into()),
+        webpki::Error::CertRevoked => {
+            leaf.not_valid(format!("its certificate is revoked (the CRL in {})", crl_path.display()))
+        }
         webpki::Error::CertExpired { .. } => leaf.not_valid("its certificate has expired".into()),
         webpki::Error::CertNotValidYet { .. } => leaf.not_valid("its certificate is not yet valid".into()),
         other => {

@@ -71,6 +71,9 @@ pub struct RenewalProof {
     pub(crate) classification_b64: String,
     /// Extensions of the current certificate that the policy allows (OID, DER value).
     pub(crate) extra: Vec<(Vec<u64>, Vec<u8>)>,
+    /// The current certificate's DNS names besides the certname, allowed again by the
+    /// current policy's scope for its conductor.
+    pub(crate) alt_names: Vec<String>,
 }
 
 /// The role of a certificate the CA issues for its own operators and services
@@ -246,7 +249,8 @@ fn validity(profile: &crate::policy::Profile, ca: &MasterCa, now: OffsetDateTime
     Ok(Validity { not_before, not_after })
 }
 
-/// The certname as a DNS name; for a local certificate, its other DNS names and IP addresses too.
+/// The certname as a DNS name, then a server's alt names; for a local certificate, its other
+/// DNS names and IP addresses too.
 fn subject_alt_names(auth: &Authorization, certname: &str) -> Result<Vec<SanType>, IssueError> {
     let dns_name = |n: &str| {
         n.to_string()
@@ -255,6 +259,16 @@ fn subject_alt_names(auth: &Authorization, certname: &str) -> Result<Vec<SanType
             .map_err(|e| IssueError::Encoding { detail: format!("{n:?} as DNS name: {e}") })
     };
     let mut names = vec![dns_name(certname)?];
+    // A server's alt names, as its scope allowed them (the decision's step 11, or a renewal
+    // that checked them again).
+    let alt: &[String] = match auth {
+        Authorization::Vouched(g) => g.alt_names(),
+        Authorization::Renewal(r) => &r.alt_names,
+        Authorization::Local(_) => &[],
+    };
+    for n in alt.iter().filter(|n| **n != certname) {
+        names.push(dns_name(n)?);
+    }
     if let Authorization::Local(l) = auth {
         for n in l.dns_names.iter().filter(|n| **n != certname) {
             names.push(dns_name(n)?);

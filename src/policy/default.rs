@@ -35,7 +35,8 @@ mirror_oid = "1.3.6.1.4.1.34380.1.2.5"
 mirror_required = false
 
 [extensions]
-# Requested subjectAltNames let a node claim other names (CVE-2011-3872).
+# Requested subjectAltNames let a node claim other names (CVE-2011-3872). Only false:
+# alt names are a server's, allowed per [[conductor]] scope (servers, dns_alt_names).
 allow_subject_alt_names = false
 # Further extension requests nodes may add (OIDs or pp_* names). The node alone
 # controls them: never list one that your manifests or Hiera trust for roles.

@@ -66,7 +66,9 @@ pub struct Policy {
     pub mirror_oid: Vec<u64>,
     /// Refuse CSRs without the mirror request.
     pub mirror_required: bool,
-    /// Allow a requested subjectAltName.
+    /// Always false: `extensions.allow_subject_alt_names = true` is refused when the policy
+    /// loads (it once accepted alt names and issued none). Alt names are allowed per scope
+    /// ([`Scope::servers`], [`Scope::dns_alt_names`]).
     pub allow_subject_alt_names: bool,
     /// Other extension requests a node may add (never the ppAuthCertExt arc).
     pub allowed_extensions: Vec<Vec<u64>>,
@@ -141,6 +143,12 @@ pub struct Scope {
     /// Top-level parameter names the classification may set.
     pub parameters: Option<Vec<String>>,
     pub max_lifetime: Option<Duration>,
+    /// Certname patterns of the servers this conductor vouches for: only they may be issued
+    /// subjectAltNames (always with [`Scope::dns_alt_names`]).
+    pub servers: Option<Vec<Pattern>>,
+    /// The DNS names a server of this scope may carry besides its certname (`puppet`, a
+    /// load balancer's name); each requested name must match one.
+    pub dns_alt_names: Option<Vec<Pattern>>,
 }
 
 /// The rule for a certname that already has a valid certificate.

@@ -50,6 +50,8 @@ struct RawScope {
     environments: Option<Vec<String>>,
     parameters: Option<Vec<String>>,
     max_lifetime: Option<Spanned<String>>,
+    servers: Option<Vec<String>>,
+    dns_alt_names: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -104,7 +106,7 @@ struct RawClassification {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawExtensions {
-    allow_subject_alt_names: Option<bool>,
+    allow_subject_alt_names: Option<Spanned<bool>>,
     #[serde(default)]
     allow: Vec<Spanned<String>>,
 }
@@ -196,7 +198,7 @@ impl Policy {
             classification_max_bytes: classification.max_bytes,
             mirror_oid: classification.mirror_oid,
             mirror_required: classification.mirror_required,
-            allow_subject_alt_names: raw.extensions.allow_subject_alt_names.unwrap_or(false),
+            allow_subject_alt_names: false,
             allowed_extensions,
             audit_log: places.audit_log,
             renewal_min_age: issuance.renewal_min_age,
@@ -403,6 +405,17 @@ impl PolicyFile<'_> {
     /// `extensions.allow`: the extension requests a node may add (only pp_reg and pp_priv,
     /// never the mirror OID, which is always checked against the signed classification).
     fn extensions(&self, raw: &RawExtensions, mirror_oid: &[u64]) -> Result<Vec<Vec<u64>>, PolicyError> {
+        if let Some(on) = raw.allow_subject_alt_names.as_ref().filter(|v| *v.get_ref()) {
+            // It used to accept requested alt names and issue none; alt names are now a
+            // server's, allowed per conductor scope and checked name by name.
+            return Err(self.err(
+                Some(on.span()),
+                "extensions.allow_subject_alt_names",
+                "alt names are allowed only for servers: remove this line and give the [[conductor]] scope that \
+                 vouches for them `servers` (their certname patterns) and `dns_alt_names` (the names they may carry)"
+                    .into(),
+            ));
+        }
         let mut allowed = Vec::new();
         for item in &raw.allow {
             let refuse = |message: String| self.err(Some(item.span()), "extensions.allow", message);
@@ -555,6 +568,20 @@ impl PolicyFile<'_> {
             },
         };
         let certnames = self.patterns(sc.certnames, "conductor.certnames", Pattern::certname)?;
+        let servers = self.patterns(sc.servers, "conductor.servers", Pattern::certname)?;
+        let dns_alt_names = self.patterns(sc.dns_alt_names, "conductor.dns_alt_names", Pattern::certname)?;
+        // Alt names are a server's: a scope that allows them says which of its certnames are servers.
+        if dns_alt_names.is_some() != servers.is_some() {
+            return Err(self.err(
+                None,
+                "conductor",
+                format!(
+                    "scope '{}': dns_alt_names (the names a server may be issued) and servers (the certnames \
+                     that are servers) go together; give both or neither",
+                    sc.name
+                ),
+            ));
+        }
         let classes = self.patterns(sc.classes, "conductor.classes", Pattern::class)?;
         let subject_dn = self.dn(&sc.subject, "conductor.subject")?;
         let issuer_dn = self.dn(&sc.issuer, "conductor.issuer")?;
@@ -570,6 +597,8 @@ impl PolicyFile<'_> {
             environments: sc.environments,
             parameters: sc.parameters,
             max_lifetime,
+            servers,
+            dns_alt_names,
         })
     }
 

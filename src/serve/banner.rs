@@ -63,6 +63,13 @@ fn agent_settings(r: &SetupReport, local: SocketAddr) -> String {
         "ca_fingerprint: the SHA-256 of the CA bundle this service sends (master CA + root), which is why it\n\
          differs from the root CA fingerprint above\n",
     );
+    out.push_str(
+        "compile servers (a stock Puppet Server with its CA service disabled in services.d/ca.cfg): enrol each\n\
+         with 'puppet ssl bootstrap' against this service (alt names such as dns_alt_names = puppet only if its\n\
+         conductor's [[conductor]] scope lists it in servers and the names in dns_alt_names), keep its hostcrl\n\
+         fresh with 'vouch crl --fetch --ca-url URL --cacert BUNDLE --out FILE' (a timer), and classify with\n\
+         'vouch enc --ca-url URL --cacert BUNDLE': docs/compile-servers.md\n",
+    );
     out.push_str("then: puppet ssl bootstrap (certificate only; puppet agent --test also needs the Puppet Server)\n");
     out
 }

@@ -7,7 +7,7 @@
 
 pub mod api;
 mod banner;
-#[cfg(feature = "bench")]
+// Also the compile server's client of vouch serve (`vouch enc --ca-url`, `vouch crl --fetch`).
 pub mod client;
 mod http;
 mod metrics;

@@ -203,7 +203,9 @@ pub(super) fn status_put(
                     _ => not_found("certificate_request", name),
                 });
             };
-            match auth.issue(&pem, Some(name), now)? {
+            // Its alt names too are the administrator's to approve (`puppetserver ca sign
+            // --allow-dns-alt-names`); everything else is judged as for any request.
+            match auth.issue_admin_approved(&pem, Some(name), now)? {
                 IssueOutcome::Issued(i) => {
                     events.push(Event::Decision {
                         certname: name.to_string(),

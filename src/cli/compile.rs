@@ -1,0 +1,181 @@
+//! A compile server's commands: `vouch crl --fetch` and `vouch enc --ca-url`, and the
+//! verified `vouch enc --cert`.
+
+use super::args::EncRemoteArgs;
+use super::output::{say, write_out};
+use super::{dir, now, read_file, Cli, EXIT_OK};
+use crate::authority::Authority;
+use crate::compile::enc::Settings;
+use crate::compile::log::LogTo;
+use crate::compile::{fetch_crl, CaService, Fetched};
+use crate::error::Error;
+use std::path::{Path, PathBuf};
+
+/// The default config file of `vouch enc --ca-url`, read when it exists.
+pub const ENC_CONFIG: &str = "/etc/vouch/enc.toml";
+
+pub(super) fn crl_fetch(ca_url: &str, cacert: &Path, out: &Path) -> Result<i32, Error> {
+    let bundle = read_file(cacert, crate::files::input::Kind::TrustFile)?;
+    let ca = CaService::new(ca_url, &bundle, None)?;
+    match fetch_crl(&ca, &bundle, out)? {
+        Fetched::Replaced { last_modified } => sayln!(
+            "vouch: wrote the CA's CRLs to {} (Last-Modified: {})",
+            out.display(),
+            last_modified.as_deref().unwrap_or("not sent")
+        )?,
+        Fetched::Unchanged => sayln!("vouch: {} is current (the CA answered 304)", out.display())?,
+    }
+    Ok(EXIT_OK)
+}
+
+/// The config file's keys (all optional; the command line and the environment win).
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EncConfig {
+    ca_url: Option<String>,
+    cacert: Option<PathBuf>,
+    crl_refresh: Option<String>,
+    crl: Option<Vec<PathBuf>>,
+    cache_dir: Option<PathBuf>,
+    cache_max: Option<usize>,
+    log: Option<String>,
+    client_cert: Option<PathBuf>,
+    client_key: Option<PathBuf>,
+}
+
+fn load_config(a: &EncRemoteArgs) -> Result<EncConfig, Error> {
+    let path = match &a.config {
+        Some(p) => p.clone(),
+        None if Path::new(ENC_CONFIG).exists() => PathBuf::from(ENC_CONFIG),
+        None => return Ok(EncConfig::default()),
+    };
+    let text = read_file(&path, crate::files::input::Kind::TrustFile)?;
+    let text =
+        String::from_utf8(text).map_err(|_| Error::Usage { detail: format!("{}: not UTF-8", path.display()) })?;
+    toml::from_str(&text).map_err(|e| Error::Usage { detail: format!("{}: {e}", path.display()) })
+}
+
+fn default_cache_dir() -> PathBuf {
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/var/cache/vouch/enc");
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/var/cache"));
+    base.join("vouch/enc")
+}
+
+/// The remote classifier's settings, if --ca-url (or the environment, or the config file)
+/// names a CA.
+pub(super) fn enc_settings(
+    a: &EncRemoteArgs,
+    mirror_oid: Vec<u64>,
+    max_bytes: usize,
+) -> Result<Option<Settings>, Error> {
+    let c = load_config(a)?;
+    let Some(ca_url) = a.ca_url.clone().or(c.ca_url) else { return Ok(None) };
+    let cacert = a.cacert.clone().or(c.cacert).ok_or_else(|| Error::Usage {
+        detail: "--ca-url needs --cacert BUNDLE (VOUCH_ENC_CACERT, or cacert in the config file)".into(),
+    })?;
+    let refresh_text = a.crl_refresh.clone().or(c.crl_refresh).unwrap_or_else(|| "60s".into());
+    let crl_refresh = crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| {
+        Error::Usage { detail: format!("--crl-refresh {refresh_text:?}: give a duration such as 60s or 5m") }
+    })?;
+    let identity = match (a.client_cert.clone().or(c.client_cert), a.client_key.clone().or(c.client_key)) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => return Err(Error::Usage { detail: "give both --client-cert and --client-key, or neither".into() }),
+    };
+    Ok(Some(Settings {
+        ca_url,
+        cacert,
+        crl_refresh,
+        crl_files: if a.crl.is_empty() { c.crl.unwrap_or_default() } else { a.crl.clone() },
+        cache_dir: a.cache_dir.clone().or(c.cache_dir).unwrap_or_else(default_cache_dir),
+        cache_max: a.cache_max.or(c.cache_max).unwrap_or(10_000).max(1),
+        log: LogTo::parse(a.log.as_deref().or(c.log.as_deref()).unwrap_or("syslog")),
+        identity,
+        mirror_oid,
+        max_bytes,
+    }))
+}
+
+pub(super) fn enc_remote(cli: &Cli, s: &Settings, certname: &str) -> Result<i32, Error> {
+    let json = crate::compile::enc::run(s, certname, now(cli)?)?;
+    write_out(None, &json, 0o644)?;
+    Ok(EXIT_OK)
+}
+
+/// A CRL file's bytes and where they came from.
+type CrlFile = (Vec<u8>, PathBuf);
+
+/// `enc --cert FILE [CERTNAME]`: the certificate's DER, verified. Against --cacert and the
+/// CRLs of --crl and --ca-url when --cacert is given; else against the --dir CA's bundle
+/// and CRLs. Returns the DER and the certname it names.
+pub(super) fn verified_cert_file(
+    cli: &Cli,
+    path: &Path,
+    certname: Option<&str>,
+    a: &EncRemoteArgs,
+) -> Result<(Vec<u8>, String), Error> {
+    let bytes = read_file(path, crate::files::input::Kind::Cert)?;
+    let der = if bytes.first() == Some(&0x30) {
+        bytes
+    } else {
+        crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
+            .map(|(_, d)| d)
+            .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
+    };
+    let (_, c) = x509_parser::parse_x509_certificate(&der)
+        .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
+    let name = match certname {
+        Some(n) => n.to_string(),
+        None => c.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).unwrap_or("").to_string(),
+    };
+    let now = now(cli)?;
+    let (bundle, bundle_path, crls): (Vec<u8>, PathBuf, Vec<CrlFile>) = match &a.cacert {
+        Some(cacert) => {
+            let bundle = read_file(cacert, crate::files::input::Kind::TrustFile)?;
+            let mut crls = Vec::new();
+            for f in &a.crl {
+                crls.push((read_file(f, crate::files::input::Kind::TrustFile)?, f.clone()));
+            }
+            if let Some(url) = &a.ca_url {
+                let ca = CaService::new(url, &bundle, None)?;
+                let r = ca.get(crate::compile::CRL_PATH, &[])?;
+                if r.status != 200 {
+                    return Err(Error::Remote {
+                        url: url.clone(),
+                        detail: format!("GET the CRL answered {}", r.status),
+                    });
+                }
+                crate::compile::check_crl_body(&r.body, &bundle, url)?;
+                crls.push((r.body, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));
+            }
+            if crls.is_empty() {
+                return Err(Error::Usage {
+                    detail: "--cert with --cacert needs the CA's CRLs: --crl FILE (Puppet's hostcrl) or --ca-url URL"
+                        .into(),
+                });
+            }
+            (bundle, cacert.clone(), crls)
+        }
+        None if a.ca_url.is_some() || !a.crl.is_empty() => {
+            return Err(Error::Usage {
+                detail: "--cert with --ca-url or --crl needs --cacert BUNDLE (the CA bundle to verify against)".into(),
+            })
+        }
+        None => {
+            let d = dir(cli)?;
+            let auth = Authority::open_with(&d, &cli.store_url())?;
+            auth.maintain(now)?;
+            let crl = auth.crl_bundle()?.into_bytes();
+            (auth.chain_pem().as_bytes().to_vec(), d.file("ca_bundle.pem"), vec![(crl, d.file("ca_crl.pem"))])
+        }
+    };
+    let refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
+    crate::hook::puppet_cadir::verify_leaf(&der, &name, (&bundle, &bundle_path), &refs, now)?;
+    Ok((der, name))
+}

@@ -1,0 +1,176 @@
+//! A compile server's side of `vouch serve`: a stock Puppet Server compiling catalogs
+//! with its own CA disabled, vouch serve being the fleet's CA.
+//!
+//! - [`fetch_crl`] (`vouch crl --fetch`): the CA's two-CRL body (master then root)
+//!   into Puppet's `hostcrl`, replaced atomically, asked with If-Modified-Since from
+//!   the last fetch (never from the file's mtime), the file's mtime set to Last-Modified.
+//! - [`enc`] (`vouch enc --ca-url`): the classifier, from the node's certificate fetched
+//!   over the public API, verified against the CA bundle and a cached, refreshed CRL,
+//!   with a bounded cache keyed by serial that keeps catalogs compiling while the CA
+//!   restarts.
+
+pub mod enc;
+pub mod log;
+
+use crate::error::Error;
+use crate::serve::client::{Client, Response};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+/// The CA's two-CRL body (the master CA's CRL, then the root's), as agents want it.
+pub const CRL_PATH: &str = "/puppet-ca/v1/certificate_revocation_list/ca";
+
+/// The CA service (`--ca-url https://HOST:PORT`), trusted through `--cacert`.
+pub struct CaService {
+    url: String,
+    host: String,
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+}
+
+fn remote(url: &str, detail: impl Into<String>) -> Error {
+    Error::Remote { url: url.to_string(), detail: detail.into() }
+}
+
+impl CaService {
+    /// `url` is `https://HOST:PORT` (a trailing `/` allowed; the port defaults to 8140);
+    /// `cacert` the CA bundle (PEM); `identity` an optional client certificate and key (PEM).
+    pub fn new(url: &str, cacert: &[u8], identity: Option<(&[u8], &[u8])>) -> Result<Self, Error> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| Error::Usage { detail: format!("--ca-url {url:?}: give https://HOST:PORT") })?;
+        let hostport = rest.trim_end_matches('/');
+        if hostport.is_empty() || hostport.contains('/') || hostport.contains('@') {
+            return Err(Error::Usage { detail: format!("--ca-url {url:?}: give https://HOST:PORT, no path") });
+        }
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
+                Ok(port) => (h.trim_start_matches('[').trim_end_matches(']').to_string(), port),
+                Err(_) => return Err(Error::Usage { detail: format!("--ca-url {url:?}: the port is not a number") }),
+            },
+            _ => (hostport.to_string(), 8140),
+        };
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| remote(url, format!("cannot resolve {host}: {e}")))?
+            .next()
+            .ok_or_else(|| remote(url, format!("{host} has no address")))?;
+        let config = crate::serve::client::tls_config(cacert, identity)
+            .map_err(|e| Error::Usage { detail: format!("--cacert or the client credentials: {e}") })?;
+        Ok(CaService { url: url.trim_end_matches('/').to_string(), host, addr, config })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// One GET on a new connection (each command asks once or twice).
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Response, Error> {
+        let mut c =
+            Client::new(self.config.clone(), self.addr, &self.host).map_err(|e| remote(&self.url, e.to_string()))?;
+        c.request_with_headers("GET", path, headers, b"").map_err(|e| remote(&self.url, e.to_string()))
+    }
+}
+
+/// What `vouch crl --fetch` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// A new body was written (its Last-Modified).
+    Replaced { last_modified: Option<String> },
+    /// The CA answered 304: the file is current.
+    Unchanged,
+}
+
+/// The state of the last fetch, beside the output file: the Last-Modified the CA sent and
+/// the SHA-256 of the body written. If-Modified-Since is sent only while the file is
+/// still exactly that body (a copied or edited file is fetched again in full).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct FetchState {
+    last_modified: Option<String>,
+    sha256: String,
+}
+
+fn state_path(out: &Path) -> PathBuf {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    out.with_file_name(format!(".{name}.vouch-fetch"))
+}
+
+fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io { path: path.to_path_buf(), op, source }
+}
+
+/// Checks a CRL body: PEM `X509 CRL` blocks, at least one, each readable, each issued by a
+/// certificate of the bundle (by name). The TLS connection (verified against the same
+/// bundle) vouches for the bytes; Puppet Server and webpki verify the signatures on use.
+pub fn check_crl_body(body: &[u8], bundle: &[u8], url: &str) -> Result<(), Error> {
+    let ders = crate::encoding::pem::find_all(body, "X509 CRL").map_err(|e| remote(url, format!("the CRL: {e}")))?;
+    if ders.is_empty() {
+        return Err(remote(url, "the CRL answer holds no X509 CRL block"));
+    }
+    let subjects: Vec<Vec<u8>> = crate::encoding::pem::find_all(bundle, "CERTIFICATE")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|d| x509_parser::parse_x509_certificate(d).ok().map(|(_, c)| c.subject().as_raw().to_vec()))
+        .collect();
+    for d in &ders {
+        let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(d)
+            .map_err(|e| remote(url, format!("an unreadable CRL: {e}")))?;
+        if !subjects.iter().any(|s| s.as_slice() == crl.issuer().as_raw()) {
+            return Err(remote(url, format!("a CRL issued by {}, which is not in --cacert", crl.issuer())));
+        }
+    }
+    Ok(())
+}
+
+use x509_parser::prelude::FromDer;
+
+/// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]).
+pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, Error> {
+    let state_file = state_path(out);
+    let state: FetchState =
+        std::fs::read(&state_file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let current = std::fs::read(out).ok();
+    let unchanged_since_fetch = current.as_deref().is_some_and(|c| crate::encoding::sha256_hex(c) == state.sha256);
+    let ims = state.last_modified.clone().filter(|_| unchanged_since_fetch);
+    let headers: Vec<(&str, &str)> = ims.as_deref().map(|v| ("If-Modified-Since", v)).into_iter().collect();
+    let resp = ca.get(CRL_PATH, &headers)?;
+    match resp.status {
+        304 if ims.is_some() => return Ok(Fetched::Unchanged),
+        200 => {}
+        other => {
+            return Err(remote(
+                ca.url(),
+                format!("GET {CRL_PATH} answered {other}: {}", resp.text().chars().take(200).collect::<String>()),
+            ))
+        }
+    }
+    check_crl_body(&resp.body, bundle, ca.url())?;
+    crate::files::durable::write_replace(out, &resp.body, 0o644).map_err(io(out, "write"))?;
+    let last_modified = resp.header("last-modified").map(str::to_string);
+    if let Some(t) = last_modified.as_deref().and_then(crate::encoding::time::parse_http_date) {
+        // The file's time is the CRL's, not the fetch's (Puppet's own refresh reads it).
+        let f = std::fs::File::options().write(true).open(out).map_err(io(out, "open"))?;
+        f.set_modified(std::time::SystemTime::from(t)).map_err(io(out, "set the modification time of"))?;
+    }
+    // Last-Modified has one-second resolution, and vouch serve answers 304 when the CRLs are
+    // not newer than If-Modified-Since: CRLs made again within the second of this one would
+    // look unchanged. Such a fresh Last-Modified is not kept, so the next fetch is whole.
+    let settled = last_modified
+        .as_deref()
+        .and_then(crate::encoding::time::parse_http_date)
+        .is_some_and(|t| t + time::Duration::seconds(2) <= OffsetDateTime::now_utc());
+    let new_state = FetchState {
+        last_modified: last_modified.clone().filter(|_| settled),
+        sha256: crate::encoding::sha256_hex(&resp.body),
+    };
+    let bytes = serde_json::to_vec(&new_state).map_err(|e| Error::Usage { detail: e.to_string() })?;
+    crate::files::durable::write_replace(&state_file, &bytes, 0o644).map_err(io(&state_file, "write"))?;
+    Ok(Fetched::Replaced { last_modified })
+}
+
+/// Seconds since the epoch (cache ages).
+pub(crate) fn unix(t: OffsetDateTime) -> i64 {
+    t.unix_timestamp()
+}
