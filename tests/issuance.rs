@@ -295,6 +295,24 @@ fn crl_is_regenerated_before_it_lapses() {
     assert_eq!(number(), n0 + 1);
     let (_, text) = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-nextupdate"]);
     assert!(text.contains("nextUpdate"), "{text}");
+    // Each CRL is dated (Last-Modified, whole seconds) after the one it replaced, however
+    // quickly they follow: an agent asking If-Modified-Since never keeps an older one.
+    let second = || {
+        std::fs::metadata(ca.ca_file("ca_crl.pem"))
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let mut last = second();
+    for _ in 0..3 {
+        ok(&ca.vouch(&["crl"]));
+        let now = second();
+        assert!(now > last, "a new CRL in the same second as the last: {now} <= {last}");
+        last = now;
+    }
 }
 
 /// A revoked certificate leaves the CRL once it has been expired for a whole CRL period

@@ -227,11 +227,13 @@ impl Authority {
         crate::files::durable::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
+        let before = modified_second(&path);
         crate::files::durable::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
             path: path.clone(),
             op: "write",
             source,
         })?;
+        after_second(&path, before)?;
         // Written after the CRL: a crash between the two leaves an older date, which only
         // makes the next command regenerate sooner.
         let size = stamp;
@@ -296,7 +298,30 @@ impl Authority {
             })
         };
         write(number_path, format!("{number}\n").as_bytes())?;
-        write(self.dir.file(bootstrap::ROOT_CRL), pem.as_bytes())?;
+        let root_crl = self.dir.file(bootstrap::ROOT_CRL);
+        let before = modified_second(&root_crl);
+        write(root_crl.clone(), pem.as_bytes())?;
+        after_second(&root_crl, before)?;
         write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
     }
+}
+
+/// A file's modification time in whole seconds since the epoch, if it exists.
+fn modified_second(path: &std::path::Path) -> Option<u64> {
+    let m = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+/// Gives a CRL just written a modification time in a later second than the CRL it replaced.
+/// Agents ask for the CRLs with If-Modified-Since, which has whole seconds: two CRLs written
+/// within one second would look the same to an agent holding the first, which would keep it.
+fn after_second(path: &std::path::Path, before: Option<u64>) -> Result<(), Error> {
+    let (Some(before), Some(now)) = (before, modified_second(path)) else { return Ok(()) };
+    if now > before {
+        return Ok(());
+    }
+    let later = std::time::UNIX_EPOCH + std::time::Duration::from_secs(before + 1);
+    crate::files::durable::open_nofollow(std::fs::OpenOptions::new().write(true), path)
+        .and_then(|f| f.set_modified(later))
+        .map_err(|source| Error::Io { path: path.to_path_buf(), op: "set the modification time of", source })
 }
