@@ -41,11 +41,8 @@ pub struct Journal {
 #[derive(Clone)]
 pub struct StoredCheck {
     pub store: String,
-    pub stored: SerialStored,
+    pub stored: std::sync::Arc<dyn Fn(&str) -> io::Result<bool> + Send + Sync>,
 }
-
-/// Asks a store whether it holds a certificate with this serial (hex).
-pub type SerialStored = std::sync::Arc<dyn Fn(&str) -> io::Result<bool> + Send + Sync>;
 
 impl std::fmt::Debug for StoredCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
