@@ -347,7 +347,7 @@ fn a_nonce_used_before_the_upgrade_stays_used() {
     let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
     let now = time::OffsetDateTime::now_utc();
     assert_eq!(
-        journal.claim(&legacy, expiry, CERTNAME, "old-key", true, None, now).unwrap(),
+        journal.claim(&legacy, expiry, CERTNAME, "old-key", true, now).unwrap(),
         vouch::store::journal::Claim::Fresh
     );
     let (code, err) = e.hook(CERTNAME, &e.csr(CERTNAME, &a, "replayed"));

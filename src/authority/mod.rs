@@ -67,10 +67,6 @@ pub struct Authority {
     pub crl_document: documents::Cached,
     /// The CA bundle, likewise.
     pub ca_document: documents::Cached,
-    /// This store's name in the replay journal's entries: its CA and its data directory (a
-    /// standby's copy of the data directory is another store, whose answer says nothing of
-    /// this one's).
-    store_id: String,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -116,11 +112,6 @@ impl Authority {
             })?;
         }
         let ca = MasterCa::new(cert_der, key, chain)?;
-        let place = std::fs::canonicalize(&dir.dir).unwrap_or_else(|_| dir.dir.clone());
-        let id = crate::encoding::sha256_hex(
-            format!("{}\n{}", crate::store::ca_id(&ca.cert_der), place.display()).as_bytes(),
-        );
-        let store_id = id.get(..32).unwrap_or(&id).to_string();
         Ok(Authority {
             store,
             shared_journal,
@@ -136,7 +127,6 @@ impl Authority {
                 (dir.file(bootstrap::ROOT_CRL), false),
             ]),
             ca_document: documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)]),
-            store_id,
         })
     }
 
@@ -295,16 +285,6 @@ impl Authority {
             } else {
                 crate::store::journal::Journal::unsynced(dir)
             };
-            // A claim is written spent at once, naming its certificate; the store tells
-            // whether that certificate was ever stored ([`crate::store::journal::Journal::claim`]).
-            let store = self.store.clone();
-            let stored = Arc::new(move |serial: &str| -> std::io::Result<bool> {
-                match store.record(serial) {
-                    Ok(r) => Ok(r.is_some_and(|r| r.state != State::Abandoned)),
-                    Err(e) => Err(std::io::Error::other(e.to_string())),
-                }
-            });
-            let j = j.with_store(crate::store::journal::StoredCheck { store: self.store_id.clone(), stored });
             Arc::new(j) as Arc<dyn ReplayJournal>
         })
     }

@@ -30,24 +30,6 @@ pub struct Journal {
     /// unsynced and makes them durable through its write-ahead log instead
     /// ([`crate::store`]), which names every claim it issued for.
     pub sync: bool,
-    /// The CA's store, asked whether a serial was stored: with it, a CA's claim is written
-    /// spent at once, naming the certificate about to be stored ([`Journal::claim`]).
-    stored: Option<StoredCheck>,
-}
-
-/// Whether the CA's store holds a certificate with this serial (hex), and which store it is
-/// (an entry written for another store is never judged by this one: two CAs, or a CA and
-/// its standby copy, may share a journal directory).
-#[derive(Clone)]
-pub struct StoredCheck {
-    pub store: String,
-    pub stored: std::sync::Arc<dyn Fn(&str) -> io::Result<bool> + Send + Sync>,
-}
-
-impl std::fmt::Debug for StoredCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoredCheck")
-    }
 }
 
 fn bucket(t: OffsetDateTime) -> String {
@@ -72,29 +54,12 @@ pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
 
 impl Journal {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Journal { dir: dir.into(), sync: true, stored: None }
+        Journal { dir: dir.into(), sync: true }
     }
 
     /// A journal whose entries are not fsynced (see [`Journal::sync`]).
     pub fn unsynced(dir: impl Into<PathBuf>) -> Self {
-        Journal { dir: dir.into(), sync: false, stored: None }
-    }
-
-    /// This journal for a CA whose store `stored` answers whether a serial was stored.
-    pub fn with_store(mut self, stored: StoredCheck) -> Self {
-        self.stored = Some(stored);
-        self
-    }
-
-    /// Whether `prior` (an entry of `holder` for `certname`) was written spent by a CA for a
-    /// certificate its store never got (the process died, or the store's write failed,
-    /// between the claim and the store): then it is still that key's to claim again.
-    fn spent_for_nothing(&self, prior: &serde_json::Value) -> io::Result<bool> {
-        let (Some(check), Some(serial)) = (&self.stored, prior["serial"].as_str()) else { return Ok(false) };
-        if prior["issued"].as_bool() != Some(true) || prior["store"].as_str() != Some(check.store.as_str()) {
-            return Ok(false);
-        }
-        Ok(!(check.stored)(serial)?)
+        Journal { dir: dir.into(), sync: false }
     }
 
     fn replace(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -120,13 +85,6 @@ impl Journal {
     /// A claim that is not `reusable` (the hook's: Puppet Server signs on its answer) is
     /// recorded as spent at once, so that no CA sharing the journal issues for the same
     /// attributes again, even to the same key.
-    ///
-    /// A CA's claim (`reusable`) names the certificate it is about to store (`serial`): with
-    /// a store to ask ([`Journal::with_store`]) it is written spent at once, naming that
-    /// serial, so that storing the certificate needs no second write here. Such an entry
-    /// counts as a use once the store holds its serial; until then (the store's write
-    /// failed, or the process died before it) the same key may claim it again, as before.
-    #[allow(clippy::too_many_arguments)]
     pub fn claim(
         &self,
         key: &ReplayKey,
@@ -134,7 +92,6 @@ impl Journal {
         certname: &str,
         holder: &str,
         reusable: bool,
-        serial: Option<&str>,
         now: OffsetDateTime,
     ) -> io::Result<Claim> {
         if let Some(prior) = self.legacy_prior(key, expiry)? {
@@ -144,16 +101,7 @@ impl Journal {
                 return Ok(Self::used(&prior));
             }
         }
-        let spent_now = match (serial, &self.stored) {
-            (Some(serial), Some(check)) if reusable => Some((serial, check.store.as_str())),
-            _ => None,
-        };
-        let mut record = Self::entry_value(certname, holder, expiry, now, false, !reusable || spent_now.is_some());
-        if let Some((serial, store)) = spent_now {
-            record["serial"] = serde_json::Value::String(serial.to_string());
-            record["store"] = serde_json::Value::String(store.to_string());
-        }
-        let record = record.to_string();
+        let record = Self::entry_value(certname, holder, expiry, now, false, !reusable).to_string();
         let (path, prior) = self.create(&key.key, expiry, &record, now)?;
         let Some(prior) = prior else { return Ok(Claim::Fresh) };
         let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
@@ -164,13 +112,8 @@ impl Journal {
             return Ok(Claim::Fresh);
         }
         // Re-claim by the same key and name only where allowed (the CA, until it has
-        // stored a certificate for this claim; never the hook, whose approval Puppet Server
-        // acts on). The entry then names the new certificate.
-        let open = prior["issued"].as_bool() != Some(true) || self.spent_for_nothing(&prior)?;
-        if same && reusable && open {
-            if spent_now.is_some() {
-                self.replace(&path, record.as_bytes())?;
-            }
+        // issued for this claim; never the hook, whose approval Puppet Server acts on).
+        if same && reusable && prior["issued"].as_bool() != Some(true) {
             return Ok(Claim::Fresh);
         }
         Ok(Self::used(&prior))
@@ -283,7 +226,7 @@ impl Journal {
         for k in std::iter::once(&key.key).chain(key.legacy.as_ref()) {
             if let Some(prior) = Self::read_entry(&self.entry(k, expiry))? {
                 let same = prior["holder"].as_str() == Some(holder) && prior["certname"].as_str() == Some(certname);
-                if !(same && (prior["held"].as_bool() == Some(true) || self.spent_for_nothing(&prior)?)) {
+                if !(same && prior["held"].as_bool() == Some(true)) {
                     return Ok(Self::used(&prior));
                 }
             }
@@ -298,9 +241,10 @@ impl Journal {
         }
     }
 
-    /// Writes the entry for `key` spent by `holder` for `certname`, without reading it
-    /// ([`Journal::restore_issued`] reads it first).
-    fn spend(
+    /// Marks the entry for `key` spent by `holder` for `certname`, without reading it: for
+    /// the CA, which claimed it for this holder under its store lock a moment ago (and
+    /// still holds that lock). [`Journal::restore_issued`] is the careful form for replays.
+    pub fn spend(
         &self,
         key: &str,
         expiry: OffsetDateTime,
@@ -419,11 +363,11 @@ impl super::ReplayJournal for Journal {
         certname: &str,
         holder: &str,
         usage: super::ClaimUse,
-        serial: Option<&str>,
+        _serial: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Claim, super::StoreError> {
         self.not_moved()?;
-        Journal::claim(self, key, expiry, certname, holder, usage == super::ClaimUse::Reusable, serial, now)
+        Journal::claim(self, key, expiry, certname, holder, usage == super::ClaimUse::Reusable, now)
             .map_err(|source| super::StoreError::Io { path: self.dir.clone(), op: "record one-time use in", source })
     }
 
@@ -474,19 +418,19 @@ mod tests {
         let j = Journal::new(d.path());
         let now = datetime!(2030-06-01 12:00 UTC);
         let exp = datetime!(2030-06-01 13:30 UTC);
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
         assert_eq!(
-            j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(),
+            j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(),
             Claim::Fresh,
             "the same requester again"
         );
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", false, None, now).unwrap(), used, "not reusable (hook)");
-        assert_eq!(j.claim(&"k".into(), exp, "b", "key1", true, None, now).unwrap(), used, "another certname");
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key2", true, None, now).unwrap(), used, "another key");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", false, now).unwrap(), used, "not reusable (hook)");
+        assert_eq!(j.claim(&"k".into(), exp, "b", "key1", true, now).unwrap(), used, "another certname");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key2", true, now).unwrap(), used, "another key");
         assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(), used, "spent once issued");
-        assert_eq!(j.claim(&"other".into(), exp, "b", "key2", true, None, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), used, "spent once issued");
+        assert_eq!(j.claim(&"other".into(), exp, "b", "key2", true, now).unwrap(), Claim::Fresh);
         assert!(d.path().join("2030060113").is_dir());
         j.prune(datetime!(2030-06-02 14:00 UTC)).unwrap();
         assert!(d.path().join("2030060113").is_dir(), "kept for a day after its hour");
@@ -504,77 +448,22 @@ mod tests {
         let exp = datetime!(2030-06-01 13:30 UTC);
         let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
         // The CA's claim, then the mark once the certificate is durable.
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(), Claim::Fresh);
-        assert_eq!(
-            j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(),
-            Claim::Fresh,
-            "retry before the log"
-        );
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh);
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), Claim::Fresh, "retry before the log");
         assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, None, now).unwrap(), used, "spent once stored");
+        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, now).unwrap(), used, "spent once stored");
         // Lost entirely (a power loss): the log's replay writes it back.
         assert!(j.restore_issued("k2", exp, "b", "key3", now).unwrap());
         let used_b = Claim::Used { certname: "b".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, None, now).unwrap(), used_b, "restored as spent");
+        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, now).unwrap(), used_b, "restored as spent");
         // Someone else's entry is never overwritten.
         assert!(!j.restore_issued("k2", exp, "b", "key4", now).unwrap());
-        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, None, now).unwrap(), used_b);
+        assert_eq!(j.claim(&"k2".into(), exp, "b", "key3", true, now).unwrap(), used_b);
         // Emptied by a power loss: rewritten.
         let emptied = j.entry("k3", exp);
         std::fs::write(&emptied, b"").unwrap();
         assert!(j.restore_issued("k3", exp, "c", "key5", now).unwrap());
         let used_c = Claim::Used { certname: "c".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim(&"k3".into(), exp, "c", "key5", true, None, now).unwrap(), used_c);
-    }
-
-    #[test]
-    fn a_cas_claim_is_spent_at_once_but_reclaimable_until_its_certificate_is_stored() {
-        let d = tempfile::tempdir().unwrap();
-        let stored = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::<String>::new()));
-        let seen = stored.clone();
-        let check = StoredCheck {
-            store: "ca1".into(),
-            stored: std::sync::Arc::new(move |s: &str| Ok(seen.lock().unwrap().contains(s))),
-        };
-        let j = Journal::unsynced(d.path()).with_store(check.clone());
-        let now = datetime!(2030-06-01 12:00 UTC);
-        let exp = datetime!(2030-06-01 13:30 UTC);
-        let used = Claim::Used { certname: "a".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, Some("01"), now).unwrap(), Claim::Fresh);
-        // Written spent at once, naming the certificate and the CA.
-        let entry: serde_json::Value = serde_json::from_slice(&std::fs::read(j.entry("k", exp)).unwrap()).unwrap();
-        assert_eq!(
-            (entry["issued"].as_bool(), entry["serial"].as_str(), entry["store"].as_str()),
-            (Some(true), Some("01"), Some("ca1"))
-        );
-        // Serial 01 never stored (the store's write failed): the same key and name may claim again.
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, Some("02"), now).unwrap(), Claim::Fresh);
-        assert_eq!(j.peek(&"k".into(), exp, "a", "key1").unwrap(), Claim::Fresh, "vouch check agrees");
-        // Nobody else, ever; nor the hook.
-        assert_eq!(j.claim(&"k".into(), exp, "b", "key1", true, Some("03"), now).unwrap(), used, "another certname");
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key2", true, Some("03"), now).unwrap(), used, "another key");
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", false, None, now).unwrap(), used, "the hook");
-        // Once 02 is stored, it is a use: the same key gets no second certificate.
-        stored.lock().unwrap().insert("02".into());
-        assert_eq!(j.claim(&"k".into(), exp, "a", "key1", true, Some("04"), now).unwrap(), used, "spent once stored");
-        assert_eq!(j.peek(&"k".into(), exp, "a", "key1").unwrap(), used);
-        // Storing it marks nothing more (no second write), and changes nothing.
-        assert!(j.restore_issued("k", exp, "a", "key1", now).unwrap());
-        let after: serde_json::Value = serde_json::from_slice(&std::fs::read(j.entry("k", exp)).unwrap()).unwrap();
-        assert_eq!(after["serial"].as_str(), Some("02"));
-        // Another CA's store is never asked about this CA's entry: a use.
-        let other = Journal::unsynced(d.path()).with_store(StoredCheck { store: "ca2".into(), ..check });
-        assert_eq!(other.claim(&"k5".into(), exp, "e", "key9", true, Some("09"), now).unwrap(), Claim::Fresh);
-        let used_e = Claim::Used { certname: "e".into(), time: "2030-06-01T12:00:00Z".into() };
-        assert_eq!(
-            j.claim(&"k5".into(), exp, "e", "key9", true, Some("10"), now).unwrap(),
-            used_e,
-            "ca1 judging ca2's"
-        );
-        // Without a store to ask, a claim is written as before (spent when stored).
-        let plain = Journal::unsynced(d.path());
-        assert_eq!(plain.claim(&"k6".into(), exp, "f", "key7", true, Some("11"), now).unwrap(), Claim::Fresh);
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(plain.entry("k6", exp)).unwrap()).unwrap();
-        assert_eq!(v["issued"].as_bool(), None);
+        assert_eq!(j.claim(&"k3".into(), exp, "c", "key5", true, now).unwrap(), used_c);
     }
 }

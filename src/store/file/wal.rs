@@ -146,7 +146,8 @@ impl FileStore {
 
     /// Applies a batch the log holds (synced) to the files.
     fn apply_committed(&self, batch: &[Issuance]) -> Result<(), StoreError> {
-        let applied = self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv)));
+        let applied =
+            self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, true)));
         if let Err(e) = applied {
             // Durable in the log; the next lock holder (or this one's next issue) applies it.
             self.set_known(None);
@@ -314,9 +315,10 @@ impl FileStore {
     }
 
     /// Applies one log entry to the files, without fsync: the record, the certificate, the
-    /// inventory line, the replay journal's claim marked issued (checked first: an entry
-    /// naming another holder is never overwritten). Idempotent.
-    fn apply(&self, e: &Issuance, inventory: &mut File) -> Result<(), StoreError> {
+    /// inventory line, the replay journal's claim marked issued. Idempotent. `live`: the
+    /// batch this process just logged (its claims were made under this lock, for these
+    /// holders); otherwise a replay, which checks each claim before marking it.
+    fn apply(&self, e: &Issuance, inventory: &mut File, live: bool) -> Result<(), StoreError> {
         use std::io::Write;
         let rec = &e.record;
         let path = self.serial_path(&rec.serial);
@@ -339,12 +341,12 @@ impl FileStore {
             let time = crate::encoding::time::parse_rfc3339(&c.time).ok();
             if let (Some(expiry), Some(time)) = (expiry, time) {
                 let journal = crate::store::journal::Journal::unsynced(&c.journal);
-                // Live or replayed alike: the claim made under this lock was written spent
-                // already (it names this certificate), so this reads it and writes nothing;
-                // an entry lost in a power loss, or written by an older vouch, is marked now.
-                let kept = journal
-                    .restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
-                    .map_err(io_err(&c.journal, "record one-time use in"))?;
+                let kept = if live {
+                    journal.spend(&c.key, expiry, &c.certname, &c.holder, time).map(|()| true)
+                } else {
+                    journal.restore_issued(&c.key, expiry, &c.certname, &c.holder, time)
+                }
+                .map_err(io_err(&c.journal, "record one-time use in"))?;
                 if !kept {
                     // The claim was lost (a power loss) and someone else claimed the same
                     // attributes meanwhile: two certificates came from them. Said loudly;
@@ -413,7 +415,7 @@ impl FileStore {
         }
         let mut inventory = self.open_inventory()?;
         for e in &entries {
-            self.apply(e, &mut inventory).map_err(damaged(&self.wal_path()))?;
+            self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
         self.checkpoint_now(&entries)
     }
