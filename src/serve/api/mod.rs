@@ -57,9 +57,10 @@ pub struct ApiResponse {
     /// Shared, not copied: the CRLs of a large fleet are megabytes, handed out from memory.
     pub body: bytes::Bytes,
     pub last_modified: Option<OffsetDateTime>,
-    /// `gzip` when the body is compressed (`Content-Encoding`); such an answer varies with
-    /// `Accept-Encoding`, and says so.
+    /// The body is gzip-compressed (`Content-Encoding`).
     pub gzip: bool,
+    /// The answer depends on `Accept-Encoding` (`Vary`), compressed or not.
+    pub varies: bool,
 }
 
 impl ApiResponse {
@@ -70,7 +71,7 @@ impl ApiResponse {
         ApiResponse::bytes(status, "application/json", value.to_string().into_bytes())
     }
     fn bytes(status: u16, content_type: &'static str, body: impl Into<bytes::Bytes>) -> Self {
-        ApiResponse { status, content_type, body: body.into(), last_modified: None, gzip: false }
+        ApiResponse { status, content_type, body: body.into(), last_modified: None, gzip: false, varies: false }
     }
     fn empty(status: u16) -> Self {
         ApiResponse::bytes(status, "text/plain", bytes::Bytes::new())
