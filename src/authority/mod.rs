@@ -147,12 +147,21 @@ impl Authority {
     /// Appends chained lines to the audit log (and a checkpoint signed with the master CA's
     /// key when one is due, or `checkpoint`): the checkpoint line written, if any.
     fn audit_append(&self, lines: &[String], checkpoint: bool) -> Result<Option<String>, Error> {
-        let Some(log) = &self.audit_log else { return Ok(None) };
+        let Some(path) = &self.policy.audit_log else { return Ok(None) };
+        // The writer made at open, unless the policy was changed since (a test, a reload).
+        let other;
+        let log = match &self.audit_log {
+            Some(l) if l.path == *path => l,
+            _ => {
+                other = crate::store::audit::AuditLog::new(path);
+                &other
+            }
+        };
         let sign = |msg: &[u8]| {
             use rcgen::SigningKey;
             self.ca.issuer.key().sign(msg).map_err(|e| e.to_string())
         };
-        log.append(lines, &sign, OffsetDateTime::now_utc(), checkpoint).map_err(|source| Error::Io {
+        log.append(lines, Some(&sign), OffsetDateTime::now_utc(), checkpoint).map_err(|source| Error::Io {
             path: log.path.clone(),
             op: "append to",
             source,
