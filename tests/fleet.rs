@@ -391,3 +391,56 @@ fn reconcile_reads_an_ldap_inventory_page_by_page() {
     let o = reconcile(&dir, &["--inventory", &format!("ldap:{}", slapd.url("ou=hosts,dc=vouch,dc=test"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// On the shared LDAP store (`--store ldap://…`): a generated file store migrated into it,
+/// then reconciled: the dry run lists the orphans page by page, --confirm revokes them there,
+/// and the CRL lists them.
+#[test]
+fn reconcile_works_on_the_ldap_store() {
+    use common::ldap_lab::{slapd_opts, store_env, BASE};
+    let slapd = common::slapd::Slapd::start(&slapd_opts());
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 1_200;
+    let dir = ca_with(tmp.path(), n);
+    let env = store_env(&slapd);
+    let on_ldap = || {
+        let mut c = vouch();
+        c.envs(env.clone()).args(["--dir", s(&dir)]);
+        c
+    };
+    ok(&on_ldap().args(["ldap", "init", "--create-base"]).output().unwrap());
+    let no_store: Vec<(String, String)> = env.iter().filter(|(k, _)| k != "VOUCH_STORE").cloned().collect();
+    let migrated =
+        ok(&vouch().envs(no_store).args(["--dir", s(&dir), "migrate", "--to", &slapd.url(BASE)]).output().unwrap());
+    assert!(migrated.contains(&format!("certificates: {n} copied")), "{migrated}");
+    let gone: BTreeSet<usize> = (0..n).filter(|i| i % 100 == 3).collect();
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..n).filter(|i| !gone.contains(i)).map(|i| format!("{}\n", name(i))).collect::<String>())
+        .unwrap();
+    let src = format!("file:{}", s(&inv));
+    let expected: BTreeSet<String> = gone.iter().map(|i| name(*i)).collect();
+    let plan = json(&on_ldap().args(["reconcile", "--inventory", &src, "-o", "json"]).output().unwrap());
+    assert_eq!(plan["store"]["certificates"], n);
+    assert_eq!(names_in(&plan, "orphans", Some("certname")), expected);
+    let done = json(&on_ldap().args(["reconcile", "--inventory", &src, "--confirm", "-o", "json"]).output().unwrap());
+    assert_eq!(done["applied"]["revoked"], gone.len(), "{}", done["applied"]);
+    let list: serde_json::Value =
+        serde_json::from_str(&ok(&on_ldap().args(["list", "--all", "--format", "json"]).output().unwrap())).unwrap();
+    let revoked: BTreeSet<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["state"] == "revoked")
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(revoked, expected);
+    let pem = ok(&on_ldap().args(["crl"]).output().unwrap());
+    let (_, der) = vouch::encoding::pem::find(pem.as_bytes(), &["X509 CRL"]).unwrap();
+    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+    let on_crl: BTreeSet<String> =
+        crl.iter_revoked_certificates().map(|r| vouch::encoding::hex(r.raw_serial())).collect();
+    let serials: BTreeSet<String> = gone.iter().map(|i| vouch::encoding::hex(&gen_store::serial_of(*i))).collect();
+    assert_eq!(on_crl, serials);
+    let again = json(&on_ldap().args(["reconcile", "--inventory", &src, "-o", "json"]).output().unwrap());
+    assert_eq!(again["changes"], 0, "{again}");
+}
