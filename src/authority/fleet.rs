@@ -223,33 +223,38 @@ fn bar(on: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
+/// Reads the inventory: the set of its names' digests (each `false`: not yet seen in the
+/// store), and the names themselves spooled (once each) for the "no certificate" pass.
+fn read_inventory(opts: &ReconcileOptions) -> Result<(HashMap<u128, bool>, Spool), Error> {
+    let mut seen: HashMap<u128, bool> = HashMap::new();
+    let mut names = Spool::new()?;
+    let mut spool_failed = None;
+    let pb = spinner(opts.progress, "reading the inventory");
+    let mut on_name = |n: String| {
+        if seen.insert(key(&n), false).is_none() {
+            if let Err(e) = names.push(&n) {
+                spool_failed.get_or_insert(e);
+            }
+        }
+        if let Some(pb) = &pb {
+            pb.inc(1);
+        }
+    };
+    inventory::read(&opts.source, &opts.ldap, &mut on_name)?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    match spool_failed {
+        Some(e) => Err(e),
+        None => Ok((seen, names)),
+    }
+}
+
 impl Authority {
     /// `vouch reconcile`: plans, and with `confirm` (if not refused) applies.
     pub fn reconcile(&self, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Plan, Error> {
         // 1. The inventory: a digest set, and the names spooled for the "no certificate" pass.
-        let mut seen: HashMap<u128, bool> = HashMap::new();
-        let mut names = Spool::new()?;
-        let mut spool_failed = None;
-        {
-            let pb = spinner(opts.progress, "reading the inventory");
-            let mut on_name = |n: String| {
-                if seen.insert(key(&n), false).is_none() {
-                    if let Err(e) = names.push(&n) {
-                        spool_failed.get_or_insert(e);
-                    }
-                }
-                if let Some(pb) = &pb {
-                    pb.inc(1);
-                }
-            };
-            inventory::read(&opts.source, &opts.ldap, &mut on_name)?;
-            if let Some(pb) = pb {
-                pb.finish_and_clear();
-            }
-        }
-        if let Some(e) = spool_failed {
-            return Err(e);
-        }
+        let (mut seen, mut names) = read_inventory(opts)?;
         // 2. The store's certificates, one at a time.
         let mut plan = Plan {
             source: opts.source_text.clone(),
@@ -271,59 +276,7 @@ impl Authority {
             pending_older_than: opts.pending_older_than,
             applied: None,
         };
-        {
-            let pb = spinner(opts.progress, "reading the store's certificates");
-            let mut failed: Option<Error> = None;
-            let (orphans, expired) = (&mut plan.orphans, &mut plan.expired);
-            let (mut certificates, mut valid, mut changes) = (0u64, 0u64, 0u64);
-            let prune = opts.prune;
-            let mut each = |l: Listed| -> Result<(), StoreError> {
-                certificates = certificates.saturating_add(1);
-                if !l.revoked {
-                    valid = valid.saturating_add(1);
-                }
-                let is_expired = parse_rfc3339(&l.not_after).map(|t| t < now).unwrap_or(false);
-                let r = match seen.get_mut(&key(&l.certname)) {
-                    Some(found) => {
-                        *found = true;
-                        if !l.revoked && is_expired {
-                            expired.push(&Expired { certname: l.certname, serial: l.serial, not_after: l.not_after })
-                        } else {
-                            Ok(())
-                        }
-                    }
-                    // A revoked orphan is done, unless --prune forgets it.
-                    None if l.revoked && !prune => Ok(()),
-                    None => {
-                        changes = changes.saturating_add(1);
-                        orphans.push(&Orphan {
-                            certname: l.certname,
-                            serial: l.serial,
-                            not_after: l.not_after,
-                            revoked: l.revoked,
-                            expired: is_expired,
-                        })
-                    }
-                };
-                if let Err(e) = r {
-                    failed.get_or_insert(e);
-                }
-                if let Some(pb) = &pb {
-                    pb.inc(1);
-                }
-                Ok(())
-            };
-            self.store.each_listed(&mut each).map_err(store_err)?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            if let Some(pb) = pb {
-                pb.finish_and_clear();
-            }
-            plan.certificates = certificates;
-            plan.valid = valid;
-            plan.changes = changes;
-        }
+        self.walk_certificates(&mut seen, &mut plan, opts.progress, now)?;
         if plan.inventory == 0 && !opts.force {
             return Err(Error::InventoryEmpty { source: opts.source_text.clone(), fleet: plan.certificates });
         }
@@ -377,6 +330,69 @@ impl Authority {
             plan.applied = Some(applied);
         }
         Ok(plan)
+    }
+
+    /// The store's certificates, one at a time: each marks its name seen in the inventory,
+    /// or is an orphan; an expired one of a name the inventory holds is listed as such.
+    fn walk_certificates(
+        &self,
+        seen: &mut HashMap<u128, bool>,
+        plan: &mut Plan,
+        progress: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        let pb = spinner(progress, "reading the store's certificates");
+        let mut failed: Option<Error> = None;
+        let (orphans, expired) = (&mut plan.orphans, &mut plan.expired);
+        let (mut certificates, mut valid, mut changes) = (0u64, 0u64, 0u64);
+        let prune = plan.prune;
+        let mut each = |l: Listed| -> Result<(), StoreError> {
+            certificates = certificates.saturating_add(1);
+            if !l.revoked {
+                valid = valid.saturating_add(1);
+            }
+            let is_expired = parse_rfc3339(&l.not_after).map(|t| t < now).unwrap_or(false);
+            let r = match seen.get_mut(&key(&l.certname)) {
+                Some(found) => {
+                    *found = true;
+                    if !l.revoked && is_expired {
+                        expired.push(&Expired { certname: l.certname, serial: l.serial, not_after: l.not_after })
+                    } else {
+                        Ok(())
+                    }
+                }
+                // A revoked orphan is done, unless --prune forgets it.
+                None if l.revoked && !prune => Ok(()),
+                None => {
+                    changes = changes.saturating_add(1);
+                    orphans.push(&Orphan {
+                        certname: l.certname,
+                        serial: l.serial,
+                        not_after: l.not_after,
+                        revoked: l.revoked,
+                        expired: is_expired,
+                    })
+                }
+            };
+            if let Err(e) = r {
+                failed.get_or_insert(e);
+            }
+            if let Some(pb) = &pb {
+                pb.inc(1);
+            }
+            Ok(())
+        };
+        self.store.each_listed(&mut each).map_err(store_err)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
+        plan.certificates = certificates;
+        plan.valid = valid;
+        plan.changes = changes;
+        Ok(())
     }
 
     /// Revokes (with `--prune`: and forgets) the plan's orphans and drops its stale requests,
