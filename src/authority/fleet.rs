@@ -1,7 +1,7 @@
 //! `vouch reconcile` (the store against the fleet's real inventory) and `vouch purge` (the
 //! store's entries with no usable name).
 //!
-//! Reconcile streams: the inventory's names are kept as 16-byte digests (with a flag: seen
+//! Reconcile streams: the inventory's names are kept as 12-byte digests (those not yet met
 //! in the store), the store's certificates are walked one at a time ([`Store::each_listed`]),
 //! and every list the report shows is spooled to an unnamed temporary file, not memory. It
 //! plans first (a dry run stops there), refuses an empty inventory and more changes than
@@ -14,7 +14,7 @@ use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::error::Error;
 use crate::store::{Junk, Listed, Revocation, State, StoreError, StoreUrl};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::io::{BufRead, BufWriter, Seek, Write};
 use time::OffsetDateTime;
 
@@ -184,12 +184,15 @@ pub struct Plan {
     pub applied: Option<Applied>,
 }
 
-/// A name's key in the inventory's set: the first 16 bytes of its SHA-256.
-fn key(name: &str) -> u128 {
+/// A name's key in the inventory's set: the first 12 bytes of its SHA-256 (a collision among
+/// a million names has a chance of about 10^-17; 12 bytes a name, no alignment padding).
+type Key = [u8; 12];
+
+fn key(name: &str) -> Key {
     let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes());
-    let mut b = [0u8; 16];
-    b.copy_from_slice(d.as_ref().get(..16).unwrap_or(&[0u8; 16]));
-    u128::from_be_bytes(b)
+    let mut b = [0u8; 12];
+    b.copy_from_slice(d.as_ref().get(..12).unwrap_or(&[0u8; 12]));
+    b
 }
 
 fn store_err(e: StoreError) -> Error {
@@ -223,15 +226,15 @@ fn bar(on: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
     Some(pb)
 }
 
-/// Reads the inventory: the set of its names' digests (each `false`: not yet seen in the
-/// store), and the names themselves spooled (once each) for the "no certificate" pass.
-fn read_inventory(opts: &ReconcileOptions) -> Result<(HashMap<u128, bool>, Spool), Error> {
-    let mut seen: HashMap<u128, bool> = HashMap::new();
+/// Reads the inventory: the set of its names' keys not yet seen in the store (all of them,
+/// at first), and the names themselves spooled (once each) for the "no certificate" pass.
+fn read_inventory(opts: &ReconcileOptions) -> Result<(HashSet<Key>, Spool), Error> {
+    let mut seen: HashSet<Key> = HashSet::new();
     let mut names = Spool::new()?;
     let mut spool_failed = None;
     let pb = spinner(opts.progress, "reading the inventory");
     let mut on_name = |n: String| {
-        if seen.insert(key(&n), false).is_none() {
+        if seen.insert(key(&n)) {
             if let Err(e) = names.push(&n) {
                 spool_failed.get_or_insert(e);
             }
@@ -254,11 +257,11 @@ impl Authority {
     /// `vouch reconcile`: plans, and with `confirm` (if not refused) applies.
     pub fn reconcile(&self, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Plan, Error> {
         // 1. The inventory: a digest set, and the names spooled for the "no certificate" pass.
-        let (mut seen, mut names) = read_inventory(opts)?;
+        let (mut unseen, mut names) = read_inventory(opts)?;
         // 2. The store's certificates, one at a time.
         let mut plan = Plan {
             source: opts.source_text.clone(),
-            inventory: seen.len() as u64,
+            inventory: unseen.len() as u64,
             certificates: 0,
             valid: 0,
             pending: 0,
@@ -276,7 +279,7 @@ impl Authority {
             pending_older_than: opts.pending_older_than,
             applied: None,
         };
-        self.walk_certificates(&mut seen, &mut plan, opts.progress, now)?;
+        self.walk_certificates(&mut unseen, &mut plan, opts.progress, now)?;
         if plan.inventory == 0 && !opts.force {
             return Err(Error::InventoryEmpty { source: opts.source_text.clone(), fleet: plan.certificates });
         }
@@ -293,9 +296,9 @@ impl Authority {
         // 4. Inventory names with no certificate.
         {
             let missing = &mut plan.missing;
-            names.each(|n: String| if seen.get(&key(&n)) == Some(&false) { missing.push(&n) } else { Ok(()) })?;
+            names.each(|n: String| if unseen.contains(&key(&n)) { missing.push(&n) } else { Ok(()) })?;
         }
-        drop(seen);
+        drop(unseen);
         // 5. Entries with no usable name.
         {
             let junk = &mut plan.junk;
@@ -336,7 +339,7 @@ impl Authority {
     /// or is an orphan; an expired one of a name the inventory holds is listed as such.
     fn walk_certificates(
         &self,
-        seen: &mut HashMap<u128, bool>,
+        unseen: &mut HashSet<Key>,
         plan: &mut Plan,
         progress: bool,
         now: OffsetDateTime,
@@ -352,9 +355,9 @@ impl Authority {
                 valid = valid.saturating_add(1);
             }
             let is_expired = parse_rfc3339(&l.not_after).map(|t| t < now).unwrap_or(false);
-            let r = match seen.get_mut(&key(&l.certname)) {
-                Some(found) => {
-                    *found = true;
+            // Each certname is listed once: its key leaves the set when its certificate is met.
+            let r = match unseen.remove(&key(&l.certname)) {
+                true => {
                     if !l.revoked && is_expired {
                         expired.push(&Expired { certname: l.certname, serial: l.serial, not_after: l.not_after })
                     } else {
@@ -362,8 +365,8 @@ impl Authority {
                     }
                 }
                 // A revoked orphan is done, unless --prune forgets it.
-                None if l.revoked && !prune => Ok(()),
-                None => {
+                false if l.revoked && !prune => Ok(()),
+                false => {
                     changes = changes.saturating_add(1);
                     orphans.push(&Orphan {
                         certname: l.certname,

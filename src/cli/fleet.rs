@@ -242,12 +242,19 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
         AuditCommand::Verify { files, checkpoint, ca_cert, output } => {
             let files = if files.is_empty() { vec![policy_log(cli)?] } else { files.clone() };
             let ca_path = match ca_cert {
-                Some(p) => p.clone(),
-                None => dir(cli)?.file(crate::issuance::bootstrap::CA_CERT),
+                Some(p) => Some(p.clone()),
+                // The autosign hook's log (no CA here) has no checkpoints: the chain alone.
+                None => Some(dir(cli)?.file(crate::issuance::bootstrap::CA_CERT)).filter(|p| p.exists()),
             };
-            let pem = crate::error::read_input(&ca_path, crate::files::input::Kind::Cert)?;
-            let (_, ca_der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-                .map_err(|e| Error::Cert { path: ca_path.clone(), detail: e.to_string() })?;
+            let ca_der = match &ca_path {
+                Some(path) => {
+                    let pem = crate::error::read_input(path, crate::files::input::Kind::Cert)?;
+                    crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+                        .map_err(|e| Error::Cert { path: path.clone(), detail: e.to_string() })?
+                        .1
+                }
+                None => Vec::new(),
+            };
             let published = match checkpoint {
                 Some(p) => Some(
                     String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
