@@ -444,3 +444,36 @@ fn reconcile_works_on_the_ldap_store() {
     let again = json(&on_ldap().args(["reconcile", "--inventory", &src, "-o", "json"]).output().unwrap());
     assert_eq!(again["changes"], 0, "{again}");
 }
+
+/// On a terminal, `-o json` and `-o yaml` carry no progress bar: what the terminal shows is
+/// the document alone. (`script` gives the command a pseudo-terminal for stdout and stderr.)
+#[test]
+fn json_and_yaml_on_a_terminal_carry_no_progress_bars() {
+    common::require("script", "util-linux");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3_000);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..2_990).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let cmd = format!("{} --dir {} reconcile --inventory file:{}", env!("CARGO_BIN_EXE_vouch"), s(&dir), s(&inv));
+    // Text on a terminal draws them (and clears them): what the check below would catch.
+    let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n");
+    assert!(shown.contains('\r') || shown.contains('\u{1b}'), "no progress drawn on a terminal: {shown:?}");
+    for (fmt, parse) in [("json", true), ("yaml", false)] {
+        let o = std::process::Command::new("script")
+            .args(["-qec", &format!("{cmd} -o {fmt}"), "/dev/null"])
+            .env_remove("VOUCH_DIR")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let shown = String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n");
+        assert!(!shown.contains('\r') && !shown.contains('\u{1b}'), "{fmt}: {shown:?}");
+        if parse {
+            let v: serde_json::Value = serde_json::from_str(&shown).unwrap_or_else(|e| panic!("{e}: {shown}"));
+            assert_eq!(v["orphans"].as_array().unwrap().len(), 10);
+        } else {
+            let v: serde_json::Value = serde_yaml_ng::from_str(&shown).unwrap_or_else(|e| panic!("{e}: {shown}"));
+            assert_eq!(v["orphans"].as_array().unwrap().len(), 10);
+        }
+    }
+}
