@@ -252,3 +252,26 @@ fn checkpoints_verify_for_every_ca_key_type() {
         assert_eq!(o.status.code(), Some(1), "{kt}: {}", text(&o));
     }
 }
+
+/// A line torn by a crash mid-write: the next writer starts a new line after it and goes on
+/// with the chain from the last complete line; verify points at the torn line.
+#[test]
+fn a_torn_line_is_reported_and_the_chain_goes_on_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 20, 5);
+    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"time\":\"2026-").unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 20, 5, 5);
+    let all = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        all.lines().all(|l| l == "{\"time\":\"2026-" || serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "{all}"
+    );
+    let o = verify(&dir, &[&path], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!(":{}: inserted", lines + 1)), "{out}");
+}

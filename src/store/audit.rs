@@ -75,6 +75,8 @@ struct Head {
     /// The log file as this writer left it (device, inode, length): if it is still so, the
     /// head is current; otherwise another process wrote (or the log was rotated).
     file: (u64, u64, u64),
+    /// The file ends in a torn line (no newline): the next write starts a new line.
+    torn: bool,
 }
 
 /// The audit log's writer: appends chained lines (see the module's notes), in one write and
@@ -120,8 +122,14 @@ pub fn checkpoint_message(seq: u64, prev: &str, time: &str) -> Vec<u8> {
 }
 
 /// The last complete line of `text` (a file's tail), if any.
+/// (A torn last line, written by a process that died mid-write, is not complete: the line
+/// before it is the last.)
 fn last_line(text: &str) -> Option<&str> {
-    text.strip_suffix('\n').and_then(|t| t.rsplit('\n').next()).filter(|l| !l.is_empty())
+    let complete = match text.strip_suffix('\n') {
+        Some(t) => t,
+        None => text.rsplit_once('\n')?.0,
+    };
+    complete.rsplit('\n').next().filter(|l| !l.is_empty())
 }
 
 /// Where the chain stands after the log's tail `tail`: (seq, hash of the last line, last
@@ -187,6 +195,10 @@ impl AuditLog {
             remembered => self.find_head(&mut f, meta.len(), remembered)?,
         };
         let mut buf = Vec::new();
+        if head.torn {
+            buf.push(b'\n');
+            head.torn = false;
+        }
         let mut cp_line = None;
         for l in lines {
             head.seq = head.seq.saturating_add(1);
@@ -234,25 +246,34 @@ impl AuditLog {
                 checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
                 checkpoint_time: cp.map(|c| c.1),
                 file: id,
+                torn: false,
             })
         };
         if len > 0 {
             let tail = read_tail(f, len)?;
+            let torn = !tail.is_empty() && !tail.ends_with('\n');
             if let Some(h) = from_tail(&tail) {
-                return Ok(h);
+                return Ok(Head { torn, ..h });
+            }
+            if torn {
+                // Only a torn line: it stays, and the chain goes on after it.
+                if let Some(h) = remembered {
+                    return Ok(Head { file: id, torn, ..h.clone() });
+                }
             }
         }
         if let Some(h) = remembered {
-            return Ok(Head { file: id, ..h.clone() });
+            return Ok(Head { file: id, torn: false, ..h.clone() });
         }
         let old = rotated(&self.path);
         if let Ok(mut o) = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &old) {
             let olen = o.metadata()?.len();
             if let Some(h) = from_tail(&read_tail(&mut o, olen)?) {
-                return Ok(h);
+                return Ok(Head { torn: len > 0, ..h });
             }
         }
-        Ok(Head { seq: 0, prev: GENESIS.to_string(), checkpoint_seq: 0, checkpoint_time: None, file: id })
+        let torn = len > 0;
+        Ok(Head { seq: 0, prev: GENESIS.to_string(), checkpoint_seq: 0, checkpoint_time: None, file: id, torn })
     }
 }
 
@@ -521,5 +542,40 @@ fn classify(lines: &[Line], i: usize, seq: u64, expected: u64, file: &Path) -> B
             line: n,
             detail: format!("seq {seq} after seq {}", expected.saturating_sub(1)),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chained_lines_stay_json_objects_with_seq_and_prev_last() {
+        for line in ["{}", "{ }", "{\"a\":1}", "{\"a\":{\"b\":[1,2]}}"] {
+            let c = chain(line, 7, GENESIS);
+            let v: serde_json::Value = serde_json::from_str(&c).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(v["seq"], 7, "{c}");
+            assert_eq!(v["prev"], GENESIS, "{c}");
+            assert!(c.ends_with(&format!("\"seq\":7,\"prev\":\"{GENESIS}\"}}")), "{c}");
+        }
+    }
+
+    #[test]
+    fn the_head_is_found_in_a_tail_that_starts_mid_line() {
+        let a = chain("{\"event\":\"decision\"}", 41, GENESIS);
+        let cp = chain(
+            "{\"time\":\"2026-01-01T00:00:00Z\",\"event\":\"checkpoint\",\"signature\":\"x\"}",
+            42,
+            &line_hash(&a),
+        );
+        let b = chain("{\"event\":\"revoked\"}", 43, &line_hash(&cp));
+        let tail = format!("{a}\n{cp}\n{b}\n");
+        let (seq, prev, checkpoint) = head_from_tail(&tail).unwrap();
+        assert_eq!((seq, prev), (43, line_hash(&b)));
+        assert_eq!(checkpoint.map(|c| c.0), Some(42));
+        assert!(head_from_tail("").is_none());
+        assert!(head_from_tail("torn line without newline").is_none());
+        let (seq, _, _) = head_from_tail(&format!("{a}\n{cp}\n{b}\n{{\"torn")).unwrap();
+        assert_eq!(seq, 43, "a torn last line is not the head");
     }
 }
