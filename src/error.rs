@@ -157,6 +157,38 @@ pub enum Error {
     Date {
         detail: String,
     },
+    /// `vouch reconcile --inventory SOURCE`: SOURCE cannot be used (its form, its URL).
+    InventorySource {
+        source: String,
+        detail: String,
+    },
+    /// `vouch reconcile --inventory cmd:…`: the program failed (non-zero exit, a signal, no
+    /// such program): nothing was changed.
+    InventoryCommand {
+        command: String,
+        detail: String,
+    },
+    /// `vouch reconcile`: the inventory holds no name (a failing cloud API looks like this);
+    /// refused without --force.
+    InventoryEmpty {
+        source: String,
+        fleet: u64,
+    },
+    /// `vouch reconcile --confirm`: more changes than --max-changes allows; refused without --force.
+    TooManyChanges {
+        changes: u64,
+        limit: u64,
+        fleet: u64,
+        max: String,
+    },
+    /// `vouch purge NAME`: no entry of the store has that generated name (now).
+    PurgeUnknown {
+        names: Vec<String>,
+    },
+    /// `vouch audit`: the policy keeps no audit log and no FILE was given.
+    NoAuditLog {
+        policy: PathBuf,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -244,6 +276,26 @@ impl std::fmt::Display for Error {
                 key.display()
             ),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
+            Error::InventorySource { source, detail } => write!(f, "inventory {source:?}: {detail}"),
+            Error::InventoryCommand { command, detail } => {
+                write!(f, "the inventory command `{command}` failed: {detail}; nothing was changed")
+            }
+            Error::InventoryEmpty { source, fleet } => write!(
+                f,
+                "refusing to reconcile against an empty inventory ({source} gave no name) while the store \
+                 holds {fleet} certificates: nothing was changed"
+            ),
+            Error::TooManyChanges { changes, limit, fleet, max } => write!(
+                f,
+                "refusing to make {changes} changes: --max-changes {max} allows {limit} for a fleet of {fleet} \
+                 certificates; nothing was changed"
+            ),
+            Error::PurgeUnknown { names } => {
+                write!(f, "no entry of the store is named {}: nothing was removed", names.join(", "))
+            }
+            Error::NoAuditLog { policy } => {
+                write!(f, "the policy {} keeps no audit log ([audit] log)", policy.display())
+            }
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
         }
     }
@@ -370,6 +422,25 @@ impl Error {
                  under the same root, with the default policy, trusts the conductors issued there)"
             }
             Error::Date { .. } => "use a shorter duration (or, with --now, a date further from the year 9999)",
+            Error::InventorySource { .. } => {
+                "give file:PATH (one certname a line), cmd:PROGRAM ARGS… (its output, one name a line) or \
+                 ldap:ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER (docs/fleet-operations.md)"
+            }
+            Error::InventoryCommand { .. } => {
+                "run the command by hand and fix it (credentials, network, the cloud API); reconcile acts only \
+                 on an inventory read completely"
+            }
+            Error::InventoryEmpty { .. } => {
+                "check the inventory source (did the cloud API fail?); if the fleet really is gone, add --force"
+            }
+            Error::TooManyChanges { .. } => {
+                "review the dry run's list (vouch reconcile --inventory SOURCE -o json); if it is right, raise \
+                 --max-changes (N or P%) or add --force"
+            }
+            Error::PurgeUnknown { .. } => {
+                "the names are those 'vouch reconcile' lists under junk, now: run it again and copy them"
+            }
+            Error::NoAuditLog { .. } => "name the log: vouch audit verify FILE…, or set [audit] log in the policy",
         })
     }
 }

@@ -6,6 +6,8 @@
 
 mod crl;
 pub mod documents;
+pub mod fleet;
+pub mod inventory;
 mod issue;
 mod list;
 mod local;
@@ -67,6 +69,8 @@ pub struct Authority {
     pub crl_document: documents::Cached,
     /// The CA bundle, likewise.
     pub ca_document: documents::Cached,
+    /// The audit log's writer (the policy's `audit.log`): chained lines, signed checkpoints.
+    audit_log: Option<crate::store::audit::AuditLog>,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -112,6 +116,7 @@ impl Authority {
             })?;
         }
         let ca = MasterCa::new(cert_der, key, chain)?;
+        let policy_audit_log = policy.audit_log.as_ref().map(crate::store::audit::AuditLog::new);
         Ok(Authority {
             store,
             shared_journal,
@@ -127,6 +132,7 @@ impl Authority {
                 (dir.file(bootstrap::ROOT_CRL), false),
             ]),
             ca_document: documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)]),
+            audit_log: policy_audit_log,
         })
     }
 
@@ -145,14 +151,41 @@ impl Authority {
     }
 
     fn audit_lines(&self, lines: &[String]) -> Result<(), Error> {
-        if let Some(log) = &self.policy.audit_log {
-            crate::files::durable::append_lines(log, lines).map_err(|source| Error::Io {
-                path: log.clone(),
-                op: "append to",
-                source,
-            })?;
-        }
-        Ok(())
+        self.audit_append(lines, false).map(|_| ())
+    }
+
+    /// Appends chained lines to the audit log (and a checkpoint signed with the master CA's
+    /// key when one is due, or `checkpoint`): the checkpoint line written, if any.
+    fn audit_append(&self, lines: &[String], checkpoint: bool) -> Result<Option<String>, Error> {
+        let Some(path) = &self.policy.audit_log else { return Ok(None) };
+        // The writer made at open, unless the policy was changed since (a test, a reload).
+        let other;
+        let log = match &self.audit_log {
+            Some(l) if l.path == *path => l,
+            _ => {
+                other = crate::store::audit::AuditLog::new(path);
+                &other
+            }
+        };
+        let sign = |msg: &[u8]| {
+            use rcgen::SigningKey;
+            self.ca.issuer.key().sign(msg).map_err(|e| e.to_string())
+        };
+        log.append(lines, Some(&sign), OffsetDateTime::now_utc(), checkpoint).map_err(|source| Error::Io {
+            path: log.path.clone(),
+            op: "append to",
+            source,
+        })
+    }
+
+    /// `vouch audit checkpoint`: a signed checkpoint now (to publish); `None` without an audit log.
+    pub fn audit_checkpoint(&self) -> Result<Option<String>, Error> {
+        self.audit_append(&[], true)
+    }
+
+    /// The master CA's certificate (DER).
+    pub fn ca_cert_der(&self) -> &[u8] {
+        &self.ca.cert_der
     }
 
     /// Makes every issuance so far durable in the store's own files (see [`crate::store`]).

@@ -181,6 +181,23 @@ pub enum Command {
         #[arg(long, value_name = "URL")]
         to: String,
     },
+    /// Compare the store with the fleet's real inventory: certificates of names it lacks
+    /// (orphans), expired certificates, stale pending requests, names with no certificate, and
+    /// entries with no usable name (junk). A dry run unless --confirm.
+    Reconcile(ReconcileArgs),
+    /// Remove entries with no usable name, by the generated names `vouch reconcile` lists
+    /// under junk (a dry run unless --confirm).
+    Purge {
+        /// The generated names (unnamed-…), as `vouch reconcile` lists them.
+        #[arg(required = true, value_name = "NAME")]
+        names: Vec<String>,
+        /// Remove them (default: only show what would be removed).
+        #[arg(long)]
+        confirm: bool,
+    },
+    /// The tamper-evident audit log: verify its chain and checkpoints, show it, checkpoint it.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Print a node's classification from its certificate, as Puppet's external node classifier.
     Enc {
         /// The node (its current certificate in the store, from --ca-url, or in --puppet-cadir).
@@ -245,6 +262,84 @@ pub struct EncRemoteArgs {
     /// [default: /etc/vouch/enc.toml when it exists].
     #[arg(long, env = "VOUCH_ENC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReconcileArgs {
+    /// Where the fleet's names come from: file:PATH (one certname a line, # comments),
+    /// cmd:PROGRAM ARGS… (its standard output, one name a line; a non-zero exit aborts), or
+    /// ldap:URL, an RFC 4516 URL ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER whose
+    /// attribute values are certnames (paged; bound with the --ldap-* options).
+    #[arg(long, value_name = "SOURCE")]
+    pub inventory: String,
+    /// Act: revoke the orphans' certificates and drop the stale pending requests.
+    #[arg(long)]
+    pub confirm: bool,
+    /// Also forget (clean) what is revoked: the orphans' certificates, revoked or not.
+    #[arg(long)]
+    pub prune: bool,
+    /// Report format (json and yaml: for scripts and review; no progress bars).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ReportFormat::Text)]
+    pub output: ReportFormat,
+    /// A pending request older than this is stale (30m, 24h, 7d, 2w).
+    #[arg(long, value_name = "DUR", default_value = "7d")]
+    pub pending_older_than: String,
+    /// Refuse --confirm when more than this many changes would be made: a number, or a
+    /// percentage of the fleet's valid certificates.
+    #[arg(long, value_name = "N|P%", default_value = "10%")]
+    pub max_changes: String,
+    /// Act even on an empty inventory, or beyond --max-changes.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Report formats of `vouch reconcile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReportFormat {
+    #[default]
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Verify the chain of the audit log (default: the policy's [audit] log), FILEs in order
+    /// (a rotated file first), and its checkpoints' signatures; exit 1 at the first modified,
+    /// inserted, deleted or reordered line, or a tail cut off before --checkpoint.
+    Verify {
+        /// The log files, oldest first (default: the policy's audit log).
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// A published checkpoint line (a file holding it, as `vouch audit checkpoint` printed it):
+        /// the log must reach it unchanged.
+        #[arg(long, value_name = "FILE")]
+        checkpoint: Option<PathBuf>,
+        /// The master CA certificate that signs the checkpoints (default: the data directory's).
+        #[arg(long, value_name = "FILE")]
+        ca_cert: Option<PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutFormat::Text)]
+        output: OutFormat,
+    },
+    /// Show the audit log's lines, for people.
+    Show {
+        /// Only lines about this certname.
+        #[arg(long, value_name = "N")]
+        certname: Option<String>,
+        /// Only lines from this time on: RFC 3339, or a duration back from now (24h, 7d).
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// text: one line per event; json: the log's JSON lines as they are.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutFormat::Text)]
+        output: OutFormat,
+        /// The log file (default: the policy's audit log).
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+    /// Append a checkpoint signed with the master CA's key now, and print it (to publish:
+    /// `vouch audit verify --checkpoint` then detects a log cut off before it).
+    Checkpoint,
 }
 
 #[derive(Subcommand, Debug)]

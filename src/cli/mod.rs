@@ -24,6 +24,7 @@ mod certs;
 mod compile;
 mod conductor;
 mod csr;
+mod fleet;
 mod hook;
 mod output;
 mod serve;
@@ -182,6 +183,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Ldap(c) => store::ldap(cli, c),
         Command::Override(c) => store::override_cmd(cli, c),
         Command::Migrate { to } => store::migrate(cli, to),
+        Command::Reconcile(a) => fleet::reconcile(cli, a),
+        Command::Purge { names, confirm } => fleet::purge(cli, names, *confirm),
+        Command::Audit(c) => fleet::audit(cli, c),
         Command::Enc { certname, cert, remote, puppet_cadir, policy } => {
             hook::enc(cli, certname.as_deref(), cert.as_deref(), remote, puppet_cadir.as_deref(), policy.as_deref())
         }

@@ -39,11 +39,12 @@ pub fn judge(
     };
     let line = crate::store::audit::decision_line(now, certname, outcome.as_ref(), "autosign");
     if let Some(log) = &policy.audit_log {
-        crate::files::durable::append_line(log, &line).map_err(|source| Error::Io {
-            path: log.clone(),
-            op: "append to",
-            source,
-        })?;
+        // Chained like the CA's log; no checkpoints (the hook holds no CA key: Puppet Server is the CA).
+        let chained = crate::store::audit::AuditLog::new(log);
+        chained
+            .append(&[line], None, time::OffsetDateTime::now_utc(), false)
+            .map(|_| ())
+            .map_err(|source| Error::Io { path: log.clone(), op: "append to", source })?;
     }
     Ok(outcome)
 }

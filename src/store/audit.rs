@@ -34,3 +34,548 @@ pub fn decision_value(
         "reasons": reasons,
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// The tamper-evident chain.
+//
+// Every line vouch appends ends with `"seq":N,"prev":"<SHA-256 hex of the previous line>"`
+// (the previous line's bytes, without its newline; the first line of a new chain: 64 zeros).
+// Every CHECKPOINT_LINES lines, or CHECKPOINT_EVERY after the last checkpoint, a checkpoint
+// line follows, signed with the master CA's key over `vouch-audit-checkpoint:SEQ:PREV:TIME`:
+// it commits to every line before it. A rotated log (logrotate moves `audit.log` to
+// `audit.log.1`) goes on in the new file: its first line's prev is the hash of the old file's
+// last line (remembered by the process, else read from `<log>.1`).
+// ---------------------------------------------------------------------------------------------
+
+use std::fs::OpenOptions;
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// A checkpoint after this many lines of the chain...
+pub const CHECKPOINT_LINES: u64 = 1000;
+/// ... or this long after the last one (checked when a line is written).
+pub const CHECKPOINT_EVERY: time::Duration = time::Duration::minutes(60);
+/// The prev of a chain's first line.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// How much of a log's end is read to find where the chain stands.
+const TAIL_BYTES: u64 = 256 * 1024;
+
+/// Signs a checkpoint's message with the master CA's key.
+pub type Signer<'a> = &'a (dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Sync);
+
+/// What the writer knows of the chain: the last line's seq and hash, and the last checkpoint.
+#[derive(Debug, Clone)]
+struct Head {
+    seq: u64,
+    prev: String,
+    checkpoint_seq: u64,
+    checkpoint_time: Option<OffsetDateTime>,
+    /// The log file as this writer left it (device, inode, length): if it is still so, the
+    /// head is current; otherwise another process wrote (or the log was rotated).
+    file: (u64, u64, u64),
+    /// The file ends in a torn line (no newline): the next write starts a new line.
+    torn: bool,
+}
+
+/// The audit log's writer: appends chained lines (see the module's notes), in one write and
+/// one fdatasync per call, under an flock on the log (several processes share it).
+pub struct AuditLog {
+    pub path: PathBuf,
+    head: Mutex<Option<Head>>,
+}
+
+/// The fields of a chained line the chain needs.
+#[derive(Debug, serde::Deserialize)]
+struct Chained {
+    seq: Option<u64>,
+    prev: Option<String>,
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    time: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+}
+
+fn parse_chained(line: &str) -> Option<Chained> {
+    serde_json::from_str::<Chained>(line).ok().filter(|c| c.seq.is_some() && c.prev.is_some())
+}
+
+/// The SHA-256 of a line (without its newline), lowercase hex.
+pub fn line_hash(line: &str) -> String {
+    crate::encoding::sha256_hex(line.as_bytes())
+}
+
+/// `line` (a JSON object) with the chain's fields added at its end.
+fn chain(line: &str, seq: u64, prev: &str) -> String {
+    let t = line.trim_end();
+    let body = t.strip_suffix('}').unwrap_or(t);
+    let sep = if body.trim_end().ends_with('{') { "" } else { "," };
+    format!("{body}{sep}\"seq\":{seq},\"prev\":\"{prev}\"}}")
+}
+
+/// What a checkpoint's signature covers.
+pub fn checkpoint_message(seq: u64, prev: &str, time: &str) -> Vec<u8> {
+    format!("vouch-audit-checkpoint:{seq}:{prev}:{time}").into_bytes()
+}
+
+/// The last complete line of `text` (a file's tail), if any.
+/// (A torn last line, written by a process that died mid-write, is not complete: the line
+/// before it is the last.)
+fn last_line(text: &str) -> Option<&str> {
+    let complete = match text.strip_suffix('\n') {
+        Some(t) => t,
+        None => text.rsplit_once('\n')?.0,
+    };
+    complete.rsplit('\n').next().filter(|l| !l.is_empty())
+}
+
+/// Where the chain stands after the log's tail `tail`: (seq, hash of the last line, last
+/// checkpoint's seq and time if the tail holds one).
+type TailHead = (u64, String, Option<(u64, OffsetDateTime)>);
+
+fn head_from_tail(tail: &str) -> Option<TailHead> {
+    let last = last_line(tail)?;
+    let seq = parse_chained(last).and_then(|c| c.seq).unwrap_or(0);
+    let checkpoint = tail.lines().rev().filter_map(parse_chained).find(|c| c.event.as_deref() == Some("checkpoint"));
+    let cp = checkpoint.and_then(|c| {
+        let t = crate::encoding::time::parse_rfc3339(c.time.as_deref()?).ok()?;
+        Some((c.seq?, t))
+    });
+    Some((seq, line_hash(last), cp))
+}
+
+fn read_tail(f: &mut std::fs::File, len: u64) -> io::Result<String> {
+    let start = len.saturating_sub(TAIL_BYTES);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    Read::by_ref(f).take(TAIL_BYTES).read_to_end(&mut buf)?;
+    // A tail that starts mid-line: drop the partial first line.
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    Ok(if start > 0 { text.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default() } else { text })
+}
+
+/// The rotated predecessor of a log: `<log>.1` (logrotate's name).
+pub fn rotated(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(".1");
+    PathBuf::from(s)
+}
+
+impl AuditLog {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        AuditLog { path: path.into(), head: Mutex::new(None) }
+    }
+
+    /// Appends `lines` (JSON objects), chained, and a checkpoint signed by `sign` when one is
+    /// due (or `force_checkpoint`; never without `sign`: the autosign hook holds no CA key);
+    /// returns the checkpoint line written, if any.
+    pub fn append(
+        &self,
+        lines: &[String],
+        sign: Option<Signer<'_>>,
+        now: OffsetDateTime,
+        force_checkpoint: bool,
+    ) -> io::Result<Option<String>> {
+        if lines.is_empty() && !force_checkpoint {
+            return Ok(None);
+        }
+        let mut guard = self.head.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = crate::files::durable::open_nofollow(
+            OpenOptions::new().append(true).read(true).create(true).mode(0o640),
+            &self.path,
+        )?;
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
+        let meta = f.metadata()?;
+        let id = (meta.dev(), meta.ino(), meta.len());
+        let mut head = match guard.as_ref() {
+            Some(h) if h.file == id => h.clone(),
+            remembered => self.find_head(&mut f, meta.len(), remembered)?,
+        };
+        let mut buf = Vec::new();
+        if head.torn {
+            buf.push(b'\n');
+            head.torn = false;
+        }
+        let mut cp_line = None;
+        for l in lines {
+            head.seq = head.seq.saturating_add(1);
+            let c = chain(l, head.seq, &head.prev);
+            head.prev = line_hash(&c);
+            buf.extend_from_slice(c.as_bytes());
+            buf.push(b'\n');
+        }
+        let due = head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES
+            || head.checkpoint_time.is_none_or(|t| now - t >= CHECKPOINT_EVERY);
+        if let Some(sign) = sign.filter(|_| force_checkpoint || due) {
+            let time = crate::encoding::time::format_rfc3339(now);
+            head.seq = head.seq.saturating_add(1);
+            let sig = sign(&checkpoint_message(head.seq, &head.prev, &time)).map_err(io::Error::other)?;
+            use base64::Engine;
+            let v = serde_json::json!({
+                "time": time, "event": "checkpoint",
+                "signature": base64::engine::general_purpose::STANDARD.encode(sig),
+            });
+            let c = chain(&v.to_string(), head.seq, &head.prev);
+            head.prev = line_hash(&c);
+            head.checkpoint_seq = head.seq;
+            head.checkpoint_time = Some(now);
+            buf.extend_from_slice(c.as_bytes());
+            buf.push(b'\n');
+            cp_line = Some(c);
+        }
+        f.write_all(&buf)?;
+        f.sync_data()?;
+        head.file = (id.0, id.1, id.2.saturating_add(buf.len() as u64));
+        *guard = Some(head);
+        Ok(cp_line)
+    }
+
+    /// Where the chain stands, read from the log's tail (once per process, or after another
+    /// process wrote); an empty log continues the chain this process remembers, else that of
+    /// the rotated `<log>.1`, else starts one.
+    fn find_head(&self, f: &mut std::fs::File, len: u64, remembered: Option<&Head>) -> io::Result<Head> {
+        let meta = f.metadata()?;
+        let id = (meta.dev(), meta.ino(), len);
+        let from_tail = |tail: &str| {
+            head_from_tail(tail).map(|(seq, prev, cp)| Head {
+                seq,
+                prev,
+                checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
+                checkpoint_time: cp.map(|c| c.1),
+                file: id,
+                torn: false,
+            })
+        };
+        if len > 0 {
+            let tail = read_tail(f, len)?;
+            let torn = !tail.is_empty() && !tail.ends_with('\n');
+            if let Some(h) = from_tail(&tail) {
+                return Ok(Head { torn, ..h });
+            }
+            if torn {
+                // Only a torn line: it stays, and the chain goes on after it.
+                if let Some(h) = remembered {
+                    return Ok(Head { file: id, torn, ..h.clone() });
+                }
+            }
+        }
+        if let Some(h) = remembered {
+            return Ok(Head { file: id, torn: false, ..h.clone() });
+        }
+        let old = rotated(&self.path);
+        if let Ok(mut o) = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &old) {
+            let olen = o.metadata()?.len();
+            if let Some(h) = from_tail(&read_tail(&mut o, olen)?) {
+                return Ok(Head { torn: len > 0, ..h });
+            }
+        }
+        let torn = len > 0;
+        Ok(Head { seq: 0, prev: GENESIS.to_string(), checkpoint_seq: 0, checkpoint_time: None, file: id, torn })
+    }
+}
+
+/// Verifies a checkpoint's signature against a CA certificate (DER).
+pub fn verify_signature(ca_der: &[u8], msg: &[u8], sig: &[u8]) -> bool {
+    let cd = rustls_pki_types::CertificateDer::from(ca_der);
+    let Ok(cert) = webpki::EndEntityCert::try_from(&cd) else { return false };
+    webpki::ALL_VERIFICATION_ALGS.iter().any(|alg| cert.verify_signature(*alg, msg, sig).is_ok())
+}
+
+/// The first break `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Break {
+    /// `modified`, `inserted`, `deleted`, `reordered`, `truncated` or `bad-checkpoint`.
+    pub kind: &'static str,
+    pub file: PathBuf,
+    /// 1-based line number in `file` (0: the file's end).
+    pub line: usize,
+    pub detail: String,
+}
+
+/// What `vouch audit verify` found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Verified {
+    pub lines: u64,
+    /// Lines before the chain starts (written before vouch chained its log): not protected.
+    pub unchained: u64,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    pub checkpoints: u64,
+    pub last_checkpoint: Option<(u64, String)>,
+    pub broken: Option<Break>,
+}
+
+/// One line of a file being verified.
+struct Line {
+    seq: Option<u64>,
+    prev: Option<String>,
+    hash: String,
+    checkpoint: Option<Chained>,
+}
+
+fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
+    let f = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    for l in io::BufReader::with_capacity(1 << 20, f).lines() {
+        let text = l?;
+        let c = parse_chained(&text);
+        let hash = line_hash(&text);
+        let (seq, prev, checkpoint) = match c {
+            Some(c) if c.event.as_deref() == Some("checkpoint") => (c.seq, c.prev.clone(), Some(c)),
+            Some(c) => (c.seq, c.prev, None),
+            None => (None, None, None),
+        };
+        out.push(Line { seq, prev, hash, checkpoint });
+    }
+    Ok(out)
+}
+
+/// Verifies the chain through `files` (in order: a rotated file first), the checkpoints'
+/// signatures against `ca_der`, and, if given, that the log reaches the published checkpoint
+/// line `published` unchanged. Stops at the first break.
+pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::Result<Verified> {
+    let mut v = Verified::default();
+    // The previous line: (seq if chained, hash).
+    let mut last: Option<(Option<u64>, String)> = None;
+    let mut chained_started = false;
+    let published = match published {
+        Some(p) => {
+            let line = p.trim();
+            let c = parse_chained(line).filter(|c| c.event.as_deref() == Some("checkpoint"));
+            match c {
+                Some(c) => Some((c.seq.unwrap_or(0), line_hash(line), c, line.to_string())),
+                None => {
+                    v.broken = Some(Break {
+                        kind: "bad-checkpoint",
+                        file: PathBuf::from("--checkpoint"),
+                        line: 0,
+                        detail: "the published checkpoint is not a checkpoint line of vouch's audit log".into(),
+                    });
+                    return Ok(v);
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some((seq, _, c, _)) = &published {
+        if !checkpoint_ok(c, ca_der) {
+            v.broken = Some(Break {
+                kind: "bad-checkpoint",
+                file: PathBuf::from("--checkpoint"),
+                line: 0,
+                detail: format!("the published checkpoint (seq {seq}) is not signed by this CA"),
+            });
+            return Ok(v);
+        }
+    }
+    for file in files {
+        let lines = read_lines(file)?;
+        for (i, l) in lines.iter().enumerate() {
+            let n = i.saturating_add(1);
+            let brk =
+                |kind: &'static str, line: usize, detail: String| Break { kind, file: file.clone(), line, detail };
+            v.lines = v.lines.saturating_add(1);
+            let Some(seq) = l.seq else {
+                if chained_started {
+                    let skipped = lines.get(i.saturating_add(1)).and_then(|x| x.prev.as_deref())
+                        == last.as_ref().map(|x| x.1.as_str());
+                    v.broken = Some(if skipped {
+                        brk("inserted", n, "a line that is not part of the chain was inserted here".into())
+                    } else {
+                        brk("modified", n, "not a chained audit line (no seq and prev): modified".into())
+                    });
+                    return Ok(v);
+                }
+                v.unchained = v.unchained.saturating_add(1);
+                last = Some((None, l.hash.clone()));
+                continue;
+            };
+            let prev = l.prev.as_deref().unwrap_or_default();
+            match &last {
+                None => {
+                    // The first line of what is verified: a new chain, or one continuing a file not given.
+                    if seq == 1 && prev != GENESIS {
+                        v.broken = Some(brk("modified", n, "the chain's first line has a wrong prev".into()));
+                        return Ok(v);
+                    }
+                }
+                Some((None, h)) => {
+                    if prev != h {
+                        v.broken = Some(brk(
+                            "modified",
+                            n.saturating_sub(1),
+                            "the line before the chain's first line is not the one it recorded".into(),
+                        ));
+                        return Ok(v);
+                    }
+                }
+                Some((Some(pseq), h)) => {
+                    let expected = pseq.saturating_add(1);
+                    if seq != expected {
+                        v.broken = Some(classify(&lines, i, seq, expected, file));
+                        return Ok(v);
+                    }
+                    if prev != h {
+                        v.broken = Some(brk(
+                            "modified",
+                            n.saturating_sub(1).max(1),
+                            format!(
+                                "seq {pseq} is not the line that seq {seq} recorded (its hash differs): modified{}",
+                                if i == 0 { " (the last line of the previous file)" } else { "" }
+                            ),
+                        ));
+                        return Ok(v);
+                    }
+                }
+            }
+            if !chained_started {
+                v.first_seq = Some(seq);
+                chained_started = true;
+            }
+            if let Some(c) = &l.checkpoint {
+                if !checkpoint_ok(c, ca_der) {
+                    v.broken = Some(brk(
+                        "bad-checkpoint",
+                        n,
+                        format!("the checkpoint at seq {seq} is not signed by this CA over its place in the chain"),
+                    ));
+                    return Ok(v);
+                }
+                v.checkpoints = v.checkpoints.saturating_add(1);
+                v.last_checkpoint = Some((seq, c.time.clone().unwrap_or_default()));
+            }
+            if let Some((pseq, phash, _, _)) = &published {
+                if *pseq == seq && *phash != l.hash {
+                    v.broken = Some(brk(
+                        "modified",
+                        n,
+                        format!("seq {seq} differs from the published checkpoint (the log was rewritten)"),
+                    ));
+                    return Ok(v);
+                }
+            }
+            v.last_seq = Some(seq);
+            last = Some((Some(seq), l.hash.clone()));
+        }
+    }
+    if let Some((pseq, _, _, _)) = &published {
+        if v.last_seq.is_none_or(|s| s < *pseq) {
+            v.broken = Some(Break {
+                kind: "truncated",
+                file: files.last().cloned().unwrap_or_default(),
+                line: 0,
+                detail: format!(
+                    "the log ends at seq {} but a published checkpoint is at seq {pseq}: its tail was cut off",
+                    v.last_seq.map(|s| s.to_string()).unwrap_or_else(|| "none".into())
+                ),
+            });
+        }
+    }
+    Ok(v)
+}
+
+fn checkpoint_ok(c: &Chained, ca_der: &[u8]) -> bool {
+    use base64::Engine;
+    let (Some(seq), Some(prev), Some(time), Some(sig)) = (c.seq, &c.prev, &c.time, &c.signature) else {
+        return false;
+    };
+    let Ok(sig) = base64::engine::general_purpose::STANDARD.decode(sig) else { return false };
+    verify_signature(ca_der, &checkpoint_message(seq, prev, time), &sig)
+}
+
+/// The kind of a break where line `i` (seq `seq`) follows a line that expects `expected`.
+fn classify(lines: &[Line], i: usize, seq: u64, expected: u64, file: &Path) -> Break {
+    let n = i.saturating_add(1);
+    let later = lines.iter().enumerate().skip(i.saturating_add(1)).find(|(_, l)| l.seq == Some(expected));
+    if seq > expected {
+        if let Some((j, _)) = later {
+            return Break {
+                kind: "reordered",
+                file: file.to_path_buf(),
+                line: n,
+                detail: format!("seq {seq} comes before seq {expected} (line {})", j.saturating_add(1)),
+            };
+        }
+        let missing = seq.saturating_sub(expected);
+        return Break {
+            kind: "deleted",
+            file: file.to_path_buf(),
+            line: n,
+            detail: format!(
+                "{missing} line{} (seq {expected}{}) deleted before this line",
+                if missing == 1 { "" } else { "s" },
+                if missing == 1 { String::new() } else { format!(" to {}", seq.saturating_sub(1)) }
+            ),
+        };
+    }
+    // seq < expected: the line before is one too many, or this one repeats an earlier seq.
+    let inserted_before =
+        i >= 2 && lines.get(i.saturating_sub(2)).map(|l| &l.hash) == lines.get(i).and_then(|l| l.prev.as_ref());
+    if inserted_before {
+        return Break {
+            kind: "inserted",
+            file: file.to_path_buf(),
+            line: i,
+            detail: format!("a line was inserted here (seq {} is taken by the next line)", seq),
+        };
+    }
+    let earlier = lines.iter().take(i).rposition(|l| l.seq == Some(seq));
+    match earlier {
+        Some(j) if lines.get(j).map(|l| &l.hash) != lines.get(i).map(|l| &l.hash) => Break {
+            kind: "reordered",
+            file: file.to_path_buf(),
+            line: n,
+            detail: format!("seq {seq} appears again after seq {}", expected.saturating_sub(1)),
+        },
+        Some(j) => Break {
+            kind: "inserted",
+            file: file.to_path_buf(),
+            line: n,
+            detail: format!("a copy of line {} (seq {seq}) was inserted", j.saturating_add(1)),
+        },
+        None => Break {
+            kind: "reordered",
+            file: file.to_path_buf(),
+            line: n,
+            detail: format!("seq {seq} after seq {}", expected.saturating_sub(1)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chained_lines_stay_json_objects_with_seq_and_prev_last() {
+        for line in ["{}", "{ }", "{\"a\":1}", "{\"a\":{\"b\":[1,2]}}"] {
+            let c = chain(line, 7, GENESIS);
+            let v: serde_json::Value = serde_json::from_str(&c).unwrap_or_else(|e| panic!("{c}: {e}"));
+            assert_eq!(v["seq"], 7, "{c}");
+            assert_eq!(v["prev"], GENESIS, "{c}");
+            assert!(c.ends_with(&format!("\"seq\":7,\"prev\":\"{GENESIS}\"}}")), "{c}");
+        }
+    }
+
+    #[test]
+    fn the_head_is_found_in_a_tail_that_starts_mid_line() {
+        let a = chain("{\"event\":\"decision\"}", 41, GENESIS);
+        let cp = chain(
+            "{\"time\":\"2026-01-01T00:00:00Z\",\"event\":\"checkpoint\",\"signature\":\"x\"}",
+            42,
+            &line_hash(&a),
+        );
+        let b = chain("{\"event\":\"revoked\"}", 43, &line_hash(&cp));
+        let tail = format!("{a}\n{cp}\n{b}\n");
+        let (seq, prev, checkpoint) = head_from_tail(&tail).unwrap();
+        assert_eq!((seq, prev), (43, line_hash(&b)));
+        assert_eq!(checkpoint.map(|c| c.0), Some(42));
+        assert!(head_from_tail("").is_none());
+        assert!(head_from_tail("torn line without newline").is_none());
+        let (seq, _, _) = head_from_tail(&format!("{a}\n{cp}\n{b}\n{{\"torn")).unwrap();
+        assert_eq!(seq, 43, "a torn last line is not the head");
+    }
+}

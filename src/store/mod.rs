@@ -40,12 +40,13 @@ pub mod audit;
 mod file;
 pub mod group;
 pub mod journal;
+pub mod junk;
 pub mod ldap;
 mod open;
 
 pub(crate) use file::crash_point;
 pub use file::{FileStore, WAL};
-pub use open::{open_journal, open_store, StoreUrl};
+pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -285,6 +286,19 @@ pub struct Listed {
     pub revoked: bool,
 }
 
+/// An entry of the store with no usable name (a file that does not parse, a CN that is not
+/// its file name, a request for a name Puppet refuses), under a generated name derived from
+/// its content ([`junk::generated_name`]): `vouch reconcile` lists it, `vouch purge` removes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Junk {
+    pub name: String,
+    /// `signed` or `request`.
+    pub kind: String,
+    pub detail: String,
+    /// Where it is in the store (paths inside the file store).
+    pub files: Vec<String>,
+}
+
 /// An administrator's classification for a certname, overriding its certificate's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Override {
@@ -483,6 +497,25 @@ pub trait Store: Send + Sync {
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError>;
     /// Each certname's latest certificate, unless cleaned, by certname.
     fn listing(&self) -> Result<Vec<Listed>, StoreError>;
+    /// [`Store::listing`], each handed to `f` as it is read (`vouch reconcile`): a store that
+    /// can stream overrides it, so that a fleet is walked in constant memory.
+    fn each_listed(&self, f: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send)) -> Result<(), StoreError> {
+        for l in self.listing()? {
+            f(l)?;
+        }
+        Ok(())
+    }
+    /// Every entry with no usable name ([`Junk`]), handed to `f` (none by default: a store
+    /// whose entries are named by their certname alone has none).
+    fn junk(&self, f: &mut dyn FnMut(Junk) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        let _ = f;
+        Ok(())
+    }
+    /// Removes a junk entry (as [`Store::junk`] just listed it).
+    fn purge(&self, lock: &WriteLock, junk: &Junk) -> Result<(), StoreError> {
+        let _ = (lock, junk);
+        Err(StoreError::Corrupt { path: PathBuf::from(self.describe()), detail: "this store lists no junk".into() })
+    }
     /// The administrator's classification for `certname`, if any was ever set.
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError>;
     /// Sets (`Some`) or clears (`None`) the override; with `expect`, only if the revision is

@@ -99,6 +99,11 @@ impl StoreUrl {
         self.url.is_empty() || self.url == "files"
     }
 
+    /// The server `u` names, bound with these options (`vouch reconcile`'s `ldap:` inventory).
+    pub fn ldap_server(&self, u: &LdapUrl) -> Result<Server, Error> {
+        self.server(u)
+    }
+
     fn server(&self, u: &LdapUrl) -> Result<Server, Error> {
         let bind = match (&self.bind_dn, &self.password_file, u.scheme) {
             (Some(dn), Some(file), _) => {

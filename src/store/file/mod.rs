@@ -461,6 +461,14 @@ impl Store for FileStore {
         Ok(out)
     }
 
+    fn junk(&self, f: &mut dyn FnMut(super::Junk) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        super::junk::scan(&self.root, f)
+    }
+
+    fn purge(&self, _lock: &WriteLock, junk: &super::Junk) -> Result<(), StoreError> {
+        super::junk::purge(&self.root, junk)
+    }
+
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {
         let path = self.p("overrides").join(Self::file_name(certname, "json")?);
         Self::read_json(&path)
@@ -578,8 +586,16 @@ impl Store for FileStore {
         for e in entries {
             let path = e.map_err(io_err(&dir, "read directory"))?.path();
             if path.extension().and_then(|x| x.to_str()) == Some("json") {
-                if let Some(r) = Self::read_json::<PendingRequest>(&path)? {
-                    out.push(r);
+                // A request that does not parse, or whose name Puppet refuses, is junk: left
+                // out here, listed by `vouch reconcile` and removed by `vouch purge` (store::junk).
+                let named = path
+                    .file_stem()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| crate::decision::check_certname(n).is_ok());
+                match Self::read_json::<PendingRequest>(&path) {
+                    Ok(Some(r)) if named => out.push(r),
+                    Ok(_) | Err(StoreError::Corrupt { .. }) => {}
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -33,7 +33,7 @@
 mod conn;
 pub mod schema;
 
-pub use conn::{may_block, Bind, Server};
+pub use conn::{may_block, Bind, Pool, Server};
 
 use super::journal::Claim;
 use super::{
@@ -42,7 +42,7 @@ use super::{
 };
 use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::vouching::replay_key::ReplayKey;
-use conn::{rc, Pool};
+use conn::rc;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -1199,6 +1199,21 @@ impl Store for LdapStore {
         }
         out.sort_by(|a, b| a.not_before.cmp(&b.not_before).then_with(|| a.serial.cmp(&b.serial)));
         Ok(out)
+    }
+
+    fn each_listed(&self, f: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send)) -> Result<(), StoreError> {
+        let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
+        let base = self.container("certnames");
+        // Page by page (1,000 entries): the fleet is never held whole.
+        self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs, |e| {
+            let l = Listed {
+                certname: e.need("vouchCertname")?,
+                serial: e.need("vouchSerial")?,
+                not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
+                revoked: e.text("vouchState").as_deref() == Some("revoked"),
+            };
+            f(l)
+        })
     }
 
     fn listing(&self) -> Result<Vec<Listed>, StoreError> {

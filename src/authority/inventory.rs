@@ -1,0 +1,291 @@
+//! `vouch reconcile --inventory SOURCE`: the names the fleet's real inventory holds.
+//!
+//! - `file:PATH`: one certname a line; `#` starts a comment; blank lines are skipped.
+//! - `cmd:PROGRAM ARGS…`: the program's standard output, one name a line (split on
+//!   whitespace, no shell); a non-zero exit (or death by a signal) aborts the run.
+//! - `ldap:URL` with an RFC 4516 URL `ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER`: the
+//!   values of ATTRIBUTE of every entry the search finds (paged, 1,000 a page).
+//!
+//! Names are trimmed and lowercased (Puppet lowercases certnames). Each is handed to a
+//! callback as it arrives: nothing keeps the whole inventory.
+
+use crate::error::Error;
+use crate::store::ldap::{Pool, Server};
+use crate::store::StoreUrl;
+use std::io::{BufRead, Read};
+
+/// A parsed `--inventory` SOURCE.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    File(std::path::PathBuf),
+    Cmd { program: String, args: Vec<String> },
+    Ldap(LdapSearch),
+}
+
+/// An RFC 4516 LDAP URL's search: where, which attribute, how deep, which entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LdapSearch {
+    /// `ldap://host:port/BASE` (without the `?` parts), as `--store` takes it.
+    pub url: String,
+    pub base: String,
+    pub attribute: String,
+    pub scope: ldap3::Scope,
+    pub filter: String,
+}
+
+fn bad(source: &str, detail: impl std::fmt::Display) -> Error {
+    Error::InventorySource { source: source.to_string(), detail: detail.to_string() }
+}
+
+fn decode(source: &str, part: &str) -> Result<String, Error> {
+    crate::encoding::percent_decode(part).ok_or_else(|| bad(source, format!("{part:?} has an invalid percent escape")))
+}
+
+impl Source {
+    /// Parses `file:PATH`, `cmd:PROGRAM ARGS…` or `ldap:URL` (an `ldap://`, `ldaps://` or
+    /// `ldapi://` URL is taken as `ldap:URL` too).
+    pub fn parse(s: &str) -> Result<Source, Error> {
+        if let Some(p) = s.strip_prefix("file:") {
+            if p.is_empty() {
+                return Err(bad(s, "no path after file:"));
+            }
+            return Ok(Source::File(p.into()));
+        }
+        if let Some(c) = s.strip_prefix("cmd:") {
+            let mut words = c.split_whitespace().map(str::to_string);
+            let program = words.next().ok_or_else(|| bad(s, "no program after cmd:"))?;
+            return Ok(Source::Cmd { program, args: words.collect() });
+        }
+        let url = if s.starts_with("ldap://") || s.starts_with("ldaps://") || s.starts_with("ldapi://") {
+            s
+        } else if let Some(u) = s.strip_prefix("ldap:") {
+            u
+        } else {
+            return Err(bad(s, "not file:PATH, cmd:PROGRAM ARGS… or ldap:URL"));
+        };
+        Ok(Source::Ldap(parse_rfc4516(s, url)?))
+    }
+}
+
+/// `ldap://host:port/BASE?ATTRIBUTE?SCOPE?FILTER?EXTENSIONS` (RFC 4516): exactly one
+/// attribute; scope `base` (the default), `one` or `sub`; filter `(objectClass=*)` by
+/// default; a critical extension (`!name`) is refused, others are ignored.
+pub fn parse_rfc4516(source: &str, url: &str) -> Result<LdapSearch, Error> {
+    let mut parts = url.splitn(5, '?');
+    let head = parts.next().unwrap_or_default();
+    let attrs = decode(source, parts.next().unwrap_or_default())?;
+    let scope = decode(source, parts.next().unwrap_or_default())?;
+    let filter = decode(source, parts.next().unwrap_or_default())?;
+    let exts = parts.next().unwrap_or_default();
+    let u = crate::store::parse_ldap_url(head).map_err(|e| bad(source, e))?;
+    let attrs: Vec<&str> = attrs.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+    let attribute = match attrs.as_slice() {
+        [a] if a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b';') => a.to_string(),
+        [] => {
+            return Err(bad(
+                source,
+                "no attribute: ldap://HOST/BASE?ATTRIBUTE?SCOPE?FILTER names the one whose values are certnames",
+            ))
+        }
+        _ => return Err(bad(source, "name exactly one attribute (its values are the certnames)")),
+    };
+    let scope = match scope.to_ascii_lowercase().as_str() {
+        "" | "base" => ldap3::Scope::Base,
+        "one" => ldap3::Scope::OneLevel,
+        "sub" => ldap3::Scope::Subtree,
+        other => return Err(bad(source, format!("scope {other:?} is not base, one or sub"))),
+    };
+    let filter = if filter.trim().is_empty() { "(objectClass=*)".to_string() } else { filter };
+    for ext in exts.split(',').filter(|e| !e.is_empty()) {
+        if ext.starts_with('!') {
+            return Err(bad(source, format!("critical extension {ext:?} is not supported")));
+        }
+    }
+    Ok(LdapSearch { url: head.to_string(), base: u.base, attribute, scope, filter })
+}
+
+/// One name as the inventory gives it: trimmed, lowercased; `None` for nothing.
+fn name_of(line: &str) -> Option<String> {
+    let t = line.trim();
+    (!t.is_empty()).then(|| t.to_ascii_lowercase())
+}
+
+/// Reads every name of `source`, handing each to `f`. `store_url`: the `--ldap-*` options
+/// (bind DN, password file, CA) an `ldap:` source binds with.
+pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + Send)) -> Result<(), Error> {
+    match source {
+        Source::File(path) => {
+            let file =
+                std::fs::File::open(path).map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
+            for line in std::io::BufReader::new(file).lines() {
+                let line = line.map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
+                let content = line.split('#').next().unwrap_or_default();
+                if let Some(n) = name_of(content) {
+                    f(n);
+                }
+            }
+            Ok(())
+        }
+        Source::Cmd { program, args } => {
+            let shown = std::iter::once(program.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>();
+            let shown = shown.join(" ");
+            let mut child = std::process::Command::new(program)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::InventoryCommand {
+                    command: shown.clone(),
+                    detail: format!("cannot run it: {e}"),
+                })?;
+            // Its stderr on a thread of its own (bounded), so that neither pipe blocks the other.
+            let err = child.stderr.take();
+            let errs = std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(e) = err {
+                    let _ = e.take(64 * 1024).read_to_end(&mut buf);
+                }
+                String::from_utf8_lossy(&buf).trim().to_string()
+            });
+            let mut read_failed = None;
+            if let Some(out) = child.stdout.take() {
+                for line in std::io::BufReader::new(out).lines() {
+                    match line {
+                        Ok(l) => {
+                            if let Some(n) = name_of(&l) {
+                                f(n);
+                            }
+                        }
+                        Err(e) => {
+                            read_failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            let status = child.wait().map_err(|e| Error::InventoryCommand {
+                command: shown.clone(),
+                detail: format!("cannot wait for it: {e}"),
+            })?;
+            let stderr = errs.join().unwrap_or_default();
+            if !status.success() {
+                let how = match status.code() {
+                    Some(c) => format!("it exited with status {c}"),
+                    None => "it was killed by a signal".to_string(),
+                };
+                let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
+                return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
+            }
+            if let Some(e) = read_failed {
+                return Err(Error::InventoryCommand { command: shown, detail: format!("reading its output: {e}") });
+            }
+            Ok(())
+        }
+        Source::Ldap(search) => {
+            let u = crate::store::parse_ldap_url(&search.url).map_err(|e| bad(&search.url, e))?;
+            let server: Server = store_url.ldap_server(&u)?;
+            let pool = Pool::new(server).map_err(Error::from)?;
+            paged_values(&pool, search, f).map_err(Error::from)
+        }
+    }
+}
+
+/// The values of `search.attribute` of every entry `search` finds, handed to `f` page by
+/// page (1,000 entries a page) over one connection (a paged-results cookie is valid on its
+/// own connection only). A connection that fails before the first name is handed is
+/// replaced once; one that fails later fails the read (never a name handed twice).
+fn paged_values(
+    pool: &Pool,
+    search: &LdapSearch,
+    f: &mut (dyn FnMut(String) + Send),
+) -> Result<(), crate::store::StoreError> {
+    use crate::store::StoreError;
+    let attr = search.attribute.clone();
+    let mut handed = false;
+    pool.run(|c| {
+        let mut cookie: Vec<u8> = Vec::new();
+        loop {
+            let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
+            let res =
+                match c.with_controls(page).search(&search.base, search.scope, &search.filter, vec![attr.as_str()]) {
+                    Ok(r) => r,
+                    Err(e) if !handed => return Err(e),
+                    Err(e) => {
+                        return Ok(Err(StoreError::Unavailable {
+                            detail: format!("LDAP search of {:?} broke off after some entries: {e}", search.base),
+                        }))
+                    }
+                };
+            let (entries, result) = (res.0, res.1);
+            if result.rc != 0 {
+                return Ok(Err(StoreError::Ldap {
+                    op: "search",
+                    dn: search.base.clone(),
+                    detail: format!("result {}: {}", result.rc, result.text),
+                }));
+            }
+            for e in entries {
+                let e = ldap3::SearchEntry::construct(e);
+                for (k, vals) in e.attrs {
+                    if k.eq_ignore_ascii_case(&attr) {
+                        for v in vals {
+                            if let Some(n) = name_of(&v) {
+                                handed = true;
+                                f(n);
+                            }
+                        }
+                    }
+                }
+            }
+            let next = result.ctrls.iter().find_map(|c| match c {
+                ldap3::controls::Control(Some(ldap3::controls::ControlType::PagedResults), raw) => {
+                    Some(raw.parse::<ldap3::controls::PagedResults>())
+                }
+                _ => None,
+            });
+            match next {
+                Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
+                _ => return Ok(Ok(())),
+            }
+        }
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse_and_bad_ones_are_refused() {
+        assert_eq!(Source::parse("file:/tmp/x").unwrap(), Source::File("/tmp/x".into()));
+        assert_eq!(
+            Source::parse("cmd:aws ec2 list").unwrap(),
+            Source::Cmd { program: "aws".into(), args: vec!["ec2".into(), "list".into()] }
+        );
+        let Source::Ldap(l) =
+            Source::parse("ldap:ldap://127.0.0.1:389/ou=hosts,dc=example,dc=test?cn?sub?(objectClass=device)").unwrap()
+        else {
+            panic!("not ldap")
+        };
+        assert_eq!(l.base, "ou=hosts,dc=example,dc=test");
+        assert_eq!(l.attribute, "cn");
+        assert_eq!(l.scope, ldap3::Scope::Subtree);
+        assert_eq!(l.filter, "(objectClass=device)");
+        let Source::Ldap(l) = Source::parse("ldap://h:1/dc=x?cn?one?%28cn%3Dweb%2A%29").unwrap() else { panic!() };
+        assert_eq!((l.scope, l.filter.as_str()), (ldap3::Scope::OneLevel, "(cn=web*)"));
+        let Source::Ldap(l) = Source::parse("ldap:ldap://h:1/dc=x?cn").unwrap() else { panic!() };
+        assert_eq!((l.scope, l.filter.as_str()), (ldap3::Scope::Base, "(objectClass=*)"));
+        for bad in [
+            "file:",
+            "cmd:",
+            "http://x",
+            "ldap:ldap://h/dc=x",
+            "ldap:ldap://h/dc=x?cn,uid?sub",
+            "ldap:ldap://h/dc=x?cn?deep",
+            "ldap:ldap://h/dc=x?cn?sub??!bindname=x",
+        ] {
+            assert!(Source::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
