@@ -1966,3 +1966,41 @@ fn enc_cert_verifies_chain_crl_and_name() {
     // The other node is unaffected.
     assert!(ok(&enc(&["--cert", s(&c2), "--cacert", s(&bundle), "--crl", s(&crl)])).contains("vouch_source"));
 }
+
+/// `vouch crl --fetch --out` replaces a regular file by rename: a symbolic link, a directory,
+/// a FIFO or a device is refused before anything is fetched (renamed over, `/dev/null` would
+/// become a file), whatever the CA answers.
+#[test]
+fn crl_fetch_writes_only_regular_files() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let fifo = w.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let target = w.join("target.pem");
+    std::fs::write(&target, "keep\n").unwrap();
+    let link = w.join("link.pem");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let bundle = w.join("bundle.pem");
+    std::fs::write(&bundle, "not read before the output is checked\n").unwrap();
+    for (out, says) in [(&fifo, "device, FIFO or socket"), (&link, "symbolic link"), (&w.to_path_buf(), "directory")] {
+        let (code, err) = code_and_err(&run(
+            vouch().args([
+                "crl",
+                "--fetch",
+                "--ca-url",
+                "https://127.0.0.1:1",
+                "--cacert",
+                s(&bundle),
+                "--out",
+                s(out),
+            ]),
+            None,
+        ));
+        assert_eq!(code, Some(2), "{}: {err}", out.display());
+        assert!(err.contains(says) && err.contains("hint:"), "{}: {err}", out.display());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is still one");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still one");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+}

@@ -15,17 +15,72 @@ use std::path::{Path, PathBuf};
 pub const ENC_CONFIG: &str = "/etc/vouch/enc.toml";
 
 pub(super) fn crl_fetch(ca_url: &str, cacert: &Path, out: &Path) -> Result<i32, Error> {
+    let kept = fetch_target(out)?;
     let bundle = read_file(cacert, crate::files::input::Kind::TrustFile)?;
     let ca = CaService::new(ca_url, &bundle, None)?;
+    if out.as_os_str() == "-" {
+        // To stdout: the whole CRLs every time (nothing to compare If-Modified-Since with).
+        let resp = ca.get(crate::compile::CRL_PATH, &[])?;
+        if resp.status != 200 {
+            return Err(Error::Usage {
+                detail: format!("{ca_url}: GET {} answered {}", crate::compile::CRL_PATH, resp.status),
+            });
+        }
+        crate::compile::check_crl_body(&resp.body, &bundle, ca_url)?;
+        write_out(None, &resp.text(), 0o644)?;
+        return Ok(EXIT_OK);
+    }
     match fetch_crl(&ca, &bundle, out)? {
-        Fetched::Replaced { last_modified } => sayln!(
-            "vouch: wrote the CA's CRLs to {} (Last-Modified: {})",
-            out.display(),
-            last_modified.as_deref().unwrap_or("not sent")
-        )?,
+        Fetched::Replaced { last_modified } => {
+            restore_owner_and_mode(out, kept)?;
+            sayln!(
+                "vouch: wrote the CA's CRLs to {} (Last-Modified: {})",
+                out.display(),
+                last_modified.as_deref().unwrap_or("not sent")
+            )?
+        }
         Fetched::Unchanged => sayln!("vouch: {} is current (the CA answered 304)", out.display())?,
     }
     Ok(EXIT_OK)
+}
+
+/// Where `crl --fetch` may write: `-` (stdout), a new file, or a regular file, which is
+/// replaced by rename (Puppet Server and its agents never see half a CRL). A symbolic link,
+/// a directory, a device, a FIFO or a socket is refused before anything is fetched: renaming
+/// over `/dev/null` would replace the device with a file. Returns the owner and mode of the
+/// file being replaced, which the new one keeps (Puppet's hostcrl may be `puppet`'s, 0640).
+fn fetch_target(out: &Path) -> Result<Option<(u32, u32, u32)>, Error> {
+    use std::os::unix::fs::MetadataExt;
+    if out.as_os_str() == "-" {
+        return Ok(None);
+    }
+    let refuse = |detail: &str| Error::Output { path: out.to_path_buf(), detail: detail.to_string() };
+    match std::fs::symlink_metadata(out) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Err(super::output::output_error(out.to_path_buf(), crate::files::output::OutputError::Symlink))
+        }
+        Ok(m) if m.is_dir() => Err(refuse("it is a directory; give the path of the CRL file (Puppet's hostcrl)")),
+        Ok(m) if !m.is_file() => Err(refuse(
+            "it is a device, FIFO or socket: `crl --fetch` replaces its --out by rename, so it needs a regular \
+             file (new or existing); use --out - for stdout",
+        )),
+        Ok(m) => Ok(Some((m.uid(), m.gid(), m.mode() & 0o7777))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io { path: out.to_path_buf(), op: "look at", source }),
+    }
+}
+
+/// Gives the fetched file the owner and mode of the one it replaced (a non-root user cannot
+/// give a file away: then it stays this user's, with the mode kept).
+fn restore_owner_and_mode(out: &Path, kept: Option<(u32, u32, u32)>) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((uid, gid, mode)) = kept else { return Ok(()) };
+    let _ = std::os::unix::fs::lchown(out, Some(uid), Some(gid));
+    std::fs::set_permissions(out, std::fs::Permissions::from_mode(mode)).map_err(|source| Error::Io {
+        path: out.to_path_buf(),
+        op: "set the mode of",
+        source,
+    })
 }
 
 /// The config file's keys (all optional; the command line and the environment win).
