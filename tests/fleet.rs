@@ -477,3 +477,28 @@ fn json_and_yaml_on_a_terminal_carry_no_progress_bars() {
         }
     }
 }
+
+/// The CA's own certificates (here the administrator's, as `vouch serve` keeps it in
+/// DIR/admin) are never orphans: no fleet inventory names them, and revoking them would lock
+/// the operator out.
+#[test]
+fn the_cas_own_certificates_are_never_orphans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 5);
+    std::fs::create_dir_all(dir.join("admin")).unwrap();
+    ok(&vouch()
+        .args(["--dir", s(&dir), "admin", "new", "vouch-admin"])
+        .args(["--cert-out", s(&dir.join("admin/admin_crt.pem")), "--key-out", s(&dir.join("admin/admin_key.pem"))])
+        .output()
+        .unwrap());
+    assert!(dir.join("ca/signed/vouch-admin.pem").exists(), "the administrator's certificate is in the store");
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..5).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let src = format!("file:{}", s(&inv));
+    let plan = json(&reconcile(&dir, &["--inventory", &src, "-o", "json"]));
+    assert_eq!(plan["changes"], 0, "{plan}");
+    let done = json(&reconcile(&dir, &["--inventory", &src, "--confirm", "--force", "-o", "json"]));
+    assert_eq!(done["applied"]["revoked"], 0, "{done}");
+    let list = String::from_utf8(vouch().args(["--dir", s(&dir), "list", "--all"]).output().unwrap().stdout).unwrap();
+    assert!(list.lines().any(|l| l.contains("vouch-admin") && !l.contains("revoked")), "{list}");
+}

@@ -355,6 +355,15 @@ impl Authority {
                 valid = valid.saturating_add(1);
             }
             let is_expired = parse_rfc3339(&l.not_after).map(|t| t < now).unwrap_or(false);
+            // The CA's own certificates (the service's, the administrators') are no node's: no
+            // fleet inventory names them, and revoking them would lock the operator out.
+            if self.reserved.holder(&l.certname).is_some() {
+                unseen.remove(&key(&l.certname));
+                if let Some(pb) = &pb {
+                    pb.inc(1);
+                }
+                return Ok(());
+            }
             // Each certname is listed once: its key leaves the set when its certificate is met.
             let r = match unseen.remove(&key(&l.certname)) {
                 true => {

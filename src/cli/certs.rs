@@ -78,7 +78,17 @@ pub(super) fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
     let body = read_file(&a.csr, crate::files::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &body, a.certname.as_deref())?;
     let now = now(cli)?;
-    let outcome = decision::decide(&Request { csr: &body, certname: &certname }, &policy, now);
+    // The names every way of signing keeps from nodes (the service's and administrators' in
+    // DIR, localhost and the loopback addresses always), as `vouch sign` and the hook judge them.
+    let reserved = cli
+        .dir
+        .as_deref()
+        .map(|d| crate::authority::ReservedNames::load(&crate::issuance::bootstrap::DataDir::new(d)))
+        .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
+    let outcome = match reserved.refusal(&certname, crate::encoding::csr::parse(&body).ok().as_ref()) {
+        Some(reason) => Err(decision::Refused { reasons: vec![reason], conductor: None, held: None }),
+        None => decision::decide(&Request { csr: &body, certname: &certname }, &policy, now),
+    };
     // One-time use as the journal stands (read, never written): used attributes are refused.
     let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
     let outcome = crate::authority::peek_replay(journal.as_deref(), outcome, &certname)?;
