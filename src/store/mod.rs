@@ -50,6 +50,7 @@ pub use open::{open_journal, open_store, StoreUrl};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 /// A store failure.
@@ -275,13 +276,16 @@ pub struct Expected {
     pub revision: u64,
 }
 
-/// One certificate for `vouch list --all`: each certname's latest.
+/// A certname's current certificate, as [`Store::for_each_listed`] hands it (`vouch list
+/// --all`, `vouch store migrate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     pub certname: String,
+    /// Lowercase hex.
     pub serial: String,
+    /// RFC 3339, as the serial's record has it.
     pub not_after: String,
-    /// `signed` or `revoked`.
+    /// Revoked (and not cleaned: a cleaned certname is not listed).
     pub revoked: bool,
 }
 
@@ -463,8 +467,14 @@ pub trait Store: Send + Sync {
     fn revocations_stamp(&self) -> Result<String, StoreError>;
     /// All issued certificates, oldest first.
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError>;
-    /// Each certname's latest certificate, unless cleaned, by certname.
-    fn listing(&self) -> Result<Vec<Listed>, StoreError>;
+    /// Hands `f` each certname's current certificate (unless cleaned: a cleaned certname has
+    /// none), one at a time as the store reads it, until `f` answers
+    /// [`ControlFlow::Break`]. In the store's own order, not sorted (sorting a fleet
+    /// would hold it in memory): the file store's is `signed/`'s directory order, the
+    /// LDAP store's the server's. Memory stays that of one entry (the LDAP store: of one
+    /// page), whatever the store holds; nothing is locked, so a certificate issued or
+    /// revoked meanwhile may or may not be seen.
+    fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError>;
     /// The administrator's classification for `certname`, if any was ever set.
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError>;
     /// Sets (`Some`) or clears (`None`) the override; with `expect`, only if the revision is

@@ -11,6 +11,7 @@ use super::{
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -419,25 +420,39 @@ impl Store for FileStore {
         }
     }
 
-    fn listing(&self) -> Result<Vec<Listed>, StoreError> {
-        let mut revs: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-        for r in self.revocations()? {
-            *revs.entry(r.serial).or_insert(false) |= r.cleaned;
+    fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
+        // signed/ holds each certname's current certificate and nothing else (a clean
+        // removes it): its directory, read as a stream, is the listing, with each
+        // certificate's record (two small reads, as for any look-up) for its serial's state.
+        // Never the inventory: its latest line per certname needs a map of the fleet.
+        let dir = self.p("signed");
+        crate::files::durable::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::Io { path: dir, op: "read directory", source: e }),
+        };
+        for e in entries {
+            let name = e.map_err(io_err(&dir, "read directory"))?.file_name();
+            // Only what vouch writes there: <certname>.pem for a valid certname.
+            let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
+            if crate::decision::check_certname(certname).is_err() {
+                continue;
+            }
+            // None: cleaned since the directory was read.
+            let Some(Current { record, .. }) = self.current(certname)? else { continue };
+            let revoked = match record.state {
+                State::Issued => false,
+                State::Revoked => true,
+                // A reservation whose certificate is not (or never) stored: nothing to show.
+                State::Intent | State::Abandoned => continue,
+            };
+            let listed = Listed { certname: record.certname, serial: record.serial, not_after: record.not_after, revoked };
+            if f(listed).is_break() {
+                break;
+            }
         }
-        let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
-        for e in self.inventory()? {
-            latest.insert(e.certname, (e.serial, e.not_after));
-        }
-        let mut out: Vec<Listed> = latest
-            .into_iter()
-            .filter_map(|(certname, (serial, not_after))| match revs.get(&serial) {
-                Some(true) => None,
-                Some(false) => Some(Listed { certname, serial, not_after, revoked: true }),
-                None => Some(Listed { certname, serial, not_after, revoked: false }),
-            })
-            .collect();
-        out.sort_by(|a, b| a.certname.cmp(&b.certname));
-        Ok(out)
+        Ok(())
     }
 
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {
