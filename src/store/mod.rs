@@ -470,10 +470,11 @@ pub trait Store: Send + Sync {
     /// Hands `f` each certname's current certificate (unless cleaned: a cleaned certname has
     /// none), one at a time as the store reads it, until `f` answers
     /// [`ControlFlow::Break`]. In the store's own order, not sorted (sorting a fleet
-    /// would hold it in memory): the file store's is `signed/`'s directory order, the
-    /// LDAP store's the server's. Memory stays that of one entry (the LDAP store: of one
-    /// page), whatever the store holds; nothing is locked, so a certificate issued or
-    /// revoked meanwhile may or may not be seen.
+    /// would hold it in memory): the file store's is its inventory's (by issuance, oldest
+    /// first), the LDAP store's the server's. Memory does not grow with the store (the
+    /// file store: two fixed-size filters and one line; the LDAP store: one page);
+    /// nothing is locked, so a certificate issued or revoked meanwhile may or may not be
+    /// seen.
     fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError>;
     /// The administrator's classification for `certname`, if any was ever set.
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError>;

@@ -1,5 +1,6 @@
 //! The embedded default store: files under `DIR/ca/` (layout and protocol: [`crate::store`]).
 
+mod listing;
 mod wal;
 
 pub use wal::WAL;
@@ -421,38 +422,7 @@ impl Store for FileStore {
     }
 
     fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
-        // signed/ holds each certname's current certificate and nothing else (a clean
-        // removes it): its directory, read as a stream, is the listing, with each
-        // certificate's record (two small reads, as for any look-up) for its serial's state.
-        // Never the inventory: its latest line per certname needs a map of the fleet.
-        let dir = self.p("signed");
-        crate::files::durable::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(StoreError::Io { path: dir, op: "read directory", source: e }),
-        };
-        for e in entries {
-            let name = e.map_err(io_err(&dir, "read directory"))?.file_name();
-            // Only what vouch writes there: <certname>.pem for a valid certname.
-            let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
-            if crate::decision::check_certname(certname).is_err() {
-                continue;
-            }
-            // None: cleaned since the directory was read.
-            let Some(Current { record, .. }) = self.current(certname)? else { continue };
-            let revoked = match record.state {
-                State::Issued => false,
-                State::Revoked => true,
-                // A reservation whose certificate is not (or never) stored: nothing to show.
-                State::Intent | State::Abandoned => continue,
-            };
-            let listed = Listed { certname: record.certname, serial: record.serial, not_after: record.not_after, revoked };
-            if f(listed).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        self.listed(f)
     }
 
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {
