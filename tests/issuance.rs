@@ -279,6 +279,92 @@ fn revoke_crl_clean_and_renew() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no certificate for nobody.example.test"));
 }
 
+/// `vouch list --all` streams: the JSON array, written element by element, is one valid
+/// array holding every current certificate and request (and nothing cleaned, nothing
+/// superseded); JSON lines hold the same objects; the text keeps its three sections.
+#[test]
+fn list_streams_complete_json_jsonl_and_text() {
+    let ca = Ca::new("p256");
+    let mut serials = std::collections::BTreeMap::new();
+    for n in ["a", "b", "c", "d"] {
+        let name = format!("{n}.example.test");
+        let csr = ca.vouched_csr(&name, "x", WEB, "1h");
+        let out = ca.work.join(format!("{n}.pem"));
+        ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&out)]));
+        let (_, serial) = openssl(&["x509", "-in", s(&out), "-noout", "-serial"]);
+        serials.insert(name, serial.trim().trim_start_matches("serial=").to_lowercase());
+    }
+    // a renewed (its first certificate superseded: listed once, with the new serial), b
+    // revoked, c cleaned, e refused (pending).
+    ok(&ca.vouch(&["renew", "a.example.test", "--out", s(&ca.work.join("a2.pem"))]));
+    let (_, renewed) = openssl(&["x509", "-in", s(&ca.work.join("a2.pem")), "-noout", "-serial"]);
+    let renewed = renewed.trim().trim_start_matches("serial=").to_lowercase();
+    assert_ne!(renewed, serials["a.example.test"]);
+    serials.insert("a.example.test".into(), renewed);
+    ok(&ca.vouch(&["revoke", "b.example.test"]));
+    ok(&ca.vouch(&["clean", "c.example.test"]));
+    let csr = ca.vouched_csr("e.example.test", "x", WEB, "1h");
+    assert_eq!(ca.vouch(&["sign", "--csr", s(&csr), "--certname", "f.example.test"]).status.code(), Some(1));
+
+    let expected: std::collections::BTreeSet<(String, String, Option<String>)> = [
+        ("a.example.test", "signed"),
+        ("b.example.test", "revoked"),
+        ("d.example.test", "signed"),
+        ("f.example.test", "requested"),
+    ]
+    .iter()
+    .map(|(n, st)| (n.to_string(), st.to_string(), serials.get(*n).cloned()))
+    .collect();
+    let seen = |items: &[serde_json::Value]| -> std::collections::BTreeSet<(String, String, Option<String>)> {
+        let set: std::collections::BTreeSet<_> = items
+            .iter()
+            .map(|e| {
+                if e["state"] != "requested" {
+                    assert!(e["not_after"].as_str().is_some_and(|t| t.len() >= 20), "{e}");
+                }
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["state"].as_str().unwrap().to_string(),
+                    e["serial"].as_str().map(str::to_string),
+                )
+            })
+            .collect();
+        assert_eq!(set.len(), items.len(), "each entry once: {items:?}");
+        set
+    };
+
+    let json = ok(&ca.vouch(&["list", "--all", "--format", "json"]));
+    assert!(json.starts_with("[\n") && json.ends_with("\n]\n"), "{json}");
+    let array: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(seen(array.as_array().unwrap()), expected, "{json}");
+    // Requests first.
+    assert_eq!(array[0]["name"], "f.example.test", "{json}");
+    assert!(array[0]["reasons"][0].as_str().unwrap().contains("common-name-mismatch"), "{json}");
+
+    let jsonl = ok(&ca.vouch(&["list", "--all", "--format", "jsonl"]));
+    assert!(jsonl.ends_with('\n'), "{jsonl}");
+    let lines: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(&lines, array.as_array().unwrap(), "the same objects, in the same order");
+
+    let text = ok(&ca.vouch(&["list", "--all"]));
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} in {text}"));
+    assert!(at("Requested Certificates:") < at("f.example.test"), "{text}");
+    assert!(at("f.example.test") < at("Signed Certificates:"), "{text}");
+    assert!(at("Signed Certificates:") < at("a.example.test") && at("a.example.test") < at("Revoked Certificates:"));
+    assert!(at("Signed Certificates:") < at("d.example.test") && at("d.example.test") < at("Revoked Certificates:"));
+    assert!(at("Revoked Certificates:") < at("b.example.test"), "{text}");
+    assert!(!text.contains("c.example.test") && !text.contains("(none)"), "{text}");
+    assert!(text.contains(&format!("a.example.test  serial {}  expires ", serials["a.example.test"])), "{text}");
+
+    // Without --all: the requests only; with none, empty but valid.
+    let pending = ok(&ca.vouch(&["list", "--format", "jsonl"]));
+    assert_eq!(pending.lines().count(), 1, "{pending}");
+    ok(&ca.vouch(&["clean", "f.example.test"]));
+    assert_eq!(ok(&ca.vouch(&["list", "--format", "json"])), "[]\n");
+    assert_eq!(ok(&ca.vouch(&["list", "--format", "jsonl"])), "");
+    assert_eq!(ok(&ca.vouch(&["list"])), "Requested Certificates:\n    (none)\n");
+}
+
 #[test]
 fn crl_is_regenerated_before_it_lapses() {
     let ca = Ca::new("p256");

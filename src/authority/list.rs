@@ -2,6 +2,8 @@
 
 use super::Authority;
 use crate::error::Error;
+use crate::store::{Listed, PendingRequest, StoreError};
+use std::ops::ControlFlow;
 
 /// One line of `vouch list`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -16,32 +18,65 @@ pub struct ListEntry {
     pub reasons: Vec<String>,
 }
 
-impl Authority {
-    /// `vouch list`: requests; with `all`, signed and revoked certificates too.
-    pub fn list(&self, all: bool) -> Result<Vec<ListEntry>, Error> {
-        let mut out: Vec<ListEntry> = self
-            .store
-            .requests()?
-            .into_iter()
-            .map(|r| ListEntry {
-                name: r.certname,
-                state: "requested",
-                serial: None,
-                not_after: None,
-                reasons: r.reasons,
-            })
-            .collect();
-        if all {
-            for l in self.store.listing()? {
-                out.push(ListEntry {
-                    name: l.certname,
-                    state: if l.revoked { "revoked" } else { "signed" },
-                    serial: Some(l.serial),
-                    not_after: Some(l.not_after),
-                    reasons: vec![],
-                });
-            }
+impl From<PendingRequest> for ListEntry {
+    fn from(r: PendingRequest) -> Self {
+        ListEntry { name: r.certname, state: "requested", serial: None, not_after: None, reasons: r.reasons }
+    }
+}
+
+impl From<Listed> for ListEntry {
+    fn from(l: Listed) -> Self {
+        ListEntry {
+            name: l.certname,
+            state: if l.revoked { "revoked" } else { "signed" },
+            serial: Some(l.serial),
+            not_after: Some(l.not_after),
+            reasons: vec![],
         }
+    }
+}
+
+impl Authority {
+    /// `vouch list`, collected: requests; with `all`, signed and revoked certificates too
+    /// (the API's `certificate_statuses`, which answers one JSON document). Holds the fleet
+    /// in memory: [`Authority::list_each`] does not.
+    pub fn list(&self, all: bool) -> Result<Vec<ListEntry>, Error> {
+        let mut out = Vec::new();
+        self.list_each(all, |e| {
+            out.push(e);
+            Ok(())
+        })?;
         Ok(out)
+    }
+
+    /// `vouch list`, streamed: hands `f` the pending requests (by certname), then with `all`
+    /// each certname's current certificate in the store's order
+    /// ([`Authority::for_each_certificate`]). Stops at `f`'s first error, and returns it.
+    pub fn list_each(&self, all: bool, mut f: impl FnMut(ListEntry) -> Result<(), Error> + Send) -> Result<(), Error> {
+        for r in self.store.requests()? {
+            f(r.into())?;
+        }
+        if all {
+            self.for_each_certificate(|l| f(l.into()))?;
+        }
+        Ok(())
+    }
+
+    /// Every certname's current certificate (certname, serial, notAfter, revoked), handed to
+    /// `f` one at a time in the store's order, in constant memory
+    /// ([`crate::store::Store::for_each_listed`]). Stops at `f`'s first error, and returns it.
+    pub fn for_each_certificate<E: From<StoreError> + Send>(
+        &self,
+        mut f: impl FnMut(Listed) -> Result<(), E> + Send,
+    ) -> Result<(), E> {
+        let mut failed = None;
+        self.store.for_each_listed(&mut |l| match f(l) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 }

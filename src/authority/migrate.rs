@@ -39,9 +39,9 @@ impl Authority {
         let mut conflicts = Vec::new();
 
         let mut certs = Counts::default();
-        for l in self.store.listing()? {
-            let Some(c) = self.store.current(&l.certname)? else { continue };
-            let mut c = c;
+        // Streamed: one certificate in memory at a time, whatever the fleet.
+        self.for_each_certificate(|l| -> Result<(), Error> {
+            let Some(mut c) = self.store.current(&l.certname)? else { return Ok(()) };
             c.record.issuer = Some(ca.clone());
             match target.import_current(&c)? {
                 None => certs.copied += 1,
@@ -51,7 +51,8 @@ impl Authority {
                     l.certname, c.record.serial
                 )),
             }
-        }
+            Ok(())
+        })?;
         report.push_str(&certs.line("certificates"));
 
         let mut revs = Counts::default();

@@ -118,13 +118,19 @@ pub enum Command {
     #[command(subcommand)]
     Admin(AdminCommand),
     /// List requests; with --all, signed and revoked certificates too.
+    ///
+    /// Requests come sorted by certname. Certificates are streamed in the store's own order
+    /// (the file store's signed/ directory order, the LDAP server's), not sorted, so that a
+    /// fleet of any size lists in constant memory: pipe through `sort` for an order.
     List {
-        /// Also list signed and revoked certificates (default: pending requests only).
+        /// Also list each certname's current certificate, signed or revoked (default: pending
+        /// requests only).
         #[arg(long)]
         all: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-        format: OutFormat,
+        /// Output format: text; json (one array, written element by element); jsonl (one
+        /// JSON object per line).
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
     /// Revoke a certname's certificate and regenerate the CRL.
     Revoke {
@@ -703,6 +709,17 @@ pub enum LogFormatArg {
 pub enum OutFormat {
     Text,
     Json,
+}
+
+/// `vouch list --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// Sections: requested, signed, revoked.
+    Text,
+    /// One JSON array of objects (name, state, serial, not_after, reasons).
+    Json,
+    /// The same objects, one per line (JSON lines).
+    Jsonl,
 }
 
 // `check_server_name`: one source, also compiled as `vouch::encoding::server_name` (the

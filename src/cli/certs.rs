@@ -1,6 +1,6 @@
 //! `vouch sign`, `check`, `list`, `revoke`, `clean`, `crl`, `renew`: the CA's certificates.
 
-use super::args::{CheckArgs, OutFormat, SignArgs};
+use super::args::{CheckArgs, ListFormat, OutFormat, SignArgs};
 use super::output::{after, note, preflight, print_refusals, say, stored_cert, write_out, Replace};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
 use crate::authority::{Authority, IssueOutcome, ListEntry};
@@ -129,49 +129,190 @@ pub(super) fn canonical_reason(r: &str) -> Result<&'static str, Error> {
         })
 }
 
-pub(super) fn render_list(entries: &[ListEntry], all: bool) -> String {
-    let mut out = String::new();
-    for (title, state) in [
-        ("Requested Certificates:", "requested"),
-        ("Signed Certificates:", "signed"),
-        ("Revoked Certificates:", "revoked"),
-    ] {
-        if !all && state != "requested" {
-            continue;
+pub(super) fn list(cli: &Cli, all: &bool, format: &ListFormat) -> Result<i32, Error> {
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    auth.maintain(now(cli)?)?;
+    let mut out = ListWriter::new(*format, *all);
+    auth.list_each(*all, |e| out.entry(&e))?;
+    out.finish()?;
+    Ok(EXIT_OK)
+}
+
+/// `vouch list`'s output, written as the entries come (requests first, then certificates
+/// in the store's order): nothing of the fleet is kept but the text format's revoked lines,
+/// which follow the signed ones (in memory up to [`SPILL_AFTER`] bytes, then in an
+/// unnamed temporary file).
+struct ListWriter {
+    out: std::io::BufWriter<std::io::Stdout>,
+    format: ListFormat,
+    all: bool,
+    /// Whether any was written (json: the separator; text: "(none)" for an empty section).
+    requested: bool,
+    signed: bool,
+    /// Text: past the requests (the signed section's heading is out).
+    certificates: bool,
+    revoked: Spill,
+    json_started: bool,
+}
+
+/// The revoked section kept in memory up to this size; beyond it, in a temporary file.
+const SPILL_AFTER: usize = 1 << 20;
+
+struct Spill {
+    /// Bytes kept in memory before they go to the temporary file.
+    limit: usize,
+    lines: Vec<u8>,
+    file: Option<std::fs::File>,
+    any: bool,
+}
+
+fn stdout_err(source: std::io::Error) -> Error {
+    Error::Io { path: "stdout".into(), op: "write", source }
+}
+
+impl Spill {
+    fn new(limit: usize) -> Self {
+        Spill { limit, lines: Vec::new(), file: None, any: false }
+    }
+
+    fn push(&mut self, line: &str) -> Result<(), Error> {
+        use std::io::Write;
+        self.any = true;
+        self.lines.extend_from_slice(line.as_bytes());
+        if self.lines.len() >= self.limit {
+            let tmp = std::env::temp_dir();
+            let file = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(tempfile::tempfile().map_err(|source| Error::Io {
+                    path: tmp.clone(),
+                    op: "create a temporary file (vouch list's revoked certificates) in",
+                    source,
+                })?),
+            };
+            file.write_all(&self.lines).map_err(|source| Error::Io {
+                path: tmp,
+                op: "write a temporary file (vouch list's revoked certificates) in",
+                source,
+            })?;
+            self.lines.clear();
         }
-        let group: Vec<&ListEntry> = entries.iter().filter(|e| e.state == state).collect();
-        out.push_str(title);
-        out.push('\n');
-        if group.is_empty() {
-            out.push_str("    (none)\n");
+        Ok(())
+    }
+
+    /// Everything pushed, in order, to `out`.
+    fn copy_to(&mut self, out: &mut impl std::io::Write) -> Result<(), Error> {
+        use std::io::Seek;
+        if let Some(f) = &mut self.file {
+            let tmp_err = |source| Error::Io {
+                path: std::env::temp_dir(),
+                op: "read back a temporary file (vouch list's revoked certificates) in",
+                source,
+            };
+            f.rewind().map_err(tmp_err)?;
+            std::io::copy(f, out).map_err(tmp_err)?;
         }
-        for e in group {
-            match state {
-                "requested" => out.push_str(&format!("    {}  ({})\n", e.name, e.reasons.join("; "))),
-                _ => out.push_str(&format!(
-                    "    {}  serial {}  expires {}\n",
-                    e.name,
-                    e.serial.as_deref().unwrap_or("?"),
-                    e.not_after.as_deref().unwrap_or("?")
-                )),
+        out.write_all(&self.lines).map_err(stdout_err)
+    }
+}
+
+impl ListWriter {
+    fn new(format: ListFormat, all: bool) -> Self {
+        ListWriter {
+            out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+            format,
+            all,
+            requested: false,
+            signed: false,
+            certificates: false,
+            revoked: Spill::new(SPILL_AFTER),
+            json_started: false,
+        }
+    }
+
+    fn write(&mut self, text: &str) -> Result<(), Error> {
+        use std::io::Write;
+        self.out.write_all(text.as_bytes()).map_err(stdout_err)
+    }
+
+    fn entry(&mut self, e: &ListEntry) -> Result<(), Error> {
+        match self.format {
+            ListFormat::Json => {
+                // As serde_json's pretty array: each element indented by two spaces.
+                let item = serde_json::to_string_pretty(e).map_err(|err| Error::Usage { detail: err.to_string() })?;
+                let sep = if self.json_started { ",\n  " } else { "[\n  " };
+                self.json_started = true;
+                self.write(&format!("{sep}{}", item.replace('\n', "\n  ")))
+            }
+            ListFormat::Jsonl => {
+                let item = serde_json::to_string(e).map_err(|err| Error::Usage { detail: err.to_string() })?;
+                self.write(&format!("{item}\n"))
+            }
+            ListFormat::Text => {
+                if !self.requested && !self.certificates && e.state == "requested" {
+                    self.write("Requested Certificates:\n")?;
+                }
+                match e.state {
+                    "requested" => {
+                        self.requested = true;
+                        self.write(&format!("    {}  ({})\n", e.name, e.reasons.join("; ")))
+                    }
+                    state => {
+                        self.end_requests()?;
+                        let line = format!(
+                            "    {}  serial {}  expires {}\n",
+                            e.name,
+                            e.serial.as_deref().unwrap_or("?"),
+                            e.not_after.as_deref().unwrap_or("?")
+                        );
+                        if state == "revoked" {
+                            self.revoked.push(&line)
+                        } else {
+                            self.signed = true;
+                            self.write(&line)
+                        }
+                    }
+                }
             }
         }
     }
-    out
-}
 
-pub(super) fn list(cli: &Cli, all: &bool, format: &OutFormat) -> Result<i32, Error> {
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-    auth.maintain(now(cli)?)?;
-    let entries = auth.list(*all)?;
-    let text = match format {
-        OutFormat::Json => {
-            serde_json::to_string_pretty(&entries).map_err(|e| Error::Usage { detail: e.to_string() })? + "\n"
+    /// Text: closes the requests' section and opens the signed one (once).
+    fn end_requests(&mut self) -> Result<(), Error> {
+        if self.certificates {
+            return Ok(());
         }
-        OutFormat::Text => render_list(&entries, *all),
-    };
-    write_out(None, &text, 0o644)?;
-    Ok(EXIT_OK)
+        self.certificates = true;
+        if !self.requested {
+            self.write("Requested Certificates:\n    (none)\n")?;
+        }
+        if self.all {
+            self.write("Signed Certificates:\n")?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), Error> {
+        use std::io::Write;
+        match self.format {
+            ListFormat::Json if !self.json_started => self.write("[]\n")?,
+            ListFormat::Json => self.write("\n]\n")?,
+            ListFormat::Jsonl => {}
+            ListFormat::Text => {
+                self.end_requests()?;
+                if self.all {
+                    if !self.signed {
+                        self.write("    (none)\n")?;
+                    }
+                    self.write("Revoked Certificates:\n")?;
+                    if !self.revoked.any {
+                        self.write("    (none)\n")?;
+                    }
+                    self.revoked.copy_to(&mut self.out)?;
+                }
+            }
+        }
+        self.out.flush().map_err(stdout_err)
+    }
 }
 
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
@@ -220,4 +361,26 @@ pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<
         crate::encoding::time::format_rfc3339(i.not_after)
     ));
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spill;
+
+    /// The revoked lines come back complete and in order, from memory and from the
+    /// temporary file alike.
+    #[test]
+    fn spill_keeps_every_line_in_order() {
+        for limit in [1 << 20, 64, 1] {
+            let mut spill = Spill::new(limit);
+            let lines: Vec<String> = (0..1000).map(|i| format!("    node-{i}  serial {i:032x}\n")).collect();
+            for l in &lines {
+                spill.push(l).unwrap();
+            }
+            assert_eq!(spill.file.is_some(), limit < 1 << 20);
+            let mut out = Vec::new();
+            spill.copy_to(&mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), lines.concat());
+        }
+    }
 }

@@ -308,8 +308,9 @@ async fn maintain_every(
     period: std::time::Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    // `prepare` maintained the store just before the server started: the first run is one period later.
-    let mut clock = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    // The first run at once (`prepare` made missing CRLs only, and left a due one to this
+    // run, off the start-up path), then one a period.
+    let mut clock = tokio::time::interval(period);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The public documents read (and the CRLs compressed) before the first agent asks.
     let auth = shared.authority();

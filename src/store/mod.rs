@@ -51,6 +51,7 @@ pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 /// A store failure.
@@ -276,13 +277,16 @@ pub struct Expected {
     pub revision: u64,
 }
 
-/// One certificate for `vouch list --all`: each certname's latest.
+/// A certname's current certificate, as [`Store::for_each_listed`] hands it (`vouch list
+/// --all`, `vouch store migrate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     pub certname: String,
+    /// Lowercase hex.
     pub serial: String,
+    /// RFC 3339, as the serial's record has it.
     pub not_after: String,
-    /// `signed` or `revoked`.
+    /// Revoked (and not cleaned: a cleaned certname is not listed).
     pub revoked: bool,
 }
 
@@ -495,15 +499,27 @@ pub trait Store: Send + Sync {
     fn revocations_stamp(&self) -> Result<String, StoreError>;
     /// All issued certificates, oldest first.
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError>;
-    /// Each certname's latest certificate, unless cleaned, by certname.
-    fn listing(&self) -> Result<Vec<Listed>, StoreError>;
-    /// [`Store::listing`], each handed to `f` as it is read (`vouch reconcile`): a store that
-    /// can stream overrides it, so that a fleet is walked in constant memory.
+    /// Hands `f` each certname's current certificate (unless cleaned: a cleaned certname has
+    /// none), one at a time as the store reads it, until `f` answers
+    /// [`ControlFlow::Break`]. In the store's own order, not sorted (sorting a fleet
+    /// would hold it in memory): the file store's is its inventory's (by issuance, oldest
+    /// first), the LDAP store's the server's. Memory does not grow with the store (the
+    /// file store: two fixed-size filters and one line; the LDAP store: one page);
+    /// nothing is locked, so a certificate issued or revoked meanwhile may or may not be
+    /// seen.
+    fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError>;
+    /// [`Store::for_each_listed`] for a caller whose every step may fail (`vouch reconcile`):
+    /// the first error stops the walk and is returned.
     fn each_listed(&self, f: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send)) -> Result<(), StoreError> {
-        for l in self.listing()? {
-            f(l)?;
-        }
-        Ok(())
+        let mut failed: Option<StoreError> = None;
+        self.for_each_listed(&mut |l| match f(l) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
     /// Every entry with no usable name ([`Junk`]), handed to `f` (none by default: a store
     /// whose entries are named by their certname alone has none).

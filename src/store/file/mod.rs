@@ -1,5 +1,6 @@
 //! The embedded default store: files under `DIR/ca/` (layout and protocol: [`crate::store`]).
 
+mod listing;
 mod wal;
 
 pub use wal::WAL;
@@ -11,6 +12,7 @@ use super::{
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -440,25 +442,8 @@ impl Store for FileStore {
         }
     }
 
-    fn listing(&self) -> Result<Vec<Listed>, StoreError> {
-        let mut revs: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
-        for r in self.revocations()? {
-            *revs.entry(r.serial).or_insert(false) |= r.cleaned;
-        }
-        let mut latest: std::collections::HashMap<String, (String, String)> = std::collections::HashMap::new();
-        for e in self.inventory()? {
-            latest.insert(e.certname, (e.serial, e.not_after));
-        }
-        let mut out: Vec<Listed> = latest
-            .into_iter()
-            .filter_map(|(certname, (serial, not_after))| match revs.get(&serial) {
-                Some(true) => None,
-                Some(false) => Some(Listed { certname, serial, not_after, revoked: true }),
-                None => Some(Listed { certname, serial, not_after, revoked: false }),
-            })
-            .collect();
-        out.sort_by(|a, b| a.certname.cmp(&b.certname));
-        Ok(out)
+    fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
+        self.listed(f)
     }
 
     fn junk(&self, f: &mut dyn FnMut(super::Junk) -> Result<(), StoreError>) -> Result<(), StoreError> {

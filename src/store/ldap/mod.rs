@@ -45,6 +45,7 @@ use crate::vouching::replay_key::ReplayKey;
 use conn::rc;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::time::Duration;
 use time::OffsetDateTime;
 
@@ -228,7 +229,7 @@ impl LdapStore {
         let mut out = Vec::new();
         self.search_each(base, scope, filter, attrs, |e| {
             out.push(e);
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
         Ok(out)
     }
@@ -237,14 +238,15 @@ impl LdapStore {
     /// memory stays that of one page, whatever the store holds). Every page of one search goes
     /// over the same connection (a paged-results cookie is valid on its own connection only);
     /// a connection that fails before the first entry is handed is replaced once, one that
-    /// fails later makes the search fail (never an entry handed twice).
+    /// fails later makes the search fail (never an entry handed twice). `f` answering
+    /// [`ControlFlow::Break`] ends the search there (its paged results abandoned).
     fn search_each(
         &self,
         base: &str,
         scope: Scope,
         filter: &str,
         attrs: &[&str],
-        mut f: impl FnMut(Entry) -> Result<(), StoreError> + Send,
+        mut f: impl FnMut(Entry) -> Result<ControlFlow<()>, StoreError> + Send,
     ) -> Result<(), StoreError> {
         let mut handed = false;
         let outcome = self.primary.run(|c| {
@@ -268,18 +270,28 @@ impl LdapStore {
                     rc::NO_SUCH_OBJECT => return Ok(Ok(())),
                     _ => return Ok(Err(failed("search", base, &result))),
                 }
-                for e in entries {
-                    handed = true;
-                    if let Err(err) = f(Entry::from(SearchEntry::construct(e))) {
-                        return Ok(Err(err));
-                    }
-                }
                 let next = result.ctrls.iter().find_map(|c| match c {
                     ldap3::controls::Control(Some(ldap3::controls::ControlType::PagedResults), raw) => {
                         Some(raw.parse::<ldap3::controls::PagedResults>())
                     }
                     _ => None,
                 });
+                for e in entries {
+                    handed = true;
+                    match f(Entry::from(SearchEntry::construct(e))) {
+                        Ok(ControlFlow::Continue(())) => {}
+                        Ok(ControlFlow::Break(())) => {
+                            // RFC 2696: a page of size 0 with the cookie abandons the search
+                            // (its answer, whatever it is, changes nothing).
+                            if let Some(p) = next.as_ref().filter(|p| !p.cookie.is_empty()) {
+                                let stop = ldap3::controls::PagedResults { size: 0, cookie: p.cookie.clone() };
+                                let _ = c.with_controls(stop).search(base, scope, filter, attrs.to_vec());
+                            }
+                            return Ok(Ok(()));
+                        }
+                        Err(err) => return Ok(Err(err)),
+                    }
+                }
                 match next {
                     Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
                     _ => return Ok(Ok(())),
@@ -1145,7 +1157,7 @@ impl Store for LdapStore {
             let Some((v, rec)) = parsed else {
                 crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Maintenance);
                 tracing::warn!(event = "warning", what = "store", dn = %e.dn, detail = "damaged revocation entry left out of the CRL");
-                return Ok(());
+                return Ok(ControlFlow::Continue(()));
             };
             out.push(Revocation {
                 serial: rec.serial.clone(),
@@ -1155,7 +1167,7 @@ impl Store for LdapStore {
                 cleaned: v["cleaned"] == serde_json::Value::Bool(true),
                 not_after: Some(rec.not_after.clone()).filter(|t| !t.is_empty()),
             });
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
         out.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.serial.cmp(&b.serial)));
         Ok(out)
@@ -1201,36 +1213,19 @@ impl Store for LdapStore {
         Ok(out)
     }
 
-    fn each_listed(&self, f: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send)) -> Result<(), StoreError> {
+    fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
         let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
         let base = self.container("certnames");
-        // Page by page (1,000 entries): the fleet is never held whole.
+        // Paged (one page in memory), each entry handed as its page arrives.
         self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs, |e| {
-            let l = Listed {
+            let listed = Listed {
                 certname: e.need("vouchCertname")?,
                 serial: e.need("vouchSerial")?,
                 not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
                 revoked: e.text("vouchState").as_deref() == Some("revoked"),
             };
-            f(l)
+            Ok(f(listed))
         })
-    }
-
-    fn listing(&self) -> Result<Vec<Listed>, StoreError> {
-        let mut out = Vec::new();
-        let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
-        let base = self.container("certnames");
-        self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs, |e| {
-            out.push(Listed {
-                certname: e.need("vouchCertname")?,
-                serial: e.need("vouchSerial")?,
-                not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
-                revoked: e.text("vouchState").as_deref() == Some("revoked"),
-            });
-            Ok(())
-        })?;
-        out.sort_by(|a, b| a.certname.cmp(&b.certname));
-        Ok(out)
     }
 
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {
