@@ -385,22 +385,7 @@ fn alt_names_only_for_servers_each_allowed_by_the_scope() {
     let plain = policy("policy.toml");
     assert_eq!(refused(server, &[dns(server), dns("puppet")], &plain), ["subject-alt-name-requested"]);
     assert_eq!(refused(server, &[dns(server)], &plain), ["subject-alt-name-requested"]);
-    // An administrator approving a pending request (certificate_status, desired_state signed)
-    // allows its names, still DNS names only.
-    let approve = |certname: &str, names: &[Vec<u8>]| {
-        let csr = csr_with_alt_names(certname, names);
-        let parsed = vouch::encoding::csr::parse(&csr);
-        vouch::decision::decide_with(
-            &Request { csr: &csr, certname },
-            parsed,
-            &plain,
-            fixture_time(),
-            vouch::decision::AltNames::ApprovedByAdmin,
-        )
-        .map_err(|r| r.reasons.iter().map(Refusal::code).collect::<Vec<_>>())
-    };
-    assert_eq!(approve("web01.example.test", &[dns("puppet")]).unwrap().alt_names(), ["puppet"]);
-    assert_eq!(approve("web01.example.test", &[vec![0x87, 4, 10, 0, 0, 1]]).unwrap_err(), ["alt-name-unsupported"]);
+    // No administrator path grants alt names (the API's "signed" decides again like this).
     // A scope without servers cannot list names, and the old switch does not load.
     let half = scope.replace("servers = [\"compile*.example.test\"]\n", "");
     assert!(policy_plus(tmp.path(), &half).unwrap_err().to_string().contains("servers"));

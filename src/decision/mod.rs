@@ -146,28 +146,6 @@ pub fn decide_parsed(
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Grant, Refused> {
-    decide_with(req, parsed, policy, now, AltNames::ByScope)
-}
-
-/// Who allows a CSR's alt names (step 11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AltNames {
-    /// The conductor's scope: `servers` and `dns_alt_names`.
-    ByScope,
-    /// An administrator who signs this pending request (`PUT certificate_status`
-    /// `{"desired_state":"signed"}`, as `puppetserver ca sign --allow-dns-alt-names`): the
-    /// names are issued as requested, still DNS names only (reserved names stay refused).
-    ApprovedByAdmin,
-}
-
-/// [`decide_parsed`] with the alt names allowed by `alt_names`.
-pub fn decide_with(
-    req: &Request<'_>,
-    parsed: Result<Csr, CsrError>,
-    policy: &Policy,
-    now: OffsetDateTime,
-    alt_names: AltNames,
-) -> Result<Grant, Refused> {
     // 1. The CSR itself. The key's size was checked when it was parsed (csr::check_key_size).
     let csr = match parsed {
         Ok(c) => c,
@@ -192,7 +170,7 @@ pub fn decide_with(
     // 10. Extension requests.
     check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
-    let alt_names = check_alt_names(&csr, &signer, req.certname, policy, alt_names, &mut reasons);
+    let alt_names = check_alt_names(&csr, &signer, req.certname, policy, &mut reasons);
 
     if !reasons.is_empty() {
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
@@ -594,14 +572,13 @@ fn check_alt_names(
     signer: &Signer,
     certname: &str,
     policy: &Policy,
-    who: AltNames,
     reasons: &mut Vec<Refusal>,
 ) -> Vec<String> {
     if !csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME) {
         return Vec::new();
     }
     // A policy with no scope listing dns_alt_names allows none: the request is not even read.
-    if who == AltNames::ByScope && !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
+    if !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
         reasons.push(Refusal::SubjectAltNameRequested);
         return Vec::new();
     }
@@ -615,9 +592,6 @@ fn check_alt_names(
     // Puppet lists the certname itself among the alt names it asks for.
     let extra: Vec<String> = requested.into_iter().filter(|n| n != certname).collect();
     if extra.is_empty() {
-        return extra;
-    }
-    if who == AltNames::ApprovedByAdmin {
         return extra;
     }
     // An untrusted or unreadable conductor is refused already (steps 6, 9); no scope is judged.
