@@ -170,7 +170,7 @@ pub fn decide_parsed(
     // 10. Extension requests.
     check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
-    let alt_names = check_alt_names(&csr, &signer, req.certname, policy, &mut reasons);
+    let alt_names = check_alt_names(&csr, &signer, &values, version, req.certname, policy, &mut reasons);
 
     if !reasons.is_empty() {
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
@@ -570,6 +570,8 @@ pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
 fn check_alt_names(
     csr: &Csr,
     signer: &Signer,
+    values: &AttributeValues,
+    version: Option<u32>,
     certname: &str,
     policy: &Policy,
     reasons: &mut Vec<Refusal>,
@@ -593,6 +595,15 @@ fn check_alt_names(
     let extra: Vec<String> = requested.into_iter().filter(|n| n != certname).collect();
     if extra.is_empty() {
         return extra;
+    }
+    // The `servers` patterns judge the certname, so a conductor must have signed it (version
+    // 2, .2.6; a different one is refused in step 3): in version 1 it is only the CN the node chose.
+    if !values.is_v2 || values.certname.is_none() {
+        reasons.push(Refusal::AltNamesCertnameNotVouched {
+            certname: certname.to_string(),
+            version: version.unwrap_or(1),
+        });
+        return Vec::new();
     }
     // An untrusted or unreadable conductor is refused already (steps 6, 9); no scope is judged.
     let (Some(c), true) = (&signer.conductor, signer.trusted) else { return Vec::new() };
