@@ -386,6 +386,17 @@ fn alt_names_only_for_servers_each_allowed_by_the_scope() {
     assert_eq!(refused(server, &[dns("puppet"), vec![0x87, 4, 127, 0, 0, 1]], &p), ["alt-name-unsupported"]);
     assert_eq!(refused(server, &[dns("*.example.test")], &p), ["alt-name-unsupported"]);
     assert_eq!(refused(server, &[dns("PUPPET")], &p), ["alt-name-unsupported"]);
+    // An IP address written as a DNS name (review of issue 17, finding 9), even one a pattern matches.
+    assert_eq!(refused(server, &[dns("10.0.0.5")], &p), ["alt-name-unsupported"]);
+    let any = policy_plus(
+        tmp.path(),
+        &scope
+            .replace("dns_alt_names = [\"puppet\"", "dns_alt_names = [\"*\", \"10.0.0.*\", \"127.0.0.1\", \"puppet\""),
+    )
+    .unwrap();
+    assert!(decide_codes(server, &[dns("db01")], &any).is_ok(), "the wide scope allows one-label names");
+    assert_eq!(refused(server, &[dns("10.0.0.5")], &any), ["alt-name-unsupported"]);
+    assert_eq!(refused(server, &[dns("127.0.0.1")], &any), ["alt-name-unsupported"]);
     // Without a scope that lists dns_alt_names, the policy allows none.
     let plain = policy("policy.toml");
     assert_eq!(refused(server, &[dns(server), dns("puppet")], &plain), ["subject-alt-name-requested"]);

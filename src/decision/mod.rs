@@ -549,6 +549,13 @@ pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
                     check_certname(d).map_err(|p| Refusal::AltNameUnsupported {
                         detail: format!("DNS name {d:?} is not a valid host name: {p}"),
                     })?;
+                    // "10.0.0.5" as a dNSName matches the address for some clients: an
+                    // address is never issued, under either name form.
+                    if d.parse::<std::net::IpAddr>().is_ok() {
+                        return Err(Refusal::AltNameUnsupported {
+                            detail: format!("DNS name {d:?} is an IP address; vouch issues DNS names only"),
+                        });
+                    }
                     if !names.iter().any(|k| k == d) {
                         names.push(d.to_string());
                     }
