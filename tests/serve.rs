@@ -2251,3 +2251,71 @@ fn classification_overrides_over_the_api_are_for_administrators_and_never_lost()
     assert_eq!(audit.matches("\"event\":\"override-cleared\"").count(), 1, "{audit}");
     assert!(server.stop());
 }
+
+/// Review of issue 17, finding 8: a name that became reserved after a certificate carrying it
+/// was issued (here: a server's alt name that `vouch serve` now presents) is not renewed; the
+/// refusal is audited.
+#[test]
+fn renewal_refuses_an_alt_name_reserved_since_it_was_issued() {
+    use vouch::encoding::der;
+    const SERVER: &str = "compile01.example.test";
+    const ALT: &str = "puppet.example.test";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "localhost"]);
+    assert!(first.stop());
+    let subject = ok(&openssl(&[
+        "x509",
+        "-in",
+        s(&dir.join("conductor/conductor_crt.pem")),
+        "-noout",
+        "-subject",
+        "-nameopt",
+        "RFC2253",
+    ]));
+    let subject = subject.trim().strip_prefix("subject=").unwrap().trim().to_string();
+    let policy = dir.join("policy.toml");
+    let mut p = std::fs::read_to_string(&policy).unwrap();
+    p.push_str(&format!(
+        "\n[[conductor]]\nname = \"fleet\"\nsubject = \"{subject}\"\nservers = [\"{SERVER}\"]\n\
+         dns_alt_names = [\"{ALT}\"]\n"
+    ));
+    std::fs::write(&policy, p).unwrap();
+    // The server's CSR, asking for its certname and ALT, as Puppet's dns_alt_names makes it.
+    let attrs = vouched_attributes(&dir, SERVER);
+    let key = p256();
+    let mut parts = vouch::encoding::csr::parts(&attrs.csr_spec(SERVER).unwrap(), &key);
+    let dns = |n: &str| [vec![0x82, u8::try_from(n.len()).unwrap()], n.as_bytes().to_vec()].concat();
+    let (a, b) = (dns(SERVER), dns(ALT));
+    let san = der::sequence(&[
+        &der::oid(vouch::encoding::oids::SUBJECT_ALT_NAME),
+        &der::octet_string(&der::sequence(&[&a, &b])),
+    ]);
+    let exts = parts.extension_request.pop().unwrap();
+    let body = der::Reader::new(&exts).any().unwrap().content;
+    parts.extension_request.push(der::sequence(&[body, &san]));
+    let csr_file = tmp.path().join("server.csr");
+    std::fs::write(&csr_file, vouch::encoding::csr::assemble(&parts, &key).unwrap()).unwrap();
+    ok(&vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr_file)]).output().unwrap());
+    // Renewable while the name is the server's alone.
+    let r1 = tmp.path().join("r1.pem");
+    ok(&vouch().args(["--dir", s(&dir), "renew", SERVER, "--out", s(&r1)]).output().unwrap());
+    let names = ok(&openssl(&["x509", "-in", s(&r1), "-noout", "-ext", "subjectAltName"]));
+    assert!(names.contains(ALT), "{names}");
+    // The service is restarted under that name: it is now the service's.
+    let second = Server::start(&dir, &["--server-name", ALT, "--server-name", "localhost"]);
+    assert!(second.stop());
+    let names =
+        ok(&openssl(&["x509", "-in", s(&dir.join("server/server_crt.pem")), "-noout", "-ext", "subjectAltName"]));
+    assert!(names.contains(ALT), "the service does not present {ALT}:\n{names}");
+    let r2 = tmp.path().join("r2.pem");
+    let o = vouch().args(["--dir", s(&dir), "renew", SERVER, "--out", s(&r2)]).output().unwrap();
+    assert!(!o.status.success(), "a reserved name was renewed to the server: {}", text(&o));
+    assert!(text(&o).contains("name-reserved") && text(&o).contains(ALT), "{}", text(&o));
+    assert!(!r2.exists());
+    let audit = std::fs::read_to_string(dir.join("audit.log")).unwrap();
+    assert!(
+        audit.lines().any(|l| l.contains("\"renewal-refused\"") && l.contains(SERVER) && l.contains("name-reserved")),
+        "{audit}"
+    );
+}
