@@ -22,6 +22,10 @@ use time::OffsetDateTime;
 /// The CA's two-CRL body (the master CA's CRL, then the root's), as agents want it.
 pub const CRL_PATH: &str = "/puppet-ca/v1/certificate_revocation_list/ca";
 
+/// How long one request to the CA may take in all (connecting, TLS, the whole answer):
+/// a CA that answers slowly must not hold a catalog compilation or a CRL fetch forever.
+pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The CA service (`--ca-url https://HOST:PORT`), trusted through `--cacert`.
 pub struct CaService {
     url: String,
@@ -66,10 +70,11 @@ impl CaService {
         &self.url
     }
 
-    /// One GET on a new connection (each command asks once or twice).
+    /// One GET on a new connection (each command asks once or twice), within [`REQUEST_DEADLINE`].
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Response, Error> {
-        let mut c =
-            Client::new(self.config.clone(), self.addr, &self.host).map_err(|e| remote(&self.url, e.to_string()))?;
+        let mut c = Client::new(self.config.clone(), self.addr, &self.host)
+            .map_err(|e| remote(&self.url, e.to_string()))?
+            .with_deadline(REQUEST_DEADLINE);
         c.request_with_headers("GET", path, headers, b"").map_err(|e| remote(&self.url, e.to_string()))
     }
 }
