@@ -2319,3 +2319,92 @@ fn renewal_refuses_an_alt_name_reserved_since_it_was_issued() {
         "{audit}"
     );
 }
+
+/// A CA with one vouched node (NODE), `vouch serve` running, and the arguments of
+/// `vouch enc --ca-url` for it (the cache in `tmp/cache`, the log in `tmp/enc.log`).
+struct EncLab {
+    tmp: tempfile::TempDir,
+    server: Option<Server>,
+    args: Vec<String>,
+}
+
+const ENC_NODE: &str = "node.example.test";
+
+impl EncLab {
+    fn new() -> EncLab {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vouch");
+        let first = Server::start(&dir, &[]);
+        assert!(first.stop());
+        let csr_file = tmp.path().join("node.csr");
+        std::fs::write(&csr_file, csr_for(ENC_NODE, &vouched_attributes(&dir, ENC_NODE), &p256())).unwrap();
+        ok(&vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr_file)]).output().unwrap());
+        let server = Server::start(&dir, &[]);
+        let args = vec![
+            "enc".to_string(),
+            "--ca-url".into(),
+            format!("https://localhost:{}", server.port),
+            "--cacert".into(),
+            s(&dir.join("ca/ca_bundle.pem")).into(),
+            "--cache-dir".into(),
+            s(&tmp.path().join("cache")).into(),
+            "--log".into(),
+            s(&tmp.path().join("enc.log")).into(),
+        ];
+        EncLab { tmp, server: Some(server), args }
+    }
+
+    /// `vouch [--now NOW] enc ... [extra] NODE`.
+    fn enc(&self, now: Option<&str>, extra: &[&str]) -> Output {
+        let mut c = vouch();
+        if let Some(n) = now {
+            c.args(["--now", n]);
+        }
+        c.args(&self.args).args(extra).arg(ENC_NODE).output().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("enc.log")).unwrap_or_default()
+    }
+}
+
+/// The nextUpdate of each CRL in a PEM file.
+fn next_updates(path: &Path) -> Vec<time::OffsetDateTime> {
+    use x509_parser::prelude::FromDer;
+    vouch::encoding::pem::find_all(&std::fs::read(path).unwrap(), "X509 CRL")
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let (_, c) = x509_parser::revocation_list::CertificateRevocationList::from_der(d).unwrap();
+            c.next_update().unwrap().to_datetime()
+        })
+        .collect()
+}
+
+/// Review of issue 17, finding 3: with the CA unreachable, `vouch enc --ca-url` answers from
+/// its cache only while the cached CRLs are within their validity (catalogs keep compiling
+/// while vouch serve restarts); past a CRL's nextUpdate it refuses (exit 2, logged).
+#[test]
+fn enc_refuses_once_the_cached_crl_is_past_its_next_update_and_the_ca_is_unreachable() {
+    let mut lab = EncLab::new();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let updates = next_updates(&lab.tmp.path().join("cache/crl.pem"));
+    assert_eq!(updates.len(), 2, "the CA's two CRLs");
+    assert!(lab.server.take().unwrap().stop());
+    let fmt = vouch::encoding::time::format_rfc3339;
+    let first = *updates.iter().min().unwrap();
+    // Within the CRLs' validity: answered from the cache, logged.
+    let within = fmt(first - time::Duration::hours(1));
+    let o = lab.enc(Some(&within), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("classes"), "{}", text(&o));
+    assert!(lab.log().contains("answering from the cache"), "{}", lab.log());
+    // Past the first nextUpdate: refused, nothing printed, the reason logged.
+    let past = fmt(first + time::Duration::hours(1));
+    let o = lab.enc(Some(&past), &[]);
+    assert_eq!(o.status.code(), Some(2), "a lapsed CRL was trusted: {}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let log = lab.log();
+    assert!(log.contains(&format!("refused {ENC_NODE}")) && log.contains("nextUpdate"), "{log}");
+}

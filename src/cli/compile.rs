@@ -176,6 +176,13 @@ pub(super) fn verified_cert_file(
         }
     };
     let refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
-    crate::hook::puppet_cadir::verify_leaf(&der, &name, (&bundle, &bundle_path), &refs, now)?;
+    crate::hook::puppet_cadir::verify_leaf(
+        &der,
+        &name,
+        (&bundle, &bundle_path),
+        &refs,
+        crate::hook::puppet_cadir::CrlExpiry::Ignore,
+        now,
+    )?;
     Ok((der, name))
 }
