@@ -401,7 +401,7 @@ impl Error {
                 _ => "choose another --listen ADDRESS:PORT",
             },
             Error::Untrusted(_) => {
-                "vouch refuses a data directory, policy or key that a user other than root or itself \
+                "vouch refuses a data directory, policy, key or classifier cache that a user other than root or itself \
                  could change: follow the fix shown (as root), or move the files"
             }
             Error::Output { .. } => {

@@ -2408,3 +2408,44 @@ fn enc_refuses_once_the_cached_crl_is_past_its_next_update_and_the_ca_is_unreach
     let log = lab.log();
     assert!(log.contains(&format!("refused {ENC_NODE}")) && log.contains("nextUpdate"), "{log}");
 }
+
+/// Review of issue 17, finding 4: the classifier's cache is this user's alone — created 0700,
+/// entries 0600, refused (exit 2, logged, with the fix) when another user owns it or its group
+/// or others may write it — and an override found in it counts only with an administrator's
+/// credentials configured.
+#[test]
+fn enc_trusts_its_cache_only_when_private_and_cached_overrides_only_with_admin_credentials() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let lab = EncLab::new();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let cache = lab.tmp.path().join("cache");
+    assert_eq!(mode(&cache), 0o700);
+    let entries: Vec<PathBuf> = std::fs::read_dir(cache.join("serial")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(mode(&entries[0]), 0o600);
+    assert_eq!(mode(&cache.join(format!("name/{ENC_NODE}"))), 0o600);
+    // An override planted in the (fresh) entry is not printed without --client-cert/--client-key.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&entries[0]).unwrap()).unwrap();
+    v["override_text"] = serde_json::json!("classes: [planted]\n");
+    std::fs::write(&entries[0], serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("planted") && out.contains("\"vouch_source\": \"certificate\""), "{out}");
+    // Writable by its group: refused, logged with the fix.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(2), "a group-writable cache was trusted: {}", text(&o));
+    assert!(o.stdout.is_empty());
+    assert!(lab.log().contains(&format!("refused {ENC_NODE}")) && lab.log().contains("chmod 0700"), "{}", lab.log());
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(lab.enc(None, &[]).status.code(), Some(0));
+    // Owned by another user (this test runs as root, or cannot make one).
+    if std::fs::metadata(&cache).unwrap().uid() == 0 {
+        std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).unwrap();
+        let o = lab.enc(None, &[]);
+        assert_eq!(o.status.code(), Some(2), "another user's cache was trusted: {}", text(&o));
+        assert!(lab.log().contains("chown -R"), "{}", lab.log());
+    }
+}

@@ -86,8 +86,11 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
         None => None,
     };
     let ca = CaService::new(&s.ca_url, &bundle, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
-    crate::files::durable::create_dirs(&s.cache_dir.join("serial")).map_err(io(&s.cache_dir, "create"))?;
-    crate::files::durable::create_dirs(&s.cache_dir.join("name")).map_err(io(&s.cache_dir, "create"))?;
+    // The cache decides what is printed (certificates, overrides): it is this user's alone.
+    for d in [s.cache_dir.clone(), s.cache_dir.join("serial"), s.cache_dir.join("name")] {
+        crate::files::durable::create_private_dirs(&d).map_err(io(&s.cache_dir, "create"))?;
+        crate::files::trust::check_private_dir(&d)?;
+    }
 
     let crl_path = s.cache_dir.join("crl.pem");
     refresh_crl(s, &ca, &bundle, &crl_path, now)?;
@@ -111,7 +114,10 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
         now,
     )?;
 
-    let (classification, source) = match &entry.override_text {
+    // An override counts only when this classifier reads overrides (an administrator's
+    // credentials configured): a cached one otherwise is not trusted.
+    let override_text = entry.override_text.as_ref().filter(|_| identity.is_some());
+    let (classification, source) = match override_text {
         Some(text) => (
             Classification::from_yaml(text, s.max_bytes).map_err(|e| Error::NotValid {
                 certname: certname.to_string(),
@@ -141,7 +147,7 @@ fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now
         return Ok(());
     }
     match fetch_crl(ca, bundle, crl_path) {
-        Ok(_) => crate::files::durable::write_replace(&checked, format!("{}\n", unix(now)).as_bytes(), 0o644)
+        Ok(_) => crate::files::durable::write_replace(&checked, format!("{}\n", unix(now)).as_bytes(), 0o600)
             .map_err(io(&checked, "write")),
         Err(e) if crl_path.exists() => {
             if let Some(lapsed) = lapsed_crl(crl_path, now) {
@@ -306,9 +312,9 @@ fn fetch_entry(ca: &CaService, overrides: bool, certname: &str, now: OffsetDateT
 fn store(s: &Settings, e: &Entry) -> Result<(), Error> {
     let path = serial_path(s, &e.serial);
     let bytes = serde_json::to_vec(e).map_err(|err| Error::Usage { detail: err.to_string() })?;
-    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &path, &bytes, 0o644).map_err(io(&path, "write"))?;
+    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &path, &bytes, 0o600).map_err(io(&path, "write"))?;
     let name = s.cache_dir.join("name").join(&e.certname);
-    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &name, format!("{}\n", e.serial).as_bytes(), 0o644)
+    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &name, format!("{}\n", e.serial).as_bytes(), 0o600)
         .map_err(io(&name, "write"))?;
     let dir = s.cache_dir.join("serial");
     let mut entries: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&dir)
