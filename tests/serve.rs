@@ -2449,3 +2449,43 @@ fn enc_trusts_its_cache_only_when_private_and_cached_overrides_only_with_admin_c
         assert!(lab.log().contains("chown -R"), "{}", lab.log());
     }
 }
+
+/// Review of issue 17, finding 7: `vouch crl --fetch` refuses a CRL older (lower CRL number)
+/// than the one of the same issuer in the file it would replace — here a CA restored from a
+/// backup taken before a revocation — with its own error; the file is left as it was.
+#[test]
+fn crl_fetch_refuses_to_roll_the_crl_back() {
+    let mut lab = EncLab::new();
+    let tmp = lab.tmp.path().to_path_buf();
+    let dir = tmp.join("vouch");
+    let backup = tmp.join("backup");
+    let server = lab.server.take().unwrap();
+    assert!(server.stop());
+    ok(&Command::new("cp").args(["-a", s(&dir), s(&backup)]).output().unwrap());
+    let server = Server::start(&dir, &[]);
+    let out = tmp.join("crl.pem");
+    let fetch = |port: u16| {
+        vouch()
+            .args(["crl", "--fetch", "--ca-url", &format!("https://localhost:{port}")])
+            .args(["--cacert", s(&dir.join("ca/ca_bundle.pem")), "--out", s(&out)])
+            .output()
+            .unwrap()
+    };
+    ok(&fetch(server.port));
+    // A revocation: the master CA's CRL number goes up; the file gets it.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", ENC_NODE]).output().unwrap());
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = fetch(server.port);
+    assert!(text(&o).contains("wrote"), "{}", text(&o));
+    let newer = std::fs::read(&out).unwrap();
+    assert!(server.stop());
+    // The backup, served: its CRL does not list the revocation. Fetched in full (no
+    // If-Modified-Since), refused; the file keeps the newer CRLs.
+    let _ = std::fs::remove_file(tmp.join(".crl.pem.vouch-fetch"));
+    let restored = Server::start(&backup, &[]);
+    let o = fetch(restored.port);
+    assert_eq!(o.status.code(), Some(2), "a rolled-back CRL was written: {}", text(&o));
+    assert!(text(&o).contains("refusing to roll the CRL back") && text(&o).contains("older"), "{}", text(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), newer, "the file was changed");
+    assert!(restored.stop());
+}

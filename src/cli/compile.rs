@@ -151,7 +151,7 @@ pub(super) fn verified_cert_file(
                         detail: format!("GET the CRL answered {}", r.status),
                     });
                 }
-                crate::compile::check_crl_body(&r.body, &bundle, url)?;
+                crate::compile::check_crl_body(&r.body, &bundle, url, None)?;
                 crls.push((r.body, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));
             }
             if crls.is_empty() {
