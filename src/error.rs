@@ -105,6 +105,15 @@ pub enum Error {
         url: String,
         detail: String,
     },
+    /// `vouch crl --fetch` was answered a CRL older (lower CRL number) than the one of the
+    /// same issuer in the file it would replace: a rollback, refused.
+    CrlRollback {
+        url: String,
+        path: PathBuf,
+        issuer: String,
+        fetched: String,
+        current: String,
+    },
     /// Puppet Server's CA has not signed this certname.
     PuppetCaNotSigned {
         certname: String,
@@ -236,6 +245,13 @@ impl std::fmt::Display for Error {
             }
             Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),
             Error::Remote { url, detail } => write!(f, "the CA at {url}: {detail}"),
+            Error::CrlRollback { url, path, issuer, fetched, current } => write!(
+                f,
+                "the CA at {url} answered a CRL of {issuer} numbered {fetched}, older than the one in {} \
+                 (number {current}): refusing to roll the CRL back; {} is unchanged",
+                path.display(),
+                path.display()
+            ),
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
@@ -369,6 +385,10 @@ impl Error {
                 "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
                  it holds ca_crt.pem, ca_crl.pem and signed/"
             }
+            Error::CrlRollback { .. } => {
+                "an older CRL may miss revocations: check that --ca-url is the fleet's current CA (not a \
+                 restored backup or another master) and fetch again; remove the file only if you know why it is newer"
+            }
             Error::Remote { .. } => {
                 "check --ca-url (https://HOST:PORT of vouch serve, as the agents' ca_server/ca_port), that vouch \
                  serve runs there, and that --cacert is its CA bundle (GET /puppet-ca/v1/certificate/ca)"
@@ -401,7 +421,7 @@ impl Error {
                 _ => "choose another --listen ADDRESS:PORT",
             },
             Error::Untrusted(_) => {
-                "vouch refuses a data directory, policy or key that a user other than root or itself \
+                "vouch refuses a data directory, policy, key or classifier cache that a user other than root or itself \
                  could change: follow the fix shown (as root), or move the files"
             }
             Error::Output { .. } => {

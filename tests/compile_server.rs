@@ -358,8 +358,9 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         let list = lab.list();
         assert!(list.contains(certname) && list.contains(code_want), "want {code_want} for {certname} in:\n{list}");
     }
-    // An administrator may approve a pending request's alt names, as `puppetserver ca sign
-    // --allow-dns-alt-names` does: web09's names are then issued exactly as requested.
+    // An administrator sees the DNS names a pending request asks for (as `puppetserver ca list`
+    // shows them), and cannot grant them: "signed" decides again by the policy, and alt names
+    // come only from a server's scope (review of issue 17, finding 1).
     let web09 = "web09.example.test";
     let admin = {
         let read_pem = |f: &str| std::fs::read(v.join(f)).unwrap();
@@ -372,6 +373,16 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         vouch::serve::client::Client::new(config, addr, "localhost").unwrap()
     };
     let mut admin = admin;
+    let r = admin.request("GET", &format!("/puppet-ca/v1/certificate_status/{web09}"), None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let pending: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(pending["state"], "requested", "{pending}");
+    let mut listed: Vec<String> =
+        pending["dns_alt_names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+    listed.sort();
+    let mut want = vec![format!("DNS:{web09}"), format!("DNS:{alt_name}")];
+    want.sort();
+    assert_eq!(listed, want, "the pending request's alt names are not listed: {pending}");
     let r = admin
         .request(
             "PUT",
@@ -380,16 +391,21 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
             br#"{"desired_state":"signed"}"#,
         )
         .unwrap();
-    assert_eq!(r.status, 204, "the administrator could not sign {web09}: {}", r.text());
+    assert_eq!(r.status, 409, "an administrator signed {web09}'s alt names: {}", r.text());
+    assert!(r.text().contains("alt-names-not-a-server"), "{}", r.text());
     let a09 = t.join(format!("agent-{web09}"));
-    let (code, out) = lab.puppet(&a09, &["ssl", "bootstrap"], "web09-approved");
-    assert_eq!(code, 0, "{web09} did not get its approved certificate:\n{out}");
-    let mut san: Vec<String> =
-        san_of(&a09.join(format!("ssl/certs/{web09}.pem"))).split(", ").map(String::from).collect();
-    san.sort();
-    let mut want = vec![format!("DNS:{web09}"), format!("DNS:{alt_name}")];
-    want.sort();
-    assert_eq!(san, want, "the administrator approved exactly these names");
+    let (code, out) = lab.puppet(&a09, &["ssl", "bootstrap"], "web09-after-admin");
+    assert_ne!(code, 0, "{web09} got a certificate after the administrator's \"signed\":\n{out}");
+    assert!(!a09.join(format!("ssl/certs/{web09}.pem")).exists());
+    // The server's grant names its alt names in the audit log.
+    let audit = read(&v.join("audit.log"));
+    assert!(
+        audit.lines().any(|l| l.contains("\"verdict\":\"granted\"")
+            && l.contains(compile01)
+            && l.contains("\"alt_names\"")
+            && l.contains(&alt_name)),
+        "the compile server's grant does not name its alt names:\n{audit}"
+    );
 
     // 3. Puppet Server starts with vouch's certificates and the CA service disabled.
     let stdout = std::fs::File::create(sv.join("log/stdout.log")).unwrap();

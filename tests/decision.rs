@@ -313,6 +313,11 @@ fn policy_plus(dir: &Path, extra: &str) -> Result<Policy, vouch::policy::PolicyE
 /// A version 2 CSR from conductor-p256 for `certname` asking for `names` in a subjectAltName
 /// request (each a DER GeneralName: `[0x82, len, name...]` is a dNSName).
 fn csr_with_alt_names(certname: &str, names: &[Vec<u8>]) -> Vec<u8> {
+    csr_with_alt_names_bound(certname, names, true)
+}
+
+/// [`csr_with_alt_names`], with version 1 attributes (the certname not signed) unless `bound`.
+fn csr_with_alt_names_bound(certname: &str, names: &[Vec<u8>], bound: bool) -> Vec<u8> {
     use vouch::encoding::der;
     let cert = std::fs::read(fixture("pki/conductor-p256.pem")).unwrap();
     let (_, cert_der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
@@ -326,7 +331,7 @@ fn csr_with_alt_names(certname: &str, names: &[Vec<u8>]) -> Vec<u8> {
         &class,
         expiry,
         vouch::vouching::attrs::CertEncoding::Base64Der,
-        Some(certname),
+        Some(certname).filter(|_| bound),
     )
     .unwrap();
     let attrs = vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID));
@@ -381,26 +386,30 @@ fn alt_names_only_for_servers_each_allowed_by_the_scope() {
     assert_eq!(refused(server, &[dns("puppet"), vec![0x87, 4, 127, 0, 0, 1]], &p), ["alt-name-unsupported"]);
     assert_eq!(refused(server, &[dns("*.example.test")], &p), ["alt-name-unsupported"]);
     assert_eq!(refused(server, &[dns("PUPPET")], &p), ["alt-name-unsupported"]);
+    // An IP address written as a DNS name (review of issue 17, finding 9), even one a pattern matches.
+    assert_eq!(refused(server, &[dns("10.0.0.5")], &p), ["alt-name-unsupported"]);
+    let any = policy_plus(
+        tmp.path(),
+        &scope
+            .replace("dns_alt_names = [\"puppet\"", "dns_alt_names = [\"*\", \"10.0.0.*\", \"127.0.0.1\", \"puppet\""),
+    )
+    .unwrap();
+    assert!(decide_codes(server, &[dns("db01")], &any).is_ok(), "the wide scope allows one-label names");
+    assert_eq!(refused(server, &[dns("10.0.0.5")], &any), ["alt-name-unsupported"]);
+    assert_eq!(refused(server, &[dns("127.0.0.1")], &any), ["alt-name-unsupported"]);
     // Without a scope that lists dns_alt_names, the policy allows none.
     let plain = policy("policy.toml");
     assert_eq!(refused(server, &[dns(server), dns("puppet")], &plain), ["subject-alt-name-requested"]);
     assert_eq!(refused(server, &[dns(server)], &plain), ["subject-alt-name-requested"]);
-    // An administrator approving a pending request (certificate_status, desired_state signed)
-    // allows its names, still DNS names only.
-    let approve = |certname: &str, names: &[Vec<u8>]| {
-        let csr = csr_with_alt_names(certname, names);
-        let parsed = vouch::encoding::csr::parse(&csr);
-        vouch::decision::decide_with(
-            &Request { csr: &csr, certname },
-            parsed,
-            &plain,
-            fixture_time(),
-            vouch::decision::AltNames::ApprovedByAdmin,
-        )
-        .map_err(|r| r.reasons.iter().map(Refusal::code).collect::<Vec<_>>())
-    };
-    assert_eq!(approve("web01.example.test", &[dns("puppet")]).unwrap().alt_names(), ["puppet"]);
-    assert_eq!(approve("web01.example.test", &[vec![0x87, 4, 10, 0, 0, 1]]).unwrap_err(), ["alt-name-unsupported"]);
+    // Version 1 attributes do not sign the certname: a CN the node chose is no server (review
+    // of issue 17, finding 2), whatever `servers` matches.
+    let v1 = csr_with_alt_names_bound(server, &[dns(server), dns("puppet")], false);
+    let r = decide(&Request { csr: &v1, certname: server }, &p, fixture_time()).unwrap_err();
+    assert_eq!(r.reasons.iter().map(Refusal::code).collect::<Vec<_>>(), ["alt-names-certname-not-vouched"]);
+    // ... while version 1 without alt names is still granted.
+    let v1 = csr_with_alt_names_bound(server, &[dns(server)], false);
+    assert!(decide(&Request { csr: &v1, certname: server }, &p, fixture_time()).is_ok());
+    // No administrator path grants alt names (the API's "signed" decides again like this).
     // A scope without servers cannot list names, and the old switch does not load.
     let half = scope.replace("servers = [\"compile*.example.test\"]\n", "");
     assert!(policy_plus(tmp.path(), &half).unwrap_err().to_string().contains("servers"));

@@ -2251,3 +2251,241 @@ fn classification_overrides_over_the_api_are_for_administrators_and_never_lost()
     assert_eq!(audit.matches("\"event\":\"override-cleared\"").count(), 1, "{audit}");
     assert!(server.stop());
 }
+
+/// Review of issue 17, finding 8: a name that became reserved after a certificate carrying it
+/// was issued (here: a server's alt name that `vouch serve` now presents) is not renewed; the
+/// refusal is audited.
+#[test]
+fn renewal_refuses_an_alt_name_reserved_since_it_was_issued() {
+    use vouch::encoding::der;
+    const SERVER: &str = "compile01.example.test";
+    const ALT: &str = "puppet.example.test";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "localhost"]);
+    assert!(first.stop());
+    let subject = ok(&openssl(&[
+        "x509",
+        "-in",
+        s(&dir.join("conductor/conductor_crt.pem")),
+        "-noout",
+        "-subject",
+        "-nameopt",
+        "RFC2253",
+    ]));
+    let subject = subject.trim().strip_prefix("subject=").unwrap().trim().to_string();
+    let policy = dir.join("policy.toml");
+    let mut p = std::fs::read_to_string(&policy).unwrap();
+    p.push_str(&format!(
+        "\n[[conductor]]\nname = \"fleet\"\nsubject = \"{subject}\"\nservers = [\"{SERVER}\"]\n\
+         dns_alt_names = [\"{ALT}\"]\n"
+    ));
+    std::fs::write(&policy, p).unwrap();
+    // The server's CSR, asking for its certname and ALT, as Puppet's dns_alt_names makes it.
+    let attrs = vouched_attributes(&dir, SERVER);
+    let key = p256();
+    let mut parts = vouch::encoding::csr::parts(&attrs.csr_spec(SERVER).unwrap(), &key);
+    let dns = |n: &str| [vec![0x82, u8::try_from(n.len()).unwrap()], n.as_bytes().to_vec()].concat();
+    let (a, b) = (dns(SERVER), dns(ALT));
+    let san = der::sequence(&[
+        &der::oid(vouch::encoding::oids::SUBJECT_ALT_NAME),
+        &der::octet_string(&der::sequence(&[&a, &b])),
+    ]);
+    let exts = parts.extension_request.pop().unwrap();
+    let body = der::Reader::new(&exts).any().unwrap().content;
+    parts.extension_request.push(der::sequence(&[body, &san]));
+    let csr_file = tmp.path().join("server.csr");
+    std::fs::write(&csr_file, vouch::encoding::csr::assemble(&parts, &key).unwrap()).unwrap();
+    ok(&vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr_file)]).output().unwrap());
+    // Renewable while the name is the server's alone.
+    let r1 = tmp.path().join("r1.pem");
+    ok(&vouch().args(["--dir", s(&dir), "renew", SERVER, "--out", s(&r1)]).output().unwrap());
+    let names = ok(&openssl(&["x509", "-in", s(&r1), "-noout", "-ext", "subjectAltName"]));
+    assert!(names.contains(ALT), "{names}");
+    // The service is restarted under that name: it is now the service's.
+    let second = Server::start(&dir, &["--server-name", ALT, "--server-name", "localhost"]);
+    assert!(second.stop());
+    let names =
+        ok(&openssl(&["x509", "-in", s(&dir.join("server/server_crt.pem")), "-noout", "-ext", "subjectAltName"]));
+    assert!(names.contains(ALT), "the service does not present {ALT}:\n{names}");
+    let r2 = tmp.path().join("r2.pem");
+    let o = vouch().args(["--dir", s(&dir), "renew", SERVER, "--out", s(&r2)]).output().unwrap();
+    assert!(!o.status.success(), "a reserved name was renewed to the server: {}", text(&o));
+    assert!(text(&o).contains("name-reserved") && text(&o).contains(ALT), "{}", text(&o));
+    assert!(!r2.exists());
+    let audit = std::fs::read_to_string(dir.join("audit.log")).unwrap();
+    assert!(
+        audit.lines().any(|l| l.contains("\"renewal-refused\"") && l.contains(SERVER) && l.contains("name-reserved")),
+        "{audit}"
+    );
+}
+
+/// A CA with one vouched node (NODE), `vouch serve` running, and the arguments of
+/// `vouch enc --ca-url` for it (the cache in `tmp/cache`, the log in `tmp/enc.log`).
+struct EncLab {
+    tmp: tempfile::TempDir,
+    server: Option<Server>,
+    args: Vec<String>,
+}
+
+const ENC_NODE: &str = "node.example.test";
+
+impl EncLab {
+    fn new() -> EncLab {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vouch");
+        let first = Server::start(&dir, &[]);
+        assert!(first.stop());
+        let csr_file = tmp.path().join("node.csr");
+        std::fs::write(&csr_file, csr_for(ENC_NODE, &vouched_attributes(&dir, ENC_NODE), &p256())).unwrap();
+        ok(&vouch().args(["--dir", s(&dir), "sign", "--csr", s(&csr_file)]).output().unwrap());
+        let server = Server::start(&dir, &[]);
+        let args = vec![
+            "enc".to_string(),
+            "--ca-url".into(),
+            format!("https://localhost:{}", server.port),
+            "--cacert".into(),
+            s(&dir.join("ca/ca_bundle.pem")).into(),
+            "--cache-dir".into(),
+            s(&tmp.path().join("cache")).into(),
+            "--log".into(),
+            s(&tmp.path().join("enc.log")).into(),
+        ];
+        EncLab { tmp, server: Some(server), args }
+    }
+
+    /// `vouch [--now NOW] enc ... [extra] NODE`.
+    fn enc(&self, now: Option<&str>, extra: &[&str]) -> Output {
+        let mut c = vouch();
+        if let Some(n) = now {
+            c.args(["--now", n]);
+        }
+        c.args(&self.args).args(extra).arg(ENC_NODE).output().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("enc.log")).unwrap_or_default()
+    }
+}
+
+/// The nextUpdate of each CRL in a PEM file.
+fn next_updates(path: &Path) -> Vec<time::OffsetDateTime> {
+    use x509_parser::prelude::FromDer;
+    vouch::encoding::pem::find_all(&std::fs::read(path).unwrap(), "X509 CRL")
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let (_, c) = x509_parser::revocation_list::CertificateRevocationList::from_der(d).unwrap();
+            c.next_update().unwrap().to_datetime()
+        })
+        .collect()
+}
+
+/// Review of issue 17, finding 3: with the CA unreachable, `vouch enc --ca-url` answers from
+/// its cache only while the cached CRLs are within their validity (catalogs keep compiling
+/// while vouch serve restarts); past a CRL's nextUpdate it refuses (exit 2, logged).
+#[test]
+fn enc_refuses_once_the_cached_crl_is_past_its_next_update_and_the_ca_is_unreachable() {
+    let mut lab = EncLab::new();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let updates = next_updates(&lab.tmp.path().join("cache/crl.pem"));
+    assert_eq!(updates.len(), 2, "the CA's two CRLs");
+    assert!(lab.server.take().unwrap().stop());
+    let fmt = vouch::encoding::time::format_rfc3339;
+    let first = *updates.iter().min().unwrap();
+    // Within the CRLs' validity: answered from the cache, logged.
+    let within = fmt(first - time::Duration::hours(1));
+    let o = lab.enc(Some(&within), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("classes"), "{}", text(&o));
+    assert!(lab.log().contains("answering from the cache"), "{}", lab.log());
+    // Past the first nextUpdate: refused, nothing printed, the reason logged.
+    let past = fmt(first + time::Duration::hours(1));
+    let o = lab.enc(Some(&past), &[]);
+    assert_eq!(o.status.code(), Some(2), "a lapsed CRL was trusted: {}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let log = lab.log();
+    assert!(log.contains(&format!("refused {ENC_NODE}")) && log.contains("nextUpdate"), "{log}");
+}
+
+/// Review of issue 17, finding 4: the classifier's cache is this user's alone — created 0700,
+/// entries 0600, refused (exit 2, logged, with the fix) when another user owns it or its group
+/// or others may write it — and an override found in it counts only with an administrator's
+/// credentials configured.
+#[test]
+fn enc_trusts_its_cache_only_when_private_and_cached_overrides_only_with_admin_credentials() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let lab = EncLab::new();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let cache = lab.tmp.path().join("cache");
+    assert_eq!(mode(&cache), 0o700);
+    let entries: Vec<PathBuf> = std::fs::read_dir(cache.join("serial")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(mode(&entries[0]), 0o600);
+    assert_eq!(mode(&cache.join(format!("name/{ENC_NODE}"))), 0o600);
+    // An override planted in the (fresh) entry is not printed without --client-cert/--client-key.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&entries[0]).unwrap()).unwrap();
+    v["override_text"] = serde_json::json!("classes: [planted]\n");
+    std::fs::write(&entries[0], serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("planted") && out.contains("\"vouch_source\": \"certificate\""), "{out}");
+    // Writable by its group: refused, logged with the fix.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let o = lab.enc(None, &[]);
+    assert_eq!(o.status.code(), Some(2), "a group-writable cache was trusted: {}", text(&o));
+    assert!(o.stdout.is_empty());
+    assert!(lab.log().contains(&format!("refused {ENC_NODE}")) && lab.log().contains("chmod 0700"), "{}", lab.log());
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(lab.enc(None, &[]).status.code(), Some(0));
+    // Owned by another user (this test runs as root, or cannot make one).
+    if std::fs::metadata(&cache).unwrap().uid() == 0 {
+        std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).unwrap();
+        let o = lab.enc(None, &[]);
+        assert_eq!(o.status.code(), Some(2), "another user's cache was trusted: {}", text(&o));
+        assert!(lab.log().contains("chown -R"), "{}", lab.log());
+    }
+}
+
+/// Review of issue 17, finding 7: `vouch crl --fetch` refuses a CRL older (lower CRL number)
+/// than the one of the same issuer in the file it would replace — here a CA restored from a
+/// backup taken before a revocation — with its own error; the file is left as it was.
+#[test]
+fn crl_fetch_refuses_to_roll_the_crl_back() {
+    let mut lab = EncLab::new();
+    let tmp = lab.tmp.path().to_path_buf();
+    let dir = tmp.join("vouch");
+    let backup = tmp.join("backup");
+    let server = lab.server.take().unwrap();
+    assert!(server.stop());
+    ok(&Command::new("cp").args(["-a", s(&dir), s(&backup)]).output().unwrap());
+    let server = Server::start(&dir, &[]);
+    let out = tmp.join("crl.pem");
+    let fetch = |port: u16| {
+        vouch()
+            .args(["crl", "--fetch", "--ca-url", &format!("https://localhost:{port}")])
+            .args(["--cacert", s(&dir.join("ca/ca_bundle.pem")), "--out", s(&out)])
+            .output()
+            .unwrap()
+    };
+    ok(&fetch(server.port));
+    // A revocation: the master CA's CRL number goes up; the file gets it.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", ENC_NODE]).output().unwrap());
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = fetch(server.port);
+    assert!(text(&o).contains("wrote"), "{}", text(&o));
+    let newer = std::fs::read(&out).unwrap();
+    assert!(server.stop());
+    // The backup, served: its CRL does not list the revocation. Fetched in full (no
+    // If-Modified-Since), refused; the file keeps the newer CRLs.
+    let _ = std::fs::remove_file(tmp.join(".crl.pem.vouch-fetch"));
+    let restored = Server::start(&backup, &[]);
+    let o = fetch(restored.port);
+    assert_eq!(o.status.code(), Some(2), "a rolled-back CRL was written: {}", text(&o));
+    assert!(text(&o).contains("refusing to roll the CRL back") && text(&o).contains("older"), "{}", text(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), newer, "the file was changed");
+    assert!(restored.stop());
+}

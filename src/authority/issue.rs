@@ -238,29 +238,6 @@ impl Authority {
         certname: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
-        self.issue_with(csr, parsed, certname, now, decision::AltNames::ByScope)
-    }
-
-    /// An administrator signs a pending request (`PUT certificate_status`, desired_state
-    /// signed): decided like any other, except that its alt names are the administrator's
-    /// to approve (see [`decision::AltNames::ApprovedByAdmin`]).
-    pub fn issue_admin_approved(
-        &self,
-        csr: &[u8],
-        certname: Option<&str>,
-        now: OffsetDateTime,
-    ) -> Result<IssueOutcome, Error> {
-        self.issue_with(csr, None, certname, now, decision::AltNames::ApprovedByAdmin)
-    }
-
-    fn issue_with(
-        &self,
-        csr: &[u8],
-        parsed: Option<crate::encoding::csr::Csr>,
-        certname: Option<&str>,
-        now: OffsetDateTime,
-        alt_names: decision::AltNames,
-    ) -> Result<IssueOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
         let second = now.unix_timestamp();
@@ -283,8 +260,7 @@ impl Authority {
             self.audit_raw(&crate::store::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
             return Ok(IssueOutcome::Refused(refused));
         }
-        let outcome =
-            decision::decide_with(&Request { csr, certname: &certname }, parsed, &self.policy, now, alt_names);
+        let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {
             Err(refused) => return self.refuse(&certname, csr, refused, now),
             Ok(g) => g,

@@ -69,6 +69,12 @@ impl Authority {
         // A server keeps its alt names only while its scope still allows them.
         let alt_names: Vec<String> =
             crate::authority::names_on_certificate(&der).into_iter().skip(1).filter(|n| n != certname).collect();
+        // A name reserved since (the service's or an administrator's) is never renewed to a
+        // node: the rule issuance applies, to the certname and every alt name.
+        if let Some(reason) = self.reserved.refusal_for(certname, &alt_names) {
+            let refused = Refused { reasons: vec![reason], conductor: None, held: None };
+            return Err(self.renewal_refused(&rec, refused, now)?);
+        }
         // The conductor that vouched must still be acceptable under the current policy.
         self.recheck_conductor(&rec, &classification_b64, &alt_names, now)?;
         let proof =
@@ -118,16 +124,19 @@ impl Authority {
         };
         match outcome {
             Ok(_) => Ok(()),
-            Err(refused) => {
-                self.audit(serde_json::json!({
-                    "time": format_rfc3339(now), "event": "renewal-refused", "certname": certname,
-                    "serial": rec.serial, "conductor": refused.conductor,
-                    "reasons": refused.reasons.iter().map(|r| serde_json::json!({
-                        "code": r.code(), "message": r.to_string(),
-                    })).collect::<Vec<_>>(),
-                }))?;
-                Err(Error::Refused { certname: certname.clone(), refused: Box::new(refused) })
-            }
+            Err(refused) => Err(self.renewal_refused(rec, refused, now)?),
         }
+    }
+
+    /// Audits a refused renewal of `rec`; the error to return.
+    fn renewal_refused(&self, rec: &CertRecord, refused: Refused, now: OffsetDateTime) -> Result<Error, Error> {
+        self.audit(serde_json::json!({
+            "time": format_rfc3339(now), "event": "renewal-refused", "certname": rec.certname,
+            "serial": rec.serial, "conductor": refused.conductor,
+            "reasons": refused.reasons.iter().map(|r| serde_json::json!({
+                "code": r.code(), "message": r.to_string(),
+            })).collect::<Vec<_>>(),
+        }))?;
+        Ok(Error::Refused { certname: rec.certname.clone(), refused: Box::new(refused) })
     }
 }

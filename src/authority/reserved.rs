@@ -92,7 +92,13 @@ impl ReservedNames {
     /// reserved name covers, if any.
     pub fn refusal(&self, certname: &str, csr: Option<&crate::encoding::csr::Csr>) -> Option<Refusal> {
         let requested = csr.map(requested_alt_names).unwrap_or_default();
-        std::iter::once(certname.to_string()).chain(requested).find_map(|name| {
+        self.refusal_for(certname, &requested)
+    }
+
+    /// The refusal for `certname` carrying `alt_names` (a renewal's, from its certificate)
+    /// that a reserved name covers, if any: the rule issuance applies.
+    pub fn refusal_for(&self, certname: &str, alt_names: &[String]) -> Option<Refusal> {
+        std::iter::once(certname.to_string()).chain(alt_names.iter().cloned()).find_map(|name| {
             self.holder(&name).map(|holder| Refusal::NameReserved {
                 certname: certname.to_string(),
                 name,

@@ -206,7 +206,7 @@ pub(super) fn verified_cert_file(
                         detail: format!("GET the CRL answered {}", r.status),
                     });
                 }
-                crate::compile::check_crl_body(&r.body, &bundle, url)?;
+                crate::compile::check_crl_body(&r.body, &bundle, url, None)?;
                 crls.push((r.body, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));
             }
             if crls.is_empty() {
@@ -231,6 +231,13 @@ pub(super) fn verified_cert_file(
         }
     };
     let refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
-    crate::hook::puppet_cadir::verify_leaf(&der, &name, (&bundle, &bundle_path), &refs, now)?;
+    crate::hook::puppet_cadir::verify_leaf(
+        &der,
+        &name,
+        (&bundle, &bundle_path),
+        &refs,
+        crate::hook::puppet_cadir::CrlExpiry::Ignore,
+        now,
+    )?;
     Ok((der, name))
 }

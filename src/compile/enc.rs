@@ -11,7 +11,8 @@
 //! override if one was read, when it was fetched) found through `name/CERTNAME`. An entry
 //! younger than `--crl-refresh` answers without asking the CA; an older one is fetched
 //! again, and is used when the CA cannot be reached (vouch serve restarting), always
-//! verified against the CRLs first. At most `--cache-max` entries are kept (the oldest go).
+//! verified against the CRLs first. Every CRL counts only until its nextUpdate: past it
+//! (the CA unreachable all that time) the classifier refuses. At most `--cache-max` entries are kept (the oldest go).
 
 use super::log::{report, LogTo, Severity};
 use super::{fetch_crl, unix, CaService};
@@ -85,8 +86,11 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
         None => None,
     };
     let ca = CaService::new(&s.ca_url, &bundle, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice())))?;
-    crate::files::durable::create_dirs(&s.cache_dir.join("serial")).map_err(io(&s.cache_dir, "create"))?;
-    crate::files::durable::create_dirs(&s.cache_dir.join("name")).map_err(io(&s.cache_dir, "create"))?;
+    // The cache decides what is printed (certificates, overrides): it is this user's alone.
+    for d in [s.cache_dir.clone(), s.cache_dir.join("serial"), s.cache_dir.join("name")] {
+        crate::files::durable::create_private_dirs(&d).map_err(io(&s.cache_dir, "create"))?;
+        crate::files::trust::check_private_dir(&d)?;
+    }
 
     let crl_path = s.cache_dir.join("crl.pem");
     refresh_crl(s, &ca, &bundle, &crl_path, now)?;
@@ -99,9 +103,21 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
         crls.push((read_file(f)?, f.clone()));
     }
     let crl_refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
-    crate::hook::puppet_cadir::verify_leaf(&der, certname, (&bundle, &s.cacert), &crl_refs, now)?;
+    // Every CRL only until its nextUpdate: a cached copy kept past it while the CA is
+    // unreachable could miss a revocation for ever.
+    crate::hook::puppet_cadir::verify_leaf(
+        &der,
+        certname,
+        (&bundle, &s.cacert),
+        &crl_refs,
+        crate::hook::puppet_cadir::CrlExpiry::Enforce,
+        now,
+    )?;
 
-    let (classification, source) = match &entry.override_text {
+    // An override counts only when this classifier reads overrides (an administrator's
+    // credentials configured): a cached one otherwise is not trusted.
+    let override_text = entry.override_text.as_ref().filter(|_| identity.is_some());
+    let (classification, source) = match override_text {
         Some(text) => (
             Classification::from_yaml(text, s.max_bytes).map_err(|e| Error::NotValid {
                 certname: certname.to_string(),
@@ -122,7 +138,8 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
 }
 
 /// The cached CRL, refreshed from the CA when older than `--crl-refresh`. A CA that cannot
-/// be reached leaves the cached CRL in use (said in the log); without one, the call fails.
+/// be reached leaves the cached CRL in use (said in the log) until its nextUpdate; past it,
+/// or without one, the call fails.
 fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now: OffsetDateTime) -> Result<(), Error> {
     let checked = s.cache_dir.join("crl.checked");
     let last: Option<i64> = std::fs::read_to_string(&checked).ok().and_then(|t| t.trim().parse().ok());
@@ -130,9 +147,19 @@ fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now
         return Ok(());
     }
     match fetch_crl(ca, bundle, crl_path) {
-        Ok(_) => crate::files::durable::write_replace(&checked, format!("{}\n", unix(now)).as_bytes(), 0o644)
+        Ok(_) => crate::files::durable::write_replace(&checked, format!("{}\n", unix(now)).as_bytes(), 0o600)
             .map_err(io(&checked, "write")),
         Err(e) if crl_path.exists() => {
+            if let Some(lapsed) = lapsed_crl(crl_path, now) {
+                return Err(Error::Remote {
+                    url: ca.url().to_string(),
+                    detail: format!(
+                        "the CRL could not be refreshed ({e}), and the cached one in {} is past its nextUpdate \
+                         ({lapsed}): it may miss revocations since",
+                        crl_path.display()
+                    ),
+                });
+            }
             report(
                 &s.log,
                 Severity::Warning,
@@ -142,6 +169,29 @@ fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now
         }
         Err(e) => Err(e),
     }
+}
+
+/// The earliest nextUpdate (RFC 3339) of the CRLs in `path` that is not after `now`, if any
+/// (a CRL without nextUpdate, or unreadable, counts as lapsed: verification refuses it anyway).
+fn lapsed_crl(path: &Path, now: OffsetDateTime) -> Option<String> {
+    use x509_parser::prelude::FromDer;
+    let Ok(pem) = std::fs::read(path) else { return Some("unreadable".into()) };
+    let ders = crate::encoding::pem::find_all(&pem, "X509 CRL").unwrap_or_default();
+    if ders.is_empty() {
+        return Some("no CRL".into());
+    }
+    for d in &ders {
+        let next = x509_parser::revocation_list::CertificateRevocationList::from_der(d)
+            .ok()
+            .and_then(|(_, c)| c.next_update())
+            .map(|t| t.to_datetime());
+        match next {
+            Some(t) if t > now => {}
+            Some(t) => return Some(crate::encoding::time::format_rfc3339(t)),
+            None => return Some("none".into()),
+        }
+    }
+    None
 }
 
 fn serial_path(s: &Settings, serial: &str) -> PathBuf {
@@ -262,9 +312,9 @@ fn fetch_entry(ca: &CaService, overrides: bool, certname: &str, now: OffsetDateT
 fn store(s: &Settings, e: &Entry) -> Result<(), Error> {
     let path = serial_path(s, &e.serial);
     let bytes = serde_json::to_vec(e).map_err(|err| Error::Usage { detail: err.to_string() })?;
-    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &path, &bytes, 0o644).map_err(io(&path, "write"))?;
+    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &path, &bytes, 0o600).map_err(io(&path, "write"))?;
     let name = s.cache_dir.join("name").join(&e.certname);
-    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &name, format!("{}\n", e.serial).as_bytes(), 0o644)
+    crate::files::durable::write_replace_unsynced_in(&s.cache_dir, &name, format!("{}\n", e.serial).as_bytes(), 0o600)
         .map_err(io(&name, "write"))?;
     let dir = s.cache_dir.join("serial");
     let mut entries: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&dir)

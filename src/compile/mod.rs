@@ -22,6 +22,10 @@ use time::OffsetDateTime;
 /// The CA's two-CRL body (the master CA's CRL, then the root's), as agents want it.
 pub const CRL_PATH: &str = "/puppet-ca/v1/certificate_revocation_list/ca";
 
+/// How long one request to the CA may take in all (connecting, TLS, the whole answer):
+/// a CA that answers slowly must not hold a catalog compilation or a CRL fetch forever.
+pub const REQUEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The CA service (`--ca-url https://HOST:PORT`), trusted through `--cacert`.
 pub struct CaService {
     url: String,
@@ -66,10 +70,11 @@ impl CaService {
         &self.url
     }
 
-    /// One GET on a new connection (each command asks once or twice).
+    /// One GET on a new connection (each command asks once or twice), within [`REQUEST_DEADLINE`].
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Result<Response, Error> {
-        let mut c =
-            Client::new(self.config.clone(), self.addr, &self.host).map_err(|e| remote(&self.url, e.to_string()))?;
+        let mut c = Client::new(self.config.clone(), self.addr, &self.host)
+            .map_err(|e| remote(&self.url, e.to_string()))?
+            .with_deadline(REQUEST_DEADLINE);
         c.request_with_headers("GET", path, headers, b"").map_err(|e| remote(&self.url, e.to_string()))
     }
 }
@@ -102,29 +107,66 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Er
 }
 
 /// Checks a CRL body: PEM `X509 CRL` blocks, at least one, each readable, each issued by a
-/// certificate of the bundle (by name). The TLS connection (verified against the same
-/// bundle) vouches for the bytes; Puppet Server and webpki verify the signatures on use.
-pub fn check_crl_body(body: &[u8], bundle: &[u8], url: &str) -> Result<(), Error> {
+/// certificate of the bundle (by name) and signed with that certificate's key; and, given
+/// the file it would replace (`previous`: its bytes and path), none older than the CRL of
+/// the same issuer there (a lower CRL number: a rollback, which could undo revocations).
+pub fn check_crl_body(body: &[u8], bundle: &[u8], url: &str, previous: Option<(&[u8], &Path)>) -> Result<(), Error> {
     let ders = crate::encoding::pem::find_all(body, "X509 CRL").map_err(|e| remote(url, format!("the CRL: {e}")))?;
     if ders.is_empty() {
         return Err(remote(url, "the CRL answer holds no X509 CRL block"));
     }
-    let subjects: Vec<Vec<u8>> = crate::encoding::pem::find_all(bundle, "CERTIFICATE")
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|d| x509_parser::parse_x509_certificate(d).ok().map(|(_, c)| c.subject().as_raw().to_vec()))
-        .collect();
+    let bundle_ders = crate::encoding::pem::find_all(bundle, "CERTIFICATE").unwrap_or_default();
+    let issuers: Vec<x509_parser::certificate::X509Certificate<'_>> =
+        bundle_ders.iter().filter_map(|d| x509_parser::parse_x509_certificate(d).ok().map(|(_, c)| c)).collect();
+    let previous_ders =
+        previous.map(|(b, _)| crate::encoding::pem::find_all(b, "X509 CRL").unwrap_or_default()).unwrap_or_default();
+    let previous_crls: Vec<CertificateRevocationList<'_>> =
+        previous_ders.iter().filter_map(|d| CertificateRevocationList::from_der(d).ok().map(|(_, c)| c)).collect();
     for d in &ders {
-        let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(d)
-            .map_err(|e| remote(url, format!("an unreadable CRL: {e}")))?;
-        if !subjects.iter().any(|s| s.as_slice() == crl.issuer().as_raw()) {
+        let (_, crl) =
+            CertificateRevocationList::from_der(d).map_err(|e| remote(url, format!("an unreadable CRL: {e}")))?;
+        let Some(issuer) = issuers.iter().find(|c| c.subject().as_raw() == crl.issuer().as_raw()) else {
             return Err(remote(url, format!("a CRL issued by {}, which is not in --cacert", crl.issuer())));
+        };
+        verify_crl_signature(&crl, issuer)
+            .map_err(|detail| remote(url, format!("a CRL of {}: {detail}", crl.issuer())))?;
+        if let Some((_, path)) = previous {
+            let older = previous_crls.iter().find(|p| p.issuer().as_raw() == crl.issuer().as_raw());
+            if let Some(current) = older.and_then(|p| p.crl_number()) {
+                let fetched = crl.crl_number();
+                if fetched.is_none_or(|n| n < current) {
+                    return Err(Error::CrlRollback {
+                        url: url.to_string(),
+                        path: path.to_path_buf(),
+                        issuer: crl.issuer().to_string(),
+                        fetched: fetched.map(|n| n.to_string()).unwrap_or_else(|| "none".into()),
+                        current: current.to_string(),
+                    });
+                }
+            }
         }
     }
     Ok(())
 }
 
+/// The CRL's signature, with its issuer's key (the algorithms vouch accepts on a CSR).
+fn verify_crl_signature(
+    crl: &CertificateRevocationList<'_>,
+    issuer: &x509_parser::certificate::X509Certificate<'_>,
+) -> Result<(), String> {
+    let alg: Option<Vec<u64>> = crl.signature_algorithm.algorithm.iter().map(|i| i.collect());
+    let alg = alg.ok_or("an unreadable signature algorithm")?;
+    let spki = issuer.public_key();
+    let kind = crate::encoding::csr::spki_kind(spki.raw).map_err(|e| format!("its issuer's key: {e}"))?;
+    let algorithm =
+        crate::encoding::csr::verification_algorithm(&alg, kind).map_err(|e| format!("its signature: {e}"))?;
+    aws_lc_rs::signature::UnparsedPublicKey::new(algorithm, &spki.subject_public_key.data)
+        .verify(crl.tbs_cert_list.as_ref(), &crl.signature_value.data)
+        .map_err(|_| "its signature does not verify with its issuer's key in --cacert".to_string())
+}
+
 use x509_parser::prelude::FromDer;
+use x509_parser::revocation_list::CertificateRevocationList;
 
 /// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]).
 pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, Error> {
@@ -146,7 +188,7 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
             ))
         }
     }
-    check_crl_body(&resp.body, bundle, ca.url())?;
+    check_crl_body(&resp.body, bundle, ca.url(), current.as_deref().map(|c| (c, out)))?;
     crate::files::durable::write_replace(out, &resp.body, 0o644).map_err(io(out, "write"))?;
     let last_modified = resp.header("last-modified").map(str::to_string);
     if let Some(t) = last_modified.as_deref().and_then(crate::encoding::time::parse_http_date) {
@@ -173,4 +215,41 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
 /// Seconds since the epoch (cache ages).
 pub(crate) fn unix(t: OffsetDateTime) -> i64 {
     t.unix_timestamp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(rel: &str) -> Vec<u8> {
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)).unwrap()
+    }
+
+    /// Review of issue 17, finding 7: a CRL is checked against its issuer's key, not only its
+    /// name: a certificate of the same name with another key (a rogue CA) does not vouch for it.
+    #[test]
+    fn a_crl_must_be_signed_by_its_issuers_key_in_the_bundle() {
+        let crl = fixture("pki/conductors_crl.pem");
+        let root = fixture("pki/root_crt.pem");
+        check_crl_body(&crl, &root, "https://ca", None).unwrap();
+        // The same name, another key.
+        let (_, root_der) = crate::encoding::pem::find(&root, &["CERTIFICATE"]).unwrap();
+        let (_, real) = x509_parser::parse_x509_certificate(&root_der).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for cn in real.subject().iter_common_name() {
+            params.distinguished_name.push(rcgen::DnType::CommonName, cn.as_str().unwrap());
+        }
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let rogue = params.self_signed(&key).unwrap().pem();
+        let e = check_crl_body(&crl, rogue.as_bytes(), "https://ca", None).unwrap_err().to_string();
+        assert!(e.contains("signature does not verify"), "{e}");
+        // A byte of the signature changed.
+        let (_, mut der) = crate::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
+        let last = der.len() - 1;
+        der[last] ^= 1;
+        let tampered = crate::encoding::pem::encode("X509 CRL", &der);
+        assert!(check_crl_body(tampered.as_bytes(), &root, "https://ca", None).is_err());
+    }
 }

@@ -146,28 +146,6 @@ pub fn decide_parsed(
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Grant, Refused> {
-    decide_with(req, parsed, policy, now, AltNames::ByScope)
-}
-
-/// Who allows a CSR's alt names (step 11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AltNames {
-    /// The conductor's scope: `servers` and `dns_alt_names`.
-    ByScope,
-    /// An administrator who signs this pending request (`PUT certificate_status`
-    /// `{"desired_state":"signed"}`, as `puppetserver ca sign --allow-dns-alt-names`): the
-    /// names are issued as requested, still DNS names only (reserved names stay refused).
-    ApprovedByAdmin,
-}
-
-/// [`decide_parsed`] with the alt names allowed by `alt_names`.
-pub fn decide_with(
-    req: &Request<'_>,
-    parsed: Result<Csr, CsrError>,
-    policy: &Policy,
-    now: OffsetDateTime,
-    alt_names: AltNames,
-) -> Result<Grant, Refused> {
     // 1. The CSR itself. The key's size was checked when it was parsed (csr::check_key_size).
     let csr = match parsed {
         Ok(c) => c,
@@ -192,7 +170,7 @@ pub fn decide_with(
     // 10. Extension requests.
     check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
-    let alt_names = check_alt_names(&csr, &signer, req.certname, policy, alt_names, &mut reasons);
+    let alt_names = check_alt_names(&csr, &signer, &values, version, req.certname, policy, &mut reasons);
 
     if !reasons.is_empty() {
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
@@ -571,6 +549,13 @@ pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
                     check_certname(d).map_err(|p| Refusal::AltNameUnsupported {
                         detail: format!("DNS name {d:?} is not a valid host name: {p}"),
                     })?;
+                    // "10.0.0.5" as a dNSName matches the address for some clients: an
+                    // address is never issued, under either name form.
+                    if d.parse::<std::net::IpAddr>().is_ok() {
+                        return Err(Refusal::AltNameUnsupported {
+                            detail: format!("DNS name {d:?} is an IP address; vouch issues DNS names only"),
+                        });
+                    }
                     if !names.iter().any(|k| k == d) {
                         names.push(d.to_string());
                     }
@@ -592,16 +577,17 @@ pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
 fn check_alt_names(
     csr: &Csr,
     signer: &Signer,
+    values: &AttributeValues,
+    version: Option<u32>,
     certname: &str,
     policy: &Policy,
-    who: AltNames,
     reasons: &mut Vec<Refusal>,
 ) -> Vec<String> {
     if !csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME) {
         return Vec::new();
     }
     // A policy with no scope listing dns_alt_names allows none: the request is not even read.
-    if who == AltNames::ByScope && !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
+    if !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
         reasons.push(Refusal::SubjectAltNameRequested);
         return Vec::new();
     }
@@ -617,8 +603,14 @@ fn check_alt_names(
     if extra.is_empty() {
         return extra;
     }
-    if who == AltNames::ApprovedByAdmin {
-        return extra;
+    // The `servers` patterns judge the certname, so a conductor must have signed it (version
+    // 2, .2.6; a different one is refused in step 3): in version 1 it is only the CN the node chose.
+    if !values.is_v2 || values.certname.is_none() {
+        reasons.push(Refusal::AltNamesCertnameNotVouched {
+            certname: certname.to_string(),
+            version: version.unwrap_or(1),
+        });
+        return Vec::new();
     }
     // An untrusted or unreadable conductor is refused already (steps 6, 9); no scope is judged.
     let (Some(c), true) = (&signer.conductor, signer.trusted) else { return Vec::new() };

@@ -80,6 +80,9 @@ pub enum Refusal {
     SubjectAltNameRequested,
     /// A CSR asks for alt names though no scope marks its certname as a server.
     AltNamesNotServer { certname: String, scope: Option<String> },
+    /// Alt names requested with version 1 attributes, which do not sign the certname: the
+    /// `servers` pattern would be matched against a CN the node chose.
+    AltNamesCertnameNotVouched { certname: String, version: u32 },
     /// A server asks for an alt name its scope's `dns_alt_names` does not list.
     AltNameOutOfScope { scope: String, name: String },
     /// A requested alt name that is not a valid DNS name (an IP address, a wildcard, an
@@ -177,6 +180,7 @@ impl Refusal {
             Refusal::ExtensionCritical { .. } => "extension-critical",
             Refusal::SubjectAltNameRequested => "subject-alt-name-requested",
             Refusal::AltNamesNotServer { .. } => "alt-names-not-a-server",
+            Refusal::AltNamesCertnameNotVouched { .. } => "alt-names-certname-not-vouched",
             Refusal::AltNameOutOfScope { .. } => "alt-name-out-of-scope",
             Refusal::AltNameUnsupported { .. } => "alt-name-unsupported",
             Refusal::AuthorizationExtensionRequested { .. } => "authorization-extension-requested",
@@ -266,6 +270,10 @@ impl Refusal {
             Refusal::AltNamesNotServer { .. } => {
                 "only servers get alt names: remove dns_alt_names from the node's puppet.conf, or add its \
                  certname to the servers of its conductor's scope"
+            }
+            Refusal::AltNamesCertnameNotVouched { .. } => {
+                "a server's alt names need version 2 attributes, which sign its certname: sign the server's \
+                 attributes for its certname ('vouch conductor sign --certname NAME')"
             }
             Refusal::AltNameOutOfScope { .. } => {
                 "request only names the scope's dns_alt_names lists (puppet.conf dns_alt_names), or add the name there"
@@ -396,6 +404,11 @@ impl std::fmt::Display for Refusal {
             Refusal::AltNameOutOfScope { scope, name } => {
                 write!(f, "scope '{scope}' does not allow the alt name {name:?} (its dns_alt_names)")
             }
+            Refusal::AltNamesCertnameNotVouched { certname, version } => write!(
+                f,
+                "{certname} asks for alt names with version {version} attributes, which do not sign the certname: \
+                 only a certname a conductor signed (version 2) can be a server"
+            ),
             Refusal::AltNameUnsupported { detail } => write!(f, "unsupported subjectAltName request: {detail}"),
             Refusal::AuthorizationExtensionRequested { oid } => {
                 write!(f, "the CSR requests the authorization extension {oid}")

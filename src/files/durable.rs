@@ -45,6 +45,12 @@ pub fn create_dirs(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
 }
 
+/// [`create_dirs`], each directory it creates private (0700).
+pub fn create_private_dirs(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
 /// [`create_dirs`] for one directory whose parent exists.
 fn create_dir_0755(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;

@@ -114,6 +114,44 @@ fn shell_quote(path: &Path) -> String {
     }
 }
 
+/// Refuses a directory vouch keeps trusted state in on behalf of one user (the
+/// classifier's cache) unless that user — the one running vouch — owns it and neither its
+/// group nor others may write it. Stricter than [`check_trusted`]: root's ownership is not
+/// enough for a non-root user (it did not make the directory, and cannot vouch for what is
+/// in it). A missing directory passes (vouch creates it private).
+pub fn check_private_dir(path: &Path) -> Result<(), Untrusted> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::metadata(path) else { return Ok(()) };
+    let me = euid();
+    let quoted = shell_quote(path);
+    if meta.uid() != me {
+        return Err(Untrusted {
+            path: path.to_path_buf(),
+            problem: format!(
+                "is owned by {} (uid {}), not by the user running vouch ({}): its owner could plant \
+                 what vouch then trusts",
+                user_name(meta.uid()),
+                meta.uid(),
+                user_name(me)
+            ),
+            fix: format!("chown -R {} {quoted}, or give vouch a directory of its own", user_name(me)),
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(Untrusted {
+            path: path.to_path_buf(),
+            problem: format!(
+                "is writable by {} (mode {:04o}): they could plant what vouch then trusts",
+                if mode & 0o002 != 0 { "every user" } else { "its group" },
+                mode
+            ),
+            fix: format!("chmod 0700 {quoted}"),
+        });
+    }
+    Ok(())
+}
+
 /// Refuses a path that vouch trusts (data directory, `ca/`, policy, CA key, trust anchor)
 /// when another user could change it: the path itself (symbolic links followed), the
 /// directory holding it (whoever may write there can swap the file), and, for a symbolic

@@ -16,6 +16,17 @@ pub const CA_CRL: &str = "ca_crl.pem";
 /// Signed node certificates inside Puppet Server's cadir.
 pub const SIGNED: &str = "signed";
 
+/// Whether a CRL past its nextUpdate still counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrlExpiry {
+    /// A lapsed CRL still lists what was revoked (Puppet Server's own cadir:
+    /// puppetserver#2789 lets CRLs lapse, and nothing else keeps that file).
+    Ignore,
+    /// A CRL is used only until its nextUpdate (`vouch enc --ca-url`: a CRL fetched from
+    /// vouch serve, which renews it long before; past it, the copy may miss revocations).
+    Enforce,
+}
+
 fn ca_error(path: &Path, detail: impl Into<String>) -> Error {
     Error::PuppetCa { path: path.to_path_buf(), detail: detail.into() }
 }
@@ -44,20 +55,21 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
     let bundle = read(&bundle_path)?;
     let crl = read(&crl_path)?;
     let der = read_leaf(&leaf_path, certname)?;
-    verify_leaf(&der, certname, (&bundle, &bundle_path), &[(&crl, &crl_path)], now)?;
+    verify_leaf(&der, certname, (&bundle, &bundle_path), &[(&crl, &crl_path)], CrlExpiry::Ignore, now)?;
     Ok(der)
 }
 
 /// Verifies a node certificate (DER) for `certname`: it chains to a self-signed certificate
 /// of the bundle (PEM, through the others there), is valid at `now` for client
 /// authentication, is on no CRL of any of `crls` (each a PEM file's bytes and its path;
-/// every certificate of the chain must be covered by a CRL of each, and an expired CRL
-/// still counts), and names `certname` as its only CN.
+/// every certificate of the chain must be covered by a CRL of each; a CRL past its
+/// nextUpdate counts or is refused as `expiry` says), and names `certname` as its only CN.
 pub fn verify_leaf(
     der: &[u8],
     certname: &str,
     bundle: (&[u8], &Path),
     crls: &[(&[u8], &Path)],
+    expiry: CrlExpiry,
     now: OffsetDateTime,
 ) -> Result<(), Error> {
     let (bundle_pem, bundle_path) = bundle;
@@ -73,7 +85,7 @@ pub fn verify_leaf(
         }
         let parsed = crls_of(&crl_ders, crl_path)?;
         let crl_refs: Vec<&webpki::CertRevocationList<'_>> = parsed.iter().collect();
-        let revocation = revocation_options(&crl_refs, crl_path)?;
+        let revocation = revocation_options(&crl_refs, crl_path, expiry)?;
         verify_chain(&leaf, &trust, revocation, bundle_path, crl_path)?;
     }
     check_common_name(&leaf)
@@ -116,14 +128,17 @@ fn crls_of<'a>(crl_ders: &'a [Vec<u8>], crl_path: &Path) -> Result<Vec<webpki::C
 fn revocation_options<'a>(
     crl_refs: &'a [&'a webpki::CertRevocationList<'a>],
     crl_path: &Path,
+    expiry: CrlExpiry,
 ) -> Result<webpki::RevocationOptions<'a>, Error> {
     Ok(webpki::RevocationOptionsBuilder::new(crl_refs)
         .map_err(|e| ca_error(crl_path, format!("{e:?}")))?
         .with_depth(webpki::RevocationCheckDepth::Chain)
         // Every certificate in the chain must be covered by a CRL of this CA: fail closed.
         .with_status_policy(webpki::UnknownStatusPolicy::Deny)
-        // A lapsed CRL still lists what was revoked (puppetserver#2789 lets CRLs lapse).
-        .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+        .with_expiration_policy(match expiry {
+            CrlExpiry::Ignore => webpki::ExpirationPolicy::Ignore,
+            CrlExpiry::Enforce => webpki::ExpirationPolicy::Enforce,
+        })
         .build())
 }
 
@@ -180,6 +195,13 @@ fn verify_chain(
             leaf.not_valid(format!("its certificate is revoked (the CRL in {})", crl_path.display()))
         }
         webpki::Error::CertExpired { .. } => leaf.not_valid("its certificate has expired".into()),
+        webpki::Error::CrlExpired { next_update, .. } => leaf.not_valid(format!(
+            "the CRL in {} is past its nextUpdate ({}): it may miss revocations since; fetch a current one",
+            crl_path.display(),
+            OffsetDateTime::from_unix_timestamp(i64::try_from(next_update.as_secs()).unwrap_or(i64::MAX))
+                .map(crate::encoding::time::format_rfc3339)
+                .unwrap_or_default()
+        )),
         webpki::Error::CertNotValidYet { .. } => leaf.not_valid("its certificate is not yet valid".into()),
         other => {
             leaf.not_valid(format!("its certificate does not verify against {}: {other:?}", bundle_path.display()))

@@ -10,7 +10,10 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The longest header or chunk-size line read (the line and its end).
+const MAX_LINE: usize = 16 * 1024;
 
 /// Why a request failed (the server's HTTP status is not an error: see [`Response`]).
 #[derive(Debug)]
@@ -77,6 +80,8 @@ pub struct Client {
     conn: Option<BufReader<Stream>>,
     /// Connections opened so far (1 for a client that kept its connection alive).
     pub connects: u64,
+    /// How long one request may take in all (connecting, TLS, the whole answer), if limited.
+    deadline: Option<Duration>,
 }
 
 fn pem_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, ClientError> {
@@ -125,11 +130,22 @@ impl Client {
     pub fn new(config: Arc<rustls::ClientConfig>, addr: SocketAddr, host: &str) -> Result<Self, ClientError> {
         let server_name = ServerName::try_from(host.to_string())
             .map_err(|e| ClientError::Credentials(format!("server name {host:?}: {e}")))?;
-        Ok(Client { config, addr, host: host.to_string(), server_name, conn: None, connects: 0 })
+        Ok(Client { config, addr, host: host.to_string(), server_name, conn: None, connects: 0, deadline: None })
     }
 
-    fn connect(&mut self) -> Result<BufReader<Stream>, ClientError> {
-        let tcp = TcpStream::connect_timeout(&self.addr, Duration::from_secs(10))?;
+    /// Limits each request to `limit` in all: a server that answers slowly (or forever, a
+    /// byte at a time) fails the request with a timeout once it passes.
+    pub fn with_deadline(mut self, limit: Duration) -> Self {
+        self.deadline = Some(limit);
+        self
+    }
+
+    fn connect(&mut self, until: Option<Instant>) -> Result<BufReader<Stream>, ClientError> {
+        let connect_limit = match until {
+            Some(u) => remaining(u)?.min(Duration::from_secs(10)),
+            None => Duration::from_secs(10),
+        };
+        let tcp = TcpStream::connect_timeout(&self.addr, connect_limit)?;
         tcp.set_nodelay(true)?;
         tcp.set_read_timeout(Some(Duration::from_secs(60)))?;
         tcp.set_write_timeout(Some(Duration::from_secs(60)))?;
@@ -174,24 +190,31 @@ impl Client {
         // A kept-alive connection may have been closed by the server meanwhile: retry once
         // on a fresh connection if nothing of the answer arrived.
         let reused = self.conn.is_some();
-        match self.exchange(&wire) {
+        let until = self.deadline.map(|d| Instant::now() + d);
+        match self.exchange(&wire, until) {
             Ok(r) => Ok(r),
             Err(ClientError::Io(_)) if reused => {
                 self.conn = None;
-                self.exchange(&wire)
+                self.exchange(&wire, until)
             }
             Err(e) => Err(e),
         }
     }
 
-    fn exchange(&mut self, wire: &[u8]) -> Result<Response, ClientError> {
+    fn exchange(&mut self, wire: &[u8], until: Option<Instant>) -> Result<Response, ClientError> {
         let mut conn = match self.conn.take() {
             Some(c) => c,
-            None => self.connect()?,
+            None => self.connect(until)?,
         };
+        if let Some(u) = until {
+            // The TLS handshake reads and writes within the first write.
+            let left = remaining(u)?;
+            conn.get_ref().sock.set_read_timeout(Some(left))?;
+            conn.get_ref().sock.set_write_timeout(Some(left))?;
+        }
         conn.get_mut().write_all(wire)?;
         conn.get_mut().flush()?;
-        let resp = read_response(&mut conn)?;
+        let resp = read_response(&mut Deadline { inner: &mut conn, until })?;
         let close = resp.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
         if !close {
             self.conn = Some(conn);
@@ -200,15 +223,85 @@ impl Client {
     }
 }
 
+/// The time left until `until`, or a timeout error once it has passed.
+fn remaining(until: Instant) -> Result<Duration, ClientError> {
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ClientError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the request's deadline passed before the whole answer arrived",
+        )));
+    }
+    Ok(left)
+}
+
+/// A buffered reader whose socket reads can be limited in time.
+trait ReadTimeout {
+    fn set_read_timeout(&self, limit: Duration) -> std::io::Result<()>;
+    /// Whether its buffer is empty (the next read goes to the socket).
+    fn buffer_empty(&self) -> bool;
+}
+
+impl ReadTimeout for BufReader<Stream> {
+    fn set_read_timeout(&self, limit: Duration) -> std::io::Result<()> {
+        self.get_ref().sock.set_read_timeout(Some(limit))
+    }
+    fn buffer_empty(&self) -> bool {
+        self.buffer().is_empty()
+    }
+}
+
+/// Reads from `inner`, failing with a timeout once `until` has passed; each read from the
+/// socket waits at most the time left.
+struct Deadline<'a, R> {
+    inner: &'a mut R,
+    until: Option<Instant>,
+}
+
+impl<R: BufRead + ReadTimeout> Deadline<'_, R> {
+    fn before_read(&mut self) -> std::io::Result<()> {
+        if let Some(u) = self.until {
+            let left = remaining(u).map_err(|e| match e {
+                ClientError::Io(io) => io,
+                other => std::io::Error::other(other.to_string()),
+            })?;
+            if self.inner.buffer_empty() {
+                self.inner.set_read_timeout(left)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: BufRead + ReadTimeout> std::io::Read for Deadline<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.before_read()?;
+        self.inner.read(buf)
+    }
+}
+
+impl<R: BufRead + ReadTimeout> BufRead for Deadline<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.before_read()?;
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.inner.consume(n)
+    }
+}
+
+/// One line, at most [`MAX_LINE`] bytes read: a longer one is refused before more of it is
+/// read (a server sending one endless line costs 16 KiB, not all memory).
 fn read_line(r: &mut impl BufRead) -> Result<String, ClientError> {
-    let mut line = String::new();
-    let n = r.read_line(&mut line)?;
+    let mut raw = Vec::new();
+    let n = std::io::Read::take(&mut *r, MAX_LINE as u64 + 1).read_until(b'\n', &mut raw)?;
     if n == 0 {
         return Err(ClientError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")));
     }
-    if line.len() > 16 * 1024 {
+    if raw.len() > MAX_LINE {
         return Err(ClientError::Protocol("header line over 16 KiB".into()));
     }
+    let line = String::from_utf8(raw).map_err(|_| ClientError::Protocol("a header line is not UTF-8".into()))?;
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
@@ -243,7 +336,8 @@ fn read_response(r: &mut impl BufRead) -> Result<Response, ClientError> {
                 while !read_line(r)?.is_empty() {}
                 break;
             }
-            if body.len() + size > MAX {
+            // The size is the server's: ffffffffffffffff must not overflow.
+            if body.len().checked_add(size).is_none_or(|n| n > MAX) {
                 return Err(ClientError::Protocol("body over 64 MiB".into()));
             }
             let start = body.len();
@@ -263,4 +357,76 @@ fn read_response(r: &mut impl BufRead) -> Result<Response, ClientError> {
         r.read_exact(&mut body)?;
     }
     Ok(Response { status, headers, body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// Review of issue 17, finding 6: a chunk size of 2^64-1 overflowed `body.len() + size`.
+    #[test]
+    fn a_huge_chunk_size_is_refused_without_overflow() {
+        let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\nffffffffffffffff\r\n";
+        match read_response(&mut &wire[..]) {
+            Err(ClientError::Protocol(d)) => assert!(d.contains("64 MiB"), "{d}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Bytes handed out, counted: an endless line.
+    struct Endless {
+        given: usize,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(b'a');
+            self.given += buf.len();
+            Ok(buf.len())
+        }
+    }
+
+    /// A header line is refused once it passes 16 KiB, before more of it is read.
+    #[test]
+    fn an_endless_header_line_is_refused_after_16_kib() {
+        let mut r = BufReader::with_capacity(4096, Endless { given: 0 });
+        let e = read_line(&mut r).unwrap_err();
+        assert!(matches!(e, ClientError::Protocol(_)), "{e}");
+        assert!(r.get_ref().given <= MAX_LINE + 4096, "read {} bytes of one line", r.get_ref().given);
+    }
+
+    /// A server answering a small chunk at a time, forever.
+    struct Drip;
+
+    impl Read for Drip {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(5));
+            let chunk = b"1\r\na\r\n";
+            let n = chunk.len().min(buf.len());
+            buf[..n].copy_from_slice(&chunk[..n]);
+            Ok(n)
+        }
+    }
+
+    impl ReadTimeout for BufReader<std::io::Chain<&[u8], Drip>> {
+        fn set_read_timeout(&self, _limit: Duration) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn buffer_empty(&self) -> bool {
+            self.buffer().is_empty()
+        }
+    }
+
+    /// The whole answer must arrive before the deadline, however the server paces it.
+    #[test]
+    fn an_answer_dripping_forever_ends_at_the_deadline() {
+        let head: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let mut r = BufReader::new(head.chain(Drip));
+        let start = Instant::now();
+        let until = Some(start + Duration::from_millis(300));
+        let e = read_response(&mut Deadline { inner: &mut r, until }).unwrap_err();
+        assert!(matches!(&e, ClientError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    }
 }

@@ -24,7 +24,7 @@ pub fn decision_value(
             r.reasons.iter().map(|x| serde_json::json!({"code": x.code(), "message": x.to_string()})).collect(),
         ),
     };
-    serde_json::json!({
+    let mut line = serde_json::json!({
         "time": time,
         "event": "decision",
         "source": source,
@@ -32,7 +32,12 @@ pub fn decision_value(
         "verdict": verdict,
         "conductor": conductor,
         "reasons": reasons,
-    })
+    });
+    // A server's alt names are named: what a grant lets it answer for is on record.
+    if let Ok(g) = outcome.ok().filter(|g| !g.alt_names().is_empty()).ok_or(()) {
+        line["alt_names"] = serde_json::json!(g.alt_names());
+    }
+    line
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -338,7 +338,7 @@ fn read_signature_algorithm(alg: Tlv<'_>) -> Result<Vec<u64>, CsrError> {
 }
 
 /// The verification algorithm for a signature algorithm and key, or unsupported.
-fn verification_algorithm(
+pub(crate) fn verification_algorithm(
     alg_oid: &[u64],
     key_kind: KeyKind,
 ) -> Result<&'static dyn sig::VerificationAlgorithm, CsrError> {

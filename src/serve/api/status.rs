@@ -31,10 +31,13 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
     if let Some((req, pem)) = auth.request(name)? {
         let der = crate::encoding::pem::find(&pem, &["CERTIFICATE REQUEST"]).map(|(_, d)| d).unwrap_or_default();
         let fp = fingerprints(&der);
+        // What the request asks for, as Puppet Server lists it (`puppetserver ca list` shows it).
+        let sans = requested_subject_alt_names(&der);
+        let dns: Vec<&String> = sans.iter().filter(|s| s.starts_with("DNS:")).collect();
         return Ok(Some(serde_json::json!({
             "name": name, "state": "requested",
             "fingerprint": fp["SHA256"], "fingerprints": fp,
-            "dns_alt_names": [], "subject_alt_names": [], "authorization_extensions": {},
+            "dns_alt_names": dns, "subject_alt_names": sans, "authorization_extensions": {},
             "requested_at": req.time,
             "reasons": req.reasons,
         })));
@@ -75,11 +78,32 @@ fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>
     })))
 }
 
+/// The subject alternative names a pending request (DER) asks for, as [`subject_alt_names`]
+/// lists a certificate's (an unreadable request lists none).
+fn requested_subject_alt_names(der: &[u8]) -> Vec<String> {
+    use x509_parser::prelude::FromDer;
+    let Ok(csr) = crate::encoding::csr::parse(der) else { return Vec::new() };
+    let mut sans = Vec::new();
+    for ext in csr.extensions.iter().filter(|e| e.oid == crate::encoding::oids::SUBJECT_ALT_NAME) {
+        if let Ok((_, san)) = x509_parser::extensions::SubjectAlternativeName::from_der(&ext.value) {
+            list_general_names(&san.general_names, &mut sans);
+        }
+    }
+    sans
+}
+
 /// The certificate's subject alternative names as Puppet lists them (`DNS:name`, `IP Address:ip`).
 fn subject_alt_names(cert: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
     let mut sans = Vec::new();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for n in &san.value.general_names {
+        list_general_names(&san.value.general_names, &mut sans);
+    }
+    sans
+}
+
+fn list_general_names(names: &[x509_parser::extensions::GeneralName<'_>], sans: &mut Vec<String>) {
+    {
+        for n in names {
             match n {
                 x509_parser::extensions::GeneralName::DNSName(d) => sans.push(format!("DNS:{d}")),
                 x509_parser::extensions::GeneralName::IPAddress(ip) => {
@@ -96,7 +120,6 @@ fn subject_alt_names(cert: &x509_parser::certificate::X509Certificate<'_>) -> Ve
             }
         }
     }
-    sans
 }
 
 /// The certificate's extensions under Puppet's `pp_auth` arc, by short name (else dotted OID).
@@ -203,9 +226,9 @@ pub(super) fn status_put(
                     _ => not_found("certificate_request", name),
                 });
             };
-            // Its alt names too are the administrator's to approve (`puppetserver ca sign
-            // --allow-dns-alt-names`); everything else is judged as for any request.
-            match auth.issue_admin_approved(&pem, Some(name), now)? {
+            // Its alt names too: only a server's scope allows them, never an administrator
+            // (there is no `--allow-dns-alt-names` here).
+            match auth.issue(&pem, Some(name), now)? {
                 IssueOutcome::Issued(i) => {
                     events.push(Event::Decision {
                         certname: name.to_string(),
