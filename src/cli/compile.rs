@@ -26,7 +26,7 @@ pub(super) fn crl_fetch(ca_url: &str, cacert: &Path, out: &Path) -> Result<i32, 
                 detail: format!("{ca_url}: GET {} answered {}", crate::compile::CRL_PATH, resp.status),
             });
         }
-        crate::compile::check_crl_body(&resp.body, &bundle, ca_url)?;
+        crate::compile::check_crl_body(&resp.body, &bundle, ca_url, None)?;
         write_out(None, &resp.text(), 0o644)?;
         return Ok(EXIT_OK);
     }
