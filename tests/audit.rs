@@ -209,8 +209,71 @@ fn rotation_continues_the_chain() {
     // The files in the wrong order, or one left out: a break.
     assert_eq!(verify(&dir, &[&old, &older, &path], &[]).status.code(), Some(1));
     assert_eq!(verify(&dir, &[&older, &path], &[]).status.code(), Some(1));
-    // A file alone verifies (it continues one not given).
-    assert!(verify(&dir, &[&path], &[]).status.success());
+    // A file alone does not verify: the files before it are missing (it could be made up).
+    let o = verify(&dir, &[&path], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("earlier files missing"), "{}", text(&o));
+}
+
+/// Security review, issue 18 #1: a log that starts after the published checkpoint, or one
+/// rewritten from seq 1 without the CA's key, does not verify.
+#[test]
+fn a_log_replaced_or_cut_before_the_published_checkpoint_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = dir.join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 3, 1);
+    let published = ok(&vouch().args(["--dir", s(&dir), "audit", "checkpoint"]).output().unwrap());
+    let cp = tmp.path().join("published.txt");
+    std::fs::write(&cp, &published).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 3, 3, 1);
+    assert!(verify(&dir, &[], &["--checkpoint", s(&cp)]).status.success());
+    let all: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect();
+    let pseq: u64 = serde_json::from_str::<serde_json::Value>(&published).unwrap()["seq"].as_u64().unwrap();
+    // Every line up to and including the published checkpoint deleted.
+    let rest: String = all.iter().skip(pseq as usize).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, &rest).unwrap();
+    let o = verify(&dir, &[], &["--checkpoint", s(&cp)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // ... unless the operator says where the files start: then the published one is covered.
+    let o = verify(&dir, &[], &["--checkpoint", s(&cp), "--from-checkpoint", s(&cp)]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Made-up lines seq 20-22 (chained among themselves) in place of the whole log.
+    let mut prev = "f".repeat(64);
+    let mut fake = String::new();
+    for seq in 20..23 {
+        let l = format!(r#"{{"event":"decision","certname":"evil","verdict":"granted","seq":{seq},"prev":"{prev}"}}"#);
+        prev = vouch::store::audit::line_hash(&l);
+        fake.push_str(&l);
+        fake.push('\n');
+    }
+    std::fs::write(&path, &fake).unwrap();
+    for extra in [&["--checkpoint", s(&cp)][..], &[]] {
+        let o = verify(&dir, &[], extra);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    }
+    let o = verify(&dir, &[], &["--from-checkpoint", s(&cp)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A log rewritten from seq 1 with no checkpoints (no CA key needed): over CHECKPOINT_LINES
+    // lines without a signed checkpoint.
+    let mut prev = vouch::store::audit::GENESIS.to_string();
+    let mut fake = String::new();
+    for seq in 1..=(vouch::store::audit::CHECKPOINT_LINES + 5) {
+        let l =
+            format!(r#"{{"event":"decision","certname":"n{seq}","verdict":"granted","seq":{seq},"prev":"{prev}"}}"#);
+        prev = vouch::store::audit::line_hash(&l);
+        fake.push_str(&l);
+        fake.push('\n');
+    }
+    std::fs::write(&path, &fake).unwrap();
+    let o = verify(&dir, &[], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no checkpoint signed"), "{}", text(&o));
+    // The writer never leaves that many lines without a checkpoint, even in one batch.
+    std::fs::remove_file(&path).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 0, 2_600, 2_600);
+    let o = verify(&dir, &[], &[]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 /// The log vouch itself writes (the policy's audit.log): chained, and `audit show` filters it.

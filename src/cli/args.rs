@@ -315,6 +315,10 @@ pub enum AuditCommand {
         /// the log must reach it unchanged.
         #[arg(long, value_name = "FILE")]
         checkpoint: Option<PathBuf>,
+        /// The files given do not start at the chain's first line (older rotated files are
+        /// gone): they start at this published checkpoint line (a file holding it), or right after it.
+        #[arg(long, value_name = "FILE")]
+        from_checkpoint: Option<PathBuf>,
         /// The master CA certificate that signs the checkpoints (default: the data directory's).
         #[arg(long, value_name = "FILE")]
         ca_cert: Option<PathBuf>,

@@ -239,7 +239,7 @@ fn policy_log(cli: &Cli) -> Result<PathBuf, Error> {
 
 pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
     match c {
-        AuditCommand::Verify { files, checkpoint, ca_cert, output } => {
+        AuditCommand::Verify { files, checkpoint, from_checkpoint, ca_cert, output } => {
             let files = if files.is_empty() { vec![policy_log(cli)?] } else { files.clone() };
             let ca_path = match ca_cert {
                 Some(p) => Some(p.clone()),
@@ -255,19 +255,20 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
                 }
                 None => Vec::new(),
             };
-            let published = match checkpoint {
-                Some(p) => Some(
-                    String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
-                        .trim()
-                        .to_string(),
-                ),
-                None => None,
+            let read_line = |p: &Option<PathBuf>| -> Result<Option<String>, Error> {
+                Ok(match p {
+                    Some(p) => Some(
+                        String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
+                            .trim()
+                            .to_string(),
+                    ),
+                    None => None,
+                })
             };
-            let v = crate::store::audit::verify(&files, &ca_der, published.as_deref()).map_err(|source| Error::Io {
-                path: files.first().cloned().unwrap_or_default(),
-                op: "read",
-                source,
-            })?;
+            let published = read_line(checkpoint)?;
+            let from = read_line(from_checkpoint)?;
+            let v = crate::store::audit::verify(&files, &ca_der, published.as_deref(), from.as_deref())
+                .map_err(|source| Error::Io { path: files.first().cloned().unwrap_or_default(), op: "read", source })?;
             let text = match output {
                 OutFormat::Json => serde_json::to_string_pretty(&v).unwrap_or_default(),
                 OutFormat::Text => match &v.broken {

@@ -200,16 +200,7 @@ impl AuditLog {
             head.torn = false;
         }
         let mut cp_line = None;
-        for l in lines {
-            head.seq = head.seq.saturating_add(1);
-            let c = chain(l, head.seq, &head.prev);
-            head.prev = line_hash(&c);
-            buf.extend_from_slice(c.as_bytes());
-            buf.push(b'\n');
-        }
-        let due = head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES
-            || head.checkpoint_time.is_none_or(|t| now - t >= CHECKPOINT_EVERY);
-        if let Some(sign) = sign.filter(|_| force_checkpoint || due) {
+        let checkpoint = |head: &mut Head, buf: &mut Vec<u8>, sign: Signer<'_>| -> io::Result<String> {
             let time = crate::encoding::time::format_rfc3339(now);
             head.seq = head.seq.saturating_add(1);
             let sig = sign(&checkpoint_message(head.seq, &head.prev, &time)).map_err(io::Error::other)?;
@@ -224,7 +215,24 @@ impl AuditLog {
             head.checkpoint_time = Some(now);
             buf.extend_from_slice(c.as_bytes());
             buf.push(b'\n');
-            cp_line = Some(c);
+            Ok(c)
+        };
+        for l in lines {
+            head.seq = head.seq.saturating_add(1);
+            let c = chain(l, head.seq, &head.prev);
+            head.prev = line_hash(&c);
+            buf.extend_from_slice(c.as_bytes());
+            buf.push(b'\n');
+            // Never more than CHECKPOINT_LINES lines without a checkpoint (verify checks it),
+            // even within one long batch.
+            if let Some(sign) = sign.filter(|_| head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES - 1) {
+                cp_line = Some(checkpoint(&mut head, &mut buf, sign)?);
+            }
+        }
+        let due = head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES
+            || head.checkpoint_time.is_none_or(|t| now - t >= CHECKPOINT_EVERY);
+        if let Some(sign) = sign.filter(|_| force_checkpoint || due) {
+            cp_line = Some(checkpoint(&mut head, &mut buf, sign)?);
         }
         f.write_all(&buf)?;
         f.sync_data()?;
@@ -336,8 +344,40 @@ fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
 /// Verifies the chain through `files` (in order: a rotated file first), the checkpoints'
 /// signatures against `ca_der`, and, if given, that the log reaches the published checkpoint
 /// line `published` unchanged. Stops at the first break.
-pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::Result<Verified> {
+///
+/// The files must start where the chain does (seq 1, prev all zeros: "earlier files
+/// missing" otherwise), unless `from` (a checkpoint signed by this CA, `--from-checkpoint`)
+/// says where they start: their first line is that checkpoint, or the line after it. With a
+/// CA (`ca_der` not empty), a signed checkpoint must come at least every [`CHECKPOINT_LINES`]
+/// lines (the writer puts one there), so a log rewritten without the CA's key fails.
+pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>, from: Option<&str>) -> io::Result<Verified> {
     let mut v = Verified::default();
+    let require_checkpoints = !ca_der.is_empty();
+    // The published checkpoint was found in the files (or is the one they start from).
+    let mut published_seen = false;
+    // The seq of the last signed checkpoint (0: the chain's start).
+    let mut last_cp_seq: u64 = 0;
+    let from = match from {
+        Some(p) => {
+            let line = p.trim();
+            match parse_chained(line).filter(|c| c.event.as_deref() == Some("checkpoint")) {
+                Some(c) if checkpoint_ok(&c, ca_der) => Some((c.seq.unwrap_or(0), line_hash(line))),
+                _ => {
+                    v.broken = Some(Break {
+                        kind: "bad-checkpoint",
+                        file: PathBuf::from("--from-checkpoint"),
+                        line: 0,
+                        detail: "the checkpoint to start from is not a checkpoint line signed by this CA".into(),
+                    });
+                    return Ok(v);
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some((fseq, _)) = &from {
+        last_cp_seq = *fseq;
+    }
     // The previous line: (seq if chained, hash).
     let mut last: Option<(Option<u64>, String)> = None;
     let mut chained_started = false;
@@ -395,10 +435,36 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
             };
             let prev = l.prev.as_deref().unwrap_or_default();
             match &last {
+                _ if !chained_started && from.is_some() => {
+                    // The files start at the checkpoint given, or right after it.
+                    let (fseq, fhash) = from.as_ref().map(|(a, b)| (*a, b.as_str())).unwrap_or((0, ""));
+                    let at = l.hash == fhash;
+                    let after = seq == fseq.saturating_add(1) && prev == fhash;
+                    if !(at || after) {
+                        v.broken = Some(brk(
+                            "deleted",
+                            n,
+                            format!(
+                                "the files given do not start at the --from-checkpoint checkpoint (seq {fseq}) or the line after it (this line is seq {seq})"
+                            ),
+                        ));
+                        return Ok(v);
+                    }
+                }
                 None => {
-                    // The first line of what is verified: a new chain, or one continuing a file not given.
+                    // The first line of what is verified: the chain's first line.
                     if seq == 1 && prev != GENESIS {
                         v.broken = Some(brk("modified", n, "the chain's first line has a wrong prev".into()));
+                        return Ok(v);
+                    }
+                    if seq != 1 {
+                        v.broken = Some(brk(
+                            "deleted",
+                            n,
+                            format!(
+                                "earlier files missing: the files given start at seq {seq}, not at the chain's first line (give every rotated file, oldest first, or --from-checkpoint FILE with a published checkpoint they continue)"
+                            ),
+                        ));
                         return Ok(v);
                     }
                 }
@@ -408,6 +474,16 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
                             "modified",
                             n.saturating_sub(1),
                             "the line before the chain's first line is not the one it recorded".into(),
+                        ));
+                        return Ok(v);
+                    }
+                    if seq != 1 {
+                        v.broken = Some(brk(
+                            "modified",
+                            n,
+                            format!(
+                                "the chain's first line is seq {seq}, not 1: lines of it were deleted or rewritten"
+                            ),
                         ));
                         return Ok(v);
                     }
@@ -446,23 +522,50 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
                 }
                 v.checkpoints = v.checkpoints.saturating_add(1);
                 v.last_checkpoint = Some((seq, c.time.clone().unwrap_or_default()));
+                last_cp_seq = seq;
+            } else if require_checkpoints && seq.saturating_sub(last_cp_seq) >= CHECKPOINT_LINES {
+                v.broken = Some(brk(
+                    "bad-checkpoint",
+                    n,
+                    format!(
+                        "no checkpoint signed by this CA in the {CHECKPOINT_LINES} lines up to seq {seq} (vouch writes one at least that often): the log was rewritten without the CA's key"
+                    ),
+                ));
+                return Ok(v);
             }
             if let Some((pseq, phash, _, _)) = &published {
-                if *pseq == seq && *phash != l.hash {
-                    v.broken = Some(brk(
-                        "modified",
-                        n,
-                        format!("seq {seq} differs from the published checkpoint (the log was rewritten)"),
-                    ));
-                    return Ok(v);
+                if *pseq == seq {
+                    if *phash != l.hash {
+                        v.broken = Some(brk(
+                            "modified",
+                            n,
+                            format!("seq {seq} differs from the published checkpoint (the log was rewritten)"),
+                        ));
+                        return Ok(v);
+                    }
+                    published_seen = true;
                 }
             }
             v.last_seq = Some(seq);
             last = Some((Some(seq), l.hash.clone()));
         }
     }
-    if let Some((pseq, _, _, _)) = &published {
-        if v.last_seq.is_none_or(|s| s < *pseq) {
+    if let (Some((_, phash, _, _)), Some((_, fhash))) = (&published, &from) {
+        published_seen |= phash == fhash;
+    }
+    if let Some((pseq, _, _, _)) = &published.as_ref().filter(|_| !published_seen) {
+        if v.last_seq.is_some_and(|s| s >= *pseq) {
+            v.broken = Some(Break {
+                kind: "deleted",
+                file: files.first().cloned().unwrap_or_default(),
+                line: 0,
+                detail: format!(
+                    "the published checkpoint (seq {pseq}) is not in the files given (they cover seq {} to {})",
+                    v.first_seq.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+                    v.last_seq.map(|s| s.to_string()).unwrap_or_else(|| "none".into())
+                ),
+            });
+        } else {
             v.broken = Some(Break {
                 kind: "truncated",
                 file: files.last().cloned().unwrap_or_default(),
