@@ -338,3 +338,32 @@ fn a_torn_line_is_reported_and_the_chain_goes_on_after_it() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains(&format!(":{}: inserted", lines + 1)), "{out}");
 }
+
+/// Security review, issue 18 #2: a long-running writer (serve), another process (a CLI
+/// checkpoint) and a rotation: the running writer must not continue the chain it remembers
+/// (it is stale) but the one in `audit.log.1`.
+#[test]
+fn a_rotation_after_another_process_wrote_keeps_one_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    let serve = AuditLog::new(&path);
+    write_lines(&dir, &serve, 0, 5, 1);
+    write_lines(&dir, &AuditLog::new(&path), 5, 3, 1);
+    let old = tmp.path().join("audit.log.1");
+    std::fs::rename(&path, &old).unwrap();
+    write_lines(&dir, &serve, 8, 3, 1);
+    let o = verify(&dir, &[&old, &path], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A new file holding only a torn line continues the chain of audit.log.1 too.
+    let older = tmp.path().join("audit.log.2");
+    std::fs::rename(&old, &older).unwrap();
+    std::fs::rename(&path, &old).unwrap();
+    std::fs::write(&path, b"{\"time\":\"2026-").unwrap();
+    write_lines(&dir, &serve, 11, 2, 1);
+    let all = std::fs::read_to_string(&path).unwrap();
+    let second: serde_json::Value = serde_json::from_str(all.lines().nth(1).unwrap()).unwrap();
+    let last_old: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&old).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(second["seq"].as_u64().unwrap(), last_old["seq"].as_u64().unwrap() + 1, "{all}");
+}

@@ -44,7 +44,7 @@ pub fn decision_value(
 // line follows, signed with the master CA's key over `vouch-audit-checkpoint:SEQ:PREV:TIME`:
 // it commits to every line before it. A rotated log (logrotate moves `audit.log` to
 // `audit.log.1`) goes on in the new file: its first line's prev is the hash of the old file's
-// last line (remembered by the process, else read from `<log>.1`).
+// last line (read from `<log>.1` under the lock, never from memory).
 // ---------------------------------------------------------------------------------------------
 
 use std::fs::OpenOptions;
@@ -190,9 +190,11 @@ impl AuditLog {
         rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
         let meta = f.metadata()?;
         let id = (meta.dev(), meta.ino(), meta.len());
+        // The head in memory only if the log is as this process left it (same file, same
+        // length); otherwise another process wrote, or the log was rotated: read it.
         let mut head = match guard.as_ref() {
-            Some(h) if h.file == id => h.clone(),
-            remembered => self.find_head(&mut f, meta.len(), remembered)?,
+            Some(h) if h.file == id && id.2 > 0 => h.clone(),
+            _ => self.find_head(&mut f, meta.len())?,
         };
         let mut buf = Vec::new();
         if head.torn {
@@ -241,48 +243,123 @@ impl AuditLog {
         Ok(cp_line)
     }
 
-    /// Where the chain stands, read from the log's tail (once per process, or after another
-    /// process wrote); an empty log continues the chain this process remembers, else that of
-    /// the rotated `<log>.1`, else starts one.
-    fn find_head(&self, f: &mut std::fs::File, len: u64, remembered: Option<&Head>) -> io::Result<Head> {
+    /// Where the chain stands, read under the lock from the log (once per process, or after
+    /// another process wrote, or the log was rotated: never from memory then). A log that is
+    /// empty, or holds only a torn line, continues the chain of the rotated `<log>.1`; only
+    /// when neither holds a complete line does a chain start.
+    fn find_head(&self, f: &mut std::fs::File, len: u64) -> io::Result<Head> {
         let meta = f.metadata()?;
         let id = (meta.dev(), meta.ino(), len);
-        let from_tail = |tail: &str| {
-            head_from_tail(tail).map(|(seq, prev, cp)| Head {
-                seq,
-                prev,
-                checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
-                checkpoint_time: cp.map(|c| c.1),
-                file: id,
-                torn: false,
-            })
-        };
-        if len > 0 {
-            let tail = read_tail(f, len)?;
-            let torn = !tail.is_empty() && !tail.ends_with('\n');
-            if let Some(h) = from_tail(&tail) {
-                return Ok(Head { torn, ..h });
-            }
-            if torn {
-                // Only a torn line: it stays, and the chain goes on after it.
-                if let Some(h) = remembered {
-                    return Ok(Head { file: id, torn, ..h.clone() });
-                }
-            }
-        }
-        if let Some(h) = remembered {
-            return Ok(Head { file: id, torn: false, ..h.clone() });
+        let torn = len > 0 && !ends_with_newline(f, len)?;
+        if let Some(h) = head_of_file(f, len, id)? {
+            return Ok(Head { torn, ..h });
         }
         let old = rotated(&self.path);
         if let Ok(mut o) = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &old) {
             let olen = o.metadata()?.len();
-            if let Some(h) = from_tail(&read_tail(&mut o, olen)?) {
-                return Ok(Head { torn: len > 0, ..h });
+            if let Some(h) = head_of_file(&mut o, olen, id)? {
+                return Ok(Head { torn, ..h });
             }
         }
-        let torn = len > 0;
         Ok(Head { seq: 0, prev: GENESIS.to_string(), checkpoint_seq: 0, checkpoint_time: None, file: id, torn })
     }
+}
+
+fn ends_with_newline(f: &mut std::fs::File, len: u64) -> io::Result<bool> {
+    if len == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::Start(len.saturating_sub(1)))?;
+    let mut b = [0u8; 1];
+    f.read_exact(&mut b)?;
+    Ok(b[0] == b'\n')
+}
+
+/// The head of the chain in `f` (`len` bytes): its last complete line, found by reading back
+/// as far as needed (a line longer than the tail read, or a long torn line, never makes a
+/// writer start a new chain on a log that has one); `None` if the file has no complete line.
+fn head_of_file(f: &mut std::fs::File, len: u64, id: (u64, u64, u64)) -> io::Result<Option<Head>> {
+    let tail = read_tail(f, len)?;
+    let (seq, prev) = match head_from_tail(&tail) {
+        Some((seq, prev, _)) => (seq, prev),
+        None => match last_line_far(f, len)? {
+            Some(x) => x,
+            None => return Ok(None),
+        },
+    };
+    // The last checkpoint, if the tail holds one (else one is due at once: never too few).
+    let cp =
+        tail.lines().rev().filter_map(parse_chained).find(|c| c.event.as_deref() == Some("checkpoint")).and_then(|c| {
+            let t = crate::encoding::time::parse_rfc3339(c.time.as_deref()?).ok()?;
+            Some((c.seq?, t))
+        });
+    Ok(Some(Head {
+        seq,
+        prev,
+        checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
+        checkpoint_time: cp.map(|c| c.1),
+        file: id,
+        torn: false,
+    }))
+}
+
+/// The last complete line of `f` when it is not in the tail: found by scanning back for
+/// newlines in chunks, hashed as a stream (never held whole), its seq read from its end
+/// (the chain's fields are the line's last: `"seq":N,"prev":"<hex>"}`).
+fn last_line_far(f: &mut std::fs::File, len: u64) -> io::Result<Option<(u64, String)>> {
+    const CHUNK: u64 = 64 * 1024;
+    // Newline positions, scanning back: the end of the last complete line and the one before it.
+    let mut end: Option<u64> = None;
+    let mut start: u64 = 0;
+    let mut pos = len;
+    'scan: while pos > 0 {
+        let from = pos.saturating_sub(CHUNK);
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = vec![0u8; usize::try_from(pos.saturating_sub(from)).unwrap_or(0)];
+        f.read_exact(&mut buf)?;
+        for (i, b) in buf.iter().enumerate().rev() {
+            if *b != b'\n' {
+                continue;
+            }
+            let at = from.saturating_add(i as u64);
+            match end {
+                None => end = Some(at),
+                Some(e) if at.saturating_add(1) < e => {
+                    start = at.saturating_add(1);
+                    break 'scan;
+                }
+                // An empty line: the line before it is the last complete one.
+                Some(_) => end = Some(at),
+            }
+        }
+        pos = from;
+    }
+    let Some(end) = end.filter(|e| *e > start) else { return Ok(None) };
+    let mut h = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    f.seek(SeekFrom::Start(start))?;
+    let mut left = end.saturating_sub(start);
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut last = Vec::new();
+    while left > 0 {
+        let n = usize::try_from(left.min(CHUNK)).unwrap_or(0);
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        f.read_exact(chunk)?;
+        h.update(&*chunk);
+        last.extend_from_slice(chunk);
+        if last.len() > 256 {
+            last.drain(..last.len().saturating_sub(256));
+        }
+        left = left.saturating_sub(n as u64);
+    }
+    let hash = crate::encoding::hex(h.finish().as_ref());
+    let tail = String::from_utf8_lossy(&last);
+    let seq = tail
+        .rsplit_once("\"seq\":")
+        .and_then(|(_, r)| r.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|_| tail.ends_with("\"}"))
+        .unwrap_or(0);
+    Ok(Some((seq, hash)))
 }
 
 /// Verifies a checkpoint's signature against a CA certificate (DER).
