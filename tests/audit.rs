@@ -367,3 +367,39 @@ fn a_rotation_after_another_process_wrote_keeps_one_chain() {
         serde_json::from_str(std::fs::read_to_string(&old).unwrap().lines().last().unwrap()).unwrap();
     assert_eq!(second["seq"].as_u64().unwrap(), last_old["seq"].as_u64().unwrap() + 1, "{all}");
 }
+
+/// Security review, issue 18 #3: a huge line (written before lines were capped) at the log's
+/// end does not make the next writer start a new chain; the writer caps lines.
+#[test]
+fn a_huge_last_line_does_not_restart_the_chain_and_lines_are_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 5, 1);
+    let all = std::fs::read_to_string(&path).unwrap();
+    let last = all.lines().last().unwrap();
+    let seq = serde_json::from_str::<serde_json::Value>(last).unwrap()["seq"].as_u64().unwrap();
+    let big = format!(
+        r#"{{"event":"decision","certname":"x","verdict":"refused","pad":"{}","seq":{},"prev":"{}"}}"#,
+        "a".repeat(720 * 1024),
+        seq + 1,
+        vouch::store::audit::line_hash(last)
+    );
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(format!("{big}\n").as_bytes()).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 5, 2, 1);
+    let after = std::fs::read_to_string(&path).unwrap();
+    let next: serde_json::Value = serde_json::from_str(after.lines().last().unwrap()).unwrap();
+    assert!(next["seq"].as_u64().unwrap() > seq + 1, "{next}");
+    // The writer caps a line: a 300 KB decision is cut, and the log still verifies.
+    let huge = serde_json::json!({"event": "decision", "certname": "y", "reasons": [{"message": "b".repeat(300_000)}]});
+    std::fs::remove_file(&path).unwrap();
+    let log = AuditLog::new(&path);
+    write_lines(&dir, &log, 0, 2, 1);
+    log.append(&[huge.to_string()], None, time::OffsetDateTime::now_utc(), false).unwrap();
+    let text_ = std::fs::read_to_string(&path).unwrap();
+    assert!(text_.lines().all(|l| l.len() < vouch::store::audit::MAX_LINE_BYTES + 200), "a line was not capped");
+    assert!(text_.contains("(300000 bytes)"), "the cut value says how long it was");
+    let o = verify(&dir, &[&path], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+}

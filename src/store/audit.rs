@@ -59,6 +59,12 @@ pub const CHECKPOINT_LINES: u64 = 1000;
 pub const CHECKPOINT_EVERY: time::Duration = time::Duration::minutes(60);
 /// The prev of a chain's first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The longest line vouch writes (without its chain fields): a longer one has its strings
+/// cut (see [`bounded`]). `audit verify` and `audit show` refuse a line longer than
+/// [`MAX_READ_LINE`].
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The longest line `audit verify`/`show` read (vouch writes none this long).
+pub const MAX_READ_LINE: usize = 1024 * 1024;
 /// How much of a log's end is read to find where the chain stands.
 const TAIL_BYTES: u64 = 256 * 1024;
 
@@ -114,6 +120,41 @@ fn chain(line: &str, seq: u64, prev: &str) -> String {
     let body = t.strip_suffix('}').unwrap_or(t);
     let sep = if body.trim_end().ends_with('{') { "" } else { "," };
     format!("{body}{sep}\"seq\":{seq},\"prev\":\"{prev}\"}}")
+}
+
+/// `line` if it is at most [`MAX_LINE_BYTES`]; else its strings cut to 1,024 characters
+/// (with their length), and if that is still too long, a line saying so (its event, time,
+/// certname cut, size and SHA-256).
+fn bounded(line: &str) -> String {
+    if line.len() <= MAX_LINE_BYTES {
+        return line.to_string();
+    }
+    fn cut(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) if s.len() > 1024 => {
+                let head: String = s.chars().take(1024).collect();
+                *s = format!("{head}…({} bytes)", s.len());
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(cut),
+            serde_json::Value::Object(o) => o.values_mut().for_each(cut),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(line).unwrap_or(serde_json::Value::Null);
+    cut(&mut v);
+    let shorter = v.to_string();
+    if v.is_object() && shorter.len() <= MAX_LINE_BYTES {
+        return shorter;
+    }
+    let field = |k: &str| {
+        let s = v.get(k).and_then(|x| x.as_str()).unwrap_or_default();
+        s.chars().take(256).collect::<String>()
+    };
+    serde_json::json!({
+        "time": field("time"), "event": field("event"), "certname": field("certname"),
+        "oversized": line.len(), "sha256": line_hash(line),
+    })
+    .to_string()
 }
 
 /// What a checkpoint's signature covers.
@@ -221,7 +262,7 @@ impl AuditLog {
         };
         for l in lines {
             head.seq = head.seq.saturating_add(1);
-            let c = chain(l, head.seq, &head.prev);
+            let c = chain(&bounded(l), head.seq, &head.prev);
             head.prev = line_hash(&c);
             buf.extend_from_slice(c.as_bytes());
             buf.push(b'\n');
