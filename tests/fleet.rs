@@ -477,3 +477,26 @@ fn json_and_yaml_on_a_terminal_carry_no_progress_bars() {
         }
     }
 }
+
+/// Security review, issue 18 #5: a dry run writes nothing, not even a CRL that is due.
+#[test]
+fn a_dry_run_does_not_write_a_due_crl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..3).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let crl = dir.join("ca/ca_crl.pem");
+    let before = std::fs::read(&crl).ok();
+    let later = vouch::encoding::time::format_rfc3339(OffsetDateTime::now_utc() + time::Duration::days(200));
+    let inventory = format!("file:{}", inv.display());
+    let o = vouch().args(["--dir", s(&dir), "--now", &later, "reconcile", "--inventory", &inventory]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(&crl).ok(), before, "a dry run wrote the CRL");
+    // The same with --confirm maintains it (the CRL was due).
+    let o = vouch()
+        .args(["--dir", s(&dir), "--now", &later, "reconcile", "--inventory", &inventory, "--confirm", "--force"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_ne!(std::fs::read(&crl).ok(), before, "the CRL was not due: the test shows nothing");
+}

@@ -40,7 +40,10 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
         MaxChanges::parse(&a.max_changes).map_err(|d| Error::Usage { detail: format!("--max-changes {d}") })?;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
-    auth.maintain(now)?;
+    // A dry run changes nothing: not even a CRL that is due (the next command writes it).
+    if a.confirm {
+        auth.maintain(now)?;
+    }
     let opts = ReconcileOptions {
         source_text: a.inventory.clone(),
         source,
