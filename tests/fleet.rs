@@ -500,3 +500,50 @@ fn a_dry_run_does_not_write_a_due_crl() {
     assert!(o.status.success(), "{}", text(&o));
     assert_ne!(std::fs::read(&crl).ok(), before, "the CRL was not due: the test shows nothing");
 }
+
+/// Runs `cmd`, killed after `secs` (a hang is a failure, not a stuck test run).
+fn run_within(cmd: &mut std::process::Command, secs: u64) -> Output {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let t = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > std::time::Duration::from_secs(secs) {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!("hung for {secs} s: {}", text(&o));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Security review, issue 18 #9: a directory, a link and a FIFO in requests/ are junk: they
+/// neither stop nor hang reconcile, and purge removes them without following the link.
+#[test]
+fn non_regular_files_in_requests_are_junk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3);
+    let req = dir.join("ca/requests");
+    std::fs::create_dir_all(&req).unwrap();
+    std::fs::create_dir(req.join("dir.example.test.json")).unwrap();
+    let fifo = tmp.path().join("outside.fifo");
+    for p in [req.join("fifo.example.test.json"), fifo.clone()] {
+        assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
+    }
+    std::os::unix::fs::symlink(&fifo, req.join("link.example.test.json")).unwrap();
+    std::os::unix::fs::symlink(&fifo, req.join("link.example.test.pem")).unwrap();
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..3).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let src = format!("file:{}", s(&inv));
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &src, "-o", "json"]), 60);
+    let v = json(&o);
+    let junk: Vec<String> = v["junk"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap().into()).collect();
+    assert_eq!(junk.len(), 4, "{v}");
+    let mut args = vec!["--dir", s(&dir), "purge"];
+    args.extend(junk.iter().map(String::as_str));
+    args.push("--confirm");
+    let o = run_within(vouch().args(&args), 60);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&req).unwrap().count(), 0, "{}", text(&o));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the link's target stays");
+}
