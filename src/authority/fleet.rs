@@ -465,6 +465,15 @@ impl Authority {
                 if let Some(pb) = &pb {
                     pb.inc(1);
                 }
+                // Under the lock: only the request listed (the agent may have sent a new one
+                // since the plan: it is left alone).
+                match self.store.request(&s.certname)? {
+                    Some((r, _)) if r.time != s.time => {
+                        done.skipped.push(s.certname);
+                        return Ok(());
+                    }
+                    _ => {}
+                }
                 self.store.remove_request(&s.certname)?;
                 done.requests_dropped = done.requests_dropped.saturating_add(1);
                 self.audit(serde_json::json!({
