@@ -403,3 +403,25 @@ fn a_huge_last_line_does_not_restart_the_chain_and_lines_are_capped() {
     let o = verify(&dir, &[&path], &[]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Security review, issue 18 #4: a huge line (2 MiB, no newline for long) is a break for
+/// verify and skipped by show, never read whole.
+#[test]
+fn a_huge_line_is_a_break_not_an_allocation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 3, 1);
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&vec![b'a'; 2 * 1024 * 1024]).unwrap();
+    f.write_all(b"\n").unwrap();
+    drop(f);
+    let o = verify(&dir, &[&path], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(":5: modified") && out.contains("longer than"), "{out}");
+    let o = vouch().args(["--dir", s(&dir), "audit", "show", "--file", s(&path)]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 5 is longer"), "{}", text(&o));
+}

@@ -547,3 +547,23 @@ fn non_regular_files_in_requests_are_junk() {
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the link's target stays");
 }
+
+/// Security review, issue 18 #4: an inventory without newlines (`/dev/zero`) is an error
+/// naming the line, never a 2 GB allocation; a command's such output is stopped.
+#[test]
+fn an_inventory_line_too_long_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 2);
+    for src in ["file:/dev/zero", "cmd:cat /dev/zero"] {
+        let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", src]), 60);
+        assert_eq!(o.status.code(), Some(2), "{src}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("line 1 is longer than 4096 bytes"), "{src}: {err}");
+    }
+    // A file whose third line is too long: named.
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, format!("{}\n{}\n{}\n", name(0), name(1), "x".repeat(5000))).unwrap();
+    let o = reconcile(&dir, &["--inventory", &format!("file:{}", s(&inv))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 3 is longer"), "{}", text(&o));
+}

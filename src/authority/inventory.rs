@@ -10,9 +10,10 @@
 //! callback as it arrives: nothing keeps the whole inventory.
 
 use crate::error::Error;
+use crate::files::input::{read_line_bounded, Line};
 use crate::store::ldap::{Pool, Server};
 use crate::store::StoreUrl;
-use std::io::{BufRead, Read};
+use std::io::Read;
 
 /// A parsed `--inventory` SOURCE.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +105,18 @@ pub fn parse_rfc4516(source: &str, url: &str) -> Result<LdapSearch, Error> {
     Ok(LdapSearch { url: head.to_string(), base: u.base, attribute, scope, filter })
 }
 
+/// The longest line an inventory may have (a certname is at most 255 bytes; comments and
+/// spaces around it fit): a longer one is an error naming its line number.
+pub const MAX_NAME_LINE: usize = 4096;
+
+/// Line `number` as text, or why it is no inventory line.
+fn line_text(line: Line, number: u64) -> Result<String, String> {
+    match line {
+        Line::Text(b) => String::from_utf8(b).map_err(|_| format!("line {number} is not UTF-8 text: not a certname")),
+        Line::TooLong => Err(format!("line {number} is longer than {MAX_NAME_LINE} bytes: not a certname")),
+    }
+}
+
 /// One name as the inventory gives it: trimmed, lowercased; `None` for nothing.
 fn name_of(line: &str) -> Option<String> {
     let t = line.trim();
@@ -117,8 +130,15 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
         Source::File(path) => {
             let file =
                 std::fs::File::open(path).map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
-            for line in std::io::BufReader::new(file).lines() {
-                let line = line.map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
+            let mut r = std::io::BufReader::new(file);
+            let mut number = 0u64;
+            while let Some(line) = read_line_bounded(&mut r, MAX_NAME_LINE).map_err(|e| Error::Io {
+                path: path.clone(),
+                op: "read",
+                source: e,
+            })? {
+                number = number.saturating_add(1);
+                let line = line_text(line, number).map_err(|d| bad(&format!("file:{}", path.display()), d))?;
                 let content = line.split('#').next().unwrap_or_default();
                 if let Some(n) = name_of(content) {
                     f(n);
@@ -150,11 +170,25 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
             });
             let mut read_failed = None;
             if let Some(out) = child.stdout.take() {
-                for line in std::io::BufReader::new(out).lines() {
-                    match line {
-                        Ok(l) => {
-                            if let Some(n) = name_of(&l) {
-                                f(n);
+                let mut r = std::io::BufReader::new(out);
+                let mut number = 0u64;
+                loop {
+                    match read_line_bounded(&mut r, MAX_NAME_LINE) {
+                        Ok(None) => break,
+                        Ok(Some(l)) => {
+                            number = number.saturating_add(1);
+                            match line_text(l, number) {
+                                Ok(l) => {
+                                    if let Some(n) = name_of(&l) {
+                                        f(n);
+                                    }
+                                }
+                                Err(d) => {
+                                    // Its output is no inventory: stop it (it may never end).
+                                    let _ = child.kill();
+                                    let _ = child.wait();
+                                    return Err(Error::InventoryCommand { command: shown, detail: d });
+                                }
                             }
                         }
                         Err(e) => {

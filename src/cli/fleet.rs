@@ -342,12 +342,26 @@ fn show(
     since: Option<time::OffsetDateTime>,
     output: OutFormat,
 ) -> Result<i32, Error> {
-    use std::io::BufRead;
     let f = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
     let stdout = std::io::stdout();
     let mut out = Out(std::io::BufWriter::new(stdout.lock()));
-    for line in std::io::BufReader::new(f).lines() {
-        let line = line.map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
+    let mut r = std::io::BufReader::new(f);
+    let mut number = 0u64;
+    while let Some(line) = crate::files::input::read_line_bounded(&mut r, crate::store::audit::MAX_READ_LINE)
+        .map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?
+    {
+        number = number.saturating_add(1);
+        let line = match line {
+            crate::files::input::Line::Text(b) => String::from_utf8_lossy(&b).into_owned(),
+            crate::files::input::Line::TooLong => {
+                // Never held whole; said where it is (vouch writes no such line).
+                let limit = crate::store::audit::MAX_READ_LINE;
+                eprintln!("vouch: {}: line {number} is longer than {limit} bytes: not shown", path.display());
+                crate::files::input::skip_line(&mut r)
+                    .map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
+                continue;
+            }
+        };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
         if certname.is_some_and(|c| field("certname") != c) {

@@ -48,7 +48,7 @@ pub fn decision_value(
 // ---------------------------------------------------------------------------------------------
 
 use std::fs::OpenOptions;
-use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -440,13 +440,23 @@ struct Line {
     prev: Option<String>,
     hash: String,
     checkpoint: Option<Chained>,
+    /// Longer than [`MAX_READ_LINE`]: vouch writes none such (not read whole).
+    too_long: bool,
 }
 
 fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
     let f = std::fs::File::open(path)?;
     let mut out = Vec::new();
-    for l in io::BufReader::with_capacity(1 << 20, f).lines() {
-        let text = l?;
+    let mut r = io::BufReader::with_capacity(1 << 20, f);
+    while let Some(l) = crate::files::input::read_line_bounded(&mut r, MAX_READ_LINE)? {
+        let text = match l {
+            crate::files::input::Line::Text(b) => String::from_utf8_lossy(&b).into_owned(),
+            crate::files::input::Line::TooLong => {
+                // verify stops here: the rest is not read.
+                out.push(Line { seq: None, prev: None, hash: String::new(), checkpoint: None, too_long: true });
+                break;
+            }
+        };
         let c = parse_chained(&text);
         let hash = line_hash(&text);
         let (seq, prev, checkpoint) = match c {
@@ -454,7 +464,7 @@ fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
             Some(c) => (c.seq, c.prev, None),
             None => (None, None, None),
         };
-        out.push(Line { seq, prev, hash, checkpoint });
+        out.push(Line { seq, prev, hash, checkpoint, too_long: false });
     }
     Ok(out)
 }
@@ -536,6 +546,14 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>, from: O
             let brk =
                 |kind: &'static str, line: usize, detail: String| Break { kind, file: file.clone(), line, detail };
             v.lines = v.lines.saturating_add(1);
+            if l.too_long {
+                v.broken = Some(brk(
+                    "modified",
+                    n,
+                    format!("a line longer than {MAX_READ_LINE} bytes: vouch writes none (not read whole)"),
+                ));
+                return Ok(v);
+            }
             let Some(seq) = l.seq else {
                 if chained_started {
                     let skipped = lines.get(i.saturating_add(1)).and_then(|x| x.prev.as_deref())
