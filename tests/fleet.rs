@@ -567,3 +567,16 @@ fn an_inventory_line_too_long_is_an_error_naming_it() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("line 3 is longer"), "{}", text(&o));
 }
+
+/// Security review, issue 18 #10: inventory names are printed with control characters escaped.
+#[test]
+fn control_characters_in_inventory_names_are_escaped_in_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 1);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, format!("{}\nevil\x1b[2J\x07name\n", name(0))).unwrap();
+    let o = reconcile(&dir, &["--inventory", &format!("file:{}", s(&inv))]);
+    let out = ok(&o);
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
+    assert!(out.contains("evil\\u{1b}[2j\\u{7}name"), "{out}");
+}

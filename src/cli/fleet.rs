@@ -82,10 +82,20 @@ fn apply_hint(a: &ReconcileArgs) -> String {
     s
 }
 
+/// `s` for a terminal: control characters escaped (an inventory name or a file name cannot
+/// move the cursor, recolour or rewrite the report's lines).
+fn shown(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 fn render_text(out: &mut Out<impl Write>, plan: &mut Plan, a: &ReconcileArgs) -> Result<(), Error> {
     out.line(&format!(
         "inventory {}: {} names; the store: {} certificates ({} valid), {} pending requests",
-        plan.source, plan.inventory, plan.certificates, plan.valid, plan.pending
+        shown(&plan.source),
+        plan.inventory,
+        plan.certificates,
+        plan.valid,
+        plan.pending
     ))?;
     out.line(&format!("orphans (a certificate whose name the inventory lacks): {}", plan.orphans.count))?;
     plan.orphans.each(|o: Orphan| {
@@ -105,9 +115,11 @@ fn render_text(out: &mut Out<impl Write>, plan: &mut Plan, a: &ReconcileArgs) ->
     out.line(&format!("pending requests older than {}: {}", a.pending_older_than, plan.stale.count))?;
     plan.stale.each(|s: Stale| out.line(&format!("  {}  requested {}", s.certname, s.time)))?;
     out.line(&format!("inventory names with no certificate: {}", plan.missing.count))?;
-    plan.missing.each(|n: String| out.line(&format!("  {n}")))?;
+    plan.missing.each(|n: String| out.line(&format!("  {}", shown(&n))))?;
     out.line(&format!("junk (no usable name; remove with vouch purge NAME… --confirm): {}", plan.junk.count))?;
-    plan.junk.each(|j: Junk| out.line(&format!("  {}  {}: {} ({})", j.name, j.kind, j.detail, j.files.join(", "))))?;
+    plan.junk.each(|j: Junk| {
+        out.line(&format!("  {}  {}: {} ({})", j.name, j.kind, shown(&j.detail), shown(&j.files.join(", "))))
+    })?;
     match &plan.applied {
         Some(d) => {
             out.line(&format!(
@@ -357,8 +369,11 @@ fn show(
                 // Never held whole; said where it is (vouch writes no such line).
                 let limit = crate::store::audit::MAX_READ_LINE;
                 eprintln!("vouch: {}: line {number} is longer than {limit} bytes: not shown", path.display());
-                crate::files::input::skip_line(&mut r)
-                    .map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
+                crate::files::input::skip_line(&mut r).map_err(|source| Error::Io {
+                    path: path.to_path_buf(),
+                    op: "read",
+                    source,
+                })?;
                 continue;
             }
         };
