@@ -580,3 +580,40 @@ fn control_characters_in_inventory_names_are_escaped_in_the_report() {
     assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
     assert!(out.contains("evil\\u{1b}[2j\\u{7}name"), "{out}");
 }
+
+/// Security review, issue 18 #6: a `cmd:` program that never ends (or leaves a background
+/// child holding its output) is killed after --inventory-timeout; one that writes much to
+/// stderr is read to its end (not killed by a closed pipe).
+#[test]
+fn an_inventory_command_is_timed_out_and_its_stderr_drained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 2);
+    let script = |n: &str, body: &str| {
+        let p = tmp.path().join(n);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        format!("cmd:/bin/sh {}", s(&p))
+    };
+    let names = format!("echo {}; echo {}", name(0), name(1));
+    let hangs = script("hangs.sh", &format!("{names}; sleep 300"));
+    let background = script("bg.sh", &format!("{names}; sleep 300 & exit 0"));
+    for src in [&hangs, &background] {
+        let t = std::time::Instant::now();
+        let o = run_within(
+            vouch().args(["--dir", s(&dir), "reconcile", "--inventory", src, "--inventory-timeout", "2s"]),
+            60,
+        );
+        assert_eq!(o.status.code(), Some(2), "{src}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("did not finish within 2s"), "{src}: {}", text(&o));
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{src}: {:?}", t.elapsed());
+    }
+    let noisy = script("noisy.sh", &format!("head -c 300000 /dev/zero | tr '\\0' x >&2; {names}"));
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &noisy, "-o", "json"]), 60);
+    let v = json(&o);
+    assert_eq!(v["inventory"]["names"], 2, "{v}");
+    // A failing one still says (the end of) what it wrote.
+    let fails = script("fails.sh", "head -c 300000 /dev/zero | tr '\\0' x >&2; echo the-last-words >&2; exit 3");
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &fails]), 60);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("status 3") && err.contains("the-last-words") && err.len() < 20_000, "{}", err.len());
+}

@@ -125,7 +125,14 @@ fn name_of(line: &str) -> Option<String> {
 
 /// Reads every name of `source`, handing each to `f`. `store_url`: the `--ldap-*` options
 /// (bind DN, password file, CA) an `ldap:` source binds with.
-pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + Send)) -> Result<(), Error> {
+/// A `cmd:` program still running after `timeout` is killed (with every process of its
+/// group: a background child holding its output too) and the read fails.
+pub fn read(
+    source: &Source,
+    store_url: &StoreUrl,
+    timeout: std::time::Duration,
+    f: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Error> {
     match source {
         Source::File(path) => {
             let file =
@@ -146,76 +153,7 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
             }
             Ok(())
         }
-        Source::Cmd { program, args } => {
-            let shown = std::iter::once(program.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>();
-            let shown = shown.join(" ");
-            let mut child = std::process::Command::new(program)
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| Error::InventoryCommand {
-                    command: shown.clone(),
-                    detail: format!("cannot run it: {e}"),
-                })?;
-            // Its stderr on a thread of its own (bounded), so that neither pipe blocks the other.
-            let err = child.stderr.take();
-            let errs = std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(e) = err {
-                    let _ = e.take(64 * 1024).read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).trim().to_string()
-            });
-            let mut read_failed = None;
-            if let Some(out) = child.stdout.take() {
-                let mut r = std::io::BufReader::new(out);
-                let mut number = 0u64;
-                loop {
-                    match read_line_bounded(&mut r, MAX_NAME_LINE) {
-                        Ok(None) => break,
-                        Ok(Some(l)) => {
-                            number = number.saturating_add(1);
-                            match line_text(l, number) {
-                                Ok(l) => {
-                                    if let Some(n) = name_of(&l) {
-                                        f(n);
-                                    }
-                                }
-                                Err(d) => {
-                                    // Its output is no inventory: stop it (it may never end).
-                                    let _ = child.kill();
-                                    let _ = child.wait();
-                                    return Err(Error::InventoryCommand { command: shown, detail: d });
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            read_failed = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            let status = child.wait().map_err(|e| Error::InventoryCommand {
-                command: shown.clone(),
-                detail: format!("cannot wait for it: {e}"),
-            })?;
-            let stderr = errs.join().unwrap_or_default();
-            if !status.success() {
-                let how = match status.code() {
-                    Some(c) => format!("it exited with status {c}"),
-                    None => "it was killed by a signal".to_string(),
-                };
-                let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
-                return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
-            }
-            if let Some(e) = read_failed {
-                return Err(Error::InventoryCommand { command: shown, detail: format!("reading its output: {e}") });
-            }
-            Ok(())
-        }
+        Source::Cmd { program, args } => read_cmd(program, args, timeout, f),
         Source::Ldap(search) => {
             let u = crate::store::parse_ldap_url(&search.url).map_err(|e| bad(&search.url, e))?;
             let server: Server = store_url.ldap_server(&u)?;
@@ -223,6 +161,154 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
             paged_values(&pool, search, f).map_err(Error::from)
         }
     }
+}
+
+/// How much of a `cmd:` program's stderr is kept for the error message (all of it is read:
+/// a program writing more never blocks or dies of a closed pipe).
+const STDERR_KEPT: usize = 4096;
+
+/// `cmd:PROGRAM ARGS…`: its stdout's names; in a process group of its own, killed with the
+/// group after `timeout`; its stderr drained on a thread (the last [`STDERR_KEPT`] bytes kept).
+fn read_cmd(
+    program: &str,
+    args: &[String],
+    timeout: std::time::Duration,
+    f: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Error> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex};
+    let shown = std::iter::once(program).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
+    let child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot run it: {e}") })?;
+    let pid = child.id();
+    // The child, shared with the watchdog: it is reaped (try_wait) under the lock, and the
+    // watchdog kills its group only while it is not (never a reused process id).
+    struct Shared {
+        child: std::process::Child,
+        status: Option<std::process::ExitStatus>,
+        timed_out: bool,
+    }
+    let shared = Arc::new(Mutex::new(Shared { child, status: None, timed_out: false }));
+    let (out, err) = {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        (g.child.stdout.take(), g.child.stderr.take())
+    };
+    let kill_group = move |g: &mut Shared| {
+        if g.status.is_none() {
+            if let Some(p) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+            }
+            let _ = g.child.kill();
+        }
+    };
+    let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(timeout) {
+                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                if g.status.is_none() {
+                    g.timed_out = true;
+                    kill_group(&mut g);
+                }
+            }
+        })
+    };
+    // Its stderr read to the end on a thread of its own, the last STDERR_KEPT bytes kept.
+    let errs = std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::new();
+        if let Some(mut e) = err {
+            let mut buf = [0u8; 8192];
+            loop {
+                match e.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        kept.extend_from_slice(buf.get(..n).unwrap_or_default());
+                        if kept.len() > STDERR_KEPT {
+                            kept.drain(..kept.len().saturating_sub(STDERR_KEPT));
+                        }
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&kept).trim().to_string()
+    });
+    let mut failed: Option<String> = None;
+    if let Some(out) = out {
+        let mut r = std::io::BufReader::new(out);
+        let mut number = 0u64;
+        loop {
+            match read_line_bounded(&mut r, MAX_NAME_LINE) {
+                Ok(None) => break,
+                Ok(Some(l)) => {
+                    number = number.saturating_add(1);
+                    match line_text(l, number) {
+                        Ok(l) => {
+                            if let Some(n) = name_of(&l) {
+                                f(n);
+                            }
+                        }
+                        Err(d) => {
+                            // Its output is no inventory: stop it (it may never end).
+                            failed = Some(d);
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    failed = Some(format!("reading its output: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    if failed.is_some() {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        kill_group(&mut g);
+    }
+    // Reaped under the lock (polling): the watchdog may still kill it meanwhile.
+    let status = loop {
+        {
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            match g.child.try_wait() {
+                Ok(Some(st)) => {
+                    g.status = Some(st);
+                    break Ok(st);
+                }
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = cancel.send(());
+    let _ = watchdog.join();
+    // A background child of its group may still hold stderr: the group is killed if it timed out.
+    let timed_out = shared.lock().unwrap_or_else(|e| e.into_inner()).timed_out;
+    if timed_out {
+        return Err(Error::InventoryTimeout { command: shown, after: crate::policy::format_duration(timeout) });
+    }
+    let status = status
+        .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot wait for it: {e}") })?;
+    let stderr = errs.join().unwrap_or_default();
+    if !status.success() {
+        let how = match status.code() {
+            Some(c) => format!("it exited with status {c}"),
+            None => "it was killed by a signal".to_string(),
+        };
+        let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
+        return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
+    }
+    if let Some(d) = failed {
+        return Err(Error::InventoryCommand { command: shown, detail: d });
+    }
+    Ok(())
 }
 
 /// The values of `search.attribute` of every entry `search` finds, handed to `f` page by

@@ -284,6 +284,10 @@ pub struct ReconcileArgs {
     /// A pending request older than this is stale (30m, 24h, 7d, 2w).
     #[arg(long, value_name = "DUR", default_value = "7d")]
     pub pending_older_than: String,
+    /// A `cmd:` inventory program still running after this is killed (with its process
+    /// group) and reconcile aborts (30s, 10m, 1h).
+    #[arg(long, value_name = "DUR", default_value = "10m")]
+    pub inventory_timeout: String,
     /// Refuse --confirm when more than this many changes would be made: a number, or a
     /// percentage of the fleet's valid certificates.
     #[arg(long, value_name = "N|P%", default_value = "10%")]

@@ -36,6 +36,13 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
                 crate::policy::duration_problem(&a.pending_older_than, "12h, 7d or 2w")
             ),
         })?;
+    let inventory_timeout =
+        crate::policy::parse_duration(&a.inventory_timeout).filter(|d| !d.is_zero()).ok_or_else(|| Error::Usage {
+            detail: format!(
+                "--inventory-timeout: {}",
+                crate::policy::duration_problem(&a.inventory_timeout, "30s, 10m or 1h")
+            ),
+        })?;
     let max_changes =
         MaxChanges::parse(&a.max_changes).map_err(|d| Error::Usage { detail: format!("--max-changes {d}") })?;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
@@ -51,6 +58,7 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
         confirm: a.confirm,
         prune: a.prune,
         pending_older_than,
+        inventory_timeout,
         max_changes,
         force: a.force,
         progress: a.output == ReportFormat::Text && std::io::stderr().is_terminal(),
