@@ -163,6 +163,62 @@ pub fn read(
     }
 }
 
+/// The values of `attr` in a search answer's entry, read without panicking (ldap3's
+/// `SearchEntry::construct` panics on a DN that is not UTF-8); a referral (a search
+/// continuation reference: entries on another server) and a value that is not UTF-8 are
+/// refused, never skipped: the inventory would be incomplete.
+fn entry_values(e: &ldap3::ResultEntry, attr: &str) -> Result<Vec<String>, String> {
+    use ldap3::asn1::PL;
+    if e.is_ref() {
+        let urls: Vec<String> = match &e.0.payload {
+            PL::C(refs) => refs
+                .iter()
+                .filter_map(|t| match &t.payload {
+                    PL::P(b) => Some(String::from_utf8_lossy(b).chars().take(256).collect()),
+                    PL::C(_) => None,
+                })
+                .collect(),
+            PL::P(_) => Vec::new(),
+        };
+        return Err(format!(
+            "the server answered with a referral to {} (entries held by another server): the inventory would \
+             be incomplete; search that server directly",
+            if urls.is_empty() { "another server".to_string() } else { urls.join(", ") }
+        ));
+    }
+    if e.is_intermediate() {
+        return Ok(Vec::new());
+    }
+    let malformed = || "the server sent a malformed search entry".to_string();
+    let PL::C(parts) = &e.0.payload else { return Err(malformed()) };
+    if e.0.id != 4 {
+        return Err(malformed());
+    }
+    let (Some(PL::P(dn)), Some(PL::C(attrs))) = (parts.first().map(|t| &t.payload), parts.get(1).map(|t| &t.payload))
+    else {
+        return Err(malformed());
+    };
+    let dn: String = String::from_utf8_lossy(dn).chars().take(256).collect();
+    let mut out = Vec::new();
+    for a in attrs {
+        let PL::C(pa) = &a.payload else { return Err(malformed()) };
+        let (Some(PL::P(name)), Some(PL::C(vals))) = (pa.first().map(|t| &t.payload), pa.get(1).map(|t| &t.payload))
+        else {
+            return Err(malformed());
+        };
+        if !name.eq_ignore_ascii_case(attr.as_bytes()) {
+            continue;
+        }
+        for v in vals {
+            let PL::P(b) = &v.payload else { return Err(malformed()) };
+            let text = String::from_utf8(b.clone())
+                .map_err(|_| format!("entry {dn:?}: a value of {attr} is not UTF-8 text (no certname is)"))?;
+            out.push(text);
+        }
+    }
+    Ok(out)
+}
+
 /// How much of a `cmd:` program's stderr is kept for the error message (all of it is read:
 /// a program writing more never blocks or dies of a closed pipe).
 const STDERR_KEPT: usize = 4096;
@@ -325,6 +381,7 @@ fn paged_values(
     let mut handed = false;
     pool.run(|c| {
         let mut cookie: Vec<u8> = Vec::new();
+        let mut cookies: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
             let res =
@@ -346,15 +403,14 @@ fn paged_values(
                 }));
             }
             for e in entries {
-                let e = ldap3::SearchEntry::construct(e);
-                for (k, vals) in e.attrs {
-                    if k.eq_ignore_ascii_case(&attr) {
-                        for v in vals {
-                            if let Some(n) = name_of(&v) {
-                                handed = true;
-                                f(n);
-                            }
-                        }
+                let values = match entry_values(&e, &attr) {
+                    Ok(v) => v,
+                    Err(detail) => return Ok(Err(StoreError::Ldap { op: "search", dn: search.base.clone(), detail })),
+                };
+                for v in values {
+                    if let Some(n) = name_of(&v) {
+                        handed = true;
+                        f(n);
                     }
                 }
             }
@@ -365,7 +421,19 @@ fn paged_values(
                 _ => None,
             });
             match next {
-                Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
+                Some(p) if !p.cookie.is_empty() => {
+                    // A server that hands a cookie again would page forever.
+                    if !cookies.insert(p.cookie.clone()) {
+                        return Ok(Err(StoreError::Ldap {
+                            op: "search",
+                            dn: search.base.clone(),
+                            detail: "the server repeated a paged-results cookie (it would page forever): the \
+                                     inventory cannot be read completely"
+                                .into(),
+                        }));
+                    }
+                    cookie = p.cookie
+                }
                 _ => return Ok(Ok(())),
             }
         }
@@ -375,6 +443,45 @@ fn paged_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(dn: &[u8], attr: &str, values: &[&[u8]]) -> ldap3::ResultEntry {
+        use ldap3::asn1::{StructureTag, TagClass, PL};
+        let p = |b: &[u8]| StructureTag { class: TagClass::Universal, id: 4, payload: PL::P(b.to_vec()) };
+        let c = |id: u64, v: Vec<StructureTag>| StructureTag { class: TagClass::Universal, id, payload: PL::C(v) };
+        let vals = c(17, values.iter().map(|v| p(v)).collect());
+        let attrs = c(16, vec![c(16, vec![p(attr.as_bytes()), vals])]);
+        ldap3::ResultEntry::new(StructureTag {
+            class: TagClass::Application,
+            id: 4,
+            payload: PL::C(vec![p(dn), attrs]),
+        })
+    }
+
+    /// Security review, issue 18 #7: a DN that is not UTF-8 does not panic; a value that is
+    /// not UTF-8 and a referral are refused (never skipped).
+    #[test]
+    fn ldap_entries_are_read_without_panics_and_refused_when_incomplete() {
+        assert_eq!(entry_values(&entry(b"cn=a,dc=x", "cn", &[b"a.example.test"]), "CN").unwrap(), ["a.example.test"]);
+        assert_eq!(entry_values(&entry(b"cn=\xff\xfe", "cn", &[b"b.example.test"]), "cn").unwrap(), ["b.example.test"]);
+        assert!(entry_values(&entry(b"cn=a", "other", &[b"\xff"]), "cn").unwrap().is_empty());
+        let e = entry_values(&entry(b"cn=c", "cn", &[b"ok.example.test", b"\xffbad"]), "cn").unwrap_err();
+        assert!(e.contains("not UTF-8"), "{e}");
+        use ldap3::asn1::{StructureTag, TagClass, PL};
+        let referral = ldap3::ResultEntry::new(StructureTag {
+            class: TagClass::Application,
+            id: 19,
+            payload: PL::C(vec![StructureTag {
+                class: TagClass::Universal,
+                id: 4,
+                payload: PL::P(b"ldap://other.example.test/dc=x".to_vec()),
+            }]),
+        });
+        let e = entry_values(&referral, "cn").unwrap_err();
+        assert!(e.contains("referral") && e.contains("ldap://other.example.test/dc=x"), "{e}");
+        let junk =
+            ldap3::ResultEntry::new(StructureTag { class: TagClass::Application, id: 4, payload: PL::P(vec![1]) });
+        assert!(entry_values(&junk, "cn").is_err());
+    }
 
     #[test]
     fn sources_parse_and_bad_ones_are_refused() {
