@@ -209,6 +209,13 @@ fn rotation_continues_the_chain() {
     // The files in the wrong order, or one left out: a break.
     assert_eq!(verify(&dir, &[&old, &older, &path], &[]).status.code(), Some(1));
     assert_eq!(verify(&dir, &[&older, &path], &[]).status.code(), Some(1));
+    // By default: the policy's log (DIR/audit.log) after its rotated files.
+    for (from, to) in [(&older, "audit.log.2"), (&old, "audit.log.1"), (&path, "audit.log")] {
+        std::fs::copy(from, dir.join(to)).unwrap();
+    }
+    let o = verify(&dir, &[], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("from seq 1 to"), "{}", text(&o));
     // A file alone does not verify: the files before it are missing (it could be made up).
     let o = verify(&dir, &[&path], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

@@ -312,7 +312,8 @@ pub enum AuditCommand {
     /// (a rotated file first), and its checkpoints' signatures; exit 1 at the first modified,
     /// inserted, deleted or reordered line, or a tail cut off before --checkpoint.
     Verify {
-        /// The log files, oldest first (default: the policy's audit log).
+        /// The log files, oldest first (default: the policy's audit log, after its rotated
+        /// files `<log>.N` … `<log>.1` that exist).
         #[arg(value_name = "FILE")]
         files: Vec<PathBuf>,
         /// A published checkpoint line (a file holding it, as `vouch audit checkpoint` printed it):

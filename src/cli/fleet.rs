@@ -263,7 +263,28 @@ fn policy_log(cli: &Cli) -> Result<PathBuf, Error> {
 pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
     match c {
         AuditCommand::Verify { files, checkpoint, from_checkpoint, ca_cert, output } => {
-            let files = if files.is_empty() { vec![policy_log(cli)?] } else { files.clone() };
+            // By default the policy's log with its rotated files (`<log>.N … <log>.1`, oldest
+            // first, uncompressed): the chain starts in the oldest.
+            let files = if files.is_empty() {
+                let log = policy_log(cli)?;
+                let mut all = Vec::new();
+                let mut n = 1u32;
+                loop {
+                    let mut r = log.clone().into_os_string();
+                    r.push(format!(".{n}"));
+                    let r = PathBuf::from(r);
+                    if !r.exists() {
+                        break;
+                    }
+                    all.push(r);
+                    n = n.saturating_add(1);
+                }
+                all.reverse();
+                all.push(log);
+                all
+            } else {
+                files.clone()
+            };
             let ca_path = match ca_cert {
                 Some(p) => Some(p.clone()),
                 // The autosign hook's log (no CA here) has no checkpoints: the chain alone.
