@@ -352,6 +352,10 @@ fn read_cmd(
     }
     let status = status
         .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot wait for it: {e}") })?;
+    // Output that is no inventory first: vouch killed the program for it.
+    if let Some(d) = failed {
+        return Err(Error::InventoryCommand { command: shown, detail: d });
+    }
     let stderr = errs.join().unwrap_or_default();
     if !status.success() {
         let how = match status.code() {
@@ -360,9 +364,6 @@ fn read_cmd(
         };
         let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
         return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
-    }
-    if let Some(d) = failed {
-        return Err(Error::InventoryCommand { command: shown, detail: d });
     }
     Ok(())
 }
