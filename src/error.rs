@@ -177,6 +177,11 @@ pub enum Error {
         command: String,
         detail: String,
     },
+    /// `vouch reconcile`: the `cmd:` inventory program ran longer than --inventory-timeout.
+    InventoryTimeout {
+        command: String,
+        after: String,
+    },
     /// `vouch reconcile`: the inventory holds no name (a failing cloud API looks like this);
     /// refused without --force.
     InventoryEmpty {
@@ -296,6 +301,11 @@ impl std::fmt::Display for Error {
             Error::InventoryCommand { command, detail } => {
                 write!(f, "the inventory command `{command}` failed: {detail}; nothing was changed")
             }
+            Error::InventoryTimeout { command, after } => write!(
+                f,
+                "the inventory command `{command}` did not finish within {after}: it was killed (with its \
+                 process group); nothing was changed"
+            ),
             Error::InventoryEmpty { source, fleet } => write!(
                 f,
                 "refusing to reconcile against an empty inventory ({source} gave no name) while the store \
@@ -445,6 +455,10 @@ impl Error {
             Error::InventorySource { .. } => {
                 "give file:PATH (one certname a line), cmd:PROGRAM ARGS… (its output, one name a line) or \
                  ldap:ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER (docs/fleet-operations.md)"
+            }
+            Error::InventoryTimeout { .. } => {
+                "run the command by hand: it must print the names and exit (a program that waits, or a \
+                 background child keeping its output open, never ends); or raise --inventory-timeout"
             }
             Error::InventoryCommand { .. } => {
                 "run the command by hand and fix it (credentials, network, the cloud API); reconcile acts only \

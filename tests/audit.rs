@@ -209,8 +209,78 @@ fn rotation_continues_the_chain() {
     // The files in the wrong order, or one left out: a break.
     assert_eq!(verify(&dir, &[&old, &older, &path], &[]).status.code(), Some(1));
     assert_eq!(verify(&dir, &[&older, &path], &[]).status.code(), Some(1));
-    // A file alone verifies (it continues one not given).
-    assert!(verify(&dir, &[&path], &[]).status.success());
+    // By default: the policy's log (DIR/audit.log) after its rotated files.
+    for (from, to) in [(&older, "audit.log.2"), (&old, "audit.log.1"), (&path, "audit.log")] {
+        std::fs::copy(from, dir.join(to)).unwrap();
+    }
+    let o = verify(&dir, &[], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("from seq 1 to"), "{}", text(&o));
+    // A file alone does not verify: the files before it are missing (it could be made up).
+    let o = verify(&dir, &[&path], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("earlier files missing"), "{}", text(&o));
+}
+
+/// Security review, issue 18 #1: a log that starts after the published checkpoint, or one
+/// rewritten from seq 1 without the CA's key, does not verify.
+#[test]
+fn a_log_replaced_or_cut_before_the_published_checkpoint_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = dir.join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 3, 1);
+    let published = ok(&vouch().args(["--dir", s(&dir), "audit", "checkpoint"]).output().unwrap());
+    let cp = tmp.path().join("published.txt");
+    std::fs::write(&cp, &published).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 3, 3, 1);
+    assert!(verify(&dir, &[], &["--checkpoint", s(&cp)]).status.success());
+    let all: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect();
+    let pseq: u64 = serde_json::from_str::<serde_json::Value>(&published).unwrap()["seq"].as_u64().unwrap();
+    // Every line up to and including the published checkpoint deleted.
+    let rest: String = all.iter().skip(pseq as usize).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, &rest).unwrap();
+    let o = verify(&dir, &[], &["--checkpoint", s(&cp)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // ... unless the operator says where the files start: then the published one is covered.
+    let o = verify(&dir, &[], &["--checkpoint", s(&cp), "--from-checkpoint", s(&cp)]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Made-up lines seq 20-22 (chained among themselves) in place of the whole log.
+    let mut prev = "f".repeat(64);
+    let mut fake = String::new();
+    for seq in 20..23 {
+        let l = format!(r#"{{"event":"decision","certname":"evil","verdict":"granted","seq":{seq},"prev":"{prev}"}}"#);
+        prev = vouch::store::audit::line_hash(&l);
+        fake.push_str(&l);
+        fake.push('\n');
+    }
+    std::fs::write(&path, &fake).unwrap();
+    for extra in [&["--checkpoint", s(&cp)][..], &[]] {
+        let o = verify(&dir, &[], extra);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    }
+    let o = verify(&dir, &[], &["--from-checkpoint", s(&cp)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A log rewritten from seq 1 with no checkpoints (no CA key needed): over CHECKPOINT_LINES
+    // lines without a signed checkpoint.
+    let mut prev = vouch::store::audit::GENESIS.to_string();
+    let mut fake = String::new();
+    for seq in 1..=(vouch::store::audit::CHECKPOINT_LINES + 5) {
+        let l =
+            format!(r#"{{"event":"decision","certname":"n{seq}","verdict":"granted","seq":{seq},"prev":"{prev}"}}"#);
+        prev = vouch::store::audit::line_hash(&l);
+        fake.push_str(&l);
+        fake.push('\n');
+    }
+    std::fs::write(&path, &fake).unwrap();
+    let o = verify(&dir, &[], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no checkpoint signed"), "{}", text(&o));
+    // The writer never leaves that many lines without a checkpoint, even in one batch.
+    std::fs::remove_file(&path).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 0, 2_600, 2_600);
+    let o = verify(&dir, &[], &[]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 /// The log vouch itself writes (the policy's audit.log): chained, and `audit show` filters it.
@@ -274,4 +344,91 @@ fn a_torn_line_is_reported_and_the_chain_goes_on_after_it() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains(&format!(":{}: inserted", lines + 1)), "{out}");
+}
+
+/// Security review, issue 18 #2: a long-running writer (serve), another process (a CLI
+/// checkpoint) and a rotation: the running writer must not continue the chain it remembers
+/// (it is stale) but the one in `audit.log.1`.
+#[test]
+fn a_rotation_after_another_process_wrote_keeps_one_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    let serve = AuditLog::new(&path);
+    write_lines(&dir, &serve, 0, 5, 1);
+    write_lines(&dir, &AuditLog::new(&path), 5, 3, 1);
+    let old = tmp.path().join("audit.log.1");
+    std::fs::rename(&path, &old).unwrap();
+    write_lines(&dir, &serve, 8, 3, 1);
+    let o = verify(&dir, &[&old, &path], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A new file holding only a torn line continues the chain of audit.log.1 too.
+    let older = tmp.path().join("audit.log.2");
+    std::fs::rename(&old, &older).unwrap();
+    std::fs::rename(&path, &old).unwrap();
+    std::fs::write(&path, b"{\"time\":\"2026-").unwrap();
+    write_lines(&dir, &serve, 11, 2, 1);
+    let all = std::fs::read_to_string(&path).unwrap();
+    let second: serde_json::Value = serde_json::from_str(all.lines().nth(1).unwrap()).unwrap();
+    let last_old: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&old).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(second["seq"].as_u64().unwrap(), last_old["seq"].as_u64().unwrap() + 1, "{all}");
+}
+
+/// Security review, issue 18 #3: a huge line (written before lines were capped) at the log's
+/// end does not make the next writer start a new chain; the writer caps lines.
+#[test]
+fn a_huge_last_line_does_not_restart_the_chain_and_lines_are_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 5, 1);
+    let all = std::fs::read_to_string(&path).unwrap();
+    let last = all.lines().last().unwrap();
+    let seq = serde_json::from_str::<serde_json::Value>(last).unwrap()["seq"].as_u64().unwrap();
+    let big = format!(
+        r#"{{"event":"decision","certname":"x","verdict":"refused","pad":"{}","seq":{},"prev":"{}"}}"#,
+        "a".repeat(720 * 1024),
+        seq + 1,
+        vouch::store::audit::line_hash(last)
+    );
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(format!("{big}\n").as_bytes()).unwrap();
+    write_lines(&dir, &AuditLog::new(&path), 5, 2, 1);
+    let after = std::fs::read_to_string(&path).unwrap();
+    let next: serde_json::Value = serde_json::from_str(after.lines().last().unwrap()).unwrap();
+    assert!(next["seq"].as_u64().unwrap() > seq + 1, "{next}");
+    // The writer caps a line: a 300 KB decision is cut, and the log still verifies.
+    let huge = serde_json::json!({"event": "decision", "certname": "y", "reasons": [{"message": "b".repeat(300_000)}]});
+    std::fs::remove_file(&path).unwrap();
+    let log = AuditLog::new(&path);
+    write_lines(&dir, &log, 0, 2, 1);
+    log.append(&[huge.to_string()], None, time::OffsetDateTime::now_utc(), false).unwrap();
+    let text_ = std::fs::read_to_string(&path).unwrap();
+    assert!(text_.lines().all(|l| l.len() < vouch::store::audit::MAX_LINE_BYTES + 200), "a line was not capped");
+    assert!(text_.contains("(300000 bytes)"), "the cut value says how long it was");
+    let o = verify(&dir, &[&path], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Security review, issue 18 #4: a huge line (2 MiB, no newline for long) is a break for
+/// verify and skipped by show, never read whole.
+#[test]
+fn a_huge_line_is_a_break_not_an_allocation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca(tmp.path());
+    let path = tmp.path().join("audit.log");
+    write_lines(&dir, &AuditLog::new(&path), 0, 3, 1);
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&vec![b'a'; 2 * 1024 * 1024]).unwrap();
+    f.write_all(b"\n").unwrap();
+    drop(f);
+    let o = verify(&dir, &[&path], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(":5: modified") && out.contains("longer than"), "{out}");
+    let o = vouch().args(["--dir", s(&dir), "audit", "show", "--file", s(&path)]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 5 is longer"), "{}", text(&o));
 }

@@ -502,3 +502,143 @@ fn the_cas_own_certificates_are_never_orphans() {
     let list = String::from_utf8(vouch().args(["--dir", s(&dir), "list", "--all"]).output().unwrap().stdout).unwrap();
     assert!(list.lines().any(|l| l.contains("vouch-admin") && !l.contains("revoked")), "{list}");
 }
+
+/// Security review, issue 18 #5: a dry run writes nothing, not even a CRL that is due.
+#[test]
+fn a_dry_run_does_not_write_a_due_crl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..3).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let crl = dir.join("ca/ca_crl.pem");
+    let before = std::fs::read(&crl).ok();
+    let later = vouch::encoding::time::format_rfc3339(OffsetDateTime::now_utc() + time::Duration::days(200));
+    let inventory = format!("file:{}", inv.display());
+    let o = vouch().args(["--dir", s(&dir), "--now", &later, "reconcile", "--inventory", &inventory]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(&crl).ok(), before, "a dry run wrote the CRL");
+    // The same with --confirm maintains it (the CRL was due).
+    let o = vouch()
+        .args(["--dir", s(&dir), "--now", &later, "reconcile", "--inventory", &inventory, "--confirm", "--force"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_ne!(std::fs::read(&crl).ok(), before, "the CRL was not due: the test shows nothing");
+}
+
+/// Runs `cmd`, killed after `secs` (a hang is a failure, not a stuck test run).
+fn run_within(cmd: &mut std::process::Command, secs: u64) -> Output {
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let t = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > std::time::Duration::from_secs(secs) {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!("hung for {secs} s: {}", text(&o));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Security review, issue 18 #9: a directory, a link and a FIFO in requests/ are junk: they
+/// neither stop nor hang reconcile, and purge removes them without following the link.
+#[test]
+fn non_regular_files_in_requests_are_junk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3);
+    let req = dir.join("ca/requests");
+    std::fs::create_dir_all(&req).unwrap();
+    std::fs::create_dir(req.join("dir.example.test.json")).unwrap();
+    let fifo = tmp.path().join("outside.fifo");
+    for p in [req.join("fifo.example.test.json"), fifo.clone()] {
+        assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
+    }
+    std::os::unix::fs::symlink(&fifo, req.join("link.example.test.json")).unwrap();
+    std::os::unix::fs::symlink(&fifo, req.join("link.example.test.pem")).unwrap();
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..3).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let src = format!("file:{}", s(&inv));
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &src, "-o", "json"]), 60);
+    let v = json(&o);
+    let junk: Vec<String> = v["junk"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap().into()).collect();
+    assert_eq!(junk.len(), 4, "{v}");
+    let mut args = vec!["--dir", s(&dir), "purge"];
+    args.extend(junk.iter().map(String::as_str));
+    args.push("--confirm");
+    let o = run_within(vouch().args(&args), 60);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&req).unwrap().count(), 0, "{}", text(&o));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the link's target stays");
+}
+
+/// Security review, issue 18 #4: an inventory without newlines (`/dev/zero`) is an error
+/// naming the line, never a 2 GB allocation; a command's such output is stopped.
+#[test]
+fn an_inventory_line_too_long_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 2);
+    for src in ["file:/dev/zero", "cmd:cat /dev/zero"] {
+        let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", src]), 60);
+        assert_eq!(o.status.code(), Some(2), "{src}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("line 1 is longer than 4096 bytes"), "{src}: {err}");
+    }
+    // A file whose third line is too long: named.
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, format!("{}\n{}\n{}\n", name(0), name(1), "x".repeat(5000))).unwrap();
+    let o = reconcile(&dir, &["--inventory", &format!("file:{}", s(&inv))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 3 is longer"), "{}", text(&o));
+}
+
+/// Security review, issue 18 #10: inventory names are printed with control characters escaped.
+#[test]
+fn control_characters_in_inventory_names_are_escaped_in_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 1);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, format!("{}\nevil\x1b[2J\x07name\n", name(0))).unwrap();
+    let o = reconcile(&dir, &["--inventory", &format!("file:{}", s(&inv))]);
+    let out = ok(&o);
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
+    assert!(out.contains("evil\\u{1b}[2j\\u{7}name"), "{out}");
+}
+
+/// Security review, issue 18 #6: a `cmd:` program that never ends (or leaves a background
+/// child holding its output) is killed after --inventory-timeout; one that writes much to
+/// stderr is read to its end (not killed by a closed pipe).
+#[test]
+fn an_inventory_command_is_timed_out_and_its_stderr_drained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 2);
+    let script = |n: &str, body: &str| {
+        let p = tmp.path().join(n);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        format!("cmd:/bin/sh {}", s(&p))
+    };
+    let names = format!("echo {}; echo {}", name(0), name(1));
+    let hangs = script("hangs.sh", &format!("{names}; sleep 300"));
+    let background = script("bg.sh", &format!("{names}; sleep 300 & exit 0"));
+    for src in [&hangs, &background] {
+        let t = std::time::Instant::now();
+        let o = run_within(
+            vouch().args(["--dir", s(&dir), "reconcile", "--inventory", src, "--inventory-timeout", "2s"]),
+            60,
+        );
+        assert_eq!(o.status.code(), Some(2), "{src}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("did not finish within 2s"), "{src}: {}", text(&o));
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{src}: {:?}", t.elapsed());
+    }
+    let noisy = script("noisy.sh", &format!("head -c 300000 /dev/zero | tr '\\0' x >&2; {names}"));
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &noisy, "-o", "json"]), 60);
+    let v = json(&o);
+    assert_eq!(v["inventory"]["names"], 2, "{v}");
+    // A failing one still says (the end of) what it wrote.
+    let fails = script("fails.sh", "head -c 300000 /dev/zero | tr '\\0' x >&2; echo the-last-words >&2; exit 3");
+    let o = run_within(vouch().args(["--dir", s(&dir), "reconcile", "--inventory", &fails]), 60);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("status 3") && err.contains("the-last-words") && err.len() < 20_000, "{}", err.len());
+}

@@ -72,6 +72,8 @@ pub struct ReconcileOptions {
     pub confirm: bool,
     pub prune: bool,
     pub pending_older_than: std::time::Duration,
+    /// A `cmd:` inventory program still running after this is killed.
+    pub inventory_timeout: std::time::Duration,
     pub max_changes: MaxChanges,
     pub force: bool,
     /// Progress bars on stderr (a terminal, text output).
@@ -243,7 +245,7 @@ fn read_inventory(opts: &ReconcileOptions) -> Result<(HashSet<Key>, Spool), Erro
             pb.inc(1);
         }
     };
-    inventory::read(&opts.source, &opts.ldap, &mut on_name)?;
+    inventory::read(&opts.source, &opts.ldap, opts.inventory_timeout, &mut on_name)?;
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
@@ -473,6 +475,15 @@ impl Authority {
             plan.stale.each(|s: Stale| {
                 if let Some(pb) = &pb {
                     pb.inc(1);
+                }
+                // Under the lock: only the request listed (the agent may have sent a new one
+                // since the plan: it is left alone).
+                match self.store.request(&s.certname)? {
+                    Some((r, _)) if r.time != s.time => {
+                        done.skipped.push(s.certname);
+                        return Ok(());
+                    }
+                    _ => {}
                 }
                 self.store.remove_request(&s.certname)?;
                 done.requests_dropped = done.requests_dropped.saturating_add(1);

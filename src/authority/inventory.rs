@@ -10,9 +10,10 @@
 //! callback as it arrives: nothing keeps the whole inventory.
 
 use crate::error::Error;
+use crate::files::input::{read_line_bounded, Line};
 use crate::store::ldap::{Pool, Server};
 use crate::store::StoreUrl;
-use std::io::{BufRead, Read};
+use std::io::Read;
 
 /// A parsed `--inventory` SOURCE.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +105,18 @@ pub fn parse_rfc4516(source: &str, url: &str) -> Result<LdapSearch, Error> {
     Ok(LdapSearch { url: head.to_string(), base: u.base, attribute, scope, filter })
 }
 
+/// The longest line an inventory may have (a certname is at most 255 bytes; comments and
+/// spaces around it fit): a longer one is an error naming its line number.
+pub const MAX_NAME_LINE: usize = 4096;
+
+/// Line `number` as text, or why it is no inventory line.
+fn line_text(line: Line, number: u64) -> Result<String, String> {
+    match line {
+        Line::Text(b) => String::from_utf8(b).map_err(|_| format!("line {number} is not UTF-8 text: not a certname")),
+        Line::TooLong => Err(format!("line {number} is longer than {MAX_NAME_LINE} bytes: not a certname")),
+    }
+}
+
 /// One name as the inventory gives it: trimmed, lowercased; `None` for nothing.
 fn name_of(line: &str) -> Option<String> {
     let t = line.trim();
@@ -112,13 +125,27 @@ fn name_of(line: &str) -> Option<String> {
 
 /// Reads every name of `source`, handing each to `f`. `store_url`: the `--ldap-*` options
 /// (bind DN, password file, CA) an `ldap:` source binds with.
-pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + Send)) -> Result<(), Error> {
+/// A `cmd:` program still running after `timeout` is killed (with every process of its
+/// group: a background child holding its output too) and the read fails.
+pub fn read(
+    source: &Source,
+    store_url: &StoreUrl,
+    timeout: std::time::Duration,
+    f: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Error> {
     match source {
         Source::File(path) => {
             let file =
                 std::fs::File::open(path).map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
-            for line in std::io::BufReader::new(file).lines() {
-                let line = line.map_err(|e| Error::Io { path: path.clone(), op: "read", source: e })?;
+            let mut r = std::io::BufReader::new(file);
+            let mut number = 0u64;
+            while let Some(line) = read_line_bounded(&mut r, MAX_NAME_LINE).map_err(|e| Error::Io {
+                path: path.clone(),
+                op: "read",
+                source: e,
+            })? {
+                number = number.saturating_add(1);
+                let line = line_text(line, number).map_err(|d| bad(&format!("file:{}", path.display()), d))?;
                 let content = line.split('#').next().unwrap_or_default();
                 if let Some(n) = name_of(content) {
                     f(n);
@@ -126,62 +153,7 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
             }
             Ok(())
         }
-        Source::Cmd { program, args } => {
-            let shown = std::iter::once(program.as_str()).chain(args.iter().map(String::as_str)).collect::<Vec<_>>();
-            let shown = shown.join(" ");
-            let mut child = std::process::Command::new(program)
-                .args(args)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| Error::InventoryCommand {
-                    command: shown.clone(),
-                    detail: format!("cannot run it: {e}"),
-                })?;
-            // Its stderr on a thread of its own (bounded), so that neither pipe blocks the other.
-            let err = child.stderr.take();
-            let errs = std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(e) = err {
-                    let _ = e.take(64 * 1024).read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).trim().to_string()
-            });
-            let mut read_failed = None;
-            if let Some(out) = child.stdout.take() {
-                for line in std::io::BufReader::new(out).lines() {
-                    match line {
-                        Ok(l) => {
-                            if let Some(n) = name_of(&l) {
-                                f(n);
-                            }
-                        }
-                        Err(e) => {
-                            read_failed = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            let status = child.wait().map_err(|e| Error::InventoryCommand {
-                command: shown.clone(),
-                detail: format!("cannot wait for it: {e}"),
-            })?;
-            let stderr = errs.join().unwrap_or_default();
-            if !status.success() {
-                let how = match status.code() {
-                    Some(c) => format!("it exited with status {c}"),
-                    None => "it was killed by a signal".to_string(),
-                };
-                let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
-                return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
-            }
-            if let Some(e) = read_failed {
-                return Err(Error::InventoryCommand { command: shown, detail: format!("reading its output: {e}") });
-            }
-            Ok(())
-        }
+        Source::Cmd { program, args } => read_cmd(program, args, timeout, f),
         Source::Ldap(search) => {
             let u = crate::store::parse_ldap_url(&search.url).map_err(|e| bad(&search.url, e))?;
             let server: Server = store_url.ldap_server(&u)?;
@@ -189,6 +161,211 @@ pub fn read(source: &Source, store_url: &StoreUrl, f: &mut (dyn FnMut(String) + 
             paged_values(&pool, search, f).map_err(Error::from)
         }
     }
+}
+
+/// The values of `attr` in a search answer's entry, read without panicking (ldap3's
+/// `SearchEntry::construct` panics on a DN that is not UTF-8); a referral (a search
+/// continuation reference: entries on another server) and a value that is not UTF-8 are
+/// refused, never skipped: the inventory would be incomplete.
+fn entry_values(e: &ldap3::ResultEntry, attr: &str) -> Result<Vec<String>, String> {
+    use ldap3::asn1::PL;
+    if e.is_ref() {
+        let urls: Vec<String> = match &e.0.payload {
+            PL::C(refs) => refs
+                .iter()
+                .filter_map(|t| match &t.payload {
+                    PL::P(b) => Some(String::from_utf8_lossy(b).chars().take(256).collect()),
+                    PL::C(_) => None,
+                })
+                .collect(),
+            PL::P(_) => Vec::new(),
+        };
+        return Err(format!(
+            "the server answered with a referral to {} (entries held by another server): the inventory would \
+             be incomplete; search that server directly",
+            if urls.is_empty() { "another server".to_string() } else { urls.join(", ") }
+        ));
+    }
+    if e.is_intermediate() {
+        return Ok(Vec::new());
+    }
+    let malformed = || "the server sent a malformed search entry".to_string();
+    let PL::C(parts) = &e.0.payload else { return Err(malformed()) };
+    if e.0.id != 4 {
+        return Err(malformed());
+    }
+    let (Some(PL::P(dn)), Some(PL::C(attrs))) = (parts.first().map(|t| &t.payload), parts.get(1).map(|t| &t.payload))
+    else {
+        return Err(malformed());
+    };
+    let dn: String = String::from_utf8_lossy(dn).chars().take(256).collect();
+    let mut out = Vec::new();
+    for a in attrs {
+        let PL::C(pa) = &a.payload else { return Err(malformed()) };
+        let (Some(PL::P(name)), Some(PL::C(vals))) = (pa.first().map(|t| &t.payload), pa.get(1).map(|t| &t.payload))
+        else {
+            return Err(malformed());
+        };
+        if !name.eq_ignore_ascii_case(attr.as_bytes()) {
+            continue;
+        }
+        for v in vals {
+            let PL::P(b) = &v.payload else { return Err(malformed()) };
+            let text = String::from_utf8(b.clone())
+                .map_err(|_| format!("entry {dn:?}: a value of {attr} is not UTF-8 text (no certname is)"))?;
+            out.push(text);
+        }
+    }
+    Ok(out)
+}
+
+/// How much of a `cmd:` program's stderr is kept for the error message (all of it is read:
+/// a program writing more never blocks or dies of a closed pipe).
+const STDERR_KEPT: usize = 4096;
+
+/// `cmd:PROGRAM ARGS…`: its stdout's names; in a process group of its own, killed with the
+/// group after `timeout`; its stderr drained on a thread (the last [`STDERR_KEPT`] bytes kept).
+fn read_cmd(
+    program: &str,
+    args: &[String],
+    timeout: std::time::Duration,
+    f: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Error> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::{Arc, Mutex};
+    let shown = std::iter::once(program).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
+    let child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot run it: {e}") })?;
+    let pid = child.id();
+    // The child, shared with the watchdog: it is reaped (try_wait) under the lock, and the
+    // watchdog kills its group only while it is not (never a reused process id).
+    struct Shared {
+        child: std::process::Child,
+        status: Option<std::process::ExitStatus>,
+        timed_out: bool,
+    }
+    let shared = Arc::new(Mutex::new(Shared { child, status: None, timed_out: false }));
+    let (out, err) = {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        (g.child.stdout.take(), g.child.stderr.take())
+    };
+    let kill_group = move |g: &mut Shared| {
+        if g.status.is_none() {
+            if let Some(p) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+            }
+            let _ = g.child.kill();
+        }
+    };
+    let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(timeout) {
+                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                if g.status.is_none() {
+                    g.timed_out = true;
+                    kill_group(&mut g);
+                }
+            }
+        })
+    };
+    // Its stderr read to the end on a thread of its own, the last STDERR_KEPT bytes kept.
+    let errs = std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::new();
+        if let Some(mut e) = err {
+            let mut buf = [0u8; 8192];
+            loop {
+                match e.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        kept.extend_from_slice(buf.get(..n).unwrap_or_default());
+                        if kept.len() > STDERR_KEPT {
+                            kept.drain(..kept.len().saturating_sub(STDERR_KEPT));
+                        }
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&kept).trim().to_string()
+    });
+    let mut failed: Option<String> = None;
+    if let Some(out) = out {
+        let mut r = std::io::BufReader::new(out);
+        let mut number = 0u64;
+        loop {
+            match read_line_bounded(&mut r, MAX_NAME_LINE) {
+                Ok(None) => break,
+                Ok(Some(l)) => {
+                    number = number.saturating_add(1);
+                    match line_text(l, number) {
+                        Ok(l) => {
+                            if let Some(n) = name_of(&l) {
+                                f(n);
+                            }
+                        }
+                        Err(d) => {
+                            // Its output is no inventory: stop it (it may never end).
+                            failed = Some(d);
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    failed = Some(format!("reading its output: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    if failed.is_some() {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        kill_group(&mut g);
+    }
+    // Reaped under the lock (polling): the watchdog may still kill it meanwhile.
+    let status = loop {
+        {
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            match g.child.try_wait() {
+                Ok(Some(st)) => {
+                    g.status = Some(st);
+                    break Ok(st);
+                }
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = cancel.send(());
+    let _ = watchdog.join();
+    // A background child of its group may still hold stderr: the group is killed if it timed out.
+    let timed_out = shared.lock().unwrap_or_else(|e| e.into_inner()).timed_out;
+    if timed_out {
+        return Err(Error::InventoryTimeout { command: shown, after: crate::policy::format_duration(timeout) });
+    }
+    let status = status
+        .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot wait for it: {e}") })?;
+    // Output that is no inventory first: vouch killed the program for it.
+    if let Some(d) = failed {
+        return Err(Error::InventoryCommand { command: shown, detail: d });
+    }
+    let stderr = errs.join().unwrap_or_default();
+    if !status.success() {
+        let how = match status.code() {
+            Some(c) => format!("it exited with status {c}"),
+            None => "it was killed by a signal".to_string(),
+        };
+        let said = if stderr.is_empty() { String::new() } else { format!("; it said: {stderr}") };
+        return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
+    }
+    Ok(())
 }
 
 /// The values of `search.attribute` of every entry `search` finds, handed to `f` page by
@@ -205,6 +382,7 @@ fn paged_values(
     let mut handed = false;
     pool.run(|c| {
         let mut cookie: Vec<u8> = Vec::new();
+        let mut cookies: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
         loop {
             let page = ldap3::controls::PagedResults { size: 1000, cookie: cookie.clone() };
             let res =
@@ -226,15 +404,14 @@ fn paged_values(
                 }));
             }
             for e in entries {
-                let e = ldap3::SearchEntry::construct(e);
-                for (k, vals) in e.attrs {
-                    if k.eq_ignore_ascii_case(&attr) {
-                        for v in vals {
-                            if let Some(n) = name_of(&v) {
-                                handed = true;
-                                f(n);
-                            }
-                        }
+                let values = match entry_values(&e, &attr) {
+                    Ok(v) => v,
+                    Err(detail) => return Ok(Err(StoreError::Ldap { op: "search", dn: search.base.clone(), detail })),
+                };
+                for v in values {
+                    if let Some(n) = name_of(&v) {
+                        handed = true;
+                        f(n);
                     }
                 }
             }
@@ -245,7 +422,19 @@ fn paged_values(
                 _ => None,
             });
             match next {
-                Some(p) if !p.cookie.is_empty() => cookie = p.cookie,
+                Some(p) if !p.cookie.is_empty() => {
+                    // A server that hands a cookie again would page forever.
+                    if !cookies.insert(p.cookie.clone()) {
+                        return Ok(Err(StoreError::Ldap {
+                            op: "search",
+                            dn: search.base.clone(),
+                            detail: "the server repeated a paged-results cookie (it would page forever): the \
+                                     inventory cannot be read completely"
+                                .into(),
+                        }));
+                    }
+                    cookie = p.cookie
+                }
                 _ => return Ok(Ok(())),
             }
         }
@@ -255,6 +444,45 @@ fn paged_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(dn: &[u8], attr: &str, values: &[&[u8]]) -> ldap3::ResultEntry {
+        use ldap3::asn1::{StructureTag, TagClass, PL};
+        let p = |b: &[u8]| StructureTag { class: TagClass::Universal, id: 4, payload: PL::P(b.to_vec()) };
+        let c = |id: u64, v: Vec<StructureTag>| StructureTag { class: TagClass::Universal, id, payload: PL::C(v) };
+        let vals = c(17, values.iter().map(|v| p(v)).collect());
+        let attrs = c(16, vec![c(16, vec![p(attr.as_bytes()), vals])]);
+        ldap3::ResultEntry::new(StructureTag {
+            class: TagClass::Application,
+            id: 4,
+            payload: PL::C(vec![p(dn), attrs]),
+        })
+    }
+
+    /// Security review, issue 18 #7: a DN that is not UTF-8 does not panic; a value that is
+    /// not UTF-8 and a referral are refused (never skipped).
+    #[test]
+    fn ldap_entries_are_read_without_panics_and_refused_when_incomplete() {
+        assert_eq!(entry_values(&entry(b"cn=a,dc=x", "cn", &[b"a.example.test"]), "CN").unwrap(), ["a.example.test"]);
+        assert_eq!(entry_values(&entry(b"cn=\xff\xfe", "cn", &[b"b.example.test"]), "cn").unwrap(), ["b.example.test"]);
+        assert!(entry_values(&entry(b"cn=a", "other", &[b"\xff"]), "cn").unwrap().is_empty());
+        let e = entry_values(&entry(b"cn=c", "cn", &[b"ok.example.test", b"\xffbad"]), "cn").unwrap_err();
+        assert!(e.contains("not UTF-8"), "{e}");
+        use ldap3::asn1::{StructureTag, TagClass, PL};
+        let referral = ldap3::ResultEntry::new(StructureTag {
+            class: TagClass::Application,
+            id: 19,
+            payload: PL::C(vec![StructureTag {
+                class: TagClass::Universal,
+                id: 4,
+                payload: PL::P(b"ldap://other.example.test/dc=x".to_vec()),
+            }]),
+        });
+        let e = entry_values(&referral, "cn").unwrap_err();
+        assert!(e.contains("referral") && e.contains("ldap://other.example.test/dc=x"), "{e}");
+        let junk =
+            ldap3::ResultEntry::new(StructureTag { class: TagClass::Application, id: 4, payload: PL::P(vec![1]) });
+        assert!(entry_values(&junk, "cn").is_err());
+    }
 
     #[test]
     fn sources_parse_and_bad_ones_are_refused() {

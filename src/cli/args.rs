@@ -290,6 +290,10 @@ pub struct ReconcileArgs {
     /// A pending request older than this is stale (30m, 24h, 7d, 2w).
     #[arg(long, value_name = "DUR", default_value = "7d")]
     pub pending_older_than: String,
+    /// A `cmd:` inventory program still running after this is killed (with its process
+    /// group) and reconcile aborts (30s, 10m, 1h).
+    #[arg(long, value_name = "DUR", default_value = "10m")]
+    pub inventory_timeout: String,
     /// Refuse --confirm when more than this many changes would be made: a number, or a
     /// percentage of the fleet's valid certificates.
     #[arg(long, value_name = "N|P%", default_value = "10%")]
@@ -314,13 +318,18 @@ pub enum AuditCommand {
     /// (a rotated file first), and its checkpoints' signatures; exit 1 at the first modified,
     /// inserted, deleted or reordered line, or a tail cut off before --checkpoint.
     Verify {
-        /// The log files, oldest first (default: the policy's audit log).
+        /// The log files, oldest first (default: the policy's audit log, after its rotated
+        /// files `<log>.N` … `<log>.1` that exist).
         #[arg(value_name = "FILE")]
         files: Vec<PathBuf>,
         /// A published checkpoint line (a file holding it, as `vouch audit checkpoint` printed it):
         /// the log must reach it unchanged.
         #[arg(long, value_name = "FILE")]
         checkpoint: Option<PathBuf>,
+        /// The files given do not start at the chain's first line (older rotated files are
+        /// gone): they start at this published checkpoint line (a file holding it), or right after it.
+        #[arg(long, value_name = "FILE")]
+        from_checkpoint: Option<PathBuf>,
         /// The master CA certificate that signs the checkpoints (default: the data directory's).
         #[arg(long, value_name = "FILE")]
         ca_cert: Option<PathBuf>,

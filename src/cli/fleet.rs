@@ -36,11 +36,21 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
                 crate::policy::duration_problem(&a.pending_older_than, "12h, 7d or 2w")
             ),
         })?;
+    let inventory_timeout =
+        crate::policy::parse_duration(&a.inventory_timeout).filter(|d| !d.is_zero()).ok_or_else(|| Error::Usage {
+            detail: format!(
+                "--inventory-timeout: {}",
+                crate::policy::duration_problem(&a.inventory_timeout, "30s, 10m or 1h")
+            ),
+        })?;
     let max_changes =
         MaxChanges::parse(&a.max_changes).map_err(|d| Error::Usage { detail: format!("--max-changes {d}") })?;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
-    auth.maintain(now)?;
+    // A dry run changes nothing: not even a CRL that is due (the next command writes it).
+    if a.confirm {
+        auth.maintain(now)?;
+    }
     let opts = ReconcileOptions {
         source_text: a.inventory.clone(),
         source,
@@ -48,6 +58,7 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
         confirm: a.confirm,
         prune: a.prune,
         pending_older_than,
+        inventory_timeout,
         max_changes,
         force: a.force,
         progress: a.output == ReportFormat::Text && std::io::stderr().is_terminal(),
@@ -79,10 +90,20 @@ fn apply_hint(a: &ReconcileArgs) -> String {
     s
 }
 
+/// `s` for a terminal: control characters escaped (an inventory name or a file name cannot
+/// move the cursor, recolour or rewrite the report's lines).
+fn shown(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 fn render_text(out: &mut Out<impl Write>, plan: &mut Plan, a: &ReconcileArgs) -> Result<(), Error> {
     out.line(&format!(
         "inventory {}: {} names; the store: {} certificates ({} valid), {} pending requests",
-        plan.source, plan.inventory, plan.certificates, plan.valid, plan.pending
+        shown(&plan.source),
+        plan.inventory,
+        plan.certificates,
+        plan.valid,
+        plan.pending
     ))?;
     out.line(&format!("orphans (a certificate whose name the inventory lacks): {}", plan.orphans.count))?;
     plan.orphans.each(|o: Orphan| {
@@ -102,9 +123,11 @@ fn render_text(out: &mut Out<impl Write>, plan: &mut Plan, a: &ReconcileArgs) ->
     out.line(&format!("pending requests older than {}: {}", a.pending_older_than, plan.stale.count))?;
     plan.stale.each(|s: Stale| out.line(&format!("  {}  requested {}", s.certname, s.time)))?;
     out.line(&format!("inventory names with no certificate: {}", plan.missing.count))?;
-    plan.missing.each(|n: String| out.line(&format!("  {n}")))?;
+    plan.missing.each(|n: String| out.line(&format!("  {}", shown(&n))))?;
     out.line(&format!("junk (no usable name; remove with vouch purge NAME… --confirm): {}", plan.junk.count))?;
-    plan.junk.each(|j: Junk| out.line(&format!("  {}  {}: {} ({})", j.name, j.kind, j.detail, j.files.join(", "))))?;
+    plan.junk.each(|j: Junk| {
+        out.line(&format!("  {}  {}: {} ({})", j.name, j.kind, shown(&j.detail), shown(&j.files.join(", "))))
+    })?;
     match &plan.applied {
         Some(d) => {
             out.line(&format!(
@@ -239,8 +262,29 @@ fn policy_log(cli: &Cli) -> Result<PathBuf, Error> {
 
 pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
     match c {
-        AuditCommand::Verify { files, checkpoint, ca_cert, output } => {
-            let files = if files.is_empty() { vec![policy_log(cli)?] } else { files.clone() };
+        AuditCommand::Verify { files, checkpoint, from_checkpoint, ca_cert, output } => {
+            // By default the policy's log with its rotated files (`<log>.N … <log>.1`, oldest
+            // first, uncompressed): the chain starts in the oldest.
+            let files = if files.is_empty() {
+                let log = policy_log(cli)?;
+                let mut all = Vec::new();
+                let mut n = 1u32;
+                loop {
+                    let mut r = log.clone().into_os_string();
+                    r.push(format!(".{n}"));
+                    let r = PathBuf::from(r);
+                    if !r.exists() {
+                        break;
+                    }
+                    all.push(r);
+                    n = n.saturating_add(1);
+                }
+                all.reverse();
+                all.push(log);
+                all
+            } else {
+                files.clone()
+            };
             let ca_path = match ca_cert {
                 Some(p) => Some(p.clone()),
                 // The autosign hook's log (no CA here) has no checkpoints: the chain alone.
@@ -255,19 +299,20 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
                 }
                 None => Vec::new(),
             };
-            let published = match checkpoint {
-                Some(p) => Some(
-                    String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
-                        .trim()
-                        .to_string(),
-                ),
-                None => None,
+            let read_line = |p: &Option<PathBuf>| -> Result<Option<String>, Error> {
+                Ok(match p {
+                    Some(p) => Some(
+                        String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
+                            .trim()
+                            .to_string(),
+                    ),
+                    None => None,
+                })
             };
-            let v = crate::store::audit::verify(&files, &ca_der, published.as_deref()).map_err(|source| Error::Io {
-                path: files.first().cloned().unwrap_or_default(),
-                op: "read",
-                source,
-            })?;
+            let published = read_line(checkpoint)?;
+            let from = read_line(from_checkpoint)?;
+            let v = crate::store::audit::verify(&files, &ca_der, published.as_deref(), from.as_deref())
+                .map_err(|source| Error::Io { path: files.first().cloned().unwrap_or_default(), op: "read", source })?;
             let text = match output {
                 OutFormat::Json => serde_json::to_string_pretty(&v).unwrap_or_default(),
                 OutFormat::Text => match &v.broken {
@@ -338,12 +383,29 @@ fn show(
     since: Option<time::OffsetDateTime>,
     output: OutFormat,
 ) -> Result<i32, Error> {
-    use std::io::BufRead;
     let f = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
     let stdout = std::io::stdout();
     let mut out = Out(std::io::BufWriter::new(stdout.lock()));
-    for line in std::io::BufReader::new(f).lines() {
-        let line = line.map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?;
+    let mut r = std::io::BufReader::new(f);
+    let mut number = 0u64;
+    while let Some(line) = crate::files::input::read_line_bounded(&mut r, crate::store::audit::MAX_READ_LINE)
+        .map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })?
+    {
+        number = number.saturating_add(1);
+        let line = match line {
+            crate::files::input::Line::Text(b) => String::from_utf8_lossy(&b).into_owned(),
+            crate::files::input::Line::TooLong => {
+                // Never held whole; said where it is (vouch writes no such line).
+                let limit = crate::store::audit::MAX_READ_LINE;
+                eprintln!("vouch: {}: line {number} is longer than {limit} bytes: not shown", path.display());
+                crate::files::input::skip_line(&mut r).map_err(|source| Error::Io {
+                    path: path.to_path_buf(),
+                    op: "read",
+                    source,
+                })?;
+                continue;
+            }
+        };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
         if certname.is_some_and(|c| field("certname") != c) {

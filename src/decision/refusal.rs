@@ -325,64 +325,64 @@ impl Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::CsrMissing { detail } => write!(f, "no certificate request: {detail}"),
-            Refusal::CsrMalformed { detail } => write!(f, "the certificate request is malformed: {detail}"),
+            Refusal::CsrMissing { detail } => write!(f, "no certificate request: {detail}", detail = Capped(detail)),
+            Refusal::CsrMalformed { detail } => write!(f, "the certificate request is malformed: {detail}", detail = Capped(detail)),
             Refusal::CsrSignatureInvalid => f.write_str("the certificate request's self-signature does not verify"),
             Refusal::CsrSignatureAlgorithmUnsupported { oid } => {
-                write!(f, "the certificate request is signed with unsupported algorithm {oid}")
+                write!(f, "the certificate request is signed with unsupported algorithm {oid}", oid = Capped(oid))
             }
-            Refusal::CsrKeyUnsupported { detail } => write!(f, "the certificate request's key is unsupported: {detail}"),
-            Refusal::CertnameInvalid { certname, problem } => write!(f, "certname {certname:?} is invalid: {problem}"),
+            Refusal::CsrKeyUnsupported { detail } => write!(f, "the certificate request's key is unsupported: {detail}", detail = Capped(detail)),
+            Refusal::CertnameInvalid { certname, problem } => write!(f, "certname {certname:?} is invalid: {problem}", certname = Capped(certname), problem = Capped(problem)),
             Refusal::CertnameReserved { certname } => write!(
                 f,
                 "certname {certname:?} is reserved by Puppet: 'GET certificate/{certname}' answers the CA's \
                  own certificate, so a node could never fetch one issued under it"
             ),
-            Refusal::CommonNameCount { count } => write!(f, "the CSR subject has {count} commonNames; exactly one is required"),
+            Refusal::CommonNameCount { count } => write!(f, "the CSR subject has {count} commonNames; exactly one is required", count = Capped(count)),
             Refusal::CommonNameMismatch { common_name, certname } => {
-                write!(f, "the CSR's CN {common_name:?} differs from the certname {certname:?}")
+                write!(f, "the CSR's CN {common_name:?} differs from the certname {certname:?}", common_name = Capped(common_name), certname = Capped(certname))
             }
-            Refusal::AttributeMissing { oid } => write!(f, "attribute {oid} is missing"),
-            Refusal::AttributeDuplicated { oid, count } => write!(f, "attribute {oid} appears {count} times"),
+            Refusal::AttributeMissing { oid } => write!(f, "attribute {oid} is missing", oid = Capped(oid)),
+            Refusal::AttributeDuplicated { oid, count } => write!(f, "attribute {oid} appears {count} times", oid = Capped(oid), count = Capped(count)),
             Refusal::AttributeValueCount { oid, count } => {
-                write!(f, "attribute {oid} has {count} values; exactly one is required")
+                write!(f, "attribute {oid} has {count} values; exactly one is required", oid = Capped(oid), count = Capped(count))
             }
-            Refusal::AttributeNotText { oid } => write!(f, "attribute {oid} is not a UTF-8 string"),
-            Refusal::AttributeUnexpected { oid } => write!(f, "attribute {oid} is not defined by the signature version"),
-            Refusal::VersionMalformed { value } => write!(f, "signature version {value:?} is not a plain decimal integer"),
+            Refusal::AttributeNotText { oid } => write!(f, "attribute {oid} is not a UTF-8 string", oid = Capped(oid)),
+            Refusal::AttributeUnexpected { oid } => write!(f, "attribute {oid} is not defined by the signature version", oid = Capped(oid)),
+            Refusal::VersionMalformed { value } => write!(f, "signature version {value:?} is not a plain decimal integer", value = Capped(value)),
             Refusal::VersionUnsupported { version, accepted } => {
-                write!(f, "signature version {version} is not accepted (policy accepts {accepted:?})")
+                write!(f, "signature version {version} is not accepted (policy accepts {accepted:?})", version = Capped(version), accepted = Capped(accepted))
             }
-            Refusal::ExpiryMalformed { value } => write!(f, "expiry {value:?} is not an RFC 3339 date-time"),
-            Refusal::AttributesExpired { expiry, now } => write!(f, "the attributes expired at {expiry} (now {now})"),
+            Refusal::ExpiryMalformed { value } => write!(f, "expiry {value:?} is not an RFC 3339 date-time", value = Capped(value)),
+            Refusal::AttributesExpired { expiry, now } => write!(f, "the attributes expired at {expiry} (now {now})", expiry = Capped(expiry), now = Capped(now)),
             Refusal::ExpiryTooFar { expiry, max_lifetime } => {
-                write!(f, "expiry {expiry} is further ahead than the policy's maximum of {max_lifetime}")
+                write!(f, "expiry {expiry} is further ahead than the policy's maximum of {max_lifetime}", expiry = Capped(expiry), max_lifetime = Capped(max_lifetime))
             }
-            Refusal::ConductorMalformed { detail } => write!(f, "the conductor certificate is unreadable: {detail}"),
-            Refusal::ConductorNotYetValid { subject } => write!(f, "conductor certificate {subject} is not yet valid"),
-            Refusal::ConductorExpired { subject } => write!(f, "conductor certificate {subject} has expired"),
+            Refusal::ConductorMalformed { detail } => write!(f, "the conductor certificate is unreadable: {detail}", detail = Capped(detail)),
+            Refusal::ConductorNotYetValid { subject } => write!(f, "conductor certificate {subject} is not yet valid", subject = Capped(subject)),
+            Refusal::ConductorExpired { subject } => write!(f, "conductor certificate {subject} has expired", subject = Capped(subject)),
             Refusal::ConductorUntrusted { subject, detail } => {
-                write!(f, "conductor certificate {subject} does not chain to a trusted root: {detail}")
+                write!(f, "conductor certificate {subject} does not chain to a trusted root: {detail}", subject = Capped(subject), detail = Capped(detail))
             }
             Refusal::ConductorEkuMissing { subject } => write!(
                 f,
                 "conductor certificate {subject} lacks the extended key usage 1.3.6.1.4.1.34380.2.0 (allowed to create new instances)"
             ),
             Refusal::ConductorKeyUsageMissing { subject } => {
-                write!(f, "conductor certificate {subject} lacks the key usage digitalSignature")
+                write!(f, "conductor certificate {subject} lacks the key usage digitalSignature", subject = Capped(subject))
             }
-            Refusal::SignatureMalformed { detail } => write!(f, "the signature attribute is not base64: {detail}"),
+            Refusal::SignatureMalformed { detail } => write!(f, "the signature attribute is not base64: {detail}", detail = Capped(detail)),
             Refusal::SignatureInvalid { subject } => {
-                write!(f, "the attribute signature does not verify with the key of conductor {subject}")
+                write!(f, "the attribute signature does not verify with the key of conductor {subject}", subject = Capped(subject))
             }
-            Refusal::SignatureKeyUnsupported { detail } => write!(f, "the conductor's key cannot sign attributes: {detail}"),
-            Refusal::ClassificationInvalid { error } => write!(f, "{error}"),
+            Refusal::SignatureKeyUnsupported { detail } => write!(f, "the conductor's key cannot sign attributes: {detail}", detail = Capped(detail)),
+            Refusal::ClassificationInvalid { error } => write!(f, "{error}", error = Capped(error)),
             Refusal::ClassificationUnrepresentable { detail } => write!(
                 f,
                 "the classification cannot be handed to Puppet exactly as signed (the ENC prints JSON): {detail}"
             ),
-            Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}"),
-            Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once"),
+            Refusal::ExtensionRequestAmbiguous { detail } => write!(f, "ambiguous extension requests: {detail}", detail = Capped(detail)),
+            Refusal::ExtensionDuplicated { oid } => write!(f, "extension {oid} is requested more than once", oid = Capped(oid)),
             Refusal::ExtensionCritical { oid } => write!(
                 f,
                 "extension {oid} is requested as critical; no requested extension may be critical \
@@ -402,53 +402,53 @@ impl std::fmt::Display for Refusal {
                  a node that is not a server gets no alt names"
             ),
             Refusal::AltNameOutOfScope { scope, name } => {
-                write!(f, "scope '{scope}' does not allow the alt name {name:?} (its dns_alt_names)")
+                write!(f, "scope '{scope}' does not allow the alt name {name:?} (its dns_alt_names)", scope = Capped(scope), name = Capped(name))
             }
             Refusal::AltNamesCertnameNotVouched { certname, version } => write!(
                 f,
                 "{certname} asks for alt names with version {version} attributes, which do not sign the certname: \
                  only a certname a conductor signed (version 2) can be a server"
             ),
-            Refusal::AltNameUnsupported { detail } => write!(f, "unsupported subjectAltName request: {detail}"),
+            Refusal::AltNameUnsupported { detail } => write!(f, "unsupported subjectAltName request: {detail}", detail = Capped(detail)),
             Refusal::AuthorizationExtensionRequested { oid } => {
-                write!(f, "the CSR requests the authorization extension {oid}")
+                write!(f, "the CSR requests the authorization extension {oid}", oid = Capped(oid))
             }
             Refusal::PuppetExtensionNotAllowed { oid } => {
-                write!(f, "the CSR requests the Puppet extension {oid}, which the policy does not allow")
+                write!(f, "the CSR requests the Puppet extension {oid}, which the policy does not allow", oid = Capped(oid))
             }
-            Refusal::ExtensionNotAllowed { oid } => write!(f, "the CSR requests extension {oid}, which the policy does not allow"),
+            Refusal::ExtensionNotAllowed { oid } => write!(f, "the CSR requests extension {oid}, which the policy does not allow", oid = Capped(oid)),
             Refusal::MirrorMismatch { oid } => {
-                write!(f, "the classification mirror request {oid} differs from the signed classification")
+                write!(f, "the classification mirror request {oid} differs from the signed classification", oid = Capped(oid))
             }
-            Refusal::MirrorMissing { oid } => write!(f, "the policy requires the classification mirror request {oid}"),
+            Refusal::MirrorMissing { oid } => write!(f, "the policy requires the classification mirror request {oid}", oid = Capped(oid)),
             Refusal::CertnameNotVouched { signed, certname } => {
-                write!(f, "the conductor vouched for {signed:?}, not for the certname {certname:?}")
+                write!(f, "the conductor vouched for {signed:?}, not for the certname {certname:?}", signed = Capped(signed), certname = Capped(certname))
             }
-            Refusal::NonceMalformed { value } => write!(f, "nonce {value:?} is not 32 to 128 lowercase hex digits"),
-            Refusal::ConductorUnscoped { subject } => write!(f, "conductor {subject} matches no [[conductor]] scope"),
+            Refusal::NonceMalformed { value } => write!(f, "nonce {value:?} is not 32 to 128 lowercase hex digits", value = Capped(value)),
+            Refusal::ConductorUnscoped { subject } => write!(f, "conductor {subject} matches no [[conductor]] scope", subject = Capped(subject)),
             Refusal::CertnameOutOfScope { scope, certname } => {
-                write!(f, "scope '{scope}' does not allow the certname {certname:?}")
+                write!(f, "scope '{scope}' does not allow the certname {certname:?}", scope = Capped(scope), certname = Capped(certname))
             }
-            Refusal::ClassOutOfScope { scope, class } => write!(f, "scope '{scope}' does not allow the class {class:?}"),
+            Refusal::ClassOutOfScope { scope, class } => write!(f, "scope '{scope}' does not allow the class {class:?}", scope = Capped(scope), class = Capped(class)),
             Refusal::EnvironmentOutOfScope { scope, environment } => {
-                write!(f, "scope '{scope}' does not allow the environment {environment}")
+                write!(f, "scope '{scope}' does not allow the environment {environment}", scope = Capped(scope), environment = Capped(environment))
             }
             Refusal::ParameterOutOfScope { scope, parameter } => {
-                write!(f, "scope '{scope}' does not allow the parameter {parameter:?}")
+                write!(f, "scope '{scope}' does not allow the parameter {parameter:?}", scope = Capped(scope), parameter = Capped(parameter))
             }
             Refusal::LifetimeOutOfScope { scope, max_lifetime } => {
-                write!(f, "scope '{scope}' allows attributes to live at most {max_lifetime}")
+                write!(f, "scope '{scope}' allows attributes to live at most {max_lifetime}", scope = Capped(scope), max_lifetime = Capped(max_lifetime))
             }
-            Refusal::ConductorRevoked { subject } => write!(f, "conductor certificate {subject} is revoked"),
+            Refusal::ConductorRevoked { subject } => write!(f, "conductor certificate {subject} is revoked", subject = Capped(subject)),
             Refusal::AttributesReplayed { first_certname, first_time } => write!(
                 f,
                 "these attributes were already used, for {first_certname} at {first_time}; attributes are good once"
             ),
             Refusal::CertificateExists { certname, serial } => {
-                write!(f, "{certname} already has a valid certificate (serial {serial})")
+                write!(f, "{certname} already has a valid certificate (serial {serial})", certname = Capped(certname), serial = Capped(serial))
             }
             Refusal::SupersedeSameKey { certname } => {
-                write!(f, "the request for {certname} uses the key of its current certificate; superseding needs a new key")
+                write!(f, "the request for {certname} uses the key of its current certificate; superseding needs a new key", certname = Capped(certname))
             }
             Refusal::ConductorNotRecorded { certname } => write!(
                 f,
@@ -456,10 +456,10 @@ impl std::fmt::Display for Refusal {
                  certificate; renewal cannot check that conductor against the current policy"
             ),
             Refusal::NameReserved { certname, name, holder } if certname == name => {
-                write!(f, "{name} is a name on {holder}; no node may have it")
+                write!(f, "{name} is a name on {holder}; no node may have it", name = Capped(name), holder = Capped(holder))
             }
             Refusal::NameReserved { certname, name, holder } => {
-                write!(f, "the request for {certname} asks for {name}, a name on {holder}; no node may have it")
+                write!(f, "the request for {certname} asks for {name}, a name on {holder}; no node may have it", certname = Capped(certname), name = Capped(name), holder = Capped(holder))
             }
             Refusal::SupersedeReplay { certname } => write!(
                 f,
@@ -470,3 +470,47 @@ impl std::fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// A value shown in a refusal's message, capped: its first characters and its length, so
+/// a request cannot make a message (an audit line, a log line) as large as itself.
+struct Capped<'a, T: ?Sized>(&'a T);
+
+/// A quoted value (a name, an attribute's text): the first 64 characters.
+const CAP_QUOTED: usize = 64;
+/// A description (a parser's error, a subject): longer, still bounded.
+const CAP_TEXT: usize = 256;
+
+fn cap(rendered: String, chars: usize) -> String {
+    if rendered.chars().count() <= chars.saturating_add(16) {
+        return rendered;
+    }
+    let head: String = rendered.chars().take(chars).collect();
+    format!("{head}…({} bytes)", rendered.len())
+}
+
+impl<T: std::fmt::Display + ?Sized> std::fmt::Display for Capped<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&cap(self.0.to_string(), CAP_TEXT))
+    }
+}
+
+impl<T: std::fmt::Debug + ?Sized> std::fmt::Debug for Capped<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&cap(format!("{:?}", self.0), CAP_QUOTED))
+    }
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_value_is_capped_in_the_message() {
+        let r = Refusal::VersionMalformed { value: "9".repeat(200_000) };
+        let m = r.to_string();
+        assert!(m.len() < 300, "{}", m.len());
+        assert!(m.contains("(200002 bytes)"), "{m}");
+        let short = Refusal::VersionMalformed { value: "x1".into() };
+        assert_eq!(short.to_string(), "signature version \"x1\" is not a plain decimal integer");
+    }
+}

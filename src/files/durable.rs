@@ -268,6 +268,11 @@ impl NoFollowDir {
         Ok(rustix::fs::unlinkat(&self.dir, name, rustix::fs::AtFlags::empty())?)
     }
 
+    /// Removes the empty directory `name` in the directory (a link to one is not removed).
+    pub fn rmdir(&self, name: &std::ffi::OsStr) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(&self.dir, name, rustix::fs::AtFlags::REMOVEDIR)?)
+    }
+
     /// The directory's path joined with `name` (for messages and reads).
     pub fn path_of(&self, name: &std::ffi::OsStr) -> PathBuf {
         self.path.join(name)

@@ -118,3 +118,61 @@ mod tests {
         assert!(read_bounded(std::io::repeat(0), Kind::Classification).unwrap_err().to_string().contains("64 KiB"));
     }
 }
+
+/// One line of a text stream, at most `max` bytes (without its newline).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A line (its newline removed; the last line may have none).
+    Text(Vec<u8>),
+    /// A line longer than `max` (never held whole; the stream is left inside it: stop, or
+    /// [`skip_line`]).
+    TooLong,
+}
+
+/// Reads the next line of `r` into a buffer of at most `max` bytes: `None` at the end. A
+/// longer line is answered [`Line::TooLong`] after `max` bytes, so a stream without
+/// newlines (`/dev/zero`) never grows memory.
+pub fn read_line_bounded(r: &mut impl std::io::BufRead, max: usize) -> std::io::Result<Option<Line>> {
+    let mut buf = Vec::new();
+    let n = std::io::BufRead::read_until(
+        &mut std::io::Read::take(r.by_ref(), (max as u64).saturating_add(1)),
+        b'\n',
+        &mut buf,
+    )?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        return Ok(Some(Line::Text(buf)));
+    }
+    if buf.len() <= max {
+        return Ok(Some(Line::Text(buf)));
+    }
+    Ok(Some(Line::TooLong))
+}
+
+/// Reads through the rest of a line [`read_line_bounded`] found too long (in bounded steps;
+/// on a stream that never ends, neither does this: use it on files only).
+pub fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<()> {
+    loop {
+        let (done, used) = {
+            let avail = r.fill_buf()?;
+            if avail.is_empty() {
+                (true, 0)
+            } else {
+                match avail.iter().position(|b| *b == b'\n') {
+                    Some(i) => (true, i.saturating_add(1)),
+                    None => (false, avail.len()),
+                }
+            }
+        };
+        r.consume(used);
+        if done {
+            return Ok(());
+        }
+    }
+}

@@ -49,11 +49,11 @@ pub fn decision_value(
 // line follows, signed with the master CA's key over `vouch-audit-checkpoint:SEQ:PREV:TIME`:
 // it commits to every line before it. A rotated log (logrotate moves `audit.log` to
 // `audit.log.1`) goes on in the new file: its first line's prev is the hash of the old file's
-// last line (remembered by the process, else read from `<log>.1`).
+// last line (read from `<log>.1` under the lock, never from memory).
 // ---------------------------------------------------------------------------------------------
 
 use std::fs::OpenOptions;
-use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -64,6 +64,12 @@ pub const CHECKPOINT_LINES: u64 = 1000;
 pub const CHECKPOINT_EVERY: time::Duration = time::Duration::minutes(60);
 /// The prev of a chain's first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The longest line vouch writes (without its chain fields): a longer one has its strings
+/// cut (see [`bounded`]). `audit verify` and `audit show` refuse a line longer than
+/// [`MAX_READ_LINE`].
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The longest line `audit verify`/`show` read (vouch writes none this long).
+pub const MAX_READ_LINE: usize = 1024 * 1024;
 /// How much of a log's end is read to find where the chain stands.
 const TAIL_BYTES: u64 = 256 * 1024;
 
@@ -119,6 +125,41 @@ fn chain(line: &str, seq: u64, prev: &str) -> String {
     let body = t.strip_suffix('}').unwrap_or(t);
     let sep = if body.trim_end().ends_with('{') { "" } else { "," };
     format!("{body}{sep}\"seq\":{seq},\"prev\":\"{prev}\"}}")
+}
+
+/// `line` if it is at most [`MAX_LINE_BYTES`]; else its strings cut to 1,024 characters
+/// (with their length), and if that is still too long, a line saying so (its event, time,
+/// certname cut, size and SHA-256).
+fn bounded(line: &str) -> String {
+    if line.len() <= MAX_LINE_BYTES {
+        return line.to_string();
+    }
+    fn cut(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) if s.len() > 1024 => {
+                let head: String = s.chars().take(1024).collect();
+                *s = format!("{head}…({} bytes)", s.len());
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(cut),
+            serde_json::Value::Object(o) => o.values_mut().for_each(cut),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(line).unwrap_or(serde_json::Value::Null);
+    cut(&mut v);
+    let shorter = v.to_string();
+    if v.is_object() && shorter.len() <= MAX_LINE_BYTES {
+        return shorter;
+    }
+    let field = |k: &str| {
+        let s = v.get(k).and_then(|x| x.as_str()).unwrap_or_default();
+        s.chars().take(256).collect::<String>()
+    };
+    serde_json::json!({
+        "time": field("time"), "event": field("event"), "certname": field("certname"),
+        "oversized": line.len(), "sha256": line_hash(line),
+    })
+    .to_string()
 }
 
 /// What a checkpoint's signature covers.
@@ -195,9 +236,11 @@ impl AuditLog {
         rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
         let meta = f.metadata()?;
         let id = (meta.dev(), meta.ino(), meta.len());
+        // The head in memory only if the log is as this process left it (same file, same
+        // length); otherwise another process wrote, or the log was rotated: read it.
         let mut head = match guard.as_ref() {
-            Some(h) if h.file == id => h.clone(),
-            remembered => self.find_head(&mut f, meta.len(), remembered)?,
+            Some(h) if h.file == id && id.2 > 0 => h.clone(),
+            _ => self.find_head(&mut f, meta.len())?,
         };
         let mut buf = Vec::new();
         if head.torn {
@@ -205,16 +248,7 @@ impl AuditLog {
             head.torn = false;
         }
         let mut cp_line = None;
-        for l in lines {
-            head.seq = head.seq.saturating_add(1);
-            let c = chain(l, head.seq, &head.prev);
-            head.prev = line_hash(&c);
-            buf.extend_from_slice(c.as_bytes());
-            buf.push(b'\n');
-        }
-        let due = head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES
-            || head.checkpoint_time.is_none_or(|t| now - t >= CHECKPOINT_EVERY);
-        if let Some(sign) = sign.filter(|_| force_checkpoint || due) {
+        let checkpoint = |head: &mut Head, buf: &mut Vec<u8>, sign: Signer<'_>| -> io::Result<String> {
             let time = crate::encoding::time::format_rfc3339(now);
             head.seq = head.seq.saturating_add(1);
             let sig = sign(&checkpoint_message(head.seq, &head.prev, &time)).map_err(io::Error::other)?;
@@ -229,7 +263,24 @@ impl AuditLog {
             head.checkpoint_time = Some(now);
             buf.extend_from_slice(c.as_bytes());
             buf.push(b'\n');
-            cp_line = Some(c);
+            Ok(c)
+        };
+        for l in lines {
+            head.seq = head.seq.saturating_add(1);
+            let c = chain(&bounded(l), head.seq, &head.prev);
+            head.prev = line_hash(&c);
+            buf.extend_from_slice(c.as_bytes());
+            buf.push(b'\n');
+            // Never more than CHECKPOINT_LINES lines without a checkpoint (verify checks it),
+            // even within one long batch.
+            if let Some(sign) = sign.filter(|_| head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES - 1) {
+                cp_line = Some(checkpoint(&mut head, &mut buf, sign)?);
+            }
+        }
+        let due = head.seq.saturating_sub(head.checkpoint_seq) >= CHECKPOINT_LINES
+            || head.checkpoint_time.is_none_or(|t| now - t >= CHECKPOINT_EVERY);
+        if let Some(sign) = sign.filter(|_| force_checkpoint || due) {
+            cp_line = Some(checkpoint(&mut head, &mut buf, sign)?);
         }
         f.write_all(&buf)?;
         f.sync_data()?;
@@ -238,48 +289,123 @@ impl AuditLog {
         Ok(cp_line)
     }
 
-    /// Where the chain stands, read from the log's tail (once per process, or after another
-    /// process wrote); an empty log continues the chain this process remembers, else that of
-    /// the rotated `<log>.1`, else starts one.
-    fn find_head(&self, f: &mut std::fs::File, len: u64, remembered: Option<&Head>) -> io::Result<Head> {
+    /// Where the chain stands, read under the lock from the log (once per process, or after
+    /// another process wrote, or the log was rotated: never from memory then). A log that is
+    /// empty, or holds only a torn line, continues the chain of the rotated `<log>.1`; only
+    /// when neither holds a complete line does a chain start.
+    fn find_head(&self, f: &mut std::fs::File, len: u64) -> io::Result<Head> {
         let meta = f.metadata()?;
         let id = (meta.dev(), meta.ino(), len);
-        let from_tail = |tail: &str| {
-            head_from_tail(tail).map(|(seq, prev, cp)| Head {
-                seq,
-                prev,
-                checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
-                checkpoint_time: cp.map(|c| c.1),
-                file: id,
-                torn: false,
-            })
-        };
-        if len > 0 {
-            let tail = read_tail(f, len)?;
-            let torn = !tail.is_empty() && !tail.ends_with('\n');
-            if let Some(h) = from_tail(&tail) {
-                return Ok(Head { torn, ..h });
-            }
-            if torn {
-                // Only a torn line: it stays, and the chain goes on after it.
-                if let Some(h) = remembered {
-                    return Ok(Head { file: id, torn, ..h.clone() });
-                }
-            }
-        }
-        if let Some(h) = remembered {
-            return Ok(Head { file: id, torn: false, ..h.clone() });
+        let torn = len > 0 && !ends_with_newline(f, len)?;
+        if let Some(h) = head_of_file(f, len, id)? {
+            return Ok(Head { torn, ..h });
         }
         let old = rotated(&self.path);
         if let Ok(mut o) = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &old) {
             let olen = o.metadata()?.len();
-            if let Some(h) = from_tail(&read_tail(&mut o, olen)?) {
-                return Ok(Head { torn: len > 0, ..h });
+            if let Some(h) = head_of_file(&mut o, olen, id)? {
+                return Ok(Head { torn, ..h });
             }
         }
-        let torn = len > 0;
         Ok(Head { seq: 0, prev: GENESIS.to_string(), checkpoint_seq: 0, checkpoint_time: None, file: id, torn })
     }
+}
+
+fn ends_with_newline(f: &mut std::fs::File, len: u64) -> io::Result<bool> {
+    if len == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::Start(len.saturating_sub(1)))?;
+    let mut b = [0u8; 1];
+    f.read_exact(&mut b)?;
+    Ok(b[0] == b'\n')
+}
+
+/// The head of the chain in `f` (`len` bytes): its last complete line, found by reading back
+/// as far as needed (a line longer than the tail read, or a long torn line, never makes a
+/// writer start a new chain on a log that has one); `None` if the file has no complete line.
+fn head_of_file(f: &mut std::fs::File, len: u64, id: (u64, u64, u64)) -> io::Result<Option<Head>> {
+    let tail = read_tail(f, len)?;
+    let (seq, prev) = match head_from_tail(&tail) {
+        Some((seq, prev, _)) => (seq, prev),
+        None => match last_line_far(f, len)? {
+            Some(x) => x,
+            None => return Ok(None),
+        },
+    };
+    // The last checkpoint, if the tail holds one (else one is due at once: never too few).
+    let cp =
+        tail.lines().rev().filter_map(parse_chained).find(|c| c.event.as_deref() == Some("checkpoint")).and_then(|c| {
+            let t = crate::encoding::time::parse_rfc3339(c.time.as_deref()?).ok()?;
+            Some((c.seq?, t))
+        });
+    Ok(Some(Head {
+        seq,
+        prev,
+        checkpoint_seq: cp.map(|c| c.0).unwrap_or(0),
+        checkpoint_time: cp.map(|c| c.1),
+        file: id,
+        torn: false,
+    }))
+}
+
+/// The last complete line of `f` when it is not in the tail: found by scanning back for
+/// newlines in chunks, hashed as a stream (never held whole), its seq read from its end
+/// (the chain's fields are the line's last: `"seq":N,"prev":"<hex>"}`).
+fn last_line_far(f: &mut std::fs::File, len: u64) -> io::Result<Option<(u64, String)>> {
+    const CHUNK: u64 = 64 * 1024;
+    // Newline positions, scanning back: the end of the last complete line and the one before it.
+    let mut end: Option<u64> = None;
+    let mut start: u64 = 0;
+    let mut pos = len;
+    'scan: while pos > 0 {
+        let from = pos.saturating_sub(CHUNK);
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = vec![0u8; usize::try_from(pos.saturating_sub(from)).unwrap_or(0)];
+        f.read_exact(&mut buf)?;
+        for (i, b) in buf.iter().enumerate().rev() {
+            if *b != b'\n' {
+                continue;
+            }
+            let at = from.saturating_add(i as u64);
+            match end {
+                None => end = Some(at),
+                Some(e) if at.saturating_add(1) < e => {
+                    start = at.saturating_add(1);
+                    break 'scan;
+                }
+                // An empty line: the line before it is the last complete one.
+                Some(_) => end = Some(at),
+            }
+        }
+        pos = from;
+    }
+    let Some(end) = end.filter(|e| *e > start) else { return Ok(None) };
+    let mut h = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    f.seek(SeekFrom::Start(start))?;
+    let mut left = end.saturating_sub(start);
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut last = Vec::new();
+    while left > 0 {
+        let n = usize::try_from(left.min(CHUNK)).unwrap_or(0);
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        f.read_exact(chunk)?;
+        h.update(&*chunk);
+        last.extend_from_slice(chunk);
+        if last.len() > 256 {
+            last.drain(..last.len().saturating_sub(256));
+        }
+        left = left.saturating_sub(n as u64);
+    }
+    let hash = crate::encoding::hex(h.finish().as_ref());
+    let tail = String::from_utf8_lossy(&last);
+    let seq = tail
+        .rsplit_once("\"seq\":")
+        .and_then(|(_, r)| r.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|_| tail.ends_with("\"}"))
+        .unwrap_or(0);
+    Ok(Some((seq, hash)))
 }
 
 /// Verifies a checkpoint's signature against a CA certificate (DER).
@@ -319,13 +445,23 @@ struct Line {
     prev: Option<String>,
     hash: String,
     checkpoint: Option<Chained>,
+    /// Longer than [`MAX_READ_LINE`]: vouch writes none such (not read whole).
+    too_long: bool,
 }
 
 fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
     let f = std::fs::File::open(path)?;
     let mut out = Vec::new();
-    for l in io::BufReader::with_capacity(1 << 20, f).lines() {
-        let text = l?;
+    let mut r = io::BufReader::with_capacity(1 << 20, f);
+    while let Some(l) = crate::files::input::read_line_bounded(&mut r, MAX_READ_LINE)? {
+        let text = match l {
+            crate::files::input::Line::Text(b) => String::from_utf8_lossy(&b).into_owned(),
+            crate::files::input::Line::TooLong => {
+                // verify stops here: the rest is not read.
+                out.push(Line { seq: None, prev: None, hash: String::new(), checkpoint: None, too_long: true });
+                break;
+            }
+        };
         let c = parse_chained(&text);
         let hash = line_hash(&text);
         let (seq, prev, checkpoint) = match c {
@@ -333,7 +469,7 @@ fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
             Some(c) => (c.seq, c.prev, None),
             None => (None, None, None),
         };
-        out.push(Line { seq, prev, hash, checkpoint });
+        out.push(Line { seq, prev, hash, checkpoint, too_long: false });
     }
     Ok(out)
 }
@@ -341,8 +477,40 @@ fn read_lines(path: &Path) -> io::Result<Vec<Line>> {
 /// Verifies the chain through `files` (in order: a rotated file first), the checkpoints'
 /// signatures against `ca_der`, and, if given, that the log reaches the published checkpoint
 /// line `published` unchanged. Stops at the first break.
-pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::Result<Verified> {
+///
+/// The files must start where the chain does (seq 1, prev all zeros: "earlier files
+/// missing" otherwise), unless `from` (a checkpoint signed by this CA, `--from-checkpoint`)
+/// says where they start: their first line is that checkpoint, or the line after it. With a
+/// CA (`ca_der` not empty), a signed checkpoint must come at least every [`CHECKPOINT_LINES`]
+/// lines (the writer puts one there), so a log rewritten without the CA's key fails.
+pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>, from: Option<&str>) -> io::Result<Verified> {
     let mut v = Verified::default();
+    let require_checkpoints = !ca_der.is_empty();
+    // The published checkpoint was found in the files (or is the one they start from).
+    let mut published_seen = false;
+    // The seq of the last signed checkpoint (0: the chain's start).
+    let mut last_cp_seq: u64 = 0;
+    let from = match from {
+        Some(p) => {
+            let line = p.trim();
+            match parse_chained(line).filter(|c| c.event.as_deref() == Some("checkpoint")) {
+                Some(c) if checkpoint_ok(&c, ca_der) => Some((c.seq.unwrap_or(0), line_hash(line))),
+                _ => {
+                    v.broken = Some(Break {
+                        kind: "bad-checkpoint",
+                        file: PathBuf::from("--from-checkpoint"),
+                        line: 0,
+                        detail: "the checkpoint to start from is not a checkpoint line signed by this CA".into(),
+                    });
+                    return Ok(v);
+                }
+            }
+        }
+        None => None,
+    };
+    if let Some((fseq, _)) = &from {
+        last_cp_seq = *fseq;
+    }
     // The previous line: (seq if chained, hash).
     let mut last: Option<(Option<u64>, String)> = None;
     let mut chained_started = false;
@@ -383,6 +551,14 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
             let brk =
                 |kind: &'static str, line: usize, detail: String| Break { kind, file: file.clone(), line, detail };
             v.lines = v.lines.saturating_add(1);
+            if l.too_long {
+                v.broken = Some(brk(
+                    "modified",
+                    n,
+                    format!("a line longer than {MAX_READ_LINE} bytes: vouch writes none (not read whole)"),
+                ));
+                return Ok(v);
+            }
             let Some(seq) = l.seq else {
                 if chained_started {
                     let skipped = lines.get(i.saturating_add(1)).and_then(|x| x.prev.as_deref())
@@ -400,10 +576,36 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
             };
             let prev = l.prev.as_deref().unwrap_or_default();
             match &last {
+                _ if !chained_started && from.is_some() => {
+                    // The files start at the checkpoint given, or right after it.
+                    let (fseq, fhash) = from.as_ref().map(|(a, b)| (*a, b.as_str())).unwrap_or((0, ""));
+                    let at = l.hash == fhash;
+                    let after = seq == fseq.saturating_add(1) && prev == fhash;
+                    if !(at || after) {
+                        v.broken = Some(brk(
+                            "deleted",
+                            n,
+                            format!(
+                                "the files given do not start at the --from-checkpoint checkpoint (seq {fseq}) or the line after it (this line is seq {seq})"
+                            ),
+                        ));
+                        return Ok(v);
+                    }
+                }
                 None => {
-                    // The first line of what is verified: a new chain, or one continuing a file not given.
+                    // The first line of what is verified: the chain's first line.
                     if seq == 1 && prev != GENESIS {
                         v.broken = Some(brk("modified", n, "the chain's first line has a wrong prev".into()));
+                        return Ok(v);
+                    }
+                    if seq != 1 {
+                        v.broken = Some(brk(
+                            "deleted",
+                            n,
+                            format!(
+                                "earlier files missing: the files given start at seq {seq}, not at the chain's first line (give every rotated file, oldest first, or --from-checkpoint FILE with a published checkpoint they continue)"
+                            ),
+                        ));
                         return Ok(v);
                     }
                 }
@@ -413,6 +615,16 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
                             "modified",
                             n.saturating_sub(1),
                             "the line before the chain's first line is not the one it recorded".into(),
+                        ));
+                        return Ok(v);
+                    }
+                    if seq != 1 {
+                        v.broken = Some(brk(
+                            "modified",
+                            n,
+                            format!(
+                                "the chain's first line is seq {seq}, not 1: lines of it were deleted or rewritten"
+                            ),
                         ));
                         return Ok(v);
                     }
@@ -451,23 +663,50 @@ pub fn verify(files: &[PathBuf], ca_der: &[u8], published: Option<&str>) -> io::
                 }
                 v.checkpoints = v.checkpoints.saturating_add(1);
                 v.last_checkpoint = Some((seq, c.time.clone().unwrap_or_default()));
+                last_cp_seq = seq;
+            } else if require_checkpoints && seq.saturating_sub(last_cp_seq) >= CHECKPOINT_LINES {
+                v.broken = Some(brk(
+                    "bad-checkpoint",
+                    n,
+                    format!(
+                        "no checkpoint signed by this CA in the {CHECKPOINT_LINES} lines up to seq {seq} (vouch writes one at least that often): the log was rewritten without the CA's key"
+                    ),
+                ));
+                return Ok(v);
             }
             if let Some((pseq, phash, _, _)) = &published {
-                if *pseq == seq && *phash != l.hash {
-                    v.broken = Some(brk(
-                        "modified",
-                        n,
-                        format!("seq {seq} differs from the published checkpoint (the log was rewritten)"),
-                    ));
-                    return Ok(v);
+                if *pseq == seq {
+                    if *phash != l.hash {
+                        v.broken = Some(brk(
+                            "modified",
+                            n,
+                            format!("seq {seq} differs from the published checkpoint (the log was rewritten)"),
+                        ));
+                        return Ok(v);
+                    }
+                    published_seen = true;
                 }
             }
             v.last_seq = Some(seq);
             last = Some((Some(seq), l.hash.clone()));
         }
     }
-    if let Some((pseq, _, _, _)) = &published {
-        if v.last_seq.is_none_or(|s| s < *pseq) {
+    if let (Some((_, phash, _, _)), Some((_, fhash))) = (&published, &from) {
+        published_seen |= phash == fhash;
+    }
+    if let Some((pseq, _, _, _)) = &published.as_ref().filter(|_| !published_seen) {
+        if v.last_seq.is_some_and(|s| s >= *pseq) {
+            v.broken = Some(Break {
+                kind: "deleted",
+                file: files.first().cloned().unwrap_or_default(),
+                line: 0,
+                detail: format!(
+                    "the published checkpoint (seq {pseq}) is not in the files given (they cover seq {} to {})",
+                    v.first_seq.map(|s| s.to_string()).unwrap_or_else(|| "none".into()),
+                    v.last_seq.map(|s| s.to_string()).unwrap_or_else(|| "none".into())
+                ),
+            });
+        } else {
             v.broken = Some(Break {
                 kind: "truncated",
                 file: files.last().cloned().unwrap_or_default(),

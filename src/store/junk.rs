@@ -4,7 +4,8 @@
 //! - `signed/`: a file that is not `<certname>.pem` for a valid certname, a file that does
 //!   not parse as a certificate, a certificate without a CN or whose CN is not its file name.
 //! - `requests/`: a request whose name Puppet would refuse (fails the certname rules), whose
-//!   `.json` does not parse, or a file that is neither `.json` nor `.pem`.
+//!   `.json` does not parse, a file that is neither `.json` nor `.pem`, or an entry that is
+//!   not a regular file (a directory, a link, a FIFO: never opened).
 //!
 //! The name is `unnamed-` and the first 12 hex digits of the SHA-256 of the entry's path
 //! inside the store (`signed/X.pem`) and its content: the same on every run and on any copy
@@ -63,8 +64,15 @@ fn each_name(dir: &Path, mut f: impl FnMut(&OsStr) -> Result<(), StoreError>) ->
 }
 
 /// A file's content (at most [`MAX_READ`] bytes: a larger file is read that far; it is junk anyway).
+/// A file that is not regular (a directory, a link, a FIFO, a device) is not read: `None`.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     use std::io::Read;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::Io { path: path.to_path_buf(), op: "stat", source: e }),
+    }
     let f = match crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -135,6 +143,21 @@ pub fn scan(root: &Path, f: &mut dyn FnMut(Junk) -> Result<(), StoreError>) -> R
         };
         let path = requests.join(name);
         let rel = format!("requests/{n}");
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::Io { path, op: "stat", source: e }),
+        };
+        if !meta.is_file() {
+            // A directory, link or FIFO where a request belongs: never opened (a FIFO would
+            // block, a link would be followed); named by its path alone.
+            return f(Junk {
+                name: generated_name(&[(&rel, b"")]),
+                kind: "request".into(),
+                detail: "not a regular file".into(),
+                files: vec![rel],
+            });
+        }
         if ext.is_empty() {
             let content = read(&path)?.unwrap_or_default();
             return f(Junk {
@@ -199,9 +222,19 @@ pub fn purge(root: &Path, junk: &Junk) -> Result<(), StoreError> {
         let d = root.join(dir);
         let nd = crate::files::durable::NoFollowDir::open(&d).map_err(io_err(&d, "open"))?;
         let path = d.join(name);
-        let is_dir = std::fs::symlink_metadata(&path).map(|m| m.is_dir()).unwrap_or(false);
-        // An empty directory only (a full one stays: the operator looks at it).
-        let r = if is_dir { std::fs::remove_dir(&path) } else { nd.unlink(OsStr::new(name)) };
+        // unlinkat never follows a link; a directory (EISDIR) is removed only if empty (a
+        // full one stays: the operator looks at it), through the directory's descriptor too.
+        let r = match nd.unlink(OsStr::new(name)) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ISDIR.raw_os_error()) => nd.rmdir(OsStr::new(name)),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
+                // Linux answers EPERM for unlink on a directory.
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => nd.rmdir(OsStr::new(name)),
+                    _ => Err(e),
+                }
+            }
+            r => r,
+        };
         match r {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -569,8 +569,11 @@ impl Store for FileStore {
         };
         let mut out = Vec::new();
         for e in entries {
-            let path = e.map_err(io_err(&dir, "read directory"))?.path();
-            if path.extension().and_then(|x| x.to_str()) == Some("json") {
+            let e = e.map_err(io_err(&dir, "read directory"))?;
+            let path = e.path();
+            // Only regular files (a directory, link or FIFO is junk: never read, store::junk).
+            let regular = std::fs::symlink_metadata(&path).map(|m| m.is_file()).unwrap_or(false);
+            if regular && path.extension().and_then(|x| x.to_str()) == Some("json") {
                 // A request that does not parse, or whose name Puppet refuses, is junk: left
                 // out here, listed by `vouch reconcile` and removed by `vouch purge` (store::junk).
                 let named = path
