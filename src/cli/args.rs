@@ -194,7 +194,7 @@ pub enum Command {
     /// Remove entries with no usable name, by the generated names `vouch reconcile` lists
     /// under junk (a dry run unless --confirm).
     Purge {
-        /// The generated names (unnamed-…), as `vouch reconcile` lists them.
+        /// The generated names (unnamed-...), as `vouch reconcile` lists them.
         #[arg(required = true, value_name = "NAME")]
         names: Vec<String>,
         /// Remove them (default: only show what would be removed).
@@ -273,7 +273,7 @@ pub struct EncRemoteArgs {
 #[derive(Args, Debug)]
 pub struct ReconcileArgs {
     /// Where the fleet's names come from: file:PATH (one certname a line, # comments),
-    /// cmd:PROGRAM ARGS… (its standard output, one name a line; a non-zero exit aborts), or
+    /// cmd:PROGRAM ARGS... (its standard output, one name a line; a non-zero exit aborts), or
     /// ldap:URL, an RFC 4516 URL ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER whose
     /// attribute values are certnames (paged; bound with the --ldap-* options).
     #[arg(long, value_name = "SOURCE")]
@@ -319,7 +319,7 @@ pub enum AuditCommand {
     /// inserted, deleted or reordered line, or a tail cut off before --checkpoint.
     Verify {
         /// The log files, oldest first (default: the policy's audit log, after its rotated
-        /// files `<log>.N` … `<log>.1` that exist).
+        /// files `<log>.N` ... `<log>.1` that exist).
         #[arg(value_name = "FILE")]
         files: Vec<PathBuf>,
         /// A published checkpoint line (a file holding it, as `vouch audit checkpoint` printed it):
