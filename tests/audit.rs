@@ -4,19 +4,10 @@
 
 mod common;
 
-use common::{ok, s, vouch};
+use common::{ok, s, text, vouch};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use vouch::store::audit::AuditLog;
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// A CA in `tmp/ca`.
 fn ca(tmp: &Path) -> PathBuf {

@@ -15,75 +15,15 @@
 
 mod common;
 
+use common::processes::{free_port, read, run_guarded, Guard};
 use common::*;
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
 const MARKER: &str = "VOUCHCOMPILE-MARKER";
-
-/// A process the test started: SIGTERM, then SIGKILL, on drop, by its PID.
-struct Guard {
-    child: Child,
-    what: &'static str,
-    grace: Duration,
-}
-
-impl Guard {
-    fn pid(&self) -> i32 {
-        i32::try_from(self.child.id()).unwrap()
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        // SAFETY: kill(2) on the PID of a child this guard owns and has not reaped.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let deadline = Instant::now() + self.grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("{} (pid {}) ignored SIGTERM for {:?}: SIGKILL", self.what, self.pid(), self.grace);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn read(p: &Path) -> String {
-    String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
-}
-
-/// Runs a command with a deadline (output in `dir/tag.out`); returns (exit code, output).
-fn run_guarded(mut cmd: Command, dir: &Path, tag: &str, limit: Duration) -> (i32, String) {
-    let out = dir.join(format!("{tag}.out"));
-    let f = std::fs::File::create(&out).unwrap();
-    cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f);
-    let mut g = Guard { child: cmd.spawn().unwrap(), what: "puppet", grace: Duration::from_secs(5) };
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = g.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "{tag}: still running after {limit:?}; output so far:\n{}", read(&out));
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // Facter in a container complains about /proc/1/environ; drop that noise.
-    let text: String =
-        read(&out).lines().filter(|l| !l.contains("/proc/1/environ")).map(|l| format!("{l}\n")).collect();
-    (status.code().unwrap_or(-1), text)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// This machine's host name, which the compile server gets as its alt name: agents on this
 /// machine reach it under that name without touching /etc/hosts. It must resolve to an

@@ -4,7 +4,7 @@
 mod common;
 
 use common::gen_store;
-use common::{ok, s, vouch};
+use common::{ok, s, text, vouch};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -25,15 +25,6 @@ fn ca_with(tmp: &Path, n: usize) -> PathBuf {
 
 fn reconcile(dir: &Path, args: &[&str]) -> Output {
     vouch().args(["--dir", s(dir), "reconcile"]).args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn json(o: &Output) -> serde_json::Value {

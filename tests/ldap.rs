@@ -6,7 +6,7 @@ mod common;
 use common::agents::{csr_for, p256};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
 use common::slapd::Slapd;
-use common::{ok, run, s, vouch};
+use common::{ok, run, s, text, vouch};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -19,15 +19,6 @@ fn v(slapd: &Slapd, dir: &Path) -> Command {
     let mut c = vouch();
     c.envs(store_env(slapd)).args(["--dir", s(dir)]);
     c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A started slapd with the store's containers (`vouch ldap init`, twice: idempotent).

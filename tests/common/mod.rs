@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod gen_store;
 pub mod ldap_lab;
+pub mod processes;
 pub mod slapd;
 
 use std::io::Write;
@@ -276,4 +277,14 @@ pub fn cli_vouched_csr(w: &Path, cert: &Path, key: &Path, certname: &str) -> Pat
         None,
     ));
     csr
+}
+
+/// A command's status, stdout and stderr, for an assertion's message.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
