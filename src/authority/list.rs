@@ -3,7 +3,6 @@
 use super::Authority;
 use crate::error::Error;
 use crate::store::{Listed, PendingRequest, StoreError};
-use std::ops::ControlFlow;
 
 /// One line of `vouch list`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -67,16 +66,8 @@ impl Authority {
     /// ([`crate::store::Store::for_each_listed`]). Stops at `f`'s first error, and returns it.
     pub fn for_each_certificate<E: From<StoreError> + Send>(
         &self,
-        mut f: impl FnMut(Listed) -> Result<(), E> + Send,
+        f: impl FnMut(Listed) -> Result<(), E> + Send,
     ) -> Result<(), E> {
-        let mut failed = None;
-        self.store.for_each_listed(&mut |l| match f(l) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })?;
-        failed.map_or(Ok(()), Err)
+        crate::store::each_until_error(&*self.store, f)
     }
 }

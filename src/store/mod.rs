@@ -460,6 +460,23 @@ pub trait ReplayJournal: Send + Sync {
     fn describe(&self) -> String;
 }
 
+/// [`Store::for_each_listed`] with a callback that may fail (with any error a store error
+/// converts into): the first error stops the walk and is returned.
+pub fn each_until_error<S: Store + ?Sized, E: From<StoreError> + Send>(
+    store: &S,
+    mut f: impl FnMut(Listed) -> Result<(), E> + Send,
+) -> Result<(), E> {
+    let mut failed = None;
+    store.for_each_listed(&mut |l| match f(l) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => {
+            failed = Some(e);
+            ControlFlow::Break(())
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
 /// The operations vouch needs from a CA store: the file store (one host, or a shared POSIX
 /// filesystem) and the LDAP store (several masters) implement it.
 /// Mutations take a [`WriteLock`]: one writer at a time for the file store; the LDAP store
@@ -511,15 +528,7 @@ pub trait Store: Send + Sync {
     /// [`Store::for_each_listed`] for a caller whose every step may fail (`vouch reconcile`):
     /// the first error stops the walk and is returned.
     fn each_listed(&self, f: &mut (dyn FnMut(Listed) -> Result<(), StoreError> + Send)) -> Result<(), StoreError> {
-        let mut failed: Option<StoreError> = None;
-        self.for_each_listed(&mut |l| match f(l) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })?;
-        failed.map_or(Ok(()), Err)
+        each_until_error(self, f)
     }
     /// Every entry with no usable name ([`Junk`]), handed to `f` (none by default: a store
     /// whose entries are named by their certname alone has none).
