@@ -2489,3 +2489,28 @@ fn crl_fetch_refuses_to_roll_the_crl_back() {
     assert_eq!(std::fs::read(&out).unwrap(), newer, "the file was changed");
     assert!(restored.stop());
 }
+
+/// The server answers `GET certificate` for what it just stored from memory: another process
+/// that revokes or cleans that certificate meanwhile (the CLI, under the store's lock) makes
+/// it forget, so it never hands out a certificate the store no longer holds as current.
+#[test]
+fn a_certificate_another_process_revoked_or_cleaned_is_never_answered_from_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let mut c = server.client(None);
+    for cmd in ["revoke", "clean"] {
+        let name = format!("{cmd}d.example.test");
+        let csr = csr_for(&name, &vouched_attributes(&dir, &name), &p256());
+        let put =
+            c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr).unwrap();
+        assert_eq!(put.status, 200, "{}", put.text());
+        let path = format!("/puppet-ca/v1/certificate/{name}");
+        for _ in 0..2 {
+            assert_eq!(c.request("GET", &path, None, b"").unwrap().status, 200);
+        }
+        ok(&vouch().args(["--dir", s(&dir), cmd, &name]).output().unwrap());
+        let after = c.request("GET", &path, None, b"").unwrap();
+        assert_eq!(after.status, 404, "{cmd}: {}", after.text());
+    }
+}

@@ -143,12 +143,84 @@ pub fn write_replace_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode
     Ok(())
 }
 
-/// [`write_new`] without fsync (see [`write_replace_unsynced_in`]).
+/// [`write_new`] without fsync (see [`write_replace_unsynced_in`]). The file is made with no
+/// name at all (O_TMPFILE in `path`'s directory), written, then linked as `path`: one
+/// directory entry added, none removed, no temporary name for a killed process to leave.
+/// Where the filesystem cannot (no O_TMPFILE, no /proc), a temporary file and link(2).
 pub fn write_new_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    match write_new_unnamed(path, bytes, mode) {
+        Err(e) if unnamed_unsupported(&e) => {}
+        r => return r,
+    }
     let tmp = write_temp_sync(parent(path), path, bytes, mode, false)?;
     let res = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
     res
+}
+
+/// An error that says the filesystem or kernel has no O_TMPFILE (or /proc is missing).
+fn unnamed_unsupported(e: &io::Error) -> bool {
+    matches!(Errno::from_io_error(e), Some(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS))
+        || (e.kind() == io::ErrorKind::Other && e.to_string() == NO_PROC)
+}
+
+const NO_PROC: &str = "no /proc/self/fd";
+
+fn write_new_unnamed(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return Err(io::Error::other(NO_PROC));
+    }
+    let fd = rustix::fs::open(
+        parent(path),
+        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(mode),
+    )?;
+    let mut f = File::from(fd);
+    f.write_all(bytes)?;
+    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+    rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, rustix::fs::AtFlags::SYMLINK_FOLLOW)?;
+    Ok(())
+}
+
+/// Writes `bytes` as the file at `path`: a new file as [`write_new_unsynced`], an existing
+/// one replaced as [`write_replace_unsynced_in`] (temporary file in `tmp_dir`).
+pub fn write_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    match write_new_unsynced(path, bytes, mode) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => write_replace_unsynced_in(tmp_dir, path, bytes, mode),
+        r => r,
+    }
+}
+
+/// Overwrites the file at `path` in place (written from its start, then cut to length; no
+/// temporary file, no rename, no inode freed), or writes it as [`write_new_unsynced`] if
+/// there is none. Neither synced nor atomic: a reader at the same moment may see a mix of
+/// old and new bytes. Only for files whose readers take what does not parse as the most
+/// restrictive answer, and that a synced log rewrites after a crash (the replay journal's
+/// entries, marked spent under the store's lock).
+pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    for _ in 0..2 {
+        // Non-blocking: a FIFO planted there must not hang the writer.
+        let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let opened = OpenOptions::new().write(true).custom_flags(custom_flags(flags)).open(path);
+        match opened {
+            Ok(f) if f.metadata()?.is_file() => {
+                f.write_all_at(bytes, 0)?;
+                return f.set_len(bytes.len() as u64);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match write_new_unsynced(path, bytes, mode) {
+                // Created meanwhile by someone else: overwritten on the second round.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                r => return r,
+            },
+            // Not a regular file (a link, a FIFO, a directory...): replaced whole, never
+            // written through.
+            _ => return write_replace_unsynced_in(parent(path), path, bytes, mode),
+        }
+    }
+    Err(io::Error::other(format!("{} kept changing while it was written", path.display())))
 }
 
 /// Flushes every dirty page and inode of the filesystem holding `path` (syncfs(2)).
@@ -333,5 +405,54 @@ mod tests {
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temp file left behind");
         write_replace(&p, b"new", 0o600).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn unsynced_new_files_appear_whole_with_no_temporary_name_and_never_replace() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("entry");
+        write_new_unsynced(&p, b"first", 0o640).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640 & !current_umask());
+        assert_eq!(write_new_unsynced(&p, b"second", 0o640).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&p).unwrap(), b"first");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temporary file left behind");
+        // write_unsynced_in: new, else replaced whole.
+        let q = d.path().join("cert");
+        write_unsynced_in(d.path(), &q, b"one", 0o644).unwrap();
+        write_unsynced_in(d.path(), &q, b"two", 0o644).unwrap();
+        assert_eq!(fs::read(&q).unwrap(), b"two");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 2, "no temporary file left behind");
+    }
+
+    fn current_umask() -> u32 {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("probe");
+        OpenOptions::new().write(true).create_new(true).mode(0o777).open(&p).unwrap();
+        0o777 & !(fs::metadata(&p).unwrap().permissions().mode() & 0o777)
+    }
+
+    #[test]
+    fn an_overwrite_keeps_the_file_and_never_writes_through_a_link_or_into_a_fifo() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("entry");
+        overwrite_unsynced(&p, b"a longer first text", 0o644).unwrap();
+        let ino = fs::metadata(&p).unwrap().ino();
+        overwrite_unsynced(&p, b"short", 0o644).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"short", "cut to its new length");
+        assert_eq!(fs::metadata(&p).unwrap().ino(), ino, "in place: the same file");
+        // A link planted there is replaced, its target untouched.
+        let target = d.path().join("target");
+        fs::write(&target, b"victim").unwrap();
+        let link = d.path().join("linked");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        overwrite_unsynced(&link, b"entry", 0o644).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"victim");
+        assert!(fs::symlink_metadata(&link).unwrap().is_file());
+        // A FIFO (no reader) neither hangs the writer nor is written into.
+        let fifo = d.path().join("fifo");
+        rustix::fs::mknodat(CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
+        overwrite_unsynced(&fifo, b"entry", 0o644).unwrap();
+        assert_eq!(fs::read(&fifo).unwrap(), b"entry");
     }
 }

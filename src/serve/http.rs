@@ -201,6 +201,12 @@ async fn answer(
     let path = path.ok_or_else(|| plain(400, "Bad Request: malformed URL"))?;
     let body = read_body(shared, head.declared, body).await?;
     let auth = shared.authority();
+    // An agent fetching the certificate it was just granted: from memory, no hand-off.
+    if peer_cert.is_none() {
+        if let Some(resp) = api::from_memory(&auth, &head.method, &path) {
+            return Ok(Handled { resp, events: Vec::new(), who: "-".to_string(), took: std::time::Duration::ZERO });
+        }
+    }
     let handed = Instant::now();
     let (method, query, if_modified_since, accept_gzip) =
         (head.method.clone(), head.query.clone(), head.if_modified_since, head.accept_gzip);

@@ -5,18 +5,21 @@
 //! serves as many callers as arrived during the previous write.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Jobs of type `J` become results of type `R`.
 pub struct GroupCommit<J, R> {
     state: Mutex<State<J, R>>,
-    done: Condvar,
     max_batch: usize,
 }
 
 struct State<J, R> {
     queue: Vec<(u64, J)>,
     results: HashMap<u64, R>,
+    /// Each waiting caller's own wake-up: a finished batch wakes its own callers and the
+    /// caller that leads the next one, not every waiter (with many callers, waking them
+    /// all for each batch costs more than the batch's own work).
+    waiting: HashMap<u64, Arc<Condvar>>,
     leading: bool,
     next: u64,
 }
@@ -25,8 +28,13 @@ impl<J, R> GroupCommit<J, R> {
     /// Batches of at most `max_batch` jobs (at least one).
     pub fn new(max_batch: usize) -> Self {
         GroupCommit {
-            state: Mutex::new(State { queue: Vec::new(), results: HashMap::new(), leading: false, next: 0 }),
-            done: Condvar::new(),
+            state: Mutex::new(State {
+                queue: Vec::new(),
+                results: HashMap::new(),
+                waiting: HashMap::new(),
+                leading: false,
+                next: 0,
+            }),
             max_batch: max_batch.max(1),
         }
     }
@@ -39,12 +47,18 @@ impl<J, R> GroupCommit<J, R> {
         let id = st.next;
         st.next += 1;
         st.queue.push((id, job));
+        let mut wake: Option<Arc<Condvar>> = None;
         loop {
             if let Some(r) = st.results.remove(&id) {
+                st.waiting.remove(&id);
                 return r;
             }
             if st.leading {
-                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                // Registered and asleep under one hold of the mutex: the leader, which needs
+                // it to hand out results, cannot wake this caller before it waits.
+                let cv = wake.get_or_insert_with(|| Arc::new(Condvar::new())).clone();
+                st.waiting.insert(id, cv.clone());
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             st.leading = true;
@@ -56,12 +70,18 @@ impl<J, R> GroupCommit<J, R> {
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(jobs)));
             let mut results = ran.unwrap_or_default().into_iter();
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            for id in ids {
+            for id in &ids {
                 let r = results.next().unwrap_or_else(&failed);
-                st.results.insert(id, r);
+                st.results.insert(*id, r);
             }
             st.leading = false;
-            self.done.notify_all();
+            // The batch's callers, and the oldest caller still queued: it leads the next batch.
+            let next = st.queue.first().map(|(id, _)| *id);
+            for id in ids.iter().chain(next.iter()) {
+                if let Some(cv) = st.waiting.get(id) {
+                    cv.notify_one();
+                }
+            }
         }
     }
 }

@@ -66,8 +66,10 @@ impl Journal {
         if self.sync {
             crate::files::durable::write_replace(path, bytes, 0o644)
         } else {
-            let tmp = path.parent().unwrap_or(Path::new("."));
-            crate::files::durable::write_replace_unsynced_in(tmp, path, bytes, 0o644)
+            // In place: the CA rewrites an entry it claimed under its lock a moment ago, and
+            // its synced log rewrites it after a crash; a reader that meets a half-written
+            // entry takes it as spent (the most restrictive answer: see `read_entry`).
+            crate::files::durable::overwrite_unsynced(path, bytes, 0o644)
         }
     }
 

@@ -11,7 +11,8 @@
 //! pending/                   redo journal: one marker per operation in flight
 //! tmp/                       staging for atomic writes (emptied by recovery)
 //! ca_crl.pem, crl_number     the CRL and its counter
-//! .lock                      flock: one writer at a time, across processes
+//! .lock                      flock: one writer at a time, across processes; holds the
+//!                            mark of the process that took it last (see below)
 //! wal.log                    write-ahead log of issuances since the last checkpoint
 //! ```
 //!
@@ -19,7 +20,11 @@
 //! to `wal.log` in one write, closed by a commit line (entry count, SHA-256), and
 //! made durable with one `fdatasync`; only then
 //! are the files above written (records, `signed/`, inventory, the replay
-//! journal's entries), atomically (temporary file, rename) but without fsync.
+//! journal's entries) without fsync: a new file is made nameless (O_TMPFILE) and
+//! linked under its name, so it appears whole or not at all; a file that exists is
+//! replaced (temporary file, rename); the inventory gets the batch's lines in one
+//! write; the replay journal's entry, claimed under the lock a moment before, is
+//! marked spent in place (a reader that meets it half-written takes it as spent).
 //! A *checkpoint* (`syncfs`, then a fresh `wal.log` whose header records the
 //! inventory's length) makes those files durable on their own; it runs when the
 //! log passes 8 MiB, before any revocation, and when `vouch serve` is idle.
@@ -28,6 +33,12 @@
 //! or one from before a power loss) truncates the inventory to the header's
 //! length, re-applies every entry in order (each step is idempotent) and
 //! checkpoints. A torn last batch was never acknowledged and is dropped.
+//!
+//! **Memory**: the process that stored a certificate answers `GET certificate` for it
+//! from memory, as long as `.lock` still holds the mark (16 random bytes) it wrote when
+//! it took the lock: every lock holder writes its own mark before it changes anything,
+//! so a process that finds another's mark forgets everything it remembered. A
+//! revocation forgets its certname; a replayed log, a redo or a purge forgets all.
 //!
 //! **Revocation** (rare) keeps the per-operation protocol: every write atomic
 //! and synced (temporary file, fsync, rename or link, fsync the directory); the
@@ -490,6 +501,13 @@ pub trait Store: Send + Sync {
     fn batches(&self) -> bool;
     /// The current certificate of `certname`, with its record and its entry's revision.
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError>;
+    /// The current certificate of `certname` if this process holds it in memory and still
+    /// knows it to be current, without waiting on any I/O but one read of a local file (the
+    /// file store: what it stored lately; see its `memory` module); `None`: ask [`Store::current`].
+    fn remembered_current(&self, certname: &str) -> Option<Current> {
+        let _ = certname;
+        None
+    }
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
     /// Stores a batch of signed certificates, each becoming its certname's current one.

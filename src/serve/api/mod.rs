@@ -132,6 +132,18 @@ pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiRe
     (resp, events)
 }
 
+/// The answer to a request that needs nothing but memory: `GET certificate/NAME` of a
+/// certificate the store remembers storing (an agent fetching the certificate it was just
+/// granted), without the blocking pool. `None`: [`handle`] it. The same answer
+/// [`handle`] gives, and no event: `GET certificate` has none.
+pub fn from_memory(auth: &Authority, method: &str, path: &str) -> Option<ApiResponse> {
+    let name = path.strip_prefix(PREFIX)?.strip_prefix("certificate/")?;
+    if method != "GET" || name == "ca" {
+        return None;
+    }
+    certificate::remembered(auth, name)
+}
+
 /// The seconds a 503 asks the client to wait (`Retry-After`).
 pub const RETRY_AFTER_SECS: u64 = 5;
 

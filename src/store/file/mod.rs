@@ -1,6 +1,7 @@
 //! The embedded default store: files under `DIR/ca/` (layout and protocol: [`crate::store`]).
 
 mod listing;
+mod memory;
 mod wal;
 
 pub use wal::WAL;
@@ -276,6 +277,7 @@ impl FileStore {
                 let _ = dir.unlink(&name);
                 continue;
             }
+            self.forget_everything();
             match Self::read_json::<Marker>(&path)? {
                 Some(Marker::Issue { record }) => self.redo_issue(&record).map_err(damaged(&path))?,
                 Some(Marker::Revoke { serial, time, reason, certname, cleaned, not_after }) => self
@@ -331,12 +333,16 @@ impl Store for FileStore {
         // Every time (a few lstat calls): a directory swapped for a link since is refused.
         self.ensure_dirs()?;
         let path = self.p(".lock");
-        let file =
-            crate::files::durable::open_nofollow(OpenOptions::new().create(true).truncate(false).write(true), &path)
-                .map_err(io_err(&path, "open"))?;
+        let file = crate::files::durable::open_nofollow(
+            OpenOptions::new().create(true).truncate(false).read(true).write(true),
+            &path,
+        )
+        .map_err(io_err(&path, "open"))?;
         if let Err(e) = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
             return Err(StoreError::Io { path, op: "lock", source: e.into() });
         }
+        // Before anything is changed: the mark that tells other processes to forget.
+        self.mark_holder(&file)?;
         let lock = WriteLock { _file: Some(file) };
         self.recover(first)?;
         self.recover_wal()?;
@@ -351,6 +357,9 @@ impl Store for FileStore {
     }
 
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
+        if let Some(c) = self.remembered(certname) {
+            return Ok(Some(c));
+        }
         let path = self.signed_path(certname)?;
         let pem = match fs::read_to_string(&path) {
             Ok(p) => p,
@@ -392,6 +401,7 @@ impl Store for FileStore {
         // No entry written before a revocation may stay in the log: replayed after it, it
         // would undo it (entries written after it are fine).
         self.checkpoint(lock)?;
+        self.forget(&r.certname);
         let marker = self.marker_path(&r.serial, "revoke");
         self.write_marker(
             &marker,
@@ -451,6 +461,7 @@ impl Store for FileStore {
     }
 
     fn purge(&self, _lock: &WriteLock, junk: &super::Junk) -> Result<(), StoreError> {
+        self.forget_everything();
         super::junk::purge(&self.root, junk)
     }
 
@@ -493,6 +504,10 @@ impl Store for FileStore {
 
     fn describe(&self) -> String {
         format!("files in {}", self.root.display())
+    }
+
+    fn remembered_current(&self, certname: &str) -> Option<Current> {
+        self.remembered(certname)
     }
 
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError> {

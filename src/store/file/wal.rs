@@ -6,7 +6,7 @@ use super::{crash_point, damaged, io_err, FileStore};
 use crate::store::{Issuance, StoreError};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -51,6 +51,14 @@ fn known_logs() -> &'static Mutex<std::collections::HashMap<PathBuf, WalId>> {
     KNOWN.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
+/// Per store directory: the replay journals that entries this process logged since the last
+/// checkpoint wrote to (the checkpoint syncs their filesystems), so that a checkpoint of its
+/// own log needs no second reading of it.
+fn journals_written() -> &'static Mutex<std::collections::HashMap<PathBuf, Vec<PathBuf>>> {
+    static WRITTEN: OnceLock<Mutex<std::collections::HashMap<PathBuf, Vec<PathBuf>>>> = OnceLock::new();
+    WRITTEN.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
+}
+
 /// A batch as the log holds it: one JSON line per entry, then its commit line.
 fn encode_batch(batch: &[Issuance], path: &Path) -> Result<Vec<u8>, StoreError> {
     let mut buf = Vec::new();
@@ -78,6 +86,17 @@ fn appended_id(f: &File, generation: [u8; 32]) -> Option<WalId> {
     })
 }
 
+/// The replay journals a log's entries wrote to, each once.
+fn journals_of(entries: &[Issuance]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for c in entries.iter().filter_map(|e| e.claim.as_ref()) {
+        if !dirs.contains(&c.journal) {
+            dirs.push(c.journal.clone());
+        }
+    }
+    dirs
+}
+
 impl FileStore {
     /// [`Store::issue`]: appends the batch to the log in one write, closed by its commit
     /// line, syncs it, then applies it to the files.
@@ -92,9 +111,23 @@ impl FileStore {
         crash_point("wal:before");
         let f = self.append_synced(&path, &buf)?;
         crash_point("wal:appended");
+        {
+            let mut written = journals_written().lock().unwrap_or_else(|e| e.into_inner());
+            let dirs = written.entry(self.root.clone()).or_default();
+            for c in batch.iter().filter_map(|e| e.claim.as_ref()) {
+                if !dirs.contains(&c.journal) {
+                    dirs.push(c.journal.clone());
+                }
+            }
+        }
         let id = appended_id(&f, known.generation);
         self.apply_committed(batch)?;
         crash_point("wal:applied");
+        self.remember(batch.iter().map(|e| crate::store::Current {
+            record: e.record.clone(),
+            pem: e.pem.clone(),
+            revision: 0,
+        }));
         self.after_commit(id)
     }
 
@@ -146,8 +179,12 @@ impl FileStore {
 
     /// Applies a batch the log holds (synced) to the files.
     fn apply_committed(&self, batch: &[Issuance]) -> Result<(), StoreError> {
-        let applied =
-            self.open_inventory().and_then(|mut inv| batch.iter().try_for_each(|e| self.apply(e, &mut inv, true)));
+        // The batch's inventory lines in one write (at the end, or when a step fails).
+        let applied = self.open_inventory().and_then(|inv| {
+            let mut inv = std::io::BufWriter::with_capacity(64 << 10, inv);
+            batch.iter().try_for_each(|e| self.apply(e, &mut inv, true))?;
+            inv.flush().map_err(io_err(&self.p("inventory.txt"), "append to"))
+        });
         if let Err(e) = applied {
             // Durable in the log; the next lock holder (or this one's next issue) applies it.
             self.set_known(None);
@@ -169,8 +206,10 @@ impl FileStore {
         };
         self.set_known(id);
         if id.is_some_and(|id| id.len > CHECKPOINT_BYTES) {
-            let (_, entries, _) = self.read_wal().map_err(after)?;
-            self.checkpoint_now(&entries).map_err(after)?;
+            // Every entry in the log is this process's (it knows the log): the journals they
+            // wrote to are remembered, the log is not read again.
+            let journals = journals_written().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).cloned();
+            self.checkpoint_now(&journals.unwrap_or_default()).map_err(after)?;
         }
         Ok(())
     }
@@ -184,7 +223,7 @@ impl FileStore {
         if entries.is_empty() {
             return Ok(());
         }
-        self.checkpoint_now(&entries)
+        self.checkpoint_now(&journals_of(&entries))
     }
 
     pub(super) fn wal_path(&self) -> PathBuf {
@@ -310,6 +349,7 @@ impl FileStore {
         header.push(b'\n');
         crate::files::durable::write_replace_in(&self.p("tmp"), &path, &header, 0o644)
             .map_err(io_err(&path, "write"))?;
+        journals_written().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.root);
         self.set_known(self.wal_id()?);
         Ok(())
     }
@@ -318,21 +358,18 @@ impl FileStore {
     /// inventory line, the replay journal's claim marked issued. Idempotent. `live`: the
     /// batch this process just logged (its claims were made under this lock, for these
     /// holders); otherwise a replay, which checks each claim before marking it.
-    fn apply(&self, e: &Issuance, inventory: &mut File, live: bool) -> Result<(), StoreError> {
-        use std::io::Write;
+    fn apply(&self, e: &Issuance, inventory: &mut impl std::io::Write, live: bool) -> Result<(), StoreError> {
         let rec = &e.record;
         let path = self.serial_path(&rec.serial);
         let bytes = serde_json::to_vec(rec)
             .map_err(|err| StoreError::Corrupt { path: path.clone(), detail: err.to_string() })?;
         let tmp = self.p("tmp");
         Self::check_shard(&path)?;
-        crate::files::durable::in_dir(&path, || {
-            crate::files::durable::write_replace_unsynced_in(&tmp, &path, &bytes, 0o644)
-        })
-        .map_err(io_err(&path, "write"))?;
+        crate::files::durable::in_dir(&path, || crate::files::durable::write_unsynced_in(&tmp, &path, &bytes, 0o644))
+            .map_err(io_err(&path, "write"))?;
         crash_point("wal:record");
         let signed = self.signed_path(&rec.certname)?;
-        crate::files::durable::write_replace_unsynced_in(&self.p("tmp"), &signed, e.pem.as_bytes(), 0o644)
+        crate::files::durable::write_unsynced_in(&tmp, &signed, e.pem.as_bytes(), 0o644)
             .map_err(io_err(&signed, "write"))?;
         let line = format!("{}\n", Self::inventory_line(rec));
         inventory.write_all(line.as_bytes()).map_err(io_err(&self.p("inventory.txt"), "append to"))?;
@@ -371,19 +408,14 @@ impl FileStore {
     }
 
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
-    /// on each replay journal's, if elsewhere), then starts a fresh log.
-    fn checkpoint_now(&self, entries: &[Issuance]) -> Result<(), StoreError> {
+    /// on each replay journal's its entries wrote to, if elsewhere), then starts a fresh log.
+    fn checkpoint_now(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
         use std::os::unix::fs::MetadataExt;
         crate::files::durable::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?;
         let here = fs::metadata(&self.root).map(|m| m.dev()).ok();
-        let mut synced: Vec<&Path> = Vec::new();
-        for c in entries.iter().filter_map(|e| e.claim.as_ref()) {
-            if synced.contains(&c.journal.as_path()) {
-                continue;
-            }
-            synced.push(&c.journal);
-            if fs::metadata(&c.journal).map(|m| m.dev()).ok() != here {
-                crate::files::durable::sync_filesystem(&c.journal).map_err(io_err(&c.journal, "sync"))?;
+        for j in journals {
+            if fs::metadata(j).map(|m| m.dev()).ok() != here {
+                crate::files::durable::sync_filesystem(j).map_err(io_err(j, "sync"))?;
             }
         }
         crash_point("checkpoint:synced");
@@ -413,11 +445,13 @@ impl FileStore {
                 .map_err(io_err(&inv, "open"))?;
             f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
         }
-        let mut inventory = self.open_inventory()?;
+        self.forget_everything();
+        let mut inventory = std::io::BufWriter::with_capacity(64 << 10, self.open_inventory()?);
         for e in &entries {
             self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
-        self.checkpoint_now(&entries)
+        inventory.flush().map_err(io_err(&self.p("inventory.txt"), "append to"))?;
+        self.checkpoint_now(&journals_of(&entries))
     }
 }
 

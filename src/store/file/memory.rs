@@ -1,0 +1,204 @@
+//! What this process remembers of a file store: the certificates it stored lately, so that
+//! `GET certificate` right after the node's `PUT` is answered without reading two files.
+//!
+//! A memory is only as good as the knowledge that nobody else changed the store since:
+//! every process that takes the store's lock first writes its own mark (16 random bytes)
+//! into `.lock`, before it changes anything. A process trusts what it remembers only while
+//! `.lock` still holds its own mark (one `pread` of an open descriptor); when it finds
+//! another's mark, it forgets everything. A process that changes the store itself (a
+//! revocation, a replayed log, a purge) forgets what that change touches.
+
+use super::{io_err, FileStore};
+use crate::store::{Current, StoreError};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// Certificates remembered per store: enough for every agent of a burst to fetch its new
+/// certificate from memory (a few KB each: about 8 MB at most).
+const KEEP: usize = 2048;
+
+/// The length of a holder's mark in `.lock`.
+const MARK: usize = 16;
+
+struct Memory {
+    /// This process's mark.
+    mark: [u8; MARK],
+    /// `.lock`, held open to read whose mark it holds.
+    lockfile: Option<File>,
+    certs: HashMap<String, Current>,
+    /// Oldest first: the first to be forgotten when more than [`KEEP`] are remembered.
+    order: VecDeque<String>,
+}
+
+impl Memory {
+    fn forget_all(&mut self) {
+        self.certs.clear();
+        self.order.clear();
+    }
+
+    /// Whether `.lock` still holds this process's mark (false if it cannot be read).
+    fn still_ours(&self) -> bool {
+        let Some(f) = &self.lockfile else { return false };
+        let mut held = [0u8; MARK];
+        matches!(f.read_at(&mut held, 0), Ok(MARK)) && held == self.mark
+    }
+}
+
+fn same_file(a: &File, b: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+fn memories() -> &'static Mutex<HashMap<PathBuf, Memory>> {
+    static MEMORIES: OnceLock<Mutex<HashMap<PathBuf, Memory>>> = OnceLock::new();
+    MEMORIES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl FileStore {
+    fn with_memory<T>(&self, f: impl FnOnce(&mut Memory) -> T) -> Option<T> {
+        let mut all = memories().lock().unwrap_or_else(|e| e.into_inner());
+        all.get_mut(&self.root).map(f)
+    }
+
+    /// Under the lock, before anything is changed: makes `.lock` (open as `lockfile`) hold
+    /// this process's mark. Whoever held the lock before may have changed anything, so if
+    /// the mark was another's, this process forgets what it remembered.
+    pub(super) fn mark_holder(&self, lockfile: &File) -> Result<(), StoreError> {
+        let path = self.p(".lock");
+        let mut all = memories().lock().unwrap_or_else(|e| e.into_inner());
+        if !all.contains_key(&self.root) {
+            let mut mark = [0u8; MARK];
+            aws_lc_rs::rand::fill(&mut mark)
+                .map_err(|_| StoreError::Corrupt { path: path.clone(), detail: "no randomness available".into() })?;
+            all.insert(
+                self.root.clone(),
+                Memory { mark, lockfile: None, certs: HashMap::new(), order: VecDeque::new() },
+            );
+        }
+        let Some(mem) = all.get_mut(&self.root) else { return Ok(()) };
+        let mut held = [0u8; MARK];
+        let read = lockfile.read_at(&mut held, 0).map_err(io_err(&path, "read"))?;
+        if read != MARK || held != mem.mark {
+            mem.forget_all();
+            if let Err(e) = lockfile.write_all_at(&mem.mark, 0) {
+                mem.lockfile = None;
+                return Err(StoreError::Io { path, op: "write", source: e });
+            }
+        }
+        // Look-ups read the mark through a descriptor of their own: never a duplicate of the
+        // locked one (flock belongs to the open file, which a duplicate would keep locked).
+        // Opened again if `.lock` was replaced since.
+        if mem.lockfile.as_ref().is_some_and(|f| !same_file(f, lockfile)) {
+            mem.lockfile = None;
+            mem.forget_all();
+        }
+        if mem.lockfile.is_none() {
+            let read = crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), &path);
+            mem.lockfile = read.ok();
+        }
+        Ok(())
+    }
+
+    /// A certificate this process stored, if it still knows it to be the certname's current one.
+    pub(super) fn remembered(&self, certname: &str) -> Option<Current> {
+        self.with_memory(|m| {
+            if !m.certs.contains_key(certname) {
+                return None;
+            }
+            if !m.still_ours() {
+                m.forget_all();
+                return None;
+            }
+            m.certs.get(certname).cloned()
+        })
+        .flatten()
+    }
+
+    /// Remembers the certificates of a batch this process just stored under its lock.
+    pub(super) fn remember(&self, stored: impl Iterator<Item = Current>) {
+        self.with_memory(|m| {
+            for c in stored {
+                let name = c.record.certname.clone();
+                if m.certs.insert(name.clone(), c).is_none() {
+                    m.order.push_back(name);
+                }
+                while m.order.len() > KEEP {
+                    if let Some(old) = m.order.pop_front() {
+                        m.certs.remove(&old);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Forgets one certname (its certificate is being revoked or removed).
+    pub(super) fn forget(&self, certname: &str) {
+        self.with_memory(|m| {
+            if m.certs.remove(certname).is_some() {
+                m.order.retain(|n| n != certname);
+            }
+        });
+    }
+
+    /// Forgets everything (the files were changed by a replay, a redo or a purge).
+    pub(super) fn forget_everything(&self) {
+        self.with_memory(Memory::forget_all);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::file::FileStore;
+    use crate::store::{CertRecord, Issuance, Revocation, State, Store};
+
+    fn issuance(serial: &str, certname: &str) -> Issuance {
+        Issuance {
+            record: CertRecord {
+                digest: "d".into(),
+                not_before: "2030-01-01T00:00:00Z".into(),
+                not_after: "2031-01-01T00:00:00Z".into(),
+                ..CertRecord::bare(serial, certname, State::Issued)
+            },
+            pem: format!("pem of {serial}"),
+            claim: None,
+            expected: None,
+            supersedes: None,
+        }
+    }
+
+    /// What a process stored is answered from memory only while `.lock` holds its mark:
+    /// another lock holder's mark, or a revocation of its own, makes it read the files again.
+    #[test]
+    fn remembered_only_until_another_holder_marks_the_lock_or_the_certificate_is_revoked() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        let lock = store.lock().unwrap();
+        store.issue(&lock, &[issuance("aa01", "a.example"), issuance("aa02", "b.example")]).unwrap();
+        drop(lock);
+        let a = store.remembered_current("a.example").expect("remembered after its issuance");
+        assert_eq!(a.pem, "pem of aa01");
+        assert!(store.remembered_current("c.example").is_none());
+        // Another process takes the lock: its mark replaces this one's.
+        std::fs::write(d.path().join("ca/.lock"), b"another holder's").unwrap();
+        assert!(store.remembered_current("a.example").is_none(), "another holder may have changed it");
+        assert!(store.remembered_current("b.example").is_none());
+        // The files hold it all the same.
+        assert_eq!(std::fs::read_to_string(store.signed_path("a.example").unwrap()).unwrap(), "pem of aa01");
+        // This process's next lock marks it again, remembering nothing from before.
+        let lock = store.lock().unwrap();
+        assert!(store.remembered_current("a.example").is_none());
+        store.issue(&lock, &[issuance("aa03", "c.example")]).unwrap();
+        assert!(store.remembered_current("c.example").is_some());
+        let rec = store.record("aa03").unwrap().unwrap();
+        let rev = Revocation::of(&rec, "2030-06-01T00:00:00Z".into(), "keyCompromise".into(), false);
+        store.revoke(&lock, &rev, &rec, None).unwrap();
+        assert!(store.remembered_current("c.example").is_none(), "revoked: forgotten");
+        assert_eq!(store.record("aa03").unwrap().unwrap().state, State::Revoked);
+    }
+}
