@@ -78,6 +78,15 @@ impl Cached {
         Ok(doc)
     }
 
+    /// The document from memory if it is there and none of its files changed since, without
+    /// ever reading or compressing (no waiting on another caller doing so): `None`, ask [`Cached::get`].
+    pub fn current(&self) -> Option<Document> {
+        let held = self.held.try_lock().ok()?;
+        let (seen, doc) = held.as_ref()?;
+        let ids = self.files.iter().map(|(p, _)| file_id(p)).collect::<Result<Vec<_>, _>>().ok()?;
+        (*seen == ids).then(|| doc.clone())
+    }
+
     fn read(&self) -> Result<Document, Error> {
         let mut plain = Vec::new();
         let mut modified: Option<OffsetDateTime> = None;

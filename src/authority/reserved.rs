@@ -153,9 +153,11 @@ impl Authority {
     /// vouch itself (no conductor, no attributes: `vouch serve`'s certificates and `vouch
     /// admin new`), the certificate the service presents, or listed in `[serve] admins`.
     pub fn protected(&self, rec: &CertRecord, pem: &str) -> Option<Holder> {
-        let der = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+        // The certificate is decoded only where it is looked at (a node's certificate, fetched
+        // by every agent, usually is not).
+        let der = || crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
         if !self.policy.admin_fingerprints.is_empty()
-            && self.policy.admin_fingerprints.contains(&bootstrap::fingerprint(&der))
+            && self.policy.admin_fingerprints.contains(&bootstrap::fingerprint(&der()))
         {
             return Some(Holder::Admin);
         }
@@ -163,6 +165,7 @@ impl Authority {
             return Some(h);
         }
         if rec.conductor.is_none() && rec.attributes_expiry.is_none() {
+            let der = der();
             let admin = x509_parser::parse_x509_certificate(&der).ok().is_some_and(|(_, c)| {
                 c.extensions()
                     .iter()

@@ -201,9 +201,10 @@ async fn answer(
     let path = path.ok_or_else(|| plain(400, "Bad Request: malformed URL"))?;
     let body = read_body(shared, head.declared, body).await?;
     let auth = shared.authority();
-    // An agent fetching the certificate it was just granted: from memory, no hand-off.
+    // An agent fetching its certificate, the CA bundle or the CRLs: from memory where they
+    // are there, no hand-off.
     if peer_cert.is_none() {
-        if let Some(resp) = api::from_memory(&auth, &head.method, &path) {
+        if let Some(resp) = api::from_memory(&auth, &head.method, &path, head.if_modified_since, head.accept_gzip) {
             return Ok(Handled { resp, events: Vec::new(), who: "-".to_string(), took: std::time::Duration::ZERO });
         }
     }

@@ -9,26 +9,43 @@ use time::OffsetDateTime;
 
 /// `GET certificate/ca`: the CA bundle, from memory ([`crate::authority::documents`]).
 pub(super) fn bundle(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
-    Ok(document(auth.ca_document.get()?, req, None))
+    Ok(document(auth.ca_document.get()?, req.accept_gzip, None))
+}
+
+/// [`bundle`] when it is in memory and current, without any reading: `None` otherwise.
+pub(super) fn bundle_from_memory(auth: &Authority, accept_gzip: bool) -> Option<ApiResponse> {
+    Some(document(auth.ca_document.current()?, accept_gzip, None))
+}
+
+/// [`crl`] when the CRLs are in memory and current, without any reading: `None` otherwise.
+pub(super) fn crl_from_memory(
+    auth: &Authority,
+    if_modified_since: Option<OffsetDateTime>,
+    accept_gzip: bool,
+) -> Option<ApiResponse> {
+    Some(crl_answer(auth.crl_document.current()?, if_modified_since, accept_gzip))
 }
 
 /// `GET certificate_revocation_list/ca`: the master CA's and the root's CRLs, from memory;
 /// 304 when unchanged since the agent's copy (`If-Modified-Since`).
 pub(super) fn crl(auth: &Authority, req: &ApiRequest) -> Result<ApiResponse, Error> {
-    let doc = auth.crl_document.get()?;
+    Ok(crl_answer(auth.crl_document.get()?, req.if_modified_since, req.accept_gzip))
+}
+
+fn crl_answer(doc: Document, if_modified_since: Option<OffsetDateTime>, accept_gzip: bool) -> ApiResponse {
     // The answer holds the master CA's and the root's CRLs: it changed when either did.
-    if let (Some(since), Some(modified)) = (req.if_modified_since, doc.modified) {
+    if let (Some(since), Some(modified)) = (if_modified_since, doc.modified) {
         if modified <= since {
-            return Ok(ApiResponse { last_modified: Some(modified), varies: true, ..ApiResponse::empty(304) });
+            return ApiResponse { last_modified: Some(modified), varies: true, ..ApiResponse::empty(304) };
         }
     }
     let modified = doc.modified;
-    Ok(document(doc, req, modified))
+    document(doc, accept_gzip, modified)
 }
 
 /// A document's answer: compressed for a client that takes gzip, as Puppet Server answers.
-fn document(doc: Document, req: &ApiRequest, last_modified: Option<OffsetDateTime>) -> ApiResponse {
-    let (body, gzip) = if req.accept_gzip { (doc.gzip, true) } else { (doc.plain, false) };
+fn document(doc: Document, accept_gzip: bool, last_modified: Option<OffsetDateTime>) -> ApiResponse {
+    let (body, gzip) = if accept_gzip { (doc.gzip, true) } else { (doc.plain, false) };
     ApiResponse { status: 200, content_type: "text/plain", body, last_modified, gzip, varies: true }
 }
 

@@ -132,16 +132,29 @@ pub fn handle(auth: &Authority, req: &ApiRequest, now: OffsetDateTime) -> (ApiRe
     (resp, events)
 }
 
-/// The answer to a request that needs nothing but memory: `GET certificate/NAME` of a
-/// certificate the store remembers storing (an agent fetching the certificate it was just
-/// granted), without the blocking pool. `None`: [`handle`] it. The same answer
-/// [`handle`] gives, and no event: `GET certificate` has none.
-pub fn from_memory(auth: &Authority, method: &str, path: &str) -> Option<ApiResponse> {
-    let name = path.strip_prefix(PREFIX)?.strip_prefix("certificate/")?;
-    if method != "GET" || name == "ca" {
+/// The answer to a request that needs nothing but memory, without the blocking pool:
+/// `GET certificate/NAME` of a certificate the store remembers storing (an agent fetching
+/// the certificate it was just granted), and the CA bundle and the CRLs while their files
+/// are unchanged (every bootstrap fetches both). `None`: [`handle`] it. The same answer
+/// [`handle`] gives, and no event (these requests have none).
+pub fn from_memory(
+    auth: &Authority,
+    method: &str,
+    path: &str,
+    if_modified_since: Option<OffsetDateTime>,
+    accept_gzip: bool,
+) -> Option<ApiResponse> {
+    if method != "GET" {
         return None;
     }
-    certificate::remembered(auth, name)
+    let rest = path.strip_prefix(PREFIX)?;
+    if rest == "certificate/ca" {
+        return ca::bundle_from_memory(auth, accept_gzip);
+    }
+    if rest == "certificate_revocation_list/ca" {
+        return ca::crl_from_memory(auth, if_modified_since, accept_gzip);
+    }
+    certificate::remembered(auth, rest.strip_prefix("certificate/")?)
 }
 
 /// The seconds a 503 asks the client to wait (`Retry-After`).
