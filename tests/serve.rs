@@ -2514,3 +2514,25 @@ fn a_certificate_another_process_revoked_or_cleaned_is_never_answered_from_memor
         assert_eq!(after.status, 404, "{cmd}: {}", after.text());
     }
 }
+
+/// `.lock` removed while the server runs (an operator cleaning up a "stale" lock file, a
+/// restore): the CLI's clean marks a new `.lock`; the server, whose descriptor still reads
+/// its own mark in the old one, must not answer the cleaned certificate from memory.
+#[test]
+fn a_certificate_cleaned_after_lock_file_was_removed_is_not_answered_from_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let mut c = server.client(None);
+    let name = "relocked.example.test";
+    let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+    let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr).unwrap();
+    assert_eq!(put.status, 200, "{}", put.text());
+    let path = format!("/puppet-ca/v1/certificate/{name}");
+    assert_eq!(c.request("GET", &path, None, b"").unwrap().status, 200);
+    std::fs::remove_file(dir.join("ca/.lock")).unwrap();
+    ok(&vouch().args(["--dir", s(&dir), "clean", name]).output().unwrap());
+    assert!(!dir.join(format!("ca/signed/{name}.pem")).exists(), "cleaned on disk");
+    let after = c.request("GET", &path, None, b"").unwrap();
+    assert_eq!(after.status, 404, "cleaned by the CLI, still served: {}", after.text());
+}

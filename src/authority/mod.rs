@@ -154,9 +154,20 @@ impl Authority {
         self.audit_append(lines, false).map(|_| ())
     }
 
+    /// [`Authority::audit_lines`] without waiting for the disk: for the "issued" lines of
+    /// certificates whose decisions are already synced (the next synced append makes them
+    /// durable).
+    fn audit_lines_unsynced(&self, lines: &[String]) -> Result<(), Error> {
+        self.audit_write(lines, false, false).map(|_| ())
+    }
+
     /// Appends chained lines to the audit log (and a checkpoint signed with the master CA's
     /// key when one is due, or `checkpoint`): the checkpoint line written, if any.
     fn audit_append(&self, lines: &[String], checkpoint: bool) -> Result<Option<String>, Error> {
+        self.audit_write(lines, checkpoint, true)
+    }
+
+    fn audit_write(&self, lines: &[String], checkpoint: bool, synced: bool) -> Result<Option<String>, Error> {
         let Some(path) = &self.policy.audit_log else { return Ok(None) };
         // The writer made at open, unless the policy was changed since (a test, a reload).
         let other;
@@ -171,11 +182,13 @@ impl Authority {
             use rcgen::SigningKey;
             self.ca.issuer.key().sign(msg).map_err(|e| e.to_string())
         };
-        log.append(lines, Some(&sign), OffsetDateTime::now_utc(), checkpoint).map_err(|source| Error::Io {
-            path: log.path.clone(),
-            op: "append to",
-            source,
-        })
+        let now = OffsetDateTime::now_utc();
+        let written = if synced {
+            log.append(lines, Some(&sign), now, checkpoint)
+        } else {
+            log.append_unsynced(lines, Some(&sign), now)
+        };
+        written.map_err(|source| Error::Io { path: log.path.clone(), op: "append to", source })
     }
 
     /// `vouch audit checkpoint`: a signed checkpoint now (to publish); `None` without an audit log.
@@ -191,7 +204,17 @@ impl Authority {
     /// Makes every issuance so far durable in the store's own files (see [`crate::store`]).
     pub fn checkpoint(&self) -> Result<(), Error> {
         let lock = self.store.lock()?;
-        Ok(self.store.checkpoint(&lock)?)
+        self.store.checkpoint(&lock)?;
+        // The "issued" lines written since the last synced append (see `audit_lines_unsynced`).
+        if let Some(path) = &self.policy.audit_log {
+            let opened = crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), path);
+            match opened.and_then(|f| f.sync_data()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(Error::Io { path: path.clone(), op: "sync", source }),
+            }
+        }
+        Ok(())
     }
 
     fn audit_raw(&self, line: &str) -> Result<(), Error> {

@@ -148,11 +148,16 @@ pub fn write_replace_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode
 /// directory entry added, none removed, no temporary name for a killed process to leave.
 /// Where the filesystem cannot (no O_TMPFILE, no /proc), a temporary file and link(2).
 pub fn write_new_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_new_unsynced_in(parent(path), path, bytes, mode)
+}
+
+/// [`write_new_unsynced`] whose fallback's temporary file is in `tmp_dir` (same filesystem).
+pub fn write_new_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     match write_new_unnamed(path, bytes, mode) {
         Err(e) if unnamed_unsupported(&e) => {}
         r => return r,
     }
-    let tmp = write_temp_sync(parent(path), path, bytes, mode, false)?;
+    let tmp = write_temp_sync(tmp_dir, path, bytes, mode, false)?;
     let res = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
     res
@@ -187,18 +192,19 @@ fn write_new_unnamed(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// Writes `bytes` as the file at `path`: a new file as [`write_new_unsynced`], an existing
 /// one replaced as [`write_replace_unsynced_in`] (temporary file in `tmp_dir`).
 pub fn write_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    match write_new_unsynced(path, bytes, mode) {
+    match write_new_unsynced_in(tmp_dir, path, bytes, mode) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => write_replace_unsynced_in(tmp_dir, path, bytes, mode),
         r => r,
     }
 }
 
-/// Overwrites the file at `path` in place (written from its start, then cut to length; no
-/// temporary file, no rename, no inode freed), or writes it as [`write_new_unsynced`] if
-/// there is none. Neither synced nor atomic: a reader at the same moment may see a mix of
-/// old and new bytes. Only for files whose readers take what does not parse as the most
-/// restrictive answer, and that a synced log rewrites after a crash (the replay journal's
-/// entries, marked spent under the store's lock).
+/// Overwrites the file at `path` in place (written from its start; no temporary file, no
+/// rename, no inode freed) when the new bytes are at least as long as the old, or writes it
+/// as [`write_new_unsynced`] if there is none. Neither synced nor atomic: a reader at the
+/// same moment may see a mix of old and new bytes. Only for files whose readers take what
+/// does not parse as the most restrictive answer (the replay journal's entries). Shorter
+/// new bytes replace the file whole (temporary file, rename): cut to length after the
+/// write, a kill between the two would leave the old tail behind for good.
 pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     for _ in 0..2 {
@@ -206,18 +212,22 @@ pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
         let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let opened = OpenOptions::new().write(true).custom_flags(custom_flags(flags)).open(path);
         match opened {
-            Ok(f) if f.metadata()?.is_file() => {
-                f.write_all_at(bytes, 0)?;
-                return f.set_len(bytes.len() as u64);
+            Ok(f) => {
+                let m = f.metadata()?;
+                if m.is_file() && m.len() <= bytes.len() as u64 {
+                    return f.write_all_at(bytes, 0);
+                }
+                // Shorter, or not a regular file (a link, a FIFO, a directory...): replaced
+                // whole, never written through.
+                return write_replace_unsynced_in(parent(path), path, bytes, mode);
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => match write_new_unsynced(path, bytes, mode) {
                 // Created meanwhile by someone else: overwritten on the second round.
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 r => return r,
             },
-            // Not a regular file (a link, a FIFO, a directory...): replaced whole, never
-            // written through.
-            _ => return write_replace_unsynced_in(parent(path), path, bytes, mode),
+            // A link (O_NOFOLLOW) or anything else that does not open: replaced whole.
+            Err(_) => return write_replace_unsynced_in(parent(path), path, bytes, mode),
         }
     }
     Err(io::Error::other(format!("{} kept changing while it was written", path.display())))
@@ -436,11 +446,16 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("entry");
-        overwrite_unsynced(&p, b"a longer first text", 0o644).unwrap();
+        overwrite_unsynced(&p, b"claimed", 0o644).unwrap();
         let ino = fs::metadata(&p).unwrap().ino();
+        overwrite_unsynced(&p, b"claimed, spent", 0o644).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"claimed, spent");
+        assert_eq!(fs::metadata(&p).unwrap().ino(), ino, "grown in place: the same file");
+        // Shorter: replaced whole (a kill between a write and a cut would leave the old tail).
         overwrite_unsynced(&p, b"short", 0o644).unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"short", "cut to its new length");
-        assert_eq!(fs::metadata(&p).unwrap().ino(), ino, "in place: the same file");
+        assert_eq!(fs::read(&p).unwrap(), b"short");
+        assert_ne!(fs::metadata(&p).unwrap().ino(), ino, "replaced, not cut");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temporary file left behind");
         // A link planted there is replaced, its target untouched.
         let target = d.path().join("target");
         fs::write(&target, b"victim").unwrap();

@@ -225,6 +225,29 @@ impl AuditLog {
         now: OffsetDateTime,
         force_checkpoint: bool,
     ) -> io::Result<Option<String>> {
+        self.append_with(lines, sign, now, force_checkpoint, true)
+    }
+
+    /// [`AuditLog::append`] without `fdatasync`: for lines that may be lost with the last
+    /// moments before a power loss (the next synced append, or the kernel's own writeback
+    /// within seconds, makes them durable; the chain stays whole: only a tail is ever lost).
+    pub fn append_unsynced(
+        &self,
+        lines: &[String],
+        sign: Option<Signer<'_>>,
+        now: OffsetDateTime,
+    ) -> io::Result<Option<String>> {
+        self.append_with(lines, sign, now, false, false)
+    }
+
+    fn append_with(
+        &self,
+        lines: &[String],
+        sign: Option<Signer<'_>>,
+        now: OffsetDateTime,
+        force_checkpoint: bool,
+        synced: bool,
+    ) -> io::Result<Option<String>> {
         if lines.is_empty() && !force_checkpoint {
             return Ok(None);
         }
@@ -283,7 +306,9 @@ impl AuditLog {
             cp_line = Some(checkpoint(&mut head, &mut buf, sign)?);
         }
         f.write_all(&buf)?;
-        f.sync_data()?;
+        if synced {
+            f.sync_data()?;
+        }
         head.file = (id.0, id.1, id.2.saturating_add(buf.len() as u64));
         *guard = Some(head);
         Ok(cp_line)

@@ -139,3 +139,52 @@ mod tests {
         assert_eq!(g.submit(3, |j| j.into_iter().map(Ok).collect(), || Err("x")), Ok(3));
     }
 }
+
+/// Many callers, small batches, batches that panic or return short, a leader whose
+/// own job is not in the batch it runs: every caller returns with its own result.
+#[cfg(test)]
+mod under_load {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn no_caller_is_left_waiting_under_load() {
+        for round in 0..20u64 {
+            let g = Arc::new(GroupCommit::<u64, Result<u64, u64>>::new(3));
+            let threads: Vec<_> = (0..48u64)
+                .map(|i| {
+                    let g = g.clone();
+                    std::thread::spawn(move || {
+                        let r = g.submit(
+                            i,
+                            |jobs| {
+                                std::thread::yield_now();
+                                if jobs.iter().any(|j| (j + round) % 11 == 0) {
+                                    panic!("injected");
+                                }
+                                if jobs.iter().any(|j| (j + round) % 7 == 0) {
+                                    let n = jobs.len() - 1;
+                                    return jobs.into_iter().take(n).map(|j| Ok(j * 2)).collect();
+                                }
+                                jobs.into_iter().map(|j| Ok(j * 2)).collect()
+                            },
+                            || Err(u64::MAX),
+                        );
+                        (i, r)
+                    })
+                })
+                .collect();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let all: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+                let _ = tx.send(all);
+            });
+            let all = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("a caller was never woken");
+            for (i, r) in all {
+                assert!(r == Ok(i * 2) || r == Err(u64::MAX), "{i}: {r:?}");
+            }
+            let st = g.state.lock().unwrap();
+            assert!(st.queue.is_empty() && st.results.is_empty() && st.waiting.is_empty() && !st.leading);
+        }
+    }
+}

@@ -66,9 +66,11 @@ impl Journal {
         if self.sync {
             crate::files::durable::write_replace(path, bytes, 0o644)
         } else {
-            // In place: the CA rewrites an entry it claimed under its lock a moment ago, and
-            // its synced log rewrites it after a crash; a reader that meets a half-written
-            // entry takes it as spent (the most restrictive answer: see `read_entry`).
+            // In place where the entry grows (marked spent: the CA rewrites an entry it
+            // claimed under its lock a moment ago, and its synced log rewrites it after a
+            // crash); a reader that meets a half-written entry takes it as used (the most
+            // restrictive answer: see `read_entry`). An entry that shrinks (held, then
+            // claimed) is replaced whole.
             crate::files::durable::overwrite_unsynced(path, bytes, 0o644)
         }
     }

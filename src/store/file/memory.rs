@@ -26,8 +26,8 @@ const MARK: usize = 16;
 struct Memory {
     /// This process's mark.
     mark: [u8; MARK],
-    /// `.lock`, held open to read whose mark it holds.
-    lockfile: Option<File>,
+    /// `.lock`, held open to read whose mark it holds, with its device and inode numbers.
+    lockfile: Option<(File, u64, u64)>,
     certs: HashMap<String, Current>,
     /// Oldest first: the first to be forgotten when more than [`KEEP`] are remembered.
     order: VecDeque<String>,
@@ -39,11 +39,16 @@ impl Memory {
         self.order.clear();
     }
 
-    /// Whether `.lock` still holds this process's mark (false if it cannot be read).
-    fn still_ours(&self) -> bool {
-        let Some(f) = &self.lockfile else { return false };
+    /// Whether `.lock` (at `path`) still holds this process's mark: read through the
+    /// descriptor only while it is still the file at that path (a `.lock` removed or
+    /// replaced, or a `DIR/ca` link switched, would otherwise keep answering with this
+    /// process's mark while other processes lock and mark the new one). False if it cannot tell.
+    fn still_ours(&self, path: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Some((f, dev, ino)) = &self.lockfile else { return false };
+        let same = std::fs::metadata(path).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino);
         let mut held = [0u8; MARK];
-        matches!(f.read_at(&mut held, 0), Ok(MARK)) && held == self.mark
+        same && matches!(f.read_at(&mut held, 0), Ok(MARK)) && held == self.mark
     }
 }
 
@@ -94,24 +99,27 @@ impl FileStore {
         // Look-ups read the mark through a descriptor of their own: never a duplicate of the
         // locked one (flock belongs to the open file, which a duplicate would keep locked).
         // Opened again if `.lock` was replaced since.
-        if mem.lockfile.as_ref().is_some_and(|f| !same_file(f, lockfile)) {
+        if mem.lockfile.as_ref().is_some_and(|(f, _, _)| !same_file(f, lockfile)) {
             mem.lockfile = None;
             mem.forget_all();
         }
         if mem.lockfile.is_none() {
+            use std::os::unix::fs::MetadataExt;
             let read = crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), &path);
-            mem.lockfile = read.ok();
+            mem.lockfile =
+                read.ok().and_then(|f| f.metadata().ok().map(|m| (m.dev(), m.ino())).map(|(d, i)| (f, d, i)));
         }
         Ok(())
     }
 
     /// A certificate this process stored, if it still knows it to be the certname's current one.
     pub(super) fn remembered(&self, certname: &str) -> Option<Current> {
+        let path = self.p(".lock");
         self.with_memory(|m| {
             if !m.certs.contains_key(certname) {
                 return None;
             }
-            if !m.still_ours() {
+            if !m.still_ours(&path) {
                 m.forget_all();
                 return None;
             }
@@ -200,5 +208,103 @@ mod tests {
         store.revoke(&lock, &rev, &rec, None).unwrap();
         assert!(store.remembered_current("c.example").is_none(), "revoked: forgotten");
         assert_eq!(store.record("aa03").unwrap().unwrap().state, State::Revoked);
+    }
+}
+
+/// Cases where the memory could outlive what the files say (found by an independent review).
+#[cfg(test)]
+mod outlived {
+    use crate::store::file::FileStore;
+    use crate::store::{CertRecord, Issuance, Revocation, SpentClaim, State, Store, StoreError};
+
+    fn issuance(serial: &str, certname: &str) -> Issuance {
+        Issuance {
+            record: CertRecord {
+                digest: "d".into(),
+                not_before: "2030-01-01T00:00:00Z".into(),
+                not_after: "2031-01-01T00:00:00Z".into(),
+                ..CertRecord::bare(serial, certname, State::Issued)
+            },
+            pem: format!("pem of {serial}"),
+            claim: None,
+            expected: None,
+            supersedes: None,
+        }
+    }
+
+    /// `.lock` unlinked (or renamed) while this process remembers: the next lock holder
+    /// (another process: here a store opened under another spelling of the same directory,
+    /// so another mark and another memory) marks a new `.lock` and revokes; this process's
+    /// descriptor still reads its own mark, but it is no longer the file at `.lock`.
+    #[test]
+    fn a_certificate_revoked_under_a_replaced_lock_file_is_not_answered_from_memory() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        assert!(store.remembered_current("a.example").is_some());
+        std::fs::remove_file(d.path().join("ca/.lock")).unwrap();
+        // Another spelling of the same directory (Path equality ignores "." but not ".."):
+        // another memory, another mark, as in another process.
+        let other = FileStore::new(d.path().join("ca/../ca"));
+        let lock = other.lock().unwrap();
+        let rec = other.record("aa01").unwrap().unwrap();
+        let rev = Revocation::of(&rec, "2030-06-01T00:00:00Z".into(), "keyCompromise".into(), false);
+        other.revoke(&lock, &rev, &rec, None).unwrap();
+        drop(lock);
+        assert_eq!(other.record("aa01").unwrap().unwrap().state, State::Revoked);
+        let seen = store.remembered_current("a.example").map(|c| c.record.state);
+        assert_eq!(seen, None, "revoked by another process, still answered from memory as issued");
+    }
+
+    /// A lock holder that writes no mark (an older vouch, run beside the server: emulated here
+    /// by flock on `.lock` and the store's own revoke): the mark stays this process's, but the
+    /// holder replayed and replaced the log this process left, which its next lock notices.
+    /// (One that touches no log is not noticed: docs/data-directory.md asks for one version
+    /// of vouch per data directory.)
+    #[test]
+    fn a_lock_holder_that_writes_no_mark_is_noticed_when_it_touched_the_log() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        let old = FileStore::new(d.path().join("ca/../ca"));
+        {
+            let f = std::fs::OpenOptions::new().write(true).open(d.path().join("ca/.lock")).unwrap();
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+            let rec = old.record("aa01").unwrap().unwrap();
+            let rev = Revocation::of(&rec, "2030-06-01T00:00:00Z".into(), "keyCompromise".into(), false);
+            old.revoke(&crate::store::WriteLock::shared(), &rev, &rec, None).unwrap();
+        }
+        assert_eq!(old.record("aa01").unwrap().unwrap().state, State::Revoked);
+        drop(store.lock().unwrap());
+        let seen = store.remembered_current("a.example").map(|c| c.record.state);
+        assert_eq!(seen, None, "revoked by a holder without a mark, still answered from memory as issued");
+    }
+
+    /// A batch whose apply fails after the certificate file was written (AfterCommit): the
+    /// log and `signed/` hold the new certificate; the memory must not answer the one it replaced.
+    #[test]
+    fn a_batch_whose_apply_failed_is_not_answered_from_memory() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        let lock = store.lock().unwrap();
+        store.issue(&lock, &[issuance("aa01", "x.example")]).unwrap();
+        // The replay journal is a plain file: marking the claim spent fails, after the record,
+        // the certificate and the inventory line (stands for EIO, ENOSPC on the journal's disk).
+        let journal = d.path().join("journal");
+        std::fs::write(&journal, b"").unwrap();
+        let mut next = issuance("bb02", "x.example");
+        next.claim = Some(SpentClaim {
+            journal,
+            key: "k".into(),
+            expiry: "2031-01-01T00:00:00Z".into(),
+            certname: "x.example".into(),
+            holder: "h".into(),
+            time: "2030-01-01T00:00:00Z".into(),
+        });
+        let e = store.issue(&lock, &[next]).unwrap_err();
+        assert!(matches!(e, StoreError::AfterCommit { .. }), "{e}");
+        assert_eq!(std::fs::read_to_string(store.signed_path("x.example").unwrap()).unwrap(), "pem of bb02");
+        let remembered = store.remembered_current("x.example").map(|c| c.pem);
+        assert_eq!(remembered, None, "the certificate the log replaced, answered from memory");
     }
 }

@@ -187,7 +187,9 @@ impl FileStore {
         });
         if let Err(e) = applied {
             // Durable in the log; the next lock holder (or this one's next issue) applies it.
+            // Until then the files may hold part of it: nothing remembered is trusted.
             self.set_known(None);
+            self.forget_everything();
             return Err(StoreError::AfterCommit { source: Box::new(e) });
         }
         Ok(())
@@ -428,6 +430,10 @@ impl FileStore {
         if self.known() == Some(id) {
             return Ok(());
         }
+        // Someone else wrote or replaced the log (or this process's last write failed): what
+        // this process remembers is not trusted, whatever `.lock` says (a lock holder that
+        // writes no mark, such as an older vouch, is noticed here when it touched the log).
+        self.forget_everything();
         let (header, entries, end) = self.read_wal()?;
         if entries.is_empty() {
             if end == id.len {
