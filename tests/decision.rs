@@ -231,6 +231,26 @@ fn a_cached_conductor_chain_still_expires_and_belongs_to_its_policy_alone() {
     assert!(r.reasons.iter().any(|x| x.code() == "conductor-untrusted"), "{:?}", r.reasons);
 }
 
+/// A classification a trusted conductor signed is parsed once per policy: the second
+/// decision with it takes it from the cache and grants the same; one that does not parse is
+/// never cached (each request with it is parsed and refused again).
+#[test]
+fn a_parsed_classification_is_reused_and_a_refused_one_is_never_cached() {
+    let p = policy("policy.toml");
+    let csr = std::fs::read(fixture("csr/valid-p256-conductor.csr.pem")).unwrap();
+    let req = Request { csr: &csr, certname: CERTNAME };
+    assert!(p.classification_cache.is_empty());
+    let first = decide(&req, &p, fixture_time()).unwrap();
+    assert_eq!(p.classification_cache.len(), 1, "the parsed classification is remembered");
+    let second = decide(&req, &p, fixture_time()).unwrap();
+    assert_eq!(first.classification(), second.classification());
+    for bad in ["classification-alias-bomb", "classification-yaml-tag", "classification-unknown-key"] {
+        assert!(!codes(&format!("{bad}.csr.pem"), CERTNAME, &p).is_empty(), "{bad}");
+        assert!(!codes(&format!("{bad}.csr.pem"), CERTNAME, &p).is_empty(), "{bad}, again");
+    }
+    assert_eq!(p.classification_cache.len(), 1, "refused classifications are not cached");
+}
+
 /// A CSR for `certname` carrying version 1 attributes signed by `cert_der`/`key`.
 fn vouched_csr(cert_der: &[u8], key: &rcgen::KeyPair, certname: &str, classification: &str) -> Vec<u8> {
     let class = vouch::vouching::classification::Classification::from_yaml(classification, 65536).unwrap();

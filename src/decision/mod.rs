@@ -452,8 +452,15 @@ fn read_classification(
     reasons: &mut Vec<Refusal>,
 ) -> Option<Classification> {
     let c = value.filter(|_| signer.vouched)?;
+    let digest = crate::policy::ClassificationCache::digest(c);
+    if let Some(parsed) = policy.classification_cache.get(&digest) {
+        return Some(parsed);
+    }
     match Classification::from_base64(c, policy.classification_max_bytes) {
-        Ok(parsed) => return Some(parsed),
+        Ok(parsed) => {
+            policy.classification_cache.insert(digest, &parsed);
+            return Some(parsed);
+        }
         Err(ClassificationError::Unrepresentable { detail }) => {
             reasons.push(Refusal::ClassificationUnrepresentable { detail })
         }

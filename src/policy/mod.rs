@@ -4,12 +4,14 @@
 //! that cannot hold a bad value. Every error names the file, the line and the key.
 
 mod chain_cache;
+mod classification_cache;
 mod default;
 mod duration;
 mod parse;
 mod pattern;
 
 pub use chain_cache::{ChainCache, Window};
+pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
 pub use duration::{duration_problem, format_duration, parse_duration};
 pub use pattern::{glob, Pattern};
@@ -94,6 +96,8 @@ pub struct Policy {
     pub scopes: Vec<Scope>,
     /// Conductor chains this policy verified, so each is verified once, not per CSR.
     pub chain_cache: ChainCache,
+    /// Classifications this policy parsed, so a role shared by many nodes is parsed once.
+    pub classification_cache: ClassificationCache,
     /// `vouch serve`: SHA-256 fingerprints (`AB:CD:…`) of client certificates that may
     /// administer the CA besides those carrying `pp_cli_auth`.
     pub admin_fingerprints: Vec<String>,

@@ -190,6 +190,7 @@ impl Policy {
         let scopes = raw.conductor.into_iter().map(|sc| file.scope(sc)).collect::<Result<Vec<_>, _>>()?;
         Ok(Policy {
             chain_cache: ChainCache::default(),
+            classification_cache: super::ClassificationCache::default(),
             admin_fingerprints,
             source: path.to_path_buf(),
             trust,
