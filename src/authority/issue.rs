@@ -511,9 +511,10 @@ impl Authority {
         if let Err(e) = self.audit_lines_unsynced(&lines) {
             warn("audit", &e.to_string());
         }
+        // Requests refused earlier under these names are answered now.
+        let names: Vec<&str> = admitted.iter().map(|&i| jobs[i].certname.as_str()).collect();
+        let _ = self.store.remove_requests(&names);
         for &i in admitted {
-            // A request refused earlier under this name is answered now.
-            let _ = self.store.remove_request(&jobs[i].certname);
             answers[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
         }
     }

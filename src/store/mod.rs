@@ -574,6 +574,11 @@ pub trait Store: Send + Sync {
     /// reasons are two files, written by one writer at a time).
     fn put_request(&self, lock: &WriteLock, req: &PendingRequest, csr_pem: &[u8]) -> Result<(), StoreError>;
     fn remove_request(&self, certname: &str) -> Result<(), StoreError>;
+    /// [`Store::remove_request`] for each of `certnames` (a batch just issued), each failure
+    /// reported and the others still removed; the file store opens its directory once.
+    fn remove_requests(&self, certnames: &[&str]) -> Vec<Result<(), StoreError>> {
+        certnames.iter().map(|c| self.remove_request(c)).collect()
+    }
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
     /// One pending request with its CSR (PEM), if there is one.
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError>;

@@ -291,6 +291,30 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Removes `certname`'s pending request through the open `requests/` directory. The
+    /// .json first: it is what makes a request pending (requests() lists .json files,
+    /// put_request writes it last), so without one there is nothing to remove, and issuance
+    /// (which calls this for every certificate) pays one system call (unlinkat).
+    fn remove_request_in(
+        dir: &crate::files::durable::NoFollowDir,
+        requests: &Path,
+        certname: &str,
+    ) -> Result<(), StoreError> {
+        let names = [Self::file_name(certname, "json")?, Self::file_name(certname, "pem")?];
+        for (name, ext) in names.iter().zip(["json", "pem"]) {
+            let p = requests.join(name);
+            match dir.unlink(std::ffi::OsStr::new(name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound && ext == "json" => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::Io { path: p, op: "remove", source: e }),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
 /// step, the process aborts here, as if killed. Steps: wal:before,
 /// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
@@ -549,28 +573,26 @@ impl Store for FileStore {
     }
 
     fn remove_request(&self, certname: &str) -> Result<(), StoreError> {
-        // The .json first: it is what makes a request pending (requests() lists .json files,
-        // put_request writes it last), so without one there is nothing to remove, and
-        // issuance (which calls this for every certificate) pays three system calls
-        // (open the directory without following a link, unlinkat, close).
-        let names = [Self::file_name(certname, "json")?, Self::file_name(certname, "pem")?];
+        self.remove_requests(&[certname]).pop().unwrap_or(Ok(()))
+    }
+
+    fn remove_requests(&self, certnames: &[&str]) -> Vec<Result<(), StoreError>> {
         let requests = self.p("requests");
-        // Through the directory's descriptor: a requests/ that is a link is refused.
+        // Through the directory's descriptor, opened once for the batch: a requests/ that is
+        // a link is refused.
         let dir = match crate::files::durable::NoFollowDir::open(&requests) {
             Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(StoreError::Io { path: requests, op: "open", source: e }),
-        };
-        for (name, ext) in names.iter().zip(["json", "pem"]) {
-            let p = requests.join(name);
-            match dir.unlink(std::ffi::OsStr::new(name)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound && ext == "json" => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::Io { path: p, op: "remove", source: e }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return certnames.iter().map(|_| Ok(())).collect(),
+            Err(e) => {
+                let failed = |e: &io::Error| StoreError::Io {
+                    path: requests.clone(),
+                    op: "open",
+                    source: io::Error::new(e.kind(), e.to_string()),
+                };
+                return certnames.iter().map(|_| Err(failed(&e))).collect();
             }
-        }
-        Ok(())
+        };
+        certnames.iter().map(|c| Self::remove_request_in(&dir, &requests, c)).collect()
     }
 
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
