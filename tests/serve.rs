@@ -2536,3 +2536,40 @@ fn a_certificate_cleaned_after_lock_file_was_removed_is_not_answered_from_memory
     let after = c.request("GET", &path, None, b"").unwrap();
     assert_eq!(after.status, 404, "cleaned by the CLI, still served: {}", after.text());
 }
+
+/// An anonymous client (answered from memory on the connection's task) and an authenticated
+/// one (answered on the blocking pool) get the same answers for the CA bundle
+/// and the CRLs: status, headers (but the date), body; plain, gzip, 304.
+#[test]
+fn the_bundle_and_the_crls_from_memory_answer_as_the_blocking_pool_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let mut anon = server.client(None);
+    let mut admin = server.admin();
+    let gzip = ("Accept-Encoding", "gzip;q=1.0,deflate;q=0.6,identity;q=0.3");
+    let crl = "/puppet-ca/v1/certificate_revocation_list/ca";
+    let lm = anon.request("GET", crl, None, b"").unwrap().header("last-modified").unwrap().to_string();
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("/puppet-ca/v1/certificate/ca", vec![]),
+        ("/puppet-ca/v1/certificate/ca", vec![gzip]),
+        (crl, vec![]),
+        (crl, vec![gzip]),
+        (crl, vec![("If-Modified-Since", lm.as_str())]),
+        (crl, vec![("If-Modified-Since", "Mon, 01 Jan 2001 00:00:00 GMT"), gzip]),
+    ];
+    for (path, headers) in cases {
+        // Twice each: the first anonymous request may fill the memory.
+        for _ in 0..2 {
+            let a = anon.request_with_headers("GET", path, &headers, b"").unwrap();
+            let p = admin.request_with_headers("GET", path, &headers, b"").unwrap();
+            let strip = |r: &Response| {
+                let mut h: Vec<_> = r.headers.iter().filter(|(k, _)| k != "date").cloned().collect();
+                h.sort();
+                (r.status, h, r.body.clone())
+            };
+            assert_eq!(strip(&a), strip(&p), "{path} {headers:?}");
+        }
+    }
+    assert!(server.stop());
+}

@@ -227,13 +227,9 @@ impl Authority {
         crate::files::durable::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
-        let before = modified_second(&path);
-        crate::files::durable::write_replace(&path, pem.as_bytes(), 0o644).map_err(|source| Error::Io {
-            path: path.clone(),
-            op: "write",
-            source,
-        })?;
-        after_second(&path, before)?;
+        let dated = after_second(modified_second(&path));
+        crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated)
+            .map_err(|source| Error::Io { path: path.clone(), op: "write", source })?;
         // Written after the CRL: a crash between the two leaves an older date, which only
         // makes the next command regenerate sooner.
         let size = stamp;
@@ -299,9 +295,9 @@ impl Authority {
         };
         write(number_path, format!("{number}\n").as_bytes())?;
         let root_crl = self.dir.file(bootstrap::ROOT_CRL);
-        let before = modified_second(&root_crl);
-        write(root_crl.clone(), pem.as_bytes())?;
-        after_second(&root_crl, before)?;
+        let dated = after_second(modified_second(&root_crl));
+        crate::files::durable::write_replace_dated(&root_crl, pem.as_bytes(), 0o644, dated)
+            .map_err(|source| Error::Io { path: root_crl.clone(), op: "write", source })?;
         write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
     }
 }
@@ -312,16 +308,27 @@ fn modified_second(path: &std::path::Path) -> Option<u64> {
     m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
 }
 
-/// Gives a CRL just written a modification time in a later second than the CRL it replaced.
-/// Agents ask for the CRLs with If-Modified-Since, which has whole seconds: two CRLs written
-/// within one second would look the same to an agent holding the first, which would keep it.
-fn after_second(path: &std::path::Path, before: Option<u64>) -> Result<(), Error> {
-    let (Some(before), Some(now)) = (before, modified_second(path)) else { return Ok(()) };
-    if now > before {
-        return Ok(());
+/// The modification time a CRL about to replace one last modified in second `before` must
+/// carry: a later second than that one (`None`: its natural time already is). Agents ask for
+/// the CRLs with If-Modified-Since, which has whole seconds: two CRLs written within one
+/// second would look the same to an agent holding the first, which would keep it. Set on the
+/// new file before it replaces the old one, so it is never served with the old one's date.
+fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
+    let before = before?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    (now <= before).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(before.saturating_add(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_second;
+
+    #[test]
+    fn a_new_crl_is_dated_a_second_after_the_one_it_replaces_only_when_needed() {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        assert_eq!(after_second(Some(now + 5)), Some(at(now + 6)), "a burst pushed the last one ahead");
+        assert_eq!(after_second(Some(now.saturating_sub(10))), None, "its own time is later already");
+        assert_eq!(after_second(None), None, "nothing to follow");
     }
-    let later = std::time::UNIX_EPOCH + std::time::Duration::from_secs(before + 1);
-    crate::files::durable::open_nofollow(std::fs::OpenOptions::new().write(true), path)
-        .and_then(|f| f.set_modified(later))
-        .map_err(|source| Error::Io { path: path.to_path_buf(), op: "set the modification time of", source })
 }

@@ -131,6 +131,29 @@ pub fn write_replace_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) ->
     sync_dir(parent(path))
 }
 
+/// [`write_replace`] whose file appears already dated `modified` (when given): the date is
+/// set on the temporary file before the rename, so no reader ever sees the new content with
+/// another date (a CRL's `Last-Modified` answers `If-Modified-Since`).
+pub fn write_replace_dated(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    modified: Option<std::time::SystemTime>,
+) -> io::Result<()> {
+    let tmp = temp_in(parent(path), path);
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|_| modified.map_or(Ok(()), |t| f.set_modified(t)))
+        .and_then(|_| f.sync_all())
+        .and_then(|_| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(parent(path))
+}
+
 /// [`write_replace_in`] without fsync: atomic against a killed process (the file
 /// is whole or absent), not against power loss. For files a write-ahead log can
 /// rebuild: the store's [`crate::store`] log is synced instead, once per batch.
@@ -469,5 +492,19 @@ mod tests {
         rustix::fs::mknodat(CWD, &fifo, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
         overwrite_unsynced(&fifo, b"entry", 0o644).unwrap();
         assert_eq!(fs::read(&fifo).unwrap(), b"entry");
+    }
+
+    #[test]
+    fn a_dated_replacement_appears_with_its_date() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("ca_crl.pem");
+        fs::write(&p, b"old").unwrap();
+        let date = std::time::UNIX_EPOCH + std::time::Duration::from_secs(4_000_000_000);
+        write_replace_dated(&p, b"new", 0o644, Some(date)).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(fs::metadata(&p).unwrap().modified().unwrap(), date);
+        write_replace_dated(&p, b"newer", 0o644, None).unwrap();
+        assert!(fs::metadata(&p).unwrap().modified().unwrap() < date, "its own time when none is given");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "no temporary file left behind");
     }
 }

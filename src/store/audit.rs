@@ -329,6 +329,9 @@ impl AuditLog {
         if let Ok(mut o) = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &old) {
             let olen = o.metadata()?.len();
             if let Some(h) = head_of_file(&mut o, olen, id)? {
+                // The new log's first line will name the rotated one's last: that last line
+                // (perhaps written unsynced: the "issued" lines) is made durable first.
+                o.sync_data()?;
                 return Ok(Head { torn, ..h });
             }
         }
