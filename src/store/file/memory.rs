@@ -163,22 +163,9 @@ impl FileStore {
 #[cfg(test)]
 mod tests {
     use crate::store::file::FileStore;
-    use crate::store::{CertRecord, Issuance, Revocation, State, Store};
+    use crate::store::{Revocation, State, Store};
 
-    fn issuance(serial: &str, certname: &str) -> Issuance {
-        Issuance {
-            record: CertRecord {
-                digest: "d".into(),
-                not_before: "2030-01-01T00:00:00Z".into(),
-                not_after: "2031-01-01T00:00:00Z".into(),
-                ..CertRecord::bare(serial, certname, State::Issued)
-            },
-            pem: format!("pem of {serial}"),
-            claim: None,
-            expected: None,
-            supersedes: None,
-        }
-    }
+    use crate::store::file::test_issuance as issuance;
 
     /// What a process stored is answered from memory only while `.lock` holds its mark:
     /// another lock holder's mark, or a revocation of its own, makes it read the files again.
@@ -215,22 +202,9 @@ mod tests {
 #[cfg(test)]
 mod outlived {
     use crate::store::file::FileStore;
-    use crate::store::{CertRecord, Issuance, Revocation, SpentClaim, State, Store, StoreError};
+    use crate::store::{Revocation, SpentClaim, State, Store, StoreError};
 
-    fn issuance(serial: &str, certname: &str) -> Issuance {
-        Issuance {
-            record: CertRecord {
-                digest: "d".into(),
-                not_before: "2030-01-01T00:00:00Z".into(),
-                not_after: "2031-01-01T00:00:00Z".into(),
-                ..CertRecord::bare(serial, certname, State::Issued)
-            },
-            pem: format!("pem of {serial}"),
-            claim: None,
-            expected: None,
-            supersedes: None,
-        }
-    }
+    use crate::store::file::test_issuance as issuance;
 
     /// `.lock` unlinked (or renamed) while this process remembers: the next lock holder
     /// (another process: here a store opened under another spelling of the same directory,

@@ -315,6 +315,23 @@ impl FileStore {
     }
 }
 
+/// A stored certificate for the store's unit tests: serial, certname, a fake PEM.
+#[cfg(test)]
+pub(crate) fn test_issuance(serial: &str, certname: &str) -> Issuance {
+    Issuance {
+        record: CertRecord {
+            digest: "d".into(),
+            not_before: "2030-01-01T00:00:00Z".into(),
+            not_after: "2031-01-01T00:00:00Z".into(),
+            ..CertRecord::bare(serial, certname, State::Issued)
+        },
+        pem: format!("pem of {serial}"),
+        claim: None,
+        expected: None,
+        supersedes: None,
+    }
+}
+
 /// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
 /// step, the process aborts here, as if killed. Steps: wal:before,
 /// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,

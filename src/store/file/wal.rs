@@ -464,22 +464,9 @@ impl FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{CertRecord, State, Store};
+    use crate::store::Store;
 
-    fn issuance(serial: &str, certname: &str) -> Issuance {
-        Issuance {
-            record: CertRecord {
-                digest: "d".into(),
-                not_before: "2030-01-01T00:00:00Z".into(),
-                not_after: "2031-01-01T00:00:00Z".into(),
-                ..CertRecord::bare(serial, certname, State::Issued)
-            },
-            pem: format!("pem of {serial}"),
-            claim: None,
-            expected: None,
-            supersedes: None,
-        }
-    }
+    use crate::store::file::test_issuance as issuance;
 
     /// A batch whose apply failed after its log entry was synced is applied before the next
     /// batch or checkpoint under the same lock (found by review: it used to be discarded).
