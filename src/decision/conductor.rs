@@ -138,8 +138,7 @@ fn check_chain(
         Ok(ee) => ee,
         Err(e) => return problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
     };
-    let digest: [u8; 32] =
-        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der).as_ref().try_into().unwrap_or([0u8; 32]);
+    let digest = crate::policy::digest(der);
     if policy.chain_cache.holds(&digest, at.unix_timestamp()) {
         return;
     }

@@ -91,9 +91,27 @@ fn write_temp(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Resul
 }
 
 fn write_temp_sync(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32, sync: bool) -> io::Result<PathBuf> {
+    write_temp_with(tmp_dir, path, bytes, mode, sync, None)
+}
+
+/// A temporary file for `path` in `tmp_dir` holding `bytes`, dated `modified` if given.
+fn write_temp_with(
+    tmp_dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    sync: bool,
+    modified: Option<std::time::SystemTime>,
+) -> io::Result<PathBuf> {
     let tmp = temp_in(tmp_dir, path);
     let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-    let res = f.write_all(bytes).and_then(|_| if sync { f.sync_all() } else { Ok(()) });
+    let res = f.write_all(bytes).and_then(|_| modified.map_or(Ok(()), |t| f.set_modified(t))).and_then(|_| {
+        if sync {
+            f.sync_all()
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -140,14 +158,8 @@ pub fn write_replace_dated(
     mode: u32,
     modified: Option<std::time::SystemTime>,
 ) -> io::Result<()> {
-    let tmp = temp_in(parent(path), path);
-    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-    let written = f
-        .write_all(bytes)
-        .and_then(|_| modified.map_or(Ok(()), |t| f.set_modified(t)))
-        .and_then(|_| f.sync_all())
-        .and_then(|_| fs::rename(&tmp, path));
-    if let Err(e) = written {
+    let tmp = write_temp_with(parent(path), path, bytes, mode, true, modified)?;
+    if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
@@ -176,9 +188,8 @@ pub fn write_new_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
 
 /// [`write_new_unsynced`] whose fallback's temporary file is in `tmp_dir` (same filesystem).
 pub fn write_new_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    match write_new_unnamed(path, bytes, mode) {
-        Err(e) if unnamed_unsupported(&e) => {}
-        r => return r,
+    if let Some(written) = write_new_unnamed(path, bytes, mode) {
+        return written;
     }
     let tmp = write_temp_sync(tmp_dir, path, bytes, mode, false)?;
     let res = fs::hard_link(&tmp, path);
@@ -186,30 +197,27 @@ pub fn write_new_unsynced_in(tmp_dir: &Path, path: &Path, bytes: &[u8], mode: u3
     res
 }
 
-/// An error that says the filesystem or kernel has no O_TMPFILE (or /proc is missing).
-fn unnamed_unsupported(e: &io::Error) -> bool {
-    matches!(Errno::from_io_error(e), Some(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS))
-        || (e.kind() == io::ErrorKind::Other && e.to_string() == NO_PROC)
-}
-
-const NO_PROC: &str = "no /proc/self/fd";
-
-fn write_new_unnamed(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+/// [`write_new_unsynced`] through O_TMPFILE and /proc/self/fd; `None` where the kernel, the
+/// filesystem or a missing /proc cannot (nothing was created then).
+fn write_new_unnamed(path: &Path, bytes: &[u8], mode: u32) -> Option<io::Result<()>> {
     use std::os::fd::AsRawFd;
     static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
-        return Err(io::Error::other(NO_PROC));
+        return None;
     }
-    let fd = rustix::fs::open(
-        parent(path),
-        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-        rustix::fs::Mode::from_raw_mode(mode),
-    )?;
+    let mode = rustix::fs::Mode::from_raw_mode(mode);
+    let fd = match rustix::fs::open(parent(path), OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC, mode) {
+        Ok(fd) => fd,
+        // No O_TMPFILE here (an old kernel takes it for O_DIRECTORY: EISDIR).
+        Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL | Errno::NOSYS) => return None,
+        Err(e) => return Some(Err(e.into())),
+    };
     let mut f = File::from(fd);
-    f.write_all(bytes)?;
     let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
-    rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, rustix::fs::AtFlags::SYMLINK_FOLLOW)?;
-    Ok(())
+    Some(f.write_all(bytes).and_then(|()| {
+        rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, rustix::fs::AtFlags::SYMLINK_FOLLOW)
+            .map_err(io::Error::from)
+    }))
 }
 
 /// Writes `bytes` as the file at `path`: a new file as [`write_new_unsynced`], an existing

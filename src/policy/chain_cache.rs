@@ -9,11 +9,8 @@
 /// [`ChainCache::CAPACITY`]. Trust, intermediates and CRLs are fixed for a loaded
 /// policy (SIGHUP loads a new one, with an empty cache), so the result is the same
 /// as a full verification.
-#[derive(Debug, Clone, Default)]
-pub struct ChainCache(std::sync::Arc<std::sync::Mutex<ChainWindows>>);
-
-/// SHA-256 of a conductor certificate → when its chain holds.
-type ChainWindows = std::collections::HashMap<[u8; 32], Window>;
+#[derive(Debug, Clone)]
+pub struct ChainCache(super::digest_map::DigestMap<Window>);
 
 /// The Unix seconds a verified chain holds: every certificate in it valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,32 +19,27 @@ pub struct Window {
     pub last: i64,
 }
 
+impl Default for ChainCache {
+    fn default() -> Self {
+        ChainCache(super::digest_map::DigestMap::new(Self::CAPACITY))
+    }
+}
+
 impl ChainCache {
     pub const CAPACITY: usize = 4096;
 
     /// Whether `digest`'s chain is known good at `unix_time`.
     pub fn holds(&self, digest: &[u8; 32], unix_time: i64) -> bool {
-        let map = match self.0.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        map.get(digest).is_some_and(|w| w.first <= unix_time && unix_time <= w.last)
+        self.0.get(digest).is_some_and(|w| w.first <= unix_time && unix_time <= w.last)
     }
 
     /// Records a verified chain and its window.
     pub fn insert(&self, digest: [u8; 32], window: Window) {
-        let mut map = match self.0.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        if map.len() >= Self::CAPACITY {
-            map.clear();
-        }
-        map.insert(digest, window);
+        self.0.insert(digest, window);
     }
 
     pub fn len(&self) -> usize {
-        self.0.lock().map(|m| m.len()).unwrap_or(0)
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -6,6 +6,7 @@
 mod chain_cache;
 mod classification_cache;
 mod default;
+mod digest_map;
 mod duration;
 mod parse;
 mod pattern;
@@ -13,6 +14,7 @@ mod pattern;
 pub use chain_cache::{ChainCache, Window};
 pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
+pub use digest_map::digest;
 pub use duration::{duration_problem, format_duration, parse_duration};
 pub use pattern::{glob, Pattern};
 

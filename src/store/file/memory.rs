@@ -4,8 +4,8 @@
 //! A memory is only as good as the knowledge that nobody else changed the store since:
 //! every process that takes the store's lock first writes its own mark (16 random bytes)
 //! into `.lock`, before it changes anything. A process trusts what it remembers only while
-//! `.lock` still holds its own mark (one `pread` of an open descriptor); when it finds
-//! another's mark, it forgets everything. A process that changes the store itself (a
+//! `.lock` is still the file it opened and holds its own mark (one `stat`, one `pread` of
+//! an open descriptor); when it finds another's mark, it forgets everything. A process that changes the store itself (a
 //! revocation, a replayed log, a purge) forgets what that change touches.
 
 use super::{io_err, FileStore};
@@ -52,14 +52,6 @@ impl Memory {
     }
 }
 
-fn same_file(a: &File, b: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (a.metadata(), b.metadata()) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
 fn memories() -> &'static Mutex<HashMap<PathBuf, Memory>> {
     static MEMORIES: OnceLock<Mutex<HashMap<PathBuf, Memory>>> = OnceLock::new();
     MEMORIES.get_or_init(|| Mutex::new(HashMap::new()))
@@ -99,13 +91,16 @@ impl FileStore {
         // Look-ups read the mark through a descriptor of their own: never a duplicate of the
         // locked one (flock belongs to the open file, which a duplicate would keep locked).
         // Opened again if `.lock` was replaced since.
-        if mem.lockfile.as_ref().is_some_and(|(f, _, _)| !same_file(f, lockfile)) {
+        use std::os::unix::fs::MetadataExt;
+        let locked = lockfile.metadata().map(|m| (m.dev(), m.ino())).map_err(io_err(&path, "read"))?;
+        if mem.lockfile.as_ref().is_some_and(|(_, dev, ino)| (*dev, *ino) != locked) {
             mem.lockfile = None;
             mem.forget_all();
         }
         if mem.lockfile.is_none() {
-            use std::os::unix::fs::MetadataExt;
             let read = crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), &path);
+            // Its own identity: if `.lock` was replaced between the lock and this open, the
+            // mark read through it is not this process's, and nothing is trusted.
             mem.lockfile =
                 read.ok().and_then(|f| f.metadata().ok().map(|m| (m.dev(), m.ino())).map(|(d, i)| (f, d, i)));
         }

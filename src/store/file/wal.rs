@@ -114,9 +114,9 @@ impl FileStore {
         {
             let mut written = journals_written().lock().unwrap_or_else(|e| e.into_inner());
             let dirs = written.entry(self.root.clone()).or_default();
-            for c in batch.iter().filter_map(|e| e.claim.as_ref()) {
-                if !dirs.contains(&c.journal) {
-                    dirs.push(c.journal.clone());
+            for j in journals_of(batch) {
+                if !dirs.contains(&j) {
+                    dirs.push(j);
                 }
             }
         }
