@@ -312,3 +312,47 @@ fn files_lost_after_the_log_was_synced_are_rebuilt_from_it() {
     let again = vouch(&dir, &["sign", "--csr", s(&csr)]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("[attributes-replayed]"), "{again:?}");
 }
+
+/// The checkpoint made outside the lock once the log passes its size (here made tiny, so
+/// that one certificate passes it, and not four times it): it runs after the issuance, in the process that issued;
+/// killed after its flush or after its cut, the next lock holder finds every certificate
+/// and every file whole.
+#[test]
+fn killed_in_the_checkpoint_outside_the_lock_nothing_is_lost() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let w = t.path();
+    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let ca = dir.join("ca");
+    let sign = |csr: &Path, abort_at: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        cmd.args(["sign", "--csr", s(csr)]).env("VOUCH_DIR", &dir).env("VOUCH_TEST_CHECKPOINT_BYTES", "1000");
+        if let Some(step) = abort_at {
+            cmd.env("VOUCH_TEST_ABORT_AT", step);
+        }
+        cmd.output().unwrap()
+    };
+    // Not killed: the log is cut right after the issuance, by the process that issued.
+    let csr = vouched_csr(&dir, w, "whole.example.test");
+    let pem = ok(sign(&csr, None));
+    assert_eq!(wal_entries(&ca), 0, "the log was cut after the issuance");
+    let header = std::fs::read_to_string(ca.join("wal.log")).unwrap();
+    let inventory = std::fs::read_to_string(ca.join("inventory.txt")).unwrap();
+    assert!(header.contains(&format!("\"inventory_len\":{}", inventory.len())), "{header}");
+    assert!(inventory.contains(&format!("0x{} ", serial_of(&pem))));
+    for step in ["checkpoint:unlocked-synced", "checkpoint:cut"] {
+        let name = format!("{}.example.test", step.replace(':', "-"));
+        let csr = vouched_csr(&dir, w, &name);
+        let out = sign(&csr, Some(step));
+        assert!(out.status.code().is_none(), "{step}: the process should have aborted: {out:?}");
+        ok(vouch(&dir, &["crl"])); // takes the lock: recovery runs
+        check_store(&ca);
+        assert!(ca.join(format!("signed/{name}.pem")).exists(), "{step}: issued before the checkpoint");
+        assert_eq!(wal_entries(&ca), 0, "{step}");
+        let retry = vouch(&dir, &["sign", "--csr", s(&csr)]);
+        assert!(String::from_utf8_lossy(&retry.stderr).contains("[certificate-exists]"), "{step}: {retry:?}");
+    }
+    let (signed, issued) = check_store(&ca);
+    assert_eq!((signed, issued), (3, 3));
+}

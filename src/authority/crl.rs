@@ -100,6 +100,8 @@ impl Authority {
             });
         }
         check_name(certname)?;
+        // A revocation checkpoints first, under the lock: what the flush can write before, it does.
+        self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
         let Some(current) = self.store.current(certname)? else {
             if clean {

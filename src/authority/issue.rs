@@ -275,7 +275,7 @@ impl Authority {
         drop(permit);
         let job = job?;
         let outcome = if self.store.batches() {
-            self.group.submit(
+            let outcome = self.group.submit(
                 job,
                 |jobs| self.commit_batch(jobs),
                 || {
@@ -285,7 +285,13 @@ impl Authority {
                             .into(),
                     })
                 },
-            )?
+            );
+            // Out of the batch's seat and the lock: a checkpoint due now delays this one
+            // request, not the batches after it.
+            if let Err(e) = self.store.checkpoint_unlocked() {
+                warn("store", &format!("checkpoint: {e}"));
+            }
+            outcome?
         } else {
             // A shared store orders concurrent writers itself: each request stores its own.
             self.commit_batch(vec![job])

@@ -203,6 +203,9 @@ impl Authority {
 
     /// Makes every issuance so far durable in the store's own files (see [`crate::store`]).
     pub fn checkpoint(&self) -> Result<(), Error> {
+        // The flush first, without the lock: it writes out whatever the filesystem holds and
+        // can take long; the checkpoint's own under the lock then has little left to do.
+        self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
         self.store.checkpoint(&lock)?;
         // The "issued" lines written since the last synced append (see `audit_lines_unsynced`).

@@ -27,7 +27,12 @@
 //! marked spent in place (a reader that meets it half-written takes it as spent).
 //! A *checkpoint* (`syncfs`, then a fresh `wal.log` whose header records the
 //! inventory's length) makes those files durable on their own; it runs when the
-//! log passes 8 MiB, before any revocation, and when `vouch serve` is idle.
+//! log passes 8 MiB, before any revocation, and when `vouch serve` is idle. The
+//! size-triggered one flushes without the lock (the log's and the inventory's
+//! lengths noted when the log passed the size), then, under the lock, starts the log
+//! over with the batches logged since, unless the log changed otherwise meanwhile
+//! ([`Store::checkpoint_unlocked`]); the others flush once without the lock first
+//! ([`Store::flush_unlocked`]).
 //! Recovery: a process trusts the files only for log entries it applied itself;
 //! whoever takes the lock and finds a log it did not write (a killed process's,
 //! or one from before a power loss) truncates the inventory to the header's
@@ -518,6 +523,19 @@ pub trait Store: Send + Sync {
     /// Makes everything stored so far durable in the store's own layout (the file
     /// store: flushes its write-ahead log into its files).
     fn checkpoint(&self, lock: &WriteLock) -> Result<(), StoreError>;
+    /// What the store put off until no lock is held: the file store's checkpoint once its
+    /// log has passed its size (the flush, which can take long, runs without the lock).
+    /// Called after an issuance by whoever made it, once the lock is released; nothing to do
+    /// most of the time, and never required for correctness (only for the log's size).
+    fn checkpoint_unlocked(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Writes out, without the lock, what a [`Store::checkpoint`] would otherwise wait for
+    /// under it (the file store: `syncfs` when its log holds entries), so that the
+    /// checkpoint right after holds the lock briefly. Never required for correctness.
+    fn flush_unlocked(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Revokes a serial; `cleaned` also forgets the certname's current certificate.
     /// `rec`: the serial's record as read (its issuer names where the revocation goes in a
     /// shared store); `expected`: the certname's entry as read, when this is its current one.

@@ -432,6 +432,14 @@ impl Store for FileStore {
         self.checkpoint_log()
     }
 
+    fn checkpoint_unlocked(&self) -> Result<(), StoreError> {
+        self.checkpoint_due()
+    }
+
+    fn flush_unlocked(&self) -> Result<(), StoreError> {
+        self.flush_log_files()
+    }
+
     fn revoke(
         &self,
         lock: &WriteLock,

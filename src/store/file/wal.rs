@@ -14,8 +14,23 @@ use std::sync::{Mutex, OnceLock};
 pub const WAL: &str = "wal.log";
 /// The log's format: 2 = batches closed by a commit line.
 const WAL_VERSION: u32 = 2;
-/// The log is checkpointed once it grows past this.
-const CHECKPOINT_BYTES: u64 = 8 << 20;
+/// The log is checkpointed once it grows past this: outside the lock
+/// ([`FileStore::checkpoint_due`]), by whoever issued last.
+const CHECKPOINT_BYTES: u64 = if cfg!(test) { 16 << 10 } else { 8 << 20 };
+
+/// [`CHECKPOINT_BYTES`]; in a build with fault injection, `VOUCH_TEST_CHECKPOINT_BYTES`
+/// if set (the crash tests reach it with a few certificates).
+fn checkpoint_bytes() -> u64 {
+    #[cfg(feature = "fault-injection")]
+    {
+        static SET: OnceLock<Option<u64>> = OnceLock::new();
+        let set = SET.get_or_init(|| std::env::var("VOUCH_TEST_CHECKPOINT_BYTES").ok().and_then(|v| v.parse().ok()));
+        if let Some(b) = set {
+            return *b;
+        }
+    }
+    CHECKPOINT_BYTES
+}
 
 #[derive(Serialize, Deserialize)]
 struct WalHeader {
@@ -57,6 +72,25 @@ fn known_logs() -> &'static Mutex<std::collections::HashMap<PathBuf, WalId>> {
 fn journals_written() -> &'static Mutex<std::collections::HashMap<PathBuf, Vec<PathBuf>>> {
     static WRITTEN: OnceLock<Mutex<std::collections::HashMap<PathBuf, Vec<PathBuf>>>> = OnceLock::new();
     WRITTEN.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
+}
+
+/// A checkpoint the log is due for, to be made outside the lock: the log (its generation)
+/// and, at the end of the batch that passed [`CHECKPOINT_BYTES`], its length and the
+/// inventory's. Every entry before that length was applied to the files before it was noted.
+#[derive(Debug, Clone)]
+struct Due {
+    generation: [u8; 32],
+    log_len: u64,
+    inventory_len: u64,
+    journals: Vec<PathBuf>,
+    /// A thread is flushing the files for it.
+    running: bool,
+}
+
+/// Per store directory: the checkpoint its log is due for.
+fn checkpoints_due() -> &'static Mutex<std::collections::HashMap<PathBuf, Due>> {
+    static DUE: OnceLock<Mutex<std::collections::HashMap<PathBuf, Due>>> = OnceLock::new();
+    DUE.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
 /// A batch as the log holds it: one JSON line per entry, then its commit line.
@@ -207,12 +241,117 @@ impl FileStore {
             None => self.wal_id().map_err(after)?,
         };
         self.set_known(id);
-        if id.is_some_and(|id| id.len > CHECKPOINT_BYTES) {
+        let size = checkpoint_bytes();
+        if let Some(id) = id.filter(|id| id.len > size) {
             // Every entry in the log is this process's (it knows the log): the journals they
             // wrote to are remembered, the log is not read again.
             let journals = journals_written().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).cloned();
-            self.checkpoint_now(&journals.unwrap_or_default()).map_err(after)?;
+            let journals = journals.unwrap_or_default();
+            // A log four times the size was not cut outside the lock (nobody called for it,
+            // or it failed every time): checkpointed under it, as this batch passed it.
+            if id.len > size.saturating_mul(4) {
+                self.checkpoint_now(&journals).map_err(after)?;
+            } else {
+                self.note_due(id, journals);
+            }
         }
+        Ok(())
+    }
+
+    /// Notes the checkpoint the log is due for (see [`Due`]), unless one is being made.
+    /// Under the lock, right after a batch was applied.
+    fn note_due(&self, id: WalId, journals: Vec<PathBuf>) {
+        let inv = self.p("inventory.txt");
+        // Unknown: no checkpoint outside the lock; the log grows to the limit for one under it.
+        let Ok(inventory_len) = fs::symlink_metadata(&inv).map(|m| m.len()) else { return };
+        let mut due = checkpoints_due().lock().unwrap_or_else(|e| e.into_inner());
+        if due.get(&self.root).is_some_and(|d| d.running) {
+            return;
+        }
+        let d = Due { generation: id.generation, log_len: id.len, inventory_len, journals, running: false };
+        due.insert(self.root.clone(), d);
+    }
+
+    /// [`Store::checkpoint_unlocked`]: the checkpoint the log is due for, made without
+    /// holding the lock through the flush. `syncfs` runs unlocked (others keep issuing
+    /// meanwhile: it can take long, and it flushes whatever else the filesystem holds); then,
+    /// under the lock, the log starts over with only the batches appended since the due
+    /// point, under a header recording the inventory's length at that point. If the log
+    /// changed otherwise meanwhile (a checkpoint or recovery under the lock, a failed
+    /// write), nothing is cut.
+    ///
+    /// [`Store::checkpoint_unlocked`]: crate::store::Store::checkpoint_unlocked
+    pub(super) fn checkpoint_due(&self) -> Result<(), StoreError> {
+        let due = {
+            let mut map = checkpoints_due().lock().unwrap_or_else(|e| e.into_inner());
+            match map.get_mut(&self.root) {
+                Some(d) if !d.running => {
+                    d.running = true;
+                    d.clone()
+                }
+                _ => return Ok(()),
+            }
+        };
+        let done = self.sync_files(&due.journals).and_then(|()| {
+            crash_point("checkpoint:unlocked-synced");
+            let _lock = crate::store::Store::lock(self)?;
+            self.cut_log(&due)
+        });
+        // Settled either way: after a failure, the next batch past the size notes it again.
+        let mut map = checkpoints_due().lock().unwrap_or_else(|e| e.into_inner());
+        if map.get(&self.root).is_some_and(|d| d.running && d.generation == due.generation) {
+            map.remove(&self.root);
+        }
+        done
+    }
+
+    /// [`Store::flush_unlocked`]: `syncfs`, without the lock, when the log holds entries
+    /// (read without the lock: at worst a flush too many, or one left to the checkpoint).
+    ///
+    /// [`Store::flush_unlocked`]: crate::store::Store::flush_unlocked
+    pub(super) fn flush_log_files(&self) -> Result<(), StoreError> {
+        let path = self.wal_path();
+        let mut head = Vec::with_capacity(4096);
+        match File::open(&path) {
+            Ok(f) => f.take(4096).read_to_end(&mut head).map_err(io_err(&path, "read"))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        // Anything after the header line is an entry (or a torn one: flushed all the same).
+        let entries = head.iter().position(|b| *b == b'\n').is_some_and(|n| n + 1 < head.len());
+        if !entries {
+            return Ok(());
+        }
+        let journals = journals_written().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).cloned();
+        self.sync_files(&journals.unwrap_or_default())
+    }
+
+    /// Under the lock, after the files of every entry before `due.log_len` were flushed:
+    /// a fresh log (synced, then renamed over the old) holding the batches after it.
+    fn cut_log(&self, due: &Due) -> Result<(), StoreError> {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let Some(known) = self.known() else { return Ok(()) };
+        if known.generation != due.generation || known.len < due.log_len {
+            return Ok(());
+        }
+        let path = self.wal_path();
+        let f = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &path)
+            .map_err(io_err(&path, "open"))?;
+        let m = f.metadata().map_err(io_err(&path, "read"))?;
+        if (m.dev(), m.ino(), m.len()) != (known.dev, known.ino, known.len) {
+            // Not the log this process left: the next lock's recovery sees to it.
+            return Ok(());
+        }
+        let tail_len = usize::try_from(known.len - due.log_len)
+            .map_err(|_| StoreError::Corrupt { path: path.clone(), detail: "log too long to cut".into() })?;
+        let mut tail = vec![0u8; tail_len];
+        f.read_exact_at(&mut tail, due.log_len).map_err(io_err(&path, "read"))?;
+        let mut bytes = Self::wal_header(&path, due.inventory_len)?;
+        bytes.extend_from_slice(&tail);
+        crate::files::durable::write_replace_in(&self.p("tmp"), &path, &bytes, 0o644)
+            .map_err(io_err(&path, "write"))?;
+        crash_point("checkpoint:cut");
+        self.set_known(self.wal_id()?);
         Ok(())
     }
 
@@ -342,18 +481,26 @@ impl FileStore {
             Err(e) => return Err(StoreError::Io { path: inv, op: "read", source: e }),
         };
         let path = self.wal_path();
-        let mut g = [0u8; 16];
-        aws_lc_rs::rand::fill(&mut g)
-            .map_err(|_| StoreError::Corrupt { path: path.clone(), detail: "no randomness available".into() })?;
-        let generation = crate::encoding::hex(&g);
-        let mut header = serde_json::to_vec(&WalHeader { wal: WAL_VERSION, inventory_len, generation })
-            .map_err(|e| StoreError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-        header.push(b'\n');
+        let header = Self::wal_header(&path, inventory_len)?;
         crate::files::durable::write_replace_in(&self.p("tmp"), &path, &header, 0o644)
             .map_err(io_err(&path, "write"))?;
         journals_written().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.root);
+        checkpoints_due().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.root);
         self.set_known(self.wal_id()?);
         Ok(())
+    }
+
+    /// A new log's header line: a new generation, and the length of the inventory that
+    /// the log's entries come after.
+    fn wal_header(path: &Path, inventory_len: u64) -> Result<Vec<u8>, StoreError> {
+        let mut g = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut g)
+            .map_err(|_| StoreError::Corrupt { path: path.to_path_buf(), detail: "no randomness available".into() })?;
+        let generation = crate::encoding::hex(&g);
+        let mut header = serde_json::to_vec(&WalHeader { wal: WAL_VERSION, inventory_len, generation })
+            .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() })?;
+        header.push(b'\n');
+        Ok(header)
     }
 
     /// Applies one log entry to the files, without fsync: the record, the certificate, the
@@ -412,6 +559,13 @@ impl FileStore {
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
     /// on each replay journal's its entries wrote to, if elsewhere), then starts a fresh log.
     fn checkpoint_now(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
+        self.sync_files(journals)?;
+        crash_point("checkpoint:synced");
+        self.reset_wal()
+    }
+
+    /// `syncfs` on the store's filesystem, and on each of `journals` that is elsewhere.
+    fn sync_files(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
         use std::os::unix::fs::MetadataExt;
         crate::files::durable::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?;
         let here = fs::metadata(&self.root).map(|m| m.dev()).ok();
@@ -420,8 +574,7 @@ impl FileStore {
                 crate::files::durable::sync_filesystem(j).map_err(io_err(j, "sync"))?;
             }
         }
-        crash_point("checkpoint:synced");
-        self.reset_wal()
+        Ok(())
     }
 
     /// At lock time: a log this process did not leave is re-applied and checkpointed.
@@ -496,6 +649,96 @@ mod tests {
             );
             assert_eq!(inv.matches("0xaa01 ").count(), 1, "{next}: {inv}");
         }
+    }
+
+    /// The checkpoint outside the lock: the files of the entries before the due point are
+    /// flushed unlocked while more batches are logged; the cut log keeps exactly those
+    /// later batches, after a header with the inventory's length at the due point, so that a
+    /// recovery from it re-applies them and nothing else.
+    #[test]
+    fn a_log_cut_outside_the_lock_keeps_the_batches_logged_during_the_flush() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        let big = |serial: &str, name: &str| Issuance {
+            pem: format!("{serial}:{}", "x".repeat(4000)),
+            ..issuance(serial, name)
+        };
+        let mut n = 0;
+        while checkpoints_due().lock().unwrap().get(&store.root).is_none() {
+            n += 1;
+            assert!(n < 100, "no checkpoint came due");
+            store.issue(&store.lock().unwrap(), &[big(&format!("aa{n:02}"), &format!("a{n}.example"))]).unwrap();
+        }
+        // The flush begins (claimed as checkpoint_due claims it); two batches come in meanwhile.
+        let due = {
+            let mut map = checkpoints_due().lock().unwrap();
+            let d = map.get_mut(&store.root).unwrap();
+            d.running = true;
+            d.clone()
+        };
+        assert!(due.log_len > CHECKPOINT_BYTES);
+        let inventory_at_due = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert_eq!(due.inventory_len, inventory_at_due.len() as u64);
+        for (serial, name) in [("bb01", "b1.example"), ("bb02", "b2.example")] {
+            store.issue(&store.lock().unwrap(), &[big(serial, name)]).unwrap();
+        }
+        // Still due and claimed: the later batches did not move the due point.
+        assert_eq!(checkpoints_due().lock().unwrap().get(&store.root).map(|d| d.log_len), Some(due.log_len));
+        store.sync_files(&due.journals).unwrap();
+        {
+            let _lock = store.lock().unwrap();
+            store.cut_log(&due).unwrap();
+        }
+        let (header, entries, _) = store.read_wal().unwrap();
+        assert_eq!(header.inventory_len, due.inventory_len);
+        assert_eq!(entries.iter().map(|e| e.record.serial.as_str()).collect::<Vec<_>>(), ["bb01", "bb02"]);
+        // A recovery from the cut log (another process's, or after a crash): the later
+        // batches are re-applied once, the earlier ones are left as they are.
+        std::fs::remove_file(store.signed_path("b2.example").unwrap()).unwrap();
+        store.set_known(None);
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        let inventory = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(inventory.starts_with(&inventory_at_due));
+        assert_eq!(inventory.lines().count(), n + 2, "{inventory}");
+        assert_eq!(inventory.matches("0xbb02 ").count(), 1);
+        assert!(std::fs::read_to_string(store.signed_path("b2.example").unwrap()).unwrap().starts_with("bb02:"));
+        assert_eq!(store.read_wal().unwrap().1.len(), 0, "checkpointed");
+    }
+
+    /// A log changed since its checkpoint came due (here: checkpointed under the lock, as a
+    /// revocation does) is not cut: the due point belongs to a log that is gone.
+    #[test]
+    fn a_due_point_of_a_log_that_was_replaced_cuts_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        let big = |serial: &str, name: &str| Issuance {
+            pem: format!("{serial}:{}", "x".repeat(4000)),
+            ..issuance(serial, name)
+        };
+        let mut n = 0;
+        while checkpoints_due().lock().unwrap().get(&store.root).is_none() {
+            n += 1;
+            store.issue(&store.lock().unwrap(), &[big(&format!("aa{n:02}"), &format!("a{n}.example"))]).unwrap();
+        }
+        let due = checkpoints_due().lock().unwrap().get(&store.root).cloned().unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        assert!(checkpoints_due().lock().unwrap().get(&store.root).is_none(), "a checkpoint settles what was due");
+        // The new log grows past the old due point (and comes due itself: not claimed here).
+        let mut m = 0;
+        while std::fs::metadata(store.wal_path()).unwrap().len() <= due.log_len {
+            m += 1;
+            store.issue(&store.lock().unwrap(), &[big(&format!("bb{m:02}"), &format!("b{m}.example"))]).unwrap();
+        }
+        let before = std::fs::read(store.wal_path()).unwrap();
+        {
+            let _lock = store.lock().unwrap();
+            store.cut_log(&due).unwrap();
+        }
+        assert_eq!(std::fs::read(store.wal_path()).unwrap(), before, "the old due point cut the new log");
+        // Its own due point does cut it.
+        store.checkpoint_due().unwrap();
+        assert!(std::fs::read(store.wal_path()).unwrap().len() < before.len());
+        assert_eq!(store.read_wal().unwrap().1.len(), 0);
     }
 
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
