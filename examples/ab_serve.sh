@@ -11,8 +11,10 @@
 #   KEYS="p256 rsa4096" examples/ab_serve.sh /tmp/vouch-before /tmp/vouch-after
 #
 # Settings: KEYS (p256 p384 ed25519 rsa2048 rsa3072 rsa4096; default p256), ROUNDS (1-20,
-# default 2), PORT (the first of the ports used, one per run; default 18400), LOAD (the
-# load tool), KEEP=1 (keep the stores and the servers' logs).
+# default 2), PER (certificates per agent, 1-1000; default 32, 12 for RSA: 2,048 and 768
+# certificates, too few to reach the store's 8 MiB checkpoint; 200 spans two or three of
+# them), PORT (the first of the ports used, one per run; default 18400), LOAD (the load
+# tool), KEEP=1 (keep the stores and the servers' logs).
 #
 # The stores are kept until the end and deleted then: on ext4, creating files right after
 # deleting many is several times slower (the inode allocator skips recently freed inodes),
@@ -35,6 +37,9 @@ for key in $KEYS; do
   esac
 done
 case $ROUNDS in [1-9] | 1[0-9] | 20) ;; *) echo "ROUNDS: a number from 1 to 20, not '$ROUNDS'" >&2; exit 2 ;; esac
+case ${PER:-} in '' | [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | 1000) ;;
+  *) echo "PER: a number from 1 to 1000, not '$PER'" >&2; exit 2 ;;
+esac
 case $PORT in '' | *[!0-9]*) echo "PORT: a port number, not '$PORT'" >&2; exit 2 ;; esac
 [ "$PORT" -ge 1024 ] && [ "$PORT" -le 64000 ] || { echo "PORT: from 1024 to 64000, not $PORT" >&2; exit 2; }
 work=$(mktemp -d /var/tmp/vouch-ab.XXXXXX)
@@ -63,8 +68,8 @@ for round in $(seq "$ROUNDS"); do
       grep -q '"event":"listening"' "$d.out" ||
         { echo "$(basename "$bin") did not start on port $port (another PORT= may help):" >&2; cat "$d.out" >&2; exit 1; }
       "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents 8 --per-agent 10 >/dev/null
-      per=32
-      case $key in rsa*) per=12 ;; esac
+      per=${PER:-32}
+      case $key in rsa*) per=${PER:-12} ;; esac
       line=$("$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents 64 --per-agent "$per" --server-pid "$pid" | tail -1)
       echo "$round $(basename "$bin") $key | $line"
       kill -TERM "$pid"
