@@ -741,6 +741,50 @@ mod tests {
         assert_eq!(store.read_wal().unwrap().1.len(), 0);
     }
 
+    /// Found by review: a size-triggered flush that fails no longer makes the process stop
+    /// trusting its log. Before 63124fb the failed `syncfs` ran in `after_commit` under the
+    /// lock and `set_known(None)` followed, so the next lock re-applied every entry from the
+    /// log (rewriting their files) before any checkpoint. Now `checkpoint_due` only drops the
+    /// due point; the next batch past the size notes it again and its `syncfs` (on a fresh
+    /// descriptor: errseq reports a write-back error to the descriptors open when it happened,
+    /// so this one hears nothing) succeeds, and the cut drops entries whose files a failed
+    /// write-back never put on the disk. The failed flush is made here by moving the store's
+    /// directory away for it (ENOENT stands for EIO); the lost write-back by removing the
+    /// file it was writing.
+    #[test]
+    fn a_failed_unlocked_flush_does_not_let_a_later_cut_drop_what_it_failed_to_write() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("ca");
+        let store = FileStore::new(root.clone());
+        let big = |serial: &str, name: &str| Issuance {
+            pem: format!("{serial}:{}", "x".repeat(4000)),
+            ..issuance(serial, name)
+        };
+        let mut n = 0;
+        while checkpoints_due().lock().unwrap().get(&store.root).is_none() {
+            n += 1;
+            assert!(n < 100, "no checkpoint came due");
+            store.issue(&store.lock().unwrap(), &[big(&format!("aa{n:02}"), &format!("a{n}.example"))]).unwrap();
+        }
+        // The unlocked flush fails.
+        let away = d.path().join("away");
+        std::fs::rename(&root, &away).unwrap();
+        assert!(store.checkpoint_due().is_err(), "the flush should have failed");
+        std::fs::rename(&away, &root).unwrap();
+        // What that failed write-back did not put on the disk: a1's certificate.
+        let lost = store.signed_path("a1.example").unwrap();
+        std::fs::remove_file(&lost).unwrap();
+        // The next batch comes due again; its flush succeeds and the log is cut.
+        store.issue(&store.lock().unwrap(), &[big("cc01", "c1.example")]).unwrap();
+        store.checkpoint_due().unwrap();
+        let in_log = store.read_wal().unwrap().1.iter().any(|e| e.record.certname == "a1.example");
+        assert!(
+            in_log || lost.exists(),
+            "a1's certificate is neither in the log nor in the files: a flush that failed was followed by a cut \
+             that trusted the files it had not written"
+        );
+    }
+
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
     /// disk; damage before a later committed batch stops the store instead.
     #[test]
