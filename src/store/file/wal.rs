@@ -785,6 +785,34 @@ mod tests {
         );
     }
 
+    /// Found by review: the unlocked flush (before a revocation's lock, and before the
+    /// minutely checkpoint's) opens `wal.log` following a symbolic link, before `lock()`'s
+    /// `ensure_dirs` refuses one. A `wal.log` linked to a FIFO makes it wait forever (before
+    /// 63124fb, `vouch revoke` and the checkpoint were refused with "symbolic link").
+    #[test]
+    fn the_unlocked_flush_refuses_a_log_that_is_a_symbolic_link() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        std::fs::remove_file(store.wal_path()).unwrap();
+        std::os::unix::fs::symlink(&fifo, store.wal_path()).unwrap();
+        assert!(store.lock().is_err(), "the lock refuses the link");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _ = tx.send(store.flush_unlocked().is_err());
+            });
+            let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
+            if answered.is_err() {
+                // Release the waiting open (a writer on the FIFO) so that the thread ends.
+                let _w = std::fs::OpenOptions::new().write(true).open(&fifo);
+            }
+            assert_eq!(answered.ok(), Some(true), "the flush followed the link and waited on the FIFO");
+        });
+    }
+
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
     /// disk; damage before a later committed batch stops the store instead.
     #[test]
