@@ -356,3 +356,58 @@ fn killed_in_the_checkpoint_outside_the_lock_nothing_is_lost() {
     let (signed, issued) = check_store(&ca);
     assert_eq!((signed, issued), (3, 3));
 }
+
+/// Found by review of 63124fb: a long-running process (here this test process, as `vouch
+/// serve` is) trusts its own log at the lock as long as the log file is unchanged, whoever
+/// held the lock meanwhile. Another process that died in the middle of recovering that log
+/// (`vouch crl` killed at `wal:record`: the inventory already truncated to the log header's
+/// length, nothing re-applied yet) leaves the log unchanged, so the long-running process's
+/// cut outside the lock goes ahead: it drops the entries whose inventory lines were just
+/// truncated away, and writes a header with the inventory's length it remembers from the
+/// due point, longer than the file now is. The next recovery then does not truncate, and
+/// re-appends a line already there. (Trusting the log after another holder is older than
+/// 63124fb: its checkpoint under the lock loses the same lines; the duplicate is the cut's.)
+#[test]
+fn a_cut_after_another_process_died_recovering_the_log_keeps_the_inventory_whole() {
+    use vouch::store::{CertRecord, FileStore, Issuance, State, Store};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let ca = dir.join("ca");
+    let entry = |i: usize, pem_len: usize| Issuance {
+        record: CertRecord {
+            digest: "d".into(),
+            not_before: "2030-01-01T00:00:00Z".into(),
+            not_after: "2031-01-01T00:00:00Z".into(),
+            ..CertRecord::bare(&format!("ab{i:030x}"), &format!("n{i}.example.test"), State::Issued)
+        },
+        pem: "x".repeat(pem_len),
+        claim: None,
+        expected: None,
+        supersedes: None,
+    };
+    // The long-running process: three batches take its log past 8 MiB (a checkpoint comes due).
+    let store = FileStore::new(&ca);
+    for i in 1..=3 {
+        store.issue(&store.lock().unwrap(), &[entry(i, 3 << 20)]).unwrap();
+    }
+    assert!(std::fs::metadata(ca.join("wal.log")).unwrap().len() > 8 << 20);
+    // Another process takes the lock, finds a log it did not write, and dies recovering it.
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["crl"])
+        .env("VOUCH_DIR", &dir)
+        .env("VOUCH_TEST_ABORT_AT", "wal:record")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
+    // The long-running process's checkpoint outside the lock, then one more batch.
+    store.checkpoint_unlocked().unwrap();
+    store.issue(&store.lock().unwrap(), &[entry(4, 100)]).unwrap();
+    // Any later lock holder (a command, or this process after a crash) recovers the log.
+    ok(vouch(&dir, &["crl"]));
+    let inventory = std::fs::read_to_string(ca.join("inventory.txt")).unwrap();
+    for i in 1..=4 {
+        let line = format!("0xab{i:030x} ");
+        assert_eq!(inventory.matches(&line).count(), 1, "certificate {i} in the inventory once:\n{inventory}");
+    }
+}
