@@ -66,7 +66,12 @@ impl FileStore {
     /// Under the lock, before anything is changed: makes `.lock` (open as `lockfile`) hold
     /// this process's mark. Whoever held the lock before may have changed anything, so if
     /// the mark was another's, this process forgets what it remembered.
-    pub(super) fn mark_holder(&self, lockfile: &File) -> Result<(), StoreError> {
+    ///
+    /// Returns whether another process may have held the lock since this one last did (a
+    /// mark not this process's, or `.lock` replaced): then nothing this process knows of the
+    /// store is trusted, the write-ahead log included (the other may have died half-way
+    /// through recovering it, the log unchanged and the inventory already cut back).
+    pub(super) fn mark_holder(&self, lockfile: &File) -> Result<bool, StoreError> {
         let path = self.p(".lock");
         let mut all = memories().lock().unwrap_or_else(|e| e.into_inner());
         if !all.contains_key(&self.root) {
@@ -78,10 +83,12 @@ impl FileStore {
                 Memory { mark, lockfile: None, certs: HashMap::new(), order: VecDeque::new() },
             );
         }
-        let Some(mem) = all.get_mut(&self.root) else { return Ok(()) };
+        let Some(mem) = all.get_mut(&self.root) else { return Ok(true) };
         let mut held = [0u8; MARK];
         let read = lockfile.read_at(&mut held, 0).map_err(io_err(&path, "read"))?;
+        let mut another = false;
         if read != MARK || held != mem.mark {
+            another = true;
             mem.forget_all();
             if let Err(e) = lockfile.write_all_at(&mem.mark, 0) {
                 mem.lockfile = None;
@@ -94,6 +101,7 @@ impl FileStore {
         use std::os::unix::fs::MetadataExt;
         let locked = lockfile.metadata().map(|m| (m.dev(), m.ino())).map_err(io_err(&path, "read"))?;
         if mem.lockfile.as_ref().is_some_and(|(_, dev, ino)| (*dev, *ino) != locked) {
+            another = true;
             mem.lockfile = None;
             mem.forget_all();
         }
@@ -104,7 +112,7 @@ impl FileStore {
             mem.lockfile =
                 read.ok().and_then(|f| f.metadata().ok().map(|m| (m.dev(), m.ino())).map(|(d, i)| (f, d, i)));
         }
-        Ok(())
+        Ok(another)
     }
 
     /// A certificate this process stored, if it still knows it to be the certname's current one.

@@ -373,6 +373,9 @@ impl Store for FileStore {
         let first = !self.prepared(false);
         // Every time (a few lstat calls): a directory swapped for a link since is refused.
         self.ensure_dirs()?;
+        if first {
+            self.keep_flush_handle();
+        }
         let path = self.p(".lock");
         let file = crate::files::durable::open_nofollow(
             OpenOptions::new().create(true).truncate(false).read(true).write(true),
@@ -382,8 +385,11 @@ impl Store for FileStore {
         if let Err(e) = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
             return Err(StoreError::Io { path, op: "lock", source: e.into() });
         }
-        // Before anything is changed: the mark that tells other processes to forget.
-        self.mark_holder(&file)?;
+        // Before anything is changed: the mark that tells other processes to forget. Another
+        // holder since this process's last lock: its log is re-read, whatever its identity.
+        if self.mark_holder(&file)? {
+            self.distrust_log();
+        }
         let lock = WriteLock { _file: Some(file) };
         self.recover(first)?;
         self.recover_wal()?;

@@ -87,6 +87,12 @@ struct Due {
     running: bool,
 }
 
+/// Per store directory: the descriptor its `syncfs` goes through ([`FileStore::keep_flush_handle`]).
+fn flush_handles() -> &'static Mutex<std::collections::HashMap<PathBuf, File>> {
+    static HANDLES: OnceLock<Mutex<std::collections::HashMap<PathBuf, File>>> = OnceLock::new();
+    HANDLES.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
+}
+
 /// Per store directory: the checkpoint its log is due for.
 fn checkpoints_due() -> &'static Mutex<std::collections::HashMap<PathBuf, Due>> {
     static DUE: OnceLock<Mutex<std::collections::HashMap<PathBuf, Due>>> = OnceLock::new();
@@ -292,7 +298,7 @@ impl FileStore {
                 _ => return Ok(()),
             }
         };
-        let done = self.sync_files(&due.journals).and_then(|()| {
+        let done = self.sync_files(&due.journals).map_err(|e| self.flush_failed(e)).and_then(|()| {
             crash_point("checkpoint:unlocked-synced");
             let _lock = crate::store::Store::lock(self)?;
             self.cut_log(&due)
@@ -310,20 +316,37 @@ impl FileStore {
     ///
     /// [`Store::flush_unlocked`]: crate::store::Store::flush_unlocked
     pub(super) fn flush_log_files(&self) -> Result<(), StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = self.wal_path();
         let mut head = Vec::with_capacity(4096);
-        match File::open(&path) {
-            Ok(f) => f.take(4096).read_to_end(&mut head).map_err(io_err(&path, "read"))?,
+        // Never through a link, never waiting on a FIFO: only a regular file is read.
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path);
+        let f = match opened {
+            Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(StoreError::Io {
+                    path: path.clone(),
+                    op: "use",
+                    source: crate::files::durable::symlink_refused(&path),
+                })
+            }
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
+        if !f.metadata().map_err(io_err(&path, "read"))?.is_file() {
+            return Err(StoreError::Corrupt { path, detail: "not a regular file".into() });
+        }
+        f.take(4096).read_to_end(&mut head).map_err(io_err(&path, "read"))?;
         // Anything after the header line is an entry (or a torn one: flushed all the same).
         let entries = head.iter().position(|b| *b == b'\n').is_some_and(|n| n + 1 < head.len());
         if !entries {
             return Ok(());
         }
         let journals = journals_written().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).cloned();
-        self.sync_files(&journals.unwrap_or_default())
+        self.sync_files(&journals.unwrap_or_default()).map_err(|e| self.flush_failed(e))
     }
 
     /// Under the lock, after the files of every entry before `due.log_len` were flushed:
@@ -340,6 +363,12 @@ impl FileStore {
         let m = f.metadata().map_err(io_err(&path, "read"))?;
         if (m.dev(), m.ino(), m.len()) != (known.dev, known.ino, known.len) {
             // Not the log this process left: the next lock's recovery sees to it.
+            return Ok(());
+        }
+        // The inventory cut back below the due point (by a recovery this process did not
+        // see through): the header would name a length the file does not have.
+        let inv = self.p("inventory.txt");
+        if fs::symlink_metadata(&inv).map(|m| m.len()).unwrap_or(0) < due.inventory_len {
             return Ok(());
         }
         let tail_len = usize::try_from(known.len - due.log_len)
@@ -391,6 +420,24 @@ impl FileStore {
             generation[..k].copy_from_slice(&g[..k]);
         }
         Ok(Some(WalId { dev: m.dev(), ino: m.ino(), len: m.len(), ctime: (m.ctime(), m.ctime_nsec()), generation }))
+    }
+
+    /// Trusts nothing this process knows of the log: the next lock re-applies every entry
+    /// it holds (rewriting their files) and checkpoints. Under the lock, or before the first.
+    pub(super) fn distrust_log(&self) {
+        self.set_known(None);
+        self.forget_everything();
+    }
+
+    /// A flush made without the lock failed: what it was to make durable may be lost from
+    /// the page cache (a write-back error is reported once, to descriptors open when it
+    /// happened), so the log is distrusted under the lock (a batch in progress would
+    /// otherwise trust it again). The flush's error is what is returned.
+    fn flush_failed(&self, e: StoreError) -> StoreError {
+        if let Ok(_lock) = crate::store::Store::lock(self) {
+            self.distrust_log();
+        }
+        e
     }
 
     /// What this process last left in the log (None: it trusts nothing there).
@@ -559,15 +606,38 @@ impl FileStore {
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
     /// on each replay journal's its entries wrote to, if elsewhere), then starts a fresh log.
     fn checkpoint_now(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
-        self.sync_files(journals)?;
+        // Under the lock. Failed: see flush_failed.
+        if let Err(e) = self.sync_files(journals) {
+            self.distrust_log();
+            return Err(e);
+        }
         crash_point("checkpoint:synced");
         self.reset_wal()
+    }
+
+    /// Opens, once per process and store, the descriptor the store's `syncfs` goes
+    /// through: opened before this process writes anything there, it hears of every
+    /// write-back error since (the kernel reports one to the descriptors open when it
+    /// happened; a descriptor opened later hears nothing of it).
+    pub(super) fn keep_flush_handle(&self) {
+        let mut map = flush_handles().lock().unwrap_or_else(|e| e.into_inner());
+        if !map.contains_key(&self.root) {
+            if let Ok(f) = File::open(&self.root) {
+                map.insert(self.root.clone(), f);
+            }
+        }
     }
 
     /// `syncfs` on the store's filesystem, and on each of `journals` that is elsewhere.
     fn sync_files(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
         use std::os::unix::fs::MetadataExt;
-        crate::files::durable::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?;
+        let kept = flush_handles().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).map(File::try_clone);
+        match kept {
+            Some(handle) => handle
+                .and_then(|f| rustix::fs::syncfs(&f).map_err(io::Error::from))
+                .map_err(io_err(&self.root, "sync"))?,
+            None => crate::files::durable::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?,
+        }
         let here = fs::metadata(&self.root).map(|m| m.dev()).ok();
         for j in journals {
             if fs::metadata(j).map(|m| m.dev()).ok() != here {
@@ -748,8 +818,8 @@ mod tests {
     /// due point; the next batch past the size notes it again and its `syncfs` (on a fresh
     /// descriptor: errseq reports a write-back error to the descriptors open when it happened,
     /// so this one hears nothing) succeeds, and the cut drops entries whose files a failed
-    /// write-back never put on the disk. The failed flush is made here by moving the store's
-    /// directory away for it (ENOENT stands for EIO); the lost write-back by removing the
+    /// write-back never put on the disk. The failed flush is made here with a journal
+    /// directory that is gone (ENOENT stands for EIO); the lost write-back by removing the
     /// file it was writing.
     #[test]
     fn a_failed_unlocked_flush_does_not_let_a_later_cut_drop_what_it_failed_to_write() {
@@ -766,11 +836,12 @@ mod tests {
             assert!(n < 100, "no checkpoint came due");
             store.issue(&store.lock().unwrap(), &[big(&format!("aa{n:02}"), &format!("a{n}.example"))]).unwrap();
         }
-        // The unlocked flush fails.
-        let away = d.path().join("away");
-        std::fs::rename(&root, &away).unwrap();
+        // The unlocked flush fails. (Made here by a replay journal that is gone: the store's
+        // own flush goes through a descriptor kept since the first lock, which a directory
+        // moved away would not fail.)
+        let gone = d.path().join("journal-gone");
+        checkpoints_due().lock().unwrap().get_mut(&store.root).unwrap().journals.push(gone);
         assert!(store.checkpoint_due().is_err(), "the flush should have failed");
-        std::fs::rename(&away, &root).unwrap();
         // What that failed write-back did not put on the disk: a1's certificate.
         let lost = store.signed_path("a1.example").unwrap();
         std::fs::remove_file(&lost).unwrap();
