@@ -2573,3 +2573,43 @@ fn the_bundle_and_the_crls_from_memory_answer_as_the_blocking_pool_does() {
     }
     assert!(server.stop());
 }
+
+/// The replay journal's expired buckets are removed by the server's maintenance (at start,
+/// then every minute, a bounded part at a time, without the store's lock), not by the claim
+/// of a request: the claim runs under the store's lock, and a busy hour's bucket holds
+/// hundreds of thousands of entries.
+#[test]
+fn the_server_prunes_expired_replay_buckets_in_its_maintenance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let replay = dir.join("replay");
+    // Three days old (pruned: more than a day past its hour), and one of the current hour (kept).
+    let old = replay.join("2020010100");
+    let hour = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let current = replay.join(format!("{:04}{:02}{:02}{:02}", hour.year(), u8::from(hour.month()), hour.day(), hour.hour()));
+    for bucket in [&old, &current] {
+        std::fs::create_dir_all(bucket).unwrap();
+        for i in 0..300 {
+            std::fs::write(bucket.join(format!("{i:064x}")), "{}").unwrap();
+        }
+    }
+    let server = Server::start(&dir, &[]);
+    let t = Instant::now();
+    while old.exists() {
+        assert!(t.elapsed() < Duration::from_secs(30), "never pruned:\n{}", std::fs::read_to_string(&server.log).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_dir(&current).unwrap().count(), 300, "the current hour's bucket is kept");
+    let t = Instant::now();
+    let said = loop {
+        if let Some(v) = server.log().into_iter().find(|v| v["event"] == "journal-pruned") {
+            break v;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no journal-pruned line");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(said["removed"], 300, "{said}");
+    assert_eq!(said["more_left"], false, "{said}");
+    assert!(server.stop());
+}

@@ -331,6 +331,23 @@ impl Authority {
         Ok(self.store.current(certname)?.map(|c| (c.record, c.pem)))
     }
 
+    /// Removes the file replay journal's expired buckets for about `budget` at most,
+    /// without the store's lock (no claim goes into them). `None`: no file journal.
+    pub fn prune_journal(
+        &self,
+        now: OffsetDateTime,
+        budget: std::time::Duration,
+    ) -> Result<Option<crate::store::journal::Pruned>, Error> {
+        let Some(dir) = self.policy.replay_journal.as_ref().filter(|_| self.shared_journal.is_none()) else {
+            return Ok(None);
+        };
+        crate::store::journal::Journal::new(dir).prune_within(now, budget).map(Some).map_err(|source| Error::Io {
+            path: dir.clone(),
+            op: "prune",
+            source,
+        })
+    }
+
     /// The replay journal: the shared store's, else the policy's directory. `synced`: each
     /// entry fsynced (holds, checks); the CA's own claims at issuance are not (the file
     /// store's write-ahead log names each claim and is synced before anyone is answered).

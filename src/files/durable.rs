@@ -361,12 +361,18 @@ impl NoFollowDir {
 
     /// The names in the directory (without "." and "..").
     pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        self.first_names(usize::MAX)
+    }
+
+    /// The first `max` names in the directory, read from its start (without "." and "..").
+    pub fn first_names(&self, max: usize) -> io::Result<Vec<std::ffi::OsString>> {
         use std::os::unix::ffi::OsStrExt;
         // A duplicate descriptor (sharing the directory's offset), read from its start.
         let mut stream = rustix::fs::Dir::new(self.dir.try_clone()?)?;
         stream.rewind();
         let mut names = Vec::new();
-        while let Some(entry) = stream.read() {
+        while names.len() < max {
+            let Some(entry) = stream.read() else { break };
             let entry = entry?;
             let bytes = entry.file_name().to_bytes();
             if bytes != b"." && bytes != b".." {

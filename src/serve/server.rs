@@ -296,6 +296,9 @@ fn store_failed(stage: StoreStage, e: &dyn std::fmt::Display) {
 /// How often `vouch serve` maintains the store: the CRLs regenerated when due (a revocation
 /// not yet on them, or less than `[crl] refresh_before` left) and the store's log checkpointed.
 const MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long one maintenance run may spend removing the replay journal's expired entries
+/// (about 100,000 here; a busy hour's bucket is finished over the next runs).
+const PRUNE_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 /// The same with a shared (LDAP) store, where another master's revocation makes the CRL due.
 const SHARED_MAINTENANCE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -333,6 +336,15 @@ async fn maintain_every(
                 // The store's log into its files (a syncfs), once a period at most.
                 if let Err(e) = auth.checkpoint() {
                     store_failed(StoreStage::Checkpoint, &e);
+                }
+                // The replay journal's expired buckets, here rather than in a claim (which
+                // holds the store's lock), a bounded part each period.
+                match auth.prune_journal(OffsetDateTime::now_utc(), PRUNE_BUDGET) {
+                    Ok(Some(p)) if p.removed > 0 || p.left => {
+                        tracing::info!(event = "journal-pruned", removed = p.removed, more_left = p.left);
+                    }
+                    Ok(_) => {}
+                    Err(e) => store_failed(StoreStage::Maintenance, &e),
                 }
                 // A CRL written meanwhile (here or by a `vouch` command) is compressed now,
                 // not by the request that first asks for it.

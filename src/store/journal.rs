@@ -52,6 +52,28 @@ pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
     Some(date.with_time(hour).assume_utc())
 }
 
+/// How long a claim may spend removing expired buckets, in a process whose maintenance
+/// does not prune (a hook, a command): a hook is never held up long; what is left is removed
+/// by the next one.
+const PRUNE_AT_CLAIM: std::time::Duration = std::time::Duration::from_millis(250);
+
+static PRUNED_IN_MAINTENANCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Claims in this process no longer prune: its maintenance calls [`Journal::prune_within`]
+/// outside the store's lock instead (`vouch serve`).
+pub fn prune_in_maintenance() {
+    PRUNED_IN_MAINTENANCE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// What [`Journal::prune_within`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pruned {
+    /// Entries removed.
+    pub removed: u64,
+    /// An expired bucket is left (the budget ran out, or something in it is not a file).
+    pub left: bool,
+}
+
 impl Journal {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Journal { dir: dir.into(), sync: true }
@@ -295,8 +317,14 @@ impl Journal {
     }
 
     /// [`Journal::prune`], at most once a minute per directory in a long-running
-    /// process (`vouch serve` claims for every certificate; a hook process prunes once).
+    /// process, for at most [`PRUNE_AT_CLAIM`] (a hook process prunes once). Not at all in
+    /// a process whose maintenance prunes ([`prune_in_maintenance`]: `vouch serve` claims
+    /// under the store's lock, and a bucket of a busy hour holds hundreds of thousands of
+    /// entries: 200,000 took 18 s to remove here).
     fn prune_now_and_then(&self, now: OffsetDateTime) -> io::Result<()> {
+        if PRUNED_IN_MAINTENANCE.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
         static LAST: std::sync::Mutex<Vec<(PathBuf, OffsetDateTime)>> = std::sync::Mutex::new(Vec::new());
         {
             let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
@@ -306,27 +334,82 @@ impl Journal {
                 None => last.push((self.dir.clone(), now)),
             }
         }
-        self.prune(now)
+        self.prune_within(now, PRUNE_AT_CLAIM).map(|_| ())
     }
 
     /// Removes buckets whose hour ended more than a day ago (their attributes
     /// expired long since; the day covers clocks that disagree).
     pub fn prune(&self, now: OffsetDateTime) -> io::Result<()> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        self.prune_within(now, std::time::Duration::MAX).map(|_| ())
+    }
+
+    /// [`Journal::prune`] for about `budget` at most: entries are removed one at a time
+    /// and the clock is read every 256; a bucket left half-removed is finished by a later
+    /// call. Never needs the store's lock: no claim goes into a bucket this old. Returns
+    /// how many entries it removed and whether an expired bucket is left.
+    pub fn prune_within(&self, now: OffsetDateTime, budget: std::time::Duration) -> io::Result<Pruned> {
+        let start = std::time::Instant::now();
+        let over = || start.elapsed() >= budget;
+        let mut pruned = Pruned { removed: 0, left: false };
+        let root = match crate::files::durable::NoFollowDir::open(&self.dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(pruned),
             Err(e) => return Err(e),
         };
-        for e in entries {
-            let path = e?.path();
-            let hour = path.file_name().and_then(|n| n.to_str()).and_then(parse_bucket);
-            if let Some(h) = hour {
-                if h.checked_add(time::Duration::hours(25)).is_some_and(|t| t < now) {
-                    let _ = std::fs::remove_dir_all(&path);
+        for name in root.names()? {
+            let expired = name
+                .to_str()
+                .and_then(parse_bucket)
+                .and_then(|h| h.checked_add(time::Duration::hours(25)))
+                .is_some_and(|t| t < now);
+            if !expired {
+                continue;
+            }
+            if over() {
+                pruned.left = true;
+                break;
+            }
+            // Through the bucket's own descriptor: a bucket that is a link is removed as a
+            // link (never what it points to).
+            let bucket = match crate::files::durable::NoFollowDir::open(&root.path_of(&name)) {
+                Ok(b) => b,
+                Err(_) => {
+                    let _ = root.unlink(&name);
+                    continue;
+                }
+            };
+            // A chunk of names at a time (a busy hour's bucket holds hundreds of thousands).
+            let mut finished = true;
+            let mut kept = std::collections::HashSet::new();
+            loop {
+                let chunk = bucket.first_names(kept.len() + 256)?;
+                let fresh: Vec<_> = chunk.into_iter().filter(|n| !kept.contains(n)).collect();
+                if fresh.is_empty() {
+                    break;
+                }
+                if over() {
+                    finished = false;
+                    break;
+                }
+                for entry in fresh {
+                    // An entry is a file; anything else (a directory someone made) is left,
+                    // and so is the bucket.
+                    match bucket.unlink(&entry) {
+                        Ok(()) => pruned.removed += 1,
+                        Err(_) => {
+                            kept.insert(entry);
+                        }
+                    }
+                }
+            }
+            if !finished || root.rmdir(&name).is_err() {
+                pruned.left = true;
+                if !finished {
+                    break;
                 }
             }
         }
-        Ok(())
+        Ok(pruned)
     }
 
     /// Whether the journal directory exists (for status output).
@@ -415,6 +498,37 @@ impl super::ReplayJournal for Journal {
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn a_prune_within_its_budget_finishes_later_and_removes_links_as_links() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("replay");
+        let j = Journal::new(&dir);
+        let now = datetime!(2030-06-01 12:00 UTC);
+        for (bucket, n) in [("2030010100", 1000), ("2030010101", 10), ("2030060113", 1)] {
+            std::fs::create_dir_all(dir.join(bucket)).unwrap();
+            for i in 0..n {
+                std::fs::write(dir.join(bucket).join(format!("{i:064x}")), "{}").unwrap();
+            }
+        }
+        // A bucket that is a link: removed as a link; what it points to is left alone.
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("2030010102")).unwrap();
+        // No time at all: nothing removed, something left.
+        assert_eq!(j.prune_within(now, std::time::Duration::ZERO).unwrap(), Pruned { removed: 0, left: true });
+        assert!(dir.join("2030010100").is_dir());
+        assert_eq!(j.prune_within(now, std::time::Duration::MAX).unwrap(), Pruned { removed: 1010, left: false });
+        assert!(!dir.join("2030010100").exists() && !dir.join("2030010101").exists());
+        assert!(std::fs::symlink_metadata(dir.join("2030010102")).is_err(), "the link is gone");
+        assert!(elsewhere.join("keep").exists(), "what it pointed to is not");
+        assert!(dir.join("2030060113").is_dir(), "a bucket less than a day past its hour is kept");
+        // A bucket holding something that is not a file is left, and said to be.
+        std::fs::create_dir_all(dir.join("2030010103/odd")).unwrap();
+        assert_eq!(j.prune_within(now, std::time::Duration::MAX).unwrap(), Pruned { removed: 0, left: true });
+        assert!(dir.join("2030010103/odd").is_dir());
+    }
 
     #[test]
     fn once_then_used_then_pruned() {
