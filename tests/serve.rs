@@ -2587,7 +2587,8 @@ fn the_server_prunes_expired_replay_buckets_in_its_maintenance() {
     // Three days old (pruned: more than a day past its hour), and one of the current hour (kept).
     let old = replay.join("2020010100");
     let hour = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
-    let current = replay.join(format!("{:04}{:02}{:02}{:02}", hour.year(), u8::from(hour.month()), hour.day(), hour.hour()));
+    let current =
+        replay.join(format!("{:04}{:02}{:02}{:02}", hour.year(), u8::from(hour.month()), hour.day(), hour.hour()));
     for bucket in [&old, &current] {
         std::fs::create_dir_all(bucket).unwrap();
         for i in 0..300 {
@@ -2597,7 +2598,11 @@ fn the_server_prunes_expired_replay_buckets_in_its_maintenance() {
     let server = Server::start(&dir, &[]);
     let t = Instant::now();
     while old.exists() {
-        assert!(t.elapsed() < Duration::from_secs(30), "never pruned:\n{}", std::fs::read_to_string(&server.log).unwrap());
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "never pruned:\n{}",
+            std::fs::read_to_string(&server.log).unwrap()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(std::fs::read_dir(&current).unwrap().count(), 300, "the current hour's bucket is kept");
