@@ -530,6 +530,85 @@ mod tests {
         assert!(dir.join("2030010103/odd").is_dir());
     }
 
+    /// Found by review of 54a3d60: a journal directory reached through a symbolic link (the
+    /// policy's `[replay] journal` pointing at a shared mount, say: the policy check follows
+    /// it, and claims write through it) is refused by the new prune, which opens the journal
+    /// directory itself with O_NOFOLLOW. A hook's or a command's first claim prunes and
+    /// passes that error on, so every claim fails (the hook signs nothing); `vouch serve`'s
+    /// maintenance fails every minute and the journal is never pruned. Before, `read_dir`
+    /// followed the link and the claim went through.
+    #[test]
+    fn a_journal_directory_reached_through_a_link_is_claimed_in_and_pruned() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("shared").join("replay");
+        std::fs::create_dir_all(real.join("2030010100")).unwrap();
+        std::fs::write(real.join("2030010100").join(format!("{:064x}", 1)), "{}").unwrap();
+        let dir = d.path().join("replay");
+        std::os::unix::fs::symlink(&real, &dir).unwrap();
+        let j = Journal::new(&dir);
+        let now = datetime!(2030-06-01 12:00 UTC);
+        let exp = datetime!(2030-06-01 13:30 UTC);
+        match j.claim(&"k".into(), exp, "a", "key1", false, now) {
+            Ok(c) => assert_eq!(c, Claim::Fresh),
+            Err(e) => panic!("a claim in a journal reached through a link failed: {e}"),
+        }
+        assert!(real.join("2030060113").is_dir(), "the claim was written through the link");
+        match j.prune_within(now, std::time::Duration::MAX) {
+            Ok(p) => assert!(!p.left, "{p:?}"),
+            Err(e) => panic!("the maintenance's prune of a journal reached through a link failed: {e}"),
+        }
+        assert!(!real.join("2030010100").exists(), "the expired bucket is pruned");
+    }
+
+    /// Found by review of 54a3d60: the prune opens each bucket by its path under the journal
+    /// directory (O_NOFOLLOW applies to the bucket's own name only), not relative to the
+    /// journal's descriptor it listed the buckets through. The journal directory swapped for a
+    /// link while a prune runs (seconds, with a busy hour's bucket) aims the buckets opened
+    /// after the swap elsewhere: the files in a directory of the same name there are removed.
+    #[test]
+    fn a_prune_never_removes_files_outside_the_journal_when_its_directory_becomes_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("replay");
+        let now = datetime!(2030-06-01 12:00 UTC);
+        let buckets = ["2030010100", "2030010101", "2030010102", "2030010103"];
+        const EACH: usize = 2000;
+        for b in buckets {
+            std::fs::create_dir_all(dir.join(b)).unwrap();
+            for i in 0..EACH {
+                std::fs::write(dir.join(b).join(format!("{i:064x}")), "{}").unwrap();
+            }
+        }
+        // Not the journal: files vouch must never remove, in directories named like buckets.
+        let elsewhere = d.path().join("elsewhere");
+        for b in buckets {
+            std::fs::create_dir_all(elsewhere.join(b)).unwrap();
+            std::fs::write(elsewhere.join(b).join("keep"), "x").unwrap();
+        }
+        let moved = d.path().join("replay.moved");
+        std::thread::scope(|scope| {
+            let pruner = scope.spawn(|| Journal::new(&dir).prune_within(now, std::time::Duration::MAX));
+            // Once the prune has begun (a bucket lost entries), the journal's path becomes a link.
+            loop {
+                let begun =
+                    buckets.iter().any(|b| std::fs::read_dir(dir.join(b)).map(|r| r.count() < EACH).unwrap_or(true));
+                if begun {
+                    break;
+                }
+                assert!(!pruner.is_finished(), "the prune ended before it was seen to begin");
+            }
+            std::fs::rename(&dir, &moved).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+            pruner.join().unwrap().unwrap();
+        });
+        for b in buckets {
+            assert!(
+                elsewhere.join(b).join("keep").exists(),
+                "the prune removed {} outside the journal",
+                elsewhere.join(b).join("keep").display()
+            );
+        }
+    }
+
     #[test]
     fn once_then_used_then_pruned() {
         let d = tempfile::tempdir().unwrap();
