@@ -884,6 +884,80 @@ mod tests {
         });
     }
 
+    /// Found by review of 5cae2f9: the store's `syncfs` goes through a descriptor of
+    /// `DIR/ca` opened at the process's first lock and kept for good. `DIR/ca` may be a link
+    /// (the operator's choice: see `ensure_dirs`); switched to a store on another filesystem
+    /// (the store moved to another disk), the process notices at its next lock (`.lock` is
+    /// another file: everything is distrusted and the log re-applied there), but every flush
+    /// after, the recovery's checkpoint included, still syncs the filesystem it left: the new
+    /// store's files are never flushed before its log is started over, and a write-back error
+    /// there is never heard of. (`sync_files` also skips a replay journal on the new
+    /// filesystem, taking it as flushed with the store.) Needs /dev/shm on a filesystem
+    /// other than the temporary directory's.
+    #[test]
+    fn the_stores_flush_follows_a_store_link_switched_to_another_filesystem() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir_in("/dev/shm").unwrap();
+        let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_ne!(dev(d.path()), dev(other.path()), "needs /dev/shm on a filesystem of its own");
+        let (first, second) = (d.path().join("first"), other.path().join("second"));
+        std::fs::create_dir(&first).unwrap();
+        let link = d.path().join("ca");
+        std::os::unix::fs::symlink(&first, &link).unwrap();
+        let store = FileStore::new(&link);
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        // The store copied to another disk, and the link switched to the copy.
+        let copied = std::process::Command::new("cp").arg("-a").arg(&first).arg(&second).status().unwrap();
+        assert!(copied.success());
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&second, &link).unwrap();
+        store.issue(&store.lock().unwrap(), &[issuance("bb02", "b.example")]).unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        let flushed = match flush_handles().lock().unwrap().get(&store.root) {
+            Some(f) => f.metadata().unwrap().dev(),
+            None => dev(&link),
+        };
+        assert_eq!(
+            flushed,
+            dev(&link),
+            "the store's syncfs goes to the filesystem of the directory it was at first, not the one it is on"
+        );
+    }
+
+    /// Found by review of 5cae2f9 (older than it): the unlocked flush now refuses a `wal.log`
+    /// that is not a regular file without waiting on it, but the lock does not: `ensure_dirs`
+    /// refuses a link only, and `recover_wal`'s `wal_id` opens the log for reading with a plain
+    /// open, which waits for a writer on a FIFO, holding the store's lock: every request and
+    /// command after waits with it.
+    #[test]
+    fn the_lock_refuses_a_log_that_is_a_fifo_instead_of_waiting_on_it() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        std::fs::remove_file(store.wal_path()).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(store.wal_path()).status().unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _ = tx.send(store.lock().is_err());
+            });
+            let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
+            if answered.is_err() {
+                // Release each waiting open (a writer on the FIFO, that leaves at once) until
+                // the thread ends.
+                use std::os::unix::fs::OpenOptionsExt;
+                let released = std::time::Instant::now();
+                while rx.recv_timeout(std::time::Duration::from_millis(20)).is_err() {
+                    assert!(released.elapsed() < std::time::Duration::from_secs(30), "the lock never returned");
+                    let _w =
+                        std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(store.wal_path());
+                }
+            }
+            assert_eq!(answered.ok(), Some(true), "the lock waited on the FIFO at wal.log, holding the store's lock");
+        });
+    }
+
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
     /// disk; damage before a later committed batch stops the store instead.
     #[test]
