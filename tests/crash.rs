@@ -411,3 +411,53 @@ fn a_cut_after_another_process_died_recovering_the_log_keeps_the_inventory_whole
         assert_eq!(inventory.matches(&line).count(), 1, "certificate {i} in the inventory once:\n{inventory}");
     }
 }
+
+/// Review of 5cae2f9: the test above passes without the change it was written for (another
+/// holder's mark dropping the remembered log): the cut's refusal of an inventory shorter than
+/// its due point covers it. This one goes through the checkpoint under the lock instead (the
+/// one `vouch serve` makes every minute, and a revocation makes): a process that still
+/// trusted its unchanged log after another died recovering it would flush and start a fresh
+/// log whose header records the truncated inventory, and the lines truncated away would be
+/// lost for good.
+#[test]
+fn a_checkpoint_after_another_process_died_recovering_the_log_keeps_the_inventory_whole() {
+    use vouch::store::{CertRecord, FileStore, Issuance, State, Store};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let ca = dir.join("ca");
+    let entry = |i: usize| Issuance {
+        record: CertRecord {
+            digest: "d".into(),
+            not_before: "2030-01-01T00:00:00Z".into(),
+            not_after: "2031-01-01T00:00:00Z".into(),
+            ..CertRecord::bare(&format!("ac{i:030x}"), &format!("m{i}.example.test"), State::Issued)
+        },
+        pem: "x".repeat(100),
+        claim: None,
+        expected: None,
+        supersedes: None,
+    };
+    // The long-running process logs three batches (no checkpoint comes due).
+    let store = FileStore::new(&ca);
+    for i in 1..=3 {
+        store.issue(&store.lock().unwrap(), &[entry(i)]).unwrap();
+    }
+    // Another process takes the lock, finds a log it did not write, and dies recovering it
+    // (the inventory already truncated to the log header's length, nothing re-applied).
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["crl"])
+        .env("VOUCH_DIR", &dir)
+        .env("VOUCH_TEST_ABORT_AT", "wal:record")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
+    // The long-running process's checkpoint under the lock, then any later holder.
+    store.checkpoint(&store.lock().unwrap()).unwrap();
+    ok(vouch(&dir, &["crl"]));
+    let inventory = std::fs::read_to_string(ca.join("inventory.txt")).unwrap();
+    for i in 1..=3 {
+        let line = format!("0xac{i:030x} ");
+        assert_eq!(inventory.matches(&line).count(), 1, "certificate {i} in the inventory once:\n{inventory}");
+    }
+}
