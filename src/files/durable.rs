@@ -359,6 +359,22 @@ impl NoFollowDir {
         Ok(NoFollowDir { dir, path: path.to_path_buf() })
     }
 
+    /// Opens the directory at `path`, following a symbolic link there (the operator's
+    /// choice, as for a directory the policy names), never waiting on a FIFO (O_DIRECTORY).
+    pub fn open_followed(path: &Path) -> io::Result<NoFollowDir> {
+        let dir =
+            OpenOptions::new().read(true).custom_flags(custom_flags(OFlags::DIRECTORY | OFlags::CLOEXEC)).open(path)?;
+        Ok(NoFollowDir { dir, path: path.to_path_buf() })
+    }
+
+    /// Opens the directory `name` in this one, relative to this descriptor (so a path
+    /// swapped meanwhile changes nothing), never through a symbolic link.
+    pub fn open_child(&self, name: &std::ffi::OsStr) -> io::Result<NoFollowDir> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, name, flags, rustix::fs::Mode::empty())?;
+        Ok(NoFollowDir { dir: File::from(fd), path: self.path.join(name) })
+    }
+
     /// The names in the directory (without "." and "..").
     pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
         self.first_names(usize::MAX)

@@ -325,6 +325,9 @@ impl Journal {
         if PRUNED_IN_MAINTENANCE.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(());
         }
+        // The wall clock, never a decision's `now` (`--now` may name any time: a far
+        // future one would remove every bucket, and attributes could be used again).
+        let now = now.min(OffsetDateTime::now_utc());
         static LAST: std::sync::Mutex<Vec<(PathBuf, OffsetDateTime)>> = std::sync::Mutex::new(Vec::new());
         {
             let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
@@ -351,7 +354,9 @@ impl Journal {
         let start = std::time::Instant::now();
         let over = || start.elapsed() >= budget;
         let mut pruned = Pruned { removed: 0, left: false };
-        let root = match crate::files::durable::NoFollowDir::open(&self.dir) {
+        // The journal's directory as the policy names it (a link there is followed, as
+        // claims follow it); everything under it through this descriptor.
+        let root = match crate::files::durable::NoFollowDir::open_followed(&self.dir) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(pruned),
             Err(e) => return Err(e),
@@ -369,12 +374,14 @@ impl Journal {
                 pruned.left = true;
                 break;
             }
-            // Through the bucket's own descriptor: a bucket that is a link is removed as a
-            // link (never what it points to).
-            let bucket = match crate::files::durable::NoFollowDir::open(&root.path_of(&name)) {
+            // Opened relative to the journal's descriptor, never through a link: a bucket
+            // that is a link (or a file) is removed as such, never followed.
+            let bucket = match root.open_child(&name) {
                 Ok(b) => b,
                 Err(_) => {
-                    let _ = root.unlink(&name);
+                    if root.unlink(&name).is_err() {
+                        pruned.left = true;
+                    }
                     continue;
                 }
             };
@@ -391,7 +398,11 @@ impl Journal {
                     finished = false;
                     break;
                 }
-                for entry in fresh {
+                for (i, entry) in fresh.into_iter().enumerate() {
+                    if i % 32 == 31 && over() {
+                        finished = false;
+                        break;
+                    }
                     // An entry is a file; anything else (a directory someone made) is left,
                     // and so is the bucket.
                     match bucket.unlink(&entry) {
@@ -400,6 +411,9 @@ impl Journal {
                             kept.insert(entry);
                         }
                     }
+                }
+                if !finished {
+                    break;
                 }
             }
             if !finished || root.rmdir(&name).is_err() {

@@ -387,7 +387,8 @@ impl Store for FileStore {
         }
         // Before anything is changed: the mark that tells other processes to forget. Another
         // holder since this process's last lock: its log is re-read, whatever its identity.
-        if self.mark_holder(&file)? {
+        // A flush that failed without the lock: the same.
+        if self.mark_holder(&file)? | self.flush_failed_since() {
             self.distrust_log();
         }
         let lock = WriteLock { _file: Some(file) };

@@ -93,6 +93,17 @@ fn flush_handles() -> &'static Mutex<std::collections::HashMap<PathBuf, File>> {
     HANDLES.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
+/// The store directories a flush failed for, since their log was last distrusted.
+fn failed_flushes() -> &'static Mutex<std::collections::HashSet<PathBuf>> {
+    static FAILED: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+    FAILED.get_or_init(|| Mutex::new(std::collections::HashSet::new()))
+}
+
+/// Held through every flush: flushes go one at a time, so that a write-back error (reported
+/// once, to the first `syncfs` after it) is reported to the flush that covered it, and
+/// noted ([`FileStore::flush_failed`]) before another flush can begin.
+static FLUSHING: Mutex<()> = Mutex::new(());
+
 /// Per store directory: the checkpoint its log is due for.
 fn checkpoints_due() -> &'static Mutex<std::collections::HashMap<PathBuf, Due>> {
     static DUE: OnceLock<Mutex<std::collections::HashMap<PathBuf, Due>>> = OnceLock::new();
@@ -316,29 +327,10 @@ impl FileStore {
     ///
     /// [`Store::flush_unlocked`]: crate::store::Store::flush_unlocked
     pub(super) fn flush_log_files(&self) -> Result<(), StoreError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = self.wal_path();
         let mut head = Vec::with_capacity(4096);
         // Never through a link, never waiting on a FIFO: only a regular file is read.
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&path);
-        let f = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(StoreError::Io {
-                    path: path.clone(),
-                    op: "use",
-                    source: crate::files::durable::symlink_refused(&path),
-                })
-            }
-            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
-        };
-        if !f.metadata().map_err(io_err(&path, "read"))?.is_file() {
-            return Err(StoreError::Corrupt { path, detail: "not a regular file".into() });
-        }
+        let Some(f) = self.open_log()? else { return Ok(()) };
         f.take(4096).read_to_end(&mut head).map_err(io_err(&path, "read"))?;
         // Anything after the header line is an entry (or a torn one: flushed all the same).
         let entries = head.iter().position(|b| *b == b'\n').is_some_and(|n| n + 1 < head.len());
@@ -358,8 +350,7 @@ impl FileStore {
             return Ok(());
         }
         let path = self.wal_path();
-        let f = crate::files::durable::open_nofollow(OpenOptions::new().read(true), &path)
-            .map_err(io_err(&path, "open"))?;
+        let Some(f) = self.open_log()? else { return Ok(()) };
         let m = f.metadata().map_err(io_err(&path, "read"))?;
         if (m.dev(), m.ino(), m.len()) != (known.dev, known.ino, known.len) {
             // Not the log this process left: the next lock's recovery sees to it.
@@ -400,14 +391,34 @@ impl FileStore {
         self.p(WAL)
     }
 
+    /// Opens the log to read it: never through a link, never waiting on a FIFO; only a
+    /// regular file (`None`: there is none).
+    fn open_log(&self) -> Result<Option<File>, StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.wal_path();
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path);
+        let f = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                let source = crate::files::durable::symlink_refused(&path);
+                return Err(StoreError::Io { path, op: "use", source });
+            }
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        if !f.metadata().map_err(io_err(&path, "read"))?.is_file() {
+            return Err(StoreError::Corrupt { path, detail: "not a regular file".into() });
+        }
+        Ok(Some(f))
+    }
+
     fn wal_id(&self) -> Result<Option<WalId>, StoreError> {
         use std::os::unix::fs::MetadataExt;
         let path = self.wal_path();
-        let mut f = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
-        };
+        let Some(mut f) = self.open_log()? else { return Ok(None) };
         let m = f.metadata().map_err(io_err(&path, "read"))?;
         // The header's generation (the first line, well within 256 bytes).
         let mut head = [0u8; 256];
@@ -430,14 +441,20 @@ impl FileStore {
     }
 
     /// A flush made without the lock failed: what it was to make durable may be lost from
-    /// the page cache (a write-back error is reported once, to descriptors open when it
-    /// happened), so the log is distrusted under the lock (a batch in progress would
-    /// otherwise trust it again). The flush's error is what is returned.
+    /// the page cache (a write-back error is reported once, to the first flush after it), so
+    /// the log is distrusted at the next lock (noted now, taken by
+    /// [`FileStore::flush_failed_since`]: doing it here would need the lock, and a batch in
+    /// progress would trust the log again). The flush's error is what is returned.
     fn flush_failed(&self, e: StoreError) -> StoreError {
-        if let Ok(_lock) = crate::store::Store::lock(self) {
-            self.distrust_log();
-        }
+        failed_flushes().lock().unwrap_or_else(|e| e.into_inner()).insert(self.root.clone());
         e
+    }
+
+    /// Whether a flush of this store failed since the last time this was asked (and the log
+    /// was distrusted): every lock asks, and a checkpoint under the lock asks after its own
+    /// flush. Forgets the failure.
+    pub(super) fn flush_failed_since(&self) -> bool {
+        failed_flushes().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.root)
     }
 
     /// What this process last left in the log (None: it trusts nothing there).
@@ -458,7 +475,11 @@ impl FileStore {
     /// acknowledged) lies beyond it and is dropped; damage before a later good batch is an error.
     fn read_wal(&self) -> Result<(WalHeader, Vec<Issuance>, u64), StoreError> {
         let path = self.wal_path();
-        let bytes = fs::read(&path).map_err(io_err(&path, "read"))?;
+        let mut bytes = Vec::new();
+        let Some(mut f) = self.open_log()? else {
+            return Err(StoreError::Io { path, op: "read", source: io::ErrorKind::NotFound.into() });
+        };
+        f.read_to_end(&mut bytes).map_err(io_err(&path, "read"))?;
         let corrupt = |detail: String| StoreError::Corrupt { path: path.clone(), detail };
         let mut lines = Vec::new();
         let mut start = 0;
@@ -606,10 +627,16 @@ impl FileStore {
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
     /// on each replay journal's its entries wrote to, if elsewhere), then starts a fresh log.
     fn checkpoint_now(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
-        // Under the lock. Failed: see flush_failed.
-        if let Err(e) = self.sync_files(journals) {
+        // Under the lock. This flush failed, or one without the lock did before it: the log
+        // is distrusted (re-applied at the next lock), not started over.
+        let synced = self.sync_files(journals);
+        if synced.is_err() || self.flush_failed_since() {
             self.distrust_log();
-            return Err(e);
+            return Err(synced.err().unwrap_or_else(|| StoreError::Io {
+                path: self.root.clone(),
+                op: "sync",
+                source: io::Error::other("an earlier flush of the store failed: its log is re-applied first"),
+            }));
         }
         crash_point("checkpoint:synced");
         self.reset_wal()
@@ -631,16 +658,29 @@ impl FileStore {
     /// `syncfs` on the store's filesystem, and on each of `journals` that is elsewhere.
     fn sync_files(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
         use std::os::unix::fs::MetadataExt;
-        let kept = flush_handles().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).map(File::try_clone);
+        let _one_at_a_time = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
+        let here = fs::metadata(&self.root).map_err(io_err(&self.root, "sync"))?;
+        let kept = {
+            let mut map = flush_handles().lock().unwrap_or_else(|e| e.into_inner());
+            // The kept descriptor is of another directory now (`DIR/ca` is a link switched
+            // to another store): this store's is kept from now on.
+            let held = map.get(&self.root).and_then(|f| f.metadata().ok()).map(|m| (m.dev(), m.ino()));
+            if held.is_some_and(|id| id != (here.dev(), here.ino())) {
+                map.remove(&self.root);
+                if let Ok(f) = File::open(&self.root) {
+                    map.insert(self.root.clone(), f);
+                }
+            }
+            map.get(&self.root).map(File::try_clone)
+        };
         match kept {
             Some(handle) => handle
                 .and_then(|f| rustix::fs::syncfs(&f).map_err(io::Error::from))
                 .map_err(io_err(&self.root, "sync"))?,
             None => crate::files::durable::sync_filesystem(&self.root).map_err(io_err(&self.root, "sync"))?,
         }
-        let here = fs::metadata(&self.root).map(|m| m.dev()).ok();
         for j in journals {
-            if fs::metadata(j).map(|m| m.dev()).ok() != here {
+            if fs::metadata(j).map(|m| m.dev()).ok() != Some(here.dev()) {
                 crate::files::durable::sync_filesystem(j).map_err(io_err(j, "sync"))?;
             }
         }
