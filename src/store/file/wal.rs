@@ -998,6 +998,99 @@ mod tests {
         });
     }
 
+    /// Review of 0296b27: `sync_files` holds FLUSHING only through the `syncfs` calls; the
+    /// caller notes a failure (`map_err(|e| self.flush_failed(e))`) after the guard is dropped.
+    /// So a flush that failed without the lock is not noted "before another flush can begin":
+    /// a checkpoint under the lock that runs in that gap flushes (through the same kept
+    /// descriptor: a write-back error is reported once, the failed flush took it), asks
+    /// `flush_failed_since` (nothing noted yet), and starts the log over: the entries whose
+    /// files the failed write-back may have lost leave the log; the failure, noted a moment
+    /// later, makes the next lock re-apply a log that no longer holds them. The failing
+    /// thread is held in that gap here (as a preemption would hold it): parked on the
+    /// `failed_flushes` mutex the test holds, then moved into a signal handler that waits,
+    /// so the mutex is free for the checkpoint. The failed flush is made with a replay
+    /// journal that is gone (ENOENT stands for EIO).
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_failed_flush_is_noted_before_a_checkpoint_under_the_lock_can_flush() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        static PARK: AtomicBool = AtomicBool::new(false);
+        static PARKED: AtomicBool = AtomicBool::new(false);
+        extern "C" fn park(_: libc::c_int) {
+            PARKED.store(true, SeqCst);
+            while PARK.load(SeqCst) {
+                // SAFETY: async-signal-safe.
+                unsafe { libc::sched_yield() };
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        journals_written().lock().unwrap().entry(store.root.clone()).or_default().push(d.path().join("journal-gone"));
+        // SAFETY: installs a handler that only touches atomics and calls sched_yield.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = park as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        let failed = failed_flushes();
+        let (lo, hi) = (failed as *const _ as usize, failed as *const _ as usize + std::mem::size_of_val(failed));
+        let store = &store;
+        std::thread::scope(|scope| {
+            let held = failed.lock().unwrap();
+            PARK.store(true, SeqCst);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let flusher = scope.spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                store.flush_unlocked().is_err()
+            });
+            let tid = rx.recv().unwrap();
+            // Waits until the flusher's flush has failed and it waits for the failed_flushes
+            // mutex (a futex wait on its address).
+            let started = std::time::Instant::now();
+            loop {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(20),
+                    "the flush never came to note its failure"
+                );
+                let sc = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+                let mut f = sc.split_whitespace();
+                let nr = f.next().and_then(|n| n.parse::<i64>().ok());
+                let addr = f.next().and_then(|a| usize::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+                if nr == Some(libc::SYS_futex) && addr.is_some_and(|a| (lo..hi).contains(&a)) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // The flusher is moved off the mutex (as if preempted before it took it).
+            // SAFETY: signals a thread of this process that is alive (it waits above).
+            assert_eq!(unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR1) }, 0);
+            while !PARKED.load(SeqCst) {
+                std::thread::yield_now();
+            }
+            drop(held);
+            // Meanwhile, a checkpoint under the lock (serve's minutely one, a revocation's).
+            // (Were the failure noted under FLUSHING, this one would wait for the parked
+            // flusher: it is let go after a while.)
+            let checkpointer = scope.spawn(|| store.checkpoint(&store.lock().unwrap()));
+            let waited = std::time::Instant::now();
+            while !checkpointer.is_finished() && waited.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            PARK.store(false, SeqCst);
+            let checkpointed = checkpointer.join().unwrap();
+            assert!(flusher.join().unwrap(), "the flush should have failed");
+            let in_log = store.read_wal().unwrap().1.iter().any(|e| e.record.certname == "a.example");
+            assert!(
+                in_log,
+                "a flush failed before the checkpoint's flush began, yet the checkpoint ({checkpointed:?}) started \
+                 the log over: the failure is noted only after FLUSHING is released"
+            );
+        });
+    }
+
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
     /// disk; damage before a later committed batch stops the store instead.
     #[test]
