@@ -1091,6 +1091,43 @@ mod tests {
         });
     }
 
+    /// Review of 0296b27 (older: `sync_filesystem`'s plain open): a replay journal on another
+    /// filesystem is flushed through `File::open` of its path, which waits on a FIFO there (a
+    /// journal directory replaced by one). Now that flush holds FLUSHING, the process-wide
+    /// mutex every flush takes: the unlocked flush waits forever, and every checkpoint under
+    /// the store's lock after it (a batch past the size, a revocation's, serve's minutely
+    /// one) waits for FLUSHING holding the lock. Needs /dev/shm on a filesystem other than
+    /// the temporary directory's.
+    #[test]
+    fn a_flush_refuses_a_journal_that_is_a_fifo_instead_of_waiting_on_it() {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let d = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir_in("/dev/shm").unwrap();
+        let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_ne!(dev(d.path()), dev(other.path()), "needs /dev/shm on a filesystem of its own");
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        let journal = other.path().join("replay");
+        assert!(std::process::Command::new("mkfifo").arg(&journal).status().unwrap().success());
+        journals_written().lock().unwrap().entry(store.root.clone()).or_default().push(journal.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _ = tx.send(store.flush_unlocked().is_err());
+            });
+            let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
+            if answered.is_err() {
+                // Release the waiting open (a writer on the FIFO) so that the thread ends.
+                let released = std::time::Instant::now();
+                while rx.recv_timeout(std::time::Duration::from_millis(20)).is_err() {
+                    assert!(released.elapsed() < std::time::Duration::from_secs(30), "the flush never returned");
+                    let _w = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&journal);
+                }
+            }
+            assert_eq!(answered.ok(), Some(true), "the flush waited on the FIFO at the journal, holding FLUSHING");
+        });
+    }
+
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
     /// disk; damage before a later committed batch stops the store instead.
     #[test]
