@@ -264,10 +264,16 @@ pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
     Err(io::Error::other(format!("{} kept changing while it was written", path.display())))
 }
 
-/// Flushes every dirty page and inode of the filesystem holding `path` (syncfs(2)).
+/// Flushes every dirty page and inode of the filesystem holding the directory `path`
+/// (syncfs(2)).
 pub fn sync_filesystem(path: &Path) -> io::Result<()> {
-    let f = File::open(path)?;
-    Ok(rustix::fs::syncfs(&f)?)
+    Ok(rustix::fs::syncfs(&open_dir(path)?)?)
+}
+
+/// Opens the directory `path` (a link there is followed), never waiting on a FIFO: one
+/// there fails at once (O_DIRECTORY).
+pub fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(custom_flags(OFlags::DIRECTORY | OFlags::CLOEXEC)).open(path)
 }
 
 /// Opens `path` with `opts`, never through a symbolic link (O_NOFOLLOW): for every file

@@ -101,7 +101,7 @@ fn failed_flushes() -> &'static Mutex<std::collections::HashSet<PathBuf>> {
 
 /// Held through every flush: flushes go one at a time, so that a write-back error (reported
 /// once, to the first `syncfs` after it) is reported to the flush that covered it, and
-/// noted ([`FileStore::flush_failed`]) before another flush can begin.
+/// noted in [`failed_flushes`] before another flush can begin.
 static FLUSHING: Mutex<()> = Mutex::new(());
 
 /// Per store directory: the checkpoint its log is due for.
@@ -309,7 +309,7 @@ impl FileStore {
                 _ => return Ok(()),
             }
         };
-        let done = self.sync_files(&due.journals).map_err(|e| self.flush_failed(e)).and_then(|()| {
+        let done = self.sync_files(&due.journals).and_then(|()| {
             crash_point("checkpoint:unlocked-synced");
             let _lock = crate::store::Store::lock(self)?;
             self.cut_log(&due)
@@ -338,7 +338,7 @@ impl FileStore {
             return Ok(());
         }
         let journals = journals_written().lock().unwrap_or_else(|e| e.into_inner()).get(&self.root).cloned();
-        self.sync_files(&journals.unwrap_or_default()).map_err(|e| self.flush_failed(e))
+        self.sync_files(&journals.unwrap_or_default())
     }
 
     /// Under the lock, after the files of every entry before `due.log_len` were flushed:
@@ -440,19 +440,12 @@ impl FileStore {
         self.forget_everything();
     }
 
-    /// A flush made without the lock failed: what it was to make durable may be lost from
-    /// the page cache (a write-back error is reported once, to the first flush after it), so
-    /// the log is distrusted at the next lock (noted now, taken by
-    /// [`FileStore::flush_failed_since`]: doing it here would need the lock, and a batch in
-    /// progress would trust the log again). The flush's error is what is returned.
-    fn flush_failed(&self, e: StoreError) -> StoreError {
-        failed_flushes().lock().unwrap_or_else(|e| e.into_inner()).insert(self.root.clone());
-        e
-    }
-
     /// Whether a flush of this store failed since the last time this was asked (and the log
     /// was distrusted): every lock asks, and a checkpoint under the lock asks after its own
-    /// flush. Forgets the failure.
+    /// flush. Forgets the failure. (A failed flush may have lost what it was to make durable
+    /// from the page cache, and a write-back error is reported once, to the first flush after
+    /// it; the flush that failed cannot distrust the log itself without the lock, and a batch
+    /// in progress would trust it again.)
     pub(super) fn flush_failed_since(&self) -> bool {
         failed_flushes().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.root)
     }
@@ -630,7 +623,8 @@ impl FileStore {
         // Under the lock. This flush failed, or one without the lock did before it: the log
         // is distrusted (re-applied at the next lock), not started over.
         let synced = self.sync_files(journals);
-        if synced.is_err() || self.flush_failed_since() {
+        let failed = self.flush_failed_since();
+        if synced.is_err() || failed {
             self.distrust_log();
             return Err(synced.err().unwrap_or_else(|| StoreError::Io {
                 path: self.root.clone(),
@@ -649,7 +643,7 @@ impl FileStore {
     pub(super) fn keep_flush_handle(&self) {
         let mut map = flush_handles().lock().unwrap_or_else(|e| e.into_inner());
         if !map.contains_key(&self.root) {
-            if let Ok(f) = File::open(&self.root) {
+            if let Ok(f) = crate::files::durable::open_dir(&self.root) {
                 map.insert(self.root.clone(), f);
             }
         }
@@ -657,8 +651,18 @@ impl FileStore {
 
     /// `syncfs` on the store's filesystem, and on each of `journals` that is elsewhere.
     fn sync_files(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
-        use std::os::unix::fs::MetadataExt;
         let _one_at_a_time = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
+        let flushed = self.sync_files_now(journals);
+        if flushed.is_err() {
+            // Noted before the next flush can begin (it would not hear of this error).
+            failed_flushes().lock().unwrap_or_else(|e| e.into_inner()).insert(self.root.clone());
+        }
+        flushed
+    }
+
+    /// [`FileStore::sync_files`], holding [`FLUSHING`].
+    fn sync_files_now(&self, journals: &[PathBuf]) -> Result<(), StoreError> {
+        use std::os::unix::fs::MetadataExt;
         let here = fs::metadata(&self.root).map_err(io_err(&self.root, "sync"))?;
         let kept = {
             let mut map = flush_handles().lock().unwrap_or_else(|e| e.into_inner());
@@ -667,7 +671,7 @@ impl FileStore {
             let held = map.get(&self.root).and_then(|f| f.metadata().ok()).map(|m| (m.dev(), m.ino()));
             if held.is_some_and(|id| id != (here.dev(), here.ino())) {
                 map.remove(&self.root);
-                if let Ok(f) = File::open(&self.root) {
+                if let Ok(f) = crate::files::durable::open_dir(&self.root) {
                     map.insert(self.root.clone(), f);
                 }
             }
