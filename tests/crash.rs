@@ -15,6 +15,14 @@ fn vouch(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_vouch")).args(args).env("VOUCH_DIR", dir).output().unwrap()
 }
 
+/// A CA in `w/vouch`, and a conductor whose certificate and key are `w/c.pem`, `w/c.key`.
+fn ca_with_conductor(w: &Path) -> PathBuf {
+    let dir = w.join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    dir
+}
+
 /// Fresh version 2 attributes for `name` (attributes are good once), then its CSR.
 fn vouched_csr(dir: &Path, w: &Path, name: &str) -> PathBuf {
     let attrs = w.join(format!("{name}.attrs.yaml"));
@@ -125,10 +133,8 @@ fn killed_at_random_points_the_store_stays_consistent() {
     eprintln!("crash test seed {seed}");
     let mut rng = Rng(seed);
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("vouch");
-    ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
-    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let dir = ca_with_conductor(w);
     const N: usize = 60;
     let csrs: Vec<PathBuf> = (0..N).map(|i| vouched_csr(&dir, w, &format!("n{i}.example.test"))).collect();
     // Time one uninterrupted sign to spread the kills over its whole run.
@@ -201,10 +207,8 @@ fn killed_at_random_points_the_store_stays_consistent() {
 #[test]
 fn aborted_at_every_step_recovery_finishes_or_abandons() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("vouch");
-    ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
-    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let dir = ca_with_conductor(w);
     let csr_for = |name: &str| -> PathBuf { vouched_csr(&dir, w, name) };
     let abort_at = |step: &str, args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
@@ -271,10 +275,8 @@ fn aborted_at_every_step_recovery_finishes_or_abandons() {
 #[test]
 fn files_lost_after_the_log_was_synced_are_rebuilt_from_it() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("vouch");
-    ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
-    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let dir = ca_with_conductor(w);
     let ca = dir.join("ca");
     let first = vouched_csr(&dir, w, "before.example.test");
     ok(vouch(&dir, &["sign", "--csr", s(&first)]));
@@ -320,10 +322,8 @@ fn files_lost_after_the_log_was_synced_are_rebuilt_from_it() {
 #[test]
 fn killed_in_the_checkpoint_outside_the_lock_nothing_is_lost() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("vouch");
-    ok(vouch(&dir, &["ca", "init"]));
     let w = t.path();
-    ok(vouch(&dir, &["conductor", "new", "c", "--cert-out", s(&w.join("c.pem")), "--key-out", s(&w.join("c.key"))]));
+    let dir = ca_with_conductor(w);
     let ca = dir.join("ca");
     let sign = |csr: &Path, abort_at: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vouch"));
@@ -369,23 +369,12 @@ fn killed_in_the_checkpoint_outside_the_lock_nothing_is_lost() {
 /// 63124fb: its checkpoint under the lock loses the same lines; the duplicate is the cut's.)
 #[test]
 fn a_cut_after_another_process_died_recovering_the_log_keeps_the_inventory_whole() {
-    use vouch::store::{CertRecord, FileStore, Issuance, State, Store};
+    use vouch::store::{FileStore, Store};
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("vouch");
     ok(vouch(&dir, &["ca", "init"]));
     let ca = dir.join("ca");
-    let entry = |i: usize, pem_len: usize| Issuance {
-        record: CertRecord {
-            digest: "d".into(),
-            not_before: "2030-01-01T00:00:00Z".into(),
-            not_after: "2031-01-01T00:00:00Z".into(),
-            ..CertRecord::bare(&format!("ab{i:030x}"), &format!("n{i}.example.test"), State::Issued)
-        },
-        pem: "x".repeat(pem_len),
-        claim: None,
-        expected: None,
-        supersedes: None,
-    };
+    let entry = |i: usize, pem_len: usize| stored(&format!("ab{i:030x}"), &format!("n{i}.example.test"), pem_len);
     // The long-running process: three batches take its log past 8 MiB (a checkpoint comes due).
     let store = FileStore::new(&ca);
     for i in 1..=3 {
@@ -393,13 +382,7 @@ fn a_cut_after_another_process_died_recovering_the_log_keeps_the_inventory_whole
     }
     assert!(std::fs::metadata(ca.join("wal.log")).unwrap().len() > 8 << 20);
     // Another process takes the lock, finds a log it did not write, and dies recovering it.
-    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
-        .args(["crl"])
-        .env("VOUCH_DIR", &dir)
-        .env("VOUCH_TEST_ABORT_AT", "wal:record")
-        .output()
-        .unwrap();
-    assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
+    die_recovering(&dir);
     // The long-running process's checkpoint outside the lock, then one more batch.
     store.checkpoint_unlocked().unwrap();
     store.issue(&store.lock().unwrap(), &[entry(4, 100)]).unwrap();
@@ -421,23 +404,12 @@ fn a_cut_after_another_process_died_recovering_the_log_keeps_the_inventory_whole
 /// lost for good.
 #[test]
 fn a_checkpoint_after_another_process_died_recovering_the_log_keeps_the_inventory_whole() {
-    use vouch::store::{CertRecord, FileStore, Issuance, State, Store};
+    use vouch::store::{FileStore, Store};
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("vouch");
     ok(vouch(&dir, &["ca", "init"]));
     let ca = dir.join("ca");
-    let entry = |i: usize| Issuance {
-        record: CertRecord {
-            digest: "d".into(),
-            not_before: "2030-01-01T00:00:00Z".into(),
-            not_after: "2031-01-01T00:00:00Z".into(),
-            ..CertRecord::bare(&format!("ac{i:030x}"), &format!("m{i}.example.test"), State::Issued)
-        },
-        pem: "x".repeat(100),
-        claim: None,
-        expected: None,
-        supersedes: None,
-    };
+    let entry = |i: usize| stored(&format!("ac{i:030x}"), &format!("m{i}.example.test"), 100);
     // The long-running process logs three batches (no checkpoint comes due).
     let store = FileStore::new(&ca);
     for i in 1..=3 {
@@ -445,13 +417,7 @@ fn a_checkpoint_after_another_process_died_recovering_the_log_keeps_the_inventor
     }
     // Another process takes the lock, finds a log it did not write, and dies recovering it
     // (the inventory already truncated to the log header's length, nothing re-applied).
-    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
-        .args(["crl"])
-        .env("VOUCH_DIR", &dir)
-        .env("VOUCH_TEST_ABORT_AT", "wal:record")
-        .output()
-        .unwrap();
-    assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
+    die_recovering(&dir);
     // The long-running process's checkpoint under the lock, then any later holder.
     store.checkpoint(&store.lock().unwrap()).unwrap();
     ok(vouch(&dir, &["crl"]));
@@ -460,4 +426,34 @@ fn a_checkpoint_after_another_process_died_recovering_the_log_keeps_the_inventor
         let line = format!("0xac{i:030x} ");
         assert_eq!(inventory.matches(&line).count(), 1, "certificate {i} in the inventory once:\n{inventory}");
     }
+}
+
+/// A certificate as the store keeps it, for tests that drive the store directly.
+fn stored(serial: &str, certname: &str, pem_len: usize) -> vouch::store::Issuance {
+    use vouch::store::{CertRecord, Issuance, State};
+    Issuance {
+        record: CertRecord {
+            digest: "d".into(),
+            not_before: "2030-01-01T00:00:00Z".into(),
+            not_after: "2031-01-01T00:00:00Z".into(),
+            ..CertRecord::bare(serial, certname, State::Issued)
+        },
+        pem: "x".repeat(pem_len),
+        claim: None,
+        expected: None,
+        supersedes: None,
+    }
+}
+
+/// Another process takes the lock (`vouch crl`), finds a log it did not write, and dies
+/// recovering it: the inventory already truncated to the log header's length, nothing
+/// re-applied yet.
+fn die_recovering(dir: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["crl"])
+        .env("VOUCH_DIR", dir)
+        .env("VOUCH_TEST_ABORT_AT", "wal:record")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
 }

@@ -914,18 +914,30 @@ mod tests {
         std::fs::remove_file(store.wal_path()).unwrap();
         std::os::unix::fs::symlink(&fifo, store.wal_path()).unwrap();
         assert!(store.lock().is_err(), "the lock refuses the link");
+        let answered = answered_unless_waiting_on(&fifo, || store.flush_unlocked().is_err());
+        assert_eq!(answered, Some(true), "the flush followed the link and waited on the FIFO");
+    }
+
+    /// Runs `f` on a thread of its own and returns its answer if it came within 5 s. If not,
+    /// `f` waits on `fifo` (an open for reading waits for a writer): writers are opened there,
+    /// each leaving at once, until it returns, so that the test ends either way.
+    fn answered_unless_waiting_on(fifo: &Path, f: impl FnOnce() -> bool + Send) -> Option<bool> {
+        use std::os::unix::fs::OpenOptionsExt;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::scope(|scope| {
-            scope.spawn(|| {
-                let _ = tx.send(store.flush_unlocked().is_err());
+            scope.spawn(move || {
+                let _ = tx.send(f());
             });
             let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
             if answered.is_err() {
-                // Release the waiting open (a writer on the FIFO) so that the thread ends.
-                let _w = std::fs::OpenOptions::new().write(true).open(&fifo);
+                let released = std::time::Instant::now();
+                while rx.recv_timeout(std::time::Duration::from_millis(20)).is_err() {
+                    assert!(released.elapsed() < std::time::Duration::from_secs(30), "it never returned");
+                    let _w = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo);
+                }
             }
-            assert_eq!(answered.ok(), Some(true), "the flush followed the link and waited on the FIFO");
-        });
+            answered.ok()
+        })
     }
 
     /// Found by review of 5cae2f9: the store's `syncfs` goes through a descriptor of
@@ -981,25 +993,8 @@ mod tests {
         store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
         std::fs::remove_file(store.wal_path()).unwrap();
         assert!(std::process::Command::new("mkfifo").arg(store.wal_path()).status().unwrap().success());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                let _ = tx.send(store.lock().is_err());
-            });
-            let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
-            if answered.is_err() {
-                // Release each waiting open (a writer on the FIFO, that leaves at once) until
-                // the thread ends.
-                use std::os::unix::fs::OpenOptionsExt;
-                let released = std::time::Instant::now();
-                while rx.recv_timeout(std::time::Duration::from_millis(20)).is_err() {
-                    assert!(released.elapsed() < std::time::Duration::from_secs(30), "the lock never returned");
-                    let _w =
-                        std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(store.wal_path());
-                }
-            }
-            assert_eq!(answered.ok(), Some(true), "the lock waited on the FIFO at wal.log, holding the store's lock");
-        });
+        let answered = answered_unless_waiting_on(&store.wal_path(), || store.lock().is_err());
+        assert_eq!(answered, Some(true), "the lock waited on the FIFO at wal.log, holding the store's lock");
     }
 
     /// Review of 0296b27: `sync_files` holds FLUSHING only through the `syncfs` calls; the
@@ -1104,7 +1099,7 @@ mod tests {
     /// the temporary directory's.
     #[test]
     fn a_flush_refuses_a_journal_that_is_a_fifo_instead_of_waiting_on_it() {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        use std::os::unix::fs::MetadataExt;
         let d = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir_in("/dev/shm").unwrap();
         let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
@@ -1114,22 +1109,8 @@ mod tests {
         let journal = other.path().join("replay");
         assert!(std::process::Command::new("mkfifo").arg(&journal).status().unwrap().success());
         journals_written().lock().unwrap().entry(store.root.clone()).or_default().push(journal.clone());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                let _ = tx.send(store.flush_unlocked().is_err());
-            });
-            let answered = rx.recv_timeout(std::time::Duration::from_secs(5));
-            if answered.is_err() {
-                // Release the waiting open (a writer on the FIFO) so that the thread ends.
-                let released = std::time::Instant::now();
-                while rx.recv_timeout(std::time::Duration::from_millis(20)).is_err() {
-                    assert!(released.elapsed() < std::time::Duration::from_secs(30), "the flush never returned");
-                    let _w = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&journal);
-                }
-            }
-            assert_eq!(answered.ok(), Some(true), "the flush waited on the FIFO at the journal, holding FLUSHING");
-        });
+        let answered = answered_unless_waiting_on(&journal, || store.flush_unlocked().is_err());
+        assert_eq!(answered, Some(true), "the flush waited on the FIFO at the journal, holding FLUSHING");
     }
 
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
