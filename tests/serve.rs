@@ -1913,6 +1913,7 @@ fn metrics_count_exactly_what_the_api_did_during_and_after_a_load() {
         ("vouch_refusals_total", "counter"),
         ("vouch_issuance_duration_seconds", "histogram"),
         ("vouch_group_commit_batch_size", "histogram"),
+        ("vouch_group_commit_busy_seconds_total", "counter"),
         ("vouch_store_errors_total", "counter"),
         ("vouch_open_connections", "gauge"),
         ("vouch_crl_age_seconds", "gauge"),
@@ -1970,6 +1971,9 @@ fn metrics_count_exactly_what_the_api_did_during_and_after_a_load() {
     // One batch per sequential grant, each of one issuance; one latency observation per grant.
     assert_eq!((d(BATCHES), d(BATCHED)), (3.0, 3.0));
     assert_eq!(d("vouch_group_commit_batch_size_bucket{le=\"1\"}"), 3.0);
+    // Each batch took time (a synchronous write at least), and less than the issuances did.
+    let busy = d("vouch_group_commit_busy_seconds_total");
+    assert!(busy > 0.0 && busy <= d("vouch_issuance_duration_seconds_sum"), "busy {busy} s");
     assert_eq!(d(ISSUANCES), 3.0);
     assert!(d("vouch_issuance_duration_seconds_sum") > 0.0);
     for stage in ["request", "after-commit", "audit", "maintenance", "checkpoint"] {

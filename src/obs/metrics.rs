@@ -230,6 +230,8 @@ pub struct Metrics {
     refusals: Keyed,
     issuance: Histogram<13>,
     batches: Histogram<8>,
+    /// Nanoseconds spent running group-commit batches (one at a time, the store's lock held).
+    batch_busy_ns: AtomicU64,
     store_errors: [AtomicU64; StoreStage::ALL.len()],
     connections: AtomicI64,
     ldap: [AtomicU64; LDAP_OPS.len()],
@@ -251,6 +253,7 @@ impl Metrics {
             refusals: Keyed::new(),
             issuance: Histogram::new(LATENCY_BOUNDS_NS, 1e9),
             batches: Histogram::new(BATCH_BOUNDS, 1.0),
+            batch_busy_ns: AtomicU64::new(0),
             store_errors: [const { AtomicU64::new(0) }; StoreStage::ALL.len()],
             connections: AtomicI64::new(0),
             ldap: [const { AtomicU64::new(0) }; LDAP_OPS.len()],
@@ -289,9 +292,10 @@ impl Metrics {
         self.issuance.observe(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
     }
 
-    /// A group commit stored a batch of `size` issuances.
-    pub fn batch(&self, size: usize) {
+    /// A group commit ran a batch of `size` issuances, which took `took` (wall clock).
+    pub fn batch(&self, size: usize, took: std::time::Duration) {
         self.batches.observe(u64::try_from(size).unwrap_or(u64::MAX));
+        self.batch_busy_ns.fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
     }
 
     pub fn store_error(&self, stage: StoreStage) {
@@ -351,8 +355,16 @@ impl Metrics {
         self.batches.render(
             &mut out,
             "vouch_group_commit_batch_size",
-            "Issuances stored per group commit (one synchronous write each).",
+            "Issuances stored per group commit (two synchronous writes each: the audit log's and the store's).",
         );
+        header(
+            &mut out,
+            "vouch_group_commit_busy_seconds_total",
+            "Time spent running group-commit batches, one at a time with the store's lock held; a rate near 1 means issuance waits on the store.",
+            "counter",
+        );
+        let _ =
+            writeln!(out, "vouch_group_commit_busy_seconds_total {}", self.batch_busy_ns.load(Relaxed) as f64 / 1e9);
         header(&mut out, "vouch_store_errors_total", "Store failures, by stage.", "counter");
         for stage in StoreStage::ALL {
             let n = self.store_errors[stage as usize].load(Relaxed);

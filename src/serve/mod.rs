@@ -97,16 +97,21 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
     // Claims (under the store's lock) no longer prune the replay journal: the maintenance
     // runs do, without the lock, a bounded part at a time.
     crate::store::journal::prune_in_maintenance();
-    // Two malloc arenas: with one per thread (glibc's default, up to 8 per core) freed
-    // memory stays spread over them; 256 agents took 71 MB instead of 42 MB, at the same rate.
+    // Eight malloc arenas, not glibc's default of up to 8 per core: freed memory stays spread
+    // over fewer of them (with the default, 256 agents took 71 MB). Not two: the group commit's
+    // leader, which holds the store's lock, then waits on the arenas' locks behind the signers;
+    // with 8, 64 agents issue 5-10% faster (docs/benchmarks.md, section 9).
     // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
     #[allow(unsafe_code)]
-    let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 8) };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // Blocking threads decide, sign and wait for the group commit. More than a few per core buys
-    // nothing (the work is CPU and one fdatasync per batch) and costs memory: at 256 agents
-    // 256 threads took 83 MB, 32 took 48–51 MB, 16 take 38–48 MB, at the same rate.
-    builder.enable_all().max_blocking_threads(16).thread_name("vouch-serve");
+    // Blocking threads decide, sign and wait for the group commit, so they bound its batch: the
+    // batch's leader (one at a time, the store's lock held) is what limits the rate, and each
+    // batch costs two synchronous writes however small it is. 32 threads: batches of about 16
+    // at 64 agents instead of 8, 15-25% more certificates a second, 33 MB instead of 28 MB
+    // (41 MB at 256 agents); 64 threads added nothing more (docs/benchmarks.md, section 9).
+    // 256 threads took 83 MB.
+    builder.enable_all().max_blocking_threads(32).thread_name("vouch-serve");
     if opts.threads > 0 {
         builder.worker_threads(opts.threads);
     }

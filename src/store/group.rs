@@ -65,9 +65,10 @@ impl<J, R> GroupCommit<J, R> {
             let take = st.queue.len().min(self.max_batch);
             let batch: Vec<(u64, J)> = st.queue.drain(..take).collect();
             drop(st);
-            crate::obs::metrics::METRICS.batch(take);
             let (ids, jobs): (Vec<u64>, Vec<J>) = batch.into_iter().unzip();
+            let started = std::time::Instant::now();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(jobs)));
+            crate::obs::metrics::METRICS.batch(take, started.elapsed());
             let mut results = ran.unwrap_or_default().into_iter();
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             for id in &ids {
