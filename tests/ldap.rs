@@ -1090,3 +1090,78 @@ fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
     assert_eq!(o.status.code(), Some(2), "a server certificate for another name was accepted: {}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("name the URL's host"), "{}", text(&o));
 }
+
+/// `vouch_ldap_operations_total{op="bind"}` as `/metrics` on `addr` says it.
+fn ldap_binds(addr: std::net::SocketAddr) -> u64 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(conn, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    raw.lines()
+        .find_map(|l| l.strip_prefix("vouch_ldap_operations_total{op=\"bind\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no bind count in:\n{raw}"))
+}
+
+/// Review of bd6ba56 (32 blocking threads): each LDAP pool keeps at most 16 connections idle
+/// (conn.rs MAX_IDLE, sized for the 16 blocking threads of before), and a master has two
+/// pools (the store's and the replay journal's, src/store/open.rs). A request uses one
+/// connection of a pool at a time on its blocking thread, so with 16 threads a load never
+/// needed more than 16 per pool: at most 32 binds, whatever the load. With 32 threads up to
+/// 32 operations run at once per pool, and every one beyond the 16th connects and binds
+/// anew, then is closed: a connection (TCP, and TLS with ldaps) and a bind per operation.
+#[test]
+fn a_load_binds_no_more_ldap_connections_than_the_pool_keeps() {
+    const MAX_IDLE: u64 = 16;
+    const POOLS: u64 = 2;
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&slapd), &["--metrics-listen", &free.to_string()]);
+    let work: Vec<(String, Vec<u8>)> = (0..256)
+        .map(|i| {
+            let name = format!("pool{i:03}.example.test");
+            let csr = csr_for(&name, &vouched(&d1, &name), &p256());
+            (name, csr)
+        })
+        .collect();
+    let addr = m1.addr();
+    let bundle = std::fs::read(d1.join("ca/ca_bundle.pem")).unwrap();
+    let config = tls_config(&bundle, None).unwrap();
+    let before = ldap_binds(free);
+    let granted: usize = std::thread::scope(|sc| {
+        let handles: Vec<_> = work
+            .chunks(4)
+            .map(|chunk| {
+                let config = config.clone();
+                sc.spawn(move || {
+                    let mut c = Client::new(config, addr, "localhost").unwrap();
+                    let mut ok = 0;
+                    for (name, csr) in chunk {
+                        let put = c
+                            .request(
+                                "PUT",
+                                &format!("/puppet-ca/v1/certificate_request/{name}"),
+                                Some("text/plain"),
+                                csr,
+                            )
+                            .unwrap();
+                        let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+                        ok += usize::from(put.status == 200 && get.status == 200);
+                    }
+                    ok
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(granted, 256, "{}", m1.log());
+    let binds = ldap_binds(free) - before;
+    assert!(
+        binds <= POOLS * MAX_IDLE,
+        "{binds} new LDAP binds for 256 certificates at 64 agents ({POOLS} pools keep {MAX_IDLE} each)"
+    );
+}
