@@ -360,7 +360,7 @@ impl Metrics {
         header(
             &mut out,
             "vouch_group_commit_busy_seconds_total",
-            "Time spent running group-commit batches, one at a time with the store's lock held; a rate near 1 means issuance waits on the store.",
+            "Time spent running group-commit batches (one at a time: taking the store's lock, then storing with it held); a rate near 1 means issuance waits on this serial part. Always 0 on a shared (LDAP) store, which stores each request on its own.",
             "counter",
         );
         let _ =

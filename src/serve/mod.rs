@@ -21,6 +21,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The service's blocking threads: each request that issues holds one while it decides,
+/// signs and waits for its batch (see `run`).
+const BLOCKING_THREADS: usize = 32;
+// An LDAP store's pools keep one idle connection per blocking thread: more threads than
+// that would open and bind a connection per operation under a steady load.
+const _: () = assert!(crate::store::ldap::MAX_IDLE >= BLOCKING_THREADS);
+
 /// How the service runs. Every limit has a documented default (README, "vouch serve").
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -99,19 +106,20 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
     crate::store::journal::prune_in_maintenance();
     // Eight malloc arenas, not glibc's default of up to 8 per core: freed memory stays spread
     // over fewer of them (with the default, 256 agents took 71 MB). Not two: the group commit's
-    // leader, which holds the store's lock, then waits on the arenas' locks behind the signers;
-    // with 8, 64 agents issue 5-10% faster (docs/benchmarks.md, section 9).
+    // leader, which holds the store's lock, then waits on the arenas' locks behind the signers
+    // (measured together with the 32 threads below: docs/benchmarks.md, section 9).
     // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
     #[allow(unsafe_code)]
     let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 8) };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // Blocking threads decide, sign and wait for the group commit, so they bound its batch: the
     // batch's leader (one at a time, the store's lock held) is what limits the rate, and each
-    // batch costs two synchronous writes however small it is. 32 threads: batches of about 16
-    // at 64 agents instead of 8, 15-25% more certificates a second, 33 MB instead of 28 MB
-    // (41 MB at 256 agents); 64 threads added nothing more (docs/benchmarks.md, section 9).
-    // 256 threads took 83 MB.
-    builder.enable_all().max_blocking_threads(32).thread_name("vouch-serve");
+    // batch costs two synchronous writes however small it is. 32 threads (with the 8 arenas
+    // above): batches of about 15 at 64 agents instead of 8, a median of 11% more certificates
+    // a second over five alternating pairs, 32-33 MB instead of 27-28 MB (41 MB at 256 agents);
+    // 64 threads added nothing more (docs/benchmarks.md, section 9). 256 threads took 83 MB.
+    // An LDAP store's pools keep as many connections idle (each thread uses one at a time).
+    builder.enable_all().max_blocking_threads(BLOCKING_THREADS).thread_name("vouch-serve");
     if opts.threads > 0 {
         builder.worker_threads(opts.threads);
     }

@@ -62,8 +62,10 @@ pub struct Pool {
     tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// Connections kept idle at most (more concurrent operations open more, then close them).
-const MAX_IDLE: usize = 16;
+/// Connections kept idle at most (more concurrent operations open more, then close them):
+/// as many as `vouch serve` has blocking threads, each of which uses one connection of a
+/// pool at a time, so that a steady load opens no connection after the first ones.
+pub const MAX_IDLE: usize = 32;
 
 fn unavailable(server: &Server, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable { detail: format!("LDAP server {}: {e}", server.address) }

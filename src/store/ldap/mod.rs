@@ -33,7 +33,7 @@
 mod conn;
 pub mod schema;
 
-pub use conn::{may_block, Bind, Pool, Server};
+pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::journal::Claim;
 use super::{
