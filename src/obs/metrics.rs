@@ -230,7 +230,8 @@ pub struct Metrics {
     refusals: Keyed,
     issuance: Histogram<13>,
     batches: Histogram<8>,
-    /// Nanoseconds spent running group-commit batches (one at a time, the store's lock held).
+    /// Nanoseconds spent running group-commit batches, one at a time (taking the store's lock,
+    /// then storing with it held).
     batch_busy_ns: AtomicU64,
     store_errors: [AtomicU64; StoreStage::ALL.len()],
     connections: AtomicI64,

@@ -106,8 +106,8 @@ pub fn run(opts: ServeOptions) -> Result<(), Error> {
     crate::store::journal::prune_in_maintenance();
     // Eight malloc arenas, not glibc's default of up to 8 per core: freed memory stays spread
     // over fewer of them (with the default, 256 agents took 71 MB). Not two: the group commit's
-    // leader, which holds the store's lock, then waits on the arenas' locks behind the signers
-    // (measured together with the 32 threads below: docs/benchmarks.md, section 9).
+    // leader, which holds the store's lock, then appears to wait on the arenas' locks behind the
+    // signers (measured together with the 32 threads below: docs/benchmarks.md, section 9).
     // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
     #[allow(unsafe_code)]
     let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 8) };
