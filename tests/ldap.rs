@@ -643,7 +643,7 @@ fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() 
     assert_eq!(put, 200, "{why}");
     let pem = String::from_utf8(cert.unwrap()).unwrap();
     drop(m);
-    let (wrote, loaded) = load_generated(&slapd, &d1, &pem, n, tmp.path());
+    let loaded = load_generated(&slapd, &d1, &pem, n);
     slapd.restart();
     let db = du(&slapd.dir().join("db"));
     // The counter the CRL follows: as if each revocation had been recorded.
@@ -667,7 +667,7 @@ fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() 
     let on_crl = crl_serials(&o.stdout).len();
     assert_eq!(on_crl, n.div_ceil(10));
     eprintln!(
-        "LDAP store of {n} certificates ({} revoked): LDIF written in {wrote:.1?}, slapadd {loaded:.1?}, database {} MB \
+        "LDAP store of {n} certificates ({} revoked): generated and loaded by slapadd in {loaded:.1?}, database {} MB \
          ({} bytes per certificate); GET certificate p50 {:?} p99 {:?}; vouch list --all {list_took:.1?} (max RSS {} MB); \
          vouch crl {crl_took:.1?} (max RSS {} MB)",
         n.div_ceil(10),
@@ -951,9 +951,9 @@ fn an_ldapi_store_binds_by_sasl_external() {
 }
 
 /// Writes `n` generated certificates of the CA in `d1` (one in ten revoked; each with the
-/// PEM `pem`) as LDIF and loads them with `slapadd -q` (slapd is stopped, and left stopped):
-/// the time each step took.
-fn load_generated(slapd: &Slapd, d1: &Path, pem: &str, n: usize, scratch: &Path) -> (Duration, Duration) {
+/// PEM `pem`) as LDIF piped into `slapadd -q` (slapd is stopped, and left stopped): the
+/// time that took.
+fn load_generated(slapd: &Slapd, d1: &Path, pem: &str, n: usize) -> Duration {
     let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
     let (_, ca_der) = vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap();
     let ca = vouch::store::ca_id(&ca_der);
@@ -961,11 +961,22 @@ fn load_generated(slapd: &Slapd, d1: &Path, pem: &str, n: usize, scratch: &Path)
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(b)
     };
+    // The LDIF (about 2.5 KB per certificate) goes to slapadd through a pipe, not a file: at a
+    // million certificates a file would take 2.5 GB of disk beside the database.
+    let pem = pem.to_owned();
+    slapd.stop();
     let t = Instant::now();
-    let ldif = scratch.join("gen.ldif");
-    {
+    let mut add = Command::new("/usr/sbin/slapadd")
+        .args(["-q", "-f", s(&slapd.dir().join("slapd.conf"))])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = add.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || -> std::io::Result<()> {
         use std::io::Write;
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&ldif).unwrap());
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, stdin);
         for i in 0..n {
             let name = format!("gen{i:07}.example.test");
             let serial = format!("7{i:031x}");
@@ -978,24 +989,36 @@ fn load_generated(slapd: &Slapd, d1: &Path, pem: &str, n: usize, scratch: &Path)
             });
             let rec = rec.to_string();
             writeln!(w, "dn: vouchCertname={name},ou=certnames,{BASE}\nobjectClass: vouchRegistered\nvouchCertname: {name}\nvouchRevision: 1\nvouchState: {}\nvouchSerial: {serial}\nvouchCa: {ca}\nvouchRecord:: {}\nvouchCertificate:: {}\nvouchNotAfter: 20310101000000Z\n",
-                if revoked { "revoked" } else { "issued" }, b64(rec.as_bytes()), b64(pem.as_bytes())).unwrap();
+                if revoked { "revoked" } else { "issued" }, b64(rec.as_bytes()), b64(pem.as_bytes()))?;
             if revoked {
                 let r = serde_json::json!({ "record": serde_json::from_str::<serde_json::Value>(&rec).unwrap(), "cleaned": false });
                 writeln!(w, "dn: vouchSerial={serial},vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: {serial}\nvouchCertname: {name}\nvouchTime: 20260601000000Z\nvouchRecord:: {}\n",
-                    b64(r.to_string().as_bytes())).unwrap();
+                    b64(r.to_string().as_bytes()))?;
             }
         }
-    }
-    let wrote = t.elapsed();
-    slapd.stop();
-    let t = Instant::now();
-    let add = Command::new("/usr/sbin/slapadd")
-        .args(["-q", "-f", s(&slapd.dir().join("slapd.conf")), "-l", s(&ldif)])
+        w.flush()
+    });
+    let out = add.wait_with_output().unwrap();
+    let wrote = writer.join().unwrap();
+    let db = slapd.dir().join("db");
+    assert!(
+        out.status.success() && wrote.is_ok(),
+        "slapadd of {n} generated entries failed: {} (a signal such as SIGBUS means its memory map could not be \
+         written: is the disk full?), writing its input: {wrote:?}; stderr: {}\nfree space where the database is: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        free_space(&db)
+    );
+    t.elapsed()
+}
+
+/// `df -h` of the file system holding `dir`, for a failure's message.
+fn free_space(dir: &Path) -> String {
+    Command::new("df")
+        .args(["-h", s(dir)])
         .output()
-        .unwrap();
-    assert!(add.status.success(), "slapadd: {}", String::from_utf8_lossy(&add.stderr));
-    let loaded = t.elapsed();
-    (wrote, loaded)
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("df failed: {e}"))
 }
 
 /// Listings of more than one page (1,000 entries) running at once in one master: every page
@@ -1010,7 +1033,7 @@ fn concurrent_listings_of_many_pages_all_succeed() {
         enroll(&m, "real.example.test", &csr_for("real.example.test", &vouched(&d1, "real.example.test"), &p256()));
     let pem = String::from_utf8(cert.unwrap()).unwrap();
     drop(m);
-    load_generated(&slapd, &d1, &pem, 2_500, tmp.path());
+    load_generated(&slapd, &d1, &pem, 2_500);
     slapd.restart();
     let m = Master::start(&slapd, &d1, "ca1.test");
     let statuses: Vec<u16> = std::thread::scope(|sc| {
