@@ -124,6 +124,15 @@ fn check_store(ca: &Path) -> (usize, usize) {
     for rec in records.values().filter(|r| r["state"] == "issued") {
         assert!(valid.insert(rec["certname"].as_str().unwrap().to_string()), "two valid certificates: {rec}");
     }
+    // And vouch's own check agrees: no finding.
+    let dir = ca.parent().unwrap();
+    let o = vouch(dir, &["store", "verify"]);
+    assert!(
+        o.status.success(),
+        "vouch store verify: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     (signed, inv_serials.len())
 }
 

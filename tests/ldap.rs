@@ -205,6 +205,36 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!("a revocation at master 2 reached master 1's served CRL in {:?}", t.elapsed());
+
+    // `vouch store verify` on the shared store: nothing to find at either master (their
+    // certificates signed by two master CAs, a revocation and a clean across masters).
+    for d in [&d1, &m2.dir] {
+        let o = v(&slapd, d).args(["store", "verify"]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
+    }
+    // One entry's certificate replaced by another node's: found, exit 1.
+    let pem = slapd.ldapsearch(
+        &format!("vouchCertname=race1.example.test,ou=certnames,{BASE}"),
+        "(objectClass=*)",
+        &["vouchCertificate"],
+    );
+    let b64 = pem
+        .ok()
+        .lines()
+        .find_map(|l| l.strip_prefix("vouchCertificate:: "))
+        .unwrap_or_else(|| panic!("no certificate in {}", pem.ok()))
+        .to_string();
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCertname=race0.example.test,ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+        ))
+        .ok();
+    let o = v(&slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    assert!(found.contains("\"finding\":\"name-mismatch\"") && found.contains("race0.example.test"), "{found}");
+    eprintln!("vouch store verify on the tampered LDAP store:\n{found}");
     drop(m1);
     drop(m2);
 }

@@ -170,6 +170,17 @@ impl Authority {
         Ok(())
     }
 
+    /// Whether a revocation has left the CRL: its certificate expired more than a CRL period
+    /// (the policy's `crl_validity`) before `now`.
+    pub(super) fn off_the_crl(&self, r: &Revocation, now: OffsetDateTime) -> bool {
+        let period = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
+        r.not_after
+            .as_deref()
+            .and_then(|t| crate::encoding::time::parse_rfc3339(t).ok())
+            .and_then(|t| t.checked_add(period))
+            .is_some_and(|t| t < now)
+    }
+
     /// `vouch crl`: regenerates and returns the CRL PEM.
     pub fn crl(&self, now: OffsetDateTime) -> Result<String, Error> {
         let lock = self.store.lock()?;
@@ -191,16 +202,8 @@ impl Authority {
         // A certificate that expired more than a CRL period ago leaves the CRL: every CRL
         // issued while it was valid, and a whole period of CRLs after, listed it (RFC 5280
         // 5.1.2.6 requires one). Short lifetimes keep a churning fleet's CRL small.
-        let period = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
-        let long_expired = |r: &Revocation| {
-            r.not_after
-                .as_deref()
-                .and_then(|t| crate::encoding::time::parse_rfc3339(t).ok())
-                .and_then(|t| t.checked_add(period))
-                .is_some_and(|t| t < now)
-        };
         for r in self.store.revocations()? {
-            if !seen.insert(r.serial.clone()) || long_expired(&r) {
+            if !seen.insert(r.serial.clone()) || self.off_the_crl(&r, now) {
                 continue;
             }
             let serial = (0..r.serial.len())

@@ -16,6 +16,7 @@ mod overrides;
 mod renew;
 mod replay;
 mod reserved;
+mod verify;
 
 pub use crl::REASONS;
 pub use issue::IssueOutcome;
@@ -24,6 +25,7 @@ pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{names_on_certificate, Holder, ReservedNames};
+pub use verify::Verified;
 
 use crate::decision;
 use crate::error::Error;

@@ -176,6 +176,9 @@ pub enum Command {
     /// The shared LDAP store: print its schema, create its containers.
     #[command(subcommand)]
     Ldap(LdapCommand),
+    /// The CA store (the data directory's files, or --store): check it.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Administrators' classifications: they override the certificate's in `vouch enc`.
     #[command(subcommand)]
     Override(OverrideCommand),
@@ -355,6 +358,32 @@ pub enum AuditCommand {
     /// Append a checkpoint signed with the master CA's key now, and print it (to publish:
     /// `vouch audit verify --checkpoint` then detects a log cut off before it).
     Checkpoint,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Check that the store agrees with itself and with the CA: every current certificate
+    /// whole, signed by a master CA of the store and matching its record; the inventory and
+    /// the records in agreement; every revoked certificate on the revocation list and on the
+    /// CRL; the file store's own files (no operation left half-done, no unsettled serial,
+    /// never two unexpired unrevoked certificates of one certname, no junk). Changes nothing
+    /// (it takes the store's lock, which first finishes any recovery, as every command does).
+    /// Exit 0: no finding; 1: findings, each named with what to do; 2: the store could not be read.
+    Verify {
+        /// Output format: text; jsonl (one JSON object per finding, then one summary object).
+        #[arg(long, value_enum, default_value_t = VerifyFormat::Text)]
+        format: VerifyFormat,
+    },
+}
+
+/// `vouch store verify --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyFormat {
+    /// One line per finding, then a summary and what to do for each kind found.
+    Text,
+    /// One JSON object per finding (finding, its fields, message, hint), then
+    /// {"summary": {certificates, inventory, revocations, findings}}.
+    Jsonl,
 }
 
 #[derive(Subcommand, Debug)]

@@ -181,6 +181,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Crl { out, .. } => certs::crl(cli, out),
         Command::Renew { certname, out } => certs::renew(cli, certname, out),
         Command::Ldap(c) => store::ldap(cli, c),
+        Command::Store(c) => store::store_cmd(cli, c),
         Command::Override(c) => store::override_cmd(cli, c),
         Command::Migrate { to } => store::migrate(cli, to),
         Command::Reconcile(a) => fleet::reconcile(cli, a),

@@ -1,6 +1,6 @@
 //! `vouch ldap`, `vouch override`, `vouch migrate`: the store's own commands.
 
-use super::args::{LdapCommand, OutFormat, OverrideCommand};
+use super::args::{LdapCommand, OutFormat, OverrideCommand, StoreCommand, VerifyFormat};
 use super::output::say;
 use super::{dir, now, read_file, Cli, EXIT_OK};
 use crate::authority::Authority;
@@ -47,6 +47,72 @@ pub(super) fn ldap(cli: &Cli, c: &LdapCommand) -> Result<i32, Error> {
         }
     }
     Ok(EXIT_OK)
+}
+
+pub(super) fn store_cmd(cli: &Cli, c: &StoreCommand) -> Result<i32, Error> {
+    match c {
+        StoreCommand::Verify { format } => verify(cli, *format),
+    }
+}
+
+/// `vouch store verify`: each finding as it is found (stdout), then the summary.
+fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
+    use std::io::Write;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let now = now(cli)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failed: Option<std::io::Error> = None;
+    let mut kinds: Vec<(&'static str, &'static str)> = Vec::new();
+    let verified = auth.verify_store(now, &mut |finding| {
+        if !kinds.iter().any(|(k, _)| *k == finding.kind()) {
+            kinds.push((finding.kind(), finding.hint()));
+        }
+        let line = match format {
+            VerifyFormat::Text => format!("{}: {finding}", finding.kind()),
+            VerifyFormat::Jsonl => {
+                let mut v = serde_json::to_value(&finding).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("message".into(), finding.to_string().into());
+                    o.insert("hint".into(), finding.hint().into());
+                }
+                v.to_string()
+            }
+        };
+        if failed.is_none() {
+            failed = writeln!(out, "{line}").err();
+        }
+    })?;
+    let write_err = |source| Error::Io { path: "stdout".into(), op: "write", source };
+    if let Some(e) = failed {
+        return Err(write_err(e));
+    }
+    match format {
+        VerifyFormat::Text => {
+            let found = match verified.findings {
+                0 => "no findings".to_string(),
+                1 => "1 finding".to_string(),
+                n => format!("{n} findings"),
+            };
+            writeln!(
+                out,
+                "{}: {} current certificates, {} inventory lines, {} revocations checked: {found}",
+                auth.store.describe(),
+                verified.certificates,
+                verified.inventory,
+                verified.revocations
+            )
+            .map_err(write_err)?;
+            for (kind, hint) in &kinds {
+                writeln!(out, "  {kind}: {hint}").map_err(write_err)?;
+            }
+        }
+        VerifyFormat::Jsonl => {
+            writeln!(out, "{}", serde_json::json!({ "summary": verified })).map_err(write_err)?;
+        }
+    }
+    out.flush().map_err(write_err)?;
+    Ok(if verified.findings == 0 { EXIT_OK } else { super::EXIT_REFUSED })
 }
 
 pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error> {

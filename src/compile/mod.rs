@@ -154,15 +154,13 @@ fn verify_crl_signature(
     crl: &CertificateRevocationList<'_>,
     issuer: &x509_parser::certificate::X509Certificate<'_>,
 ) -> Result<(), String> {
-    let alg: Option<Vec<u64>> = crl.signature_algorithm.algorithm.iter().map(|i| i.collect());
-    let alg = alg.ok_or("an unreadable signature algorithm")?;
-    let spki = issuer.public_key();
-    let kind = crate::encoding::csr::spki_kind(spki.raw).map_err(|e| format!("its issuer's key: {e}"))?;
-    let algorithm =
-        crate::encoding::csr::verification_algorithm(&alg, kind).map_err(|e| format!("its signature: {e}"))?;
-    aws_lc_rs::signature::UnparsedPublicKey::new(algorithm, &spki.subject_public_key.data)
-        .verify(crl.tbs_cert_list.as_ref(), &crl.signature_value.data)
-        .map_err(|_| "its signature does not verify with its issuer's key in --cacert".to_string())
+    crate::encoding::verify_x509_signature(
+        &crl.signature_algorithm,
+        issuer,
+        crl.tbs_cert_list.as_ref(),
+        &crl.signature_value.data,
+    )
+    .map_err(|e| format!("{e} (its issuer in --cacert)"))
 }
 
 use x509_parser::prelude::FromDer;

@@ -19,6 +19,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes).as_ref())
 }
 
+/// Whether `signature` over `signed` (a certificate's or a CRL's to-be-signed part) verifies
+/// with `issuer`'s key by `algorithm`, among the algorithms vouch accepts on a CSR.
+pub fn verify_x509_signature(
+    algorithm: &x509_parser::x509::AlgorithmIdentifier<'_>,
+    issuer: &x509_parser::certificate::X509Certificate<'_>,
+    signed: &[u8],
+    signature: &[u8],
+) -> Result<(), String> {
+    let alg: Option<Vec<u64>> = algorithm.algorithm.iter().map(|i| i.collect());
+    let alg = alg.ok_or("an unreadable signature algorithm")?;
+    let spki = issuer.public_key();
+    let kind = csr::spki_kind(spki.raw).map_err(|e| format!("its issuer's key: {e}"))?;
+    let algorithm = csr::verification_algorithm(&alg, kind).map_err(|e| format!("its signature: {e}"))?;
+    aws_lc_rs::signature::UnparsedPublicKey::new(algorithm, &spki.subject_public_key.data)
+        .verify(signed, signature)
+        .map_err(|_| format!("its signature does not verify with the key of {}", issuer.subject()))
+}
+
 /// Percent-decodes a URL component (`%2F` → `/`); `None` for an escape that is not two hex
 /// digits, or a result that is not UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {

@@ -59,6 +59,7 @@ pub mod journal;
 pub mod junk;
 pub mod ldap;
 mod open;
+pub mod verify;
 
 pub(crate) use file::crash_point;
 pub use file::{FileStore, WAL};
@@ -603,6 +604,19 @@ pub trait Store: Send + Sync {
     /// The certificates (DER) of every master CA sharing the store (none for the file store):
     /// a node of one master is verified at another.
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Checks what the trait's reads cannot see of the store's own layout (`vouch store
+    /// verify`), with the lock held, handing each inconsistency to `f` (the file store: its
+    /// operation markers, records, inventory lines, junk; nothing by default). `now`: which
+    /// certificates are unexpired.
+    fn check_layout(
+        &self,
+        lock: &WriteLock,
+        now: time::OffsetDateTime,
+        f: &mut dyn FnMut(verify::Finding),
+    ) -> Result<(), StoreError> {
+        let _ = (lock, now, f);
+        Ok(())
+    }
     /// Where the store is, for messages.
     fn describe(&self) -> String;
 }

@@ -2,6 +2,7 @@
 
 mod listing;
 mod memory;
+mod verify;
 mod wal;
 
 pub use wal::WAL;
@@ -560,6 +561,15 @@ impl Store for FileStore {
 
     fn describe(&self) -> String {
         format!("files in {}", self.root.display())
+    }
+
+    fn check_layout(
+        &self,
+        _lock: &WriteLock,
+        now: time::OffsetDateTime,
+        f: &mut dyn FnMut(super::verify::Finding),
+    ) -> Result<(), StoreError> {
+        self.check_files(now, f)
     }
 
     fn remembered_current(&self, certname: &str) -> Option<Current> {

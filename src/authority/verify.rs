@@ -1,0 +1,314 @@
+//! `vouch store verify`: checks that the store agrees with itself and with the CA: every
+//! current certificate is whole, signed by a master CA of the store, and agrees with its
+//! record; the inventory and the records agree; every revoked certificate is on the
+//! revocation list and on the CRL; and whatever the store checks of its own layout
+//! ([`crate::store::Store::check_layout`]). Reads only; it holds the store's lock while it
+//! reads, so it sees a settled store (taking the lock first finishes any recovery, as every
+//! command that takes it does).
+
+use super::Authority;
+use crate::error::Error;
+use crate::store::verify::Finding;
+use crate::store::{CertRecord, Listed, State, StoreError};
+use std::collections::{HashMap, HashSet};
+use time::OffsetDateTime;
+
+/// How much `vouch store verify` read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Verified {
+    /// Current certificates read and checked.
+    pub certificates: u64,
+    /// Inventory lines checked.
+    pub inventory: u64,
+    /// Revocations checked (this master CA's).
+    pub revocations: u64,
+    /// Findings reported.
+    pub findings: u64,
+}
+
+/// A certificate's facts, as verify compares them with its record.
+struct CertFacts {
+    serial: String,
+    cn: Option<String>,
+    not_after: String,
+}
+
+/// The serial (lowercase hex, as the store writes it), the CN and the notAfter of a PEM certificate.
+fn facts(pem: &str) -> Result<(CertFacts, Vec<u8>), String> {
+    let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| e.to_string())?;
+    let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the certificate", rest.len()));
+    }
+    let serial = crate::encoding::hex(cert.raw_serial());
+    let cn = cert.subject().iter_common_name().next().and_then(|c| c.as_str().ok()).map(str::to_string);
+    let not_after = crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime());
+    Ok((CertFacts { serial, cn, not_after }, der))
+}
+
+/// Whether `cert_der`'s signature verifies with the key of one of `cas` (DER), by the
+/// algorithms vouch accepts on a CSR.
+fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).map_err(|e| e.to_string())?;
+    let mut last = "no master CA certificate to check it with".to_string();
+    for ca_der in cas {
+        let Ok((_, ca)) = x509_parser::parse_x509_certificate(ca_der) else { continue };
+        if ca.subject().as_raw() != cert.issuer().as_raw() {
+            last = format!("its issuer is {}", cert.issuer());
+            continue;
+        }
+        match crate::encoding::verify_x509_signature(
+            &cert.signature_algorithm,
+            &ca,
+            cert.tbs_certificate.as_ref(),
+            &cert.signature_value.data,
+        ) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Two RFC 3339 times that name the same second (the store writes `Z`; a record from
+/// another writer may not).
+fn same_time(a: &str, b: &str) -> bool {
+    match (crate::encoding::time::parse_rfc3339(a), crate::encoding::time::parse_rfc3339(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+impl Authority {
+    /// Checks the store (see the module's documentation), handing each inconsistency to
+    /// `report` as it is found. An error: the store could not be read at all (nothing
+    /// could be checked past that point).
+    pub fn verify_store(&self, now: OffsetDateTime, report: &mut dyn FnMut(Finding)) -> Result<Verified, Error> {
+        let mut seen = Verified::default();
+        let mut say = |f: Finding, seen: &mut Verified| {
+            seen.findings += 1;
+            report(f);
+        };
+        let lock = self.store.lock()?;
+        let own_id = crate::store::ca_id(&self.ca.cert_der);
+        let mut cas = vec![self.ca.cert_der.clone()];
+        cas.extend(self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der));
+        let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
+
+        // The store's own layout first: a damaged record explains what follows.
+        self.store.check_layout(&lock, now, &mut |f| say(f, &mut seen))?;
+
+        let revocations = self.store.revocations()?;
+        seen.revocations = revocations.len() as u64;
+        let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
+        let inventory = self.store.inventory()?;
+        let mut inventory_serials = HashSet::with_capacity(inventory.len());
+
+        // Every certname's current certificate. The listing is collected (certname and serial
+        // only) so that no read of the store runs inside the store's own walk.
+        // A certname listed twice (the file store lists each inventory line that is the
+        // certname's current certificate: a duplicated line) is checked once.
+        let mut listed: Vec<Listed> = Vec::new();
+        let mut names = HashSet::new();
+        crate::store::each_until_error(&*self.store, |l| -> Result<(), StoreError> {
+            if names.insert(l.certname.clone()) {
+                listed.push(l);
+            }
+            Ok(())
+        })?;
+        drop(names);
+        let mut by_serial: HashMap<String, Vec<String>> = HashMap::new();
+        let mut revoked_current: Vec<(String, String)> = Vec::new();
+        for l in &listed {
+            seen.certificates += 1;
+            by_serial.entry(l.serial.clone()).or_default().push(l.certname.clone());
+            let current = match self.store.current(&l.certname) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue, // cleaned or revoked and forgotten since it was listed
+                Err(e) => {
+                    say(Finding::CurrentUnreadable { certname: l.certname.clone(), detail: e.to_string() }, &mut seen);
+                    continue;
+                }
+            };
+            let rec = &current.record;
+            let (cert, der) = match facts(&current.pem) {
+                Ok(x) => x,
+                Err(detail) => {
+                    say(Finding::CertificateDamaged { certname: l.certname.clone(), detail }, &mut seen);
+                    continue;
+                }
+            };
+            if cert.serial != rec.serial {
+                say(
+                    Finding::SerialMismatch {
+                        certname: l.certname.clone(),
+                        certificate: cert.serial.clone(),
+                        record: rec.serial.clone(),
+                    },
+                    &mut seen,
+                );
+            }
+            if cert.cn.as_deref() != Some(l.certname.as_str()) || rec.certname != l.certname {
+                say(
+                    Finding::NameMismatch {
+                        certname: l.certname.clone(),
+                        certificate: cert.cn.clone().unwrap_or_default(),
+                        record: rec.certname.clone(),
+                    },
+                    &mut seen,
+                );
+            }
+            if let Err(detail) = signed_by_one_of(&der, &cas) {
+                say(
+                    Finding::NotSignedByCa { certname: l.certname.clone(), serial: cert.serial.clone(), detail },
+                    &mut seen,
+                );
+            }
+            if !same_time(&cert.not_after, &rec.not_after) {
+                say(
+                    Finding::NotAfterMismatch {
+                        certname: l.certname.clone(),
+                        serial: cert.serial.clone(),
+                        certificate: cert.not_after.clone(),
+                        record: rec.not_after.clone(),
+                    },
+                    &mut seen,
+                );
+            }
+            let state_problem = match rec.state {
+                State::Issued if l.revoked => Some("listed as revoked, its record says issued"),
+                State::Revoked if !l.revoked => Some("listed as signed, its record says revoked"),
+                State::Issued | State::Revoked => None,
+                State::Intent => Some("its record is an intent (reserved, never settled)"),
+                State::Abandoned => Some("its record says abandoned (never issued)"),
+            };
+            if let Some(detail) = state_problem {
+                say(
+                    Finding::StateMismatch {
+                        certname: l.certname.clone(),
+                        serial: rec.serial.clone(),
+                        detail: detail.to_string(),
+                    },
+                    &mut seen,
+                );
+            }
+            if rec.state == State::Revoked && ours(rec) {
+                revoked_current.push((rec.serial.clone(), l.certname.clone()));
+                if !revoked_serials.contains(rec.serial.as_str()) {
+                    say(
+                        Finding::RevokedNotRecorded { certname: l.certname.clone(), serial: rec.serial.clone() },
+                        &mut seen,
+                    );
+                }
+            }
+        }
+        for (serial, mut certnames) in by_serial.into_iter().filter(|(_, c)| c.len() > 1) {
+            certnames.sort();
+            say(Finding::SerialTwice { serial, certnames }, &mut seen);
+        }
+
+        // The inventory against the records.
+        for e in &inventory {
+            seen.inventory += 1;
+            if !inventory_serials.insert(e.serial.clone()) {
+                say(Finding::InventorySerialTwice { serial: e.serial.clone() }, &mut seen);
+                continue;
+            }
+            match self.store.record(&e.serial) {
+                Ok(None) => say(
+                    Finding::InventoryWithoutRecord { serial: e.serial.clone(), certname: e.certname.clone() },
+                    &mut seen,
+                ),
+                Ok(Some(rec)) => {
+                    let detail = if rec.certname != e.certname {
+                        Some(format!("it names {:?}, the record {:?}", e.certname, rec.certname))
+                    } else if !matches!(rec.state, State::Issued | State::Revoked) {
+                        Some(format!("the record's state is {:?}, not issued or revoked", rec.state))
+                    } else {
+                        None
+                    };
+                    if let Some(detail) = detail {
+                        say(Finding::InventoryDisagrees { serial: e.serial.clone(), detail }, &mut seen);
+                    }
+                }
+                // One unreadable record is a finding, not the end of the check.
+                Err(err) => say(
+                    Finding::InventoryDisagrees { serial: e.serial.clone(), detail: format!("its record: {err}") },
+                    &mut seen,
+                ),
+            }
+        }
+        for l in &listed {
+            if !inventory_serials.contains(&l.serial) {
+                say(Finding::NotInInventory { certname: l.certname.clone(), serial: l.serial.clone() }, &mut seen);
+            }
+        }
+
+        // Every revocation's record says revoked (a revocation with no record of its own, as
+        // older versions and supersede marks left, is allowed).
+        for r in &revocations {
+            if let Ok(Some(rec)) = self.store.record(&r.serial) {
+                if rec.state == State::Issued {
+                    say(
+                        Finding::RevocationNotInRecord { serial: r.serial.clone(), certname: r.certname.clone() },
+                        &mut seen,
+                    );
+                }
+            }
+        }
+
+        // The CRL this master serves lists every revocation that is still due on it.
+        self.verify_crl(now, &revocations, &mut |f| say(f, &mut seen))?;
+        drop(lock);
+        Ok(seen)
+    }
+
+    /// The CRL file against the revocations: signed by this master CA, and listing every
+    /// revocation whose certificate has not been expired for a CRL period.
+    fn verify_crl(
+        &self,
+        now: OffsetDateTime,
+        revocations: &[crate::store::Revocation],
+        say: &mut dyn FnMut(Finding),
+    ) -> Result<(), Error> {
+        let due: Vec<&crate::store::Revocation> = revocations.iter().filter(|r| !self.off_the_crl(r, now)).collect();
+        let path = self.dir.file("ca_crl.pem");
+        let pem = match std::fs::read(&path) {
+            Ok(p) => p,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && due.is_empty() => return Ok(()),
+            Err(e) => {
+                say(Finding::CrlUnreadable { detail: format!("{}: {e}", path.display()) });
+                return Ok(());
+            }
+        };
+        let listed = match crl_serials(&pem, &self.ca.cert_der) {
+            Ok(s) => s,
+            Err(detail) => {
+                say(Finding::CrlUnreadable { detail: format!("{}: {detail}", path.display()) });
+                return Ok(());
+            }
+        };
+        for r in due {
+            if !listed.contains(&r.serial) {
+                say(Finding::RevokedNotOnCrl { serial: r.serial.clone(), certname: r.certname.clone() });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The serials (lowercase hex) a PEM CRL lists, once its signature verified with `ca_der`'s key.
+fn crl_serials(pem: &[u8], ca_der: &[u8]) -> Result<HashSet<String>, String> {
+    use x509_parser::prelude::FromDer;
+    let (_, der) = crate::encoding::pem::find(pem, &["X509 CRL"]).map_err(|e| e.to_string())?;
+    let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der)
+        .map_err(|e| format!("not a CRL: {e}"))?;
+    let (_, ca) = x509_parser::parse_x509_certificate(ca_der).map_err(|e| e.to_string())?;
+    crate::encoding::verify_x509_signature(
+        &crl.signature_algorithm,
+        &ca,
+        crl.tbs_cert_list.as_ref(),
+        &crl.signature_value.data,
+    )?;
+    Ok(crl.iter_revoked_certificates().map(|r| crate::encoding::hex(r.raw_serial())).collect())
+}

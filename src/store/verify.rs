@@ -1,0 +1,212 @@
+//! What `vouch store verify` can find wrong in a CA store: one variant per kind of
+//! inconsistency, each with a message and a hint. The checks that need only the [`super::Store`]
+//! trait are in [`crate::authority`]; a store checks its own layout with
+//! [`super::Store::check_layout`].
+
+use serde::Serialize;
+
+/// One inconsistency in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "finding", rename_all = "kebab-case")]
+pub enum Finding {
+    /// A certname's current certificate cannot be read (no record for its serial, not a
+    /// certificate, a damaged entry).
+    CurrentUnreadable { certname: String, detail: String },
+    /// The current certificate's PEM is not one whole X.509 certificate.
+    CertificateDamaged { certname: String, detail: String },
+    /// The certificate's serial is not its record's.
+    SerialMismatch { certname: String, certificate: String, record: String },
+    /// The certificate's CN, or its record's certname, is not the certname it is stored under.
+    NameMismatch { certname: String, certificate: String, record: String },
+    /// The certificate's signature does not verify with the key of any master CA of the store.
+    NotSignedByCa { certname: String, serial: String, detail: String },
+    /// The record's notAfter is not the certificate's.
+    NotAfterMismatch { certname: String, serial: String, certificate: String, record: String },
+    /// A current certificate whose record is neither issued nor revoked, or whose listing
+    /// disagrees with its record.
+    StateMismatch { certname: String, serial: String, detail: String },
+    /// Two certnames' current certificates carry one serial.
+    SerialTwice { serial: String, certnames: Vec<String> },
+    /// A serial twice in the inventory.
+    InventorySerialTwice { serial: String },
+    /// An inventory line whose serial has no record.
+    InventoryWithoutRecord { serial: String, certname: String },
+    /// An inventory line that its serial's record contradicts.
+    InventoryDisagrees { serial: String, detail: String },
+    /// A current certificate the inventory does not list.
+    NotInInventory { certname: String, serial: String },
+    /// A revoked certificate that no revocation lists: the CRL would not name it.
+    RevokedNotRecorded { certname: String, serial: String },
+    /// A revocation whose serial's record still says issued.
+    RevocationNotInRecord { serial: String, certname: String },
+    /// A revoked serial the CRL should list and does not.
+    RevokedNotOnCrl { serial: String, certname: String },
+    /// The CRL cannot be read, or is not signed by this master CA.
+    CrlUnreadable { detail: String },
+    /// An operation a killed process left half-done, still there after recovery.
+    OperationLeftHalfDone { path: String },
+    /// A serial's record that does not parse.
+    RecordDamaged { path: String, detail: String },
+    /// A serial reserved before signing whose fate recovery never settled.
+    IntentLeft { serial: String, certname: String },
+    /// Two certificates of one certname both issued and unexpired: the older one should have
+    /// been revoked as superseded.
+    TwoValidCertificates { certname: String, serials: Vec<String> },
+    /// An issued or revoked record the inventory does not list.
+    RecordNotInInventory { serial: String, certname: String },
+    /// A certificate file that names another serial's record than the one its certname's
+    /// file holds, or an inventory line cut off.
+    InventoryLineDamaged { line: usize, text: String },
+    /// An entry with no usable name (see `vouch reconcile`).
+    Junk { name: String, kind: String, detail: String },
+}
+
+impl Finding {
+    /// A short kebab-case name of the kind of finding (the JSON's `finding`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Finding::CurrentUnreadable { .. } => "current-unreadable",
+            Finding::CertificateDamaged { .. } => "certificate-damaged",
+            Finding::SerialMismatch { .. } => "serial-mismatch",
+            Finding::NameMismatch { .. } => "name-mismatch",
+            Finding::NotSignedByCa { .. } => "not-signed-by-ca",
+            Finding::NotAfterMismatch { .. } => "not-after-mismatch",
+            Finding::StateMismatch { .. } => "state-mismatch",
+            Finding::SerialTwice { .. } => "serial-twice",
+            Finding::InventorySerialTwice { .. } => "inventory-serial-twice",
+            Finding::InventoryWithoutRecord { .. } => "inventory-without-record",
+            Finding::InventoryDisagrees { .. } => "inventory-disagrees",
+            Finding::NotInInventory { .. } => "not-in-inventory",
+            Finding::RevokedNotRecorded { .. } => "revoked-not-recorded",
+            Finding::RevocationNotInRecord { .. } => "revocation-not-in-record",
+            Finding::RevokedNotOnCrl { .. } => "revoked-not-on-crl",
+            Finding::CrlUnreadable { .. } => "crl-unreadable",
+            Finding::OperationLeftHalfDone { .. } => "operation-left-half-done",
+            Finding::RecordDamaged { .. } => "record-damaged",
+            Finding::IntentLeft { .. } => "intent-left",
+            Finding::TwoValidCertificates { .. } => "two-valid-certificates",
+            Finding::RecordNotInInventory { .. } => "record-not-in-inventory",
+            Finding::InventoryLineDamaged { .. } => "inventory-line-damaged",
+            Finding::Junk { .. } => "junk",
+        }
+    }
+
+    /// What the operator can do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Finding::CurrentUnreadable { .. }
+            | Finding::CertificateDamaged { .. }
+            | Finding::SerialMismatch { .. }
+            | Finding::NameMismatch { .. }
+            | Finding::NotAfterMismatch { .. }
+            | Finding::StateMismatch { .. }
+            | Finding::SerialTwice { .. }
+            | Finding::RecordDamaged { .. } => {
+                "the store was changed outside vouch, or damaged: restore it from a backup, or \
+                 `vouch clean` the certname so that the node enrolls anew"
+            }
+            Finding::NotSignedByCa { .. } => {
+                "a certificate this CA did not sign is stored as a node's: treat it as tampering, \
+                 and `vouch clean` the certname"
+            }
+            Finding::InventorySerialTwice { .. }
+            | Finding::InventoryWithoutRecord { .. }
+            | Finding::InventoryDisagrees { .. }
+            | Finding::NotInInventory { .. }
+            | Finding::RecordNotInInventory { .. }
+            | Finding::InventoryLineDamaged { .. } => {
+                "the inventory (Puppet's inventory.txt) and the records disagree: the store was \
+                 changed outside vouch, or restored from backups of different times"
+            }
+            Finding::RevokedNotRecorded { .. } => {
+                "revoke the certname again (`vouch revoke`): only a recorded revocation reaches the CRL"
+            }
+            Finding::RevocationNotInRecord { .. } => {
+                "the CRL lists the certificate, so it is refused; its record says otherwise: the \
+                 store was changed outside vouch"
+            }
+            Finding::RevokedNotOnCrl { .. } | Finding::CrlUnreadable { .. } => {
+                "`vouch crl` writes a new CRL now (`vouch serve` does within a minute); compile \
+                 servers fetch it with `vouch crl --fetch`"
+            }
+            Finding::OperationLeftHalfDone { .. } | Finding::IntentLeft { .. } => {
+                "recovery could not finish it: see the error of the last command that took the store's lock"
+            }
+            Finding::TwoValidCertificates { .. } => {
+                "`vouch revoke` the certificate that is not the certname's current one, by cleaning \
+                 and re-enrolling the node if need be"
+            }
+            Finding::Junk { .. } => "`vouch reconcile` lists it; `vouch purge NAME --confirm` removes it",
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finding::CurrentUnreadable { certname, detail } => {
+                write!(f, "{certname}: its current certificate cannot be read: {detail}")
+            }
+            Finding::CertificateDamaged { certname, detail } => {
+                write!(f, "{certname}: its current certificate is not a whole certificate: {detail}")
+            }
+            Finding::SerialMismatch { certname, certificate, record } => {
+                write!(f, "{certname}: the certificate's serial is {certificate}, its record's {record}")
+            }
+            Finding::NameMismatch { certname, certificate, record } => write!(
+                f,
+                "{certname}: stored under this name, the certificate names {certificate:?} and its record {record:?}"
+            ),
+            Finding::NotSignedByCa { certname, serial, detail } => {
+                write!(f, "{certname}: certificate {serial} is not signed by a master CA of this store: {detail}")
+            }
+            Finding::NotAfterMismatch { certname, serial, certificate, record } => {
+                write!(f, "{certname}: certificate {serial} expires {certificate}, its record says {record}")
+            }
+            Finding::StateMismatch { certname, serial, detail } => write!(f, "{certname}: serial {serial}: {detail}"),
+            Finding::SerialTwice { serial, certnames } => {
+                write!(f, "serial {serial} is the current certificate of {}", certnames.join(" and "))
+            }
+            Finding::InventorySerialTwice { serial } => write!(f, "serial {serial} is in the inventory twice"),
+            Finding::InventoryWithoutRecord { serial, certname } => {
+                write!(f, "the inventory lists serial {serial} ({certname}), which has no record")
+            }
+            Finding::InventoryDisagrees { serial, detail } => {
+                write!(f, "the inventory's line for serial {serial}: {detail}")
+            }
+            Finding::NotInInventory { certname, serial } => {
+                write!(f, "{certname}: its current certificate {serial} is not in the inventory")
+            }
+            Finding::RevokedNotRecorded { certname, serial } => {
+                write!(f, "{certname}: certificate {serial} is revoked in its record, but no revocation lists it")
+            }
+            Finding::RevocationNotInRecord { serial, certname } => {
+                write!(f, "serial {serial} ({certname}) is listed as revoked, but its record says issued")
+            }
+            Finding::RevokedNotOnCrl { serial, certname } => {
+                write!(f, "serial {serial} ({certname}) is revoked, but the CRL does not list it")
+            }
+            Finding::CrlUnreadable { detail } => write!(f, "the CRL: {detail}"),
+            Finding::OperationLeftHalfDone { path } => {
+                write!(f, "{path}: an operation left half-done is still there after recovery")
+            }
+            Finding::RecordDamaged { path, detail } => write!(f, "{path}: the record does not parse: {detail}"),
+            Finding::IntentLeft { serial, certname } => {
+                write!(f, "serial {serial} ({certname}) is still reserved (intent) after recovery")
+            }
+            Finding::TwoValidCertificates { certname, serials } => write!(
+                f,
+                "{certname} has {} unexpired certificates that are not revoked: {}",
+                serials.len(),
+                serials.join(", ")
+            ),
+            Finding::RecordNotInInventory { serial, certname } => {
+                write!(f, "serial {serial} ({certname}) has a record but no inventory line")
+            }
+            Finding::InventoryLineDamaged { line, text } => {
+                write!(f, "inventory line {line} is not whole: {text:?}")
+            }
+            Finding::Junk { name, kind, detail } => write!(f, "{name} ({kind} with no usable name): {detail}"),
+        }
+    }
+}
