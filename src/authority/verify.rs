@@ -101,8 +101,6 @@ impl Authority {
         let revocations = self.store.revocations()?;
         seen.revocations = revocations.len() as u64;
         let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
-        let inventory = self.store.inventory()?;
-        let mut inventory_serials = HashSet::with_capacity(inventory.len());
 
         // Every certname's current certificate. The listing is collected (certname and serial
         // only) so that no read of the store runs inside the store's own walk.
@@ -117,14 +115,19 @@ impl Authority {
             Ok(())
         })?;
         drop(names);
-        let mut by_serial: HashMap<String, Vec<String>> = HashMap::new();
+        let mut by_serial: HashMap<&str, Vec<&str>> = HashMap::with_capacity(listed.len());
         let mut revoked_current: Vec<(String, String)> = Vec::new();
         for l in &listed {
             seen.certificates += 1;
-            by_serial.entry(l.serial.clone()).or_default().push(l.certname.clone());
+            by_serial.entry(l.serial.as_str()).or_default().push(l.certname.as_str());
             let current = match self.store.current(&l.certname) {
                 Ok(Some(c)) => c,
-                Ok(None) => continue, // cleaned or revoked and forgotten since it was listed
+                // Listed with the lock held, so not cleaned since (on LDAP, another master may
+                // have cleaned it meanwhile: the message says to run again).
+                Ok(None) => {
+                    say(Finding::CurrentMissing { certname: l.certname.clone(), serial: l.serial.clone() }, &mut seen);
+                    continue;
+                }
                 Err(e) => {
                     say(Finding::CurrentUnreadable { certname: l.certname.clone(), detail: e.to_string() }, &mut seen);
                     continue;
@@ -204,13 +207,16 @@ impl Authority {
         }
         for (serial, mut certnames) in by_serial.into_iter().filter(|(_, c)| c.len() > 1) {
             certnames.sort();
-            say(Finding::SerialTwice { serial, certnames }, &mut seen);
+            let certnames = certnames.into_iter().map(str::to_string).collect();
+            say(Finding::SerialTwice { serial: serial.to_string(), certnames }, &mut seen);
         }
 
-        // The inventory against the records.
+        // The inventory against the records (read once the listing's names are dropped).
+        let inventory = self.store.inventory()?;
+        let mut inventory_serials: HashSet<&str> = HashSet::with_capacity(inventory.len());
         for e in &inventory {
             seen.inventory += 1;
-            if !inventory_serials.insert(e.serial.clone()) {
+            if !inventory_serials.insert(e.serial.as_str()) {
                 say(Finding::InventorySerialTwice { serial: e.serial.clone() }, &mut seen);
                 continue;
             }
@@ -239,7 +245,7 @@ impl Authority {
             }
         }
         for l in &listed {
-            if !inventory_serials.contains(&l.serial) {
+            if !inventory_serials.contains(l.serial.as_str()) {
                 say(Finding::NotInInventory { certname: l.certname.clone(), serial: l.serial.clone() }, &mut seen);
             }
         }
@@ -273,7 +279,7 @@ impl Authority {
     ) -> Result<(), Error> {
         let due: Vec<&crate::store::Revocation> = revocations.iter().filter(|r| !self.off_the_crl(r, now)).collect();
         let path = self.dir.file("ca_crl.pem");
-        let pem = match std::fs::read(&path) {
+        let pem = match crate::files::durable::read_regular(&path) {
             Ok(p) => p,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && due.is_empty() => return Ok(()),
             Err(e) => {

@@ -264,6 +264,28 @@ pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
     Err(io::Error::other(format!("{} kept changing while it was written", path.display())))
 }
 
+/// Opens the regular file `path` for reading, never through a symbolic link and never
+/// waiting on a FIFO or a device planted there (opened non-blocking, then refused unless
+/// regular; a regular file ignores the flag).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let f =
+        OpenOptions::new().read(true).custom_flags(custom_flags(flags)).open(path).map_err(|e| link_error(path, e))?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never read)"));
+    }
+    Ok(f)
+}
+
+/// Reads the regular file `path` whole ([`open_regular`]).
+pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = open_regular(path)?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Flushes every dirty page and inode of the filesystem holding the directory `path`
 /// (syncfs(2)).
 pub fn sync_filesystem(path: &Path) -> io::Result<()> {

@@ -12,6 +12,8 @@ pub enum Finding {
     /// A certname's current certificate cannot be read (no record for its serial, not a
     /// certificate, a damaged entry).
     CurrentUnreadable { certname: String, detail: String },
+    /// A certname the store lists (its inventory, its entry) has no current certificate to read.
+    CurrentMissing { certname: String, serial: String },
     /// The current certificate's PEM is not one whole X.509 certificate.
     CertificateDamaged { certname: String, detail: String },
     /// The certificate's serial is not its record's.
@@ -54,11 +56,12 @@ pub enum Finding {
     TwoValidCertificates { certname: String, serials: Vec<String> },
     /// An issued or revoked record the inventory does not list.
     RecordNotInInventory { serial: String, certname: String },
-    /// A certificate file that names another serial's record than the one its certname's
-    /// file holds, or an inventory line cut off.
+    /// An inventory line that is not whole (four fields: 0x-serial, two times, /CN=certname).
     InventoryLineDamaged { line: usize, text: String },
+    /// A line of the revocation list that does not read as a revocation: the CRL leaves it out.
+    RevocationLineDamaged { line: usize, text: String },
     /// An entry with no usable name (see `vouch reconcile`).
-    Junk { name: String, kind: String, detail: String },
+    Junk { name: String, kind: String, detail: String, files: Vec<String> },
 }
 
 impl Finding {
@@ -66,6 +69,7 @@ impl Finding {
     pub fn kind(&self) -> &'static str {
         match self {
             Finding::CurrentUnreadable { .. } => "current-unreadable",
+            Finding::CurrentMissing { .. } => "current-missing",
             Finding::CertificateDamaged { .. } => "certificate-damaged",
             Finding::SerialMismatch { .. } => "serial-mismatch",
             Finding::NameMismatch { .. } => "name-mismatch",
@@ -87,6 +91,7 @@ impl Finding {
             Finding::TwoValidCertificates { .. } => "two-valid-certificates",
             Finding::RecordNotInInventory { .. } => "record-not-in-inventory",
             Finding::InventoryLineDamaged { .. } => "inventory-line-damaged",
+            Finding::RevocationLineDamaged { .. } => "revocation-line-damaged",
             Finding::Junk { .. } => "junk",
         }
     }
@@ -94,20 +99,32 @@ impl Finding {
     /// What the operator can do about it.
     pub fn hint(&self) -> &'static str {
         match self {
-            Finding::CurrentUnreadable { .. }
-            | Finding::CertificateDamaged { .. }
+            Finding::CurrentUnreadable { .. } => {
+                "a certificate whose serial has no record was not stored by vouch: treat it as \
+                 tampering; otherwise restore DIR/ca from one backup; `vouch clean CERTNAME` \
+                 revokes and forgets the name so that the node enrolls anew"
+            }
+            Finding::CurrentMissing { .. } => {
+                "restore the certificate from a backup (the node still holds it, and `vouch list` \
+                 still shows it), or `vouch clean CERTNAME` so that the node enrolls anew; on LDAP, \
+                 run verify again: another master may have cleaned it meanwhile"
+            }
+            Finding::CertificateDamaged { .. }
             | Finding::SerialMismatch { .. }
             | Finding::NameMismatch { .. }
             | Finding::NotAfterMismatch { .. }
             | Finding::StateMismatch { .. }
-            | Finding::SerialTwice { .. }
-            | Finding::RecordDamaged { .. } => {
-                "the store was changed outside vouch, or damaged: restore it from a backup, or \
-                 `vouch clean` the certname so that the node enrolls anew"
+            | Finding::SerialTwice { .. } => {
+                "restore DIR/ca from one backup (all of it from the same time), or `vouch clean \
+                 CERTNAME` so that the node enrolls anew"
+            }
+            Finding::RecordDamaged { .. } => {
+                "restore the record from a backup; a file vouch did not write (not \
+                 serials/<ab>/<serial>.json) can be removed by hand: vouch never reads it"
             }
             Finding::NotSignedByCa { .. } => {
-                "a certificate this CA did not sign is stored as a node's: treat it as tampering, \
-                 and `vouch clean` the certname"
+                "a certificate this CA did not sign is stored as a node's: treat it as tampering \
+                 (who can write DIR/ca?), and `vouch clean CERTNAME`"
             }
             Finding::InventorySerialTwice { .. }
             | Finding::InventoryWithoutRecord { .. }
@@ -115,15 +132,20 @@ impl Finding {
             | Finding::NotInInventory { .. }
             | Finding::RecordNotInInventory { .. }
             | Finding::InventoryLineDamaged { .. } => {
-                "the inventory (Puppet's inventory.txt) and the records disagree: the store was \
-                 changed outside vouch, or restored from backups of different times"
+                "restore DIR/ca from one backup (all of it from the same time): vouch only \
+                 appends whole lines to the inventory, so a line missing, doubled or cut was \
+                 changed outside vouch"
             }
             Finding::RevokedNotRecorded { .. } => {
-                "revoke the certname again (`vouch revoke`): only a recorded revocation reaches the CRL"
+                "`vouch clean CERTNAME` records the revocation again (and forgets the name; the \
+                 node enrolls anew): until then the next CRL leaves the certificate out"
             }
             Finding::RevocationNotInRecord { .. } => {
-                "the CRL lists the certificate, so it is refused; its record says otherwise: the \
-                 store was changed outside vouch"
+                "the revocation list holds the serial, so every CRL from now on lists it; its \
+                 record says issued: restore the record from a backup, or `vouch clean CERTNAME`"
+            }
+            Finding::RevocationLineDamaged { .. } => {
+                "restore revocations.txt from a backup: the CRL leaves out what it cannot read"
             }
             Finding::RevokedNotOnCrl { .. } | Finding::CrlUnreadable { .. } => {
                 "`vouch crl` writes a new CRL now (`vouch serve` does within a minute); compile \
@@ -133,10 +155,11 @@ impl Finding {
                 "recovery could not finish it: see the error of the last command that took the store's lock"
             }
             Finding::TwoValidCertificates { .. } => {
-                "`vouch revoke` the certificate that is not the certname's current one, by cleaning \
-                 and re-enrolling the node if need be"
+                "vouch revokes only a certname's current certificate: `vouch clean CERTNAME` \
+                 revokes that one, and the other stays valid until it expires unless its record \
+                 (state revoked) and a revocations.txt line are restored from a backup"
             }
-            Finding::Junk { .. } => "`vouch reconcile` lists it; `vouch purge NAME --confirm` removes it",
+            Finding::Junk { .. } => "`vouch purge NAME` shows what it would remove; `--confirm` removes it",
         }
     }
 }
@@ -147,6 +170,10 @@ impl std::fmt::Display for Finding {
             Finding::CurrentUnreadable { certname, detail } => {
                 write!(f, "{certname}: its current certificate cannot be read: {detail}")
             }
+            Finding::CurrentMissing { certname, serial } => write!(
+                f,
+                "{certname}: listed with certificate {serial}, but the store has no current certificate for it"
+            ),
             Finding::CertificateDamaged { certname, detail } => {
                 write!(f, "{certname}: its current certificate is not a whole certificate: {detail}")
             }
@@ -190,7 +217,7 @@ impl std::fmt::Display for Finding {
             Finding::OperationLeftHalfDone { path } => {
                 write!(f, "{path}: an operation left half-done is still there after recovery")
             }
-            Finding::RecordDamaged { path, detail } => write!(f, "{path}: the record does not parse: {detail}"),
+            Finding::RecordDamaged { path, detail } => write!(f, "{path}: {detail}"),
             Finding::IntentLeft { serial, certname } => {
                 write!(f, "serial {serial} ({certname}) is still reserved (intent) after recovery")
             }
@@ -206,7 +233,12 @@ impl std::fmt::Display for Finding {
             Finding::InventoryLineDamaged { line, text } => {
                 write!(f, "inventory line {line} is not whole: {text:?}")
             }
-            Finding::Junk { name, kind, detail } => write!(f, "{name} ({kind} with no usable name): {detail}"),
+            Finding::RevocationLineDamaged { line, text } => {
+                write!(f, "revocation list line {line} is not a revocation: {text:?}")
+            }
+            Finding::Junk { name, kind, detail, files } => {
+                write!(f, "{name} ({kind} with no usable name: {}): {detail}", files.join(", "))
+            }
         }
     }
 }

@@ -96,7 +96,7 @@ impl FileStore {
         mut f: impl FnMut(&[u8]) -> Result<ControlFlow<()>, StoreError>,
     ) -> Result<(), StoreError> {
         let path = self.p(rel);
-        let file = match std::fs::File::open(&path) {
+        let file = match crate::files::durable::open_regular(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),

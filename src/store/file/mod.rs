@@ -123,7 +123,7 @@ impl FileStore {
     }
 
     fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StoreError> {
-        match fs::read(path) {
+        match crate::files::durable::read_regular(path) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }),
@@ -200,7 +200,7 @@ impl FileStore {
 
     fn redo_issue(&self, rec: &CertRecord) -> Result<(), StoreError> {
         let signed = self.signed_path(&rec.certname)?;
-        let on_disk = match fs::read_to_string(&signed) {
+        let on_disk = match read_text(&signed) {
             Ok(pem) => Self::serial_of_pem(&pem),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(StoreError::Io { path: signed, op: "read", source: e }),
@@ -239,7 +239,7 @@ impl FileStore {
         crash_point("revoke:log");
         if r.cleaned {
             let p = self.signed_path(&r.certname)?;
-            let current = fs::read_to_string(&p).ok().and_then(|pem| Self::serial_of_pem(&pem));
+            let current = read_text(&p).ok().and_then(|pem| Self::serial_of_pem(&pem));
             if current.as_deref() == Some(r.serial.as_str()) {
                 // Through the directory's descriptor: a signed/ swapped for a link is refused.
                 let signed = self.p("signed");
@@ -356,6 +356,13 @@ pub(crate) fn crash_point(step: &str) {
 pub(crate) fn crash_point(_step: &str) {}
 
 /// Reads up to the last `n` bytes of a file ("" if it does not exist).
+/// A store file's text: [`crate::files::durable::read_regular`] (a FIFO there never hangs the
+/// reader), as UTF-8.
+fn read_text(path: &Path) -> io::Result<String> {
+    String::from_utf8(crate::files::durable::read_regular(path)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 fn read_tail(path: &Path, n: u64) -> io::Result<String> {
     let mut f = match File::open(path) {
         Ok(f) => f,
@@ -410,8 +417,11 @@ impl Store for FileStore {
             return Ok(Some(c));
         }
         let path = self.signed_path(certname)?;
-        let pem = match fs::read_to_string(&path) {
-            Ok(p) => p,
+        let pem = match crate::files::durable::read_regular(&path) {
+            Ok(p) => String::from_utf8(p).map_err(|_| StoreError::Corrupt {
+                path: path.clone(),
+                detail: "not a certificate (not UTF-8)".into(),
+            })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
@@ -478,7 +488,7 @@ impl Store for FileStore {
 
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
         let path = self.p("revocations.txt");
-        let text = match fs::read_to_string(&path) {
+        let text = match read_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
@@ -582,7 +592,7 @@ impl Store for FileStore {
 
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {
         let path = self.p("inventory.txt");
-        let text = match fs::read_to_string(&path) {
+        let text = match read_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),

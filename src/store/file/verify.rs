@@ -19,13 +19,16 @@ impl FileStore {
 
         // The inventory's lines, read as written (Store::inventory leaves a damaged line out).
         let path = self.p("inventory.txt");
-        let text = match std::fs::read(&path) {
+        let text = match crate::files::durable::read_regular(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
-        let mut inventory = HashSet::new();
-        let mut inventory_names: HashSet<Vec<u8>> = HashSet::new();
+        // Serials and certnames held as 128-bit digests (a store of millions stays in tens of
+        // MB): two names whose digests collide would hide one finding, with odds of about
+        // n² / 2¹²⁹.
+        let mut inventory: HashSet<Key> = HashSet::new();
+        let mut inventory_names: HashSet<Key> = HashSet::new();
         for (i, line) in text.split(|b| *b == b'\n').enumerate() {
             if line.is_empty() {
                 continue;
@@ -33,11 +36,11 @@ impl FileStore {
             let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
             let whole = matches!(fields.as_slice(), [s, _, _, cn] if s.starts_with(b"0x") && cn.starts_with(b"/CN="));
             if let (true, Some(cn)) = (whole, fields.get(3)) {
-                inventory_names.insert(cn.get(4..).unwrap_or_default().to_vec());
+                inventory_names.insert(key(cn.get(4..).unwrap_or_default()));
             }
             match fields.first().filter(|_| whole).and_then(|s| std::str::from_utf8(s).ok()) {
                 Some(serial) => {
-                    inventory.insert(serial.trim_start_matches("0x").to_string());
+                    inventory.insert(key(serial.trim_start_matches("0x").as_bytes()));
                 }
                 None => f(Finding::InventoryLineDamaged {
                     line: i + 1,
@@ -52,20 +55,22 @@ impl FileStore {
         let dir = crate::files::durable::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
         for name in dir.names().map_err(io_err(&signed, "read directory"))? {
             let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
-            if crate::decision::check_certname(certname).is_err() || inventory_names.contains(certname.as_bytes()) {
+            if crate::decision::check_certname(certname).is_err() || inventory_names.contains(&key(certname.as_bytes()))
+            {
                 continue; // junk (the scan below names it), or listed
             }
             let path = dir.path_of(&name);
-            let serial = std::fs::read_to_string(&path)
+            let serial = crate::files::durable::read_regular(&path)
                 .ok()
-                .and_then(|pem| Self::serial_of_pem(&pem))
+                .and_then(|pem| Self::serial_of_pem(&String::from_utf8_lossy(&pem)))
                 .unwrap_or_else(|| "(unreadable)".into());
             f(Finding::NotInInventory { certname: certname.to_string(), serial });
         }
-        drop(inventory_names);
 
         // Every record: one shard directory at a time.
-        let mut valid: HashMap<String, Vec<String>> = HashMap::new();
+        // Each certname's first unexpired issued serial; a certname met again goes to `twice`.
+        let mut valid: HashMap<Key, String> = HashMap::new();
+        let mut twice: HashMap<String, Vec<String>> = HashMap::new();
         let serials = self.p("serials");
         let shards = crate::files::durable::NoFollowDir::open(&serials).map_err(io_err(&serials, "open"))?;
         for shard in shards.names().map_err(io_err(&serials, "read directory"))? {
@@ -73,7 +78,7 @@ impl FileStore {
             let Ok(dir) = crate::files::durable::NoFollowDir::open(&shard_path) else {
                 f(Finding::RecordDamaged {
                     path: shard_path.display().to_string(),
-                    detail: "not a directory vouch can read (a shard is a real directory)".into(),
+                    detail: "not a directory vouch can open (each serials/<ab> is a directory of records)".into(),
                 });
                 continue;
             };
@@ -86,14 +91,17 @@ impl FileStore {
                     Ok(Some(r)) => r,
                     Ok(None) => continue,
                     Err(e) => {
-                        f(Finding::RecordDamaged { path: path.display().to_string(), detail: e.to_string() });
+                        f(Finding::RecordDamaged {
+                            path: path.display().to_string(),
+                            detail: format!("not a readable record: {e}"),
+                        });
                         continue;
                     }
                 };
                 if path.file_stem().and_then(|s| s.to_str()) != Some(rec.serial.as_str()) {
                     f(Finding::RecordDamaged {
                         path: path.display().to_string(),
-                        detail: format!("it is the record of serial {}", rec.serial),
+                        detail: format!("a whole record, but of serial {}, not of its file name's", rec.serial),
                     });
                     continue;
                 }
@@ -101,31 +109,84 @@ impl FileStore {
                     State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
                     State::Abandoned => {}
                     State::Issued | State::Revoked => {
-                        if !inventory.contains(&rec.serial) {
+                        if !inventory.contains(&key(rec.serial.as_bytes())) {
                             f(Finding::RecordNotInInventory {
                                 serial: rec.serial.clone(),
                                 certname: rec.certname.clone(),
                             });
                         }
                         if rec.state == State::Issued && unexpired(&rec.not_after, now) {
-                            valid.entry(rec.certname).or_default().push(rec.serial);
+                            match valid.entry(key(rec.certname.as_bytes())) {
+                                std::collections::hash_map::Entry::Vacant(v) => {
+                                    v.insert(rec.serial);
+                                }
+                                std::collections::hash_map::Entry::Occupied(o) => {
+                                    let serials = twice.entry(rec.certname).or_insert_with(|| vec![o.get().clone()]);
+                                    serials.push(rec.serial);
+                                }
+                            }
                         }
                     }
                 }
             }
         }
-        let mut twice: Vec<(String, Vec<String>)> = valid.into_iter().filter(|(_, s)| s.len() > 1).collect();
+        drop(valid);
+        let mut twice: Vec<(String, Vec<String>)> = twice.into_iter().collect();
         twice.sort();
         for (certname, mut serials) in twice {
             serials.sort();
             f(Finding::TwoValidCertificates { certname, serials });
         }
 
+        // The revocation list's lines (Store::revocations leaves out one it cannot read).
+        let path = self.p("revocations.txt");
+        let text = match crate::files::durable::read_regular(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+            let whole = fields.len() >= 4
+                && fields.first().is_some_and(|s| !s.is_empty() && s.iter().all(u8::is_ascii_hexdigit))
+                && fields
+                    .get(1)
+                    .and_then(|t| std::str::from_utf8(t).ok())
+                    .is_some_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
+            if !whole {
+                f(Finding::RevocationLineDamaged {
+                    line: i + 1,
+                    text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
+                });
+            }
+        }
+
+        // Junk; a damaged certificate file of a certname the inventory lists is not (the
+        // checks of each current certificate name it, and `vouch purge` would remove the
+        // certname's certificate).
         super::super::junk::scan(&self.root, &mut |j| {
-            f(Finding::Junk { name: j.name, kind: j.kind, detail: j.detail });
+            let of_listed = j.kind == "signed"
+                && j.files.iter().any(|p| {
+                    p.strip_prefix("signed/")
+                        .and_then(|n| n.strip_suffix(".pem"))
+                        .is_some_and(|n| inventory_names.contains(&key(n.as_bytes())))
+                });
+            if !of_listed {
+                f(Finding::Junk { name: j.name, kind: j.kind, detail: j.detail, files: j.files });
+            }
             Ok(())
         })
     }
+}
+
+/// A 128-bit digest standing for a serial or a certname in the sets above.
+type Key = [u8; 16];
+
+fn key(bytes: &[u8]) -> Key {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+    let mut k = [0u8; 16];
+    k.copy_from_slice(d.as_ref().get(..16).unwrap_or(&[0u8; 16]));
+    k
 }
 
 /// Whether the RFC 3339 time `not_after` is after `now`; a time that does not parse counts
