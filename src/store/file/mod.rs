@@ -686,7 +686,7 @@ impl Store for FileStore {
         let meta = dir.join(Self::file_name(certname, "json")?);
         let Some(req) = Self::read_json::<PendingRequest>(&meta)? else { return Ok(None) };
         let pem_path = self.p("requests").join(Self::file_name(certname, "pem")?);
-        match fs::read(&pem_path) {
+        match crate::files::durable::read_regular(&pem_path) {
             Ok(pem) => Ok(Some((req, pem))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(StoreError::Io { path: pem_path, op: "read", source: e }),
