@@ -1218,3 +1218,100 @@ fn a_load_binds_no_more_ldap_connections_than_the_pool_keeps() {
         "{binds} new LDAP binds for {CERTS} certificates at 64 agents ({POOLS} pools keep {MAX_IDLE} each)"
     );
 }
+
+/// An independent review of `vouch store verify` (this test failed before the fix). On the LDAP store, verify checks a
+/// certificate's signature against every `vouchIssuer` entry of the store, taken on trust;
+/// the real path (`vouch enc`, renewal: `Authority::verify_ours`) accepts another master CA
+/// only if it chains to this CA's root. Whoever can write the LDAP store adds an issuer
+/// entry for a CA of their own, and a node's certificate signed by it (same serial, CN and
+/// notAfter as its record) passes verify with no finding, while `vouch enc` refuses it.
+#[test]
+fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store() {
+    let slapd = store();
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let d = w.join("m1");
+    ok(&vouch().args(["--dir", s(&d), "ca", "init"]).output().unwrap());
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "new", "cond", "--cert-out", s(&w.join("cond.pem")), "--key-out"])
+        .arg(w.join("cond.key"))
+        .output()
+        .unwrap());
+    let name = "node.example.test";
+    let csr = common::cli_vouched_csr(w, &w.join("cond.pem"), &w.join("cond.key"), name);
+    let pem = ok(&v(&slapd, &d).args(["sign", "--csr", s(&csr)]).output().unwrap());
+    ok(&v(&slapd, &d).args(["enc", name]).output().unwrap());
+    let o = v(&slapd, &d).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+
+    // A CA of the tamperer's own, registered as a master CA of the store.
+    let (_, der) = vouch::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).unwrap();
+    let (_, real) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let rogue_key = rcgen::KeyPair::generate().unwrap();
+    let mut rogue = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    rogue.distinguished_name.push(rcgen::DnType::CommonName, "Not the vouch CA");
+    rogue.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let rogue_cert = rogue.self_signed(&rogue_key).unwrap();
+    let id = vouch::store::ca_id(rogue_cert.der());
+    let ldif = format!(
+        "dn: vouchCa={id},ou=cas,{BASE}\nobjectClass: vouchIssuer\nvouchCa: {id}\nvouchRevision: 0\nvouchCertificate: {}\n",
+        rogue_cert.pem().replace('\n', "\n ")
+    );
+    slapd.ldapadd(ldif.trim_end()).ok();
+    // The node's certificate replaced by one the rogue CA signed: its serial, CN, notAfter.
+    let node_key = rcgen::KeyPair::generate().unwrap();
+    let mut forged = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    forged.distinguished_name.push(rcgen::DnType::CommonName, name);
+    forged.serial_number = Some(rcgen::SerialNumber::from_slice(real.raw_serial()));
+    forged.not_before = real.validity().not_before.to_datetime();
+    forged.not_after = real.validity().not_after.to_datetime();
+    let forged = forged.signed_by(&node_key, &rcgen::Issuer::new(rogue, &rogue_key)).unwrap();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(forged.pem());
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCertname={name},ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+        ))
+        .ok();
+    // vouch's own path refuses it: it does not chain to this CA's root.
+    let enc = v(&slapd, &d).args(["enc", name]).output().unwrap();
+    assert_eq!(enc.status.code(), Some(2), "{}", text(&enc));
+    assert!(String::from_utf8_lossy(&enc.stderr).contains("does not verify against this CA"), "{}", text(&enc));
+    // verify should name it.
+    let o = v(&slapd, &d).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "a certificate signed by a CA anyone added passes verify:\n{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"finding\":\"not-signed-by-ca\""), "{}", text(&o));
+}
+
+/// An independent review of `vouch store verify` (this test failed before the fix): one registry entry whose vouchRecord does not parse (a
+/// hand edit, a bad import). Verify reports it as the certname's (current-unreadable), and
+/// then `Store::inventory`, which parses every entry's record and stops at the first it
+/// cannot, fails: exit 2 ("the store could not be read"), no summary, the inventory and
+/// revocation and CRL checks never run. One damaged entry should be a finding (exit 1).
+#[test]
+fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on() {
+    let slapd = store();
+    let w = tempfile::tempdir().unwrap();
+    let w = w.path();
+    let d = w.join("m1");
+    ok(&vouch().args(["--dir", s(&d), "ca", "init"]).output().unwrap());
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "new", "cond", "--cert-out", s(&w.join("cond.pem")), "--key-out"])
+        .arg(w.join("cond.key"))
+        .output()
+        .unwrap());
+    for name in ["a.example.test", "b.example.test"] {
+        let csr = common::cli_vouched_csr(w, &w.join("cond.pem"), &w.join("cond.key"), name);
+        ok(&v(&slapd, &d).args(["sign", "--csr", s(&csr)]).output().unwrap());
+    }
+    let o = v(&slapd, &d).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCertname=a.example.test,ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord: not json\n"
+        ))
+        .ok();
+    let o = v(&slapd, &d).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"finding\":\"current-unreadable\""), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "one damaged entry ends the check with an error:\n{}", text(&o));
+}

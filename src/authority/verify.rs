@@ -2,9 +2,10 @@
 //! current certificate is whole, signed by a master CA of the store, and agrees with its
 //! record; the inventory and the records agree; every revoked certificate is on the
 //! revocation list and on the CRL; and whatever the store checks of its own layout
-//! ([`crate::store::Store::check_layout`]). Reads only; it holds the store's lock while it
-//! reads, so it sees a settled store (taking the lock first finishes any recovery, as every
-//! command that takes it does).
+//! ([`crate::store::Store::check_layout`]). It first does what every command does (a CRL
+//! that is due is written, as [`Authority::maintain`] does); then it reads only, holding the
+//! store's lock, so it sees a settled store (taking the lock first finishes any recovery, as
+//! every command that takes it does).
 
 use super::Authority;
 use crate::error::Error;
@@ -35,6 +36,18 @@ struct CertFacts {
 
 /// The serial (lowercase hex, as the store writes it), the CN and the notAfter of a PEM certificate.
 fn facts(pem: &str) -> Result<(CertFacts, Vec<u8>), String> {
+    // Exactly one PEM block, a CERTIFICATE, and nothing but white space around it: what vouch
+    // writes. Another block before it (`X509 CERTIFICATE`, which OpenSSL also reads as a
+    // certificate) would be what an agent takes, unchecked.
+    let blocks = pem.matches("-----BEGIN ").count();
+    let start = pem.find("-----BEGIN CERTIFICATE-----");
+    let end = pem.find("-----END CERTIFICATE-----").map(|i| i + "-----END CERTIFICATE-----".len());
+    match (blocks, start, end) {
+        (1, Some(a), Some(b))
+            if pem.get(..a).is_some_and(|t| t.trim().is_empty())
+                && pem.get(b..).is_some_and(|t| t.trim().is_empty()) => {}
+        _ => return Err("not exactly one PEM CERTIFICATE block (another block, or text around it)".into()),
+    }
     let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map_err(|e| e.to_string())?;
     let (rest, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| e.to_string())?;
     if !rest.is_empty() {
@@ -70,6 +83,13 @@ fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
     Err(last)
 }
 
+/// A certificate's subject, for a message.
+fn subject_of(der: &[u8]) -> String {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c.subject().to_string())
+        .unwrap_or_else(|_| "(unreadable)".into())
+}
+
 /// Two RFC 3339 times that name the same second (the store writes `Z`; a record from
 /// another writer may not).
 fn same_time(a: &str, b: &str) -> bool {
@@ -89,18 +109,40 @@ impl Authority {
             seen.findings += 1;
             report(f);
         };
+        // Taking the lock finishes what a killed process left (a revocation among it); then,
+        // as every command does, a CRL that is due is written (here under this lock).
         let lock = self.store.lock()?;
+        if self.crl_due(now)? {
+            self.write_crl_locked(&lock, now)?;
+        }
+        if self.root_crl_due(now) {
+            self.write_root_crl_locked(&lock, now)?;
+        }
         let own_id = crate::store::ca_id(&self.ca.cert_der);
+        // The other master CAs the store names count only if the fleet's root signed them.
+        let root = self.root_der()?;
         let mut cas = vec![self.ca.cert_der.clone()];
-        cas.extend(self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der));
+        for other in self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der) {
+            match signed_by_one_of(&other, std::slice::from_ref(&root)) {
+                Ok(()) => cas.push(other),
+                Err(detail) => say(Finding::ForeignIssuer { subject: subject_of(&other), detail }, &mut seen),
+            }
+        }
         let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
 
-        // The store's own layout first: a damaged record explains what follows.
-        self.store.check_layout(&lock, now, &mut |f| say(f, &mut seen))?;
+        // The store's own layout first: a damaged record explains what follows. The revoked
+        // serials it finds missing from the revocation list are not named twice below.
+        let mut unrecorded: HashSet<String> = HashSet::new();
+        self.store.check_layout(&lock, now, &mut |f| {
+            if let Finding::RevokedNotRecorded { serial, .. } = &f {
+                unrecorded.insert(serial.clone());
+            }
+            say(f, &mut seen)
+        })?;
 
         let revocations = self.store.revocations()?;
-        seen.revocations = revocations.len() as u64;
         let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
+        seen.revocations = revoked_serials.len() as u64;
 
         // Every certname's current certificate. The listing is collected (certname and serial
         // only) so that no read of the store runs inside the store's own walk.
@@ -116,7 +158,6 @@ impl Authority {
         })?;
         drop(names);
         let mut by_serial: HashMap<&str, Vec<&str>> = HashMap::with_capacity(listed.len());
-        let mut revoked_current: Vec<(String, String)> = Vec::new();
         for l in &listed {
             seen.certificates += 1;
             by_serial.entry(l.serial.as_str()).or_default().push(l.certname.as_str());
@@ -141,6 +182,16 @@ impl Authority {
                     continue;
                 }
             };
+            if l.serial != rec.serial {
+                say(
+                    Finding::ListedNotCurrent {
+                        certname: l.certname.clone(),
+                        listed: l.serial.clone(),
+                        current: rec.serial.clone(),
+                    },
+                    &mut seen,
+                );
+            }
             if cert.serial != rec.serial {
                 say(
                     Finding::SerialMismatch {
@@ -195,14 +246,15 @@ impl Authority {
                     &mut seen,
                 );
             }
-            if rec.state == State::Revoked && ours(rec) {
-                revoked_current.push((rec.serial.clone(), l.certname.clone()));
-                if !revoked_serials.contains(rec.serial.as_str()) {
-                    say(
-                        Finding::RevokedNotRecorded { certname: l.certname.clone(), serial: rec.serial.clone() },
-                        &mut seen,
-                    );
-                }
+            if rec.state == State::Revoked
+                && ours(rec)
+                && !unrecorded.contains(&rec.serial)
+                && !revoked_serials.contains(rec.serial.as_str())
+            {
+                say(
+                    Finding::RevokedNotRecorded { certname: l.certname.clone(), serial: rec.serial.clone() },
+                    &mut seen,
+                );
             }
         }
         for (serial, mut certnames) in by_serial.into_iter().filter(|(_, c)| c.len() > 1) {
@@ -211,8 +263,15 @@ impl Authority {
             say(Finding::SerialTwice { serial: serial.to_string(), certnames }, &mut seen);
         }
 
-        // The inventory against the records (read once the listing's names are dropped).
-        let inventory = self.store.inventory()?;
+        // The inventory against the records (read once the listing's names are dropped). One
+        // that cannot be read is a finding: the checks after it still run.
+        let inventory = match self.store.inventory() {
+            Ok(i) => i,
+            Err(e) => {
+                say(Finding::InventoryUnreadable { detail: e.to_string() }, &mut seen);
+                Vec::new()
+            }
+        };
         let mut inventory_serials: HashSet<&str> = HashSet::with_capacity(inventory.len());
         for e in &inventory {
             seen.inventory += 1;
@@ -252,7 +311,9 @@ impl Authority {
 
         // Every revocation's record says revoked (a revocation with no record of its own, as
         // older versions and supersede marks left, is allowed).
-        for r in &revocations {
+        // Its notAfter is the record's: the CRL drops an entry by it.
+        let mut checked = HashSet::new();
+        for r in revocations.iter().filter(|r| checked.insert(r.serial.as_str())) {
             if let Ok(Some(rec)) = self.store.record(&r.serial) {
                 if rec.state == State::Issued {
                     say(
@@ -260,13 +321,54 @@ impl Authority {
                         &mut seen,
                     );
                 }
+                if let Some(t) = r.not_after.as_deref().filter(|_| !rec.not_after.is_empty()) {
+                    if !same_time(t, &rec.not_after) {
+                        say(
+                            Finding::RevocationDisagrees {
+                                serial: r.serial.clone(),
+                                detail: format!(
+                                    "the revocation list says the certificate expires {t}, its record {}: \
+                                     the CRL drops the entry by the list's",
+                                    rec.not_after
+                                ),
+                            },
+                            &mut seen,
+                        );
+                    }
+                }
             }
         }
 
         // The CRL this master serves lists every revocation that is still due on it.
         self.verify_crl(now, &revocations, &mut |f| say(f, &mut seen))?;
+        // The CA bundle agents are given on their first run: this master CA, then the root.
+        let path = self.dir.file(crate::issuance::bootstrap::CA_BUNDLE);
+        let bundle = crate::files::durable::read_regular(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| crate::encoding::pem::find_all(&b, "CERTIFICATE").map_err(|e| e.to_string()));
+        let problem = match bundle {
+            Err(e) => Some(e),
+            Ok(certs) if certs.first() != Some(&self.ca.cert_der) => {
+                Some("its first certificate is not this master CA's".to_string())
+            }
+            Ok(certs) if !certs.contains(&root) => Some("it lacks the fleet's root certificate".to_string()),
+            Ok(_) => None,
+        };
+        if let Some(detail) = problem {
+            say(Finding::BundleMismatch { path: path.display().to_string(), detail }, &mut seen);
+        }
         drop(lock);
         Ok(seen)
+    }
+
+    /// The root certificate (DER) of this data directory.
+    fn root_der(&self) -> Result<Vec<u8>, Error> {
+        let path = self.dir.file(crate::issuance::bootstrap::ROOT_CERT);
+        let pem =
+            crate::files::durable::read_regular(&path).map_err(|source| Error::Io { path, op: "read", source })?;
+        crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+            .map(|(_, d)| d)
+            .map_err(|e| Error::Store { detail: format!("the root certificate: {e}") })
     }
 
     /// The CRL file against the revocations: signed by this master CA, and listing every
@@ -288,7 +390,12 @@ impl Authority {
             }
         };
         let listed = match crl_serials(&pem, &self.ca.cert_der) {
-            Ok(s) => s,
+            Ok((s, next)) => {
+                if let Some(next) = next.filter(|t| *t < now) {
+                    say(Finding::CrlExpired { next_update: crate::encoding::time::format_rfc3339(next) });
+                }
+                s
+            }
             Err(detail) => {
                 say(Finding::CrlUnreadable { detail: format!("{}: {detail}", path.display()) });
                 return Ok(());
@@ -303,8 +410,9 @@ impl Authority {
     }
 }
 
-/// The serials (lowercase hex) a PEM CRL lists, once its signature verified with `ca_der`'s key.
-fn crl_serials(pem: &[u8], ca_der: &[u8]) -> Result<HashSet<String>, String> {
+/// The serials (lowercase hex) a PEM CRL lists and its nextUpdate, once its signature
+/// verified with `ca_der`'s key.
+fn crl_serials(pem: &[u8], ca_der: &[u8]) -> Result<(HashSet<String>, Option<OffsetDateTime>), String> {
     use x509_parser::prelude::FromDer;
     let (_, der) = crate::encoding::pem::find(pem, &["X509 CRL"]).map_err(|e| e.to_string())?;
     let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der)
@@ -316,5 +424,6 @@ fn crl_serials(pem: &[u8], ca_der: &[u8]) -> Result<HashSet<String>, String> {
         crl.tbs_cert_list.as_ref(),
         &crl.signature_value.data,
     )?;
-    Ok(crl.iter_revoked_certificates().map(|r| crate::encoding::hex(r.raw_serial())).collect())
+    let next = crl.next_update().map(|t| t.to_datetime());
+    Ok((crl.iter_revoked_certificates().map(|r| crate::encoding::hex(r.raw_serial())).collect(), next))
 }

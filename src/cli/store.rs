@@ -69,7 +69,12 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
             kinds.push((finding.kind(), finding.hint()));
         }
         let line = match format {
-            VerifyFormat::Text => format!("{}: {finding}", finding.kind()),
+            // One line per finding: a control character from the store (a planted record's
+            // certname) is shown escaped, never written.
+            VerifyFormat::Text => format!("{}: {finding}", finding.kind())
+                .chars()
+                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+                .collect(),
             VerifyFormat::Jsonl => {
                 let mut v = serde_json::to_value(&finding).unwrap_or_default();
                 if let Some(o) = v.as_object_mut() {

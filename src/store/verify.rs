@@ -14,6 +14,11 @@ pub enum Finding {
     CurrentUnreadable { certname: String, detail: String },
     /// A certname the store lists (its inventory, its entry) has no current certificate to read.
     CurrentMissing { certname: String, serial: String },
+    /// The listing names another serial than the certname's current certificate's.
+    ListedNotCurrent { certname: String, listed: String, current: String },
+    /// An issued, unexpired certificate that is not its certname's current one (the
+    /// certname's file holds another, or none).
+    IssuedNotCurrent { certname: String, serial: String, file: String },
     /// The current certificate's PEM is not one whole X.509 certificate.
     CertificateDamaged { certname: String, detail: String },
     /// The certificate's serial is not its record's.
@@ -39,6 +44,16 @@ pub enum Finding {
     NotInInventory { certname: String, serial: String },
     /// A revoked certificate that no revocation lists: the CRL would not name it.
     RevokedNotRecorded { certname: String, serial: String },
+    /// A revocation that disagrees with its serial's record (its notAfter).
+    RevocationDisagrees { serial: String, detail: String },
+    /// The inventory cannot be read at all.
+    InventoryUnreadable { detail: String },
+    /// The CRL on disk is past its nextUpdate.
+    CrlExpired { next_update: String },
+    /// A master CA the store names that the fleet's root did not sign.
+    ForeignIssuer { subject: String, detail: String },
+    /// The CA bundle agents are given is not this master CA and the root.
+    BundleMismatch { path: String, detail: String },
     /// A revocation whose serial's record still says issued.
     RevocationNotInRecord { serial: String, certname: String },
     /// A revoked serial the CRL should list and does not.
@@ -70,6 +85,13 @@ impl Finding {
         match self {
             Finding::CurrentUnreadable { .. } => "current-unreadable",
             Finding::CurrentMissing { .. } => "current-missing",
+            Finding::ListedNotCurrent { .. } => "listed-not-current",
+            Finding::IssuedNotCurrent { .. } => "issued-not-current",
+            Finding::RevocationDisagrees { .. } => "revocation-disagrees",
+            Finding::InventoryUnreadable { .. } => "inventory-unreadable",
+            Finding::CrlExpired { .. } => "crl-expired",
+            Finding::ForeignIssuer { .. } => "foreign-issuer",
+            Finding::BundleMismatch { .. } => "bundle-mismatch",
             Finding::CertificateDamaged { .. } => "certificate-damaged",
             Finding::SerialMismatch { .. } => "serial-mismatch",
             Finding::NameMismatch { .. } => "name-mismatch",
@@ -99,32 +121,47 @@ impl Finding {
     /// What the operator can do about it.
     pub fn hint(&self) -> &'static str {
         match self {
-            Finding::CurrentUnreadable { .. } => {
-                "a certificate whose serial has no record was not stored by vouch: treat it as \
-                 tampering; otherwise restore DIR/ca from one backup; `vouch clean CERTNAME` \
-                 revokes and forgets the name so that the node enrolls anew"
+            Finding::CurrentUnreadable { .. } | Finding::CurrentMissing { .. } => {
+                "restore signed/CERTNAME.pem (and its record) from a backup of DIR/ca; a certificate \
+                 whose serial has no record was not stored by vouch: treat it as tampering. \
+                 `vouch clean` cannot revoke a certificate it cannot read (on LDAP, run verify \
+                 again first: another master may have cleaned the name meanwhile)"
             }
-            Finding::CurrentMissing { .. } => {
-                "restore the certificate from a backup (the node still holds it, and `vouch list` \
-                 still shows it), or `vouch clean CERTNAME` so that the node enrolls anew; on LDAP, \
-                 run verify again: another master may have cleaned it meanwhile"
+            Finding::NameMismatch { .. } | Finding::SerialTwice { .. } => {
+                "do not `vouch clean` this name: clean revokes the certificate in the file, which \
+                 is another node's. Restore signed/CERTNAME.pem from a backup of DIR/ca"
+            }
+            Finding::ListedNotCurrent { .. } | Finding::IssuedNotCurrent { .. } => {
+                "the certname's newest certificate is not the one served: restore \
+                 signed/CERTNAME.pem from a backup of DIR/ca (until then `vouch revoke` and \
+                 `vouch clean` act on the file's certificate, not the newest)"
             }
             Finding::CertificateDamaged { .. }
             | Finding::SerialMismatch { .. }
-            | Finding::NameMismatch { .. }
             | Finding::NotAfterMismatch { .. }
-            | Finding::StateMismatch { .. }
-            | Finding::SerialTwice { .. } => {
-                "restore DIR/ca from one backup (all of it from the same time), or `vouch clean \
-                 CERTNAME` so that the node enrolls anew"
-            }
+            | Finding::StateMismatch { .. } => "restore DIR/ca from one backup (all of it from the same time)",
             Finding::RecordDamaged { .. } => {
                 "restore the record from a backup; a file vouch did not write (not \
                  serials/<ab>/<serial>.json) can be removed by hand: vouch never reads it"
             }
-            Finding::NotSignedByCa { .. } => {
-                "a certificate this CA did not sign is stored as a node's: treat it as tampering \
-                 (who can write DIR/ca?), and `vouch clean CERTNAME`"
+            Finding::NotSignedByCa { .. } | Finding::ForeignIssuer { .. } => {
+                "a certificate this fleet's CAs did not sign is in the store: treat it as tampering \
+                 (who can write the store?); restore it from a backup"
+            }
+            Finding::BundleMismatch { .. } => {
+                "agents bootstrapping now trust the wrong CA: restore ca/ca_bundle.pem (this master \
+                 CA's certificate, then the root's) from a backup, and find who wrote it"
+            }
+            Finding::RevocationDisagrees { .. } => {
+                "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \
+                 CRL may drop a revoked certificate early"
+            }
+            Finding::InventoryUnreadable { .. } => {
+                "restore the inventory from a backup of DIR/ca; nothing was checked against it"
+            }
+            Finding::CrlExpired { .. } => {
+                "`vouch crl` writes a new CRL now; relying parties refuse every certificate while \
+                 the CRL they hold is expired"
             }
             Finding::InventorySerialTwice { .. }
             | Finding::InventoryWithoutRecord { .. }
@@ -170,6 +207,20 @@ impl std::fmt::Display for Finding {
             Finding::CurrentUnreadable { certname, detail } => {
                 write!(f, "{certname}: its current certificate cannot be read: {detail}")
             }
+            Finding::ListedNotCurrent { certname, listed, current } => {
+                write!(f, "{certname}: listed with certificate {listed}, but its current certificate is {current}")
+            }
+            Finding::IssuedNotCurrent { certname, serial, file } => write!(
+                f,
+                "{certname}: certificate {serial} is issued and unexpired, but the certname's file holds {file}"
+            ),
+            Finding::RevocationDisagrees { serial, detail } => write!(f, "revocation of serial {serial}: {detail}"),
+            Finding::InventoryUnreadable { detail } => write!(f, "the inventory cannot be read: {detail}"),
+            Finding::CrlExpired { next_update } => write!(f, "the CRL expired at {next_update} (its nextUpdate)"),
+            Finding::ForeignIssuer { subject, detail } => {
+                write!(f, "the store names {subject} as a master CA, but the fleet's root did not sign it: {detail}")
+            }
+            Finding::BundleMismatch { path, detail } => write!(f, "{path}: {detail}"),
             Finding::CurrentMissing { certname, serial } => write!(
                 f,
                 "{certname}: listed with certificate {serial}, but the store has no current certificate for it"

@@ -592,13 +592,16 @@ impl Store for FileStore {
 
     fn inventory(&self) -> Result<Vec<InventoryEntry>, StoreError> {
         let path = self.p("inventory.txt");
-        let text = match read_text(&path) {
+        // Line by line: one that is not UTF-8 (a disk error) is left out, as one cut short is.
+        let bytes = match crate::files::durable::read_regular(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
-        Ok(text
-            .lines()
+        Ok(bytes
+            .split(|b| *b == b'\n')
+            .filter_map(|l| std::str::from_utf8(l).ok())
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
             .filter_map(|l| {
                 let f: Vec<&str> = l.split(' ').collect();
                 match f.as_slice() {

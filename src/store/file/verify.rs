@@ -28,7 +28,8 @@ impl FileStore {
         // MB): two names whose digests collide would hide one finding, with odds of about
         // n² / 2¹²⁹.
         let mut inventory: HashSet<Key> = HashSet::new();
-        let mut inventory_names: HashSet<Key> = HashSet::new();
+        // Certname → its inventory lines (more than one: renewed, superseded or re-enrolled).
+        let mut inventory_names: HashMap<Key, u32> = HashMap::new();
         for (i, line) in text.split(|b| *b == b'\n').enumerate() {
             if line.is_empty() {
                 continue;
@@ -36,7 +37,7 @@ impl FileStore {
             let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
             let whole = matches!(fields.as_slice(), [s, _, _, cn] if s.starts_with(b"0x") && cn.starts_with(b"/CN="));
             if let (true, Some(cn)) = (whole, fields.get(3)) {
-                inventory_names.insert(key(cn.get(4..).unwrap_or_default()));
+                *inventory_names.entry(key(cn.get(4..).unwrap_or_default())).or_default() += 1;
             }
             match fields.first().filter(|_| whole).and_then(|s| std::str::from_utf8(s).ok()) {
                 Some(serial) => {
@@ -55,16 +56,39 @@ impl FileStore {
         let dir = crate::files::durable::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
         for name in dir.names().map_err(io_err(&signed, "read directory"))? {
             let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
-            if crate::decision::check_certname(certname).is_err() || inventory_names.contains(&key(certname.as_bytes()))
+            if crate::decision::check_certname(certname).is_err()
+                || inventory_names.contains_key(&key(certname.as_bytes()))
             {
                 continue; // junk (the scan below names it), or listed
             }
-            let path = dir.path_of(&name);
-            let serial = crate::files::durable::read_regular(&path)
-                .ok()
-                .and_then(|pem| Self::serial_of_pem(&String::from_utf8_lossy(&pem)))
-                .unwrap_or_else(|| "(unreadable)".into());
+            let serial = self.file_serial(certname).unwrap_or_else(|| "(unreadable)".into());
             f(Finding::NotInInventory { certname: certname.to_string(), serial });
+        }
+
+        // The revocation list's lines (Store::revocations leaves out one it cannot read).
+        let path = self.p("revocations.txt");
+        let text = match crate::files::durable::read_regular(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
+        };
+        let mut revoked: HashSet<Key> = HashSet::new();
+        for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+            let whole = fields.len() >= 4
+                && fields.first().is_some_and(|s| !s.is_empty() && s.iter().all(u8::is_ascii_hexdigit))
+                && fields
+                    .get(1)
+                    .and_then(|t| std::str::from_utf8(t).ok())
+                    .is_some_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
+            if let Some(serial) = fields.first().filter(|_| whole) {
+                revoked.insert(key(serial));
+            } else {
+                f(Finding::RevocationLineDamaged {
+                    line: i + 1,
+                    text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
+                });
+            }
         }
 
         // Every record: one shard directory at a time.
@@ -105,6 +129,9 @@ impl FileStore {
                     });
                     continue;
                 }
+                if rec.state == State::Revoked && !revoked.contains(&key(rec.serial.as_bytes())) {
+                    f(Finding::RevokedNotRecorded { certname: rec.certname.clone(), serial: rec.serial.clone() });
+                }
                 match rec.state {
                     State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
                     State::Abandoned => {}
@@ -116,6 +143,26 @@ impl FileStore {
                             });
                         }
                         if rec.state == State::Issued && unexpired(&rec.not_after, now) {
+                            // A certname with one inventory line is checked through the listing;
+                            // one with several (renewed, re-enrolled) is listed by its file, so
+                            // the file is checked against the newest certificate here.
+                            let lines = inventory_names.get(&key(rec.certname.as_bytes())).copied().unwrap_or(0);
+                            if lines > 1 {
+                                match self.file_serial(&rec.certname) {
+                                    None if !self.signed_path(&rec.certname).is_ok_and(|p| p.exists()) => {
+                                        f(Finding::CurrentMissing {
+                                            certname: rec.certname.clone(),
+                                            serial: rec.serial.clone(),
+                                        })
+                                    }
+                                    Some(held) if held == rec.serial => {}
+                                    held => f(Finding::IssuedNotCurrent {
+                                        certname: rec.certname.clone(),
+                                        serial: rec.serial.clone(),
+                                        file: held.unwrap_or_else(|| "no readable certificate".into()),
+                                    }),
+                                }
+                            }
                             match valid.entry(key(rec.certname.as_bytes())) {
                                 std::collections::hash_map::Entry::Vacant(v) => {
                                     v.insert(rec.serial);
@@ -138,29 +185,6 @@ impl FileStore {
             f(Finding::TwoValidCertificates { certname, serials });
         }
 
-        // The revocation list's lines (Store::revocations leaves out one it cannot read).
-        let path = self.p("revocations.txt");
-        let text = match crate::files::durable::read_regular(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
-        };
-        for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
-            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            let whole = fields.len() >= 4
-                && fields.first().is_some_and(|s| !s.is_empty() && s.iter().all(u8::is_ascii_hexdigit))
-                && fields
-                    .get(1)
-                    .and_then(|t| std::str::from_utf8(t).ok())
-                    .is_some_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
-            if !whole {
-                f(Finding::RevocationLineDamaged {
-                    line: i + 1,
-                    text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
-                });
-            }
-        }
-
         // Junk; a damaged certificate file of a certname the inventory lists is not (the
         // checks of each current certificate name it, and `vouch purge` would remove the
         // certname's certificate).
@@ -169,13 +193,25 @@ impl FileStore {
                 && j.files.iter().any(|p| {
                     p.strip_prefix("signed/")
                         .and_then(|n| n.strip_suffix(".pem"))
-                        .is_some_and(|n| inventory_names.contains(&key(n.as_bytes())))
+                        .is_some_and(|n| inventory_names.contains_key(&key(n.as_bytes())))
                 });
             if !of_listed {
                 f(Finding::Junk { name: j.name, kind: j.kind, detail: j.detail, files: j.files });
             }
             Ok(())
         })
+    }
+}
+
+impl FileStore {
+    /// The serial of the certificate in `signed/<certname>.pem` (at most 1 MiB read: a larger
+    /// file is no certificate of vouch's), if it holds one.
+    fn file_serial(&self, certname: &str) -> Option<String> {
+        use std::io::Read;
+        let path = self.signed_path(certname).ok()?;
+        let mut pem = Vec::new();
+        crate::files::durable::open_regular(&path).ok()?.take(1 << 20).read_to_end(&mut pem).ok()?;
+        Self::serial_of_pem(&String::from_utf8_lossy(&pem))
     }
 }
 
