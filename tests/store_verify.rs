@@ -605,11 +605,12 @@ fn review_text_output_is_one_line_per_finding() {
 /// name-mismatch's hint once sent the operator to `vouch clean` the name. For one node's
 /// certificate file copied over another's (b's file holds a's certificate), `vouch clean b`
 /// reads b's current certificate (a's), revokes it and forgets *a*: the hint revoked the
-/// innocent node. The hint now warns against it and names the repair (a backup); `vouch
-/// clean` itself still follows the file (a defect of clean, reported separately).
+/// innocent node. The hint now warns against it and names the repair (a backup), and
+/// `vouch clean` (and `revoke`) refuse a certname whose file holds another node's certificate.
 #[test]
 fn review_following_the_name_mismatch_hint_does_not_revoke_another_node() {
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
     std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
     // The listing (b's inventory line) names b's serial; the file holds a's.
     ca.finds(&["listed-not-current", "name-mismatch"]);
@@ -617,6 +618,13 @@ fn review_following_the_name_mismatch_hint_does_not_revoke_another_node() {
     let hint = t.lines().find(|l| l.starts_with("  name-mismatch: ")).unwrap_or_else(|| panic!("{t}"));
     assert!(hint.contains("do not `vouch clean` this name"), "{hint}");
     assert!(hint.contains("backup"), "{hint}");
+    // And clean, run anyway, refuses (exit 2) instead of revoking and forgetting a.
+    let o = ca.run(&["clean", "b.example.test"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing was revoked"), "{}", text(&o));
+    let revs = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap_or_default();
+    assert!(!revs.contains(&a), "clean b revoked a's certificate {a}: {revs}");
+    assert!(ca.ca("signed/a.example.test.pem").exists(), "clean b forgot a");
 }
 
 /// current-unreadable's and current-missing's hints once offered `vouch clean CERTNAME`,

@@ -112,6 +112,17 @@ impl Authority {
         };
         let expected = current.expected();
         let rec = current.record;
+        // A certname's file holding another node's certificate (a damaged or tampered store):
+        // revoking "it" would revoke and forget the other node. Nothing is done.
+        if rec.certname != certname {
+            return Err(Error::Store {
+                detail: format!(
+                    "the certificate stored for {certname} is {}'s (serial {}): the store is damaged, \
+                     nothing was revoked; `vouch store verify` names what to restore",
+                    rec.certname, rec.serial
+                ),
+            });
+        }
         if rec.state == State::Revoked && !clean {
             return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }

@@ -128,8 +128,8 @@ impl Finding {
                  again first: another master may have cleaned the name meanwhile)"
             }
             Finding::NameMismatch { .. } | Finding::SerialTwice { .. } => {
-                "do not `vouch clean` this name: clean revokes the certificate in the file, which \
-                 is another node's. Restore signed/CERTNAME.pem from a backup of DIR/ca"
+                "do not `vouch clean` this name (it refuses: the certificate in the file is \
+                 another node's). Restore signed/CERTNAME.pem from a backup of DIR/ca"
             }
             Finding::ListedNotCurrent { .. } | Finding::IssuedNotCurrent { .. } => {
                 "the certname's newest certificate is not the one served: restore \
