@@ -621,7 +621,7 @@ fn review_following_the_name_mismatch_hint_does_not_revoke_another_node() {
     // And clean, run anyway, refuses (exit 2) instead of revoking and forgetting a.
     let o = ca.run(&["clean", "b.example.test"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing was revoked"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing was changed"), "{}", text(&o));
     let revs = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap_or_default();
     assert!(!revs.contains(&a), "clean b revoked a's certificate {a}: {revs}");
     assert!(ca.ca("signed/a.example.test.pem").exists(), "clean b forgot a");
@@ -675,4 +675,301 @@ fn review_a_replaced_ca_bundle_is_found() {
     assert!(o.status.success(), "{}", text(&o));
     let (code, kinds, o) = ca.verify();
     assert_eq!(code, 1, "a CA bundle of another CA passes verify (kinds {kinds:?}):\n{}", text(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// A second independent review (branch rev-verify2): each test below failed when written.
+// ---------------------------------------------------------------------------------------
+
+/// A self-signed CA certificate made with rcgen, PEM (a CA of someone else's).
+fn foreign_ca_pem(cn: &str) -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.self_signed(&key).unwrap().pem()
+}
+
+/// A CA certificate appended to `ca/ca_bundle.pem` (what `vouch serve` answers GET
+/// certificate/ca with, and what a Puppet agent stores as its localcacert on its first run:
+/// every certificate in it becomes a trust anchor of the agent, for the server's TLS too).
+/// vouch writes exactly the master CA and the root there (the root is always self-issued:
+/// `ca init --root-cert` refuses anything else), so a third certificate was put there by
+/// someone else. bundle-mismatch checks only that the first certificate is the master CA's
+/// and that the root is somewhere in it: the extra CA passes.
+#[test]
+fn review2_a_ca_appended_to_the_bundle_is_found() {
+    let ca = Ca::with(&["a.example.test"]);
+    ca.edit("ca_bundle.pem", |t| t + &foreign_ca_pem("Someone else's CA"));
+    let (code, kinds, o) = ca.verify();
+    assert_eq!(code, 1, "an extra CA in the bundle agents trust passes verify (kinds {kinds:?}):\n{}", text(&o));
+    assert!(kinds.contains(&"bundle-mismatch".to_string()), "{kinds:?}");
+}
+
+/// A CA certificate appended to `ca/root_crt.pem`. The default policy trusts that file for
+/// conductors (`ca/root_crt.pem`), and the policy reads every certificate in it: the
+/// appended CA now vouches for any certname (here a conductor of another vouch CA gets a
+/// node signed). vouch writes one certificate there; verify reads only the first (the root
+/// it checks other master CAs and the bundle against) and is silent about the rest.
+#[test]
+fn review2_a_ca_appended_to_the_root_certificate_is_found() {
+    let ca = Ca::with(&["a.example.test"]);
+    // Another CA, with a conductor of its own.
+    let other = ca.w.join("other");
+    ok(&run(vouch().args(["--dir", s(&other), "ca", "init"]), None));
+    ok(&run(
+        vouch().args(["--dir", s(&other), "conductor", "new", "rogue", "--cert-out"]).args([
+            s(&ca.w.join("rogue.pem")),
+            "--key-out",
+            s(&ca.w.join("rogue.key")),
+        ]),
+        None,
+    ));
+    let w = ca.w.join("rogue-work");
+    std::fs::create_dir(&w).unwrap();
+    let csr = cli_vouched_csr(&w, &ca.w.join("rogue.pem"), &ca.w.join("rogue.key"), "x.example.test");
+    // Refused while root_crt.pem holds the root alone...
+    let o = ca.run(&["sign", "--csr"], &[&csr]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // ...signed once the other CA's root is appended to it.
+    let foreign = std::fs::read_to_string(other.join("ca/root_crt.pem")).unwrap();
+    ca.edit("root_crt.pem", |t| t + &foreign);
+    let w2 = ca.w.join("rogue-work2");
+    std::fs::create_dir(&w2).unwrap();
+    let csr = cli_vouched_csr(&w2, &ca.w.join("rogue.pem"), &ca.w.join("rogue.key"), "y.example.test");
+    ok(&ca.run(&["sign", "--csr"], &[&csr]));
+    let (code, kinds, o) = ca.verify();
+    assert_eq!(code, 1, "a second trust anchor in root_crt.pem passes verify (kinds {kinds:?}):\n{}", text(&o));
+}
+
+/// `ca/root_crt.pem` and `ca/ca_bundle.pem` as symbolic links to copies in a private
+/// directory of the same owner. Every other command reads both through the link (the CA
+/// opens the bundle with std::fs::read, `vouch enc` the root; the policy's trust files
+/// follow links by design, checking the target's directory), and the data directory's
+/// rules forbid links only for the store's directories and the files written in place.
+/// verify reads both with `read_regular` (O_NOFOLLOW): the root's link is an error that
+/// stops the whole check (exit 2), the bundle's a bundle-mismatch.
+#[test]
+fn review2_linked_root_and_bundle_are_read_as_every_command_reads_them() {
+    let ca = Ca::with(&["a.example.test"]);
+    let keep = ca.w.join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    for f in ["root_crt.pem", "ca_bundle.pem"] {
+        std::fs::copy(ca.ca(f), keep.join(f)).unwrap();
+        std::fs::remove_file(ca.ca(f)).unwrap();
+        std::os::unix::fs::symlink(keep.join(f), ca.ca(f)).unwrap();
+    }
+    // Everything else works through the links.
+    ca.issue("b.example.test");
+    ok(&ca.run(&["enc", "b.example.test"], &[]));
+    ok(&ca.run(&["list", "--all"], &[]));
+    let (code, kinds, o) = ca.verify();
+    assert_eq!((code, kinds.clone()), (0, vec![]), "{}", text(&o));
+}
+
+/// `vouch store verify` with a deadline: Some(output), or None if it was still running
+/// after `secs` seconds (then killed).
+fn verify_within(ca: &Ca, secs: u64) -> Option<std::process::Output> {
+    within(vouch().arg("--dir").arg(&ca.dir).args(["store", "verify", "--format", "jsonl"]), secs)
+}
+
+/// A FIFO planted at `ca/crl_next_update` (read by every command's CRL check, verify's
+/// first step under the lock, with std::fs::read_to_string). The docs say of verify: "A
+/// FIFO or device planted where vouch reads a file is reported (`not a regular file`),
+/// never waited on". verify waits on it forever, holding the store's lock (so every other
+/// command, and `vouch serve`'s issuance, wait too). The same holds for
+/// `crl_revocations_size` and `crl_number` (read under the lock by write_crl_locked).
+#[test]
+fn review2_a_fifo_at_crl_next_update_never_hangs_verify() {
+    let ca = Ca::with(&["a.example.test"]);
+    let p = ca.ca("crl_next_update");
+    std::fs::remove_file(&p).unwrap();
+    let o = std::process::Command::new("mkfifo").arg(&p).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = verify_within(&ca, 30);
+    let o = out.unwrap_or_else(|| panic!("vouch store verify hangs on a FIFO at ca/crl_next_update"));
+    // Since the fix the FIFO is never opened for a blocking read: an unreadable stamp makes
+    // the CRL due, and writing it replaces the FIFO (rename), as every command would; the
+    // store is then whole (exit 0). An error naming the FIFO would do as well.
+    assert!(matches!(o.status.code(), Some(0..=2)), "{}", text(&o));
+    assert!(!p.exists() || std::fs::symlink_metadata(&p).unwrap().is_file());
+}
+
+/// One byte of a node's only inventory line turned into a non-UTF-8 byte (a disk error) in
+/// a date field, not in the serial. The listing (which parses each line as UTF-8) no longer
+/// shows the node: `vouch list` loses it, and so does every check verify runs from the
+/// listing. Store::inventory now leaves the line out silently, and the layout check calls
+/// the line whole (it checks the serial's bytes and the field count, not the times): verify
+/// is silent (before, the same line stopped verify with an error).
+#[test]
+fn review2_a_non_utf8_byte_in_an_inventory_lines_date_is_found() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let mut inv = std::fs::read(ca.ca("inventory.txt")).unwrap();
+    let b_line = inv.split(|c| *c == b'\n').position(|l| l.ends_with(b"/CN=b.example.test")).unwrap();
+    let start: usize = inv.split(|c| *c == b'\n').take(b_line).map(|l| l.len() + 1).sum();
+    // "0x<serial> 2026-…": the first digit of the notBefore's year.
+    let at = start + inv[start..].iter().position(|c| *c == b' ').unwrap() + 1;
+    inv[at] = 0xff;
+    std::fs::write(ca.ca("inventory.txt"), inv).unwrap();
+    let listed = ok(&ca.run(&["list", "--all"], &[]));
+    assert!(!listed.contains("b.example.test"), "the damage took effect: b left the listing\n{listed}");
+    let (code, kinds, o) = ca.verify();
+    assert_eq!(code, 1, "a node gone from the listing passes verify (kinds {kinds:?}):\n{}", text(&o));
+}
+
+/// verify writes each finding to stdout as it is found, while it holds the store's lock.
+/// A reader that does not keep up (`vouch store verify | less` left open, a stalled ssh
+/// session) blocks the write once the pipe is full, and with it the lock: every command
+/// that takes it (a revocation here; `vouch serve`'s issuance alike) waits for as long as
+/// the reader does. Nothing is read from verify's stdout below; a revocation must still
+/// complete.
+#[test]
+fn review2_a_stalled_reader_of_verify_does_not_hold_the_store() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    // Findings worth more than a pipe's buffer: 3,000 damaged revocation-list lines.
+    std::fs::write(ca.ca("revocations.txt"), "garbage line\n".repeat(3000)).unwrap();
+    let mut verify = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["store", "verify", "--format", "jsonl"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Give it time to fill the pipe (it is never read).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let mut revoke = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["revoke", "a.example.test"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let mut done = None;
+    while t.elapsed() < std::time::Duration::from_secs(20) {
+        if let Some(s) = revoke.try_wait().unwrap() {
+            done = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = revoke.kill();
+    let _ = revoke.wait();
+    let _ = verify.kill();
+    let _ = verify.wait();
+    let done = done.unwrap_or_else(|| panic!("vouch revoke waited 20 s for a verify whose reader stalled"));
+    assert!(done.success(), "{done:?}");
+}
+
+/// The name-mismatch damage (b's file holds a's certificate), for which `vouch revoke` and
+/// `vouch clean` now refuse, followed by `vouch renew b`: renewal reads b's "current"
+/// certificate (a's), checks it is this CA's, and renews it under the name b, superseding
+/// it. Node a's certificate is revoked (the wrong node, as clean did), and a new certificate
+/// for b carries a's public key: whoever holds a's key now holds a valid identity of b
+/// (GET certificate/b hands it to anyone). Renewal should refuse as revoke and clean do.
+/// (Nodes here are servers: with the default policy, renew b happens to be refused because
+/// a's certificate names a.example.test, an alt name for b that no scope allows; a scope
+/// whose `dns_alt_names` cover the other node's certname lets it through.)
+#[test]
+fn review2_renewing_a_certname_whose_file_is_another_nodes_is_refused() {
+    let ca = Ca::with(&[]);
+    let scope = "\n[[conductor]]\nname = \"fleet\"\nsubject = \"CN=cond\"\n\
+                 servers = [\"*.example.test\"]\ndns_alt_names = [\"*.example.test\"]\n";
+    let policy = ca.dir.join("policy.toml");
+    let before = std::fs::read_to_string(&policy).unwrap();
+    std::fs::write(&policy, before + scope).unwrap();
+    ca.issue("a.example.test");
+    ca.issue("b.example.test");
+    assert_eq!(ca.verify().0, 0);
+    let a = ca.serial_of("a.example.test");
+    std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
+    ca.finds(&["listed-not-current", "name-mismatch"]);
+    let out = ca.w.join("b.renewed");
+    let o = ca.run(&["renew", "b.example.test", "--out", s(&out)], &[]);
+    let revs = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap_or_default();
+    assert!(!revs.contains(&a), "renew b revoked a's certificate {a}: {revs}\n{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "renew b succeeded on a's certificate:\n{}", text(&o));
+    assert!(!out.exists(), "a certificate for b was issued");
+}
+
+/// The same damage under `on_existing = "supersede"` (reinstalled hosts): node b enrolls
+/// anew (a new key, later attributes: what the policy allows), and the issuance supersedes
+/// b's "current" certificate, which is a's. a's certificate is revoked (the wrong node, with
+/// no operator involved: `vouch serve` does the same for a PUT certificate_request), and
+/// b's own earlier certificate stays valid beside the new one. Issuance should refuse to
+/// supersede a certificate whose record names another certname, as revoke and clean do.
+#[test]
+fn review2_superseding_a_certname_whose_file_is_another_nodes_is_refused() {
+    let ca = Ca::with(&[]);
+    ca.edit("../policy.toml", |t| t.replace("on_existing = \"refuse\"", "on_existing = \"supersede\""));
+    ca.issue("a.example.test");
+    ca.issue("b.example.test");
+    assert_eq!(ca.verify().0, 0);
+    let a = ca.serial_of("a.example.test");
+    std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
+    // b re-enrolls: a new key, attributes that expire later (the supersede rule).
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let again = ca.w.join("again");
+    std::fs::create_dir(&again).unwrap();
+    let csr = cli_vouched_csr(&again, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), "b.example.test");
+    let _ = ca.run(&["sign", "--csr"], &[&csr]);
+    let revs = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap_or_default();
+    assert!(!revs.contains(&a), "b's enrollment revoked a's certificate {a}: {revs}");
+}
+
+/// `cmd` with a deadline: Some(output), or None if it was still running after `secs`
+/// seconds (then killed).
+fn within(cmd: &mut std::process::Command, secs: u64) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > std::time::Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+/// The FIFO commits say a FIFO planted where the file store reads (the inventory, the
+/// revocation list among them) "is refused at once instead of hanging verify and every
+/// other command". The reads are; the appends are not: with a FIFO at `revocations.txt`,
+/// `vouch revoke` blocks in the redo protocol's tail read (read_tail: File::open, which
+/// waits for a writer), and with one at `inventory.txt`, `vouch sign` blocks opening it to
+/// append; each holds the store's lock meanwhile (`vouch serve`'s issuance waits too).
+#[test]
+fn review2_a_fifo_at_the_inventory_or_revocation_list_never_hangs_a_command() {
+    let ca = Ca::with(&["a.example.test"]);
+    let mkfifo = |p: &Path| {
+        let _ = std::fs::remove_file(p);
+        let o = std::process::Command::new("mkfifo").arg(p).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    mkfifo(&ca.ca("revocations.txt"));
+    let revoke = within(vouch().arg("--dir").arg(&ca.dir).args(["revoke", "a.example.test"]), 20);
+    std::fs::remove_file(ca.ca("revocations.txt")).unwrap();
+
+    let inventory = std::fs::read(ca.ca("inventory.txt")).unwrap();
+    mkfifo(&ca.ca("inventory.txt"));
+    let csr = cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), "b.example.test");
+    let sign = within(vouch().arg("--dir").arg(&ca.dir).args(["sign", "--csr"]).arg(&csr), 20);
+    std::fs::remove_file(ca.ca("inventory.txt")).unwrap();
+    std::fs::write(ca.ca("inventory.txt"), inventory).unwrap();
+    assert!(
+        revoke.is_some() && sign.is_some(),
+        "hangs: vouch revoke on a FIFO at ca/revocations.txt: {}; vouch sign on one at ca/inventory.txt: {}",
+        revoke.is_none(),
+        sign.is_none()
+    );
 }

@@ -35,7 +35,7 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
 /// The number the next CRL gets: one more than the one in `path` (a missing or unreadable
 /// file counts as 0); checked, since the file is the operator's to edit.
 fn next_crl_number(path: &std::path::Path) -> Result<u64, Error> {
-    std::fs::read_to_string(path)
+    read_text(path)
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0)
@@ -103,7 +103,8 @@ impl Authority {
         // A revocation checkpoints first, under the lock: what the flush can write before, it does.
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
-        let Some(current) = self.store.current(certname)? else {
+        // Never another node's certificate in this certname's name (a damaged store).
+        let Some(current) = self.current_checked(certname)? else {
             if clean {
                 self.store.remove_request(certname)?;
                 return Ok(format!("no certificate for {certname}; pending request removed if there was one"));
@@ -112,17 +113,6 @@ impl Authority {
         };
         let expected = current.expected();
         let rec = current.record;
-        // A certname's file holding another node's certificate (a damaged or tampered store):
-        // revoking "it" would revoke and forget the other node. Nothing is done.
-        if rec.certname != certname {
-            return Err(Error::Store {
-                detail: format!(
-                    "the certificate stored for {certname} is {}'s (serial {}): the store is damaged, \
-                     nothing was revoked; `vouch store verify` names what to restore",
-                    rec.certname, rec.serial
-                ),
-            });
-        }
         if rec.state == State::Revoked && !clean {
             return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }
@@ -148,14 +138,14 @@ impl Authority {
     /// Reads the small `crl_next_update` file written beside the CRL, so that
     /// the hot path never parses a large CRL.
     pub fn crl_due(&self, now: OffsetDateTime) -> Result<bool, Error> {
-        let next = match std::fs::read_to_string(self.dir.file("crl_next_update")) {
+        let next = match read_text(self.dir.file("crl_next_update")) {
             Ok(s) => crate::encoding::time::parse_rfc3339(s.trim()).ok(),
             Err(_) => None,
         };
         let Some(next) = next else { return Ok(true) };
         // A revocation recorded after the last CRL (e.g. a crash between the two) makes it due.
         // (Another master's revocation of this CA's certificate, with a shared store.)
-        let recorded = std::fs::read_to_string(self.dir.file("crl_revocations_size")).ok();
+        let recorded = read_text(self.dir.file("crl_revocations_size")).ok();
         let stamp = self.store.revocations_stamp()?;
         if recorded.as_deref().map(str::trim) != Some(stamp.as_str()) {
             return Ok(true);
@@ -196,7 +186,7 @@ impl Authority {
     pub fn crl(&self, now: OffsetDateTime) -> Result<String, Error> {
         let lock = self.store.lock()?;
         self.write_crl_locked(&lock, now)?;
-        std::fs::read_to_string(self.dir.file("ca_crl.pem")).map_err(|source| Error::Io {
+        read_text(self.dir.file("ca_crl.pem")).map_err(|source| Error::Io {
             path: self.dir.file("ca_crl.pem"),
             op: "read",
             source,
@@ -268,7 +258,7 @@ impl Authority {
         if !self.dir.file(bootstrap::ROOT_KEY).exists() {
             return false;
         }
-        let next = std::fs::read_to_string(self.dir.file("root_crl_next_update"))
+        let next = read_text(self.dir.file("root_crl_next_update"))
             .ok()
             .and_then(|s| crate::encoding::time::parse_rfc3339(s.trim()).ok());
         let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
@@ -333,6 +323,13 @@ fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
     let before = before?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     (now <= before).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(before.saturating_add(1)))
+}
+
+/// A small file vouch writes beside the CRL, as text, never waiting on a FIFO planted there
+/// ([`crate::files::durable::read_regular`]).
+fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    let bytes = crate::files::durable::read_regular(path.as_ref())?;
+    String::from_utf8(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 #[cfg(test)]

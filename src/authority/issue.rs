@@ -529,7 +529,8 @@ impl Authority {
     /// admission says what the store write expects and supersedes; else the refusal.
     pub(super) fn admit(&self, _lock: &WriteLock, job: &Job) -> Result<Admission, Error> {
         let mut supersede = None;
-        let current = self.store.current(&job.certname)?;
+        // Never supersede (revoke) another node's certificate stored under this name.
+        let current = self.current_checked(&job.certname)?;
         let expected = current.as_ref().map(crate::store::Current::expected);
         if let Some(crate::store::Current { record: rec, pem, .. }) = current {
             if still_valid(&rec, job.now) {

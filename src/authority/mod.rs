@@ -226,6 +226,40 @@ impl Authority {
         self.audit_lines(&[line.to_string()])
     }
 
+    /// The current certificate of `certname`, refused unless it is `certname`'s: its record
+    /// names `certname`, and the stored certificate carries that record's serial and
+    /// `certname` as its CN. A damaged or tampered store (one node's certificate stored
+    /// under another's name) is an error here, so that nothing (revoke, clean, renew, a
+    /// supersede) acts on another node's certificate or key in this certname's name.
+    pub(crate) fn current_checked(&self, certname: &str) -> Result<Option<crate::store::Current>, Error> {
+        let Some(current) = self.store.current(certname)? else { return Ok(None) };
+        let damaged = |what: String| Error::Store {
+            detail: format!(
+                "the certificate stored for {certname} is not its own ({what}): the store is damaged, \
+                 nothing was changed; `vouch store verify` names what to restore"
+            ),
+        };
+        if current.record.certname != certname {
+            return Err(damaged(format!(
+                "its record is {}'s, serial {}",
+                current.record.certname, current.record.serial
+            )));
+        }
+        let (_, der) = crate::encoding::pem::find(current.pem.as_bytes(), &["CERTIFICATE"])
+            .map_err(|e| damaged(format!("not a certificate: {e}")))?;
+        let (_, cert) =
+            x509_parser::parse_x509_certificate(&der).map_err(|e| damaged(format!("not a certificate: {e}")))?;
+        let serial = crate::encoding::hex(cert.raw_serial());
+        if serial != current.record.serial {
+            return Err(damaged(format!("it is serial {serial}, its record {}", current.record.serial)));
+        }
+        let cn = cert.subject().iter_common_name().next().and_then(|c| c.as_str().ok());
+        if cn != Some(certname) {
+            return Err(damaged(format!("its CN is {cn:?}")));
+        }
+        Ok(Some(current))
+    }
+
     /// Checks a certificate chains to this CA (master, then root), or with a shared store to
     /// another master CA under the same root, and is valid at `now`.
     pub fn verify_ours(&self, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {

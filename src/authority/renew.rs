@@ -29,7 +29,7 @@ impl Authority {
         check_name(certname)?;
         let lock = self.store.lock()?;
         let current =
-            self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
+            self.current_checked(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         let (rec, pem) = (current.record.clone(), current.pem.clone());
         if let Some(expected) = expected_serial.filter(|e| *e != rec.serial) {
             return Err(Error::NotValid {

@@ -120,7 +120,7 @@ impl Authority {
         }
         let own_id = crate::store::ca_id(&self.ca.cert_der);
         // The other master CAs the store names count only if the fleet's root signed them.
-        let root = self.root_der()?;
+        let root = self.root_der(&mut |f| say(f, &mut seen))?;
         let mut cas = vec![self.ca.cert_der.clone()];
         for other in self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der) {
             match signed_by_one_of(&other, std::slice::from_ref(&root)) {
@@ -343,7 +343,7 @@ impl Authority {
         self.verify_crl(now, &revocations, &mut |f| say(f, &mut seen))?;
         // The CA bundle agents are given on their first run: this master CA, then the root.
         let path = self.dir.file(crate::issuance::bootstrap::CA_BUNDLE);
-        let bundle = crate::files::durable::read_regular(&path)
+        let bundle = crate::files::durable::read_regular_followed(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| crate::encoding::pem::find_all(&b, "CERTIFICATE").map_err(|e| e.to_string()));
         let problem = match bundle {
@@ -351,7 +351,13 @@ impl Authority {
             Ok(certs) if certs.first() != Some(&self.ca.cert_der) => {
                 Some("its first certificate is not this master CA's".to_string())
             }
-            Ok(certs) if !certs.contains(&root) => Some("it lacks the fleet's root certificate".to_string()),
+            Ok(certs) if certs.get(1) != Some(&root) => {
+                Some("its second certificate is not the fleet's root".to_string())
+            }
+            Ok(certs) if certs.len() != 2 => Some(format!(
+                "it holds {} certificates: agents trust each, and vouch writes two (this master CA, the root)",
+                certs.len()
+            )),
             Ok(_) => None,
         };
         if let Some(detail) = problem {
@@ -361,14 +367,30 @@ impl Authority {
         Ok(seen)
     }
 
-    /// The root certificate (DER) of this data directory.
-    fn root_der(&self) -> Result<Vec<u8>, Error> {
+    /// The root certificate (DER) of this data directory. Its file holds the root alone (a
+    /// further certificate there would be one more trust anchor for conductors, as the
+    /// default policy reads every certificate in it), self-signed: else a finding.
+    fn root_der(&self, say: &mut dyn FnMut(Finding)) -> Result<Vec<u8>, Error> {
         let path = self.dir.file(crate::issuance::bootstrap::ROOT_CERT);
-        let pem =
-            crate::files::durable::read_regular(&path).map_err(|source| Error::Io { path, op: "read", source })?;
-        crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-            .map(|(_, d)| d)
-            .map_err(|e| Error::Store { detail: format!("the root certificate: {e}") })
+        let pem = crate::files::durable::read_regular_followed(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            op: "read",
+            source,
+        })?;
+        let all = crate::encoding::pem::find_all(&pem, "CERTIFICATE")
+            .map_err(|e| Error::Store { detail: format!("the root certificate: {e}") })?;
+        let Some(root) = all.first().cloned() else {
+            return Err(Error::Store { detail: format!("{}: no certificate", path.display()) });
+        };
+        let problem = if all.len() != 1 {
+            Some(format!("it holds {} certificates: the fleet's root alone is expected", all.len()))
+        } else {
+            signed_by_one_of(&root, std::slice::from_ref(&root)).err().map(|e| format!("not self-signed: {e}"))
+        };
+        if let Some(detail) = problem {
+            say(Finding::BundleMismatch { path: path.display().to_string(), detail });
+        }
+        Ok(root)
     }
 
     /// The CRL file against the revocations: signed by this master CA, and listing every

@@ -366,9 +366,11 @@ pub enum StoreCommand {
     /// whole, signed by a master CA of the store and matching its record; the inventory and
     /// the records in agreement; every revoked certificate on the revocation list and on the
     /// CRL; the file store's own files (no operation left half-done, no unsettled serial,
-    /// never two unexpired unrevoked certificates of one certname, no junk). Changes nothing
-    /// (it takes the store's lock, which first finishes any recovery, as every command does).
-    /// Exit 0: no finding; 1: findings, each named with what to do; 2: the store could not be read.
+    /// never two unexpired unrevoked certificates of one certname, no junk); the CA bundle and
+    /// the root certificate file. Writes only what every command writes: it takes the store's
+    /// lock (which first finishes any recovery) and holds it while it reads, and writes a CRL
+    /// that is due. Exit 0: no finding; 1: findings, each named with what to do; 2: the store
+    /// could not be read.
     Verify {
         /// Output format: text; jsonl (one JSON object per finding, then one summary object).
         #[arg(long, value_enum, default_value_t = VerifyFormat::Text)]

@@ -60,8 +60,15 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
     use std::io::Write;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // The findings go to an unnamed temporary file while the store's lock is held, and to
+    // stdout after it is released: a reader that stalls (`| less` left open) never holds up
+    // issuance.
+    let spool = tempfile::tempfile().map_err(|source| Error::Io {
+        path: std::env::temp_dir(),
+        op: "create a temporary file in",
+        source,
+    })?;
+    let mut out = std::io::BufWriter::new(spool);
     let mut failed: Option<std::io::Error> = None;
     let mut kinds: Vec<(&'static str, &'static str)> = Vec::new();
     let verified = auth.verify_store(now, &mut |finding| {
@@ -88,10 +95,19 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
             failed = writeln!(out, "{line}").err();
         }
     })?;
-    let write_err = |source| Error::Io { path: "stdout".into(), op: "write", source };
+    let spool_err = |source| Error::Io { path: std::env::temp_dir(), op: "write a temporary file in", source };
     if let Some(e) = failed {
-        return Err(write_err(e));
+        return Err(spool_err(e));
     }
+    let mut spool = out.into_inner().map_err(|e| spool_err(e.into_error()))?;
+    {
+        use std::io::Seek;
+        spool.seek(std::io::SeekFrom::Start(0)).map_err(spool_err)?;
+    }
+    let write_err = |source| Error::Io { path: "stdout".into(), op: "write", source };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    std::io::copy(&mut spool, &mut out).map_err(write_err)?;
     match format {
         VerifyFormat::Text => {
             let found = match verified.findings {

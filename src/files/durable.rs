@@ -277,6 +277,21 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Reads the regular file `path` whole, following a symbolic link (for the files an
+/// operator may link: the root certificate, the CA bundle), never waiting on a FIFO or a
+/// device (opened non-blocking, then refused unless regular).
+pub fn read_regular_followed(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let flags = OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let mut f = OpenOptions::new().read(true).custom_flags(custom_flags(flags)).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never read)"));
+    }
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Reads the regular file `path` whole ([`open_regular`]).
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
@@ -304,8 +319,15 @@ pub fn open_dir(path: &Path) -> io::Result<File> {
 /// with O_EXCL and rename or link it over the path, which replaces a link, never follows it.)
 pub fn open_nofollow(opts: &OpenOptions, path: &Path) -> io::Result<File> {
     let mut opts = opts.clone();
-    opts.custom_flags(custom_flags(OFlags::NOFOLLOW | OFlags::CLOEXEC));
-    opts.open(path).map_err(|e| link_error(path, e))
+    // Non-blocking, then regular files only: a FIFO or a device planted at one of these
+    // paths is refused at once, never waited on (a regular file ignores the flag; flock
+    // does not look at it).
+    opts.custom_flags(custom_flags(OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK));
+    let f = opts.open(path).map_err(|e| link_error(path, e))?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never used)"));
+    }
+    Ok(f)
 }
 
 /// A symbolic link where vouch wanted a file or directory of its own.

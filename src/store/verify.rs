@@ -52,7 +52,8 @@ pub enum Finding {
     CrlExpired { next_update: String },
     /// A master CA the store names that the fleet's root did not sign.
     ForeignIssuer { subject: String, detail: String },
-    /// The CA bundle agents are given is not this master CA and the root.
+    /// A trust file is not what vouch wrote: the CA bundle agents are given (this master CA,
+    /// then the root) or the root certificate (the root alone).
     BundleMismatch { path: String, detail: String },
     /// A revocation whose serial's record still says issued.
     RevocationNotInRecord { serial: String, certname: String },
@@ -149,8 +150,9 @@ impl Finding {
                  (who can write the store?); restore it from a backup"
             }
             Finding::BundleMismatch { .. } => {
-                "agents bootstrapping now trust the wrong CA: restore ca/ca_bundle.pem (this master \
-                 CA's certificate, then the root's) from a backup, and find who wrote it"
+                "a trust file holds what vouch did not write (agents or conductors may trust another \
+                 CA): restore it from a backup (ca_bundle.pem: this master CA's certificate, then \
+                 the root's; root_crt.pem: the root alone), and find who wrote it"
             }
             Finding::RevocationDisagrees { .. } => {
                 "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \

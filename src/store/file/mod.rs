@@ -12,7 +12,7 @@ use super::{
     Store, StoreError, WriteLock,
 };
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -364,7 +364,7 @@ fn read_text(path: &Path) -> io::Result<String> {
 }
 
 fn read_tail(path: &Path, n: u64) -> io::Result<String> {
-    let mut f = match File::open(path) {
+    let mut f = match crate::files::durable::open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
         Err(e) => return Err(e),

@@ -35,7 +35,10 @@ impl FileStore {
                 continue;
             }
             let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            let whole = matches!(fields.as_slice(), [s, _, _, cn] if s.starts_with(b"0x") && cn.starts_with(b"/CN="));
+            let time = |t: &[u8]| std::str::from_utf8(t).is_ok_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
+            let whole = std::str::from_utf8(line).is_ok()
+                && matches!(fields.as_slice(), [s, nb, na, cn]
+                    if s.starts_with(b"0x") && cn.starts_with(b"/CN=") && time(nb) && time(na));
             if let (true, Some(cn)) = (whole, fields.get(3)) {
                 *inventory_names.entry(key(cn.get(4..).unwrap_or_default())).or_default() += 1;
             }
