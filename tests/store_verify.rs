@@ -973,3 +973,106 @@ fn review2_a_fifo_at_the_inventory_or_revocation_list_never_hangs_a_command() {
         sign.is_none()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// A third independent review (branch rev-verify3) of 7da90ad: each test below failed when
+// written.
+// ---------------------------------------------------------------------------------------
+
+/// The name-mismatch damage (b's file holds a's certificate), for which revoke, clean, renew
+/// and a superseding enrollment now refuse (`Authority::current_checked`). `vouch enc b`,
+/// what Puppet Server runs to classify node b, still reads b's "current" certificate with
+/// `Store::current` and prints the classification a's certificate carries, exit 0: node b
+/// is compiled with a's classification (with the default policy's autosign-and-classify,
+/// a's roles and secrets). `vouch enc --cert`/`--ca-url` refuse a misnamed certificate
+/// (docs/operator-guide.md: "a revoked, foreign or misnamed certificate prints nothing and
+/// exits 2"); the local form should too.
+#[test]
+fn review3_enc_of_a_certname_whose_file_is_another_nodes_is_refused() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["enc", "b.example.test"], &[]));
+    std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
+    ca.finds(&["listed-not-current", "name-mismatch"]);
+    let o = ca.run(&["enc", "b.example.test"], &[]);
+    assert_eq!(o.status.code(), Some(2), "vouch enc b classified b from a's certificate:\n{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+}
+
+/// A further master CA made as the docs describe (`ca init --root-cert --root-key`) under a
+/// root that `ca init` accepts (a self-issued CA certificate with keyCertSign, valid now,
+/// whose key is the key given): here an organisation's P-256 root that openssl self-signed
+/// with ecdsa-with-SHA512. Nothing in the data directory was written by anyone but vouch,
+/// yet verify's new root check ("self-signed", judged with the signature algorithms vouch
+/// accepts on a CSR) reports bundle-mismatch, whose hint says to restore the file from a
+/// backup and find who wrote it; exit 1 for good. (A root signed with sha1WithRSA or
+/// RSASSA-PSS, as many older organisational roots are, is reported the same way.)
+#[test]
+fn review3_a_master_ca_under_a_root_ca_init_accepts_has_no_findings() {
+    common::require("openssl", "openssl");
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let (key, cert) = (w.join("root.key"), w.join("root.pem"));
+    let o = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-sha512", "-nodes"])
+        .args(["-days", "3650", "-subj", "/CN=Example Org Root", "-keyout", s(&key), "-out", s(&cert)])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let dir = w.join("d2");
+    ok(&run(vouch().args(["--dir", s(&dir), "ca", "init", "--root-cert", s(&cert), "--root-key", s(&key)]), None));
+    let o = run(vouch().args(["--dir", s(&dir), "store", "verify"]), None);
+    assert_eq!(o.status.code(), Some(0), "a data directory only vouch wrote has findings:\n{}", text(&o));
+}
+
+/// verify now spools its findings to `tempfile::tempfile()` before it even takes the lock:
+/// with TMPDIR naming a directory that does not exist (or one this user may not write: an
+/// operator's `su vouch` keeps their TMPDIR=/run/user/UID), verify of a whole store fails
+/// with exit 2, which its documentation reserves for "the store could not be read"
+/// (monitoring alerts on a store that is fine). Before, it needed no temporary directory.
+#[test]
+fn review3_verify_of_a_whole_store_does_not_depend_on_tmpdir() {
+    let ca = Ca::with(&["a.example.test"]);
+    let o =
+        run(vouch().env("TMPDIR", ca.w.join("no-such-dir")).arg("--dir").arg(&ca.dir).args(["store", "verify"]), None);
+    assert_eq!(o.status.code(), Some(0), "verify of a whole store failed on TMPDIR:\n{}", text(&o));
+}
+
+/// Every in-place open (`files::durable::open_nofollow`: the audit log, the store's log and
+/// inventory, the lock file) is now O_NONBLOCK. For a regular file that flag is not a no-op
+/// at open time: a file under a lease (fcntl F_SETLEASE: what nfsd's delegations and
+/// Samba's kernel oplocks are) makes open(O_NONBLOCK) fail at once with EWOULDBLOCK where a
+/// plain open waits for the holder to give the lease back. So on a data directory exported
+/// over NFSv4 (or shared by Samba), a remote reader of the audit log turns issuance into
+/// an error. Here the test itself holds a read lease on the audit log for 2 s (it ignores
+/// SIGIO and gives the lease back, as nfsd returns a recalled delegation); `vouch sign`
+/// must wait and succeed, as it did before 7da90ad.
+#[test]
+fn review3_a_leased_audit_log_delays_issuance_instead_of_failing_it() {
+    use std::os::fd::AsRawFd;
+    let ca = Ca::with(&["a.example.test"]);
+    let log = ca.dir.join("audit.log");
+    assert!(log.exists(), "the default policy's audit log");
+    let csr = cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), "b.example.test");
+    let held = std::fs::File::open(&log).unwrap();
+    // SAFETY: fcntl and signal on a descriptor this test owns; SIGIO ignored in this process
+    // (the lease-break notice would otherwise end the test binary).
+    let leased = unsafe {
+        libc::signal(libc::SIGIO, libc::SIG_IGN);
+        libc::fcntl(held.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK)
+    };
+    assert_eq!(leased, 0, "F_SETLEASE: {}", std::io::Error::last_os_error());
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        // SAFETY: as above.
+        unsafe { libc::fcntl(held.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        drop(held);
+    });
+    let o = ca.run(&["sign", "--csr"], &[&csr]);
+    release.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "issuance failed on a leased audit log:\n{}", text(&o));
+}

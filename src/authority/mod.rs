@@ -314,8 +314,9 @@ impl Authority {
     /// `vouch enc CERTNAME`: the classification from the node's current certificate.
     pub fn enc(&self, certname: &str, now: OffsetDateTime) -> Result<Classification, Error> {
         check_name(certname)?;
+        // The name's own certificate only: never another node's classification under its name.
         let crate::store::Current { record: rec, pem, .. } =
-            self.store.current(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
+            self.current_checked(certname)?.ok_or_else(|| Error::NotFound { certname: certname.to_string() })?;
         if rec.state != State::Issued {
             return Err(Error::NotValid {
                 certname: certname.to_string(),

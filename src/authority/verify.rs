@@ -369,7 +369,7 @@ impl Authority {
 
     /// The root certificate (DER) of this data directory. Its file holds the root alone (a
     /// further certificate there would be one more trust anchor for conductors, as the
-    /// default policy reads every certificate in it), self-signed: else a finding.
+    /// default policy reads every certificate in it), self-issued: else a finding.
     fn root_der(&self, say: &mut dyn FnMut(Finding)) -> Result<Vec<u8>, Error> {
         let path = self.dir.file(crate::issuance::bootstrap::ROOT_CERT);
         let pem = crate::files::durable::read_regular_followed(&path).map_err(|source| Error::Io {
@@ -382,10 +382,17 @@ impl Authority {
         let Some(root) = all.first().cloned() else {
             return Err(Error::Store { detail: format!("{}: no certificate", path.display()) });
         };
+        // Self-issued, as `vouch ca init --root-cert` requires (its signature may use an
+        // algorithm vouch does not verify, such as ecdsa-with-SHA512: not checked here).
+        let self_issued = x509_parser::parse_x509_certificate(&root)
+            .map(|(_, c)| c.subject().as_raw() == c.issuer().as_raw())
+            .unwrap_or(false);
         let problem = if all.len() != 1 {
             Some(format!("it holds {} certificates: the fleet's root alone is expected", all.len()))
+        } else if !self_issued {
+            Some("its certificate is not self-issued (a root's subject is its issuer)".to_string())
         } else {
-            signed_by_one_of(&root, std::slice::from_ref(&root)).err().map(|e| format!("not self-signed: {e}"))
+            None
         };
         if let Some(detail) = problem {
             say(Finding::BundleMismatch { path: path.display().to_string(), detail });

@@ -264,29 +264,41 @@ pub fn overwrite_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()
     Err(io::Error::other(format!("{} kept changing while it was written", path.display())))
 }
 
-/// Opens the regular file `path` for reading, never through a symbolic link and never
-/// waiting on a FIFO or a device planted there (opened non-blocking, then refused unless
-/// regular; a regular file ignores the flag).
-pub fn open_regular(path: &Path) -> io::Result<File> {
-    let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let f =
-        OpenOptions::new().read(true).custom_flags(custom_flags(flags)).open(path).map_err(|e| link_error(path, e))?;
+/// Opens `path` with `opts` and `flags`, never waiting on a FIFO or a device planted there:
+/// the open is non-blocking (a FIFO opens at once, or fails), then anything but a regular
+/// file is refused. A regular file under a lease (an NFS delegation, a Samba oplock) answers
+/// a non-blocking open with EAGAIN: that one is opened again blocking, which waits for the
+/// lease as a plain open does (FIFOs never answer EAGAIN).
+fn open_checked(opts: &OpenOptions, path: &Path, flags: OFlags) -> io::Result<File> {
+    let mut nonblocking = opts.clone();
+    nonblocking.custom_flags(custom_flags(flags | OFlags::NONBLOCK));
+    let f = match nonblocking.open(path) {
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::AGAIN) => {
+            let mut blocking = opts.clone();
+            blocking.custom_flags(custom_flags(flags));
+            blocking.open(path)
+        }
+        r => r,
+    }
+    .map_err(|e| link_error(path, e))?;
     if !f.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never read)"));
+        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never used)"));
     }
     Ok(f)
 }
 
+/// Opens the regular file `path` for reading, never through a symbolic link and never
+/// waiting on a FIFO or a device planted there ([`open_checked`]).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_checked(OpenOptions::new().read(true), path, OFlags::NOFOLLOW | OFlags::CLOEXEC)
+}
+
 /// Reads the regular file `path` whole, following a symbolic link (for the files an
 /// operator may link: the root certificate, the CA bundle), never waiting on a FIFO or a
-/// device (opened non-blocking, then refused unless regular).
+/// device ([`open_checked`]).
 pub fn read_regular_followed(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let flags = OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let mut f = OpenOptions::new().read(true).custom_flags(custom_flags(flags)).open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never read)"));
-    }
+    let mut f = open_checked(OpenOptions::new().read(true), path, OFlags::CLOEXEC)?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf)?;
     Ok(buf)
@@ -318,16 +330,9 @@ pub fn open_dir(path: &Path) -> io::Result<File> {
 /// that names it. (Whole-file writes need no such care: they create a temporary file
 /// with O_EXCL and rename or link it over the path, which replaces a link, never follows it.)
 pub fn open_nofollow(opts: &OpenOptions, path: &Path) -> io::Result<File> {
-    let mut opts = opts.clone();
-    // Non-blocking, then regular files only: a FIFO or a device planted at one of these
-    // paths is refused at once, never waited on (a regular file ignores the flag; flock
-    // does not look at it).
-    opts.custom_flags(custom_flags(OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK));
-    let f = opts.open(path).map_err(|e| link_error(path, e))?;
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file (a FIFO, a device or a directory is never used)"));
-    }
-    Ok(f)
+    // Regular files only: a FIFO or a device planted at one of these paths is refused at
+    // once, never waited on (flock does not look at the open's flags).
+    open_checked(opts, path, OFlags::NOFOLLOW | OFlags::CLOEXEC)
 }
 
 /// A symbolic link where vouch wanted a file or directory of its own.
