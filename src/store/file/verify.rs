@@ -18,12 +18,7 @@ impl FileStore {
         }
 
         // The inventory's lines, read as written (Store::inventory leaves a damaged line out).
-        let path = self.p("inventory.txt");
-        let text = match crate::files::durable::read_regular(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
-        };
+        let text = self.read_or_empty("inventory.txt")?;
         // Serials and certnames held as 128-bit digests (a store of millions stays in tens of
         // MB): two names whose digests collide would hide one finding, with odds of about
         // n² / 2¹²⁹.
@@ -69,12 +64,7 @@ impl FileStore {
         }
 
         // The revocation list's lines (Store::revocations leaves out one it cannot read).
-        let path = self.p("revocations.txt");
-        let text = match crate::files::durable::read_regular(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
-        };
+        let text = self.read_or_empty("revocations.txt")?;
         let mut revoked: HashSet<Key> = HashSet::new();
         for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
             let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
@@ -207,6 +197,16 @@ impl FileStore {
 }
 
 impl FileStore {
+    /// The bytes of the store file `rel` (nothing if it does not exist).
+    fn read_or_empty(&self, rel: &str) -> Result<Vec<u8>, StoreError> {
+        let path = self.p(rel);
+        match crate::files::durable::read_regular(&path) {
+            Ok(t) => Ok(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(StoreError::Io { path, op: "read", source: e }),
+        }
+    }
+
     /// The serial of the certificate in `signed/<certname>.pem` (at most 1 MiB read: a larger
     /// file is no certificate of vouch's), if it holds one.
     fn file_serial(&self, certname: &str) -> Option<String> {
