@@ -123,19 +123,21 @@ impl Finding {
     pub fn hint(&self) -> &'static str {
         match self {
             Finding::CurrentUnreadable { .. } | Finding::CurrentMissing { .. } => {
-                "restore signed/CERTNAME.pem (and its record) from a backup of DIR/ca; a certificate \
-                 whose serial has no record was not stored by vouch: treat it as tampering. \
-                 `vouch clean` cannot revoke a certificate it cannot read (on LDAP, run verify \
-                 again first: another master may have cleaned the name meanwhile)"
+                "restore signed/CERTNAME.pem (and its record) from a backup of DIR/ca, or from the \
+                 node's own copy (its first PEM block only); a certificate whose serial has no \
+                 record was not stored by vouch: treat it as tampering. `vouch clean` cannot revoke \
+                 a certificate it cannot read (on LDAP, run verify again first: another master may \
+                 have cleaned the name meanwhile)"
             }
             Finding::NameMismatch { .. } | Finding::SerialTwice { .. } => {
                 "do not `vouch clean` this name (it refuses: the certificate in the file is \
                  another node's). Restore signed/CERTNAME.pem from a backup of DIR/ca"
             }
             Finding::ListedNotCurrent { .. } | Finding::IssuedNotCurrent { .. } => {
-                "the certname's newest certificate is not the one served: restore \
-                 signed/CERTNAME.pem from a backup of DIR/ca (until then `vouch revoke` and \
-                 `vouch clean` act on the file's certificate, not the newest)"
+                "the certificate in signed/CERTNAME.pem is not the certname's newest: restore the \
+                 file from a backup of DIR/ca (or the node's own copy, its first PEM block only); \
+                 until then `vouch revoke` and `clean` act on the file's certificate when it is the \
+                 certname's own, and refuse when it is another node's"
             }
             Finding::CertificateDamaged { .. }
             | Finding::SerialMismatch { .. }
