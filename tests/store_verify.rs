@@ -1076,3 +1076,110 @@ fn review3_a_leased_audit_log_delays_issuance_instead_of_failing_it() {
     release.join().unwrap();
     assert_eq!(o.status.code(), Some(0), "issuance failed on a leased audit log:\n{}", text(&o));
 }
+
+/// The crlNumber of the master CA's CRL on disk.
+fn crl_number(ca: &Ca) -> u64 {
+    let pem = std::fs::read(ca.ca("ca_crl.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
+    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+    u64::try_from(crl.crl_number().expect("a CRL number")).unwrap()
+}
+
+/// A CRL's number never goes back (RFC 5280 5.2.3; a compile server refuses a CRL whose
+/// number is lower than the one it holds): `crl_number` damaged, deleted, or put back from
+/// an older backup, the next CRL still gets a higher number than the last one.
+#[test]
+fn a_damaged_or_stale_crl_number_never_takes_the_crl_number_back() {
+    let ca = Ca::with(&["a.example.test"]);
+    ok(&ca.run(&["crl"], &[]));
+    ok(&ca.run(&["crl"], &[]));
+    let mut last = crl_number(&ca);
+    assert!(last >= 2, "{last}");
+    let stale = format!("{}\n", last - 1);
+    for (what, content) in [("garbage", Some("garbage\n")), ("deleted", None), ("stale", Some(stale.as_str()))] {
+        match content {
+            Some(c) => std::fs::write(ca.ca("crl_number"), c).unwrap(),
+            None => std::fs::remove_file(ca.ca("crl_number")).unwrap(),
+        }
+        ok(&ca.run(&["crl"], &[]));
+        let n = crl_number(&ca);
+        assert!(n > last, "crl_number {what}: the new CRL is number {n}, the one before {last}");
+        last = n;
+    }
+    // The root's CRL the same way.
+    let root_number = |ca: &Ca| {
+        let pem = std::fs::read(ca.ca("root_crl.pem")).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        u64::try_from(crl.crl_number().unwrap()).unwrap()
+    };
+    let before = root_number(&ca);
+    std::fs::write(ca.ca("root_crl_number"), "x\n").unwrap();
+    std::fs::write(ca.ca("root_crl_next_update"), "2000-01-01T00:00:00Z\n").unwrap();
+    // Due now: every command that touches the store writes it (verify among them).
+    assert_eq!(ca.verify().0, 0);
+    assert!(root_number(&ca) > before, "the root CRL's number went back");
+    assert_eq!(ca.verify().0, 0);
+}
+
+/// Lines of the revocation list that name no serial a CRL could hold (not hex, an odd
+/// digit, four words of garbage) stay off the CRL, which OpenSSL still reads whole, and are
+/// found as damaged lines only: not read as revocations missing from the CRL.
+#[test]
+fn revocation_lines_that_name_no_serial_stay_off_the_crl_and_are_found() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    ca.edit("revocations.txt", |t| {
+        t + "zz 2026-01-01T00:00:00Z unspecified x.example.test\n\
+             abc 2026-01-01T00:00:00Z unspecified x.example.test\n\
+             some garbage of words\n"
+    });
+    ok(&ca.run(&["crl"], &[]));
+    let o = run(
+        std::process::Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&ca.ca("ca_crl.pem"))]),
+        None,
+    );
+    let listed = ok(&o).to_lowercase();
+    assert_eq!(listed.matches("serial number:").count(), 1, "{listed}");
+    assert!(listed.replace(':', "").contains(&a), "{a} is not on the CRL:\n{listed}");
+    let (code, kinds, o) = ca.verify();
+    assert_eq!(code, 1, "{}", text(&o));
+    assert_eq!(kinds, ["revocation-line-damaged"; 3], "{}", text(&o));
+}
+
+/// A stray byte in the certname of a revocation (not on the CRL) neither stops `vouch list`
+/// nor takes the revocation off the CRL.
+#[test]
+fn a_stray_byte_in_a_revocations_certname_keeps_it_on_the_crl() {
+    let ca = Ca::with(&["a.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    let p = ca.ca("revocations.txt");
+    let t = std::fs::read(&p).unwrap();
+    let pos = t.windows(14).position(|w| w == b"a.example.test").unwrap();
+    let mut damaged = t.clone();
+    damaged.insert(pos + 1, 0xff);
+    std::fs::write(&p, damaged).unwrap();
+    ok(&ca.run(&["list", "--all"], &[]));
+    ok(&ca.run(&["crl"], &[]));
+    let o = run(
+        std::process::Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&ca.ca("ca_crl.pem"))]),
+        None,
+    );
+    assert!(ok(&o).to_lowercase().replace(':', "").contains(&a), "{a} left the CRL");
+}
+
+/// `vouch admin new` under a name whose stored certificate is another node's: refused as
+/// a damaged entry (the store's own check of the name, as every other command makes).
+#[test]
+fn admin_new_on_a_name_whose_file_is_another_nodes_is_refused_as_damaged() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
+    let o = ca.run(
+        &["admin", "new", "b.example.test", "--cert-out", s(&ca.w.join("adm.pem")), "--key-out"],
+        &[&ca.w.join("adm.key")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not its own"), "{}", text(&o));
+}

@@ -32,15 +32,49 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
     })
 }
 
-/// The number the next CRL gets: one more than the one in `path` (a missing or unreadable
-/// file counts as 0); checked, since the file is the operator's to edit.
-fn next_crl_number(path: &std::path::Path) -> Result<u64, Error> {
-    read_text(path)
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        .checked_add(1)
-        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", path.display()) })
+/// The number the next CRL gets: one more than the last one issued, which is the larger of
+/// the number in `number_file` (the operator's to edit, so checked) and the crlNumber of the
+/// CRL in `crl_file`. A CRL number never goes back (RFC 5280 5.2.3; compile servers refuse
+/// a CRL whose number is lower than the one they hold): where either file exists but cannot
+/// be read as a number (damaged, edited, not a regular file), the current Unix time stands as a floor as
+/// well, above any count of CRLs this CA could have issued. Neither file: a new CA's first, 1.
+fn next_crl_number(
+    number_file: &std::path::Path,
+    crl_file: &std::path::Path,
+    now: OffsetDateTime,
+) -> Result<u64, Error> {
+    let from_file = match read_text(number_file) {
+        Ok(s) => s.trim().parse::<u64>().map_err(|_| "not a number"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(_) => Err("unreadable"),
+    };
+    let from_crl = match crate::files::durable::read_regular(crl_file) {
+        Ok(pem) => crl_number_of(&pem).ok_or("no CRL number there"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(_) => Err("unreadable"),
+    };
+    let mut last = *from_file.as_ref().unwrap_or(&0).max(from_crl.as_ref().unwrap_or(&0));
+    if let Some(why) = from_file.err().map(|w| (number_file, w)).or(from_crl.err().map(|w| (crl_file, w))) {
+        let floor = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+        tracing::warn!(
+            event = "crl-number-unknown",
+            path = %why.0.display(),
+            detail = %format!(
+                "{}: the CRL number continues from the current time ({floor}) so that it never goes back",
+                why.1
+            ),
+        );
+        last = last.max(floor);
+    }
+    last.checked_add(1)
+        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_file.display()) })
+}
+
+/// The crlNumber of the first CRL in a PEM file, if it has one that fits in 64 bits.
+fn crl_number_of(pem: &[u8]) -> Option<u64> {
+    let (_, der) = crate::encoding::pem::find(pem, &["X509 CRL"]).ok()?;
+    let (_, crl) = x509_parser::parse_x509_crl(&der).ok()?;
+    u64::try_from(crl.crl_number()?).ok()
 }
 
 impl Authority {
@@ -195,7 +229,7 @@ impl Authority {
 
     pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
-        let number = next_crl_number(&number_path)?;
+        let number = next_crl_number(&number_path, &self.dir.file("ca_crl.pem"), now)?;
         // Read before the revocations: one recorded meanwhile makes the next CRL due.
         let stamp = self.store.revocations_stamp()?;
         let mut seen = std::collections::HashSet::new();
@@ -277,7 +311,7 @@ impl Authority {
             rcgen::Issuer::from_ca_cert_der(&rustls_pki_types::CertificateDer::from(root_der.as_slice()), root_key)
                 .map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let number_path = self.dir.file("root_crl_number");
-        let number = next_crl_number(&number_path)?;
+        let number = next_crl_number(&number_path, &self.dir.file("root_crl.pem"), now)?;
         // A year, or the policy's CRL validity if longer.
         let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
         let params = rcgen::CertificateRevocationListParams {

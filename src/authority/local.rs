@@ -60,7 +60,7 @@ impl Authority {
         let spki = rcgen::PublicKeyData::subject_public_key_info(key);
         let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let lock = self.store.lock()?;
-        let current = self.store.current(certname)?;
+        let current = self.current_checked(certname)?;
         let mut supersede = false;
         if let Some(crate::store::Current { record: rec, .. }) = &current {
             let valid = rec.state == State::Issued

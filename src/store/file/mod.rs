@@ -358,6 +358,40 @@ pub(crate) fn crash_point(_step: &str) {}
 /// Reads up to the last `n` bytes of a file ("" if it does not exist).
 /// A store file's text: [`crate::files::durable::read_regular`] (a FIFO there never hangs the
 /// reader), as UTF-8.
+/// A line of `revocations.txt` as [`FileStore::revocation_line`] writes it, or `None` for one
+/// that is not whole: a serial of hex digits (an even number of them, at most 40: 20 octets,
+/// RFC 5280 4.1.2.2), a time (RFC 3339), a reason and a certname, then `cleaned` and
+/// `not_after=<time>` if present. A line that is not whole could name no certificate on a CRL
+/// (an odd digit, or none, would put another serial or an empty one there).
+pub(crate) fn parse_revocation_line(line: &[u8]) -> Option<Revocation> {
+    let mut fields = line.split(|b| *b == b' ');
+    let serial = fields
+        .next()
+        .filter(|s| !s.is_empty() && s.len() % 2 == 0 && s.len() <= 40 && s.iter().all(u8::is_ascii_hexdigit))?;
+    let time = fields
+        .next()
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .filter(|t| crate::encoding::time::parse_rfc3339(t).is_ok())?;
+    // The reason and the certname are not on the CRL: a stray byte there does not take a
+    // revocation off it.
+    let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
+    let reason = fields.next().filter(|r| !r.is_empty()).map(text)?;
+    let certname = fields.next().filter(|c| !c.is_empty()).map(text)?;
+    let rest: Vec<&[u8]> = fields.collect();
+    Some(Revocation {
+        serial: String::from_utf8_lossy(serial).into_owned(),
+        time: time.to_string(),
+        reason,
+        certname,
+        cleaned: rest.contains(&b"cleaned".as_slice()),
+        not_after: rest
+            .iter()
+            .find_map(|f| f.strip_prefix(b"not_after="))
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .map(str::to_string),
+    })
+}
+
 fn read_text(path: &Path) -> io::Result<String> {
     String::from_utf8(crate::files::durable::read_regular(path)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
@@ -488,24 +522,29 @@ impl Store for FileStore {
 
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError> {
         let path = self.p("revocations.txt");
-        let text = match read_text(&path) {
-            Ok(t) => t,
+        let bytes = match crate::files::durable::read_regular(&path) {
+            Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
             Err(e) => return Err(StoreError::Io { path, op: "read", source: e }),
         };
+        // A line that is not whole names no certificate the CRL could list: left out here,
+        // said in the log, reported by `vouch store verify` (revocation-line-damaged).
         let mut out = Vec::new();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split(' ').collect();
-            if let [serial, time, reason, certname, rest @ ..] = f.as_slice() {
-                out.push(Revocation {
-                    serial: serial.to_string(),
-                    time: time.to_string(),
-                    reason: reason.to_string(),
-                    certname: certname.to_string(),
-                    cleaned: rest.contains(&"cleaned"),
-                    not_after: rest.iter().find_map(|f| f.strip_prefix("not_after=")).map(str::to_string),
-                });
+        let mut damaged = Vec::new();
+        for (i, line) in bytes.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+            match parse_revocation_line(line) {
+                Some(r) => out.push(r),
+                None => damaged.push(i + 1),
             }
+        }
+        if let Some(first) = damaged.first() {
+            tracing::warn!(
+                event = "revocation-lines-damaged",
+                path = %path.display(),
+                lines = damaged.len(),
+                first_line = first,
+                detail = "left out of the CRL: they name no serial it could list; `vouch store verify` shows them",
+            );
         }
         Ok(out)
     }

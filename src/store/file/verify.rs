@@ -67,15 +67,8 @@ impl FileStore {
         let text = self.read_or_empty("revocations.txt")?;
         let mut revoked: HashSet<Key> = HashSet::new();
         for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
-            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            let whole = fields.len() >= 4
-                && fields.first().is_some_and(|s| !s.is_empty() && s.iter().all(u8::is_ascii_hexdigit))
-                && fields
-                    .get(1)
-                    .and_then(|t| std::str::from_utf8(t).ok())
-                    .is_some_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
-            if let Some(serial) = fields.first().filter(|_| whole) {
-                revoked.insert(key(serial));
+            if let Some(r) = super::parse_revocation_line(line) {
+                revoked.insert(key(r.serial.as_bytes()));
             } else {
                 f(Finding::RevocationLineDamaged {
                     line: i + 1,
