@@ -1183,3 +1183,45 @@ fn admin_new_on_a_name_whose_file_is_another_nodes_is_refused_as_damaged() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("not its own"), "{}", text(&o));
 }
+
+/// A store with no finding is read without its lock: verify answers while another process
+/// holds the lock (`vouch serve` keeps issuing through the minutes a large store takes to
+/// read). A store with a finding is read again with the lock held: verify then waits for
+/// the holder, and reports what that settled reading finds.
+#[test]
+fn verify_of_a_sound_store_does_not_wait_for_the_lock() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let lock = ca.ca(".lock");
+    let mut holder = std::process::Command::new("flock").arg("-o").arg(&lock).args(["sleep", "120"]).spawn().unwrap();
+    let held = || !std::process::Command::new("flock").arg("-n").arg(&lock).arg("true").status().unwrap().success();
+    let t = std::time::Instant::now();
+    while !held() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "flock never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = verify_within(&ca, 30);
+    let o = o.unwrap_or_else(|| {
+        let _ = holder.kill();
+        panic!("verify of a sound store waited for the store's lock")
+    });
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"certificates\":2"), "{}", text(&o));
+
+    std::fs::write(ca.ca("revocations.txt"), "garbage\n").unwrap();
+    let mut child = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["store", "verify", "--format", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let waited = child.try_wait().unwrap().is_none();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let o = child.wait_with_output().unwrap();
+    assert!(waited, "a store with a finding was not read again under the lock: {}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("revocation-line-damaged"), "{}", text(&o));
+}

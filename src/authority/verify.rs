@@ -3,9 +3,10 @@
 //! record; the inventory and the records agree; every revoked certificate is on the
 //! revocation list and on the CRL; and whatever the store checks of its own layout
 //! ([`crate::store::Store::check_layout`]). It first does what every command does (a CRL
-//! that is due is written, as [`Authority::maintain`] does); then it reads only, holding the
-//! store's lock, so it sees a settled store (taking the lock first finishes any recovery, as
-//! every command that takes it does).
+//! that is due is written, as [`Authority::maintain`] does); then it reads only: first
+//! without the store's lock (issuance goes on), and, if that reading finds anything, again
+//! holding the lock, so that what it reports is of a settled store (taking the lock first
+//! finishes any recovery, as every command that takes it does).
 
 use super::Authority;
 use crate::error::Error;
@@ -103,21 +104,43 @@ impl Authority {
     /// Checks the store (see the module's documentation), handing each inconsistency to
     /// `report` as it is found. An error: the store could not be read at all (nothing
     /// could be checked past that point).
+    ///
+    /// A first reading runs without the store's lock, so that issuance goes on meanwhile (a
+    /// whole store of a million certificates takes minutes to read): a store with no finding
+    /// is done then. At the first finding it stops, and the whole check runs again with the
+    /// lock held (which also finishes any recovery a killed process left), and only what
+    /// that second reading finds is reported: a writer caught in the middle of a batch by the
+    /// first reading is never reported.
     pub fn verify_store(&self, now: OffsetDateTime, report: &mut dyn FnMut(Finding)) -> Result<Verified, Error> {
+        // As every command does, a CRL that is due is written first (under the lock, taken
+        // only then).
+        self.maintain(now)?;
+        let mut found = false;
+        if let Ok(first) = self.verify_pass(None, now, &mut |_| found = true) {
+            if !found {
+                return Ok(first);
+            }
+        }
+        let lock = self.store.lock()?;
+        self.verify_pass(Some(&lock), now, report)
+    }
+
+    /// One reading of the whole store: with `lock` held, every finding goes to `report`;
+    /// without (`None`), the reading stops at the first one.
+    fn verify_pass(
+        &self,
+        lock: Option<&crate::store::WriteLock>,
+        now: OffsetDateTime,
+        report: &mut dyn FnMut(Finding),
+    ) -> Result<Verified, Error> {
+        let first_only = lock.is_none();
         let mut seen = Verified::default();
         let mut say = |f: Finding, seen: &mut Verified| {
             seen.findings += 1;
             report(f);
         };
-        // Taking the lock finishes what a killed process left (a revocation among it); then,
-        // as every command does, a CRL that is due is written (here under this lock).
-        let lock = self.store.lock()?;
-        if self.crl_due(now)? {
-            self.write_crl_locked(&lock, now)?;
-        }
-        if self.root_crl_due(now) {
-            self.write_root_crl_locked(&lock, now)?;
-        }
+        // Whether a first reading has what it looks for: the rest is read again with the lock.
+        let done = |seen: &Verified| first_only && seen.findings > 0;
         let own_id = crate::store::ca_id(&self.ca.cert_der);
         // The other master CAs the store names count only if the fleet's root signed them.
         let root = self.root_der(&mut |f| say(f, &mut seen))?;
@@ -133,12 +156,15 @@ impl Authority {
         // The store's own layout first: a damaged record explains what follows. The revoked
         // serials it finds missing from the revocation list are not named twice below.
         let mut unrecorded: HashSet<String> = HashSet::new();
-        self.store.check_layout(&lock, now, &mut |f| {
+        self.store.check_layout(lock, now, &mut |f| {
             if let Finding::RevokedNotRecorded { serial, .. } = &f {
                 unrecorded.insert(serial.clone());
             }
             say(f, &mut seen)
         })?;
+        if done(&seen) {
+            return Ok(seen);
+        }
 
         let revocations = self.store.revocations()?;
         let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
@@ -159,6 +185,9 @@ impl Authority {
         drop(names);
         let mut by_serial: HashMap<&str, Vec<&str>> = HashMap::with_capacity(listed.len());
         for l in &listed {
+            if done(&seen) {
+                return Ok(seen);
+            }
             seen.certificates += 1;
             by_serial.entry(l.serial.as_str()).or_default().push(l.certname.as_str());
             let current = match self.store.current(&l.certname) {
@@ -274,6 +303,9 @@ impl Authority {
         };
         let mut inventory_serials: HashSet<&str> = HashSet::with_capacity(inventory.len());
         for e in &inventory {
+            if done(&seen) {
+                return Ok(seen);
+            }
             seen.inventory += 1;
             if !inventory_serials.insert(e.serial.as_str()) {
                 say(Finding::InventorySerialTwice { serial: e.serial.clone() }, &mut seen);
@@ -314,6 +346,9 @@ impl Authority {
         // Its notAfter is the record's: the CRL drops an entry by it.
         let mut checked = HashSet::new();
         for r in revocations.iter().filter(|r| checked.insert(r.serial.as_str())) {
+            if done(&seen) {
+                return Ok(seen);
+            }
             if let Ok(Some(rec)) = self.store.record(&r.serial) {
                 if rec.state == State::Issued {
                     say(
@@ -363,7 +398,6 @@ impl Authority {
         if let Some(detail) = problem {
             say(Finding::BundleMismatch { path: path.display().to_string(), detail }, &mut seen);
         }
-        drop(lock);
         Ok(seen)
     }
 

@@ -605,12 +605,14 @@ pub trait Store: Send + Sync {
     /// a node of one master is verified at another.
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Checks what the trait's reads cannot see of the store's own layout (`vouch store
-    /// verify`), with the lock held, handing each inconsistency to `f` (the file store: its
-    /// operation markers, records, inventory lines, junk; nothing by default). `now`: which
-    /// certificates are unexpired.
+    /// verify`), handing each inconsistency to `f` (the file store: its operation markers,
+    /// records, inventory lines, junk; nothing by default). `now`: which certificates are
+    /// unexpired. Reads only. `lock`: held (a settled store), or `None` for a first reading
+    /// beside writers, which may meet what a writer is doing (an operation marker, a line
+    /// being appended) as a finding: the caller then checks again with the lock held.
     fn check_layout(
         &self,
-        lock: &WriteLock,
+        lock: Option<&WriteLock>,
         now: time::OffsetDateTime,
         f: &mut dyn FnMut(verify::Finding),
     ) -> Result<(), StoreError> {

@@ -614,7 +614,7 @@ impl Store for FileStore {
 
     fn check_layout(
         &self,
-        _lock: &WriteLock,
+        _lock: Option<&WriteLock>,
         now: time::OffsetDateTime,
         f: &mut dyn FnMut(super::verify::Finding),
     ) -> Result<(), StoreError> {
