@@ -378,7 +378,7 @@ fn crl_is_regenerated_before_it_lapses() {
     let later = time::OffsetDateTime::now_utc() + time::Duration::days(25);
     let later = vouch::encoding::time::format_rfc3339(later);
     ok(&ca.vouch(&["--now", &later, "list"]));
-    assert_eq!(number(), n0 + 1);
+    assert!(number() > n0, "the CRL was not regenerated");
     let (_, text) = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-nextupdate"]);
     assert!(text.contains("nextUpdate"), "{text}");
     // Each CRL is dated (Last-Modified, whole seconds) after the one it replaced, however

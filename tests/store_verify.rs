@@ -28,11 +28,20 @@ impl Ca {
         for n in names {
             ca.issue(n);
         }
-        // The first verify takes the lock, which checkpoints the log these issuances left
-        // (until then, taking the lock replays the log over the files, undoing any change).
-        let (code, kinds, o) = ca.verify();
-        assert_eq!((code, kinds.len()), (0, 0), "{}", text(&o));
+        // A command that takes the lock checkpoints the log these issuances left (until
+        // then, taking the lock replays the log over the files, undoing any change; verify
+        // takes it only when its first reading finds something).
+        ca.settled();
         ca
+    }
+
+    /// Checkpoints the log the last commands left (any command that takes the store's lock
+    /// does; until then the next lock holder replays the log over the files, undoing a
+    /// change a test makes), then verify finds nothing.
+    fn settled(&self) {
+        ok(&self.run(&["crl"], &[]));
+        let (code, kinds, o) = self.verify();
+        assert_eq!((code, kinds.len()), (0, 0), "{}", text(&o));
     }
 
     fn run(&self, args: &[&str], paths: &[&Path]) -> std::process::Output {
@@ -370,7 +379,7 @@ fn review_a_cleaned_certificates_revocation_removed_from_the_list_is_found() {
     let again = ca.w.join("again");
     std::fs::create_dir(&again).unwrap();
     ca.issue_in(&again, "b.example.test");
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     assert!(ca.crl_lists(&b));
     ca.drop_revocation(&b);
     ok(&ca.run(&["crl"], &[]));
@@ -387,7 +396,7 @@ fn review_a_superseded_certificates_revocation_removed_from_the_list_is_found() 
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
     let old = ca.serial_of("a.example.test");
     ok(&ca.run(&["renew", "a.example.test", "--out", s(&ca.w.join("a.renewed"))], &[]));
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     assert!(ca.crl_lists(&old));
     ca.drop_revocation(&old);
     ok(&ca.run(&["crl"], &[]));
@@ -420,7 +429,7 @@ fn review_a_revocations_not_after_moved_back_is_found() {
 fn review_a_renewed_certnames_deleted_certificate_file_is_found() {
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
     ok(&ca.run(&["renew", "a.example.test", "--out", s(&ca.w.join("a.renewed"))], &[]));
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     let latest = ca.serial_of("a.example.test");
     std::fs::remove_file(ca.ca("signed/a.example.test.pem")).unwrap();
     // The impact: the valid certificate can no longer be revoked by name.
@@ -438,7 +447,7 @@ fn review_a_certificate_file_rolled_back_to_its_superseded_certificate_is_found(
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
     let old_pem = std::fs::read(ca.ca("signed/a.example.test.pem")).unwrap();
     ok(&ca.run(&["renew", "a.example.test", "--out", s(&ca.w.join("a.renewed"))], &[]));
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     let latest = ca.serial_of("a.example.test");
     std::fs::write(ca.ca("signed/a.example.test.pem"), &old_pem).unwrap();
     let o = ok(&ca.run(&["revoke", "a.example.test"], &[]));
@@ -884,7 +893,7 @@ fn review2_renewing_a_certname_whose_file_is_another_nodes_is_refused() {
     std::fs::write(&policy, before + scope).unwrap();
     ca.issue("a.example.test");
     ca.issue("b.example.test");
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     let a = ca.serial_of("a.example.test");
     std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
     ca.finds(&["listed-not-current", "name-mismatch"]);
@@ -908,7 +917,7 @@ fn review2_superseding_a_certname_whose_file_is_another_nodes_is_refused() {
     ca.edit("../policy.toml", |t| t.replace("on_existing = \"refuse\"", "on_existing = \"supersede\""));
     ca.issue("a.example.test");
     ca.issue("b.example.test");
-    assert_eq!(ca.verify().0, 0);
+    ca.settled();
     let a = ca.serial_of("a.example.test");
     std::fs::copy(ca.ca("signed/a.example.test.pem"), ca.ca("signed/b.example.test.pem")).unwrap();
     // b re-enrolls: a new key, attributes that expire later (the supersede rule).
@@ -1224,4 +1233,102 @@ fn verify_of_a_sound_store_does_not_wait_for_the_lock() {
     assert!(waited, "a store with a finding was not read again under the lock: {}", text(&o));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("revocation-line-damaged"), "{}", text(&o));
+}
+
+/// The crlNumber of a PEM CRL file, whatever its size.
+fn review4_crl_number_of(path: &Path) -> x509_parser::num_bigint::BigUint {
+    let pem = std::fs::read(path).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
+    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+    crl.crl_number().expect("a CRL number").clone()
+}
+
+/// A revocation whose serial is whole but whose time was damaged (here its `Z` lost, as a
+/// hand edit or a flipped byte leaves it) still names a certificate the CRL can list: the
+/// revoked certificate must stay on the CRL (before this commit it did, revoked at the
+/// CRL's time). Leaving it off makes a revoked certificate trusted again.
+#[test]
+fn review4_a_revocation_whose_time_is_damaged_stays_on_the_crl() {
+    let ca = Ca::with(&["a.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    ca.edit("revocations.txt", |t| {
+        let mut f: Vec<String> = t.trim_end().split(' ').map(str::to_string).collect();
+        assert!(f[1].ends_with('Z'), "{t}");
+        f[1].pop();
+        f.join(" ") + "\n"
+    });
+    ok(&ca.run(&["crl"], &[]));
+    let o = run(
+        std::process::Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&ca.ca("ca_crl.pem"))]),
+        None,
+    );
+    let listed = ok(&o).to_lowercase().replace(':', "");
+    assert!(listed.contains(&a), "revoked {a} left the CRL because its revocation time is damaged:\n{listed}");
+}
+
+/// A revocation list saved with CRLF line endings (a Windows editor) reads as it did
+/// before this commit (lines were split with `str::lines`, which drops the `\r`): no
+/// finding, the revocation's notAfter still its record's.
+#[test]
+fn review4_a_revocation_list_with_crlf_line_endings_has_no_findings() {
+    let ca = Ca::with(&["a.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    ca.edit("revocations.txt", |t| t.replace('\n', "\r\n"));
+    let (code, kinds, o) = ca.verify();
+    assert_eq!((code, kinds), (0, Vec::<String>::new()), "{}", text(&o));
+}
+
+/// A data directory restored from a backup (the restore `vouch store verify`'s hints ask
+/// for: "a backup of DIR/ca") holds an older `crl_number` and an older CRL together; the
+/// next CRL's number must still be above every CRL published since, or `vouch crl --fetch`
+/// on the compile servers refuses it ("refusing to roll the CRL back") and revocations
+/// made after the restore never reach them.
+#[test]
+fn review4_a_data_directory_restored_from_a_backup_never_takes_the_crl_number_back() {
+    let ca = Ca::with(&["a.example.test"]);
+    ok(&ca.run(&["crl"], &[]));
+    let backup = ca.w.join("backup");
+    std::fs::create_dir(&backup).unwrap();
+    for f in ["crl_number", "ca_crl.pem"] {
+        std::fs::copy(ca.ca(f), backup.join(f)).unwrap();
+    }
+    for _ in 0..3 {
+        ok(&ca.run(&["crl"], &[]));
+    }
+    let published = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    for f in ["crl_number", "ca_crl.pem"] {
+        std::fs::copy(backup.join(f), ca.ca(f)).unwrap();
+    }
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    let after = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    assert!(after > published, "after the restore the CRL is number {after}, the last one published {published}");
+}
+
+/// A CRL on disk whose number does not fit in 64 bits (signed by the CA's key, as another
+/// tool may have made it) is read as "no number": the next number is taken from the
+/// current time, below the one published. vouch cannot go above it, so it must refuse
+/// (and leave the CRL as it is) rather than publish a lower number.
+#[test]
+fn review4_a_crl_number_beyond_64_bits_is_never_taken_back() {
+    let ca = Ca::with(&["a.example.test"]);
+    ok(&ca.run(&["crl"], &[]));
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca("ca_key.pem")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca.ca("ca_crt.pem")).unwrap(), key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let big = [1u8, 0, 0, 0, 0, 0, 0, 0, 7]; // 2^64 + 7
+    let params = rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(30),
+        crl_number: rcgen::SerialNumber::from_slice(&big),
+        issuing_distribution_point: None,
+        revoked_certs: Vec::new(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    };
+    std::fs::write(ca.ca("ca_crl.pem"), params.signed_by(&issuer).unwrap().pem().unwrap()).unwrap();
+    let published = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    assert!(published.bits() > 64, "{published}");
+    let _ = ca.run(&["crl"], &[]);
+    let after = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    assert!(after >= published, "the CRL went from number {published} back to {after}");
 }

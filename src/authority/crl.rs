@@ -32,49 +32,86 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
     })
 }
 
-/// The number the next CRL gets: one more than the last one issued, which is the larger of
-/// the number in `number_file` (the operator's to edit, so checked) and the crlNumber of the
-/// CRL in `crl_file`. A CRL number never goes back (RFC 5280 5.2.3; compile servers refuse
-/// a CRL whose number is lower than the one they hold): where either file exists but cannot
-/// be read as a number (damaged, edited, not a regular file), the current Unix time stands as a floor as
-/// well, above any count of CRLs this CA could have issued. Neither file: a new CA's first, 1.
+/// The number the next CRL gets. A CRL number never goes back (RFC 5280 5.2.3; a compile
+/// server refuses a CRL numbered lower than the one it holds), whatever happened to the
+/// files: it is one more than the last one issued (the larger of the number in
+/// `number_file`, the operator's to edit, and the crlNumber of the CRL in `crl_file`), and
+/// at least the current Unix time. The time is what keeps a data directory restored from a
+/// backup (both files older) or a damaged `number_file` from numbering a CRL below one
+/// already published (in microseconds: numbers jump, which RFC 5280 allows). A CRL on disk numbered beyond
+/// 64 bits (not vouch's) is refused: vouch could only number the next one lower.
 fn next_crl_number(
     number_file: &std::path::Path,
     crl_file: &std::path::Path,
     now: OffsetDateTime,
 ) -> Result<u64, Error> {
+    let mut unknown = Vec::new();
     let from_file = match read_text(number_file) {
-        Ok(s) => s.trim().parse::<u64>().map_err(|_| "not a number"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(_) => Err("unreadable"),
+        Ok(s) => s.trim().parse::<u64>().ok().or_else(|| {
+            unknown.push((number_file, "not a number"));
+            None
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) => {
+            unknown.push((number_file, "unreadable"));
+            None
+        }
     };
     let from_crl = match crate::files::durable::read_regular(crl_file) {
-        Ok(pem) => crl_number_of(&pem).ok_or("no CRL number there"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(_) => Err("unreadable"),
+        Ok(pem) => match crl_number_of(&pem) {
+            CrlNumber::Fits(n) => Some(n),
+            CrlNumber::None => {
+                unknown.push((crl_file, "a CRL with no number vouch can read"));
+                None
+            }
+            CrlNumber::TooLarge(n) => {
+                return Err(Error::Store {
+                    detail: format!(
+                        "{} is numbered {n}, beyond the 64-bit numbers vouch gives its CRLs: the next CRL \
+                         would be numbered lower, which relying parties refuse; nothing was written. \
+                         Move that CRL away only if it was never published",
+                        crl_file.display()
+                    ),
+                })
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) => {
+            unknown.push((crl_file, "unreadable"));
+            None
+        }
     };
-    let mut last = *from_file.as_ref().unwrap_or(&0).max(from_crl.as_ref().unwrap_or(&0));
-    if let Some(why) = from_file.err().map(|w| (number_file, w)).or(from_crl.err().map(|w| (crl_file, w))) {
-        let floor = u64::try_from(now.unix_timestamp()).unwrap_or(0);
+    for (path, why) in unknown {
         tracing::warn!(
             event = "crl-number-unknown",
-            path = %why.0.display(),
-            detail = %format!(
-                "{}: the CRL number continues from the current time ({floor}) so that it never goes back",
-                why.1
-            ),
+            path = %path.display(),
+            detail = %format!("{why}: the CRL number continues from the other file and the current time"),
         );
-        last = last.max(floor);
     }
-    last.checked_add(1)
-        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_file.display()) })
+    let last = from_file.unwrap_or(0).max(from_crl.unwrap_or(0));
+    let next = last
+        .checked_add(1)
+        .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_file.display()) })?;
+    // Microseconds: faster than CRLs are ever written, so a burst never runs the count ahead
+    // of the clock (a restore soon after would then fall below it).
+    Ok(next.max(u64::try_from(now.unix_timestamp_nanos() / 1000).unwrap_or(0)))
 }
 
-/// The crlNumber of the first CRL in a PEM file, if it has one that fits in 64 bits.
-fn crl_number_of(pem: &[u8]) -> Option<u64> {
-    let (_, der) = crate::encoding::pem::find(pem, &["X509 CRL"]).ok()?;
-    let (_, crl) = x509_parser::parse_x509_crl(&der).ok()?;
-    u64::try_from(crl.crl_number()?).ok()
+/// What the first CRL in a PEM file says its number is.
+enum CrlNumber {
+    Fits(u64),
+    /// No CRL, or one without a number.
+    None,
+    TooLarge(String),
+}
+
+fn crl_number_of(pem: &[u8]) -> CrlNumber {
+    let Ok((_, der)) = crate::encoding::pem::find(pem, &["X509 CRL"]) else { return CrlNumber::None };
+    let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return CrlNumber::None };
+    match crl.crl_number() {
+        None => CrlNumber::None,
+        Some(n) => u64::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
+    }
 }
 
 impl Authority {

@@ -121,7 +121,15 @@ impl Authority {
                 return Ok(first);
             }
         }
+        // Taking the lock finishes what a killed process left (a revocation among it); then a
+        // CRL that is due now (that revocation's) is written under this lock.
         let lock = self.store.lock()?;
+        if self.crl_due(now)? {
+            self.write_crl_locked(&lock, now)?;
+        }
+        if self.root_crl_due(now) {
+            self.write_root_crl_locked(&lock, now)?;
+        }
         self.verify_pass(Some(&lock), now, report)
     }
 

@@ -355,32 +355,28 @@ pub(crate) fn crash_point(step: &str) {
 #[inline(always)]
 pub(crate) fn crash_point(_step: &str) {}
 
-/// Reads up to the last `n` bytes of a file ("" if it does not exist).
-/// A store file's text: [`crate::files::durable::read_regular`] (a FIFO there never hangs the
-/// reader), as UTF-8.
-/// A line of `revocations.txt` as [`FileStore::revocation_line`] writes it, or `None` for one
-/// that is not whole: a serial of hex digits (an even number of them, at most 40: 20 octets,
-/// RFC 5280 4.1.2.2), a time (RFC 3339), a reason and a certname, then `cleaned` and
-/// `not_after=<time>` if present. A line that is not whole could name no certificate on a CRL
-/// (an odd digit, or none, would put another serial or an empty one there).
-pub(crate) fn parse_revocation_line(line: &[u8]) -> Option<Revocation> {
+/// A line of `revocations.txt`: `Some((revocation, whole))` where it begins with a serial a
+/// CRL can hold (an even number of hex digits, at most 40: 20 octets, RFC 5280 4.1.2.2), else
+/// `None` (an odd digit, or none, would put another serial or an empty one on a CRL). A
+/// revocation with its serial is kept, on the CRL, whatever else is damaged: `whole` says
+/// whether the rest is as [`FileStore::revocation_line`] writes it (an RFC 3339 time, a
+/// reason and a certname; `vouch store verify` reports a line that is not). A CR before the
+/// line's end (an editor's CRLF) is not part of it.
+pub(crate) fn parse_revocation_line(line: &[u8]) -> Option<(Revocation, bool)> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut fields = line.split(|b| *b == b' ');
     let serial = fields
         .next()
         .filter(|s| !s.is_empty() && s.len() % 2 == 0 && s.len() <= 40 && s.iter().all(u8::is_ascii_hexdigit))?;
-    let time = fields
-        .next()
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .filter(|t| crate::encoding::time::parse_rfc3339(t).is_ok())?;
-    // The reason and the certname are not on the CRL: a stray byte there does not take a
-    // revocation off it.
-    let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
-    let reason = fields.next().filter(|r| !r.is_empty()).map(text)?;
-    let certname = fields.next().filter(|c| !c.is_empty()).map(text)?;
+    // The time, the reason and the certname are read as they are (a damaged time dates the
+    // CRL entry at the CRL's own time, as it always did).
+    let text = |f: Option<&[u8]>| f.map(|f| String::from_utf8_lossy(f).into_owned()).unwrap_or_default();
+    let (time, reason, certname) = (text(fields.next()), text(fields.next()), text(fields.next()));
     let rest: Vec<&[u8]> = fields.collect();
-    Some(Revocation {
+    let whole = crate::encoding::time::parse_rfc3339(&time).is_ok() && !reason.is_empty() && !certname.is_empty();
+    let r = Revocation {
         serial: String::from_utf8_lossy(serial).into_owned(),
-        time: time.to_string(),
+        time,
         reason,
         certname,
         cleaned: rest.contains(&b"cleaned".as_slice()),
@@ -389,14 +385,18 @@ pub(crate) fn parse_revocation_line(line: &[u8]) -> Option<Revocation> {
             .find_map(|f| f.strip_prefix(b"not_after="))
             .and_then(|t| std::str::from_utf8(t).ok())
             .map(str::to_string),
-    })
+    };
+    Some((r, whole))
 }
 
+/// A store file's text: [`crate::files::durable::read_regular`] (a FIFO there never hangs the
+/// reader), as UTF-8.
 fn read_text(path: &Path) -> io::Result<String> {
     String::from_utf8(crate::files::durable::read_regular(path)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
+/// Reads up to the last `n` bytes of a file ("" if it does not exist).
 fn read_tail(path: &Path, n: u64) -> io::Result<String> {
     let mut f = match crate::files::durable::open_regular(path) {
         Ok(f) => f,
@@ -533,7 +533,7 @@ impl Store for FileStore {
         let mut damaged = Vec::new();
         for (i, line) in bytes.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
             match parse_revocation_line(line) {
-                Some(r) => out.push(r),
+                Some((r, _)) => out.push(r),
                 None => damaged.push(i + 1),
             }
         }

@@ -67,9 +67,11 @@ impl FileStore {
         let text = self.read_or_empty("revocations.txt")?;
         let mut revoked: HashSet<Key> = HashSet::new();
         for (i, line) in text.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
-            if let Some(r) = super::parse_revocation_line(line) {
+            let parsed = super::parse_revocation_line(line);
+            if let Some((r, _)) = &parsed {
                 revoked.insert(key(r.serial.as_bytes()));
-            } else {
+            }
+            if !parsed.is_some_and(|(_, whole)| whole) {
                 f(Finding::RevocationLineDamaged {
                     line: i + 1,
                     text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
