@@ -59,6 +59,25 @@ pub enum Error {
     Store {
         detail: String,
     },
+    /// A certname's stored certificate is not its own (another node's record, serial or
+    /// CN, or no certificate at all): the store is damaged, and only a restore repairs it.
+    StoreDamaged {
+        certname: String,
+        /// What is wrong with it (as `vouch store verify` would name it).
+        what: String,
+    },
+    /// The store lists `certname` (its inventory line, `vouch list`) but its current
+    /// certificate is missing from the store (DIR/ca/signed/NAME.pem deleted).
+    CurrentMissing {
+        certname: String,
+        serial: String,
+        /// Where the store keeps it (the file store's path), for the message.
+        file: Option<PathBuf>,
+    },
+    /// Standard output's reader went away (a closed pipe: `vouch list --all | head -1`):
+    /// the command ends quietly with [`crate::cli::EXIT_PIPE`], as a process killed by
+    /// SIGPIPE would (vouch never dies of SIGPIPE: `vouch serve` writes to sockets).
+    StdoutClosed,
     /// The shared store cannot be reached: nothing was decided or written (`vouch serve`
     /// answers 503 with Retry-After; the agent retries).
     StoreUnavailable {
@@ -232,6 +251,25 @@ impl std::fmt::Display for Error {
             Error::Usage { detail } => f.write_str(detail),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
+            Error::StoreDamaged { certname, what } => write!(
+                f,
+                "CA store: the certificate stored for {certname} is not its own ({what}): the store is damaged; \
+                 nothing was changed"
+            ),
+            Error::CurrentMissing { certname, serial, file } => {
+                write!(
+                    f,
+                    "the inventory lists {certname} (serial {serial}) but its current certificate is missing from \
+                     the store"
+                )?;
+                match file {
+                    Some(p) => write!(f, " ({} does not exist); nothing was changed", p.display()),
+                    None => f.write_str("; nothing was changed"),
+                }
+            }
+            Error::StdoutClosed => {
+                f.write_str("cannot write stdout: its reader closed it (a pipe whose reader exited)")
+            }
             Error::StoreUnavailable { detail } => write!(f, "CA store unavailable: {detail}"),
             Error::StoreConflict { what } => write!(f, "{what}; nothing was written"),
             Error::StoreUrl { detail } => write!(f, "store: {detail}"),
@@ -364,6 +402,19 @@ impl Error {
             Error::Usage { .. } => "see vouch --help",
             Error::Crypto { .. } => return None,
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
+            Error::StoreDamaged { .. } => {
+                "running the command again cannot help: `vouch store verify` names the damaged entry; restore the certname's \
+                 certificate (DIR/ca/signed/CERTNAME.pem and its record) from a backup of DIR/ca, or from the \
+                 node's own copy (its first PEM block only), then run the command again"
+            }
+            Error::CurrentMissing { .. } => {
+                "`vouch store verify` names it (current-missing); restore DIR/ca/signed/CERTNAME.pem from the \
+                 node's own copy (its first PEM block only) or from a backup of DIR/ca, then run the command again"
+            }
+            Error::StdoutClosed => {
+                "the reader of vouch's output exited before reading all of it: read all of it, or write it to \
+                 a file (--out FILE where the command has one)"
+            }
             Error::StoreUnavailable { .. } => {
                 "nothing was issued or changed: start (or reach) the LDAP server and retry; a running vouch \
                  serve answers 503 meanwhile and resumes by itself, one that cannot start exits 75 (the \

@@ -58,6 +58,9 @@ fn main() {
             }
             vouch::cli::EXIT_REFUSED
         }
+        // A closed pipe on stdout: quiet, as a process killed by SIGPIPE (SIGPIPE itself stays
+        // ignored: `vouch serve` writes to sockets and must never die of it).
+        Err(vouch::Error::StdoutClosed) => vouch::cli::EXIT_PIPE,
         Err(e) => {
             // Never eprintln!: it panics (exit 101) when stderr cannot be written.
             let mut err = std::io::stderr();

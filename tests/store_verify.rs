@@ -597,7 +597,7 @@ fn review_verify_right_after_a_crash_in_a_revocation_has_no_findings() {
 fn review_text_output_is_one_line_per_finding() {
     let ca = Ca::with(&["a.example.test"]);
     let serial = "7".repeat(32);
-    let fake = "x)\nfiles in /var/lib/vouch/ca: 1 current certificates, 1 inventory lines, 0 revocations checked: no findings\n";
+    let fake = "x)\nFiles in /var/lib/vouch/ca: 1 current certificates, 1 inventory lines, 0 revocations checked: no findings\n";
     let rec = serde_json::json!({
         "serial": serial, "certname": fake, "state": "intent", "digest": "d",
         "not_before": "2026-01-01T00:00:00Z", "not_after": "2031-01-01T00:00:00Z",

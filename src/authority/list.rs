@@ -70,4 +70,36 @@ impl Authority {
     ) -> Result<(), E> {
         crate::store::each_until_error(&*self.store, f)
     }
+
+    /// What to answer for a certname that has no current certificate ([`Store::current`]
+    /// found none): [`Error::CurrentMissing`] when the store still lists it (`vouch list
+    /// --all` shows it, and `vouch store verify` reports current-missing: its certificate
+    /// file was deleted), else [`Error::NotFound`] (never issued, or cleaned). `file`: where
+    /// the store keeps the certificate, for the message (the file store's path).
+    ///
+    /// The check walks the listing ([`crate::store::Store::for_each_listed`]) up to the name,
+    /// the same walk `vouch list` and `vouch store verify` make, so the answer agrees with
+    /// them; it reads the store without its lock, only on this error path.
+    ///
+    /// [`Store::current`]: crate::store::Store::current
+    pub fn no_current(&self, certname: &str, file: Option<std::path::PathBuf>) -> Error {
+        let mut found = None;
+        let walked = self.store.for_each_listed(&mut |l| {
+            if l.certname == certname {
+                found = Some(l.serial);
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        });
+        match (walked, found) {
+            (Err(e), _) => e.into(),
+            // Issued meanwhile (the walk takes no lock): no damage to report.
+            (Ok(()), Some(_)) if matches!(self.store.current(certname), Ok(Some(_))) => {
+                Error::NotFound { certname: certname.to_string() }
+            }
+            (Ok(()), Some(serial)) => Error::CurrentMissing { certname: certname.to_string(), serial, file },
+            (Ok(()), None) => Error::NotFound { certname: certname.to_string() },
+        }
+    }
 }

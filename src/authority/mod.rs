@@ -233,12 +233,7 @@ impl Authority {
     /// supersede) acts on another node's certificate or key in this certname's name.
     pub(crate) fn current_checked(&self, certname: &str) -> Result<Option<crate::store::Current>, Error> {
         let Some(current) = self.store.current(certname)? else { return Ok(None) };
-        let damaged = |what: String| Error::Store {
-            detail: format!(
-                "the certificate stored for {certname} is not its own ({what}): the store is damaged, \
-                 nothing was changed; `vouch store verify` names what to restore"
-            ),
-        };
+        let damaged = |what: String| Error::StoreDamaged { certname: certname.to_string(), what };
         if current.record.certname != certname {
             return Err(damaged(format!(
                 "its record is {}'s, serial {}",

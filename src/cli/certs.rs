@@ -166,9 +166,7 @@ struct Spill {
     any: bool,
 }
 
-fn stdout_err(source: std::io::Error) -> Error {
-    Error::Io { path: "stdout".into(), op: "write", source }
-}
+use super::output::stdout_error as stdout_err;
 
 impl Spill {
     fn new(limit: usize) -> Self {
@@ -209,7 +207,17 @@ impl Spill {
                 source,
             };
             f.rewind().map_err(tmp_err)?;
-            std::io::copy(f, out).map_err(tmp_err)?;
+            // Read and write apart: a closed stdout is stdout's error, not the file's.
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let n = match std::io::Read::read(f, &mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(tmp_err(e)),
+                };
+                out.write_all(chunk.get(..n).unwrap_or_default()).map_err(stdout_err)?;
+            }
         }
         out.write_all(&self.lines).map_err(stdout_err)
     }
@@ -318,16 +326,33 @@ impl ListWriter {
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-    sayln!("{}", auth.revoke(certname, reason, false, now(cli)?)?)?;
+    let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
+    sayln!("{done}")?;
     Ok(EXIT_OK)
+}
+
+/// [`Error::NotFound`] from revoke, clean or renew, made precise: a certname the store still
+/// lists whose certificate is missing is [`Error::CurrentMissing`] (the not-found hint's
+/// `vouch list --all` would list it again: a loop); any other error unchanged.
+fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
+    match e {
+        Error::NotFound { .. } => {
+            let file = cli.store_url().is_files().then(|| stored_cert(auth, certname).into());
+            auth.no_current(certname, file)
+        }
+        e => e,
+    }
 }
 
 pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-    // Like revoke and renew, a name the CA knows nothing about is an error (exit 2).
-    let pending = auth.list(false)?.iter().any(|e| e.name == *certname);
-    if !pending && auth.certificate(certname)?.is_none() {
-        return Err(Error::NotFound { certname: certname.clone() });
+    // Like revoke and renew, a name the CA knows nothing about is an error (exit 2); so is
+    // one the store lists without its certificate (clean would only remove a request).
+    if auth.certificate(certname)?.is_none() {
+        match no_current(cli, &auth, certname, Error::NotFound { certname: certname.clone() }) {
+            Error::NotFound { .. } if auth.list(false)?.iter().any(|e| e.name == *certname) => {}
+            e => return Err(e),
+        }
     }
     sayln!("{}", auth.revoke(certname, "cessationOfOperation", true, now(cli)?)?)?;
     Ok(EXIT_OK)
@@ -346,7 +371,7 @@ pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     auth.maintain(now)?;
-    let i = auth.renew(certname, now)?;
+    let i = auth.renew(certname, now).map_err(|e| no_current(cli, &auth, certname, e))?;
     write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(format!(
         "{} was renewed: the new certificate (serial {}) is in the store and the old one is revoked \
              (superseded): `vouch list --all`, {}",

@@ -10,9 +10,7 @@ use crate::store::Junk;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-fn out_err(source: std::io::Error) -> Error {
-    Error::Io { path: "stdout".into(), op: "write", source }
-}
+use super::output::stdout_error as out_err;
 
 /// The report's lines go to stdout through this (a closed pipe is an error, never a panic).
 struct Out<W: Write>(W);

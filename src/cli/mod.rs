@@ -79,6 +79,11 @@ pub const EXIT_ERROR: i32 = 2;
 /// The shared store could not be reached (EX_TEMPFAIL): nothing was done; the same command
 /// later may succeed (the systemd unit restarts `vouch serve` on it, not on 2).
 pub const EXIT_TEMPFAIL: i32 = 75;
+/// Standard output's reader went away (a closed pipe: `vouch list --all | head -1`): the
+/// status a shell reports for a process killed by SIGPIPE (128 + 13), with nothing on stderr,
+/// as coreutils end. vouch keeps SIGPIPE ignored (`vouch serve` writes to sockets and must
+/// never die of it) and ends with this status instead ([`Error::StdoutClosed`]).
+pub const EXIT_PIPE: i32 = 141;
 
 /// The range `--now` accepts: certificate times must stay encodable (years 0 to 9999 after
 /// backdating and validity) and the Unix-time checks meaningful.

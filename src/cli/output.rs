@@ -11,11 +11,30 @@ use std::path::{Path, PathBuf};
 /// pipe) as an error instead of panicking as `println!` does.
 pub fn say(text: &str) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|source| Error::Io {
-        path: "stdout".into(),
-        op: "write",
-        source,
-    })
+    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(stdout_error)
+}
+
+/// The one place a failed write to standard output becomes an error. A reader that went
+/// away (a closed pipe: `vouch list --all | head -1`) is [`Error::StdoutClosed`], which
+/// `main` ends quietly with [`super::EXIT_PIPE`]; any other failure names stdout.
+pub(crate) fn stdout_error(source: std::io::Error) -> Error {
+    if source.kind() == std::io::ErrorKind::BrokenPipe {
+        Error::StdoutClosed
+    } else {
+        Error::Io { path: "stdout".into(), op: "write", source }
+    }
+}
+
+/// `text` to begin a sentence: its first letter capitalised. The stores describe themselves
+/// for mid-sentence use ("migrating files in DIR into LDAP …"): the file store as
+/// "files in DIR", the LDAP store as "LDAP URL"; a line that begins with the description
+/// (`vouch store verify`'s summary) begins with "Files in DIR" either way.
+pub(super) fn sentence_start(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// A line on standard error; a failure to write it is ignored (never a panic).
@@ -43,9 +62,11 @@ pub(super) fn write_file(
     mode: u32,
     replace: Replace,
 ) -> Result<crate::files::output::Written, Error> {
-    let shown = if path.as_os_str() == "-" { PathBuf::from("stdout") } else { path.to_path_buf() };
-    crate::files::output::write_output(path, text.as_bytes(), mode, replace == Replace::Yes)
-        .map_err(|e| output_error(shown, e))
+    let to_stdout = path.as_os_str() == "-";
+    crate::files::output::write_output(path, text.as_bytes(), mode, replace == Replace::Yes).map_err(|e| match e {
+        crate::files::output::OutputError::Io(source) if to_stdout => stdout_error(source),
+        e => output_error(if to_stdout { PathBuf::from("stdout") } else { path.to_path_buf() }, e),
+    })
 }
 
 /// Writes a private key and then what pairs with it (a certificate, a CSR), both new files:

@@ -109,7 +109,7 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
         use std::io::Seek;
         spool.seek(std::io::SeekFrom::Start(0)).map_err(spool_err)?;
     }
-    let write_err = |source| Error::Io { path: "stdout".into(), op: "write", source };
+    let write_err = super::output::stdout_error;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     std::io::copy(&mut spool, &mut out).map_err(write_err)?;
@@ -123,7 +123,7 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
             writeln!(
                 out,
                 "{}: {} current certificates, {} inventory lines, {} revocations checked: {found}",
-                auth.store.describe(),
+                super::output::sentence_start(&auth.store.describe()),
                 verified.certificates,
                 verified.inventory,
                 verified.revocations

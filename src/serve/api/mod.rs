@@ -180,7 +180,7 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
         events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
         return unavailable();
     }
-    if matches!(e, Error::Store { .. }) {
+    if matches!(e, Error::Store { .. } | Error::StoreDamaged { .. } | Error::CurrentMissing { .. }) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
     }
     events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });

@@ -1,0 +1,218 @@
+//! Frictions of the command line, each driving the real binary: a closed pipe on stdout
+//! (quiet, status 141), a damaged store entry and a listed certname whose certificate file
+//! is missing (messages and hints that name the repair, not a retry or a loop), and
+//! `vouch store verify`'s summary line (a capital at its start).
+
+mod common;
+
+use common::gen_store;
+use common::{cli_vouched_csr, ok, run, s, text, vouch};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// A CA in `tmp/ca` whose store holds `n` generated certificates (`node-00000…`).
+fn ca_with(tmp: &Path, n: usize) -> PathBuf {
+    let dir = tmp.join("ca");
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let names: Vec<String> = (0..n).map(|i| format!("node-{i:05}.example.test")).collect();
+    gen_store::fill(&dir, &names, OffsetDateTime::now_utc(), &|_| false);
+    dir
+}
+
+/// Runs vouch with `args`, stdout piped: reads one line, closes the pipe (as `| head -1`
+/// does), and waits. Returns the status code, that line and stderr.
+fn read_one_line_and_close(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = vouch()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    {
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+        // The reader goes away here: the rest of the output meets a closed pipe.
+    }
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), first, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `vouch list --all | head -1` and every other command streaming more than a pipe's buffer
+/// (64 KiB) to a reader that exits early: no message on stderr (it used to say "cannot
+/// write stdout: Broken pipe" with a hint about a path, exit 2) and status 141, what a
+/// shell reports for a process killed by SIGPIPE.
+#[test]
+fn a_closed_pipe_on_stdout_ends_quietly_with_141() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 2000);
+    let d = s(&dir);
+    // Findings worth more than a pipe's buffer: 3,000 damaged revocation-list lines.
+    let revocations = dir.join("ca/revocations.txt");
+    let kept = std::fs::read_to_string(&revocations).unwrap_or_default();
+    // An audit log of 5,000 lines.
+    let log = tmp.path().join("audit.jsonl");
+    let lines: String = (0..5000)
+        .map(|i| {
+            format!("{{\"time\":\"2026-01-01T00:00:00Z\",\"event\":\"issued\",\"certname\":\"node-{i:05}.example.test\"}}\n")
+        })
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["--dir", d, "list", "--all"],
+        vec!["--dir", d, "list", "--all", "--format", "json"],
+        vec!["--dir", d, "store", "verify"],
+        vec!["--dir", d, "store", "verify", "--format", "jsonl"],
+        vec!["audit", "show", "--file", s(&log)],
+        vec!["audit", "show", "--file", s(&log), "-o", "json"],
+    ];
+    for args in &commands {
+        let verify = args.contains(&"verify");
+        if verify {
+            std::fs::write(&revocations, format!("{kept}{}", "garbage line\n".repeat(3000))).unwrap();
+        }
+        let (code, first, stderr) = read_one_line_and_close(args);
+        if verify {
+            std::fs::write(&revocations, &kept).unwrap();
+        }
+        assert!(!first.is_empty(), "vouch {args:?} wrote nothing; stderr: {stderr}");
+        assert_eq!(code, Some(141), "vouch {args:?}: stderr: {stderr}");
+        assert_eq!(stderr, "", "vouch {args:?} said something on stderr");
+    }
+    // A full read is unchanged: exit 0, every certificate listed.
+    let o = vouch().args(["--dir", d, "list", "--all"]).output().unwrap();
+    assert_eq!(ok(&o).matches(".example.test").count(), 2000, "{}", text(&o));
+}
+
+/// A CA with a conductor, and `names` each issued a certificate through the CLI.
+struct Ca {
+    _tmp: tempfile::TempDir,
+    w: PathBuf,
+    dir: PathBuf,
+}
+
+impl Ca {
+    fn with(names: &[&str]) -> Ca {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = tmp.path().to_path_buf();
+        let dir = w.join("vouch");
+        ok(&run(vouch().args(["--dir", s(&dir), "ca", "init"]), None));
+        let ca = Ca { _tmp: tmp, w, dir };
+        ok(&ca.run(&[
+            "conductor",
+            "new",
+            "cond",
+            "--cert-out",
+            s(&ca.w.join("cond.pem")),
+            "--key-out",
+            s(&ca.w.join("cond.key")),
+        ]));
+        for n in names {
+            let csr = cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), n);
+            ok(&ca.run(&["sign", "--csr", s(&csr)]));
+        }
+        // The first verify takes the lock, which checkpoints the log these issuances left.
+        ok(&ca.run(&["store", "verify"]));
+        ca
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        run(vouch().arg("--dir").arg(&self.dir).args(args), None)
+    }
+
+    fn signed(&self, name: &str) -> PathBuf {
+        self.dir.join("ca/signed").join(format!("{name}.pem"))
+    }
+
+    /// (exit code, the error line, the hint line) of a failed command.
+    fn fails(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let o = self.run(args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let line = |p: &str| err.lines().find(|l| l.starts_with(p)).unwrap_or_default().to_string();
+        (o.status.code(), line("vouch: error: "), line("  hint: "))
+    }
+}
+
+/// A certname's file holding another node's certificate: revoke, clean and renew refuse (exit
+/// 2, as every store error), and the hint no longer says "retry" (the store stays damaged
+/// until restored) but names `vouch store verify` and the restore.
+#[test]
+fn a_damaged_entry_names_the_restore_not_a_retry() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    std::fs::copy(ca.signed("a.example.test"), ca.signed("b.example.test")).unwrap();
+    for args in [
+        vec!["revoke", "b.example.test"],
+        vec!["clean", "b.example.test"],
+        vec!["renew", "b.example.test", "--out", "-"],
+    ] {
+        let (code, error, hint) = ca.fails(&args);
+        assert_eq!(code, Some(2), "{args:?}: {error}");
+        assert!(error.contains("the certificate stored for b.example.test is not its own"), "{args:?}: {error}");
+        assert!(error.contains("nothing was changed"), "{args:?}: {error}");
+        assert!(!hint.contains("retry"), "{args:?}: {hint}");
+        assert!(hint.contains("`vouch store verify`"), "{args:?}: {hint}");
+        assert!(hint.contains("restore"), "{args:?}: {hint}");
+        assert!(hint.contains("signed/CERTNAME.pem"), "{args:?}: {hint}");
+    }
+}
+
+/// A certname the inventory lists (`vouch list --all` shows it) whose certificate file was
+/// deleted: clean, renew and revoke used to say "no certificate" and send the operator to
+/// `vouch list --all`, which lists it again. They now say what is wrong and what to do; a
+/// certname never issued keeps the old answer.
+#[test]
+fn a_listed_certname_with_its_certificate_missing_is_named_as_such() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let file = ca.signed("a.example.test");
+    std::fs::remove_file(&file).unwrap();
+    assert!(ok(&ca.run(&["list", "--all"])).contains("a.example.test"));
+    for args in [
+        vec!["clean", "a.example.test"],
+        vec!["renew", "a.example.test", "--out", "-"],
+        vec!["revoke", "a.example.test"],
+    ] {
+        let (code, error, hint) = ca.fails(&args);
+        assert_eq!(code, Some(2), "{args:?}: {error}");
+        assert!(
+            error.contains("the inventory lists a.example.test")
+                && error.contains("its current certificate is missing from the store")
+                && error.contains(s(&file)),
+            "{args:?}: {error}"
+        );
+        assert!(!hint.contains("vouch list"), "{args:?}: {hint}");
+        assert!(hint.contains("`vouch store verify` names it"), "{args:?}: {hint}");
+        assert!(hint.contains("node's own copy") && hint.contains("backup"), "{args:?}: {hint}");
+    }
+    // Never issued: "no certificate", as before.
+    for args in [vec!["clean", "c.example.test"], vec!["renew", "c.example.test"], vec!["revoke", "c.example.test"]] {
+        let (code, error, hint) = ca.fails(&args);
+        assert_eq!(code, Some(2), "{args:?}: {error}");
+        assert_eq!(error, "vouch: error: no certificate for c.example.test", "{args:?}");
+        assert!(hint.contains("'vouch list --all'"), "{args:?}: {hint}");
+    }
+    // Cleaned: "no certificate" too (the store no longer lists it).
+    ok(&ca.run(&["clean", "b.example.test"]));
+    let (code, error, _) = ca.fails(&["renew", "b.example.test"]);
+    assert_eq!((code, error.as_str()), (Some(2), "vouch: error: no certificate for b.example.test"));
+}
+
+/// `vouch store verify`'s summary line begins with the store's description, which the
+/// stores write for mid-sentence use ("files in DIR"; "migrating files in DIR into …"): the
+/// line began in lower case for the file store. It begins with a capital now, with findings
+/// and without.
+#[test]
+fn the_verify_summary_begins_with_a_capital() {
+    let ca = Ca::with(&["a.example.test"]);
+    let ca_dir = ca.dir.join("ca");
+    let clean = ok(&ca.run(&["store", "verify"]));
+    let summary = format!("Files in {}: 1 current certificates, 1 inventory lines", ca_dir.display());
+    assert!(clean.starts_with(&summary), "{clean}");
+    std::fs::remove_file(ca.signed("a.example.test")).unwrap();
+    let o = ca.run(&["store", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    let line = found.lines().find(|l| l.contains("current certificates,")).unwrap_or_default();
+    assert!(line.starts_with(&summary) && line.ends_with(": 1 finding"), "{found}");
+}
