@@ -71,7 +71,7 @@ fn a_closed_pipe_on_stdout_ends_quietly_with_141() {
     for args in &commands {
         let verify = args.contains(&"verify");
         if verify {
-            std::fs::write(&revocations, format!("{kept}{}", "garbage line\n".repeat(3000))).unwrap();
+            std::fs::write(&revocations, format!("{kept}{}", "00 not-a-time garbage line\n".repeat(3000))).unwrap();
         }
         let (code, first, stderr) = read_one_line_and_close(args);
         if verify {
@@ -113,7 +113,9 @@ impl Ca {
             let csr = cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), n);
             ok(&ca.run(&["sign", "--csr", s(&csr)]));
         }
-        // The first verify takes the lock, which checkpoints the log these issuances left.
+        // A command that takes the lock checkpoints the log these issuances left (verify takes
+        // it only when its first reading finds something).
+        ok(&ca.run(&["crl"]));
         ok(&ca.run(&["store", "verify"]));
         ca
     }
