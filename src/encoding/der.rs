@@ -165,7 +165,15 @@ pub fn oid_arcs(content: &[u8]) -> Result<Vec<u64>, DerError> {
 
 /// Formats OID arcs as a dotted string.
 pub fn oid_to_string(arcs: &[u64]) -> String {
-    arcs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(".")
+    use std::fmt::Write;
+    let mut out = String::with_capacity(arcs.len() * 4);
+    for (i, a) in arcs.iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        let _ = write!(out, "{a}");
+    }
+    out
 }
 
 // ---- writing ----

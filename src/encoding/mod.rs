@@ -11,7 +11,14 @@ pub mod time;
 
 /// Lowercase hex, two digits a byte (serials, digests, fingerprints without colons).
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // One allocation (this runs several times per certificate: serials, digests, fingerprints).
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The SHA-256 of `bytes`, lowercase hex.
@@ -68,5 +75,26 @@ mod tests {
             assert_eq!(percent_decode(bad), None, "{bad}");
         }
         assert_eq!(sha256_hex(b"").len(), 64);
+    }
+}
+
+#[cfg(test)]
+mod hex_tests {
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        assert_eq!(super::hex(&[]), "");
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xa0, 0xff, 0x12]), "000fa0ff12");
+        let all: Vec<u8> = (0..=255).collect();
+        let want: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(super::hex(&all), want);
+    }
+
+    #[test]
+    fn oids_are_dotted_decimal() {
+        use crate::encoding::der::oid_to_string;
+        assert_eq!(oid_to_string(&[]), "");
+        assert_eq!(oid_to_string(&[2]), "2");
+        assert_eq!(oid_to_string(&[1, 3, 6, 1, 4, 1, 34380, 2, 5]), "1.3.6.1.4.1.34380.2.5");
+        assert_eq!(oid_to_string(&[2, u64::MAX]), format!("2.{}", u64::MAX));
     }
 }
