@@ -47,6 +47,7 @@ fn main() {
         vouch::cli::args::LogFormatArg::Json => vouch::obs::LogFormat::Json,
         vouch::cli::args::LogFormatArg::Text => vouch::obs::LogFormat::Text,
     }));
+    let only_reads = cli.command.only_reads();
     let code = match vouch::cli::run(cli) {
         Ok(code) => code,
         // A refusal (renewal): each reason with its code and hint, exit 1, as for a CSR.
@@ -60,7 +61,18 @@ fn main() {
         }
         // A closed pipe on stdout: quiet, as a process killed by SIGPIPE (SIGPIPE itself stays
         // ignored: `vouch serve` writes to sockets and must never die of it).
-        Err(vouch::Error::StdoutClosed) => vouch::cli::EXIT_PIPE,
+        Err(vouch::Error::StdoutClosed) if only_reads => vouch::cli::EXIT_PIPE,
+        // A command that changed the CA before its output was cut short says so.
+        Err(vouch::Error::StdoutClosed) => {
+            let mut err = std::io::stderr();
+            let _ = writeln!(
+                err,
+                "vouch: error: stdout was closed before vouch could write its output; the command itself ran to \
+                 its end (what it changes is changed)"
+            );
+            let _ = writeln!(err, "  hint: `vouch list --all` and `vouch audit show` show what the CA holds now");
+            vouch::cli::EXIT_ERROR
+        }
         Err(e) => {
             // Never eprintln!: it panics (exit 101) when stderr cannot be written.
             let mut err = std::io::stderr();

@@ -1346,6 +1346,33 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     assert!(!crl.to_ascii_lowercase().replace(':', "").contains(&node), "the node was revoked:\n{crl}");
 }
 
+/// A --server-name that is an administrator's name never revokes the administrator's
+/// certificate to take it: the start is refused, the administrator's certificate stays
+/// current and off the CRL (before, the service superseded it, and the administrator's
+/// `vouch revoke NAME` then revoked the service's certificate).
+#[test]
+fn a_server_name_that_is_an_administrators_is_refused_and_the_administrator_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &[]);
+    assert!(first.stop());
+    ok(&vouch()
+        .args(["--dir", s(&dir), "admin", "new", "alice"])
+        .args(["--cert-out", s(&tmp.path().join("a.pem")), "--key-out", s(&tmp.path().join("a.key"))])
+        .output()
+        .unwrap());
+    let admin = serial_of_current(&dir, "alice");
+    let o = vouch()
+        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is an administrator's name"), "{}", text(&o));
+    assert_eq!(serial_of_current(&dir, "alice"), admin);
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    assert!(!crl.to_ascii_lowercase().replace(':', "").contains(&admin), "the administrator was revoked:\n{crl}");
+}
+
 /// The serial (lowercase hex) of NAME's current certificate in the store.
 fn serial_of_current(dir: &Path, name: &str) -> String {
     serial_of(&dir.join(format!("ca/signed/{name}.pem")))

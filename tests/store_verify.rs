@@ -1142,7 +1142,8 @@ fn revocation_lines_that_name_no_serial_stay_off_the_crl_and_are_found() {
     ca.edit("revocations.txt", |t| {
         t + "zz 2026-01-01T00:00:00Z unspecified x.example.test\n\
              abc 2026-01-01T00:00:00Z unspecified x.example.test\n\
-             some garbage of words\n"
+             some garbage of words\n\
+             777d27ef1e609248296e"
     });
     ok(&ca.run(&["crl"], &[]));
     let o = run(
@@ -1154,7 +1155,7 @@ fn revocation_lines_that_name_no_serial_stay_off_the_crl_and_are_found() {
     assert!(listed.replace(':', "").contains(&a), "{a} is not on the CRL:\n{listed}");
     let (code, kinds, o) = ca.verify();
     assert_eq!(code, 1, "{}", text(&o));
-    assert_eq!(kinds, ["revocation-line-damaged"; 3], "{}", text(&o));
+    assert_eq!(kinds, ["revocation-line-damaged"; 4], "{}", text(&o));
 }
 
 /// A stray byte in the certname of a revocation (not on the CRL) neither stops `vouch list`
@@ -1331,4 +1332,43 @@ fn review4_a_crl_number_beyond_64_bits_is_never_taken_back() {
     let _ = ca.run(&["crl"], &[]);
     let after = review4_crl_number_of(&ca.ca("ca_crl.pem"));
     assert!(after >= published, "the CRL went from number {published} back to {after}");
+}
+
+/// A `crl_number` at the end of 64 bits does not stop the CA: numbers go on past it (counted
+/// in 128 bits; RFC 5280 allows 20 octets), every command still works and the number never
+/// goes back. A CRL on disk numbered beyond 128 bits (another tool's) is refused, the CRL
+/// left as it is.
+#[test]
+fn a_crl_number_at_the_end_of_64_bits_keeps_counting() {
+    let ca = Ca::with(&["a.example.test"]);
+    std::fs::write(ca.ca("crl_number"), "18446744073709551614\n").unwrap();
+    ok(&ca.run(&["crl"], &[]));
+    let first = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    assert_eq!(first.to_string(), "18446744073709551615");
+    ok(&ca.run(&["crl"], &[]));
+    let second = review4_crl_number_of(&ca.ca("ca_crl.pem"));
+    assert_eq!(second.to_string(), "18446744073709551616");
+    ok(&ca.run(&["list", "--all"], &[]));
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    assert!(review4_crl_number_of(&ca.ca("ca_crl.pem")) > second);
+
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca("ca_key.pem")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca.ca("ca_crt.pem")).unwrap(), key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let mut big = vec![1u8];
+    big.extend([0u8; 16]); // 2^128
+    let params = rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(30),
+        crl_number: rcgen::SerialNumber::from_slice(&big),
+        issuing_distribution_point: None,
+        revoked_certs: Vec::new(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    };
+    let pem = params.signed_by(&issuer).unwrap().pem().unwrap();
+    std::fs::write(ca.ca("ca_crl.pem"), &pem).unwrap();
+    let o = ca.run(&["crl"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("beyond the 128-bit numbers"), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(ca.ca("ca_crl.pem")).unwrap(), pem, "the CRL was changed");
 }

@@ -604,6 +604,13 @@ pub trait Store: Send + Sync {
     /// The certificates (DER) of every master CA sharing the store (none for the file store):
     /// a node of one master is verified at another.
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Whether the store holds nothing that only taking its lock settles (the file store:
+    /// its log verifies to its end; a log with a damaged or unfinished batch is replayed,
+    /// cut or refused by the next lock holder). `vouch store verify` reads a store that is
+    /// not settled only with the lock held.
+    fn settled_unlocked(&self) -> bool {
+        true
+    }
     /// Checks what the trait's reads cannot see of the store's own layout (`vouch store
     /// verify`), handing each inconsistency to `f` (the file store: its operation markers,
     /// records, inventory lines, junk; nothing by default). `now`: which certificates are

@@ -19,44 +19,15 @@ impl FileStore {
 
         // The inventory's lines, read as written (Store::inventory leaves a damaged line out).
         let text = self.read_or_empty("inventory.txt")?;
-        // Serials and certnames held as 128-bit digests (a store of millions stays in tens of
-        // MB): two names whose digests collide would hide one finding, with odds of about
-        // n² / 2¹²⁹.
-        let mut inventory: HashSet<Key> = HashSet::new();
-        // Certname → its inventory lines (more than one: renewed, superseded or re-enrolled).
-        let mut inventory_names: HashMap<Key, u32> = HashMap::new();
-        for (i, line) in text.split(|b| *b == b'\n').enumerate() {
-            if line.is_empty() {
-                continue;
-            }
-            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            let time = |t: &[u8]| std::str::from_utf8(t).is_ok_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
-            let whole = std::str::from_utf8(line).is_ok()
-                && matches!(fields.as_slice(), [s, nb, na, cn]
-                    if s.starts_with(b"0x") && cn.starts_with(b"/CN=") && time(nb) && time(na));
-            if let (true, Some(cn)) = (whole, fields.get(3)) {
-                *inventory_names.entry(key(cn.get(4..).unwrap_or_default())).or_default() += 1;
-            }
-            match fields.first().filter(|_| whole).and_then(|s| std::str::from_utf8(s).ok()) {
-                Some(serial) => {
-                    inventory.insert(key(serial.trim_start_matches("0x").as_bytes()));
-                }
-                None => f(Finding::InventoryLineDamaged {
-                    line: i + 1,
-                    text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
-                }),
-            }
-        }
-
+        let mut inv = InventorySeen::default();
+        inv.take(&text, f);
         // Every certificate file names a certname the inventory knows (the listing, and so the
         // checks over the trait, start from the inventory: a file it lacks is seen only here).
         let signed = self.p("signed");
         let dir = crate::files::durable::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
         for name in dir.names().map_err(io_err(&signed, "read directory"))? {
             let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
-            if crate::decision::check_certname(certname).is_err()
-                || inventory_names.contains_key(&key(certname.as_bytes()))
-            {
+            if crate::decision::check_certname(certname).is_err() || inv.names_or_newer(self, certname, f) {
                 continue; // junk (the scan below names it), or listed
             }
             let serial = self.file_serial(certname).unwrap_or_else(|| "(unreadable)".into());
@@ -124,7 +95,7 @@ impl FileStore {
                     State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
                     State::Abandoned => {}
                     State::Issued | State::Revoked => {
-                        if !inventory.contains(&key(rec.serial.as_bytes())) {
+                        if !inv.serial_or_newer(self, &rec.serial, f) {
                             f(Finding::RecordNotInInventory {
                                 serial: rec.serial.clone(),
                                 certname: rec.certname.clone(),
@@ -134,7 +105,7 @@ impl FileStore {
                             // A certname with one inventory line is checked through the listing;
                             // one with several (renewed, re-enrolled) is listed by its file, so
                             // the file is checked against the newest certificate here.
-                            let lines = inventory_names.get(&key(rec.certname.as_bytes())).copied().unwrap_or(0);
+                            let lines = inv.names.get(&key(rec.certname.as_bytes())).copied().unwrap_or(0);
                             if lines > 1 {
                                 match self.file_serial(&rec.certname) {
                                     None if !self.signed_path(&rec.certname).is_ok_and(|p| p.exists()) => {
@@ -181,7 +152,7 @@ impl FileStore {
                 && j.files.iter().any(|p| {
                     p.strip_prefix("signed/")
                         .and_then(|n| n.strip_suffix(".pem"))
-                        .is_some_and(|n| inventory_names.contains_key(&key(n.as_bytes())))
+                        .is_some_and(|n| inv.names.contains_key(&key(n.as_bytes())))
                 });
             if !of_listed {
                 f(Finding::Junk { name: j.name, kind: j.kind, detail: j.detail, files: j.files });
@@ -210,6 +181,88 @@ impl FileStore {
         let mut pem = Vec::new();
         crate::files::durable::open_regular(&path).ok()?.take(1 << 20).read_to_end(&mut pem).ok()?;
         Self::serial_of_pem(&String::from_utf8_lossy(&pem))
+    }
+}
+
+/// The inventory as the layout check has read it. Serials and certnames are held as 128-bit
+/// digests (a store of millions stays in tens of MB): two names whose digests collide would
+/// hide one finding, with odds of about n² / 2¹²⁹.
+#[derive(Default)]
+struct InventorySeen {
+    serials: HashSet<Key>,
+    /// Certname → its inventory lines (more than one: renewed, superseded or re-enrolled).
+    names: HashMap<Key, u32>,
+    /// Bytes read, and lines.
+    len: u64,
+    lines: usize,
+}
+
+impl InventorySeen {
+    /// Takes `bytes` (the inventory from where it was last read), reporting a line that is
+    /// not whole.
+    fn take(&mut self, bytes: &[u8], f: &mut dyn FnMut(Finding)) {
+        self.len += bytes.len() as u64;
+        for line in bytes.split(|b| *b == b'\n') {
+            self.lines += 1;
+            if line.is_empty() {
+                continue;
+            }
+            let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
+            let time = |t: &[u8]| std::str::from_utf8(t).is_ok_and(|t| crate::encoding::time::parse_rfc3339(t).is_ok());
+            let whole = std::str::from_utf8(line).is_ok()
+                && matches!(fields.as_slice(), [s, nb, na, cn]
+                    if s.starts_with(b"0x") && cn.starts_with(b"/CN=") && time(nb) && time(na));
+            if let (true, Some(cn)) = (whole, fields.get(3)) {
+                *self.names.entry(key(cn.get(4..).unwrap_or_default())).or_default() += 1;
+            }
+            match fields.first().filter(|_| whole).and_then(|s| std::str::from_utf8(s).ok()) {
+                Some(serial) => {
+                    self.serials.insert(key(serial.trim_start_matches("0x").as_bytes()));
+                }
+                None => f(Finding::InventoryLineDamaged {
+                    line: self.lines,
+                    text: String::from_utf8_lossy(line.get(..200).unwrap_or(line)).into_owned(),
+                }),
+            }
+        }
+        // The split counts one line past a final newline.
+        if bytes.last() == Some(&b'\n') {
+            self.lines -= 1;
+        }
+    }
+
+    /// Reads what was appended to the inventory since it was last read (whole lines only):
+    /// read without the lock, the store may have issued meanwhile.
+    fn newer(&mut self, store: &FileStore, f: &mut dyn FnMut(Finding)) {
+        use std::io::{Read, Seek};
+        let path = store.p("inventory.txt");
+        let Ok(mut file) = crate::files::durable::open_regular(&path) else { return };
+        let mut tail = Vec::new();
+        if file.seek(std::io::SeekFrom::Start(self.len)).is_err() || file.read_to_end(&mut tail).is_err() {
+            return;
+        }
+        let whole = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if let Some(lines) = tail.get(..whole).filter(|l| !l.is_empty()) {
+            self.take(lines, f);
+        }
+    }
+
+    /// Whether the inventory lists `certname`, read again if it did not when last read.
+    fn names_or_newer(&mut self, store: &FileStore, certname: &str, f: &mut dyn FnMut(Finding)) -> bool {
+        let k = key(certname.as_bytes());
+        if !self.names.contains_key(&k) {
+            self.newer(store, f);
+        }
+        self.names.contains_key(&k)
+    }
+
+    /// Whether the inventory lists `serial`, read again if it did not when last read.
+    fn serial_or_newer(&mut self, store: &FileStore, serial: &str, f: &mut dyn FnMut(Finding)) -> bool {
+        let k = key(serial.as_bytes());
+        if !self.serials.contains(&k) {
+            self.newer(store, f);
+        }
+        self.serials.contains(&k)
     }
 }
 

@@ -533,6 +533,18 @@ impl FileStore {
         Ok((header, entries, end))
     }
 
+    /// Whether the log (if any) reads whole: every byte after its header belongs to a batch
+    /// whose commit line verifies. Read without the lock, a batch being appended right now
+    /// also counts as not whole.
+    pub(super) fn log_verifies_to_its_end(&self) -> bool {
+        let len = match fs::symlink_metadata(self.wal_path()) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        };
+        self.read_wal().is_ok_and(|(_, _, end)| end == len)
+    }
+
     /// Writes a fresh log (header only) recording the inventory's current length. Synced.
     fn reset_wal(&self) -> Result<(), StoreError> {
         let inv = self.p("inventory.txt");
