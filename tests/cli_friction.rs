@@ -218,3 +218,53 @@ fn the_verify_summary_begins_with_a_capital() {
     let line = found.lines().find(|l| l.contains("current certificates,")).unwrap_or_default();
     assert!(line.starts_with(&summary) && line.ends_with(": 1 finding"), "{found}");
 }
+
+/// Runs vouch in `ca` with `args`, its stdout a pipe whose reader is gone before vouch writes
+/// (a script's `| head -0`, a reader that died): (status code, stderr).
+fn review5_with_stdout_closed(ca: &Ca, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// docs/operator-guide.md: "A command that had already changed the CA when stdout closed says
+/// what it did (exit 2)". `vouch revoke`, `vouch clean` and `vouch override set` print their
+/// one line only after the change is stored (the revocation and its CRL, the override); with
+/// stdout closed they end with 141 and nothing on stderr, as a command killed before it did
+/// anything would: a script (`set -o pipefail`) sees a command that died and may take the
+/// node for not revoked. (`sign` and `renew` say what they did: exit 2.)
+#[test]
+fn review5_a_change_done_before_stdout_closed_is_not_silent() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let class = common::fixture("classification.yaml");
+    let mut silent = Vec::new();
+    for args in [
+        vec!["revoke", "a.example.test"],
+        vec!["clean", "b.example.test"],
+        vec!["override", "set", "a.example.test", "--classification", s(&class)],
+    ] {
+        let (code, stderr) = review5_with_stdout_closed(&ca, &args);
+        // It was done: the certname is revoked (revoke), gone (clean), overridden.
+        let list = ok(&ca.run(&["list", "--all"]));
+        let revoked = list.split("Revoked Certificates:").nth(1).unwrap_or_default();
+        let done = match args[0] {
+            "revoke" => revoked.contains(args[1]),
+            "clean" => !list.contains(args[1]),
+            _ => ok(&ca.run(&["override", "show", "a.example.test"])).contains("revision 1"),
+        };
+        assert!(done, "{args:?} did not happen: {list}");
+        if !(code == Some(2) && stderr.contains("a.example.test") | stderr.contains("b.example.test")) {
+            silent.push(format!("{args:?}: exit {code:?}, stderr {stderr:?}"));
+        }
+    }
+    assert!(silent.is_empty(), "changed the CA, and nothing says so:\n{}", silent.join("\n"));
+}

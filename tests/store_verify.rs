@@ -1372,3 +1372,149 @@ fn a_crl_number_at_the_end_of_64_bits_keeps_counting() {
     assert!(text(&o).contains("beyond the 128-bit numbers"), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(ca.ca("ca_crl.pem")).unwrap(), pem, "the CRL was changed");
 }
+
+/// A log (`ca/wal.log`) of two batches, b's then c's, as one `vouch serve` leaves it between
+/// checkpoints (made here by joining what two `vouch sign` runs logged: the first log's header
+/// and b's batch, then c's batch), with one byte of batch `damaged` (0: b's, 1: c's) changed:
+/// still JSON, no longer its commit line's digest (a torn or rotted write).
+fn review5_two_batch_log_damaged(ca: &Ca, damaged: usize) {
+    let wal = ca.ca("wal.log");
+    ca.issue("b.example.test");
+    let first = std::fs::read_to_string(&wal).unwrap();
+    ca.issue("c.example.test");
+    let second = std::fs::read_to_string(&wal).unwrap();
+    let b: Vec<&str> = first.lines().collect();
+    let c: Vec<&str> = second.lines().collect();
+    assert!(b.len() == 3 && c.len() == 3 && b[1].contains("b.example.test") && c[1].contains("c.example.test"));
+    let mut lines = [b[0].to_string(), b[1].to_string(), b[2].to_string(), c[1].to_string(), c[2].to_string()];
+    let entry = &mut lines[1 + 2 * damaged];
+    let at = entry.find("MII").expect("a certificate in the entry") + 10;
+    let swap = if &entry[at..at + 1] == "A" { "B" } else { "A" };
+    entry.replace_range(at..at + 1, swap);
+    std::fs::write(&wal, lines.join("\n") + "\n").unwrap();
+}
+
+/// The log's last batch (c's) damaged, an earlier one (b's) whole. The next command that
+/// takes the lock keeps b's batch, cuts the inventory back to the log's header and applies
+/// b's again: c's inventory line is gone, its record and certificate file left unlisted
+/// (record-not-in-inventory, not-in-inventory). Verify's first reading takes no lock and
+/// never reads the log: it sees the inventory as it still is and says the store is sound
+/// (exit 0). Before this change verify took the lock and reported it; after any other
+/// command it does again. What verify says must not depend on which command ran last.
+#[test]
+fn review5_a_damaged_last_log_batch_is_reported_by_the_first_verify() {
+    let ca = Ca::with(&["a.example.test"]);
+    review5_two_batch_log_damaged(&ca, 1);
+    let (first, first_kinds, o1) = ca.verify();
+    // What the locked reading finds: after a command that takes the lock.
+    ok(&ca.run(&["crl"], &[]));
+    let (second, second_kinds, o2) = ca.verify();
+    assert_eq!(second, 1, "{}", text(&o2));
+    assert_eq!(
+        (first, &first_kinds),
+        (second, &second_kinds),
+        "verify said {first} {first_kinds:?}; after `vouch crl` took the lock, {second} {second_kinds:?}:\n{}\n{}",
+        text(&o1),
+        text(&o2)
+    );
+}
+
+/// The log's first batch (b's) damaged and a later one (c's) whole: not a torn write but a
+/// damaged log, which every command that takes the lock refuses (vouch serve cannot start,
+/// `vouch crl` fails). Verify's first reading never reads the log and says the store is
+/// sound (exit 0); before this change it took the lock and failed with the log's error (2).
+#[test]
+fn review5_a_damaged_log_that_fails_every_locking_command_is_not_called_sound() {
+    let ca = Ca::with(&["a.example.test"]);
+    review5_two_batch_log_damaged(&ca, 0);
+    let crl = ca.run(&["crl"], &[]);
+    assert_eq!(crl.status.code(), Some(2), "the damaged log is refused: {}", text(&crl));
+    let (code, kinds, o) = ca.verify();
+    assert_ne!(
+        (code, kinds.len()),
+        (0, 0),
+        "verify calls the store sound while `vouch crl` fails on it: {}\n{}",
+        text(&o),
+        text(&crl)
+    );
+}
+
+/// fleet-operations.md: verify reads "**without the lock**, beside `vouch serve` and every
+/// other command: issuance goes on", and "verify holds up issuance only on a store that has
+/// something to report". A sound store of thousands of certificates (every `serials/<ab>`
+/// shard there, as in any store past a thousand or so), and certificates issued one after
+/// another while verify's first reading runs (what a CA in service does all day): that
+/// reading, which read the inventory first, meets a new certificate's record in a shard it
+/// reads later but not its inventory line (record-not-in-inventory), takes that for a
+/// finding, and reads the whole store again holding the lock: issuance waits for a second
+/// full reading of a store that has nothing to report (minutes for a million certificates:
+/// the case the lock-free reading was made for). Seen here by holding the lock once the
+/// issuances are done: a verify that needs no lock ends meanwhile; this one waits for it.
+#[test]
+fn review5_issuance_during_verify_of_a_sound_store_is_not_held_up() {
+    let ca = Ca::with(&["a.example.test"]);
+    let names: Vec<String> = (0..12000).map(|i| format!("node-{i:05}.example.test")).collect();
+    common::gen_store::fill(&ca.dir, &names, time::OffsetDateTime::now_utc(), &|_| false);
+    for b in 0..=255u8 {
+        std::fs::create_dir_all(ca.ca(&format!("serials/{b:02x}"))).unwrap();
+    }
+    // A new log, whose header counts the lines just written (the next lock replays a log over
+    // the inventory as long as its header says).
+    std::fs::remove_file(ca.ca("wal.log")).unwrap();
+    ok(&ca.run(&["crl"], &[]));
+    // The CSRs are made before verify starts, so that issuing each is one `vouch sign`.
+    let csrs: Vec<PathBuf> = (0..8)
+        .map(|i| {
+            cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), &format!("new-{i}.example.test"))
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    let (code, kinds, o) = ca.verify();
+    let alone = t.elapsed();
+    assert_eq!((code, kinds.len()), (0, 0), "a sound store: {}", text(&o));
+    let mut child = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["store", "verify", "--format", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut issued = 0;
+    for csr in &csrs {
+        if started.elapsed() > alone / 3 || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        ok(&ca.run(&["sign", "--csr"], &[csr]));
+        issued += 1;
+    }
+    let burst = started.elapsed();
+    // The lock, held by a process of the test's own (as a long batch would hold it).
+    let marker = ca.w.join("held");
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(ca.ca(".lock"))
+        .args(["sh", "-c", &format!("touch {}; sleep 120", s(&marker))])
+        .spawn()
+        .unwrap();
+    while !marker.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let running_when_held = child.try_wait().unwrap().is_none();
+    let deadline = std::time::Instant::now() + alone * 3 + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let waited = child.try_wait().unwrap().is_none();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        running_when_held && !waited,
+        "verify (alone {alone:?}) of a sound store, {issued} certificates issued in its first {burst:?}: \
+         still running when the lock was taken: {running_when_held}; then waited for the lock: {waited}: {}",
+        text(&o)
+    );
+}

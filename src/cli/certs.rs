@@ -327,7 +327,7 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
-    sayln!("{done}")?;
+    say_done!("{done}")?;
     Ok(EXIT_OK)
 }
 
@@ -354,7 +354,7 @@ pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
             e => return Err(e),
         }
     }
-    sayln!("{}", auth.revoke(certname, "cessationOfOperation", true, now(cli)?)?)?;
+    say_done!("{}", auth.revoke(certname, "cessationOfOperation", true, now(cli)?)?)?;
     Ok(EXIT_OK)
 }
 

@@ -15,6 +15,15 @@ macro_rules! sayln {
     };
 }
 
+/// `sayln!` for the line a command prints once its change is made: if stdout cannot take
+/// it, the error still says what was done (exit 2), never the quiet end of a closed pipe.
+macro_rules! say_done {
+    ($($arg:tt)*) => {{
+        let done = format!($($arg)*);
+        say(&format!("{done}\n")).map_err(|e| crate::error::Error::Partial { done, error: Box::new(e) })
+    }};
+}
+
 mod admin;
 pub mod args;
 #[cfg(feature = "bench")]

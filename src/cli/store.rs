@@ -152,7 +152,7 @@ pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error>
                 error: crate::vouching::classification::ClassificationError::NotUtf8,
             })?;
             let o = auth.set_override(certname, Some(&text), *expect_revision, now)?;
-            sayln!("override of {certname} set: revision {}", o.revision)?;
+            say_done!("override of {certname} set: revision {}", o.revision)?;
         }
         OverrideCommand::Clear { certname, expect_revision } => {
             let current = auth.get_override(certname)?;
@@ -161,7 +161,7 @@ pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error>
                 return Ok(EXIT_OK);
             }
             let o = auth.set_override(certname, None, *expect_revision, now)?;
-            sayln!("override of {certname} cleared: revision {}", o.revision)?;
+            say_done!("override of {certname} cleared: revision {}", o.revision)?;
         }
         OverrideCommand::Show { certname, format } => {
             let o = auth.get_override(certname)?;
