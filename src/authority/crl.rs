@@ -38,16 +38,17 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
 /// `number_file`, the operator's to edit, and the crlNumber of the CRL in `crl_file`), and
 /// at least the current Unix time. The time is what keeps a data directory restored from a
 /// backup (both files older) or a damaged `number_file` from numbering a CRL below one
-/// already published (in microseconds: numbers jump, which RFC 5280 allows). A CRL on disk numbered beyond
-/// 64 bits (not vouch's) is refused: vouch could only number the next one lower.
+/// already published (in microseconds: numbers jump, which RFC 5280 allows). Numbers are
+/// counted in 128 bits (RFC 5280 allows 20 octets): a CRL on disk numbered beyond them (not
+/// vouch's) is refused, vouch could only number the next one lower.
 fn next_crl_number(
     number_file: &std::path::Path,
     crl_file: &std::path::Path,
     now: OffsetDateTime,
-) -> Result<u64, Error> {
+) -> Result<u128, Error> {
     let mut unknown = Vec::new();
     let from_file = match read_text(number_file) {
-        Ok(s) => s.trim().parse::<u64>().ok().or_else(|| {
+        Ok(s) => s.trim().parse::<u128>().ok().or_else(|| {
             unknown.push((number_file, "not a number"));
             None
         }),
@@ -67,7 +68,7 @@ fn next_crl_number(
             CrlNumber::TooLarge(n) => {
                 return Err(Error::Store {
                     detail: format!(
-                        "{} is numbered {n}, beyond the 64-bit numbers vouch gives its CRLs: the next CRL \
+                        "{} is numbered {n}, beyond the 128-bit numbers vouch gives its CRLs: the next CRL \
                          would be numbered lower, which relying parties refuse; nothing was written. \
                          Move that CRL away only if it was never published",
                         crl_file.display()
@@ -94,12 +95,12 @@ fn next_crl_number(
         .ok_or_else(|| Error::Store { detail: format!("{} is at its largest value", number_file.display()) })?;
     // Microseconds: faster than CRLs are ever written, so a burst never runs the count ahead
     // of the clock (a restore soon after would then fall below it).
-    Ok(next.max(u64::try_from(now.unix_timestamp_nanos() / 1000).unwrap_or(0)))
+    Ok(next.max(u128::try_from(now.unix_timestamp_nanos() / 1000).unwrap_or(0)))
 }
 
 /// What the first CRL in a PEM file says its number is.
 enum CrlNumber {
-    Fits(u64),
+    Fits(u128),
     /// No CRL, or one without a number.
     None,
     TooLarge(String),
@@ -110,7 +111,7 @@ fn crl_number_of(pem: &[u8]) -> CrlNumber {
     let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return CrlNumber::None };
     match crl.crl_number() {
         None => CrlNumber::None,
-        Some(n) => u64::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
+        Some(n) => u128::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
     }
 }
 

@@ -385,10 +385,11 @@ pub enum StoreCommand {
     /// the records in agreement; every revoked certificate on the revocation list and on the
     /// CRL; the file store's own files (no operation left half-done, no unsettled serial,
     /// never two unexpired unrevoked certificates of one certname, no junk); the CA bundle and
-    /// the root certificate file. Writes only what every command writes: it takes the store's
-    /// lock (which first finishes any recovery) and holds it while it reads, and writes a CRL
-    /// that is due. Exit 0: no finding; 1: findings, each named with what to do; 2: the store
-    /// could not be read.
+    /// the root certificate file. Reads the store first without its lock (issuance goes on);
+    /// at the first finding it reads it all again holding the lock (which first finishes any
+    /// recovery), and reports only what that reading finds. Writes only what every command
+    /// writes: a CRL that is due. Exit 0: no finding; 1: findings, each named with what to do;
+    /// 2: the store could not be read; 141: stdout's reader exited early.
     Verify {
         /// Output format: text; jsonl (one JSON object per finding, then one summary object).
         #[arg(long, value_enum, default_value_t = VerifyFormat::Text)]

@@ -356,7 +356,8 @@ pub(crate) fn crash_point(step: &str) {
 pub(crate) fn crash_point(_step: &str) {}
 
 /// A line of `revocations.txt`: `Some((revocation, whole))` where it begins with a serial a
-/// CRL can hold (an even number of hex digits, at most 40: 20 octets, RFC 5280 4.1.2.2), else
+/// CRL can hold (an even number of hex digits, at most 40: 20 octets, RFC 5280 4.1.2.2,
+/// followed by a space), else
 /// `None` (an odd digit, or none, would put another serial or an empty one on a CRL). A
 /// revocation with its serial is kept, on the CRL, whatever else is damaged: `whole` says
 /// whether the rest is as [`FileStore::revocation_line`] writes it (an RFC 3339 time, a
@@ -364,10 +365,14 @@ pub(crate) fn crash_point(_step: &str) {}
 /// line's end (an editor's CRLF) is not part of it.
 pub(crate) fn parse_revocation_line(line: &[u8]) -> Option<(Revocation, bool)> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let mut fields = line.split(|b| *b == b' ');
-    let serial = fields
-        .next()
-        .filter(|s| !s.is_empty() && s.len() % 2 == 0 && s.len() <= 40 && s.iter().all(u8::is_ascii_hexdigit))?;
+    // The serial is whole only where a space follows it: a line cut off inside its serial
+    // (an even number of digits left) would otherwise put another serial on the CRL.
+    let space = line.iter().position(|b| *b == b' ')?;
+    let (serial, rest) = line.split_at(space);
+    if serial.is_empty() || serial.len() % 2 != 0 || serial.len() > 40 || !serial.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let mut fields = rest.get(1..).unwrap_or_default().split(|b| *b == b' ');
     // The time, the reason and the certname are read as they are (a damaged time dates the
     // CRL entry at the CRL's own time, as it always did).
     let text = |f: Option<&[u8]>| f.map(|f| String::from_utf8_lossy(f).into_owned()).unwrap_or_default();
