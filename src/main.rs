@@ -67,8 +67,8 @@ fn main() {
             let mut err = std::io::stderr();
             let _ = writeln!(
                 err,
-                "vouch: error: stdout was closed before vouch could write its output; the command itself ran to \
-                 its end (what it changes is changed)"
+                "vouch: error: stdout was closed before vouch could write all of its output; what the command \
+                 wrote before that (to the CA, to files) stays written"
             );
             let _ = writeln!(err, "  hint: `vouch list --all` and `vouch audit show` show what the CA holds now");
             vouch::cli::EXIT_ERROR

@@ -268,3 +268,33 @@ fn review5_a_change_done_before_stdout_closed_is_not_silent() {
     }
     assert!(silent.is_empty(), "changed the CA, and nothing says so:\n{}", silent.join("\n"));
 }
+
+/// A sixth review of c39d4f0 (`Command::only_reads`): a command outside the read-only list
+/// ends with "the command itself ran to its end (what it changes is changed)" and a hint to
+/// `vouch list --all` and `vouch audit show` when stdout is closed, whether or not it changes
+/// anything. `vouch conductor sign` (its only output, the signed attributes, on stdout)
+/// changes nothing and reads no CA: the attributes are lost, the message says a change was
+/// made. It should end as every command that changes nothing does (141, stderr empty).
+#[test]
+fn review6_a_command_that_changes_nothing_does_not_say_its_change_was_made() {
+    let ca = Ca::with(&[]);
+    let class = common::fixture("classification.yaml");
+    let (code, stderr) = review5_with_stdout_closed(
+        &ca,
+        &[
+            "conductor",
+            "sign",
+            "--cert",
+            s(&ca.w.join("cond.pem")),
+            "--key",
+            s(&ca.w.join("cond.key")),
+            "--classification",
+            s(&class),
+            "--expires-in",
+            "1h",
+            "--certname",
+            "x.example.test",
+        ],
+    );
+    assert!(code == Some(141) && !stderr.contains("what it changes is changed"), "exit {code:?}, stderr {stderr:?}");
+}

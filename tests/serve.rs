@@ -1362,10 +1362,22 @@ fn a_server_name_that_is_an_administrators_is_refused_and_the_administrator_kept
         .output()
         .unwrap());
     let admin = serial_of_current(&dir, "alice");
-    let o = vouch()
+    let mut child = vouch()
         .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "alice"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the service started under the administrator's name");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("is an administrator's name"), "{}", text(&o));
     assert_eq!(serial_of_current(&dir, "alice"), admin);

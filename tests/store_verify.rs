@@ -1518,3 +1518,79 @@ fn review5_issuance_during_verify_of_a_sound_store_is_not_held_up() {
         text(&o)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// A sixth independent review (branch review6) of c39d4f0: each test below failed when the
+// review wrote it.
+// ---------------------------------------------------------------------------------------
+
+/// c39d4f0 says "CRL numbers counted in 128 bits (a crl_number at the end of 64 bits stopped
+/// every command)"; src/authority/crl.rs still counts in u64 (`next_crl_number` -> u64,
+/// `checked_add(1)`): a `crl_number` of 2^64 - 1 stops `vouch crl` and every command that
+/// writes a due CRL ("is at its largest value", exit 2).
+#[test]
+fn review6_a_crl_number_at_the_end_of_64_bits_does_not_stop_the_ca() {
+    let ca = Ca::with(&["a.example.test"]);
+    std::fs::write(ca.ca("crl_number"), "18446744073709551615\n").unwrap();
+    let o = ca.run(&["crl"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(review4_crl_number_of(&ca.ca("ca_crl.pem")).to_string() == "18446744073709551616");
+}
+
+/// c39d4f0 says "a revocation line cut off inside its serial stays off the CRL";
+/// `parse_revocation_line` still takes the text before the first space, or the whole line
+/// when there is none: a last line cut off (a crash or a full disk mid-append) after 8 of a
+/// serial's hex digits puts a 4-octet serial on the CRL, one the CA never issued.
+#[test]
+fn review6_a_revocation_line_cut_inside_its_serial_stays_off_the_crl() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    let b = ca.serial_of("b.example.test");
+    let cut = &b[..8];
+    let revs = ca.ca("revocations.txt");
+    let mut t = std::fs::read_to_string(&revs).unwrap();
+    t.push_str(cut); // no space, no newline: cut off inside the serial
+    std::fs::write(&revs, t).unwrap();
+    ok(&ca.run(&["crl"], &[]));
+    assert!(ca.crl_lists(&ca.serial_of("a.example.test")), "a's revocation left the CRL");
+    assert!(!ca.crl_lists(cut), "the cut-off serial {cut} is on the CRL");
+}
+
+/// c39d4f0 says "store verify --help no longer says it holds the lock"; it still says "it
+/// takes the store's lock (which first finishes any recovery) and holds it while it reads",
+/// while its first reading (since 664c458) takes no lock.
+#[test]
+fn review6_store_verify_help_does_not_say_it_holds_the_lock() {
+    let o = run(vouch().args(["store", "verify", "--help"]), None);
+    let help = ok(&o);
+    assert!(!help.contains("holds it while it reads"), "{help}");
+}
+
+/// A batch committed to the log (synced) but not applied to the files: the writer was killed
+/// between (crash point wal:appended; the certificate counts as issued: tests/crash.rs). The
+/// log verifies to its end, so `settled_unlocked` says true and verify's first reading takes
+/// no lock; it never reads the log's entries, sees a store without the certificate and says
+/// "no findings". The next command that takes the lock applies the batch: the store verify
+/// called sound is not the store the lock settles (with the lock, as before 664c458, verify
+/// would have applied it and checked the certificate).
+#[test]
+fn review6_a_committed_batch_not_yet_applied_is_seen_by_the_first_verify() {
+    let ca = Ca::with(&["a.example.test"]);
+    let csr = cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), "c.example.test");
+    let o = run(
+        vouch().arg("--dir").arg(&ca.dir).env("VOUCH_TEST_ABORT_AT", "wal:appended").args(["sign", "--csr"]).arg(&csr),
+        None,
+    );
+    assert!(o.status.code().is_none(), "the issuance should have aborted: {}", text(&o));
+    let (code, kinds, o) = ca.verify();
+    let summary = String::from_utf8_lossy(&o.stdout).into_owned();
+    let applied = ca.ca("signed/c.example.test.pem").exists();
+    // What the lock makes of the same store: the batch applied, c's certificate current.
+    ok(&ca.run(&["crl"], &[]));
+    assert!(ca.ca("signed/c.example.test.pem").exists(), "the lock did not apply the logged batch");
+    assert!(
+        code == 1 || applied,
+        "verify said {code} {kinds:?} without the batch the log holds for c.example.test applied (the next \
+         command that took the lock applied it):\n{summary}"
+    );
+}

@@ -316,15 +316,17 @@ pub enum ReportFormat {
 }
 
 impl Command {
-    /// Whether the command only reads (what it writes besides, a CRL that is due, every
+    /// Whether the command changes nothing (what it writes besides, a CRL that is due, every
     /// command writes): its output cut short by a closed pipe ends quietly (exit 141, as a
-    /// process killed by SIGPIPE). A command that changes the CA says instead that its
-    /// change was made though its output could not be written (exit 2).
+    /// process killed by SIGPIPE). A command that changes the CA or writes files says
+    /// instead that its output could not be written, and that what it wrote stays (exit 2).
     pub fn only_reads(&self) -> bool {
         match self {
             Command::List { .. } | Command::Crl { .. } | Command::Enc { .. } | Command::Check(_) => true,
             Command::Store(StoreCommand::Verify { .. }) => true,
             Command::Override(OverrideCommand::Show { .. }) | Command::Ldap(LdapCommand::Schema { .. }) => true,
+            // Neither touches the CA: what they print is all they make.
+            Command::Conductor(ConductorCommand::Sign(_)) => true,
             Command::Audit(a) => !matches!(a, AuditCommand::Checkpoint),
             Command::Reconcile(r) => !r.confirm,
             Command::Purge { confirm, .. } => !confirm,

@@ -605,8 +605,8 @@ pub trait Store: Send + Sync {
     /// a node of one master is verified at another.
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Whether the store holds nothing that only taking its lock settles (the file store:
-    /// its log verifies to its end; a log with a damaged or unfinished batch is replayed,
-    /// cut or refused by the next lock holder). `vouch store verify` reads a store that is
+    /// its log verifies to its end and is applied; a log with a damaged, unfinished or
+    /// unapplied batch is replayed, cut or refused by the next lock holder). `vouch store verify` reads a store that is
     /// not settled only with the lock held.
     fn settled_unlocked(&self) -> bool {
         true

@@ -618,7 +618,7 @@ impl Store for FileStore {
     }
 
     fn settled_unlocked(&self) -> bool {
-        self.log_verifies_to_its_end()
+        self.log_settled()
     }
 
     fn check_layout(

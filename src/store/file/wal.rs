@@ -533,16 +533,27 @@ impl FileStore {
         Ok((header, entries, end))
     }
 
-    /// Whether the log (if any) reads whole: every byte after its header belongs to a batch
-    /// whose commit line verifies. Read without the lock, a batch being appended right now
-    /// also counts as not whole.
-    pub(super) fn log_verifies_to_its_end(&self) -> bool {
-        let len = match fs::symlink_metadata(self.wal_path()) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
-            Err(_) => return false,
-        };
-        self.read_wal().is_ok_and(|(_, _, end)| end == len)
+    /// Whether the log (if any) reads whole and is applied: every byte after its header
+    /// belongs to a batch whose commit line verifies, and every entry's record is in the
+    /// files. Read without the lock, a batch being appended or applied right now is neither:
+    /// asked again for up to 0.1 s before the answer is no (a batch that a killed process
+    /// logged and never applied stays so until the next lock holder applies it).
+    pub(super) fn log_settled(&self) -> bool {
+        for attempt in 0..5 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let len = match fs::symlink_metadata(self.wal_path()) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
+                Err(_) => return false,
+            };
+            let Ok((_, entries, end)) = self.read_wal() else { continue };
+            if end == len && entries.iter().all(|e| self.serial_path(&e.record.serial).exists()) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Writes a fresh log (header only) recording the inventory's current length. Synced.
