@@ -1,4 +1,6 @@
-//! The file store's own layout, as `vouch store verify` checks it (with the lock held, after
+//! The file store's own layout, as `vouch store verify` checks it (first without the lock,
+//! beside writers: what was appended to the inventory meanwhile is read before a record or a
+//! file is called unlisted; then, if that reading found anything, with the lock held, after
 //! recovery): no operation marker left under `pending/`, every inventory line whole, every
 //! record under `serials/` whole JSON and settled (no intent), every issued or revoked
 //! record in the inventory, never two unexpired certificates of one certname that are not
