@@ -100,8 +100,9 @@ impl Authority {
             }
             // Nor an administrator's: the service taking an administrator's name would revoke
             // that credential (and the administrator's `vouch revoke NAME` then the service's).
-            let pem = current.as_ref().map(|c| c.pem.as_str()).unwrap_or_default();
-            if valid && role != certificate::LocalRole::Admin && carries_cli_auth(pem) {
+            let pem = current.as_ref().map(|c| c.pem.as_bytes()).unwrap_or_default();
+            let der = crate::encoding::pem::find(pem, &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+            if valid && role != certificate::LocalRole::Admin && super::reserved::carries_cli_auth(&der) {
                 return Err(Error::Usage {
                     detail: format!(
                         "{certname} is an administrator's name: it has a valid administrator certificate (serial {}), \
@@ -175,15 +176,4 @@ impl Authority {
         });
         Ok(Presented { certname, serial, cli_auth, fingerprint: bootstrap::fingerprint(der) })
     }
-}
-
-/// Whether a PEM certificate carries Puppet's CLI-authorization extension (an
-/// administrator's certificate, as `vouch admin new` issues it).
-fn carries_cli_auth(pem: &str) -> bool {
-    let Ok((_, der)) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]) else { return false };
-    x509_parser::parse_x509_certificate(&der).is_ok_and(|(_, c)| {
-        c.extensions()
-            .iter()
-            .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::encoding::oids::PP_CLI_AUTH.iter().copied())))
-    })
 }

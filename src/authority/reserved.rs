@@ -165,16 +165,20 @@ impl Authority {
             return Some(h);
         }
         if rec.conductor.is_none() && rec.attributes_expiry.is_none() {
-            let der = der();
-            let admin = x509_parser::parse_x509_certificate(&der).ok().is_some_and(|(_, c)| {
-                c.extensions()
-                    .iter()
-                    .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::encoding::oids::PP_CLI_AUTH.iter().copied())))
-            });
-            return Some(if admin { Holder::Admin } else { Holder::Service });
+            return Some(if carries_cli_auth(&der()) { Holder::Admin } else { Holder::Service });
         }
         None
     }
+}
+
+/// Whether a certificate (DER) carries Puppet's CLI-authorization extension: an
+/// administrator's certificate, as `vouch admin new` issues it.
+pub(super) fn carries_cli_auth(der: &[u8]) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| {
+        c.extensions()
+            .iter()
+            .any(|e| e.oid.iter().is_some_and(|i| i.eq(crate::encoding::oids::PP_CLI_AUTH.iter().copied())))
+    })
 }
 
 #[cfg(test)]
