@@ -20,16 +20,19 @@ fn ca_with(tmp: &Path, n: usize) -> PathBuf {
     dir
 }
 
-/// Runs vouch with `args`, stdout piped: reads one line, closes the pipe (as `| head -1`
-/// does), and waits. Returns the status code, that line and stderr.
-fn read_one_line_and_close(args: &[&str]) -> (Option<i32>, String, String) {
-    let mut child = vouch()
-        .args(args)
-        .stdin(std::process::Stdio::null())
+/// Starts `cmd` with no stdin and its stdout and stderr piped.
+fn piped(cmd: &mut std::process::Command) -> std::process::Child {
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs vouch with `args`, stdout piped: reads one line, closes the pipe (as `| head -1`
+/// does), and waits. Returns the status code, that line and stderr.
+fn read_one_line_and_close(args: &[&str]) -> (Option<i32>, String, String) {
+    let mut child = piped(vouch().args(args));
     let mut first = String::new();
     {
         let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -222,15 +225,7 @@ fn the_verify_summary_begins_with_a_capital() {
 /// Runs vouch in `ca` with `args`, its stdout a pipe whose reader is gone before vouch writes
 /// (a script's `| head -0`, a reader that died): (status code, stderr).
 fn review5_with_stdout_closed(ca: &Ca, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = vouch()
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(args));
     drop(child.stdout.take());
     let o = child.wait_with_output().unwrap();
     (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())

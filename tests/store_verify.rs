@@ -294,14 +294,7 @@ fn a_fifo_in_the_store_never_hangs_verify() {
     std::fs::remove_file(&record).unwrap();
     mkfifo(&record);
     // verify with a deadline: a hang fails the test instead of blocking it.
-    let mut child = vouch()
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(["store", "verify", "--format", "jsonl"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_verify(&ca);
     let t = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         if t.elapsed() > std::time::Duration::from_secs(60) {
@@ -776,6 +769,18 @@ fn review2_linked_root_and_bundle_are_read_as_every_command_reads_them() {
     assert_eq!((code, kinds.clone()), (0, vec![]), "{}", text(&o));
 }
 
+/// `vouch store verify --format jsonl` started in the background, its output piped.
+fn spawn_verify(ca: &Ca) -> std::process::Child {
+    vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["store", "verify", "--format", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `vouch store verify` with a deadline: Some(output), or None if it was still running
 /// after `secs` seconds (then killed).
 fn verify_within(ca: &Ca, secs: u64) -> Option<std::process::Output> {
@@ -1088,10 +1093,7 @@ fn review3_a_leased_audit_log_delays_issuance_instead_of_failing_it() {
 
 /// The crlNumber of the master CA's CRL on disk.
 fn crl_number(ca: &Ca) -> u64 {
-    let pem = std::fs::read(ca.ca("ca_crl.pem")).unwrap();
-    let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
-    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
-    u64::try_from(crl.crl_number().expect("a CRL number")).unwrap()
+    u64::try_from(&review4_crl_number_of(&ca.ca("ca_crl.pem"))).unwrap()
 }
 
 /// A CRL's number never goes back (RFC 5280 5.2.3; a compile server refuses a CRL whose
@@ -1116,12 +1118,7 @@ fn a_damaged_or_stale_crl_number_never_takes_the_crl_number_back() {
         last = n;
     }
     // The root's CRL the same way.
-    let root_number = |ca: &Ca| {
-        let pem = std::fs::read(ca.ca("root_crl.pem")).unwrap();
-        let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
-        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
-        u64::try_from(crl.crl_number().unwrap()).unwrap()
-    };
+    let root_number = |ca: &Ca| review4_crl_number_of(&ca.ca("root_crl.pem"));
     let before = root_number(&ca);
     std::fs::write(ca.ca("root_crl_number"), "x\n").unwrap();
     std::fs::write(ca.ca("root_crl_next_update"), "2000-01-01T00:00:00Z\n").unwrap();
@@ -1218,14 +1215,7 @@ fn verify_of_a_sound_store_does_not_wait_for_the_lock() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"certificates\":2"), "{}", text(&o));
 
     std::fs::write(ca.ca("revocations.txt"), "garbage\n").unwrap();
-    let mut child = vouch()
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(["store", "verify", "--format", "jsonl"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_verify(&ca);
     std::thread::sleep(std::time::Duration::from_secs(2));
     let waited = child.try_wait().unwrap().is_none();
     let _ = holder.kill();
@@ -1234,6 +1224,23 @@ fn verify_of_a_sound_store_does_not_wait_for_the_lock() {
     assert!(waited, "a store with a finding was not read again under the lock: {}", text(&o));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("revocation-line-damaged"), "{}", text(&o));
+}
+
+/// An empty CRL signed with the master CA's key, numbered `number` (big-endian), as PEM: what
+/// another tool could leave in `ca_crl.pem`.
+fn crl_numbered(ca: &Ca, number: &[u8]) -> String {
+    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca("ca_key.pem")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca.ca("ca_crt.pem")).unwrap(), key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let params = rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(30),
+        crl_number: rcgen::SerialNumber::from_slice(number),
+        issuing_distribution_point: None,
+        revoked_certs: Vec::new(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    };
+    params.signed_by(&issuer).unwrap().pem().unwrap()
 }
 
 /// The crlNumber of a PEM CRL file, whatever its size.
@@ -1314,19 +1321,7 @@ fn review4_a_data_directory_restored_from_a_backup_never_takes_the_crl_number_ba
 fn review4_a_crl_number_beyond_64_bits_is_never_taken_back() {
     let ca = Ca::with(&["a.example.test"]);
     ok(&ca.run(&["crl"], &[]));
-    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca("ca_key.pem")).unwrap()).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca.ca("ca_crt.pem")).unwrap(), key).unwrap();
-    let now = time::OffsetDateTime::now_utc();
-    let big = [1u8, 0, 0, 0, 0, 0, 0, 0, 7]; // 2^64 + 7
-    let params = rcgen::CertificateRevocationListParams {
-        this_update: now,
-        next_update: now + time::Duration::days(30),
-        crl_number: rcgen::SerialNumber::from_slice(&big),
-        issuing_distribution_point: None,
-        revoked_certs: Vec::new(),
-        key_identifier_method: rcgen::KeyIdMethod::Sha256,
-    };
-    std::fs::write(ca.ca("ca_crl.pem"), params.signed_by(&issuer).unwrap().pem().unwrap()).unwrap();
+    std::fs::write(ca.ca("ca_crl.pem"), crl_numbered(&ca, &[1, 0, 0, 0, 0, 0, 0, 0, 7])).unwrap(); // 2^64 + 7
     let published = review4_crl_number_of(&ca.ca("ca_crl.pem"));
     assert!(published.bits() > 64, "{published}");
     let _ = ca.run(&["crl"], &[]);
@@ -1352,20 +1347,9 @@ fn a_crl_number_at_the_end_of_64_bits_keeps_counting() {
     ok(&ca.run(&["revoke", "a.example.test"], &[]));
     assert!(review4_crl_number_of(&ca.ca("ca_crl.pem")) > second);
 
-    let key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca("ca_key.pem")).unwrap()).unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&std::fs::read_to_string(ca.ca("ca_crt.pem")).unwrap(), key).unwrap();
-    let now = time::OffsetDateTime::now_utc();
     let mut big = vec![1u8];
     big.extend([0u8; 16]); // 2^128
-    let params = rcgen::CertificateRevocationListParams {
-        this_update: now,
-        next_update: now + time::Duration::days(30),
-        crl_number: rcgen::SerialNumber::from_slice(&big),
-        issuing_distribution_point: None,
-        revoked_certs: Vec::new(),
-        key_identifier_method: rcgen::KeyIdMethod::Sha256,
-    };
-    let pem = params.signed_by(&issuer).unwrap().pem().unwrap();
+    let pem = crl_numbered(&ca, &big);
     std::fs::write(ca.ca("ca_crl.pem"), &pem).unwrap();
     let o = ca.run(&["crl"], &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -1472,14 +1456,7 @@ fn review5_issuance_during_verify_of_a_sound_store_is_not_held_up() {
     let (code, kinds, o) = ca.verify();
     let alone = t.elapsed();
     assert_eq!((code, kinds.len()), (0, 0), "a sound store: {}", text(&o));
-    let mut child = vouch()
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(["store", "verify", "--format", "jsonl"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_verify(&ca);
     let started = std::time::Instant::now();
     let mut issued = 0;
     for csr in &csrs {
