@@ -1571,3 +1571,35 @@ fn review6_a_committed_batch_not_yet_applied_is_seen_by_the_first_verify() {
          command that took the lock applied it):\n{summary}"
     );
 }
+
+/// A certificate file vouch may not read (its mode, as an operator's `chmod` leaves it): a
+/// finding that names the permission, with a hint to fix the access, not a restore; verify
+/// still checks the rest and exits 1 (it used to stop with exit 2 in the junk scan). As root
+/// a mode does not stop a read, so the test runs verify as `nobody` (the store handed to it).
+#[test]
+fn a_certificate_file_vouch_may_not_read_is_a_finding() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let cert = ca.ca("signed/a.example.test.pem");
+    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    let mut cmd = if root {
+        // nobody gets the store and a copy of the binary (the build's directory may be closed to it).
+        let bin = ca.w.join("vouch-bin");
+        std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+        let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&ca.w).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::set_permissions(&ca.w, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
+        c
+    } else {
+        vouch()
+    };
+    let o = cmd.arg("--dir").arg(&ca.dir).args(["store", "verify"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(out.contains("current-unreadable: a.example.test") && out.contains("Permission denied"), "{out}");
+    assert!(out.contains("give the user vouch runs as read access"), "{out}");
+    assert!(out.contains("2 current certificates") && out.contains("1 finding"), "{out}");
+}

@@ -65,6 +65,9 @@ fn each_name(dir: &Path, mut f: impl FnMut(&OsStr) -> Result<(), StoreError>) ->
 
 /// A file's content (at most [`MAX_READ`] bytes: a larger file is read that far; it is junk anyway).
 /// A file that is not regular (a directory, a link, a FIFO, a device) is not read: `None`.
+/// Nor is one this process may not read (its mode, an ACL): `None`, since what it holds is
+/// unknown, it is not called junk (`vouch purge` would remove it); the checks of the
+/// certname's certificate name it as unreadable.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     use std::io::Read;
     match std::fs::symlink_metadata(path) {
@@ -75,7 +78,9 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     }
     let f = match crate::files::durable::open_nofollow(std::fs::OpenOptions::new().read(true), path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            return Ok(None)
+        }
         Err(e) => return Err(StoreError::Io { path: path.to_path_buf(), op: "read", source: e }),
     };
     let mut buf = Vec::new();

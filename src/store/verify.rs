@@ -122,6 +122,10 @@ impl Finding {
     /// What the operator can do about it.
     pub fn hint(&self) -> &'static str {
         match self {
+            Finding::CurrentUnreadable { detail, .. } if detail.contains("Permission denied") => {
+                "give the user vouch runs as read access to the file (its owner or mode: vouch writes \
+                 certificates 0644), then run verify again; nothing needs restoring"
+            }
             Finding::CurrentUnreadable { .. } | Finding::CurrentMissing { .. } => {
                 "restore signed/CERTNAME.pem (and its record) from a backup of DIR/ca, or from the \
                  node's own copy (its first PEM block only); a certificate whose serial has no \

@@ -715,6 +715,39 @@ impl FileStore {
     }
 
     /// At lock time: a log this process did not leave is re-applied and checkpointed.
+    /// The inventory's lines after `from` (the log's header's length) that the log's
+    /// `entries` do not hold, and that stand for a certificate the store knows (a whole
+    /// line, the serial's record present): lines appended by someone else meanwhile (an
+    /// import, an older vouch's redo). The replay cuts the inventory back to `from` and
+    /// appends the entries' lines again; these are written back first, not lost. What is
+    /// not such a line (a torn one, a power loss's garbage) is dropped.
+    fn inventory_lines_not_logged(&self, from: u64, entries: &[Issuance]) -> Result<Vec<u8>, StoreError> {
+        use std::io::{Seek, SeekFrom};
+        let inv = self.p("inventory.txt");
+        let mut f = crate::files::durable::open_regular(&inv).map_err(io_err(&inv, "read"))?;
+        let mut tail = Vec::new();
+        f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(io_err(&inv, "read"))?;
+        let logged: std::collections::HashSet<&str> = entries.iter().map(|e| e.record.serial.as_str()).collect();
+        let mut kept = Vec::new();
+        let mut rest = tail.as_slice();
+        while let Some(n) = rest.iter().position(|b| *b == b'\n') {
+            let (line, after) = rest.split_at(n + 1);
+            rest = after;
+            let serial = std::str::from_utf8(line)
+                .ok()
+                .and_then(|l| l.strip_prefix("0x"))
+                .and_then(|l| l.split(' ').next())
+                .filter(|s| !s.is_empty() && s.len() <= 40 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+            if let Some(serial) = serial {
+                let whole = std::str::from_utf8(line).is_ok_and(|l| l.trim_end().split(' ').count() == 4);
+                if whole && !logged.contains(serial) && self.serial_path(serial).exists() {
+                    kept.extend_from_slice(line);
+                }
+            }
+        }
+        Ok(kept)
+    }
+
     pub(super) fn recover_wal(&self) -> Result<(), StoreError> {
         let Some(id) = self.wal_id()? else { return self.reset_wal() };
         if self.known() == Some(id) {
@@ -726,6 +759,15 @@ impl FileStore {
         self.forget_everything();
         let (header, entries, end) = self.read_wal()?;
         if entries.is_empty() {
+            // Lines appended to the inventory since the header was written (an import, an
+            // older vouch's redo): a new header records them, after a flush makes them
+            // durable; otherwise the next batch's replay would cut the inventory back to the
+            // old header's length, and them with it.
+            let inv = self.p("inventory.txt");
+            let inventory_len = fs::symlink_metadata(&inv).map(|m| m.len()).unwrap_or(0);
+            if inventory_len != header.inventory_len {
+                return self.checkpoint_now(&[]);
+            }
             if end == id.len {
                 self.set_known(Some(id));
                 return Ok(());
@@ -736,13 +778,16 @@ impl FileStore {
         // page cache holds: make them durable before anything is applied from them.
         File::open(self.wal_path()).and_then(|f| f.sync_data()).map_err(io_err(&self.wal_path(), "sync"))?;
         let inv = self.p("inventory.txt");
+        let mut kept = Vec::new();
         if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
+            kept = self.inventory_lines_not_logged(header.inventory_len, &entries)?;
             let f = crate::files::durable::open_nofollow(OpenOptions::new().write(true), &inv)
                 .map_err(io_err(&inv, "open"))?;
             f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
         }
         self.forget_everything();
         let mut inventory = std::io::BufWriter::with_capacity(64 << 10, self.open_inventory()?);
+        inventory.write_all(&kept).map_err(io_err(&inv, "append to"))?;
         for e in &entries {
             self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
@@ -757,6 +802,55 @@ mod tests {
     use crate::store::Store;
 
     use crate::store::file::test_issuance as issuance;
+
+    /// Inventory lines someone else appended (an import, an older vouch's redo) survive a
+    /// replay of the log: with an empty log, the next lock holder's new header records them;
+    /// with batches in the log, the replay writes them back after cutting the inventory to
+    /// the header's length. A torn line, or one for a serial the store has no record of, is
+    /// not kept.
+    #[test]
+    fn inventory_lines_appended_from_outside_survive_a_replay_of_the_log() {
+        let append = |store: &FileStore, text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        let record = |store: &FileStore, serial: &str, name: &str| {
+            store.write_record(&issuance(serial, name).record).unwrap();
+        };
+        let foreign = "0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=imported.example\n";
+        for logged in [false, true] {
+            let d = tempfile::tempdir().unwrap();
+            let store = FileStore::new(d.path().join("ca"));
+            store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+            store.checkpoint(&store.lock().unwrap()).unwrap();
+            if logged {
+                // A batch in the log, then the foreign lines (this process knows its log).
+                store.issue(&store.lock().unwrap(), &[issuance("aa02", "b.example")]).unwrap();
+            }
+            record(&store, "cc01", "imported.example");
+            append(&store, foreign);
+            // Not kept: no record for its serial; a torn last line.
+            append(&store, "0xdd01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=ghost.example\n0xcc0");
+            // Another process takes the lock (or this one after a crash), then issues; the
+            // one after it replays the log from its header.
+            store.set_known(None);
+            store.issue(&store.lock().unwrap(), &[issuance("aa03", "c.example")]).unwrap();
+            store.set_known(None);
+            drop(store.lock().unwrap());
+            let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+            assert_eq!(inv.matches("0xcc01 ").count(), 1, "logged {logged}: {inv}");
+            for serial in ["0xaa01 ", "0xaa03 "] {
+                assert_eq!(inv.matches(serial).count(), 1, "logged {logged}: {inv}");
+            }
+            assert_eq!(inv.matches("0xaa02 ").count(), usize::from(logged), "logged {logged}: {inv}");
+            if logged {
+                // Cut with the replay (the empty log's new header would have kept them).
+                assert!(!inv.contains("ghost.example"), "{inv}");
+            }
+            assert!(inv.ends_with('\n') && !inv.contains("0xcc0\n"), "logged {logged}: {inv}");
+        }
+    }
 
     /// A batch whose apply failed after its log entry was synced is applied before the next
     /// batch or checkpoint under the same lock (found by review: it used to be discarded).
