@@ -99,6 +99,7 @@ fn next_crl_number(
 }
 
 /// What the first CRL in a PEM file says its number is.
+#[derive(Debug, PartialEq, Eq)]
 enum CrlNumber {
     Fits(u128),
     /// No CRL, or one without a number.
@@ -108,11 +109,64 @@ enum CrlNumber {
 
 fn crl_number_of(pem: &[u8]) -> CrlNumber {
     let Ok((_, der)) = crate::encoding::pem::find(pem, &["X509 CRL"]) else { return CrlNumber::None };
-    let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return CrlNumber::None };
-    match crl.crl_number() {
-        None => CrlNumber::None,
-        Some(n) => u128::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
+    crl_number_in(&der).unwrap_or(CrlNumber::None)
+}
+
+/// The crlNumber extension (2.5.29.20) of a DER CertificateList, read by walking its
+/// TLV headers: the revoked certificates (millions of bytes on a large CRL) are stepped
+/// over, not parsed; nor is the signature checked (the number is only compared, never
+/// trusted for more). `None`: not such a CRL.
+fn crl_number_in(der: &[u8]) -> Option<CrlNumber> {
+    use x509_parser::asn1_rs::{Any, Class, FromDer, Tag};
+    const CRL_NUMBER: [u8; 3] = [0x55, 0x1d, 0x14];
+    let (_, list) = Any::from_der(der).ok()?;
+    let (_, tbs) = Any::from_der(list.data).ok()?;
+    if list.tag() != Tag::Sequence || tbs.tag() != Tag::Sequence {
+        return None;
     }
+    // TBSCertList's fields in order; the extensions are its last, [0] EXPLICIT.
+    let mut fields = tbs.data;
+    while !fields.is_empty() {
+        let (rest, field) = Any::from_der(fields).ok()?;
+        fields = rest;
+        if field.class() != Class::ContextSpecific || field.tag() != Tag(0) {
+            continue;
+        }
+        let (_, extensions) = Any::from_der(field.data).ok()?;
+        let mut each = extensions.data;
+        while !each.is_empty() {
+            let (rest, extension) = Any::from_der(each).ok()?;
+            each = rest;
+            let (after_id, id) = Any::from_der(extension.data).ok()?;
+            if id.tag() != Tag::Oid || id.data != CRL_NUMBER {
+                continue;
+            }
+            // extnID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING (an INTEGER).
+            let (after, mut value) = Any::from_der(after_id).ok()?;
+            if value.tag() == Tag::Boolean {
+                value = Any::from_der(after).ok()?.1;
+            }
+            let (_, int) = Any::from_der(value.data).ok()?;
+            if value.tag() != Tag::OctetString || int.tag() != Tag::Integer {
+                return None;
+            }
+            return Some(integer_number(int.data));
+        }
+        return Some(CrlNumber::None);
+    }
+    Some(CrlNumber::None)
+}
+
+/// A DER INTEGER's content as a CRL number: non-negative, in 128 bits or too large.
+fn integer_number(bytes: &[u8]) -> CrlNumber {
+    if bytes.first().is_none_or(|b| b & 0x80 != 0) {
+        return CrlNumber::None; // empty, or negative: no CRL number
+    }
+    let digits = bytes.iter().position(|b| *b != 0).map_or(&[][..], |i| &bytes[i..]);
+    if digits.len() > 16 {
+        return CrlNumber::TooLarge(x509_parser::num_bigint::BigUint::from_bytes_be(digits).to_string());
+    }
+    CrlNumber::Fits(digits.iter().fold(0u128, |n, b| (n << 8) | u128::from(*b)))
 }
 
 impl Authority {
@@ -406,7 +460,67 @@ fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::after_second;
+    use super::{after_second, crl_number_in, crl_number_of, CrlNumber};
+
+    /// The number read by walking the CRL's headers is the one x509-parser reads parsing it
+    /// whole, for numbers of every size, with and without revoked certificates, the
+    /// extension critical or not; what is not a numbered CRL reads as none.
+    #[test]
+    fn the_crl_number_read_by_walking_is_the_one_a_whole_parse_reads() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
+        let issuer = rcgen::Issuer::new(ca, &key);
+        let now = time::OffsetDateTime::now_utc();
+        let big = |n: usize| {
+            let mut b = vec![0x7f];
+            b.extend(std::iter::repeat_n(0xab, n - 1));
+            b
+        };
+        let numbers: Vec<Vec<u8>> =
+            vec![vec![0], vec![1], vec![0x80], u64::MAX.to_be_bytes().to_vec(), big(16), big(17), big(20)];
+        for number in &numbers {
+            for revoked in [0usize, 3, 2000] {
+                let params = rcgen::CertificateRevocationListParams {
+                    this_update: now,
+                    next_update: now + time::Duration::days(1),
+                    crl_number: rcgen::SerialNumber::from_slice(number),
+                    issuing_distribution_point: None,
+                    revoked_certs: (0..revoked)
+                        .map(|i| rcgen::RevokedCertParams {
+                            serial_number: rcgen::SerialNumber::from_slice(&(i as u64 + 1).to_be_bytes()),
+                            revocation_time: now,
+                            reason_code: Some(rcgen::RevocationReason::Superseded),
+                            invalidity_date: None,
+                        })
+                        .collect(),
+                    key_identifier_method: rcgen::KeyIdMethod::Sha256,
+                };
+                let crl = params.signed_by(&issuer).unwrap();
+                let (_, parsed) = x509_parser::parse_x509_crl(crl.der()).unwrap();
+                let whole = parsed.crl_number().unwrap();
+                let want =
+                    u128::try_from(whole).map_or_else(|_| CrlNumber::TooLarge(whole.to_string()), CrlNumber::Fits);
+                assert_eq!(crl_number_in(crl.der()), Some(want), "{number:02x?} with {revoked} revoked");
+                assert_eq!(
+                    crl_number_of(crl.pem().unwrap().as_bytes()),
+                    crl_number_in(crl.der()).unwrap(),
+                    "{number:02x?}"
+                );
+                // Cut anywhere inside: never a panic; a cut CRL reads as none or as a number
+                // (the number comes before the signature's end: only compared, never trusted).
+                for cut in [1, 2, 10, crl.der().len() / 2, crl.der().len() - 1] {
+                    let _ = crl_number_in(&crl.der()[..cut]);
+                }
+            }
+        }
+        assert_eq!(crl_number_of(b"not a CRL"), CrlNumber::None);
+        assert_eq!(crl_number_in(&[0x30, 0x03, 0x02, 0x01, 0x01]), None);
+        // A negative INTEGER is no number.
+        assert_eq!(super::integer_number(&[0xff]), CrlNumber::None);
+        assert_eq!(super::integer_number(&[0x00, 0x00, 0x05]), CrlNumber::Fits(5));
+    }
 
     #[test]
     fn a_new_crl_is_dated_a_second_after_the_one_it_replaces_only_when_needed() {
