@@ -99,6 +99,20 @@ pub enum Error {
     NotFound {
         certname: String,
     },
+    /// `vouch revoke --serial`: not a serial as a certificate carries one (hex, at most 20 octets).
+    SerialInvalid {
+        given: String,
+    },
+    /// `vouch revoke --serial`: no record and no inventory line of this CA has the serial.
+    SerialUnknown {
+        serial: String,
+    },
+    /// `vouch revoke --serial`: the serial was reserved, never issued (nothing to revoke).
+    SerialNeverIssued {
+        serial: String,
+        certname: String,
+        state: String,
+    },
     /// A certname that fails the certname rules (it would become a file name).
     CertnameInvalid {
         certname: String,
@@ -275,6 +289,17 @@ impl std::fmt::Display for Error {
             Error::StoreUrl { detail } => write!(f, "store: {detail}"),
             Error::StoreLdap { detail } => write!(f, "LDAP store: {detail}"),
             Error::NotFound { certname } => write!(f, "no certificate for {certname}"),
+            Error::SerialInvalid { given } => {
+                write!(f, "{given:?} is not a certificate serial (hex digits, at most 40, colons allowed)")
+            }
+            Error::SerialUnknown { serial } => {
+                write!(f, "this CA has no record of serial {serial} (no serial record, no inventory line)")
+            }
+            Error::SerialNeverIssued { serial, certname, state } => write!(
+                f,
+                "serial {serial} ({certname}) was never issued: its record says {state} (reserved before \
+                 signing; no certificate carries it)"
+            ),
             Error::CertnameInvalid { certname, problem } => {
                 write!(f, "{certname:?} is not a valid certname: {problem}")
             }
@@ -433,6 +458,15 @@ impl Error {
                  vouch's schema (docs/ldap.md)"
             }
             Error::NotFound { .. } => "'vouch list --all' shows the certificates this CA knows",
+            Error::SerialInvalid { .. } => {
+                "give the serial as 'openssl x509 -noout -serial' prints it (serial=43A4...) or as \
+                 'vouch list --all' does (43a4...)"
+            }
+            Error::SerialUnknown { .. } => {
+                "check the serial against the certificate ('openssl x509 -noout -serial -issuer'): one \
+                 another CA issued is revoked by that CA; 'vouch list --all' shows this CA's current ones"
+            }
+            Error::SerialNeverIssued { .. } => "nothing to revoke: no certificate with this serial exists",
             Error::CertnameInvalid { .. } => {
                 "a certname is a lowercase host name: letters, digits, '.', '-' and '_', no empty label \
                  (so no '/' and no '..'), no wildcard, no trailing dot; e.g. web01.example.com"

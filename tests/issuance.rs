@@ -845,3 +845,87 @@ fn the_enc_prints_exactly_what_was_judged_in_every_mode() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("[classification-unrepresentable]") && err.contains("not a string"), "{err}");
 }
+
+/// `vouch revoke --serial`: a certificate whose certname's file is lost (or whose record is
+/// lost too, known only by its inventory line) is still revoked and lands on the CRL, which
+/// openssl then refuses it by; the serial is taken as openssl prints it (upper case, no
+/// leading zero octet, colons) or as vouch lists it; an unknown or malformed serial is an
+/// error that writes nothing; a second revocation says so; the certname and --serial are
+/// exclusive.
+#[test]
+fn revoke_by_serial_reaches_a_certificate_whose_file_is_lost() {
+    let ca = Ca::new("p256");
+    let mut serials = Vec::new();
+    for n in ["a", "b", "c"] {
+        let name = format!("{n}.example.test");
+        let csr = ca.vouched_csr(&name, "x", WEB, "1h");
+        ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join(format!("{n}.pem")))]));
+        let only = ca.work.join(format!("{n}-only.pem"));
+        std::fs::write(
+            &only,
+            split_pem(&std::fs::read_to_string(ca.work.join(format!("{n}.pem"))).unwrap())[0].as_bytes(),
+        )
+        .unwrap();
+        // openssl's form: "serial=43A4…", upper case, without a leading zero octet.
+        let (good, out) = openssl(&["x509", "-in", s(&only), "-noout", "-serial"]);
+        assert!(good, "{out}");
+        serials.push((only, out.trim().to_string()));
+    }
+    // Checkpointed (a command that takes the lock), then a's file is lost and b's record too.
+    ok(&ca.vouch(&["crl"]));
+    std::fs::remove_file(ca.ca_file("signed/a.example.test.pem")).unwrap();
+    let b_hex = serials[1].1.trim_start_matches("serial=").to_ascii_lowercase();
+    std::fs::remove_file(ca.ca_file("signed/b.example.test.pem")).unwrap();
+    for shard in std::fs::read_dir(ca.ca_file("serials")).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let p = f.unwrap().path();
+            if p.file_stem().unwrap().to_str().unwrap().trim_start_matches("00") == b_hex {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+    // By name, a's certificate cannot be reached any more.
+    assert_eq!(ca.vouch(&["revoke", "a.example.test"]).status.code(), Some(2));
+    let out = ok(&ca.vouch(&["revoke", "--serial", &serials[0].1, "--reason", "key-compromise"]));
+    assert!(out.contains("revoked serial") && out.contains("a.example.test"), "{out}");
+    // b in the colon form `openssl x509 -text` shows.
+    let colons: Vec<String> = b_hex.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    let out = ok(&ca.vouch(&["revoke", "--serial", &colons.join(":")]));
+    assert!(out.contains("b.example.test"), "{out}");
+    let again = ok(&ca.vouch(&["revoke", "--serial", &serials[0].1]));
+    assert!(again.contains("already revoked"), "{again}");
+    // Unknown, malformed, both forms at once: errors, nothing written.
+    let crl_before = std::fs::read(ca.ca_file("ca_crl.pem")).unwrap();
+    for (args, code, says) in [
+        (vec!["revoke", "--serial", "0123456789abcdef"], Some(2), "no record of serial"),
+        (vec!["revoke", "--serial", "xyz"], Some(2), "is not a certificate serial"),
+        (vec!["revoke", "--serial", &"ab".repeat(21)], Some(2), "is not a certificate serial"),
+        (vec!["revoke", "c.example.test", "--serial", &serials[2].1], Some(2), "cannot be used with"),
+        (vec!["revoke"], Some(2), "required"),
+    ] {
+        let o = ca.vouch(&args);
+        assert_eq!(o.status.code(), code, "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(std::fs::read(ca.ca_file("ca_crl.pem")).unwrap(), crl_before);
+    // openssl refuses a and b by the CRL, accepts c.
+    let crl = ca.work.join("crl.pem");
+    ok(&ca.vouch(&["crl", "--out", s(&crl)]));
+    let chain = ca.work.join("chain.pem");
+    std::fs::write(
+        &chain,
+        format!(
+            "{}{}",
+            std::fs::read_to_string(ca.ca_file("ca_crt.pem")).unwrap(),
+            std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap()
+        ),
+    )
+    .unwrap();
+    for (i, (only, _)) in serials.iter().enumerate() {
+        let (good, text) = openssl(&["verify", "-crl_check", "-CAfile", s(&chain), "-CRLfile", s(&crl), s(only)]);
+        assert_eq!(good, i == 2, "{i}: {text}");
+        if i < 2 {
+            assert!(text.contains("revoked"), "{text}");
+        }
+    }
+}

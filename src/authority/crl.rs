@@ -98,6 +98,23 @@ fn next_crl_number(
     Ok(next.max(u128::try_from(now.unix_timestamp_nanos() / 1000).unwrap_or(0)))
 }
 
+/// A serial as the store keeps it (lowercase hex, an even number of digits, at most 40) from
+/// what an operator copies: `openssl x509 -serial`'s `serial=43A4…`, `openssl x509 -text`'s
+/// `43:a4:…`, a `0x` prefix, or vouch's own form. An odd number of digits gets a leading zero.
+fn normal_serial(given: &str) -> Option<String> {
+    let t = given.trim();
+    let t = t.strip_prefix("serial=").unwrap_or(t);
+    let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
+    let mut hex: String = t.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if hex.len() % 2 == 1 {
+        hex.insert(0, '0');
+    }
+    (hex.len() <= 40).then_some(hex)
+}
+
 /// What the first CRL in a PEM file says its number is.
 #[derive(Debug, PartialEq, Eq)]
 enum CrlNumber {
@@ -217,6 +234,59 @@ impl Authority {
         Err(Error::StoreConflict {
             what: format!("the certificate of {certname} kept changing while it was being revoked"),
         })
+    }
+
+    /// `vouch revoke --serial`: revokes the certificate with this serial, whether or not its
+    /// certname's file can still be read (lost, damaged, or replaced by a newer certificate).
+    /// Found by its record, else by its inventory line (a record lost too: the revocation
+    /// still puts it on the CRL). A serial as openssl prints it (no leading zero octet) finds
+    /// the one the store keeps with it.
+    pub fn revoke_serial(&self, given: &str, reason: &str, now: OffsetDateTime) -> Result<String, Error> {
+        if reason_code(reason).is_none() {
+            return Err(Error::Usage {
+                detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
+            });
+        }
+        let serial = normal_serial(given).ok_or_else(|| Error::SerialInvalid { given: given.to_string() })?;
+        self.store.flush_unlocked()?;
+        let lock = self.store.lock()?;
+        let candidates = [serial.clone(), format!("00{serial}")];
+        let mut rec = None;
+        for s in &candidates {
+            if let Some(r) = self.store.record(s)? {
+                rec = Some(r);
+                break;
+            }
+        }
+        if rec.is_none() {
+            rec = self.store.inventory()?.into_iter().rev().find(|e| candidates.contains(&e.serial)).map(|e| {
+                CertRecord {
+                    not_before: e.not_before,
+                    not_after: e.not_after,
+                    ..CertRecord::bare(&e.serial, &e.certname, State::Issued)
+                }
+            });
+        }
+        let rec = rec.ok_or(Error::SerialUnknown { serial })?;
+        match rec.state {
+            State::Revoked => return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname)),
+            State::Intent | State::Abandoned => {
+                return Err(Error::SerialNeverIssued {
+                    serial: rec.serial,
+                    certname: rec.certname,
+                    state: format!("{:?}", rec.state).to_lowercase(),
+                })
+            }
+            State::Issued => {}
+        }
+        // The certname's current certificate, when it is this one and can be read: revoked as
+        // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
+        let expected = match self.store.current(&rec.certname) {
+            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
+            _ => None,
+        };
+        self.revoke_locked(&lock, &rec, expected.as_ref(), reason, false, now)?;
+        Ok(format!("revoked serial {} ({})", rec.serial, rec.certname))
     }
 
     fn revoke_once(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {

@@ -135,7 +135,13 @@ pub enum Command {
     /// Revoke a certname's certificate and regenerate the CRL.
     Revoke {
         /// The node whose current certificate is revoked.
-        certname: String,
+        #[arg(required_unless_present = "serial", conflicts_with = "serial")]
+        certname: Option<String>,
+        /// Revoke the certificate with this serial instead (hex, as `openssl x509 -noout
+        /// -serial` or `vouch list --all` prints it): one whose certname's file is lost or
+        /// damaged, or that is no longer its certname's current one.
+        #[arg(long, value_name = "HEX")]
+        serial: Option<String>,
         /// Why, kebab-case or as RFC 5280 spells it: unspecified, key-compromise (keyCompromise),
         /// ca-compromise (caCompromise), affiliation-changed (affiliationChanged), superseded,
         /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).

@@ -331,6 +331,14 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     Ok(EXIT_OK)
 }
 
+pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32, Error> {
+    let reason = canonical_reason(reason)?;
+    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let done = auth.revoke_serial(serial, reason, now(cli)?)?;
+    say_done!("{done}")?;
+    Ok(EXIT_OK)
+}
+
 /// [`Error::NotFound`] from revoke, clean or renew, made precise: a certname the store still
 /// lists whose certificate is missing is [`Error::CurrentMissing`] (the not-found hint's
 /// `vouch list --all` would list it again: a loop); any other error unchanged.

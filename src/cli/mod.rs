@@ -187,7 +187,11 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             admin::new(cli, name, cert_out, key_out, key_type)
         }
         Command::List { all, format } => certs::list(cli, all, format),
-        Command::Revoke { certname, reason } => certs::revoke(cli, certname, reason),
+        Command::Revoke { certname: Some(certname), serial: None, reason } => certs::revoke(cli, certname, reason),
+        Command::Revoke { serial: Some(serial), reason, .. } => certs::revoke_serial(cli, serial, reason),
+        Command::Revoke { certname: None, serial: None, .. } => {
+            Err(Error::Usage { detail: "give a certname or --serial".into() })
+        }
         Command::Clean { certname } => certs::clean(cli, certname),
         Command::Crl { out, fetch: true, ca_url: Some(url), cacert: Some(cacert) } => {
             compile::crl_fetch(url, cacert, out.as_deref().unwrap_or(Path::new("-")))
