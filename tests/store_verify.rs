@@ -1603,3 +1603,45 @@ fn a_certificate_file_vouch_may_not_read_is_a_finding() {
     assert!(out.contains("give the user vouch runs as read access"), "{out}");
     assert!(out.contains("2 current certificates") && out.contains("1 finding"), "{out}");
 }
+
+/// What the hints say `vouch revoke --serial` repairs, it repairs: a revocation lost from the
+/// list is recorded again (the CRL lists the serial again, at its first time), a record that
+/// says issued under a listed revocation says revoked, and the older of two valid
+/// certificates of one certname is revoked; verify then finds nothing of them.
+#[test]
+fn revoke_by_serial_repairs_what_the_hints_say_it_does() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    // A lost revocation line.
+    ok(&ca.run(&["revoke", "b.example.test", "--reason", "key-compromise"], &[]));
+    let b = ca.serial_of("b.example.test");
+    let line = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap();
+    ca.drop_revocation(&b);
+    ca.finds(&["revoked-not-recorded", "state-mismatch"]);
+    let o = ca.run(&["store", "verify"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("vouch revoke --serial"), "{}", text(&o));
+    let out = ok(&ca.run(&["revoke", "--serial", &b], &[]));
+    assert!(out.contains("recorded again"), "{out}");
+    assert_eq!(std::fs::read_to_string(ca.ca("revocations.txt")).unwrap(), line, "its first time and reason");
+    assert!(ca.crl_lists(&b));
+    assert_eq!(ca.verify().0, 0);
+    // A record that says issued under a listed revocation.
+    ca.edit(&format!("serials/{}/{b}.json", &b[..2]), |t| t.replace("\"revoked\"", "\"issued\""));
+    ca.finds(&["revocation-not-in-record"]);
+    ok(&ca.run(&["revoke", "--serial", &b], &[]));
+    assert_eq!(ca.verify().0, 0);
+    // Two valid certificates of one certname: the older one revoked by its serial.
+    let c = ca.serial_of("c.example.test");
+    let other = "4d".repeat(16);
+    let twin = std::fs::read_to_string(ca.record_path(&c)).unwrap().replace(&c, &other);
+    std::fs::create_dir_all(ca.record_path(&other).parent().unwrap()).unwrap();
+    std::fs::write(ca.record_path(&other), &twin).unwrap();
+    ca.edit("inventory.txt", |t| {
+        let l = t.lines().find(|l| l.contains(&c)).unwrap().replace(&c, &other);
+        format!("{l}\n{t}")
+    });
+    ca.finds(&["two-valid-certificates", "issued-not-current"]);
+    ok(&ca.run(&["revoke", "--serial", &other], &[]));
+    assert!(ca.crl_lists(&other));
+    assert_eq!(ca.verify().0, 0);
+}

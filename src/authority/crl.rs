@@ -269,7 +269,26 @@ impl Authority {
         }
         let rec = rec.ok_or(Error::SerialUnknown { serial })?;
         match rec.state {
-            State::Revoked => return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname)),
+            // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
+            // revocations.txt: recorded again, at its first time and reason).
+            State::Revoked if self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
+                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname))
+            }
+            State::Revoked => {
+                let rev = Revocation::of(
+                    &rec,
+                    rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
+                    rec.reason.clone().unwrap_or_else(|| reason.to_string()),
+                    false,
+                );
+                self.store.revoke(&lock, &rev, &rec, None)?;
+                self.after_revocation(&lock, &rev, now)?;
+                return Ok(format!(
+                    "serial {} ({}) was revoked by its record, but no revocation listed it: recorded again, \
+                     on the CRL now",
+                    rec.serial, rec.certname
+                ));
+            }
             State::Intent | State::Abandoned => {
                 return Err(Error::SerialNeverIssued {
                     serial: rec.serial,

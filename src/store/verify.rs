@@ -175,22 +175,29 @@ impl Finding {
             | Finding::InventoryWithoutRecord { .. }
             | Finding::InventoryDisagrees { .. }
             | Finding::NotInInventory { .. }
-            | Finding::RecordNotInInventory { .. }
-            | Finding::InventoryLineDamaged { .. } => {
+            | Finding::RecordNotInInventory { .. } => {
                 "restore DIR/ca from one backup (all of it from the same time): vouch only \
                  appends whole lines to the inventory, so a line missing, doubled or cut was \
                  changed outside vouch"
             }
+            Finding::InventoryLineDamaged { .. } => {
+                "vouch only appends whole lines, so this one was changed outside vouch: write it back \
+                 as '0xSERIAL NOTBEFORE NOTAFTER /CN=CERTNAME' from its serial's record \
+                 (serials/<ab>/<serial>.json), or restore inventory.txt from a backup; the records, \
+                 not the inventory, say what was issued"
+            }
             Finding::RevokedNotRecorded { .. } => {
-                "`vouch clean CERTNAME` records the revocation again (and forgets the name; the \
-                 node enrolls anew): until then the next CRL leaves the certificate out"
+                "`vouch revoke --serial SERIAL` records the revocation again (its first time and \
+                 reason): until then the next CRL leaves the certificate out"
             }
             Finding::RevocationNotInRecord { .. } => {
                 "the revocation list holds the serial, so every CRL from now on lists it; its \
-                 record says issued: restore the record from a backup, or `vouch clean CERTNAME`"
+                 record says issued: `vouch revoke --serial SERIAL` makes the record say revoked"
             }
             Finding::RevocationLineDamaged { .. } => {
-                "restore revocations.txt from a backup: the CRL leaves out what it cannot read"
+                "the CRL leaves out what it cannot read: write the line back as 'SERIAL TIME REASON \
+                 CERTNAME' (or remove it), then `vouch revoke --serial SERIAL` for its certificate \
+                 if its record does not say revoked; or restore revocations.txt from a backup"
             }
             Finding::RevokedNotOnCrl { .. } | Finding::CrlUnreadable { .. } => {
                 "`vouch crl` writes a new CRL now (`vouch serve` does within a minute); compile \
@@ -200,9 +207,8 @@ impl Finding {
                 "recovery could not finish it: see the error of the last command that took the store's lock"
             }
             Finding::TwoValidCertificates { .. } => {
-                "vouch revokes only a certname's current certificate: `vouch clean CERTNAME` \
-                 revokes that one, and the other stays valid until it expires unless its record \
-                 (state revoked) and a revocations.txt line are restored from a backup"
+                "`vouch revoke --serial SERIAL` revokes the one that should not be valid (the older \
+                 one, superseded, as a renewal would have); `vouch revoke CERTNAME` revokes the current one"
             }
             Finding::Junk { .. } => "`vouch purge NAME` shows what it would remove; `--confirm` removes it",
         }
