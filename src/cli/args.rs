@@ -411,7 +411,7 @@ pub enum VerifyFormat {
     /// One line per finding, then a summary and what to do for each kind found.
     Text,
     /// One JSON object per finding (finding, its fields, message, hint), then
-    /// {"summary": {certificates, inventory, revocations, findings}}.
+    /// {"summary": {certificates, inventory, revocations, findings, store}}.
     Jsonl,
 }
 

@@ -134,7 +134,11 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
             }
         }
         VerifyFormat::Jsonl => {
-            writeln!(out, "{}", serde_json::json!({ "summary": verified })).map_err(write_err)?;
+            let mut summary = serde_json::json!(verified);
+            if let Some(m) = summary.as_object_mut() {
+                m.insert("store".into(), serde_json::Value::String(auth.store.describe()));
+            }
+            writeln!(out, "{}", serde_json::json!({ "summary": summary })).map_err(write_err)?;
         }
     }
     out.flush().map_err(write_err)?;
