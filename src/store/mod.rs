@@ -36,8 +36,9 @@
 //! Recovery: a process trusts the files only for log entries it applied itself;
 //! whoever takes the lock and finds a log it did not write (a killed process's,
 //! or one from before a power loss) truncates the inventory to the header's
-//! length, re-applies every entry in order (each step is idempotent) and
-//! checkpoints. A torn last batch was never acknowledged and is dropped.
+//! length (writing back the whole lines after it that the log does not hold and
+//! whose serial has a record: an import's), re-applies every entry in order (each
+//! step is idempotent) and checkpoints. A torn last batch was never acknowledged and is dropped.
 //!
 //! **Memory**: the process that stored a certificate answers `GET certificate` for it
 //! from memory, as long as `.lock` still holds the mark (16 random bytes) it wrote when
