@@ -164,6 +164,17 @@ pub enum Error {
         done: String,
         error: Box<Error>,
     },
+    /// `vouch revoke` / `vouch clean`: the revocation is stored (the certificate IS revoked,
+    /// `vouch list --all` shows it so), but the CRL could not be written after it, so relying
+    /// parties do not see it yet. Exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
+    RevokedCrlNotWritten {
+        certname: String,
+        serial: String,
+        /// `vouch clean`: revoked and forgotten.
+        cleaned: bool,
+        /// Why the CRL could not be written.
+        error: Box<Error>,
+    },
     /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
     RootCa {
         path: PathBuf,
@@ -361,6 +372,12 @@ impl std::fmt::Display for Error {
                 write!(f, "the policy {} keeps no audit log ([audit] log)", policy.display())
             }
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
+            Error::RevokedCrlNotWritten { certname, serial, cleaned, error } => write!(
+                f,
+                "{certname} (serial {serial}) IS revoked{}: the revocation is stored, but the CRL could not be \
+                 written after it, so the published CRL does not list it yet: {error}",
+                if *cleaned { " and cleaned" } else { "" }
+            ),
         }
     }
 }
@@ -490,6 +507,11 @@ impl Error {
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
+            Error::RevokedCrlNotWritten { .. } => {
+                "the revocation is done, do not repeat it: fix the cause above, then run `vouch crl` to write \
+                 the CRL (any command that touches the store also writes it; until then `vouch store verify` \
+                 reports the certificate as revoked-not-on-crl)"
+            }
             Error::RootCa { .. } => {
                 "give --root-cert the root CA's certificate (ca/root_crt.pem in the data directory of the first \
                  'vouch ca init'): a self-signed CA certificate, valid now, that may sign certificates"
@@ -549,7 +571,7 @@ impl std::error::Error for Error {
             Error::Policy(e) => Some(e),
             Error::Classification { error, .. } => Some(error),
             Error::Untrusted(u) => Some(u),
-            Error::Partial { error, .. } => Some(error.as_ref()),
+            Error::Partial { error, .. } | Error::RevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

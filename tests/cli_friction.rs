@@ -131,13 +131,42 @@ impl Ca {
         self.dir.join("ca/signed").join(format!("{name}.pem"))
     }
 
+    /// `DIR/ca/<rel>`.
+    fn ca_file(&self, rel: &str) -> PathBuf {
+        self.dir.join("ca").join(rel)
+    }
+
+    /// The serial `vouch list --all` shows for `name` (signed or revoked).
+    fn serial(&self, name: &str) -> String {
+        let list = ok(&self.run(&["list", "--all"]));
+        list.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}  serial ")))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{name} is not listed:\n{list}"))
+            .to_string()
+    }
+
+    /// The serials the CRL on disk (`DIR/ca/ca_crl.pem`) lists, lowercase hex.
+    fn crl_serials(&self) -> Vec<String> {
+        let pem = std::fs::read(self.ca_file("ca_crl.pem")).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        crl.iter_revoked_certificates().map(|r| vouch::encoding::hex(r.raw_serial())).collect()
+    }
+
     /// (exit code, the error line, the hint line) of a failed command.
     fn fails(&self, args: &[&str]) -> (Option<i32>, String, String) {
         let o = self.run(args);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        let line = |p: &str| err.lines().find(|l| l.starts_with(p)).unwrap_or_default().to_string();
-        (o.status.code(), line("vouch: error: "), line("  hint: "))
+        let (error, hint) = error_and_hint(&o);
+        (o.status.code(), error, hint)
     }
+}
+
+/// The error line and the hint line a failed command wrote on stderr ("" for one missing).
+fn error_and_hint(o: &std::process::Output) -> (String, String) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = |p: &str| err.lines().find(|l| l.starts_with(p)).unwrap_or_default().to_string();
+    (line("vouch: error: "), line("  hint: "))
 }
 
 /// A certname's file holding another node's certificate: revoke, clean and renew refuse (exit
@@ -292,4 +321,60 @@ fn review6_a_command_that_changes_nothing_does_not_say_its_change_was_made() {
         ],
     );
     assert!(code == Some(141) && !stderr.contains("what it changes is changed"), "exit {code:?}, stderr {stderr:?}");
+}
+
+/// A revocation stored whose CRL then cannot be written (here `DIR/ca/crl_number` is a
+/// directory: the CRL's number cannot be recorded, so no CRL is written): `vouch revoke` and
+/// `vouch clean` exited 2 as if nothing had happened. They now say that NAME (serial S) IS
+/// revoked, that the CRL could not be written and why, and to run `vouch crl`, with exit 3
+/// (neither success nor a plain failure). `vouch list --all` and `vouch store verify` show
+/// the revocation meanwhile (a warning for the CRL they cannot write either), and `vouch
+/// crl` writes the CRL once the cause is gone.
+#[test]
+fn a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let number = ca.ca_file("crl_number");
+    assert!(number.is_file());
+    std::fs::remove_file(&number).unwrap();
+    std::fs::create_dir(&number).unwrap();
+
+    for (args, serial, done) in [
+        (["revoke", "a.example.test"], &a, "a.example.test (serial {S}) IS revoked:"),
+        (["clean", "b.example.test"], &b, "b.example.test (serial {S}) IS revoked and cleaned:"),
+    ] {
+        let o = ca.run(&args);
+        assert_eq!(o.status.code(), Some(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN), "{args:?}: {}", text(&o));
+        assert_eq!(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN, 3);
+        let (error, hint) = error_and_hint(&o);
+        assert!(error.contains(&done.replace("{S}", serial)), "{args:?}: {error}");
+        assert!(error.contains("the revocation is stored"), "{args:?}: {error}");
+        assert!(error.contains("the CRL could not be written"), "{args:?}: {error}");
+        assert!(error.contains(&format!("cannot write {}", number.display())), "{args:?}: {error}");
+        assert!(hint.contains("do not repeat it") && hint.contains("run `vouch crl`"), "{args:?}: {hint}");
+        // The CRL on disk is the one from before: it does not list the serial.
+        assert!(!ca.crl_serials().contains(serial), "{args:?}");
+    }
+
+    // The store holds both revocations, and shows them while the CRL still cannot be written.
+    let o = ca.run(&["list", "--all"]);
+    let list = ok(&o);
+    let revoked = list.split("Revoked Certificates:").nth(1).unwrap_or_default();
+    assert!(revoked.contains(&format!("a.example.test  serial {a}")), "{list}");
+    assert!(!list.contains("b.example.test"), "cleaned, and still listed: {list}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("crl-not-written"), "{}", text(&o));
+    let o = ca.run(&["store", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    for (serial, name) in [(&a, "a.example.test"), (&b, "b.example.test")] {
+        let finding = format!("revoked-not-on-crl: serial {serial} ({name}) is revoked, but the CRL does not list it");
+        assert!(found.contains(&finding), "{found}");
+    }
+
+    // The cause gone, `vouch crl` writes the CRL: both listed, nothing left to find.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["crl"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
 }
