@@ -378,3 +378,71 @@ fn a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3() {
     assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
     ok(&ca.run(&["store", "verify"]));
 }
+
+/// Waits for `child` to end, `limit` at most (then kills it and fails): its status.
+fn wait_within(child: &mut std::process::Child, limit: std::time::Duration, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A command that needs the store's lock while another process holds it waited without a
+/// word (a hang, to whoever ran it). After a second of waiting it now says so, once, naming
+/// the holder (here this test process, by its pid: not a vouch process), and goes on
+/// waiting; released, it completes.
+#[test]
+fn a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it() {
+    let ca = Ca::with(&["a.example.test"]);
+    let lock_path = ca.ca_file(".lock");
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(&lock_path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+
+    let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["revoke", "a.example.test"]));
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            let _ = lines.send(line.clone());
+            all.push(line);
+        }
+        all
+    });
+    // A deadline for a test that would otherwise hang, not a timing assertion.
+    let notice = loop {
+        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(l) if l.contains("waiting for the store's lock") => break l,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no notice of the wait ({e})");
+            }
+        }
+    };
+    let holder = format!("vouch: waiting for the store's lock (held by another process: pid {}, `", std::process::id());
+    assert!(notice.starts_with(&holder), "{notice}");
+    assert!(notice.ends_with(&format!("`) on {}", lock_path.display())), "{notice}");
+    // Still waiting, nothing done: the lock is held.
+    assert!(child.try_wait().unwrap().is_none(), "it did not wait for the lock");
+    let revocations = std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default();
+    assert!(!revocations.contains("a.example.test"), "revoked without the lock: {revocations}");
+
+    drop(held);
+    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch revoke");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let all = reader.join().unwrap();
+    assert!(status.success(), "{status:?}: {all:?}");
+    assert!(out.starts_with("revoked a.example.test (serial "), "{out}");
+    assert_eq!(all.iter().filter(|l| l.contains("waiting for the store's lock")).count(), 1, "{all:?}");
+}

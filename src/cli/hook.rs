@@ -100,7 +100,7 @@ pub(super) fn enc(
                 if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
                     return super::compile::enc_remote(cli, &s, name);
                 }
-                let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+                let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
                 auth.maintain(now)?;
                 let (c, source) = auth.enc_with_source(name, now)?;
                 return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
