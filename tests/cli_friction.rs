@@ -446,3 +446,37 @@ fn a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it() {
     assert!(out.starts_with("revoked a.example.test (serial "), "{out}");
     assert_eq!(all.iter().filter(|l| l.contains("waiting for the store's lock")).count(), 1, "{all:?}");
 }
+
+/// `vouch enc NAME` (Puppet Server's ENC) for a name the store lists whose certificate file
+/// was deleted said "no certificate" and sent the operator to `vouch list --all`, which lists
+/// it. Its message and hint are now the precise ones revoke, clean and renew give; its exit
+/// code and stdout, which Puppet Server reads, stay those of a name never issued (2, nothing).
+#[test]
+fn enc_of_a_listed_certname_with_its_certificate_missing_names_it_on_stderr_only() {
+    let ca = Ca::with(&["a.example.test"]);
+    assert!(ok(&ca.run(&["enc", "a.example.test"])).contains("profile::web"));
+    let file = ca.signed("a.example.test");
+    std::fs::remove_file(&file).unwrap();
+    let missing = ca.run(&["enc", "a.example.test"]);
+    let never = ca.run(&["enc", "c.example.test"]);
+    for o in [&missing, &never] {
+        assert_eq!(o.status.code(), Some(2), "{}", text(o));
+        assert!(o.stdout.is_empty(), "{}", text(o));
+    }
+    let (error, hint) = error_and_hint(&missing);
+    assert_eq!(
+        error,
+        format!(
+            "vouch: error: the inventory lists a.example.test (serial {}) but its current certificate is missing \
+             from the store ({} does not exist); nothing was changed",
+            ca.serial("a.example.test"),
+            file.display()
+        )
+    );
+    assert!(!hint.contains("vouch list"), "{hint}");
+    assert!(hint.contains("`vouch store verify` names it (current-missing)"), "{hint}");
+    // Never issued: as before.
+    let (error, hint) = error_and_hint(&never);
+    assert_eq!(error, "vouch: error: no certificate for c.example.test");
+    assert!(hint.contains("'vouch list --all'"), "{hint}");
+}

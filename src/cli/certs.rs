@@ -332,10 +332,10 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     Ok(EXIT_OK)
 }
 
-/// [`Error::NotFound`] from revoke, clean or renew, made precise: a certname the store still
+/// [`Error::NotFound`] from revoke, clean, renew or enc, made precise: a certname the store still
 /// lists whose certificate is missing is [`Error::CurrentMissing`] (the not-found hint's
 /// `vouch list --all` would list it again: a loop); any other error unchanged.
-fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
+pub(super) fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
     match e {
         Error::NotFound { .. } => {
             let file = cli.store_url().is_files().then(|| stored_cert(auth, certname).into());
