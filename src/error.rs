@@ -108,6 +108,13 @@ pub enum Error {
         certname: String,
         detail: String,
     },
+    /// `vouch renew NAME` (or a node's renewal over the API): NAME's current certificate is
+    /// not one that renews.
+    NotRenewable {
+        certname: String,
+        serial: String,
+        why: Unrenewable,
+    },
     /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
     Refused {
         certname: String,
@@ -235,6 +242,36 @@ pub enum Error {
     },
 }
 
+/// Why a certificate does not renew ([`Error::NotRenewable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unrenewable {
+    /// A revoked node certificate.
+    Revoked,
+    /// A node certificate past its notAfter.
+    Expired { not_after: String },
+    /// An administrator's certificate (`vouch admin new`, `DIR/admin/`), revoked or not.
+    Administrator { revoked: bool },
+    /// The certificate `vouch serve` presents (or presented), revoked or not.
+    Service { revoked: bool },
+}
+
+impl std::fmt::Display for Unrenewable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let revoked = |r: &bool| if *r { ", and revoked" } else { "" };
+        match self {
+            Unrenewable::Revoked => f.write_str("is revoked"),
+            Unrenewable::Expired { not_after } => write!(f, "expired at {not_after}"),
+            Unrenewable::Administrator { revoked: r } => {
+                write!(f, "is an administrator's (`vouch admin new`), not a node's{}", revoked(r))
+            }
+            Unrenewable::Service { revoked: r } => {
+                write!(f, "is the certificate of the CA service (`vouch serve`), not a node's{}", revoked(r))
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -291,6 +328,9 @@ impl std::fmt::Display for Error {
             }
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
+            }
+            Error::NotRenewable { certname, serial, why } => {
+                write!(f, "cannot renew {certname}: its certificate (serial {serial}) {why}")
             }
             Error::Refused { certname, refused } => {
                 write!(f, "{certname}: refused: ")?;
@@ -455,6 +495,26 @@ impl Error {
                  (so no '/' and no '..'), no wildcard, no trailing dot; e.g. web01.example.com"
             }
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
+            Error::NotRenewable { why: Unrenewable::Revoked, .. } => {
+                "a revoked certificate is never renewed: the node gets a new one from a new request with \
+                 attributes a conductor signs (`puppet ssl bootstrap` against `vouch serve`, or `vouch sign \
+                 --csr FILE`); `vouch clean NAME` forgets the revoked one"
+            }
+            Error::NotRenewable { why: Unrenewable::Expired { .. }, .. } => {
+                "an expired certificate is not renewed (renew before notAfter: `vouch list` shows it): the node \
+                 gets a new one from a new request with attributes a conductor signs (`puppet ssl bootstrap` \
+                 against `vouch serve`, or `vouch sign --csr FILE`)"
+            }
+            Error::NotRenewable { why: Unrenewable::Administrator { .. }, .. } => {
+                "administrator certificates are not renewed: make a new one with `vouch admin new NAME --cert-out \
+                 FILE --key-out FILE` (another name, or this one once `vouch revoke NAME` has revoked it), then \
+                 revoke the old one when the new one is in use"
+            }
+            Error::NotRenewable { why: Unrenewable::Service { .. }, .. } => {
+                "the service's certificate is not renewed by `vouch renew`: `vouch serve` replaces it itself when \
+                 it starts (30 days before its expiry, once it is revoked, or when --server-name changes): restart \
+                 `vouch serve`"
+            }
             Error::Refused { refused, .. } => match refused.reasons.first() {
                 Some(r) => r.hint(),
                 None => return None,

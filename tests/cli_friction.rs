@@ -480,3 +480,60 @@ fn enc_of_a_listed_certname_with_its_certificate_missing_names_it_on_stderr_only
     assert_eq!(error, "vouch: error: no certificate for c.example.test");
     assert!(hint.contains("'vouch list --all'"), "{hint}");
 }
+
+/// `vouch renew` of a revoked certificate, of an administrator's, or of an expired one
+/// answered with `vouch enc`'s "has no valid certificate" and its hint ("a revoked,
+/// expired or foreign certificate has no classification here"; an expired one was even
+/// called "issued"). Each now says what the certificate is and what to do instead; nothing
+/// is issued.
+#[test]
+fn renew_of_a_revoked_an_administrators_or_an_expired_certificate_says_which_and_what_to_do() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&[
+        "admin",
+        "new",
+        "alice",
+        "--cert-out",
+        s(&ca.w.join("alice.pem")),
+        "--key-out",
+        s(&ca.w.join("alice.key")),
+    ]));
+    ok(&ca.run(&["revoke", "a.example.test"]));
+    let (a, alice, b) = (ca.serial("a.example.test"), ca.serial("alice"), ca.serial("b.example.test"));
+    let inventory = || std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
+    let before = inventory();
+    let cases: [(&[&str], String, &[&str]); 3] = [
+        (
+            &["renew", "a.example.test", "--out", "-"],
+            format!("cannot renew a.example.test: its certificate (serial {a}) is revoked"),
+            &["a revoked certificate is never renewed", "a new request", "vouch clean NAME"],
+        ),
+        (
+            &["renew", "alice", "--out", "-"],
+            format!("cannot renew alice: its certificate (serial {alice}) is an administrator's (`vouch admin new`), not a node's"),
+            &["administrator certificates are not renewed", "`vouch admin new NAME"],
+        ),
+        (
+            &["--now", "2100-01-01T00:00:00Z", "renew", "b.example.test", "--out", "-"],
+            format!("cannot renew b.example.test: its certificate (serial {b}) expired at "),
+            &["an expired certificate is not renewed", "a new request"],
+        ),
+    ];
+    for (args, error_start, hint_has) in cases {
+        let o = ca.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o));
+        let (error, hint) = error_and_hint(&o);
+        assert!(error.starts_with(&format!("vouch: error: {error_start}")), "{args:?}: {error}");
+        assert!(!hint.contains("classification"), "{args:?}: {hint}");
+        for h in hint_has {
+            assert!(hint.contains(h), "{args:?}: {hint}");
+        }
+    }
+    assert_eq!(inventory(), before, "something was issued");
+    // The administrator's, revoked: said so too.
+    ok(&ca.run(&["revoke", "alice"]));
+    let (code, error, _) = ca.fails(&["renew", "alice", "--out", "-"]);
+    assert_eq!(code, Some(2));
+    assert!(error.ends_with("is an administrator's (`vouch admin new`), not a node's, and revoked"), "{error}");
+}
