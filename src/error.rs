@@ -115,6 +115,11 @@ pub enum Error {
         serial: String,
         why: Unrenewable,
     },
+    /// `vouch admin new NAME`: NAME cannot be an administrator's; nothing was written.
+    AdminNameRefused {
+        name: String,
+        why: AdminNameTaken,
+    },
     /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
     Refused {
         certname: String,
@@ -272,6 +277,42 @@ impl std::fmt::Display for Unrenewable {
     }
 }
 
+/// Why a name cannot be an administrator's ([`Error::AdminNameRefused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminNameTaken {
+    /// Puppet reserves it for its CA ([`crate::decision::RESERVED_CERTNAMES`]).
+    Puppet,
+    /// A name of this CA's service: on the certificate `vouch serve` presents, one it always
+    /// keeps (`localhost`, the loopback addresses), or that of its valid certificate in the store.
+    Service,
+    /// A node's certname: its current certificate (revoked or not) holds the name until cleaned.
+    Node { serial: String, revoked: bool },
+    /// An administrator's valid certificate has it already.
+    Administrator { serial: String },
+}
+
+impl std::fmt::Display for AdminNameTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdminNameTaken::Puppet => f.write_str("Puppet reserves the name for its CA"),
+            AdminNameTaken::Service => f.write_str(
+                "it is a name of this CA's service (on the certificate `vouch serve` presents, or one it always \
+                 keeps: localhost and the loopback addresses)",
+            ),
+            AdminNameTaken::Node { serial, revoked: false } => {
+                write!(f, "it is a node's certname: the node has a certificate (serial {serial})")
+            }
+            AdminNameTaken::Node { serial, revoked: true } => {
+                write!(f, "it is a node's certname: the node's revoked certificate (serial {serial}) still holds it")
+            }
+            AdminNameTaken::Administrator { serial } => {
+                write!(f, "an administrator already has a valid certificate under it (serial {serial})")
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -328,6 +369,9 @@ impl std::fmt::Display for Error {
             }
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
+            }
+            Error::AdminNameRefused { name, why } => {
+                write!(f, "refusing to make an administrator certificate for {name}: {why}; nothing was written")
             }
             Error::NotRenewable { certname, serial, why } => {
                 write!(f, "cannot renew {certname}: its certificate (serial {serial}) {why}")
@@ -495,6 +539,25 @@ impl Error {
                  (so no '/' and no '..'), no wildcard, no trailing dot; e.g. web01.example.com"
             }
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
+            Error::AdminNameRefused { why: AdminNameTaken::Puppet, .. } => {
+                "choose another name for the administrator, such as alice"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Service, .. } => {
+                "an administrator needs a name of its own: choose another, such as alice (the service keeps its \
+                 names)"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Node { revoked: false, .. }, .. } => {
+                "choose another name for the administrator; the node's name is free only once the node is retired \
+                 and forgotten (`vouch clean NAME` revokes and forgets its certificate)"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Node { revoked: true, .. }, .. } => {
+                "choose another name for the administrator, or free this one: `vouch clean NAME` forgets the \
+                 node's revoked certificate, then run `vouch admin new NAME` again"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Administrator { .. }, .. } => {
+                "choose another name for the new administrator; to replace that administrator's certificate, \
+                 revoke it first (`vouch revoke NAME`)"
+            }
             Error::NotRenewable { why: Unrenewable::Revoked, .. } => {
                 "a revoked certificate is never renewed: the node gets a new one from a new request with \
                  attributes a conductor signs (`puppet ssl bootstrap` against `vouch serve`, or `vouch sign \

@@ -537,3 +537,84 @@ fn renew_of_a_revoked_an_administrators_or_an_expired_certificate_says_which_and
     assert_eq!(code, Some(2));
     assert!(error.ends_with("is an administrator's (`vouch admin new`), not a node's, and revoked"), "{error}");
 }
+
+/// `vouch admin new NAME` took `localhost`, and the name of a node with a current certificate
+/// (a revoked one: the node then showed as signed, under the administrator's certificate); it
+/// answered the service's own name with "revoke or clean it first" (revoking the service),
+/// and a bad name with "see vouch --help". It now refuses each with its own reason and hint
+/// (a node's name until `vouch clean` forgets it), the certname rules as `revoke` states them,
+/// and writes nothing: no key, no certificate, the store unchanged.
+#[test]
+fn admin_new_refuses_a_name_that_is_not_free_and_writes_nothing() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["revoke", "b.example.test"]));
+    // `vouch serve` started once, under its own name: its certificate, and DIR/admin's.
+    let log = ca.w.join("serve.log");
+    let mut serve = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    common::serve_ready(&mut serve, &log);
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let (a, b, adm) = (ca.serial("a.example.test"), ca.serial("b.example.test"), ca.serial("vouch-admin"));
+
+    let store = || {
+        let signed: Vec<_> = std::fs::read_dir(ca.ca_file("signed")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        (std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap(), signed, ok(&ca.run(&["list", "--all"])))
+    };
+    let before = store();
+    let service = "it is a name of this CA's service";
+    let cases: Vec<(&str, String, &[&str])> = vec![
+        ("localhost", service.into(), &["a name of its own"]),
+        ("127.0.0.1", service.into(), &["a name of its own"]),
+        ("svc.example.test", service.into(), &["a name of its own"]),
+        ("ca", "Puppet reserves the name for its CA".into(), &["choose another name"]),
+        (
+            "a.example.test",
+            format!("it is a node's certname: the node has a certificate (serial {a})"),
+            &["choose another name", "`vouch clean NAME`"],
+        ),
+        (
+            "b.example.test",
+            format!("it is a node's certname: the node's revoked certificate (serial {b}) still holds it"),
+            &["`vouch clean NAME` forgets the node's revoked certificate"],
+        ),
+        (
+            "vouch-admin",
+            format!("an administrator already has a valid certificate under it (serial {adm})"),
+            &["revoke it first"],
+        ),
+        ("Admin.example.test", "\"Admin.example.test\" is not a valid certname".into(), &["lowercase host name"]),
+    ];
+    let out = ca.w.join("administrators");
+    std::fs::create_dir(&out).unwrap();
+    for (name, why, hint_has) in cases {
+        let (cert, key) = (out.join(format!("{name}.crt")), out.join(format!("{name}.key")));
+        let (code, error, hint) = ca.fails(&["admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]);
+        assert_eq!(code, Some(2), "{name}: {error}");
+        assert!(error.starts_with("vouch: error: "), "{name}: {error}");
+        assert!(error.contains(&why), "{name}: {error}");
+        if !name.starts_with("Admin") {
+            let start = format!("vouch: error: refusing to make an administrator certificate for {name}: ");
+            assert!(error.starts_with(&start) && error.ends_with("; nothing was written"), "{name}: {error}");
+        }
+        for h in hint_has {
+            assert!(hint.contains(h), "{name}: {hint}");
+        }
+        assert!(hint != "  hint: see vouch --help", "{name}");
+        if name == "svc.example.test" || name == "localhost" {
+            assert!(!hint.contains("revoke") && !error.contains("revoke"), "{name}: {error}\n{hint}");
+        }
+        assert!(!cert.exists() && !key.exists(), "{name}: a file was written");
+        assert_eq!(store(), before, "{name}: the store changed");
+    }
+    // Cleaned, the revoked node's name is free.
+    ok(&ca.run(&["clean", "b.example.test"]));
+    let (cert, key) = (out.join("b.crt"), out.join("b.key"));
+    ok(&ca.run(&["admin", "new", "b.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]));
+}
