@@ -122,6 +122,18 @@ pub enum Error {
         certname: String,
         detail: String,
     },
+    /// `vouch renew NAME` (or a node's renewal over the API): NAME's current certificate is
+    /// not one that renews.
+    NotRenewable {
+        certname: String,
+        serial: String,
+        why: Unrenewable,
+    },
+    /// `vouch admin new NAME`: NAME cannot be an administrator's; nothing was written.
+    AdminNameRefused {
+        name: String,
+        why: AdminNameTaken,
+    },
     /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
     Refused {
         certname: String,
@@ -176,6 +188,17 @@ pub enum Error {
     /// written a key): what was done and where to find it, then the failure.
     Partial {
         done: String,
+        error: Box<Error>,
+    },
+    /// `vouch revoke` / `vouch clean`: the revocation is stored (the certificate IS revoked,
+    /// `vouch list --all` shows it so), but the CRL could not be written after it, so relying
+    /// parties do not see it yet. Exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
+    RevokedCrlNotWritten {
+        certname: String,
+        serial: String,
+        /// `vouch clean`: revoked and forgotten.
+        cleaned: bool,
+        /// Why the CRL could not be written.
         error: Box<Error>,
     },
     /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
@@ -236,6 +259,72 @@ pub enum Error {
     NoAuditLog {
         policy: PathBuf,
     },
+}
+
+/// Why a certificate does not renew ([`Error::NotRenewable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unrenewable {
+    /// A revoked node certificate.
+    Revoked,
+    /// A node certificate past its notAfter.
+    Expired { not_after: String },
+    /// An administrator's certificate (`vouch admin new`, `DIR/admin/`), revoked or not.
+    Administrator { revoked: bool },
+    /// The certificate `vouch serve` presents (or presented), revoked or not.
+    Service { revoked: bool },
+}
+
+impl std::fmt::Display for Unrenewable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let revoked = |r: &bool| if *r { ", and revoked" } else { "" };
+        match self {
+            Unrenewable::Revoked => f.write_str("is revoked"),
+            Unrenewable::Expired { not_after } => write!(f, "expired at {not_after}"),
+            Unrenewable::Administrator { revoked: r } => {
+                write!(f, "is an administrator's (`vouch admin new`), not a node's{}", revoked(r))
+            }
+            Unrenewable::Service { revoked: r } => {
+                write!(f, "is the certificate of the CA service (`vouch serve`), not a node's{}", revoked(r))
+            }
+        }
+    }
+}
+
+/// Why a name cannot be an administrator's ([`Error::AdminNameRefused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdminNameTaken {
+    /// Puppet reserves it for its CA ([`crate::decision::RESERVED_CERTNAMES`]).
+    Puppet,
+    /// A name of this CA's service: on the certificate `vouch serve` presents, one it always
+    /// keeps (`localhost`, the loopback addresses), or that of its valid certificate in the store.
+    Service,
+    /// A node's certname: its current certificate (revoked or not) holds the name until cleaned.
+    Node { serial: String, revoked: bool },
+    /// An administrator's valid certificate has it already.
+    Administrator { serial: String },
+}
+
+impl std::fmt::Display for AdminNameTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdminNameTaken::Puppet => f.write_str("Puppet reserves the name for its CA"),
+            AdminNameTaken::Service => f.write_str(
+                "it is a name of this CA's service (on the certificate `vouch serve` presents, or one it always \
+                 keeps: localhost and the loopback addresses)",
+            ),
+            AdminNameTaken::Node { serial, revoked: false } => {
+                write!(f, "it is a node's certname: the node has a certificate (serial {serial})")
+            }
+            AdminNameTaken::Node { serial, revoked: true } => {
+                write!(f, "it is a node's certname: the node's revoked certificate (serial {serial}) still holds it")
+            }
+            AdminNameTaken::Administrator { serial } => {
+                write!(f, "an administrator already has a valid certificate under it (serial {serial})")
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for Error {
@@ -305,6 +394,12 @@ impl std::fmt::Display for Error {
             }
             Error::NotValid { certname, detail } => {
                 write!(f, "{certname} has no valid certificate: {detail}")
+            }
+            Error::AdminNameRefused { name, why } => {
+                write!(f, "refusing to make an administrator certificate for {name}: {why}; nothing was written")
+            }
+            Error::NotRenewable { certname, serial, why } => {
+                write!(f, "cannot renew {certname}: its certificate (serial {serial}) {why}")
             }
             Error::Refused { certname, refused } => {
                 write!(f, "{certname}: refused: ")?;
@@ -386,6 +481,12 @@ impl std::fmt::Display for Error {
                 write!(f, "the policy {} keeps no audit log ([audit] log)", policy.display())
             }
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
+            Error::RevokedCrlNotWritten { certname, serial, cleaned, error } => write!(
+                f,
+                "{certname} (serial {serial}) IS revoked{}: the revocation is stored, but the CRL could not be \
+                 written after it, so the published CRL does not list it yet: {error}",
+                if *cleaned { " and cleaned" } else { "" }
+            ),
         }
     }
 }
@@ -472,6 +573,45 @@ impl Error {
                  (so no '/' and no '..'), no wildcard, no trailing dot; e.g. web01.example.com"
             }
             Error::NotValid { .. } => "a revoked, expired or foreign certificate has no classification here",
+            Error::AdminNameRefused { why: AdminNameTaken::Puppet, .. } => {
+                "choose another name for the administrator, such as alice"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Service, .. } => {
+                "an administrator needs a name of its own: choose another, such as alice (the service keeps its \
+                 names)"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Node { revoked: false, .. }, .. } => {
+                "choose another name for the administrator; the node's name is free only once the node is retired \
+                 and forgotten (`vouch clean NAME` revokes and forgets its certificate)"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Node { revoked: true, .. }, .. } => {
+                "choose another name for the administrator, or free this one: `vouch clean NAME` forgets the \
+                 node's revoked certificate, then run `vouch admin new NAME` again"
+            }
+            Error::AdminNameRefused { why: AdminNameTaken::Administrator { .. }, .. } => {
+                "choose another name for the new administrator; to replace that administrator's certificate, \
+                 revoke it first (`vouch revoke NAME`)"
+            }
+            Error::NotRenewable { why: Unrenewable::Revoked, .. } => {
+                "a revoked certificate is never renewed: the node gets a new one from a new request with \
+                 attributes a conductor signs (`puppet ssl bootstrap` against `vouch serve`, or `vouch sign \
+                 --csr FILE`); `vouch clean NAME` forgets the revoked one"
+            }
+            Error::NotRenewable { why: Unrenewable::Expired { .. }, .. } => {
+                "an expired certificate is not renewed (renew before notAfter: `vouch list` shows it): the node \
+                 gets a new one from a new request with attributes a conductor signs (`puppet ssl bootstrap` \
+                 against `vouch serve`, or `vouch sign --csr FILE`)"
+            }
+            Error::NotRenewable { why: Unrenewable::Administrator { .. }, .. } => {
+                "administrator certificates are not renewed: make a new one with `vouch admin new NAME --cert-out \
+                 FILE --key-out FILE` (another name, or this one once `vouch revoke NAME` has revoked it), then \
+                 revoke the old one when the new one is in use"
+            }
+            Error::NotRenewable { why: Unrenewable::Service { .. }, .. } => {
+                "the service's certificate is not renewed by `vouch renew`: `vouch serve` replaces it itself when \
+                 it starts (30 days before its expiry, once it is revoked, or when --server-name changes): restart \
+                 `vouch serve`"
+            }
             Error::Refused { refused, .. } => match refused.reasons.first() {
                 Some(r) => r.hint(),
                 None => return None,
@@ -524,6 +664,11 @@ impl Error {
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
+            Error::RevokedCrlNotWritten { .. } => {
+                "the revocation is done, do not repeat it: fix the cause above, then run `vouch crl` to write \
+                 the CRL (any command that touches the store also writes it; until then `vouch store verify` \
+                 reports the certificate as revoked-not-on-crl)"
+            }
             Error::RootCa { .. } => {
                 "give --root-cert the root CA's certificate (ca/root_crt.pem in the data directory of the first \
                  'vouch ca init'): a self-signed CA certificate, valid now, that may sign certificates"
@@ -583,7 +728,7 @@ impl std::error::Error for Error {
             Error::Policy(e) => Some(e),
             Error::Classification { error, .. } => Some(error),
             Error::Untrusted(u) => Some(u),
-            Error::Partial { error, .. } => Some(error.as_ref()),
+            Error::Partial { error, .. } | Error::RevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

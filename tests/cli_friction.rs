@@ -131,13 +131,42 @@ impl Ca {
         self.dir.join("ca/signed").join(format!("{name}.pem"))
     }
 
+    /// `DIR/ca/<rel>`.
+    fn ca_file(&self, rel: &str) -> PathBuf {
+        self.dir.join("ca").join(rel)
+    }
+
+    /// The serial `vouch list --all` shows for `name` (signed or revoked).
+    fn serial(&self, name: &str) -> String {
+        let list = ok(&self.run(&["list", "--all"]));
+        list.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}  serial ")))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{name} is not listed:\n{list}"))
+            .to_string()
+    }
+
+    /// The serials the CRL on disk (`DIR/ca/ca_crl.pem`) lists, lowercase hex.
+    fn crl_serials(&self) -> Vec<String> {
+        let pem = std::fs::read(self.ca_file("ca_crl.pem")).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        crl.iter_revoked_certificates().map(|r| vouch::encoding::hex(r.raw_serial())).collect()
+    }
+
     /// (exit code, the error line, the hint line) of a failed command.
     fn fails(&self, args: &[&str]) -> (Option<i32>, String, String) {
         let o = self.run(args);
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        let line = |p: &str| err.lines().find(|l| l.starts_with(p)).unwrap_or_default().to_string();
-        (o.status.code(), line("vouch: error: "), line("  hint: "))
+        let (error, hint) = error_and_hint(&o);
+        (o.status.code(), error, hint)
     }
+}
+
+/// The error line and the hint line a failed command wrote on stderr ("" for one missing).
+fn error_and_hint(o: &std::process::Output) -> (String, String) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = |p: &str| err.lines().find(|l| l.starts_with(p)).unwrap_or_default().to_string();
+    (line("vouch: error: "), line("  hint: "))
 }
 
 /// A certname's file holding another node's certificate: revoke, clean and renew refuse (exit
@@ -292,4 +321,300 @@ fn review6_a_command_that_changes_nothing_does_not_say_its_change_was_made() {
         ],
     );
     assert!(code == Some(141) && !stderr.contains("what it changes is changed"), "exit {code:?}, stderr {stderr:?}");
+}
+
+/// A revocation stored whose CRL then cannot be written (here `DIR/ca/crl_number` is a
+/// directory: the CRL's number cannot be recorded, so no CRL is written): `vouch revoke` and
+/// `vouch clean` exited 2 as if nothing had happened. They now say that NAME (serial S) IS
+/// revoked, that the CRL could not be written and why, and to run `vouch crl`, with exit 3
+/// (neither success nor a plain failure). `vouch list --all` and `vouch store verify` show
+/// the revocation meanwhile (a warning for the CRL they cannot write either), and `vouch
+/// crl` writes the CRL once the cause is gone.
+#[test]
+fn a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let number = ca.ca_file("crl_number");
+    assert!(number.is_file());
+    std::fs::remove_file(&number).unwrap();
+    std::fs::create_dir(&number).unwrap();
+
+    for (args, serial, done) in [
+        (["revoke", "a.example.test"], &a, "a.example.test (serial {S}) IS revoked:"),
+        (["clean", "b.example.test"], &b, "b.example.test (serial {S}) IS revoked and cleaned:"),
+    ] {
+        let o = ca.run(&args);
+        assert_eq!(o.status.code(), Some(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN), "{args:?}: {}", text(&o));
+        assert_eq!(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN, 3);
+        let (error, hint) = error_and_hint(&o);
+        assert!(error.contains(&done.replace("{S}", serial)), "{args:?}: {error}");
+        assert!(error.contains("the revocation is stored"), "{args:?}: {error}");
+        assert!(error.contains("the CRL could not be written"), "{args:?}: {error}");
+        assert!(error.contains(&format!("cannot write {}", number.display())), "{args:?}: {error}");
+        assert!(hint.contains("do not repeat it") && hint.contains("run `vouch crl`"), "{args:?}: {hint}");
+        // The CRL on disk is the one from before: it does not list the serial.
+        assert!(!ca.crl_serials().contains(serial), "{args:?}");
+    }
+
+    // The store holds both revocations, and shows them while the CRL still cannot be written.
+    let o = ca.run(&["list", "--all"]);
+    let list = ok(&o);
+    let revoked = list.split("Revoked Certificates:").nth(1).unwrap_or_default();
+    assert!(revoked.contains(&format!("a.example.test  serial {a}")), "{list}");
+    assert!(!list.contains("b.example.test"), "cleaned, and still listed: {list}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("crl-not-written"), "{}", text(&o));
+    let o = ca.run(&["store", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    for (serial, name) in [(&a, "a.example.test"), (&b, "b.example.test")] {
+        let finding = format!("revoked-not-on-crl: serial {serial} ({name}) is revoked, but the CRL does not list it");
+        assert!(found.contains(&finding), "{found}");
+    }
+
+    // The cause gone, `vouch crl` writes the CRL: both listed, nothing left to find.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["crl"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
+}
+
+/// Waits for `child` to end, `limit` at most (then kills it and fails): its status.
+fn wait_within(child: &mut std::process::Child, limit: std::time::Duration, what: &str) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A command that needs the store's lock while another process holds it waited without a
+/// word (a hang, to whoever ran it). After a second of waiting it now says so, once, naming
+/// the holder (here this test process, by its pid: not a vouch process), and goes on
+/// waiting; released, it completes.
+#[test]
+fn a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it() {
+    let ca = Ca::with(&["a.example.test"]);
+    let lock_path = ca.ca_file(".lock");
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(&lock_path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+
+    let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["revoke", "a.example.test"]));
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            let _ = lines.send(line.clone());
+            all.push(line);
+        }
+        all
+    });
+    // A deadline for a test that would otherwise hang, not a timing assertion.
+    let notice = loop {
+        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(l) if l.contains("waiting for the store's lock") => break l,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no notice of the wait ({e})");
+            }
+        }
+    };
+    let holder = format!("vouch: waiting for the store's lock (held by another process: pid {}, `", std::process::id());
+    assert!(notice.starts_with(&holder), "{notice}");
+    assert!(notice.ends_with(&format!("`) on {}", lock_path.display())), "{notice}");
+    // Still waiting, nothing done: the lock is held.
+    assert!(child.try_wait().unwrap().is_none(), "it did not wait for the lock");
+    let revocations = std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default();
+    assert!(!revocations.contains("a.example.test"), "revoked without the lock: {revocations}");
+
+    drop(held);
+    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch revoke");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let all = reader.join().unwrap();
+    assert!(status.success(), "{status:?}: {all:?}");
+    assert!(out.starts_with("revoked a.example.test (serial "), "{out}");
+    assert_eq!(all.iter().filter(|l| l.contains("waiting for the store's lock")).count(), 1, "{all:?}");
+}
+
+/// `vouch enc NAME` (Puppet Server's ENC) for a name the store lists whose certificate file
+/// was deleted said "no certificate" and sent the operator to `vouch list --all`, which lists
+/// it. Its message and hint are now the precise ones revoke, clean and renew give; its exit
+/// code and stdout, which Puppet Server reads, stay those of a name never issued (2, nothing).
+#[test]
+fn enc_of_a_listed_certname_with_its_certificate_missing_names_it_on_stderr_only() {
+    let ca = Ca::with(&["a.example.test"]);
+    assert!(ok(&ca.run(&["enc", "a.example.test"])).contains("profile::web"));
+    let file = ca.signed("a.example.test");
+    std::fs::remove_file(&file).unwrap();
+    let missing = ca.run(&["enc", "a.example.test"]);
+    let never = ca.run(&["enc", "c.example.test"]);
+    for o in [&missing, &never] {
+        assert_eq!(o.status.code(), Some(2), "{}", text(o));
+        assert!(o.stdout.is_empty(), "{}", text(o));
+    }
+    let (error, hint) = error_and_hint(&missing);
+    assert_eq!(
+        error,
+        format!(
+            "vouch: error: the inventory lists a.example.test (serial {}) but its current certificate is missing \
+             from the store ({} does not exist); nothing was changed",
+            ca.serial("a.example.test"),
+            file.display()
+        )
+    );
+    assert!(!hint.contains("vouch list"), "{hint}");
+    assert!(hint.contains("`vouch store verify` names it (current-missing)"), "{hint}");
+    // Never issued: as before.
+    let (error, hint) = error_and_hint(&never);
+    assert_eq!(error, "vouch: error: no certificate for c.example.test");
+    assert!(hint.contains("'vouch list --all'"), "{hint}");
+}
+
+/// `vouch renew` of a revoked certificate, of an administrator's, or of an expired one
+/// answered with `vouch enc`'s "has no valid certificate" and its hint ("a revoked,
+/// expired or foreign certificate has no classification here"; an expired one was even
+/// called "issued"). Each now says what the certificate is and what to do instead; nothing
+/// is issued.
+#[test]
+fn renew_of_a_revoked_an_administrators_or_an_expired_certificate_says_which_and_what_to_do() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&[
+        "admin",
+        "new",
+        "alice",
+        "--cert-out",
+        s(&ca.w.join("alice.pem")),
+        "--key-out",
+        s(&ca.w.join("alice.key")),
+    ]));
+    ok(&ca.run(&["revoke", "a.example.test"]));
+    let (a, alice, b) = (ca.serial("a.example.test"), ca.serial("alice"), ca.serial("b.example.test"));
+    let inventory = || std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
+    let before = inventory();
+    let cases: [(&[&str], String, &[&str]); 3] = [
+        (
+            &["renew", "a.example.test", "--out", "-"],
+            format!("cannot renew a.example.test: its certificate (serial {a}) is revoked"),
+            &["a revoked certificate is never renewed", "a new request", "vouch clean NAME"],
+        ),
+        (
+            &["renew", "alice", "--out", "-"],
+            format!("cannot renew alice: its certificate (serial {alice}) is an administrator's (`vouch admin new`), not a node's"),
+            &["administrator certificates are not renewed", "`vouch admin new NAME"],
+        ),
+        (
+            &["--now", "2100-01-01T00:00:00Z", "renew", "b.example.test", "--out", "-"],
+            format!("cannot renew b.example.test: its certificate (serial {b}) expired at "),
+            &["an expired certificate is not renewed", "a new request"],
+        ),
+    ];
+    for (args, error_start, hint_has) in cases {
+        let o = ca.run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o));
+        let (error, hint) = error_and_hint(&o);
+        assert!(error.starts_with(&format!("vouch: error: {error_start}")), "{args:?}: {error}");
+        assert!(!hint.contains("classification"), "{args:?}: {hint}");
+        for h in hint_has {
+            assert!(hint.contains(h), "{args:?}: {hint}");
+        }
+    }
+    assert_eq!(inventory(), before, "something was issued");
+    // The administrator's, revoked: said so too.
+    ok(&ca.run(&["revoke", "alice"]));
+    let (code, error, _) = ca.fails(&["renew", "alice", "--out", "-"]);
+    assert_eq!(code, Some(2));
+    assert!(error.ends_with("is an administrator's (`vouch admin new`), not a node's, and revoked"), "{error}");
+}
+
+/// `vouch admin new NAME` took `localhost`, and the name of a node with a current certificate
+/// (a revoked one: the node then showed as signed, under the administrator's certificate); it
+/// answered the service's own name with "revoke or clean it first" (revoking the service),
+/// and a bad name with "see vouch --help". It now refuses each with its own reason and hint
+/// (a node's name until `vouch clean` forgets it), the certname rules as `revoke` states them,
+/// and writes nothing: no key, no certificate, the store unchanged.
+#[test]
+fn admin_new_refuses_a_name_that_is_not_free_and_writes_nothing() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["revoke", "b.example.test"]));
+    // `vouch serve` started once, under its own name: its certificate, and DIR/admin's.
+    let log = ca.w.join("serve.log");
+    let mut serve = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    common::serve_ready(&mut serve, &log);
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    let (a, b, adm) = (ca.serial("a.example.test"), ca.serial("b.example.test"), ca.serial("vouch-admin"));
+
+    let store = || {
+        let signed: Vec<_> = std::fs::read_dir(ca.ca_file("signed")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        (std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap(), signed, ok(&ca.run(&["list", "--all"])))
+    };
+    let before = store();
+    let service = "it is a name of this CA's service";
+    let cases: Vec<(&str, String, &[&str])> = vec![
+        ("localhost", service.into(), &["a name of its own"]),
+        ("127.0.0.1", service.into(), &["a name of its own"]),
+        ("svc.example.test", service.into(), &["a name of its own"]),
+        ("ca", "Puppet reserves the name for its CA".into(), &["choose another name"]),
+        (
+            "a.example.test",
+            format!("it is a node's certname: the node has a certificate (serial {a})"),
+            &["choose another name", "`vouch clean NAME`"],
+        ),
+        (
+            "b.example.test",
+            format!("it is a node's certname: the node's revoked certificate (serial {b}) still holds it"),
+            &["`vouch clean NAME` forgets the node's revoked certificate"],
+        ),
+        (
+            "vouch-admin",
+            format!("an administrator already has a valid certificate under it (serial {adm})"),
+            &["revoke it first"],
+        ),
+        ("Admin.example.test", "\"Admin.example.test\" is not a valid certname".into(), &["lowercase host name"]),
+    ];
+    let out = ca.w.join("administrators");
+    std::fs::create_dir(&out).unwrap();
+    for (name, why, hint_has) in cases {
+        let (cert, key) = (out.join(format!("{name}.crt")), out.join(format!("{name}.key")));
+        let (code, error, hint) = ca.fails(&["admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]);
+        assert_eq!(code, Some(2), "{name}: {error}");
+        assert!(error.starts_with("vouch: error: "), "{name}: {error}");
+        assert!(error.contains(&why), "{name}: {error}");
+        if !name.starts_with("Admin") {
+            let start = format!("vouch: error: refusing to make an administrator certificate for {name}: ");
+            assert!(error.starts_with(&start) && error.ends_with("; nothing was written"), "{name}: {error}");
+        }
+        for h in hint_has {
+            assert!(hint.contains(h), "{name}: {hint}");
+        }
+        assert!(hint != "  hint: see vouch --help", "{name}");
+        if name == "svc.example.test" || name == "localhost" {
+            assert!(!hint.contains("revoke") && !error.contains("revoke"), "{name}: {error}\n{hint}");
+        }
+        assert!(!cert.exists() && !key.exists(), "{name}: a file was written");
+        assert_eq!(store(), before, "{name}: the store changed");
+    }
+    // Cleaned, the revoked node's name is free.
+    ok(&ca.run(&["clean", "b.example.test"]));
+    let (cert, key) = (out.join("b.crt"), out.join("b.key"));
+    ok(&ca.run(&["admin", "new", "b.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]));
 }

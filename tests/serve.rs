@@ -2661,3 +2661,50 @@ fn the_server_prunes_expired_replay_buckets_in_its_maintenance() {
     assert_eq!(said["more_left"], false, "{said}");
     assert!(server.stop());
 }
+
+/// Whether `/proc/locks` shows process `pid` waiting (a `->` line) for a `flock` on the inode `ino`.
+fn waits_for_flock(pid: i32, ino: u64) -> bool {
+    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->")
+            && f.get(2) == Some(&"FLOCK")
+            && f.get(5) == Some(&pid.to_string().as_str())
+            && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
+    })
+}
+
+/// The command line's commands say when they wait for the store's lock for more than a
+/// second (`cli_friction.rs::a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it`);
+/// `vouch serve` goes through the same lock for every batch of requests and must not: its
+/// requests wait their turn without a line each in its log.
+#[test]
+fn a_request_waiting_for_the_stores_lock_is_not_announced_by_serve() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(dir.join("ca/.lock")).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let ino = held.metadata().unwrap().ino();
+    let name = "a.example.test";
+    let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+    let mut client = server.client(None);
+    let put = std::thread::spawn(move || {
+        let r = client.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap();
+        (r.status, r.text())
+    });
+    // Until the server waits in flock (a deadline, not a timing assertion), then long past
+    // the second after which a command says so.
+    let start = Instant::now();
+    while !waits_for_flock(server.pid(), ino) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the server never waited for the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    drop(held);
+    let (status, body) = put.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert!(!log.contains("waiting for the store's lock"), "{log}");
+    assert!(server.stop());
+}

@@ -199,7 +199,47 @@ impl Authority {
     ) -> Result<(), Error> {
         let rev = Revocation::of(rec, format_rfc3339(now), reason.to_string(), cleaned);
         self.store.revoke(lock, &rev, rec, expected)?;
-        self.after_revocation(lock, &rev, now)
+        self.finish_revocation(lock, &rev, now)
+    }
+
+    /// After an operator's revocation is stored: the certificate is revoked from here on,
+    /// whatever fails next. The CRL is written even if the audit line could not be (the
+    /// revocation must reach the CRL); a CRL that cannot be written is
+    /// [`Error::RevokedCrlNotWritten`], which says the revocation stands.
+    fn finish_revocation(&self, lock: &WriteLock, rev: &Revocation, now: OffsetDateTime) -> Result<(), Error> {
+        let cleaned = rev.cleaned;
+        let audited = self.audit_revocation(rev);
+        let done = || {
+            format!(
+                "{} {} (serial {})",
+                if cleaned { "revoked and cleaned" } else { "revoked" },
+                rev.certname,
+                rev.serial
+            )
+        };
+        if let Err(error) = self.write_crl_locked(lock, now) {
+            if let Err(e) = &audited {
+                super::warn("audit", &format!("{}: the audit line was not written either: {e}", done()));
+            }
+            return Err(Error::RevokedCrlNotWritten {
+                certname: rev.certname.clone(),
+                serial: rev.serial.clone(),
+                cleaned,
+                error: Box::new(error),
+            });
+        }
+        audited.map_err(|error| Error::Partial {
+            done: format!("{}: stored, and the CRL lists it", done()),
+            error: Box::new(error),
+        })
+    }
+
+    /// The audit line of a stored revocation.
+    fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
+        self.audit(serde_json::json!({
+            "time": rev.time, "event": if rev.cleaned { "cleaned" } else { "revoked" },
+            "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
+        }))
     }
 
     /// What follows a stored revocation: its audit line, and the CRL.
@@ -209,10 +249,7 @@ impl Authority {
         rev: &Revocation,
         now: OffsetDateTime,
     ) -> Result<(), Error> {
-        self.audit(serde_json::json!({
-            "time": rev.time, "event": if rev.cleaned { "cleaned" } else { "revoked" },
-            "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
-        }))?;
+        self.audit_revocation(rev)?;
         self.write_crl_locked(lock, now)
     }
 
@@ -282,7 +319,7 @@ impl Authority {
                     false,
                 );
                 self.store.revoke(&lock, &rev, &rec, None)?;
-                self.after_revocation(&lock, &rev, now)?;
+                self.finish_revocation(&lock, &rev, now)?;
                 return Ok(format!(
                     "serial {} ({}) was revoked by its record, but no revocation listed it: recorded again, \
                      on the CRL now",
@@ -371,16 +408,28 @@ impl Authority {
 
     /// Regenerates the CRL if it is due. Every command that touches the store calls this.
     pub fn maintain(&self, now: OffsetDateTime) -> Result<(), Error> {
+        self.maintain_with(now, false)
+    }
+
+    /// [`Authority::maintain`] for the commands that show the store (`vouch list`, `vouch
+    /// store verify`): a CRL that cannot be written is a `crl-not-written` warning and the
+    /// command goes on, so that the store can be seen (and checked) when the CRL cannot be
+    /// written: after `vouch revoke` said the revocation is stored but its CRL is not.
+    pub fn maintain_or_warn(&self, now: OffsetDateTime) -> Result<(), Error> {
+        self.maintain_with(now, true)
+    }
+
+    fn maintain_with(&self, now: OffsetDateTime, warn_only: bool) -> Result<(), Error> {
         if self.crl_due(now)? {
             let lock = self.store.lock()?;
             if self.crl_due(now)? {
-                self.write_crl_locked(&lock, now)?;
+                crl_written(self.write_crl_locked(&lock, now), warn_only)?;
             }
         }
         if self.root_crl_due(now) {
             let lock = self.store.lock()?;
             if self.root_crl_due(now) {
-                self.write_root_crl_locked(&lock, now)?;
+                crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
             }
         }
         Ok(())
@@ -520,6 +569,22 @@ impl Authority {
         crate::files::durable::write_replace_dated(&root_crl, pem.as_bytes(), 0o644, dated)
             .map_err(|source| Error::Io { path: root_crl.clone(), op: "write", source })?;
         write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
+    }
+}
+
+/// A CRL's write, its failure a `crl-not-written` warning instead when `warn_only`.
+pub(super) fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<(), Error> {
+    match written {
+        Err(e) if warn_only => {
+            tracing::warn!(
+                event = "crl-not-written",
+                detail = %e,
+                hint = "fix the cause, then run `vouch crl` (the CRL does not list the revocations made since \
+                        it was last written)",
+            );
+            Ok(())
+        }
+        r => r,
     }
 }
 

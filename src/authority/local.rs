@@ -3,7 +3,7 @@
 
 use super::Authority;
 use crate::decision;
-use crate::error::Error;
+use crate::error::{AdminNameTaken, Error};
 use crate::issuance::bootstrap;
 use crate::issuance::certificate::{self, Authorization, Issued};
 use crate::store::State;
@@ -53,6 +53,17 @@ impl Authority {
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
         let LocalSpec { certname, role, dns_names, ip_addresses, key_type: _, replace } = *spec;
+        let admin = role == certificate::LocalRole::Admin;
+        let refused = |why| Error::AdminNameRefused { name: certname.to_string(), why };
+        if admin {
+            super::check_name(certname)?;
+            if decision::is_reserved_certname(certname) {
+                return Err(refused(AdminNameTaken::Puppet));
+            }
+            if self.reserved.holder(certname) == Some(super::Holder::Service) {
+                return Err(refused(AdminNameTaken::Service));
+            }
+        }
         decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
         if decision::is_reserved_certname(certname) {
             return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
@@ -62,6 +73,11 @@ impl Authority {
         let lock = self.store.lock()?;
         let current = self.current_checked(certname)?;
         let mut supersede = false;
+        if let (true, Some(c)) = (admin, &current) {
+            if let Some(why) = self.taken_from_administrators(c, now) {
+                return Err(refused(why));
+            }
+        }
         if let Some(crate::store::Current { record: rec, .. }) = &current {
             let valid = rec.state == State::Issued
                 && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
@@ -131,6 +147,30 @@ impl Authority {
             None,
             now,
         )
+    }
+
+    /// Why the current certificate `c` keeps its name from a new administrator, if it does: a
+    /// node's (revoked or not: the name is freed by `vouch clean`), the service's or an
+    /// administrator's while valid. A revoked or expired certificate of vouch's own holds nothing.
+    fn taken_from_administrators(&self, c: &crate::store::Current, now: OffsetDateTime) -> Option<AdminNameTaken> {
+        let rec = &c.record;
+        let der = crate::encoding::pem::find(c.pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+        let revoked = rec.state != State::Issued;
+        let valid = !revoked && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
+        let node = rec.conductor.is_some()
+            || rec.attributes_expiry.is_some()
+            || certificate::classification_of(&der, &self.policy.mirror_oid).ok().flatten().is_some();
+        if node {
+            return Some(AdminNameTaken::Node { serial: rec.serial.clone(), revoked });
+        }
+        if !valid {
+            return None;
+        }
+        Some(if super::reserved::carries_cli_auth(&der) {
+            AdminNameTaken::Administrator { serial: rec.serial.clone() }
+        } else {
+            AdminNameTaken::Service
+        })
     }
 
     /// Checks a certificate a TLS client presented: issued by this CA, valid now, and

@@ -138,6 +138,14 @@ impl Authority {
         })
     }
 
+    /// The command line's open: a wait for the store's lock is told on stderr
+    /// ([`Store::announce_lock_waits`]).
+    pub fn open_for_cli(dir: &DataDir, url: &StoreUrl) -> Result<Self, Error> {
+        let auth = Self::open_with(dir, url)?;
+        auth.store.announce_lock_waits();
+        Ok(auth)
+    }
+
     /// This master CA's id in a shared store ([`crate::store::ca_id`]).
     pub fn ca_id(&self) -> String {
         crate::store::ca_id(&self.ca.cert_der)

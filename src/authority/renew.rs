@@ -4,7 +4,7 @@
 use super::{check_name, Authority};
 use crate::decision::{self, Refusal, Refused};
 use crate::encoding::time::format_rfc3339;
-use crate::error::Error;
+use crate::error::{Error, Unrenewable};
 use crate::issuance::certificate::{self, Authorization, Issued, RenewalProof};
 use crate::store::{CertRecord, State};
 use crate::vouching::classification::Classification;
@@ -37,16 +37,28 @@ impl Authority {
                 detail: format!("serial {expected} is no longer its current certificate (that is {})", rec.serial),
             });
         }
-        if rec.state != State::Issued
-            || crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now)
-        {
-            return Err(Error::NotValid {
-                certname: certname.to_string(),
-                detail: format!("its certificate is {:?}", rec.state).to_lowercase(),
-            });
-        }
         let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
+        let unrenewable = |why| Error::NotRenewable { certname: certname.to_string(), serial: rec.serial.clone(), why };
+        // vouch's own certificates (no conductor, no attributes, no classification) are never
+        // a node's to renew.
+        let revoked = rec.state != State::Issued;
+        if rec.conductor.is_none()
+            && rec.attributes_expiry.is_none()
+            && certificate::classification_of(&der, &self.policy.mirror_oid).ok().flatten().is_none()
+        {
+            return Err(unrenewable(if super::reserved::carries_cli_auth(&der) {
+                Unrenewable::Administrator { revoked }
+            } else {
+                Unrenewable::Service { revoked }
+            }));
+        }
+        if revoked {
+            return Err(unrenewable(Unrenewable::Revoked));
+        }
+        if crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now) {
+            return Err(unrenewable(Unrenewable::Expired { not_after: rec.not_after.clone() }));
+        }
         self.verify_ours(&der, now)?;
         let (_, cert) = x509_parser::parse_x509_certificate(&der)
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;

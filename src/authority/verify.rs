@@ -114,7 +114,9 @@ impl Authority {
     pub fn verify_store(&self, now: OffsetDateTime, report: &mut dyn FnMut(Finding)) -> Result<Verified, Error> {
         // As every command does, a CRL that is due is written first (under the lock, taken
         // only then).
-        self.maintain(now)?;
+        // A CRL that cannot be written does not stop the check: it reports what the CRL
+        // misses (revoked-not-on-crl, crl-expired).
+        self.maintain_or_warn(now)?;
         // A store whose own state only its lock settles (the file store: a log with a batch
         // that does not verify) is read with the lock from the start.
         if self.store.settled_unlocked() {
@@ -129,10 +131,10 @@ impl Authority {
         // CRL that is due now (that revocation's) is written under this lock.
         let lock = self.store.lock()?;
         if self.crl_due(now)? {
-            self.write_crl_locked(&lock, now)?;
+            super::crl::crl_written(self.write_crl_locked(&lock, now), true)?;
         }
         if self.root_crl_due(now) {
-            self.write_root_crl_locked(&lock, now)?;
+            super::crl::crl_written(self.write_root_crl_locked(&lock, now), true)?;
         }
         self.verify_pass(Some(&lock), now, report)
     }

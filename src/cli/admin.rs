@@ -15,7 +15,7 @@ pub(super) fn new(
     key_type: &KeyTypeArg,
 ) -> Result<i32, Error> {
     preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let (issued, key) = auth.issue_local(
         &crate::authority::LocalSpec {
             certname: name,

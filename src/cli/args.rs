@@ -133,6 +133,9 @@ pub enum Command {
         format: ListFormat,
     },
     /// Revoke a certname's certificate and regenerate the CRL.
+    ///
+    /// Exit 3: the revocation is stored (the certificate is revoked) but the CRL could not be
+    /// written after it; `vouch crl` writes it once the cause is fixed.
     Revoke {
         /// The node whose current certificate is revoked.
         #[arg(required_unless_present = "serial", conflicts_with = "serial")]
@@ -149,7 +152,8 @@ pub enum Command {
         reason: String,
     },
     /// Revoke a certname's certificate and forget it (and any pending request);
-    /// exit 2 if the CA has neither for that name.
+    /// exit 2 if the CA has neither for that name, 3 if the revocation is stored but the CRL
+    /// could not be written after it (`vouch crl` writes it once the cause is fixed).
     Clean {
         /// The node to revoke and forget.
         certname: String,

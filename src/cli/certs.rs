@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub(super) fn sign(cli: &Cli, a: &SignArgs) -> Result<i32, Error> {
     preflight(&[(a.out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let csr = read_file(&a.csr, crate::files::input::Kind::Csr)?;
     let certname = certname_for(&a.csr, &csr, a.certname.as_deref())?;
     match auth.issue(&csr, Some(&certname), now(cli)?)? {
@@ -130,8 +130,9 @@ pub(super) fn canonical_reason(r: &str) -> Result<&'static str, Error> {
 }
 
 pub(super) fn list(cli: &Cli, all: &bool, format: &ListFormat) -> Result<i32, Error> {
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
-    auth.maintain(now(cli)?)?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    // A CRL that cannot be written (a warning) does not keep the store from being listed.
+    auth.maintain_or_warn(now(cli)?)?;
     let mut out = ListWriter::new(*format, *all);
     auth.list_each(*all, |e| out.entry(&e))?;
     out.finish()?;
@@ -325,7 +326,7 @@ impl ListWriter {
 
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
     Ok(EXIT_OK)
@@ -333,16 +334,16 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
 
 pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
     Ok(EXIT_OK)
 }
 
-/// [`Error::NotFound`] from revoke, clean or renew, made precise: a certname the store still
+/// [`Error::NotFound`] from revoke, clean, renew or enc, made precise: a certname the store still
 /// lists whose certificate is missing is [`Error::CurrentMissing`] (the not-found hint's
 /// `vouch list --all` would list it again: a loop); any other error unchanged.
-fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
+pub(super) fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
     match e {
         Error::NotFound { .. } => {
             let file = cli.store_url().is_files().then(|| stored_cert(auth, certname).into());
@@ -353,7 +354,7 @@ fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) -> Error {
 }
 
 pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     // Like revoke and renew, a name the CA knows nothing about is an error (exit 2); so is
     // one the store lists without its certificate (clean would only remove a request).
     if auth.certificate(certname)?.is_none() {
@@ -368,7 +369,7 @@ pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
 
 pub(super) fn crl(cli: &Cli, out: &Option<PathBuf>) -> Result<i32, Error> {
     preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let pem = auth.crl(now(cli)?)?;
     write_out(out.as_deref(), &pem, 0o644)?;
     Ok(EXIT_OK)
@@ -376,7 +377,7 @@ pub(super) fn crl(cli: &Cli, out: &Option<PathBuf>) -> Result<i32, Error> {
 
 pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<i32, Error> {
     preflight(&[(out.as_deref().unwrap_or(Path::new("-")), Replace::Yes)])?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     auth.maintain(now)?;
     let i = auth.renew(certname, now).map_err(|e| no_current(cli, &auth, certname, e))?;

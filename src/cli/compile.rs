@@ -224,7 +224,7 @@ pub(super) fn verified_cert_file(
         }
         None => {
             let d = dir(cli)?;
-            let auth = Authority::open_with(&d, &cli.store_url())?;
+            let auth = Authority::open_for_cli(&d, &cli.store_url())?;
             auth.maintain(now)?;
             let crl = auth.crl_document.get()?.plain.to_vec();
             (auth.chain_pem().as_bytes().to_vec(), d.file("ca_bundle.pem"), vec![(crl, d.file("ca_crl.pem"))])

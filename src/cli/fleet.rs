@@ -43,7 +43,7 @@ pub(super) fn reconcile(cli: &Cli, a: &ReconcileArgs) -> Result<i32, Error> {
         })?;
     let max_changes =
         MaxChanges::parse(&a.max_changes).map_err(|d| Error::Usage { detail: format!("--max-changes {d}") })?;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     // A dry run changes nothing: not even a CRL that is due (the next command writes it).
     if a.confirm {
@@ -230,7 +230,7 @@ fn render_structured(out: &mut Out<impl Write>, plan: &mut Plan, yaml: bool) -> 
 }
 
 pub(super) fn purge(cli: &Cli, names: &[String], confirm: bool) -> Result<i32, Error> {
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let found = auth.purge(names, confirm, now(cli)?)?;
     let stdout = std::io::stdout();
     let mut out = Out(std::io::BufWriter::new(stdout.lock()));
@@ -361,7 +361,7 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
             show(&path, certname.as_deref(), since, *output)
         }
         AuditCommand::Checkpoint => {
-            let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+            let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
             match auth.audit_checkpoint()? {
                 Some(line) => super::say(&format!("{line}\n"))?,
                 None => {

@@ -100,9 +100,13 @@ pub(super) fn enc(
                 if let Some(s) = super::compile::enc_settings(remote, settings.mirror_oid, settings.max_bytes)? {
                     return super::compile::enc_remote(cli, &s, name);
                 }
-                let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+                let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
                 auth.maintain(now)?;
-                let (c, source) = auth.enc_with_source(name, now)?;
+                // A listed name whose certificate file is missing is said so (stderr only: the
+                // exit code, 2, and the empty stdout Puppet Server reads stay those of any name
+                // without a classification).
+                let (c, source) =
+                    auth.enc_with_source(name, now).map_err(|e| super::certs::no_current(cli, &auth, name, e))?;
                 return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
             }
             (name, Some(path), None) => {

@@ -62,7 +62,7 @@ impl<T: std::io::Read + std::io::Write + std::io::Seek> Spool for T {}
 /// `vouch store verify`: each finding as it is found (stdout), then the summary.
 fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
     use std::io::Write;
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     // The findings go to an unnamed temporary file while the store's lock is held, and to
     // stdout after it is released: a reader that stalls (`| less` left open) never holds up
@@ -146,7 +146,7 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
 }
 
 pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error> {
-    let auth = Authority::open_with(&dir(cli)?, &cli.store_url())?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     match c {
         OverrideCommand::Set { certname, classification, expect_revision } => {
@@ -206,7 +206,7 @@ pub(super) fn migrate(cli: &Cli, to: &str) -> Result<i32, Error> {
                 .into(),
         });
     }
-    let auth = Authority::open(&dir(cli)?)?;
+    let auth = Authority::open_for_cli(&dir(cli)?, &crate::store::StoreUrl::default())?;
     let mut target = cli.store_url();
     target.url = to.to_string();
     let report = auth.migrate_to(&target, now(cli)?)?;

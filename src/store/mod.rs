@@ -503,6 +503,11 @@ pub fn each_until_error<S: Store + ?Sized, E: From<StoreError> + Send>(
 pub trait Store: Send + Sync {
     /// Takes the write lock (blocking) and finishes any operation a killed process left.
     fn lock(&self) -> Result<WriteLock, StoreError>;
+    /// Asks [`Store::lock`] to say on stderr when it keeps this process waiting (the command
+    /// line's commands, which would otherwise seem to hang; never `vouch serve`, whose
+    /// requests wait their turn quietly). A store whose lock never waits on another
+    /// process ignores it.
+    fn announce_lock_waits(&self) {}
     /// Whether concurrent issuances should be stored in batches (one synchronous write for
     /// many: the file store); otherwise each request stores its own.
     fn batches(&self) -> bool;

@@ -53,6 +53,11 @@ pub(super) fn renewal(
             events.push(Event::Denied { client: p.certname.clone(), reason: detail.clone() });
             Ok(ApiResponse::text(409, format!("Conflict: cannot renew {}: {detail}", p.certname)))
         }
+        // Revoked, expired, or not a node's: "cannot renew NAME: its certificate (serial S) …".
+        Err(e @ Error::NotRenewable { .. }) => {
+            events.push(Event::Denied { client: p.certname.clone(), reason: e.to_string() });
+            Ok(ApiResponse::text(409, format!("Conflict: {e}")))
+        }
         // The conductor that vouched is no longer acceptable (revoked, untrusted, out of scope).
         Err(Error::Refused { refused, .. }) => {
             let reasons = refused.tagged_reasons();

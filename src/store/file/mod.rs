@@ -1,6 +1,7 @@
 //! The embedded default store: files under `DIR/ca/` (layout and protocol: [`crate::store`]).
 
 mod listing;
+mod lockwait;
 mod memory;
 mod verify;
 mod wal;
@@ -37,6 +38,9 @@ fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError
 #[derive(Debug, Clone)]
 pub struct FileStore {
     pub root: PathBuf,
+    /// Whether a lock that keeps this process waiting says so on stderr
+    /// ([`Store::announce_lock_waits`]).
+    announce: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -58,7 +62,7 @@ enum Marker {
 
 impl FileStore {
     pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
-        FileStore { root: ca_dir.into() }
+        FileStore { root: ca_dir.into(), announce: Default::default() }
     }
 
     fn p(&self, rel: &str) -> PathBuf {
@@ -429,8 +433,9 @@ impl Store for FileStore {
             &path,
         )
         .map_err(io_err(&path, "open"))?;
-        if let Err(e) = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
-            return Err(StoreError::Io { path, op: "lock", source: e.into() });
+        let announce = self.announce.load(std::sync::atomic::Ordering::Relaxed);
+        if let Err(source) = lockwait::lock_exclusive(&file, &path, announce) {
+            return Err(StoreError::Io { path, op: "lock", source });
         }
         // Before anything is changed: the mark that tells other processes to forget. Another
         // holder since this process's last lock: its log is re-read, whatever its identity.
@@ -449,6 +454,12 @@ impl Store for FileStore {
 
     fn batches(&self) -> bool {
         true
+    }
+
+    /// From now on, a wait of more than a second for the lock (another process holds it)
+    /// is told on stderr, once per wait, naming the holder when this host can tell.
+    fn announce_lock_waits(&self) {
+        self.announce.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
