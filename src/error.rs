@@ -527,15 +527,22 @@ impl Error {
             Error::Expiry { .. } => "use --expires-in 30m|2h|1d or --expires 2030-01-01T00:00:00Z",
             Error::Usage { .. } => "see vouch --help",
             Error::Crypto { .. } => return None,
+            Error::Store { detail } if detail.contains("is damaged") => {
+                "running the command again cannot help: `vouch store verify` names what is damaged; restore the named \
+                 file from a backup of DIR/ca (a certificate: or from the node's own copy, its first PEM block only); \
+                 `vouch revoke --serial SERIAL` revokes a certificate whatever its file holds"
+            }
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
             Error::StoreDamaged { .. } => {
                 "running the command again cannot help: `vouch store verify` names the damaged entry; restore the certname's \
                  certificate (DIR/ca/signed/CERTNAME.pem and its record) from a backup of DIR/ca, or from the \
-                 node's own copy (its first PEM block only), then run the command again"
+                 node's own copy (its first PEM block only), then run the command again; to revoke a certificate \
+                 whatever its file holds: `vouch revoke --serial SERIAL`"
             }
             Error::CurrentMissing { .. } => {
                 "`vouch store verify` names it (current-missing); restore DIR/ca/signed/CERTNAME.pem from the \
-                 node's own copy (its first PEM block only) or from a backup of DIR/ca, then run the command again"
+                 node's own copy (its first PEM block only) or from a backup of DIR/ca, then run the command again; \
+                 to revoke it without a restore: `vouch revoke --serial SERIAL` (the serial above)"
             }
             Error::StdoutClosed => {
                 "the reader of vouch's output exited before reading all of it: read all of it, or write it to \

@@ -1650,3 +1650,29 @@ fn revoke_by_serial_repairs_what_the_hints_say_it_does() {
     assert!(ca.crl_lists(&other));
     assert_eq!(ca.verify().0, 0);
 }
+
+/// A certname with a revocation line (a renewal's superseded certificate, a `revoke
+/// --serial`) whose certificate file is then damaged, unreadable as a certificate, or not a
+/// regular file: verify still reports it (current-unreadable, exit 1) and goes on with the
+/// others, and `vouch list --all` still lists it; both used to stop at the file with exit 2
+/// ("the store was left consistent ... retry"), which no retry could mend.
+#[test]
+fn a_damaged_file_of_a_renewed_certname_is_a_finding_not_the_end_of_verify() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    ok(&ca.run(&["renew", "b.example.test", "--out", "/dev/null"], &[]));
+    ok(&ca.run(&["revoke", "--serial", &ca.serial_of("c.example.test")], &[]));
+    ca.settled();
+    std::fs::write(ca.ca("signed/b.example.test.pem"), "garbage\n").unwrap();
+    std::fs::remove_file(ca.ca("signed/c.example.test.pem")).unwrap();
+    std::fs::create_dir(ca.ca("signed/c.example.test.pem")).unwrap();
+    // b's file also no longer holds b's newest certificate.
+    ca.finds(&["current-unreadable", "current-unreadable", "issued-not-current"]);
+    let list = ok(&ca.run(&["list", "--all"], &[]));
+    for n in ["a.example.test", "b.example.test", "c.example.test"] {
+        assert!(list.contains(n), "{n}: {list}");
+    }
+    // The hint of a command that meets it names the way that needs no restore.
+    let o = ca.run(&["revoke", "b.example.test"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("vouch revoke --serial"), "{}", text(&o));
+}

@@ -130,8 +130,9 @@ impl Finding {
                 "restore signed/CERTNAME.pem (and its record) from a backup of DIR/ca, or from the \
                  node's own copy (its first PEM block only); a certificate whose serial has no \
                  record was not stored by vouch: treat it as tampering. `vouch clean` cannot revoke \
-                 a certificate it cannot read (on LDAP, run verify again first: another master may \
-                 have cleaned the name meanwhile)"
+                 a certificate it cannot read; `vouch revoke --serial SERIAL` can, by its record or \
+                 inventory line (on LDAP, run verify again first: another master may have cleaned \
+                 the name meanwhile)"
             }
             Finding::NameMismatch { .. } | Finding::SerialTwice { .. } => {
                 "do not `vouch clean` this name (it refuses: the certificate in the file is \

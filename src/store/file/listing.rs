@@ -134,6 +134,12 @@ impl FileStore {
             }
             Ok(ControlFlow::Continue(()))
         })?;
+        // Certnames whose certificate file cannot be read (damaged, unreadable, not a regular
+        // file), with their latest line: listed once at the end, so that each is still
+        // checked (`vouch store verify` names it) and the walk goes on. Only damaged names
+        // are held here.
+        let mut unreadable: Vec<Listed> = Vec::new();
+        let mut stopped = false;
         self.each_line("inventory.txt", |l| {
             let Some(line) = parse(l) else { return Ok(ControlFlow::Continue(())) };
             if crate::decision::check_certname(line.certname).is_err() {
@@ -151,7 +157,25 @@ impl FileStore {
             } else {
                 // Listed only if this line is the certname's current certificate (none:
                 // cleaned; another serial: a later line is).
-                let Some(current) = self.current(line.certname)? else { return Ok(ControlFlow::Continue(())) };
+                let current = match self.current(line.certname) {
+                    Ok(c) => c,
+                    Err(StoreError::CertnameInvalid { .. }) => return Ok(ControlFlow::Continue(())),
+                    Err(_) => {
+                        let revoked = matches!(self.record(line.serial), Ok(Some(r)) if r.state == State::Revoked);
+                        let listed = Listed {
+                            certname: line.certname.to_string(),
+                            serial: line.serial.to_string(),
+                            not_after: line.not_after.to_string(),
+                            revoked,
+                        };
+                        match unreadable.iter_mut().find(|u| u.certname == listed.certname) {
+                            Some(u) => *u = listed,
+                            None => unreadable.push(listed),
+                        }
+                        return Ok(ControlFlow::Continue(()));
+                    }
+                };
+                let Some(current) = current else { return Ok(ControlFlow::Continue(())) };
                 let rec = current.record;
                 if rec.serial != line.serial {
                     return Ok(ControlFlow::Continue(()));
@@ -163,8 +187,16 @@ impl FileStore {
                 };
                 Listed { certname: rec.certname, serial: rec.serial, not_after: line.not_after.to_string(), revoked }
             };
-            Ok(f(listed))
-        })
+            let flow = f(listed);
+            stopped = flow.is_break();
+            Ok(flow)
+        })?;
+        for listed in unreadable {
+            if stopped || f(listed).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
