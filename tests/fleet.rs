@@ -494,6 +494,34 @@ fn the_cas_own_certificates_are_never_orphans() {
     assert!(list.lines().any(|l| l.contains("vouch-admin") && !l.contains("revoked")), "{list}");
 }
 
+/// Administrators made with `vouch admin new NAME` under any name (not only the one in
+/// DIR/admin) are no orphans either: the dry run does not offer them, `--confirm` does not
+/// revoke them (it revoked every one but `vouch-admin` before).
+#[test]
+fn administrators_under_any_name_are_never_orphans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 3);
+    for admin in ["alice", "puppet"] {
+        ok(&vouch()
+            .args(["--dir", s(&dir), "admin", "new", admin])
+            .args(["--cert-out", s(&tmp.path().join(format!("{admin}.pem")))])
+            .args(["--key-out", s(&tmp.path().join(format!("{admin}.key")))])
+            .output()
+            .unwrap());
+    }
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..2).map(|i| format!("{}\n", name(i))).collect::<String>()).unwrap();
+    let src = format!("file:{}", s(&inv));
+    let plan = json(&reconcile(&dir, &["--inventory", &src, "-o", "json"]));
+    assert_eq!(plan["changes"], 1, "only the node left out of the inventory: {plan}");
+    let done = json(&reconcile(&dir, &["--inventory", &src, "--confirm", "--force", "-o", "json"]));
+    assert_eq!(done["applied"]["revoked"], 1, "{done}");
+    let list = String::from_utf8(vouch().args(["--dir", s(&dir), "list", "--all"]).output().unwrap().stdout).unwrap();
+    for admin in ["alice", "puppet"] {
+        assert!(list.lines().any(|l| l.contains(admin) && !l.contains("revoked")), "{admin}: {list}");
+    }
+}
+
 /// Security review, issue 18 #5: a dry run writes nothing, not even a CRL that is due.
 #[test]
 fn a_dry_run_does_not_write_a_due_crl() {

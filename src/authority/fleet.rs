@@ -377,6 +377,8 @@ impl Authority {
                 }
                 // A revoked orphan is done, unless --prune forgets it.
                 false if l.revoked && !prune => Ok(()),
+                // An administrator's (`vouch admin new`): no node's, whatever its name.
+                false if self.administrator(&l.certname) => Ok(()),
                 false => {
                     changes = changes.saturating_add(1);
                     orphans.push(&Orphan {
@@ -409,6 +411,13 @@ impl Authority {
         Ok(())
     }
 
+    /// Whether `certname`'s current certificate is an administrator's
+    /// ([`Authority::is_admin_certificate`]; the service's names are reserved). A certificate
+    /// that cannot be read is not known to be (the apply step reads it again, under the lock).
+    fn administrator(&self, certname: &str) -> bool {
+        matches!(self.store.current(certname), Ok(Some(c)) if self.is_admin_certificate(&c.pem))
+    }
+
     /// Revokes (with `--prune`: and forgets) the plan's orphans and drops its stale requests,
     /// under the store's lock; one CRL at the end.
     fn apply(&self, plan: &mut Plan, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Applied, Error> {
@@ -427,6 +436,10 @@ impl Authority {
                 done.skipped.push(o.certname);
                 return Ok(());
             };
+            if self.is_admin_certificate(&current.pem) {
+                done.skipped.push(o.certname);
+                return Ok(());
+            }
             let expected = current.expected();
             let rec = current.record;
             let unchanged = rec.serial == o.serial && (rec.state == State::Revoked) == o.revoked;

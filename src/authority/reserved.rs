@@ -171,6 +171,18 @@ impl Authority {
     }
 }
 
+impl Authority {
+    /// Whether a stored certificate (PEM) is an administrator's: Puppet's CLI-authorization
+    /// extension (`vouch admin new`), or a fingerprint `[serve] admins` lists. Unlike
+    /// [`Authority::protected`], a record's missing conductor does not make it one.
+    pub fn is_admin_certificate(&self, pem: &str) -> bool {
+        let Ok((_, der)) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]) else { return false };
+        carries_cli_auth(&der)
+            || (!self.policy.admin_fingerprints.is_empty()
+                && self.policy.admin_fingerprints.contains(&bootstrap::fingerprint(&der)))
+    }
+}
+
 /// Whether a certificate (DER) carries Puppet's CLI-authorization extension: an
 /// administrator's certificate, as `vouch admin new` issues it.
 pub(super) fn carries_cli_auth(der: &[u8]) -> bool {
