@@ -618,3 +618,69 @@ fn admin_new_refuses_a_name_that_is_not_free_and_writes_nothing() {
     let (cert, key) = (out.join("b.crt"), out.join("b.key"));
     ok(&ca.run(&["admin", "new", "b.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]));
 }
+
+/// Makes `DIR/ca/crl_number` a directory: no CRL can be written (as in
+/// `a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3`).
+fn break_crl_number(ca: &Ca) -> PathBuf {
+    let number = ca.ca_file("crl_number");
+    std::fs::remove_file(&number).unwrap();
+    std::fs::create_dir(&number).unwrap();
+    number
+}
+
+/// Review (cli-frictions): `vouch store verify` on a CA whose CRL is due for its refresh (25
+/// days into its 30, `crl.refresh_before` 10) and cannot be written, with no revocation it
+/// misses and not yet expired. Before `maintain_or_warn`, verify failed (exit 2, the reason);
+/// it then said "no findings" and exited 0 (a `crl-not-written` line on stderr only): a
+/// nightly verify stays green while the CA cannot refresh its CRL, until the CRL expires and
+/// every relying party refuses every certificate. It is a finding (exit 1).
+#[test]
+fn review_store_verify_reports_a_due_crl_that_cannot_be_written() {
+    let ca = Ca::with(&["a.example.test"]);
+    break_crl_number(&ca);
+    let later = (OffsetDateTime::now_utc() + time::Duration::days(25))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    for format in ["text", "jsonl"] {
+        let o = ca.run(&["--now", &later, "store", "verify", "--format", format]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("crl-not-written"), "{format}: {out}");
+        assert!(out.contains(&ca.ca_file("crl_number").display().to_string()), "{format}: {out}");
+    }
+    // Still not expired: the CRL on disk is read and found valid; once the cause is gone, the
+    // CRL is written and nothing is left to find.
+    std::fs::remove_dir(ca.ca_file("crl_number")).unwrap();
+    ok(&ca.run(&["--now", &later, "store", "verify"]));
+}
+
+/// Review (cli-frictions): after `vouch revoke` exited 3 (revocation stored, CRL not written),
+/// repeating it, `vouch revoke --serial`, or `vouch clean` of the revoked certificate
+/// answered "was already revoked" / "cleaned" with exit 0 and never wrote the CRL, whether
+/// it could be written (the cause fixed: the CRL still did not list the revocation) or not
+/// (a success while the CRL still misses it). They write the CRL the revocation is due on,
+/// and exit 3 while it cannot be written.
+#[test]
+fn review_revoke_or_clean_of_an_already_revoked_certificate_writes_the_crl_it_misses() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let number = break_crl_number(&ca);
+    for name in ["a.example.test", "b.example.test"] {
+        let o = ca.run(&["revoke", name]);
+        assert_eq!(o.status.code(), Some(3), "{name}: {}", text(&o));
+    }
+    // The cause still there: repeated, not a success.
+    for args in [vec!["revoke", "a.example.test"], vec!["revoke", "--serial", &b], vec!["clean", "a.example.test"]] {
+        let o = ca.run(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o));
+        let (error, _) = error_and_hint(&o);
+        assert!(error.contains("IS revoked") && error.contains("the CRL could not be written"), "{args:?}: {error}");
+    }
+    assert!(!ca.crl_serials().contains(&a) && !ca.crl_serials().contains(&b));
+    // The cause gone: cleaning the other revoked certificate writes the CRL that lists both.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["clean", "b.example.test"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
+}
