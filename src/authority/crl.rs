@@ -234,6 +234,28 @@ impl Authority {
         })
     }
 
+    /// A revocation stored before (an earlier `vouch revoke` whose CRL could not be written):
+    /// the CRL is written now if it is due, so that it lists it; one that still cannot be
+    /// written is [`Error::RevokedCrlNotWritten`], as it was then (never a plain success).
+    fn crl_for_revoked(
+        &self,
+        lock: &WriteLock,
+        certname: &str,
+        serial: &str,
+        cleaned: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        if !self.crl_due(now)? {
+            return Ok(());
+        }
+        self.write_crl_locked(lock, now).map_err(|error| Error::RevokedCrlNotWritten {
+            certname: certname.to_string(),
+            serial: serial.to_string(),
+            cleaned,
+            error: Box::new(error),
+        })
+    }
+
     /// The audit line of a stored revocation.
     fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
         self.audit(serde_json::json!({
@@ -309,7 +331,8 @@ impl Authority {
             // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
             // revocations.txt: recorded again, at its first time and reason).
             State::Revoked if self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
-                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname))
+                self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
+                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname));
             }
             State::Revoked => {
                 let rev = Revocation::of(
@@ -366,6 +389,7 @@ impl Authority {
         let expected = current.expected();
         let rec = current.record;
         if rec.state == State::Revoked && !clean {
+            self.crl_for_revoked(&lock, certname, &rec.serial, false, now)?;
             return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }
         if rec.state == State::Revoked {
@@ -380,6 +404,7 @@ impl Authority {
                 )
             };
             self.store.revoke(&lock, &rev, &rec, Some(&expected))?;
+            self.crl_for_revoked(&lock, certname, &rec.serial, true, now)?;
             return Ok(format!("cleaned {certname} (serial {})", rec.serial));
         }
         self.revoke_locked(&lock, &rec, Some(&expected), reason, clean, now)?;
