@@ -684,3 +684,51 @@ fn review_revoke_or_clean_of_an_already_revoked_certificate_writes_the_crl_it_mi
     assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
     ok(&ca.run(&["store", "verify"]));
 }
+
+/// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
+/// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
+/// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,
+/// while the shell holds the lock: the notice named the dead pid (which any unrelated process
+/// may get next, and its command line would be shown as the holder's). A pid the notice
+/// names holds the lock; one it cannot confirm is not named.
+#[test]
+fn review_a_lock_wait_never_names_a_pid_that_does_not_hold_the_lock() {
+    let ca = Ca::with(&["a.example.test"]);
+    let lock_path = ca.ca_file(".lock");
+    let mut holder = piped(
+        std::process::Command::new("sh")
+            .args(["-c", "exec 9<>\"$1\"; flock 9; echo locked; exec sleep 120", "sh"])
+            .arg(&lock_path),
+    );
+    let mut locked = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut locked).unwrap();
+    assert_eq!(locked, "locked\n");
+
+    let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["crl", "--out", s(&ca.w.join("crl.pem"))]));
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    // A deadline for a test that would otherwise hang, not a timing assertion.
+    let notice = loop {
+        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(l) if l.contains("waiting for the store's lock") => break l,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = holder.kill();
+                panic!("no notice of the wait ({e})");
+            }
+        }
+    };
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch crl");
+    reader.join().unwrap();
+    assert!(status.success(), "{status:?}");
+    let named = notice.split("pid ").nth(1).map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>());
+    assert!(named.is_none_or(|p| p == holder.id().to_string()), "holder pid {}: {notice}", holder.id());
+}
