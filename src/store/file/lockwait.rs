@@ -238,4 +238,20 @@ mod tests {
         assert_eq!(Holder::Process { pid: 11, command: None }.describe(), "held by another process: pid 11");
         assert_eq!(Holder::Unknown.describe(), "held by another process");
     }
+
+    /// Review (cli-frictions): the characters that reorder or hide text on a terminal that
+    /// renders bidirectional text (U+202E RIGHT-TO-LEFT OVERRIDE, the isolates, zero-width
+    /// ones) are shown as `?` too, as the control characters are: a command line, which its
+    /// process sets as it likes, cannot make the rest of the line read otherwise.
+    #[test]
+    fn a_command_line_cannot_reorder_or_hide_the_notice() {
+        let args = |a: &[&str]| Some(a.iter().map(|s| s.to_string()).collect());
+        for c in ['\u{202e}', '\u{2066}', '\u{2069}', '\u{200f}', '\u{200b}', '\u{feff}', '\u{61c}', '\u{9b}'] {
+            let arg = format!("x{c}y");
+            let shown = Holder::Process { pid: 12, command: args(&["sleep", &arg]) }.describe();
+            assert_eq!(shown, "held by another process: pid 12, `sleep x?y`", "{:?}", c);
+        }
+        let kept = Holder::Process { pid: 13, command: args(&["echo", "café", "日本"]) }.describe();
+        assert_eq!(kept, "held by another process: pid 13, `echo café 日本`");
+    }
 }
