@@ -732,3 +732,29 @@ fn review_a_lock_wait_never_names_a_pid_that_does_not_hold_the_lock() {
     let named = notice.split("pid ").nth(1).map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>());
     assert!(named.is_none_or(|p| p == holder.id().to_string()), "holder pid {}: {notice}", holder.id());
 }
+
+/// Review (cli-frictions): `vouch admin new NAME` refuses a node's certname while the node has
+/// a certificate; but a node whose certificate file is missing from the store (the state
+/// revoke, clean, renew and enc name as current-missing) was free: an administrator
+/// certificate was issued under the node's name while the node's own stayed valid and
+/// unrevoked (two valid certificates of one certname, one of them an administrator's). It is
+/// refused as revoke refuses it, and nothing is written.
+#[test]
+fn review_admin_new_refuses_a_listed_node_whose_certificate_file_is_missing() {
+    let ca = Ca::with(&["a.example.test"]);
+    let serial = ca.serial("a.example.test");
+    std::fs::remove_file(ca.signed("a.example.test")).unwrap();
+    let inventory = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
+    let (cert, key) = (ca.w.join("adm.pem"), ca.w.join("adm.key"));
+    let (code, error, hint) =
+        ca.fails(&["admin", "new", "a.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]);
+    assert_eq!(code, Some(2), "{error}");
+    assert!(
+        error.contains(&format!("the inventory lists a.example.test (serial {serial})"))
+            && error.contains("current certificate is missing"),
+        "{error}"
+    );
+    assert!(hint.contains("current-missing"), "{hint}");
+    assert!(!cert.exists() && !key.exists(), "a file was written");
+    assert_eq!(std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap(), inventory, "the store changed");
+}
