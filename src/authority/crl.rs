@@ -433,7 +433,7 @@ impl Authority {
 
     /// Regenerates the CRL if it is due. Every command that touches the store calls this.
     pub fn maintain(&self, now: OffsetDateTime) -> Result<(), Error> {
-        self.maintain_with(now, false)
+        self.maintain_with(now, false).map(drop)
     }
 
     /// [`Authority::maintain`] for the commands that show the store (`vouch list`, `vouch
@@ -441,23 +441,26 @@ impl Authority {
     /// command goes on, so that the store can be seen (and checked) when the CRL cannot be
     /// written: after `vouch revoke` said the revocation is stored but its CRL is not.
     pub fn maintain_or_warn(&self, now: OffsetDateTime) -> Result<(), Error> {
-        self.maintain_with(now, true)
+        self.maintain_with(now, true).map(drop)
     }
 
-    fn maintain_with(&self, now: OffsetDateTime, warn_only: bool) -> Result<(), Error> {
+    /// [`Authority::maintain`]; with `warn_only`, a CRL that cannot be written is a warning,
+    /// and the answer `false` (every CRL that was due written: `true`).
+    pub(super) fn maintain_with(&self, now: OffsetDateTime, warn_only: bool) -> Result<bool, Error> {
+        let mut all = true;
         if self.crl_due(now)? {
             let lock = self.store.lock()?;
             if self.crl_due(now)? {
-                crl_written(self.write_crl_locked(&lock, now), warn_only)?;
+                all &= crl_written(self.write_crl_locked(&lock, now), warn_only)?;
             }
         }
         if self.root_crl_due(now) {
             let lock = self.store.lock()?;
             if self.root_crl_due(now) {
-                crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
+                all &= crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
             }
         }
-        Ok(())
+        Ok(all)
     }
 
     /// Whether a revocation has left the CRL: its certificate expired more than a CRL period
@@ -597,8 +600,9 @@ impl Authority {
     }
 }
 
-/// A CRL's write, its failure a `crl-not-written` warning instead when `warn_only`.
-pub(super) fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<(), Error> {
+/// A CRL's write, its failure a `crl-not-written` warning instead when `warn_only`: whether
+/// it was written.
+fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<bool, Error> {
     match written {
         Err(e) if warn_only => {
             tracing::warn!(
@@ -607,9 +611,9 @@ pub(super) fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result
                 hint = "fix the cause, then run `vouch crl` (the CRL does not list the revocations made since \
                         it was last written)",
             );
-            Ok(())
+            Ok(false)
         }
-        r => r,
+        r => r.map(|()| true),
     }
 }
 

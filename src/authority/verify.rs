@@ -117,12 +117,11 @@ impl Authority {
         // A CRL that cannot be written does not stop the check: it is a finding
         // (crl-not-written, from the reading with the lock below), with what the CRL misses
         // (revoked-not-on-crl, crl-expired).
-        self.maintain_or_warn(now)?;
-        let crl_pending = self.crl_due(now)? || self.root_crl_due(now);
+        let crls_written = self.maintain_with(now, true)?;
         // A store whose own state only its lock settles (the file store: a log with a batch
         // that does not verify) is read with the lock from the start; so is one whose CRL
         // could not be written.
-        if !crl_pending && self.store.settled_unlocked() {
+        if crls_written && self.store.settled_unlocked() {
             let mut found = false;
             if let Ok(first) = self.verify_pass(None, now, &mut |_| found = true) {
                 if !found {
