@@ -618,3 +618,143 @@ fn admin_new_refuses_a_name_that_is_not_free_and_writes_nothing() {
     let (cert, key) = (out.join("b.crt"), out.join("b.key"));
     ok(&ca.run(&["admin", "new", "b.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]));
 }
+
+/// Makes `DIR/ca/crl_number` a directory: no CRL can be written (as in
+/// `a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3`).
+fn break_crl_number(ca: &Ca) -> PathBuf {
+    let number = ca.ca_file("crl_number");
+    std::fs::remove_file(&number).unwrap();
+    std::fs::create_dir(&number).unwrap();
+    number
+}
+
+/// Review (cli-frictions): `vouch store verify` on a CA whose CRL is due for its refresh (25
+/// days into its 30, `crl.refresh_before` 10) and cannot be written, with no revocation it
+/// misses and not yet expired. Before `maintain_or_warn`, verify failed (exit 2, the reason);
+/// it then said "no findings" and exited 0 (a `crl-not-written` line on stderr only): a
+/// nightly verify stays green while the CA cannot refresh its CRL, until the CRL expires and
+/// every relying party refuses every certificate. It is a finding (exit 1).
+#[test]
+fn review_store_verify_reports_a_due_crl_that_cannot_be_written() {
+    let ca = Ca::with(&["a.example.test"]);
+    break_crl_number(&ca);
+    let later = (OffsetDateTime::now_utc() + time::Duration::days(25))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    for format in ["text", "jsonl"] {
+        let o = ca.run(&["--now", &later, "store", "verify", "--format", format]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("crl-not-written"), "{format}: {out}");
+        assert!(out.contains(&ca.ca_file("crl_number").display().to_string()), "{format}: {out}");
+    }
+    // Still not expired: the CRL on disk is read and found valid; once the cause is gone, the
+    // CRL is written and nothing is left to find.
+    std::fs::remove_dir(ca.ca_file("crl_number")).unwrap();
+    ok(&ca.run(&["--now", &later, "store", "verify"]));
+}
+
+/// Review (cli-frictions): after `vouch revoke` exited 3 (revocation stored, CRL not written),
+/// repeating it, `vouch revoke --serial`, or `vouch clean` of the revoked certificate
+/// answered "was already revoked" / "cleaned" with exit 0 and never wrote the CRL, whether
+/// it could be written (the cause fixed: the CRL still did not list the revocation) or not
+/// (a success while the CRL still misses it). They write the CRL the revocation is due on,
+/// and exit 3 while it cannot be written.
+#[test]
+fn review_revoke_or_clean_of_an_already_revoked_certificate_writes_the_crl_it_misses() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let number = break_crl_number(&ca);
+    for name in ["a.example.test", "b.example.test"] {
+        let o = ca.run(&["revoke", name]);
+        assert_eq!(o.status.code(), Some(3), "{name}: {}", text(&o));
+    }
+    // The cause still there: repeated, not a success.
+    for args in [vec!["revoke", "a.example.test"], vec!["revoke", "--serial", &b], vec!["clean", "a.example.test"]] {
+        let o = ca.run(&args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o));
+        let (error, _) = error_and_hint(&o);
+        assert!(error.contains("IS revoked") && error.contains("the CRL could not be written"), "{args:?}: {error}");
+    }
+    assert!(!ca.crl_serials().contains(&a) && !ca.crl_serials().contains(&b));
+    // The cause gone: cleaning the other revoked certificate writes the CRL that lists both.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["clean", "b.example.test"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
+}
+
+/// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
+/// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
+/// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,
+/// while the shell holds the lock: the notice named the dead pid (which any unrelated process
+/// may get next, and its command line would be shown as the holder's). A pid the notice
+/// names holds the lock; one it cannot confirm is not named.
+#[test]
+fn review_a_lock_wait_never_names_a_pid_that_does_not_hold_the_lock() {
+    let ca = Ca::with(&["a.example.test"]);
+    let lock_path = ca.ca_file(".lock");
+    let mut holder = piped(
+        std::process::Command::new("sh")
+            .args(["-c", "exec 9<>\"$1\"; flock 9; echo locked; exec sleep 120", "sh"])
+            .arg(&lock_path),
+    );
+    let mut locked = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut locked).unwrap();
+    assert_eq!(locked, "locked\n");
+
+    let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["crl", "--out", s(&ca.w.join("crl.pem"))]));
+    let stderr = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    // A deadline for a test that would otherwise hang, not a timing assertion.
+    let notice = loop {
+        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(l) if l.contains("waiting for the store's lock") => break l,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = holder.kill();
+                panic!("no notice of the wait ({e})");
+            }
+        }
+    };
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch crl");
+    reader.join().unwrap();
+    assert!(status.success(), "{status:?}");
+    let named = notice.split("pid ").nth(1).map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>());
+    assert!(named.is_none_or(|p| p == holder.id().to_string()), "holder pid {}: {notice}", holder.id());
+}
+
+/// Review (cli-frictions): `vouch admin new NAME` refuses a node's certname while the node has
+/// a certificate; but a node whose certificate file is missing from the store (the state
+/// revoke, clean, renew and enc name as current-missing) was free: an administrator
+/// certificate was issued under the node's name while the node's own stayed valid and
+/// unrevoked (two valid certificates of one certname, one of them an administrator's). It is
+/// refused as revoke refuses it, and nothing is written.
+#[test]
+fn review_admin_new_refuses_a_listed_node_whose_certificate_file_is_missing() {
+    let ca = Ca::with(&["a.example.test"]);
+    let serial = ca.serial("a.example.test");
+    std::fs::remove_file(ca.signed("a.example.test")).unwrap();
+    let inventory = std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap();
+    let (cert, key) = (ca.w.join("adm.pem"), ca.w.join("adm.key"));
+    let (code, error, hint) =
+        ca.fails(&["admin", "new", "a.example.test", "--cert-out", s(&cert), "--key-out", s(&key)]);
+    assert_eq!(code, Some(2), "{error}");
+    assert!(
+        error.contains(&format!("the inventory lists a.example.test (serial {serial})"))
+            && error.contains("current certificate is missing"),
+        "{error}"
+    );
+    assert!(hint.contains("current-missing"), "{hint}");
+    assert!(!cert.exists() && !key.exists(), "a file was written");
+    assert_eq!(std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap(), inventory, "the store changed");
+}

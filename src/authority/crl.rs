@@ -234,6 +234,28 @@ impl Authority {
         })
     }
 
+    /// A revocation stored before (an earlier `vouch revoke` whose CRL could not be written):
+    /// the CRL is written now if it is due, so that it lists it; one that still cannot be
+    /// written is [`Error::RevokedCrlNotWritten`], as it was then (never a plain success).
+    fn crl_for_revoked(
+        &self,
+        lock: &WriteLock,
+        certname: &str,
+        serial: &str,
+        cleaned: bool,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        if !self.crl_due(now)? {
+            return Ok(());
+        }
+        self.write_crl_locked(lock, now).map_err(|error| Error::RevokedCrlNotWritten {
+            certname: certname.to_string(),
+            serial: serial.to_string(),
+            cleaned,
+            error: Box::new(error),
+        })
+    }
+
     /// The audit line of a stored revocation.
     fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
         self.audit(serde_json::json!({
@@ -309,7 +331,8 @@ impl Authority {
             // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
             // revocations.txt: recorded again, at its first time and reason).
             State::Revoked if self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
-                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname))
+                self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
+                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname));
             }
             State::Revoked => {
                 let rev = Revocation::of(
@@ -366,6 +389,7 @@ impl Authority {
         let expected = current.expected();
         let rec = current.record;
         if rec.state == State::Revoked && !clean {
+            self.crl_for_revoked(&lock, certname, &rec.serial, false, now)?;
             return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
         }
         if rec.state == State::Revoked {
@@ -380,6 +404,7 @@ impl Authority {
                 )
             };
             self.store.revoke(&lock, &rev, &rec, Some(&expected))?;
+            self.crl_for_revoked(&lock, certname, &rec.serial, true, now)?;
             return Ok(format!("cleaned {certname} (serial {})", rec.serial));
         }
         self.revoke_locked(&lock, &rec, Some(&expected), reason, clean, now)?;
@@ -408,7 +433,7 @@ impl Authority {
 
     /// Regenerates the CRL if it is due. Every command that touches the store calls this.
     pub fn maintain(&self, now: OffsetDateTime) -> Result<(), Error> {
-        self.maintain_with(now, false)
+        self.maintain_with(now, false).map(drop)
     }
 
     /// [`Authority::maintain`] for the commands that show the store (`vouch list`, `vouch
@@ -416,23 +441,26 @@ impl Authority {
     /// command goes on, so that the store can be seen (and checked) when the CRL cannot be
     /// written: after `vouch revoke` said the revocation is stored but its CRL is not.
     pub fn maintain_or_warn(&self, now: OffsetDateTime) -> Result<(), Error> {
-        self.maintain_with(now, true)
+        self.maintain_with(now, true).map(drop)
     }
 
-    fn maintain_with(&self, now: OffsetDateTime, warn_only: bool) -> Result<(), Error> {
+    /// [`Authority::maintain`]; with `warn_only`, a CRL that cannot be written is a warning,
+    /// and the answer `false` (every CRL that was due written: `true`).
+    pub(super) fn maintain_with(&self, now: OffsetDateTime, warn_only: bool) -> Result<bool, Error> {
+        let mut all = true;
         if self.crl_due(now)? {
             let lock = self.store.lock()?;
             if self.crl_due(now)? {
-                crl_written(self.write_crl_locked(&lock, now), warn_only)?;
+                all &= crl_written(self.write_crl_locked(&lock, now), warn_only)?;
             }
         }
         if self.root_crl_due(now) {
             let lock = self.store.lock()?;
             if self.root_crl_due(now) {
-                crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
+                all &= crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
             }
         }
-        Ok(())
+        Ok(all)
     }
 
     /// Whether a revocation has left the CRL: its certificate expired more than a CRL period
@@ -572,8 +600,9 @@ impl Authority {
     }
 }
 
-/// A CRL's write, its failure a `crl-not-written` warning instead when `warn_only`.
-pub(super) fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<(), Error> {
+/// A CRL's write, its failure a `crl-not-written` warning instead when `warn_only`: whether
+/// it was written.
+fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<bool, Error> {
     match written {
         Err(e) if warn_only => {
             tracing::warn!(
@@ -582,9 +611,9 @@ pub(super) fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result
                 hint = "fix the cause, then run `vouch crl` (the CRL does not list the revocations made since \
                         it was last written)",
             );
-            Ok(())
+            Ok(false)
         }
-        r => r,
+        r => r.map(|()| true),
     }
 }
 

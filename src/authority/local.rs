@@ -73,10 +73,22 @@ impl Authority {
         let lock = self.store.lock()?;
         let current = self.current_checked(certname)?;
         let mut supersede = false;
-        if let (true, Some(c)) = (admin, &current) {
-            if let Some(why) = self.taken_from_administrators(c, now) {
-                return Err(refused(why));
+        match (admin, &current) {
+            (true, Some(c)) => {
+                if let Some(why) = self.taken_from_administrators(c, now) {
+                    return Err(refused(why));
+                }
             }
+            // A certname the store lists whose current certificate is missing (a damaged
+            // store): a node's, whose certificate may be valid: refused, as revoke refuses it.
+            (true, None) => {
+                let file =
+                    self.shared_journal.is_none().then(|| self.dir.ca().join("signed").join(format!("{certname}.pem")));
+                if let e @ Error::CurrentMissing { .. } = self.no_current(certname, file) {
+                    return Err(e);
+                }
+            }
+            (false, _) => {}
         }
         if let Some(crate::store::Current { record: rec, .. }) = &current {
             let valid = rec.state == State::Issued

@@ -114,12 +114,14 @@ impl Authority {
     pub fn verify_store(&self, now: OffsetDateTime, report: &mut dyn FnMut(Finding)) -> Result<Verified, Error> {
         // As every command does, a CRL that is due is written first (under the lock, taken
         // only then).
-        // A CRL that cannot be written does not stop the check: it reports what the CRL
-        // misses (revoked-not-on-crl, crl-expired).
-        self.maintain_or_warn(now)?;
+        // A CRL that cannot be written does not stop the check: it is a finding
+        // (crl-not-written, from the reading with the lock below), with what the CRL misses
+        // (revoked-not-on-crl, crl-expired).
+        let crls_written = self.maintain_with(now, true)?;
         // A store whose own state only its lock settles (the file store: a log with a batch
-        // that does not verify) is read with the lock from the start.
-        if self.store.settled_unlocked() {
+        // that does not verify) is read with the lock from the start; so is one whose CRL
+        // could not be written.
+        if crls_written && self.store.settled_unlocked() {
             let mut found = false;
             if let Ok(first) = self.verify_pass(None, now, &mut |_| found = true) {
                 if !found {
@@ -130,13 +132,23 @@ impl Authority {
         // Taking the lock finishes what a killed process left (a revocation among it); then a
         // CRL that is due now (that revocation's) is written under this lock.
         let lock = self.store.lock()?;
+        let mut not_written = Vec::new();
         if self.crl_due(now)? {
-            super::crl::crl_written(self.write_crl_locked(&lock, now), true)?;
+            if let Err(e) = self.write_crl_locked(&lock, now) {
+                not_written.push(Finding::CrlNotWritten { crl: "the CRL".into(), detail: e.to_string() });
+            }
         }
         if self.root_crl_due(now) {
-            super::crl::crl_written(self.write_root_crl_locked(&lock, now), true)?;
+            if let Err(e) = self.write_root_crl_locked(&lock, now) {
+                not_written.push(Finding::CrlNotWritten { crl: "the root's CRL".into(), detail: e.to_string() });
+            }
         }
-        self.verify_pass(Some(&lock), now, report)
+        let mut verified = self.verify_pass(Some(&lock), now, report)?;
+        for f in not_written {
+            verified.findings = verified.findings.saturating_add(1);
+            report(f);
+        }
+        Ok(verified)
     }
 
     /// One reading of the whole store: with `lock` held, every finding goes to `report`;

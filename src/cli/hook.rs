@@ -104,9 +104,19 @@ pub(super) fn enc(
                 auth.maintain(now)?;
                 // A listed name whose certificate file is missing is said so (stderr only: the
                 // exit code, 2, and the empty stdout Puppet Server reads stay those of any name
-                // without a classification).
-                let (c, source) =
-                    auth.enc_with_source(name, now).map_err(|e| super::certs::no_current(cli, &auth, name, e))?;
+                // without a classification). Only that: an error of the listing's walk (a
+                // shared store gone meanwhile: 75) leaves the not-found error, and its exit, as
+                // they were.
+                let (c, source) = auth.enc_with_source(name, now).map_err(|e| match e {
+                    Error::NotFound { certname } => {
+                        let not_found = Error::NotFound { certname: certname.clone() };
+                        match super::certs::no_current(cli, &auth, name, not_found) {
+                            missing @ Error::CurrentMissing { .. } => missing,
+                            _ => Error::NotFound { certname },
+                        }
+                    }
+                    e => e,
+                })?;
                 return finish_enc(&crate::authority::enc_json_with_source(&c, source)?);
             }
             (name, Some(path), None) => {

@@ -50,6 +50,9 @@ pub enum Finding {
     InventoryUnreadable { detail: String },
     /// The CRL on disk is past its nextUpdate.
     CrlExpired { next_update: String },
+    /// A CRL that is due (a revocation since, its nextUpdate near, missing) cannot be
+    /// written: the one on disk stays as it is until it expires.
+    CrlNotWritten { crl: String, detail: String },
     /// A master CA the store names that the fleet's root did not sign.
     ForeignIssuer { subject: String, detail: String },
     /// A trust file is not what vouch wrote: the CA bundle agents are given (this master CA,
@@ -91,6 +94,7 @@ impl Finding {
             Finding::RevocationDisagrees { .. } => "revocation-disagrees",
             Finding::InventoryUnreadable { .. } => "inventory-unreadable",
             Finding::CrlExpired { .. } => "crl-expired",
+            Finding::CrlNotWritten { .. } => "crl-not-written",
             Finding::ForeignIssuer { .. } => "foreign-issuer",
             Finding::BundleMismatch { .. } => "bundle-mismatch",
             Finding::CertificateDamaged { .. } => "certificate-damaged",
@@ -172,6 +176,10 @@ impl Finding {
                 "`vouch crl` writes a new CRL now; relying parties refuse every certificate while \
                  the CRL they hold is expired"
             }
+            Finding::CrlNotWritten { .. } => {
+                "fix the cause named, then `vouch crl`: until then the CRL on disk lists no revocation made \
+                 since it was written, and relying parties refuse every certificate once it expires"
+            }
             Finding::InventorySerialTwice { .. }
             | Finding::InventoryWithoutRecord { .. }
             | Finding::InventoryDisagrees { .. }
@@ -232,6 +240,7 @@ impl std::fmt::Display for Finding {
             Finding::RevocationDisagrees { serial, detail } => write!(f, "revocation of serial {serial}: {detail}"),
             Finding::InventoryUnreadable { detail } => write!(f, "the inventory cannot be read: {detail}"),
             Finding::CrlExpired { next_update } => write!(f, "the CRL expired at {next_update} (its nextUpdate)"),
+            Finding::CrlNotWritten { crl, detail } => write!(f, "{crl} is due and cannot be written: {detail}"),
             Finding::ForeignIssuer { subject, detail } => {
                 write!(f, "the store names {subject} as a master CA, but the fleet's root did not sign it: {detail}")
             }
