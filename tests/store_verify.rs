@@ -1650,3 +1650,29 @@ fn revoke_by_serial_repairs_what_the_hints_say_it_does() {
     assert!(ca.crl_lists(&other));
     assert_eq!(ca.verify().0, 0);
 }
+
+// ---------------------------------------------------------------------------------------
+// A second review of the six commits after 9e0ac4e (revoke --serial, lines kept across a
+// replay, the CRL number walker, unreadable files in the junk scan).
+// ---------------------------------------------------------------------------------------
+
+/// The revocation-line-damaged hint says to write the line back by hand. An editor or a
+/// `printf '%s'` that leaves it without its final newline: the next revocation vouch appends
+/// is glued onto it (its serial ends up inside the certname field), so the certificate
+/// `vouch revoke` just said it revoked is not on the CRL.
+#[test]
+fn review7_a_revocation_line_written_back_without_its_newline_does_not_swallow_the_next_revocation() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test", "--reason", "key-compromise"], &[]));
+    let a = ca.serial_of("a.example.test");
+    // The operator writes a's line back, as the hint says, without a final newline.
+    ca.edit("revocations.txt", |t| t.trim_end_matches('\n').to_string());
+    ok(&ca.run(&["revoke", "b.example.test", "--reason", "key-compromise"], &[]));
+    let b = ca.serial_of("b.example.test");
+    assert!(ca.crl_lists(&a), "a left the CRL");
+    assert!(
+        ca.crl_lists(&b),
+        "b was revoked and is not on the CRL:\n{}",
+        std::fs::read_to_string(ca.ca("revocations.txt")).unwrap()
+    );
+}

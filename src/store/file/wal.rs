@@ -852,6 +852,43 @@ mod tests {
         }
     }
 
+    /// Review: a torn last inventory line (an append cut short, from outside or by a power
+    /// loss) and an empty log: the lock that renews the log's header must not make the torn
+    /// bytes part of the inventory that vouch appends after, or the next certificate's line is
+    /// glued onto them (`0xcc00xaa03 …`: its serial unreadable, the certificate unlisted).
+    #[test]
+    fn review_a_torn_inventory_line_before_an_empty_log_does_not_swallow_the_next_line() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(b"0xcc0").unwrap();
+        }
+        // Another process takes the lock (or this one after a crash), issues; then another.
+        store.set_known(None);
+        store.issue(&store.lock().unwrap(), &[issuance("aa03", "c.example")]).unwrap();
+        store.set_known(None);
+        drop(store.lock().unwrap());
+        let listed: Vec<String> =
+            crate::store::Store::inventory(&store).unwrap().into_iter().map(|e| e.serial).collect();
+        assert!(listed.contains(&"aa03".to_string()), "{listed:?}");
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(inv.lines().any(|l| l.starts_with("0xaa03 ")), "{inv}");
+        // The same without any recovery: the process that knows its log issues after the
+        // torn bytes were appended.
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(b"0xdd0").unwrap();
+        }
+        store.issue(&store.lock().unwrap(), &[issuance("aa04", "d.example")]).unwrap();
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(inv.lines().any(|l| l.starts_with("0xaa04 ")), "{inv}");
+    }
+
     /// A batch whose apply failed after its log entry was synced is applied before the next
     /// batch or checkpoint under the same lock (found by review: it used to be discarded).
     #[test]
