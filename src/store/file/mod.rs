@@ -172,6 +172,12 @@ impl FileStore {
         if tail.lines().last() == Some(line) {
             return Ok(());
         }
+        // A last line cut short (a power loss, a line written back by hand without its
+        // newline): the new line starts on a line of its own, never glued onto that one (a
+        // revocation's serial inside another line's field is off the CRL).
+        if !tail.is_empty() && !tail.ends_with('\n') {
+            return crate::files::durable::append_line(&path, &format!("\n{line}")).map_err(io_err(&path, "append to"));
+        }
         crate::files::durable::append_line(&path, line).map_err(io_err(&path, "append to"))
     }
 
