@@ -871,6 +871,37 @@ mod tests {
         }
     }
 
+    /// Review: the lines a replay writes back are those that stand for a certificate the
+    /// store knows. A line whose serial has a record but that says something else (another
+    /// certname, other dates: a power loss's stale blocks, a hand edit) and a line that
+    /// repeats one before the header's length (an older copy of it) are not written back:
+    /// before eb219c7 the replay dropped them, now it keeps them (verify then reports
+    /// inventory-disagrees, inventory-serial-twice).
+    #[test]
+    fn review_a_replay_writes_back_only_lines_its_records_say() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        store.issue(&store.lock().unwrap(), &[issuance("aa02", "b.example")]).unwrap();
+        store.write_record(&issuance("cc01", "imported.example").record).unwrap();
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(
+                b"0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=someone-else.example\n\
+                  0xaa01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=a.example\n",
+            )
+            .unwrap();
+        }
+        store.set_known(None);
+        drop(store.lock().unwrap());
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(!inv.contains("someone-else"), "a line its record does not say:\n{inv}");
+        assert_eq!(inv.matches("0xaa01 ").count(), 1, "a line before the header's length, twice:\n{inv}");
+        assert_eq!(inv.matches("0xaa02 ").count(), 1, "{inv}");
+    }
+
     /// Review: a torn last inventory line (an append cut short, from outside or by a power
     /// loss) and an empty log: the lock that renews the log's header must not make the torn
     /// bytes part of the inventory that vouch appends after, or the next certificate's line is
