@@ -731,11 +731,12 @@ impl FileStore {
 
     /// At lock time: a log this process did not leave is re-applied and checkpointed.
     /// The inventory's lines after `from` (the log's header's length) that the log's
-    /// `entries` do not hold, and that stand for a certificate the store knows (a whole
-    /// line, the serial's record present): lines appended by someone else meanwhile (an
-    /// import, an older vouch's redo). The replay cuts the inventory back to `from` and
-    /// appends the entries' lines again; these are written back first, not lost. What is
-    /// not such a line (a torn one, a power loss's garbage) is dropped.
+    /// `entries` do not hold, and that stand for a certificate the store knows (the line
+    /// its serial's record says, as vouch writes it; once, and not already before `from`):
+    /// lines appended by someone else meanwhile (an import, an older vouch's redo). The
+    /// replay cuts the inventory back to `from` and appends the entries' lines again; these
+    /// are written back first, not lost. What is not such a line (a torn one, a power loss's
+    /// garbage or stale copy, a line its record does not say or does not read) is dropped.
     fn inventory_lines_not_logged(&self, from: u64, entries: &[Issuance]) -> Result<Vec<u8>, StoreError> {
         use std::io::{Seek, SeekFrom};
         let inv = self.p("inventory.txt");
@@ -743,7 +744,8 @@ impl FileStore {
         let mut tail = Vec::new();
         f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(io_err(&inv, "read"))?;
         let logged: std::collections::HashSet<&str> = entries.iter().map(|e| e.record.serial.as_str()).collect();
-        let mut kept = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<(String, &[u8])> = Vec::new();
         let mut rest = tail.as_slice();
         while let Some(n) = rest.iter().position(|b| *b == b'\n') {
             let (line, after) = rest.split_at(n + 1);
@@ -754,13 +756,37 @@ impl FileStore {
                 .and_then(|l| l.split(' ').next())
                 .filter(|s| !s.is_empty() && s.len() <= 40 && s.bytes().all(|b| b.is_ascii_hexdigit()));
             if let Some(serial) = serial {
-                let whole = std::str::from_utf8(line).is_ok_and(|l| l.trim_end().split(' ').count() == 4);
-                if whole && !logged.contains(serial) && self.serial_path(serial).exists() {
-                    kept.extend_from_slice(line);
+                if logged.contains(serial) || seen.contains(serial) {
+                    continue;
+                }
+                // The line its record says, as vouch writes it: not another certname or
+                // other dates (stale blocks after a power loss, a hand edit), nor a line for
+                // a record that does not read.
+                let said = Self::read_json::<crate::store::CertRecord>(&self.serial_path(serial))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|rec| line.strip_suffix(b"\n") == Some(Self::inventory_line(&rec).as_bytes()));
+                if said {
+                    seen.insert(serial.to_string());
+                    kept.push((serial.to_string(), line));
                 }
             }
         }
-        Ok(kept)
+        if kept.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Not a second copy of a line the inventory holds before `from` (read line by line).
+        f.seek(SeekFrom::Start(0)).map_err(io_err(&inv, "read"))?;
+        let mut listed = std::collections::HashSet::new();
+        for l in std::io::BufRead::split(std::io::BufReader::new((&mut f).take(from)), b'\n') {
+            let l = l.map_err(io_err(&inv, "read"))?;
+            if let Some(s) = l.strip_prefix(b"0x").and_then(|l| l.split(|b| *b == b' ').next()) {
+                if let Some(s) = std::str::from_utf8(s).ok().filter(|s| seen.contains(*s)) {
+                    listed.insert(s.to_string());
+                }
+            }
+        }
+        Ok(kept.into_iter().filter(|(s, _)| !listed.contains(s)).flat_map(|(_, l)| l.iter().copied()).collect())
     }
 
     pub(super) fn recover_wal(&self) -> Result<(), StoreError> {
@@ -890,7 +916,8 @@ mod tests {
             let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
             f.write_all(
                 b"0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=someone-else.example\n\
-                  0xaa01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=a.example\n",
+                  0xaa01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=a.example\n\
+                  0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=imported.example\n",
             )
             .unwrap();
         }
@@ -900,6 +927,9 @@ mod tests {
         assert!(!inv.contains("someone-else"), "a line its record does not say:\n{inv}");
         assert_eq!(inv.matches("0xaa01 ").count(), 1, "a line before the header's length, twice:\n{inv}");
         assert_eq!(inv.matches("0xaa02 ").count(), 1, "{inv}");
+        // The line its record says, after a garbled one of the same serial: kept, once.
+        assert_eq!(inv.matches("0xcc01 ").count(), 1, "{inv}");
+        assert!(inv.contains("/CN=imported.example\n"), "{inv}");
     }
 
     /// Review: a torn last inventory line (an append cut short, from outside or by a power
