@@ -1676,3 +1676,66 @@ fn review7_a_revocation_line_written_back_without_its_newline_does_not_swallow_t
         std::fs::read_to_string(ca.ca("revocations.txt")).unwrap()
     );
 }
+
+/// `vouch` run as a user that a mode of 000 stops (as root a mode stops nothing): `nobody`,
+/// the store handed to it and a copy of the binary, as in
+/// `a_certificate_file_vouch_may_not_read_is_a_finding`.
+fn as_unprivileged(ca: &Ca) -> std::process::Command {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        let mut c = vouch();
+        c.arg("--dir").arg(&ca.dir);
+        return c;
+    }
+    let bin = ca.w.join("vouch-bin");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    }
+    let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&ca.w).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::set_permissions(&ca.w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin).arg("--dir").arg(&ca.dir);
+    c
+}
+
+/// An unreadable file is "not called junk (`vouch purge` would remove it)", says junk.rs. A
+/// pending request's .json vouch may not read is read as empty: "its .json does not parse",
+/// junk, and `vouch purge NAME --confirm` removes a request that may be whole.
+#[test]
+fn review7_a_pending_request_vouch_may_not_read_is_not_junk_purge_removes() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test"]);
+    let json = ca.ca("requests/p.example.test.json");
+    std::fs::write(&json, r#"{"certname":"p.example.test","time":"2026-01-01T00:00:00Z","reasons":["held"]}"#).unwrap();
+    std::fs::write(ca.ca("requests/p.example.test.pem"), "-----BEGIN CERTIFICATE REQUEST-----\n").unwrap();
+    std::fs::set_permissions(&json, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let o = run(as_unprivileged(&ca).args(["store", "verify", "--format", "jsonl"]), None);
+    let junk: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["finding"] == "junk")
+        .collect();
+    for j in &junk {
+        let name = j["name"].as_str().unwrap();
+        ok(&run(as_unprivileged(&ca).args(["purge", name, "--confirm"]), None));
+    }
+    assert!(json.exists(), "purged as junk: {junk:?}");
+    assert!(junk.is_empty(), "an unreadable request called junk: {junk:?}");
+}
+
+/// A file under signed/ whose name is no certname is junk by its name alone. Made unreadable,
+/// it is not read, so not called junk; no check of a certname's certificate names it either
+/// (its name is none): verify says the store is sound (it used to stop with exit 2).
+#[test]
+fn review7_an_unreadable_file_under_signed_whose_name_is_no_certname_is_found() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test"]);
+    let stray = ca.ca("signed/Not_A_Certname.pem");
+    std::fs::write(&stray, "anything\n").unwrap();
+    std::fs::set_permissions(&stray, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let o = run(as_unprivileged(&ca).args(["store", "verify"]), None);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(out.contains("Not_A_Certname.pem"), "{out}");
+}
