@@ -268,10 +268,13 @@ impl Authority {
             });
         }
         let rec = rec.ok_or(Error::SerialUnknown { serial })?;
+        // Another master's certificate (a shared store): its revocations are that CA's, never
+        // among this CA's own.
+        let another_ca = rec.issuer.as_ref().is_some_and(|i| *i != self.ca_id());
         match rec.state {
             // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
             // revocations.txt: recorded again, at its first time and reason).
-            State::Revoked if self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
+            State::Revoked if another_ca || self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
                 return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname))
             }
             State::Revoked => {
