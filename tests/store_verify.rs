@@ -1739,3 +1739,54 @@ fn review7_an_unreadable_file_under_signed_whose_name_is_no_certname_is_found() 
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(out.contains("Not_A_Certname.pem"), "{out}");
 }
+
+/// The case revoke --serial was made for (attacks.md: a compromised node whose certificate
+/// file was deleted, "or lost with its record"), with the record damaged instead of deleted
+/// (overwritten, or cut by a power loss): its inventory line still names the serial, but
+/// the damaged record stops revoke --serial with an error, and `vouch revoke NAME` finds no
+/// certificate either. The certificate stays valid everywhere.
+#[test]
+fn review7_revoke_by_serial_reaches_a_certificate_whose_record_is_damaged() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    std::fs::write(ca.record_path(&a), "{\"serial\":").unwrap();
+    std::fs::remove_file(ca.ca("signed/a.example.test.pem")).unwrap();
+    let o = ca.run(&["revoke", "--serial", &a, "--reason", "key-compromise"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok(&ca.run(&["crl"], &[]));
+    assert!(ca.crl_lists(&a), "a's certificate is not on the CRL");
+}
+
+/// A record that says issued under a revocation the list holds (revocation-not-in-record,
+/// whose hint is now `vouch revoke --serial SERIAL`): the record should say the revocation
+/// the CRL carries. revoke --serial makes it say another one (now, the reason given or
+/// `unspecified`) and appends a second line for the serial, so the record and `vouch list`
+/// disagree with the CRL about when and why (keyCompromise) the certificate was revoked.
+#[test]
+fn review7_revoke_by_serial_under_a_listed_revocation_keeps_its_time_and_reason() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test", "--reason", "key-compromise"], &[]));
+    let a = ca.serial_of("a.example.test");
+    let listed = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap();
+    let record = std::fs::read_to_string(ca.record_path(&a)).unwrap();
+    ca.edit(&format!("serials/{}/{a}.json", &a[..2]), |t| t.replace("\"revoked\"", "\"issued\""));
+    ca.finds(&["revocation-not-in-record"]);
+    ok(&ca.run(&["revoke", "--serial", &a], &[]));
+    assert_eq!(std::fs::read_to_string(ca.ca("revocations.txt")).unwrap(), listed, "the list changed");
+    let now: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ca.record_path(&a)).unwrap()).unwrap();
+    let was: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!((&now["reason"], &now["revoked_at"]), (&was["reason"], &was["revoked_at"]), "{now}");
+}
+
+/// A record left in state intent (an older vouch's issuance cut short; verify: intent-left)
+/// whose certificate is its certname's current one: `vouch revoke NAME` revokes it, but
+/// revoke --serial refuses, saying "no certificate carries it".
+#[test]
+fn review7_revoke_by_serial_of_an_intent_record_whose_certificate_is_current() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    ca.edit(&format!("serials/{}/{a}.json", &a[..2]), |t| t.replace("\"issued\"", "\"intent\""));
+    let o = ca.run(&["revoke", "--serial", &a], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(ca.crl_lists(&a), "a's certificate is not on the CRL");
+}
