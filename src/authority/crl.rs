@@ -252,10 +252,19 @@ impl Authority {
         let lock = self.store.lock()?;
         let candidates = [serial.clone(), format!("00{serial}")];
         let mut rec = None;
+        // A record that does not read: the inventory line may still name the certificate.
+        let mut damaged = None;
         for s in &candidates {
-            if let Some(r) = self.store.record(s)? {
-                rec = Some(r);
-                break;
+            match self.store.record(s) {
+                Ok(Some(r)) => {
+                    rec = Some(r);
+                    break;
+                }
+                Ok(None) => {}
+                Err(e @ crate::store::StoreError::Corrupt { .. }) => {
+                    damaged.get_or_insert(e);
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         if rec.is_none() {
@@ -267,7 +276,17 @@ impl Authority {
                 }
             });
         }
-        let rec = rec.ok_or(Error::SerialUnknown { serial })?;
+        let rec = match (rec, damaged) {
+            (Some(rec), _) => rec,
+            (None, Some(e)) => return Err(e.into()),
+            (None, None) => return Err(Error::SerialUnknown { serial }),
+        };
+        // The certname's current certificate, when it is this one and can be read: revoked as
+        // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
+        let expected = match self.store.current(&rec.certname) {
+            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
+            _ => None,
+        };
         // Another master's certificate (a shared store): its revocations are that CA's, never
         // among this CA's own.
         let another_ca = rec.issuer.as_ref().is_some_and(|i| *i != self.ca_id());
@@ -292,21 +311,28 @@ impl Authority {
                     rec.serial, rec.certname
                 ));
             }
-            State::Intent | State::Abandoned => {
+            // Reserved, and no certificate of its certname carries it (one that does was
+            // issued: revoked below).
+            State::Intent | State::Abandoned if expected.is_none() => {
                 return Err(Error::SerialNeverIssued {
                     serial: rec.serial,
                     certname: rec.certname,
                     state: format!("{:?}", rec.state).to_lowercase(),
                 })
             }
-            State::Issued => {}
+            State::Issued | State::Intent | State::Abandoned => {}
         }
-        // The certname's current certificate, when it is this one and can be read: revoked as
-        // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
-        let expected = match self.store.current(&rec.certname) {
-            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
-            _ => None,
-        };
+        // A revocation the list holds already (its record said issued: revocation-not-in-record):
+        // the record is made to say it, at its time and reason, as the CRL carries it.
+        if let Some(listed) = self.store.revocations()?.into_iter().find(|r| r.serial == rec.serial) {
+            let rev = Revocation::of(&rec, listed.time, listed.reason, false);
+            self.store.revoke(&lock, &rev, &rec, expected.as_ref())?;
+            self.after_revocation(&lock, &rev, now)?;
+            return Ok(format!(
+                "serial {} ({}) was listed as revoked, its record said issued: it says revoked now",
+                rec.serial, rec.certname
+            ));
+        }
         self.revoke_locked(&lock, &rec, expected.as_ref(), reason, false, now)?;
         Ok(format!("revoked serial {} ({})", rec.serial, rec.certname))
     }
