@@ -466,3 +466,42 @@ fn die_recovering(dir: &Path) {
         .unwrap();
     assert!(out.status.code().is_none(), "the recovery should have aborted: {out:?}");
 }
+
+/// Review of the inventory lines a replay writes back (eb219c7): a line appended beside
+/// vouch (an import, an older vouch's redo) after the log's header, whose serial has a
+/// record, survives a replay of the log. The replay holds those lines in memory between
+/// cutting the inventory back to the header's length and writing them again: a process
+/// that dies in between (here at the first entry's record) loses them, and the next
+/// recovery, finding the inventory at the header's length, has nothing left to keep.
+#[test]
+fn a_line_kept_across_a_replay_survives_a_process_that_dies_replaying() {
+    use vouch::store::{FileStore, Store};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    ok(vouch(&dir, &["ca", "init"]));
+    let ca = dir.join("ca");
+    let entry = |i: usize| stored(&format!("ad{i:030x}"), &format!("k{i}.example.test"), 100);
+    let store = FileStore::new(&ca);
+    store.issue(&store.lock().unwrap(), &[entry(1)]).unwrap();
+    store.checkpoint(&store.lock().unwrap()).unwrap();
+    // A batch in the log; then a line appended from outside, for a serial with a record.
+    store.issue(&store.lock().unwrap(), &[entry(2)]).unwrap();
+    let foreign = stored(&format!("cc{:030x}", 1), "imported.example.test", 100).record;
+    let shard = ca.join("serials").join(&foreign.serial[..2]);
+    std::fs::create_dir_all(&shard).unwrap();
+    std::fs::write(shard.join(format!("{}.json", foreign.serial)), serde_json::to_vec(&foreign).unwrap()).unwrap();
+    let line = format!("0x{} {} {} /CN={}\n", foreign.serial, foreign.not_before, foreign.not_after, foreign.certname);
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(ca.join("inventory.txt")).unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+    }
+    // Another process replays the log and dies doing it; any later lock holder recovers.
+    die_recovering(&dir);
+    ok(vouch(&dir, &["crl"]));
+    let inventory = std::fs::read_to_string(ca.join("inventory.txt")).unwrap();
+    assert_eq!(inventory.matches(&line).count(), 1, "the kept line, once:\n{inventory}");
+    for i in 1..=2 {
+        assert_eq!(inventory.matches(&format!("0xad{i:030x} ")).count(), 1, "{i}:\n{inventory}");
+    }
+}

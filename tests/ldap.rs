@@ -1315,3 +1315,32 @@ fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"finding\":\"current-unreadable\""), "{}", text(&o));
     assert_eq!(o.status.code(), Some(1), "one damaged entry ends the check with an error:\n{}", text(&o));
 }
+
+/// Review of `vouch revoke --serial` on the shared store: master 2 revokes by serial a
+/// certificate master 1 issued (master 1's CRL lists it, as `vouch revoke NAME` at master 2
+/// does); asked again, at either master, it says the certificate was already revoked. On
+/// master 2 the record (found anywhere in the store) says revoked, and master 2's own
+/// revocations do not list it (they are its CA's only): it said "no revocation listed it:
+/// recorded again", and wrote a second "revoked" audit event and a CRL.
+#[test]
+fn review7_revoke_by_serial_of_another_masters_certificate_on_the_shared_store() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (m1, m2) = two_masters(&slapd, tmp.path());
+    let d1 = m1.dir.clone();
+    let name = "web03.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let serial = serial_of(&cert.unwrap());
+    let first =
+        ok(&v(&slapd, &m2.dir).args(["revoke", "--serial", &serial, "--reason", "key-compromise"]).output().unwrap());
+    assert!(first.contains("revoked serial"), "{first}");
+    let crl1 = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl1.as_bytes()).contains(&serial), "master 1's CRL lacks {serial}");
+    for d in [&d1, &m2.dir] {
+        let again = ok(&v(&slapd, d).args(["revoke", "--serial", &serial]).output().unwrap());
+        assert!(again.contains("already revoked"), "{}: {again}", d.display());
+    }
+    drop(m1);
+    drop(m2);
+}

@@ -1676,3 +1676,143 @@ fn a_damaged_file_of_a_renewed_certname_is_a_finding_not_the_end_of_verify() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("vouch revoke --serial"), "{}", text(&o));
 }
+
+// ---------------------------------------------------------------------------------------
+// A second review of the six commits after 9e0ac4e (revoke --serial, lines kept across a
+// replay, the CRL number walker, unreadable files in the junk scan).
+// ---------------------------------------------------------------------------------------
+
+/// The revocation-line-damaged hint says to write the line back by hand. An editor or a
+/// `printf '%s'` that leaves it without its final newline: the next revocation vouch appends
+/// is glued onto it (its serial ends up inside the certname field), so the certificate
+/// `vouch revoke` just said it revoked is not on the CRL.
+#[test]
+fn review7_a_revocation_line_written_back_without_its_newline_does_not_swallow_the_next_revocation() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test", "--reason", "key-compromise"], &[]));
+    let a = ca.serial_of("a.example.test");
+    // The operator writes a's line back, as the hint says, without a final newline.
+    ca.edit("revocations.txt", |t| t.trim_end_matches('\n').to_string());
+    ok(&ca.run(&["revoke", "b.example.test", "--reason", "key-compromise"], &[]));
+    let b = ca.serial_of("b.example.test");
+    assert!(ca.crl_lists(&a), "a left the CRL");
+    assert!(
+        ca.crl_lists(&b),
+        "b was revoked and is not on the CRL:\n{}",
+        std::fs::read_to_string(ca.ca("revocations.txt")).unwrap()
+    );
+}
+
+/// `vouch` run as a user that a mode of 000 stops (as root a mode stops nothing): `nobody`,
+/// the store handed to it and a copy of the binary, as in
+/// `a_certificate_file_vouch_may_not_read_is_a_finding`.
+fn as_unprivileged(ca: &Ca) -> std::process::Command {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        let mut c = vouch();
+        c.arg("--dir").arg(&ca.dir);
+        return c;
+    }
+    let bin = ca.w.join("vouch-bin");
+    if !bin.exists() {
+        std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    }
+    let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&ca.w).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::set_permissions(&ca.w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin).arg("--dir").arg(&ca.dir);
+    c
+}
+
+/// An unreadable file is "not called junk (`vouch purge` would remove it)", says junk.rs. A
+/// pending request's .json vouch may not read is read as empty: "its .json does not parse",
+/// junk, and `vouch purge NAME --confirm` removes a request that may be whole.
+#[test]
+fn review7_a_pending_request_vouch_may_not_read_is_not_junk_purge_removes() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test"]);
+    let json = ca.ca("requests/p.example.test.json");
+    std::fs::write(&json, r#"{"certname":"p.example.test","time":"2026-01-01T00:00:00Z","reasons":["held"]}"#).unwrap();
+    std::fs::write(ca.ca("requests/p.example.test.pem"), "-----BEGIN CERTIFICATE REQUEST-----\n").unwrap();
+    std::fs::set_permissions(&json, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let o = run(as_unprivileged(&ca).args(["store", "verify", "--format", "jsonl"]), None);
+    let junk: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["finding"] == "junk")
+        .collect();
+    for j in &junk {
+        let name = j["name"].as_str().unwrap();
+        ok(&run(as_unprivileged(&ca).args(["purge", name, "--confirm"]), None));
+    }
+    assert!(json.exists(), "purged as junk: {junk:?}");
+    assert!(junk.is_empty(), "an unreadable request called junk: {junk:?}");
+}
+
+/// A file under signed/ whose name is no certname is junk by its name alone. Made unreadable,
+/// it is not read, so not called junk; no check of a certname's certificate names it either
+/// (its name is none): verify says the store is sound (it used to stop with exit 2).
+#[test]
+fn review7_an_unreadable_file_under_signed_whose_name_is_no_certname_is_found() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test"]);
+    let stray = ca.ca("signed/Not_A_Certname.pem");
+    std::fs::write(&stray, "anything\n").unwrap();
+    std::fs::set_permissions(&stray, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let o = run(as_unprivileged(&ca).args(["store", "verify"]), None);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(out.contains("Not_A_Certname.pem"), "{out}");
+}
+
+/// The case revoke --serial was made for (attacks.md: a compromised node whose certificate
+/// file was deleted, "or lost with its record"), with the record damaged instead of deleted
+/// (overwritten, or cut by a power loss): its inventory line still names the serial, but
+/// the damaged record stops revoke --serial with an error, and `vouch revoke NAME` finds no
+/// certificate either. The certificate stays valid everywhere.
+#[test]
+fn review7_revoke_by_serial_reaches_a_certificate_whose_record_is_damaged() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    std::fs::write(ca.record_path(&a), "{\"serial\":").unwrap();
+    std::fs::remove_file(ca.ca("signed/a.example.test.pem")).unwrap();
+    let o = ca.run(&["revoke", "--serial", &a, "--reason", "key-compromise"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok(&ca.run(&["crl"], &[]));
+    assert!(ca.crl_lists(&a), "a's certificate is not on the CRL");
+}
+
+/// A record that says issued under a revocation the list holds (revocation-not-in-record,
+/// whose hint is now `vouch revoke --serial SERIAL`): the record should say the revocation
+/// the CRL carries. revoke --serial makes it say another one (now, the reason given or
+/// `unspecified`) and appends a second line for the serial, so the record and `vouch list`
+/// disagree with the CRL about when and why (keyCompromise) the certificate was revoked.
+#[test]
+fn review7_revoke_by_serial_under_a_listed_revocation_keeps_its_time_and_reason() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    ok(&ca.run(&["revoke", "a.example.test", "--reason", "key-compromise"], &[]));
+    let a = ca.serial_of("a.example.test");
+    let listed = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap();
+    let record = std::fs::read_to_string(ca.record_path(&a)).unwrap();
+    ca.edit(&format!("serials/{}/{a}.json", &a[..2]), |t| t.replace("\"revoked\"", "\"issued\""));
+    ca.finds(&["revocation-not-in-record"]);
+    ok(&ca.run(&["revoke", "--serial", &a], &[]));
+    assert_eq!(std::fs::read_to_string(ca.ca("revocations.txt")).unwrap(), listed, "the list changed");
+    let now: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ca.record_path(&a)).unwrap()).unwrap();
+    let was: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!((&now["reason"], &now["revoked_at"]), (&was["reason"], &was["revoked_at"]), "{now}");
+}
+
+/// A record left in state intent (an older vouch's issuance cut short; verify: intent-left)
+/// whose certificate is its certname's current one: `vouch revoke NAME` revokes it, but
+/// revoke --serial refuses, saying "no certificate carries it".
+#[test]
+fn review7_revoke_by_serial_of_an_intent_record_whose_certificate_is_current() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    ca.edit(&format!("serials/{}/{a}.json", &a[..2]), |t| t.replace("\"issued\"", "\"intent\""));
+    let o = ca.run(&["revoke", "--serial", &a], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(ca.crl_lists(&a), "a's certificate is not on the CRL");
+}

@@ -311,10 +311,19 @@ impl Authority {
         let lock = self.store.lock()?;
         let candidates = [serial.clone(), format!("00{serial}")];
         let mut rec = None;
+        // A record that does not read: the inventory line may still name the certificate.
+        let mut damaged = None;
         for s in &candidates {
-            if let Some(r) = self.store.record(s)? {
-                rec = Some(r);
-                break;
+            match self.store.record(s) {
+                Ok(Some(r)) => {
+                    rec = Some(r);
+                    break;
+                }
+                Ok(None) => {}
+                Err(e @ crate::store::StoreError::Corrupt { .. }) => {
+                    damaged.get_or_insert(e);
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         if rec.is_none() {
@@ -326,12 +335,27 @@ impl Authority {
                 }
             });
         }
-        let rec = rec.ok_or(Error::SerialUnknown { serial })?;
+        let rec = match (rec, damaged) {
+            (Some(rec), _) => rec,
+            (None, Some(e)) => return Err(e.into()),
+            (None, None) => return Err(Error::SerialUnknown { serial }),
+        };
+        // The certname's current certificate, when it is this one and can be read: revoked as
+        // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
+        let expected = match self.store.current(&rec.certname) {
+            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
+            _ => None,
+        };
+        // Another master's certificate (a shared store): its revocations are that CA's, never
+        // among this CA's own.
+        let another_ca = rec.issuer.as_ref().is_some_and(|i| *i != self.ca_id());
         match rec.state {
             // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
             // revocations.txt: recorded again, at its first time and reason).
-            State::Revoked if self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
-                self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
+            State::Revoked if another_ca || self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
+                if !another_ca {
+                    self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
+                }
                 return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname));
             }
             State::Revoked => {
@@ -349,21 +373,28 @@ impl Authority {
                     rec.serial, rec.certname
                 ));
             }
-            State::Intent | State::Abandoned => {
+            // Reserved, and no certificate of its certname carries it (one that does was
+            // issued: revoked below).
+            State::Intent | State::Abandoned if expected.is_none() => {
                 return Err(Error::SerialNeverIssued {
                     serial: rec.serial,
                     certname: rec.certname,
                     state: format!("{:?}", rec.state).to_lowercase(),
                 })
             }
-            State::Issued => {}
+            State::Issued | State::Intent | State::Abandoned => {}
         }
-        // The certname's current certificate, when it is this one and can be read: revoked as
-        // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
-        let expected = match self.store.current(&rec.certname) {
-            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
-            _ => None,
-        };
+        // A revocation the list holds already (its record said issued: revocation-not-in-record):
+        // the record is made to say it, at its time and reason, as the CRL carries it.
+        if let Some(listed) = self.store.revocations()?.into_iter().find(|r| r.serial == rec.serial) {
+            let rev = Revocation::of(&rec, listed.time, listed.reason, false);
+            self.store.revoke(&lock, &rev, &rec, expected.as_ref())?;
+            self.finish_revocation(&lock, &rev, now)?;
+            return Ok(format!(
+                "serial {} ({}) was listed as revoked, its record said issued: it says revoked now",
+                rec.serial, rec.certname
+            ));
+        }
         self.revoke_locked(&lock, &rec, expected.as_ref(), reason, false, now)?;
         Ok(format!("revoked serial {} ({})", rec.serial, rec.certname))
     }
@@ -703,6 +734,169 @@ mod tests {
         // A negative INTEGER is no number.
         assert_eq!(super::integer_number(&[0xff]), CrlNumber::None);
         assert_eq!(super::integer_number(&[0x00, 0x00, 0x05]), CrlNumber::Fits(5));
+    }
+
+    /// Review: the walker against a whole parse over damaged CRLs (every truncation, every
+    /// single bit flipped, every byte set to a few values, a few thousand random multi-byte
+    /// changes). Never a panic; and wherever the whole parse reads a number, the walker reads
+    /// one at least as large (a lower one, or none, could take the next CRL's number back),
+    /// and it never calls a number too large that the whole parse does not.
+    #[test]
+    fn review_the_crl_number_walker_never_reads_lower_than_a_whole_parse_on_damaged_crls() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
+        let issuer = rcgen::Issuer::new(ca, &key);
+        let now = time::OffsetDateTime::now_utc();
+        let whole = |der: &[u8]| match x509_parser::parse_x509_crl(der) {
+            Ok((_, c)) => match c.crl_number() {
+                Some(n) => u128::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
+                None => CrlNumber::None,
+            },
+            Err(_) => CrlNumber::None,
+        };
+        // (Fits, None) is allowed: on input that is not DER (the [0] wrapper's tag or length,
+        // or the crlNumber's OID tag, changed) x509-parser still reads a number, the walker
+        // none; the next number then comes from `crl_number` and the clock, as for a CRL
+        // that does not parse. A lower number, or a number too large only to one of them, is not.
+        let mut bad = Vec::new();
+        let mut lenient = 0usize;
+        let mut check = |der: &[u8], what: String| {
+            let walked = crl_number_in(der).unwrap_or(CrlNumber::None);
+            let full = whole(der);
+            let fine = match (&full, &walked) {
+                (CrlNumber::Fits(n), CrlNumber::Fits(m)) => m >= n,
+                (CrlNumber::Fits(_), CrlNumber::None) => {
+                    lenient += 1;
+                    true
+                }
+                (CrlNumber::TooLarge(a), CrlNumber::TooLarge(b)) => a == b,
+                (CrlNumber::None, CrlNumber::None | CrlNumber::Fits(_)) => true,
+                _ => false,
+            };
+            if !fine && bad.len() < 20 {
+                bad.push(format!("{what}: whole parse {full:?}, walked {walked:?}"));
+            }
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (number, revoked) in [(vec![0x01, 0x86, 0xa0u8], 0usize), (vec![0x7f; 16], 2), (vec![0x05], 1)] {
+            let params = rcgen::CertificateRevocationListParams {
+                this_update: now,
+                next_update: now + time::Duration::days(1),
+                crl_number: rcgen::SerialNumber::from_slice(&number),
+                issuing_distribution_point: None,
+                revoked_certs: (0..revoked)
+                    .map(|i| rcgen::RevokedCertParams {
+                        serial_number: rcgen::SerialNumber::from_slice(&(i as u64 + 1).to_be_bytes()),
+                        revocation_time: now,
+                        reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                        invalidity_date: None,
+                    })
+                    .collect(),
+                key_identifier_method: rcgen::KeyIdMethod::Sha256,
+            };
+            let der = params.signed_by(&issuer).unwrap().der().to_vec();
+            for cut in 0..der.len() {
+                check(&der[..cut], format!("{number:02x?} cut at {cut}"));
+            }
+            for i in 0..der.len() {
+                for bit in 0..8 {
+                    let mut d = der.clone();
+                    d[i] ^= 1 << bit;
+                    check(&d, format!("{number:02x?} byte {i} bit {bit}"));
+                }
+                for v in [0x00, 0x01, 0x02, 0x04, 0x30, 0x80, 0x81, 0x82, 0xa0, 0xff] {
+                    let mut d = der.clone();
+                    d[i] = v;
+                    check(&d, format!("{number:02x?} byte {i} = {v:02x}"));
+                }
+            }
+            for _ in 0..20000 {
+                let mut d = der.clone();
+                for _ in 0..(rand() % 4 + 1) {
+                    let i = (rand() as usize) % d.len();
+                    d[i] = rand() as u8;
+                }
+                check(&d, format!("{number:02x?} random {:02x?}", d));
+            }
+        }
+        assert!(bad.is_empty(), "{}\n({lenient} read by x509-parser only)", bad.join("\n"));
+    }
+
+    /// Review: hand-built CRLs with the extensions in other shapes, read by the walker and
+    /// by a whole parse: the crlNumber after or before another extension, critical, two of
+    /// them, the extensions followed by another field, a non-minimal INTEGER.
+    #[test]
+    fn review_the_crl_number_walker_reads_crafted_extension_lists_as_a_whole_parse() {
+        fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+            let mut v = vec![tag];
+            let n = content.len();
+            if n < 128 {
+                v.push(n as u8);
+            } else if n < 256 {
+                v.extend([0x81, n as u8]);
+            } else {
+                v.extend([0x82, (n >> 8) as u8, n as u8]);
+            }
+            v.extend_from_slice(content);
+            v
+        }
+        let cat = |parts: &[Vec<u8>]| parts.concat();
+        let oid_crl_number = tlv(0x06, &[0x55, 0x1d, 0x14]);
+        let number_ext = |n: &[u8], critical: bool| {
+            let mut parts = vec![oid_crl_number.clone()];
+            if critical {
+                parts.push(tlv(0x01, &[0xff]));
+            }
+            parts.push(tlv(0x04, &tlv(0x02, n)));
+            tlv(0x30, &cat(&parts))
+        };
+        let aki = tlv(0x30, &cat(&[tlv(0x06, &[0x55, 0x1d, 0x23]), tlv(0x04, &tlv(0x30, &tlv(0x80, &[7; 20])))]));
+        let sigalg = tlv(0x30, &tlv(0x06, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02]));
+        let issuer = tlv(0x30, &tlv(0x31, &tlv(0x30, &cat(&[tlv(0x06, &[0x55, 0x04, 0x03]), tlv(0x0c, b"ca")]))));
+        let time = tlv(0x17, b"260101000000Z");
+        let next = tlv(0x17, b"270101000000Z");
+        let revoked = tlv(0x30, &tlv(0x30, &cat(&[tlv(0x02, &[0x01]), tlv(0x17, b"260101000000Z")])));
+        let crl = |exts: &[Vec<u8>], after: &[Vec<u8>]| {
+            let mut tbs =
+                vec![tlv(0x02, &[1]), sigalg.clone(), issuer.clone(), time.clone(), next.clone(), revoked.clone()];
+            tbs.push(tlv(0xa0, &tlv(0x30, &cat(exts))));
+            tbs.extend_from_slice(after);
+            tlv(0x30, &cat(&[tlv(0x30, &cat(&tbs)), sigalg.clone(), tlv(0x03, &[0, 0x30, 0x00])]))
+        };
+        let whole = |der: &[u8]| match x509_parser::parse_x509_crl(der) {
+            Ok((_, c)) => match c.crl_number() {
+                Some(n) => u128::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
+                None => CrlNumber::None,
+            },
+            Err(_) => CrlNumber::None,
+        };
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("number last", crl(&[aki.clone(), number_ext(&[0x05], false)], &[])),
+            ("number first", crl(&[number_ext(&[0x05], false), aki.clone()], &[])),
+            ("critical", crl(&[aki.clone(), number_ext(&[0x05], true)], &[])),
+            ("two numbers", crl(&[number_ext(&[0x05], false), number_ext(&[0x09], false)], &[])),
+            ("two numbers, larger first", crl(&[number_ext(&[0x09], false), number_ext(&[0x05], false)], &[])),
+            ("a field after the extensions", crl(&[number_ext(&[0x05], false)], &[tlv(0x02, &[0x01])])),
+            ("non-minimal", crl(&[number_ext(&[0x00, 0x00, 0x05], false)], &[])),
+            ("21 octets", crl(&[number_ext(&[0x7f; 21], false)], &[])),
+        ];
+        for (what, der) in &cases {
+            let walked = crl_number_in(der).unwrap_or(CrlNumber::None);
+            match whole(der) {
+                // Not DER (a field after the extensions, a non-minimal INTEGER): x509-parser
+                // reads no number; the walker's is compared with the others, never lower.
+                CrlNumber::None => assert_eq!(walked, CrlNumber::Fits(5), "{what}"),
+                full => assert_eq!(walked, full, "{what}"),
+            }
+        }
     }
 
     #[test]

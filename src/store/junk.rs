@@ -88,14 +88,20 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     Ok(Some(buf))
 }
 
-/// Why a `signed/` file is junk, if it is.
-fn signed_problem(file_name: &OsStr, content: &[u8]) -> Option<String> {
+/// Why a `signed/` file is junk by its name alone, if it is.
+fn signed_name_problem(file_name: &OsStr) -> Option<String> {
     let Some(stem) = file_name.to_str().and_then(|n| n.strip_suffix(".pem")) else {
         return Some("not a <certname>.pem file".into());
     };
-    if let Err(p) = crate::decision::check_certname(stem) {
-        return Some(format!("its name is no certname: {p}"));
+    crate::decision::check_certname(stem).err().map(|p| format!("its name is no certname: {p}"))
+}
+
+/// Why a `signed/` file is junk, if it is.
+fn signed_problem(file_name: &OsStr, content: &[u8]) -> Option<String> {
+    if let Some(p) = signed_name_problem(file_name) {
+        return Some(p);
     }
+    let stem = file_name.to_str().and_then(|n| n.strip_suffix(".pem")).unwrap_or_default();
     let Ok((_, der)) = crate::encoding::pem::find(content, &["CERTIFICATE"]) else {
         return Some("does not parse: no PEM certificate".into());
     };
@@ -126,7 +132,21 @@ pub fn scan(root: &Path, f: &mut dyn FnMut(Junk) -> Result<(), StoreError>) -> R
                 files: vec![rel],
             });
         }
-        let Some(content) = read(&path)? else { return Ok(()) };
+        let Some(content) = read(&path)? else {
+            // Not read (vouch may not, or it is gone): junk by its name alone, if that is no
+            // certname's (no check of a certname's certificate would name it); otherwise
+            // those checks name it as unreadable.
+            let still_there = std::fs::symlink_metadata(&path).is_ok();
+            return match signed_name_problem(name).filter(|_| still_there) {
+                Some(detail) => f(Junk {
+                    name: generated_name(&[(&rel, b"")]),
+                    kind: "signed".into(),
+                    detail: format!("{detail} (not readable by vouch)"),
+                    files: vec![rel],
+                }),
+                None => Ok(()),
+            };
+        };
         let problem = if meta.len() > MAX_READ {
             Some("larger than any certificate".into())
         } else {
@@ -191,7 +211,10 @@ pub fn scan(root: &Path, f: &mut dyn FnMut(Junk) -> Result<(), StoreError>) -> R
             }
             return Ok(());
         }
-        let content = read(&path)?.unwrap_or_default();
+        // Not read (vouch may not, or it is gone): what it holds is unknown, so a request
+        // with a valid name is not junk (`vouch purge` would remove it); one whose name
+        // Puppet refuses is, by its name alone.
+        let Some(content) = read(&path)?.or_else(|| valid.is_err().then(Vec::new)) else { return Ok(()) };
         let detail = match &valid {
             Err(p) => Some(format!("a request for a name Puppet refuses: {p}")),
             Ok(()) => match serde_json::from_slice::<super::PendingRequest>(&content) {

@@ -634,10 +634,25 @@ impl FileStore {
         Ok(())
     }
 
+    /// The inventory, opened to append to. A last line cut short (an append from outside, a
+    /// power loss, a line written back by hand without its newline) is ended first: what
+    /// vouch appends starts on a line of its own, never glued onto it (the certificate's
+    /// serial unreadable, the certificate unlisted).
     fn open_inventory(&self) -> Result<File, StoreError> {
+        use std::os::unix::fs::FileExt;
         let path = self.p("inventory.txt");
-        crate::files::durable::open_nofollow(OpenOptions::new().append(true).create(true), &path)
-            .map_err(io_err(&path, "open"))
+        let mut f =
+            crate::files::durable::open_nofollow(OpenOptions::new().read(true).append(true).create(true), &path)
+                .map_err(io_err(&path, "open"))?;
+        let len = f.metadata().map_err(io_err(&path, "read"))?.len();
+        if let Some(at) = len.checked_sub(1) {
+            let mut last = [0u8; 1];
+            f.read_exact_at(&mut last, at).map_err(io_err(&path, "read"))?;
+            if last != *b"\n" {
+                f.write_all(b"\n").map_err(io_err(&path, "append to"))?;
+            }
+        }
+        Ok(f)
     }
 
     /// Flushes what the log holds into the files (syncfs on the store's filesystem and
@@ -716,11 +731,12 @@ impl FileStore {
 
     /// At lock time: a log this process did not leave is re-applied and checkpointed.
     /// The inventory's lines after `from` (the log's header's length) that the log's
-    /// `entries` do not hold, and that stand for a certificate the store knows (a whole
-    /// line, the serial's record present): lines appended by someone else meanwhile (an
-    /// import, an older vouch's redo). The replay cuts the inventory back to `from` and
-    /// appends the entries' lines again; these are written back first, not lost. What is
-    /// not such a line (a torn one, a power loss's garbage) is dropped.
+    /// `entries` do not hold, and that stand for a certificate the store knows (the line
+    /// its serial's record says, as vouch writes it; once, and not already before `from`):
+    /// lines appended by someone else meanwhile (an import, an older vouch's redo). The
+    /// replay cuts the inventory back to `from` and appends the entries' lines again; these
+    /// are written back first, not lost. What is not such a line (a torn one, a power loss's
+    /// garbage or stale copy, a line its record does not say or does not read) is dropped.
     fn inventory_lines_not_logged(&self, from: u64, entries: &[Issuance]) -> Result<Vec<u8>, StoreError> {
         use std::io::{Seek, SeekFrom};
         let inv = self.p("inventory.txt");
@@ -728,7 +744,8 @@ impl FileStore {
         let mut tail = Vec::new();
         f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)).map_err(io_err(&inv, "read"))?;
         let logged: std::collections::HashSet<&str> = entries.iter().map(|e| e.record.serial.as_str()).collect();
-        let mut kept = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut kept: Vec<(String, &[u8])> = Vec::new();
         let mut rest = tail.as_slice();
         while let Some(n) = rest.iter().position(|b| *b == b'\n') {
             let (line, after) = rest.split_at(n + 1);
@@ -739,13 +756,37 @@ impl FileStore {
                 .and_then(|l| l.split(' ').next())
                 .filter(|s| !s.is_empty() && s.len() <= 40 && s.bytes().all(|b| b.is_ascii_hexdigit()));
             if let Some(serial) = serial {
-                let whole = std::str::from_utf8(line).is_ok_and(|l| l.trim_end().split(' ').count() == 4);
-                if whole && !logged.contains(serial) && self.serial_path(serial).exists() {
-                    kept.extend_from_slice(line);
+                if logged.contains(serial) || seen.contains(serial) {
+                    continue;
+                }
+                // The line its record says, as vouch writes it: not another certname or
+                // other dates (stale blocks after a power loss, a hand edit), nor a line for
+                // a record that does not read.
+                let said = Self::read_json::<crate::store::CertRecord>(&self.serial_path(serial))
+                    .ok()
+                    .flatten()
+                    .is_some_and(|rec| line.strip_suffix(b"\n") == Some(Self::inventory_line(&rec).as_bytes()));
+                if said {
+                    seen.insert(serial.to_string());
+                    kept.push((serial.to_string(), line));
                 }
             }
         }
-        Ok(kept)
+        if kept.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Not a second copy of a line the inventory holds before `from` (read line by line).
+        f.seek(SeekFrom::Start(0)).map_err(io_err(&inv, "read"))?;
+        let mut listed = std::collections::HashSet::new();
+        for l in std::io::BufRead::split(std::io::BufReader::new((&mut f).take(from)), b'\n') {
+            let l = l.map_err(io_err(&inv, "read"))?;
+            if let Some(s) = l.strip_prefix(b"0x").and_then(|l| l.split(|b| *b == b' ').next()) {
+                if let Some(s) = std::str::from_utf8(s).ok().filter(|s| seen.contains(*s)) {
+                    listed.insert(s.to_string());
+                }
+            }
+        }
+        Ok(kept.into_iter().filter(|(s, _)| !listed.contains(s)).flat_map(|(_, l)| l.iter().copied()).collect())
     }
 
     pub(super) fn recover_wal(&self) -> Result<(), StoreError> {
@@ -778,16 +819,32 @@ impl FileStore {
         // page cache holds: make them durable before anything is applied from them.
         File::open(self.wal_path()).and_then(|f| f.sync_data()).map_err(io_err(&self.wal_path(), "sync"))?;
         let inv = self.p("inventory.txt");
-        let mut kept = Vec::new();
         if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
-            kept = self.inventory_lines_not_logged(header.inventory_len, &entries)?;
-            let f = crate::files::durable::open_nofollow(OpenOptions::new().write(true), &inv)
-                .map_err(io_err(&inv, "open"))?;
-            f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
+            let kept = self.inventory_lines_not_logged(header.inventory_len, &entries)?;
+            if kept.is_empty() {
+                let f = crate::files::durable::open_nofollow(OpenOptions::new().write(true), &inv)
+                    .map_err(io_err(&inv, "open"))?;
+                f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
+            } else {
+                // Lines to write back: the cut inventory with them, written whole and synced
+                // before it replaces the old one, so that a process dying in this replay loses
+                // none of them (the next replay finds them past the header's length again).
+                let len = usize::try_from(header.inventory_len)
+                    .map_err(|_| StoreError::Corrupt { path: inv.clone(), detail: "too long".into() })?;
+                let mut whole = Vec::with_capacity(len.saturating_add(kept.len()));
+                crate::files::durable::open_regular(&inv)
+                    .and_then(|f| f.take(header.inventory_len).read_to_end(&mut whole))
+                    .map_err(io_err(&inv, "read"))?;
+                if whole.len() != len {
+                    return Err(StoreError::Corrupt { path: inv, detail: "shorter than the log's header says".into() });
+                }
+                whole.extend_from_slice(&kept);
+                crate::files::durable::write_replace_in(&self.p("tmp"), &inv, &whole, 0o644)
+                    .map_err(io_err(&inv, "write"))?;
+            }
         }
         self.forget_everything();
         let mut inventory = std::io::BufWriter::with_capacity(64 << 10, self.open_inventory()?);
-        inventory.write_all(&kept).map_err(io_err(&inv, "append to"))?;
         for e in &entries {
             self.apply(e, &mut inventory, false).map_err(damaged(&self.wal_path()))?;
         }
@@ -848,8 +905,84 @@ mod tests {
                 // Cut with the replay (the empty log's new header would have kept them).
                 assert!(!inv.contains("ghost.example"), "{inv}");
             }
-            assert!(inv.ends_with('\n') && !inv.contains("0xcc0\n"), "logged {logged}: {inv}");
+            // The torn line: cut with the replay; with an empty log, recorded by its new
+            // header as a line of its own (verify reports it: inventory-line-damaged), the
+            // next line appended after it, not glued onto it.
+            assert!(inv.ends_with('\n') && inv.contains("0xcc0\n") != logged, "logged {logged}: {inv}");
+            assert!(inv.lines().any(|l| l.starts_with("0xaa03 ")), "logged {logged}: {inv}");
         }
+    }
+
+    /// Review: the lines a replay writes back are those that stand for a certificate the
+    /// store knows. A line whose serial has a record but that says something else (another
+    /// certname, other dates: a power loss's stale blocks, a hand edit) and a line that
+    /// repeats one before the header's length (an older copy of it) are not written back:
+    /// before eb219c7 the replay dropped them, now it keeps them (verify then reports
+    /// inventory-disagrees, inventory-serial-twice).
+    #[test]
+    fn review_a_replay_writes_back_only_lines_its_records_say() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        store.issue(&store.lock().unwrap(), &[issuance("aa02", "b.example")]).unwrap();
+        store.write_record(&issuance("cc01", "imported.example").record).unwrap();
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(
+                b"0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=someone-else.example\n\
+                  0xaa01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=a.example\n\
+                  0xcc01 2030-01-01T00:00:00Z 2031-01-01T00:00:00Z /CN=imported.example\n",
+            )
+            .unwrap();
+        }
+        store.set_known(None);
+        drop(store.lock().unwrap());
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(!inv.contains("someone-else"), "a line its record does not say:\n{inv}");
+        assert_eq!(inv.matches("0xaa01 ").count(), 1, "a line before the header's length, twice:\n{inv}");
+        assert_eq!(inv.matches("0xaa02 ").count(), 1, "{inv}");
+        // The line its record says, after a garbled one of the same serial: kept, once.
+        assert_eq!(inv.matches("0xcc01 ").count(), 1, "{inv}");
+        assert!(inv.contains("/CN=imported.example\n"), "{inv}");
+    }
+
+    /// Review: a torn last inventory line (an append cut short, from outside or by a power
+    /// loss) and an empty log: the lock that renews the log's header must not make the torn
+    /// bytes part of the inventory that vouch appends after, or the next certificate's line is
+    /// glued onto them (`0xcc00xaa03 …`: its serial unreadable, the certificate unlisted).
+    #[test]
+    fn review_a_torn_inventory_line_before_an_empty_log_does_not_swallow_the_next_line() {
+        let d = tempfile::tempdir().unwrap();
+        let store = FileStore::new(d.path().join("ca"));
+        store.issue(&store.lock().unwrap(), &[issuance("aa01", "a.example")]).unwrap();
+        store.checkpoint(&store.lock().unwrap()).unwrap();
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(b"0xcc0").unwrap();
+        }
+        // Another process takes the lock (or this one after a crash), issues; then another.
+        store.set_known(None);
+        store.issue(&store.lock().unwrap(), &[issuance("aa03", "c.example")]).unwrap();
+        store.set_known(None);
+        drop(store.lock().unwrap());
+        let listed: Vec<String> =
+            crate::store::Store::inventory(&store).unwrap().into_iter().map(|e| e.serial).collect();
+        assert!(listed.contains(&"aa03".to_string()), "{listed:?}");
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(inv.lines().any(|l| l.starts_with("0xaa03 ")), "{inv}");
+        // The same without any recovery: the process that knows its log issues after the
+        // torn bytes were appended.
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(store.p("inventory.txt")).unwrap();
+            f.write_all(b"0xdd0").unwrap();
+        }
+        store.issue(&store.lock().unwrap(), &[issuance("aa04", "d.example")]).unwrap();
+        let inv = std::fs::read_to_string(store.p("inventory.txt")).unwrap();
+        assert!(inv.lines().any(|l| l.starts_with("0xaa04 ")), "{inv}");
     }
 
     /// A batch whose apply failed after its log entry was synced is applied before the next
