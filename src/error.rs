@@ -605,14 +605,14 @@ impl Error {
                  --csr FILE`); `vouch clean NAME` forgets the revoked one"
             }
             Error::NotRenewable { why: Unrenewable::Expired { .. }, .. } => {
-                "an expired certificate is not renewed (renew before notAfter: `vouch list` shows it): the node \
+                "an expired certificate is not renewed (renew before notAfter: `vouch list --all` shows it): the node \
                  gets a new one from a new request with attributes a conductor signs (`puppet ssl bootstrap` \
                  against `vouch serve`, or `vouch sign --csr FILE`)"
             }
             Error::NotRenewable { why: Unrenewable::Administrator { .. }, .. } => {
                 "administrator certificates are not renewed: make a new one with `vouch admin new NAME --cert-out \
-                 FILE --key-out FILE` (another name, or this one once `vouch revoke NAME` has revoked it), then \
-                 revoke the old one when the new one is in use"
+                 FILE --key-out FILE` (another name, or this one once its certificate is revoked or expired), \
+                 then revoke the old one when the new one is in use"
             }
             Error::NotRenewable { why: Unrenewable::Service { .. }, .. } => {
                 "the service's certificate is not renewed by `vouch renew`: `vouch serve` replaces it itself when \

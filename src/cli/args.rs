@@ -138,7 +138,7 @@ pub enum Command {
     /// written after it; `vouch crl` writes it once the cause is fixed.
     Revoke {
         /// The node whose current certificate is revoked.
-        #[arg(required_unless_present = "serial", conflicts_with = "serial")]
+        #[arg(required_unless_present = "serial", conflicts_with = "serial", value_name = "CERTNAME|--serial HEX")]
         certname: Option<String>,
         /// Revoke the certificate with this serial instead (hex, as `openssl x509 -noout
         /// -serial` or `vouch list --all` prints it): one whose certname's file is lost or

@@ -152,6 +152,12 @@ impl Finding {
             | Finding::SerialMismatch { .. }
             | Finding::NotAfterMismatch { .. }
             | Finding::StateMismatch { .. } => "restore DIR/ca from one backup (all of it from the same time)",
+            Finding::RecordDamaged { detail, .. } | Finding::InventoryDisagrees { detail, .. }
+                if detail.contains("Permission denied") =>
+            {
+                "give the user vouch runs as read access to the record (its owner or mode: vouch writes \
+                 records 0644), then run verify again; nothing needs restoring"
+            }
             Finding::RecordDamaged { .. } => {
                 "restore the record from a backup; a file vouch did not write (not \
                  serials/<ab>/<serial>.json) can be removed by hand: vouch never reads it"
