@@ -89,6 +89,15 @@ impl Ca {
         self.dir.join("ca").join(f)
     }
 
+    /// The master CA's certificate, then the root's, in one file (openssl's -CAfile).
+    fn chain(&self) -> PathBuf {
+        let chain = self.work.join("chain.pem");
+        let ca = std::fs::read_to_string(self.ca_file("ca_crt.pem")).unwrap();
+        let root = std::fs::read_to_string(self.ca_file("root_crt.pem")).unwrap();
+        std::fs::write(&chain, format!("{ca}{root}")).unwrap();
+        chain
+    }
+
     fn set_policy(&self, from: &str, to: &str) {
         let p = self.dir.join("policy.toml");
         let text = std::fs::read_to_string(&p).unwrap();
@@ -247,16 +256,7 @@ fn revoke_crl_clean_and_renew() {
     ok(&ca.vouch(&["crl", "--out", s(&crl)]));
     let (_, text) = openssl(&["crl", "-in", s(&crl), "-noout", "-text"]);
     assert!(text.contains("Key Compromise") && text.contains("Superseded"), "{text}");
-    let chain = ca.work.join("chain.pem");
-    std::fs::write(
-        &chain,
-        format!(
-            "{}{}",
-            std::fs::read_to_string(ca.ca_file("ca_crt.pem")).unwrap(),
-            std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap()
-        ),
-    )
-    .unwrap();
+    let chain = ca.chain();
     let b = ca.work.join("b-only.pem");
     std::fs::write(&b, split_pem(&std::fs::read_to_string(ca.work.join("b.pem")).unwrap())[0].as_bytes()).unwrap();
     let (good, text) = openssl(&["verify", "-crl_check", "-CAfile", s(&chain), "-CRLfile", s(&crl), s(&b)]);
@@ -911,16 +911,7 @@ fn revoke_by_serial_reaches_a_certificate_whose_file_is_lost() {
     // openssl refuses a and b by the CRL, accepts c.
     let crl = ca.work.join("crl.pem");
     ok(&ca.vouch(&["crl", "--out", s(&crl)]));
-    let chain = ca.work.join("chain.pem");
-    std::fs::write(
-        &chain,
-        format!(
-            "{}{}",
-            std::fs::read_to_string(ca.ca_file("ca_crt.pem")).unwrap(),
-            std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap()
-        ),
-    )
-    .unwrap();
+    let chain = ca.chain();
     for (i, (only, _)) in serials.iter().enumerate() {
         let (good, text) = openssl(&["verify", "-crl_check", "-CAfile", s(&chain), "-CRLfile", s(&crl), s(only)]);
         assert_eq!(good, i == 2, "{i}: {text}");

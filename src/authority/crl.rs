@@ -676,6 +676,31 @@ fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
 mod tests {
     use super::{after_second, crl_number_in, crl_number_of, CrlNumber};
 
+    /// A CRL numbered `number` (big-endian octets) listing `revoked` serials 1, 2, ….
+    fn numbered_crl(
+        issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>,
+        number: &[u8],
+        revoked: usize,
+    ) -> rcgen::CertificateRevocationList {
+        let now = time::OffsetDateTime::now_utc();
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now + time::Duration::days(1),
+            crl_number: rcgen::SerialNumber::from_slice(number),
+            issuing_distribution_point: None,
+            revoked_certs: (0..revoked)
+                .map(|i| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from_slice(&(i as u64 + 1).to_be_bytes()),
+                    revocation_time: now,
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        params.signed_by(issuer).unwrap()
+    }
+
     /// The number read by walking the CRL's headers is the one x509-parser reads parsing it
     /// whole, for numbers of every size, with and without revoked certificates, the
     /// extension critical or not; what is not a numbered CRL reads as none.
@@ -686,7 +711,6 @@ mod tests {
         ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
         let issuer = rcgen::Issuer::new(ca, &key);
-        let now = time::OffsetDateTime::now_utc();
         let big = |n: usize| {
             let mut b = vec![0x7f];
             b.extend(std::iter::repeat_n(0xab, n - 1));
@@ -696,22 +720,7 @@ mod tests {
             vec![vec![0], vec![1], vec![0x80], u64::MAX.to_be_bytes().to_vec(), big(16), big(17), big(20)];
         for number in &numbers {
             for revoked in [0usize, 3, 2000] {
-                let params = rcgen::CertificateRevocationListParams {
-                    this_update: now,
-                    next_update: now + time::Duration::days(1),
-                    crl_number: rcgen::SerialNumber::from_slice(number),
-                    issuing_distribution_point: None,
-                    revoked_certs: (0..revoked)
-                        .map(|i| rcgen::RevokedCertParams {
-                            serial_number: rcgen::SerialNumber::from_slice(&(i as u64 + 1).to_be_bytes()),
-                            revocation_time: now,
-                            reason_code: Some(rcgen::RevocationReason::Superseded),
-                            invalidity_date: None,
-                        })
-                        .collect(),
-                    key_identifier_method: rcgen::KeyIdMethod::Sha256,
-                };
-                let crl = params.signed_by(&issuer).unwrap();
+                let crl = numbered_crl(&issuer, number, revoked);
                 let (_, parsed) = x509_parser::parse_x509_crl(crl.der()).unwrap();
                 let whole = parsed.crl_number().unwrap();
                 let want =
@@ -748,7 +757,6 @@ mod tests {
         ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
         let issuer = rcgen::Issuer::new(ca, &key);
-        let now = time::OffsetDateTime::now_utc();
         let whole = |der: &[u8]| match x509_parser::parse_x509_crl(der) {
             Ok((_, c)) => match c.crl_number() {
                 Some(n) => u128::try_from(n).map_or_else(|_| CrlNumber::TooLarge(n.to_string()), CrlNumber::Fits),
@@ -787,22 +795,7 @@ mod tests {
             seed
         };
         for (number, revoked) in [(vec![0x01, 0x86, 0xa0u8], 0usize), (vec![0x7f; 16], 2), (vec![0x05], 1)] {
-            let params = rcgen::CertificateRevocationListParams {
-                this_update: now,
-                next_update: now + time::Duration::days(1),
-                crl_number: rcgen::SerialNumber::from_slice(&number),
-                issuing_distribution_point: None,
-                revoked_certs: (0..revoked)
-                    .map(|i| rcgen::RevokedCertParams {
-                        serial_number: rcgen::SerialNumber::from_slice(&(i as u64 + 1).to_be_bytes()),
-                        revocation_time: now,
-                        reason_code: Some(rcgen::RevocationReason::KeyCompromise),
-                        invalidity_date: None,
-                    })
-                    .collect(),
-                key_identifier_method: rcgen::KeyIdMethod::Sha256,
-            };
-            let der = params.signed_by(&issuer).unwrap().der().to_vec();
+            let der = numbered_crl(&issuer, &number, revoked).der().to_vec();
             for cut in 0..der.len() {
                 check(&der[..cut], format!("{number:02x?} cut at {cut}"));
             }
