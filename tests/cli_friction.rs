@@ -758,3 +758,20 @@ fn review_admin_new_refuses_a_listed_node_whose_certificate_file_is_missing() {
     assert!(!cert.exists() && !key.exists(), "a file was written");
     assert_eq!(std::fs::read_to_string(ca.ca_file("inventory.txt")).unwrap(), inventory, "the store changed");
 }
+
+/// `vouch enc` of a certificate that no longer verifies says why in words: an expired one
+/// names its notAfter as a date (it printed webpki's Debug form, the times in seconds).
+#[test]
+fn enc_of_an_expired_certificate_names_its_expiry_as_a_date() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ca");
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let names = vec!["old.example.test".to_string()];
+    gen_store::fill(&dir, &names, OffsetDateTime::now_utc(), &|_| true);
+    let o = vouch().args(["--dir", s(&dir), "enc", "old.example.test"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("it does not verify against this CA: it expired at 20"), "{err}");
+    assert!(!err.contains("UnixTime"), "{err}");
+}

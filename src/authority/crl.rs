@@ -105,7 +105,17 @@ fn normal_serial(given: &str) -> Option<String> {
     let t = given.trim();
     let t = t.strip_prefix("serial=").unwrap_or(t);
     let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
-    let mut hex: String = t.chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    // Colons only between octets (`43:a4:…`), each one or two digits.
+    let mut hex = if t.contains(':') {
+        let parts: Vec<&str> = t.split(':').collect();
+        if parts.iter().any(|p| p.is_empty() || p.len() > 2) {
+            return None;
+        }
+        parts.iter().map(|p| format!("{p:0>2}")).collect::<String>()
+    } else {
+        t.to_string()
+    }
+    .to_ascii_lowercase();
     if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -889,6 +899,20 @@ mod tests {
                 CrlNumber::None => assert_eq!(walked, CrlNumber::Fits(5), "{what}"),
                 full => assert_eq!(walked, full, "{what}"),
             }
+        }
+    }
+
+    /// The serial forms an operator copies are read; colons only between octets.
+    #[test]
+    fn serials_are_read_as_openssl_and_vouch_print_them() {
+        use super::normal_serial as n;
+        assert_eq!(n("serial=43A4F0").as_deref(), Some("43a4f0"));
+        assert_eq!(n("43:a4:f0").as_deref(), Some("43a4f0"));
+        assert_eq!(n("0x3a4f0").as_deref(), Some("03a4f0"));
+        assert_eq!(n(" 43a4f0\n").as_deref(), Some("43a4f0"));
+        assert_eq!(n("4:a4").as_deref(), Some("04a4"));
+        for bad in ["", "59::28", ":59", "59:", "-5928", "xyz", "43a:4f0", &"ab".repeat(21)] {
+            assert_eq!(n(bad), None, "{bad:?}");
         }
     }
 

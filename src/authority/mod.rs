@@ -308,10 +308,7 @@ impl Authority {
             None,
         )
         .map(|_| ())
-        .map_err(|e| Error::NotValid {
-            certname: String::new(),
-            detail: format!("it does not verify against this CA: {e:?}"),
-        })
+        .map_err(|e| Error::NotValid { certname: String::new(), detail: why_not_valid(&e) })
     }
 
     /// `vouch enc CERTNAME`: the classification from the node's current certificate.
@@ -404,4 +401,29 @@ impl Authority {
             Arc::new(j) as Arc<dyn ReplayJournal>
         })
     }
+}
+
+/// Why a certificate does not verify against this CA, in words (webpki's Debug form prints
+/// times as seconds and, for an extended key usage, another OID than the one carried).
+fn why_not_valid(e: &webpki::Error) -> String {
+    let at = |t: &rustls_pki_types::UnixTime| {
+        OffsetDateTime::from_unix_timestamp(i64::try_from(t.as_secs()).unwrap_or(i64::MAX))
+            .map(crate::encoding::time::format_rfc3339)
+            .unwrap_or_default()
+    };
+    let why: String = match e {
+        webpki::Error::CertExpired { not_after, .. } => format!("it expired at {}", at(not_after)),
+        webpki::Error::CertNotValidYet { not_before, .. } => format!("it is not valid before {}", at(not_before)),
+        webpki::Error::UnknownIssuer => "this CA (or the fleet's root) did not issue it".into(),
+        webpki::Error::InvalidSignatureForPublicKey => {
+            "its signature does not verify with this CA's key: another CA of the same name issued it".into()
+        }
+        webpki::Error::RequiredEkuNotFoundContext(_) => {
+            "it is not a client certificate (no clientAuth extended key usage: a conductor's or another \
+             CA's certificate, not a node's)"
+                .into()
+        }
+        other => format!("{other:?}"),
+    };
+    format!("it does not verify against this CA: {why}")
 }

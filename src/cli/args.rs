@@ -143,7 +143,7 @@ pub enum Command {
         /// Revoke the certificate with this serial instead (hex, as `openssl x509 -noout
         /// -serial` or `vouch list --all` prints it): one whose certname's file is lost or
         /// damaged, or that is no longer its certname's current one.
-        #[arg(long, value_name = "HEX")]
+        #[arg(long, value_name = "HEX", allow_hyphen_values = true)]
         serial: Option<String>,
         /// Why, kebab-case or as RFC 5280 spells it: unspecified, key-compromise (keyCompromise),
         /// ca-compromise (caCompromise), affiliation-changed (affiliationChanged), superseded,
