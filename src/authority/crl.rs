@@ -686,6 +686,15 @@ fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
 mod tests {
     use super::{after_second, crl_number_in, crl_number_of, CrlNumber};
 
+    /// A CA that may sign CRLs: its parameters and its key (the caller makes the issuer).
+    fn crl_signer() -> (rcgen::CertificateParams, rcgen::KeyPair) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
+        (ca, key)
+    }
+
     /// A CRL numbered `number` (big-endian octets) listing `revoked` serials 1, 2, ….
     fn numbered_crl(
         issuer: &rcgen::Issuer<'_, &rcgen::KeyPair>,
@@ -716,10 +725,7 @@ mod tests {
     /// extension critical or not; what is not a numbered CRL reads as none.
     #[test]
     fn the_crl_number_read_by_walking_is_the_one_a_whole_parse_reads() {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
+        let (ca, key) = crl_signer();
         let issuer = rcgen::Issuer::new(ca, &key);
         let big = |n: usize| {
             let mut b = vec![0x7f];
@@ -762,10 +768,7 @@ mod tests {
     /// and it never calls a number too large that the whole parse does not.
     #[test]
     fn review_the_crl_number_walker_never_reads_lower_than_a_whole_parse_on_damaged_crls() {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.key_usages = vec![rcgen::KeyUsagePurpose::CrlSign, rcgen::KeyUsagePurpose::KeyCertSign];
+        let (ca, key) = crl_signer();
         let issuer = rcgen::Issuer::new(ca, &key);
         let whole = |der: &[u8]| match x509_parser::parse_x509_crl(der) {
             Ok((_, c)) => match c.crl_number() {
