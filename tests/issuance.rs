@@ -920,3 +920,49 @@ fn revoke_by_serial_reaches_a_certificate_whose_file_is_lost() {
         }
     }
 }
+
+/// A superseded certificate is on the CRL as soon as it is superseded, even when the
+/// revocation's audit line cannot be written (the CRL used to be skipped then, until the
+/// next maintenance): by `renew`, and by a supersede through `sign`'s group commit. The
+/// CRL file is read straight after the failing command: no other vouch command runs.
+#[test]
+fn a_superseded_certificate_is_on_the_crl_when_its_audit_line_fails() {
+    let ca = Ca::new("p256");
+    let failing = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .args(args)
+            .env("VOUCH_DIR", &ca.dir)
+            .env_remove("VOUCH_POLICY")
+            .env("VOUCH_TEST_FAIL_AT", "audit:revocation")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(stderr.contains("injected failure"), "the revocation's audit line did not fail: {stderr}");
+        out
+    };
+    let serial_of = |pem: &Path| {
+        let (_, out) = openssl(&["x509", "-in", s(pem), "-noout", "-serial"]);
+        out.trim().trim_start_matches("serial=").to_uppercase()
+    };
+    let crl_text = || openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-text"]).1.to_uppercase();
+
+    // renew: the old certificate is superseded; the command reports the audit failure.
+    let csr = ca.vouched_csr("a.example.test", "x", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join("a.pem"))]));
+    let old = serial_of(&ca.work.join("a.pem"));
+    assert!(!crl_text().contains(&old));
+    failing(&["renew", "a.example.test", "--out", s(&ca.work.join("a2.pem"))]);
+    let text = crl_text();
+    assert!(text.contains(&old) && text.contains("SUPERSEDED"), "{old} is not on the CRL:\n{text}");
+
+    // sign with on_existing = supersede: the group commit's path.
+    ca.set_policy("on_existing = \"refuse\"", "on_existing = \"supersede\"");
+    let first = ca.vouched_csr("b.example.test", "1", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&first), "--out", s(&ca.work.join("b.pem"))]));
+    let old = serial_of(&ca.work.join("b.pem"));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = ca.vouched_csr("b.example.test", "2", DB, "1h");
+    failing(&["sign", "--csr", s(&second)]);
+    let text = crl_text();
+    assert!(text.contains(&old), "{old} is not on the CRL:\n{text}");
+}

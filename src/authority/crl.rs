@@ -268,21 +268,32 @@ impl Authority {
 
     /// The audit line of a stored revocation.
     fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
+        if crate::store::fail_point("audit:revocation") {
+            return Err(Error::Io {
+                path: self.policy.audit_log.clone().unwrap_or_default(),
+                op: "append to",
+                source: std::io::Error::other("injected failure (VOUCH_TEST_FAIL_AT=audit:revocation)"),
+            });
+        }
         self.audit(serde_json::json!({
             "time": rev.time, "event": if rev.cleaned { "cleaned" } else { "revoked" },
             "certname": rev.certname, "serial": rev.serial, "reason": rev.reason,
         }))
     }
 
-    /// What follows a stored revocation: its audit line, and the CRL.
+    /// What follows a stored revocation: its audit line, and the CRL. The CRL is written
+    /// even when the audit line could not be: the revocation is stored, and a CRL without it
+    /// would let the certificate be trusted until the next maintenance. The first failure is
+    /// returned.
     pub(super) fn after_revocation(
         &self,
         lock: &WriteLock,
         rev: &Revocation,
         now: OffsetDateTime,
     ) -> Result<(), Error> {
-        self.audit_revocation(rev)?;
-        self.write_crl_locked(lock, now)
+        let audited = self.audit_revocation(rev);
+        let written = self.write_crl_locked(lock, now);
+        audited.and(written)
     }
 
     /// `vouch revoke` / `vouch clean`. With a shared store, a certificate replaced while it

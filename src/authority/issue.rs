@@ -206,8 +206,12 @@ impl Authority {
             Err(StoreError::AfterCommit { source }) => warn("store", &source.to_string()),
             Err(e) => return Err(e.into()),
         }
+        // Stored: the certificate stands whatever its predecessor's audit line or CRL meet
+        // (reported, as the group commit does), and its own "issued" line is still written.
         if let Some(s) = &supersedes {
-            self.after_revocation(lock, &s.revocation, now)?;
+            if let Err(e) = self.after_revocation(lock, &s.revocation, now) {
+                warn("store", &e.to_string());
+            }
         }
         self.audit(serde_json::json!({
             "time": format_rfc3339(now), "event": "issued", "certname": issued.certname,

@@ -373,6 +373,21 @@ pub(crate) fn crash_point(step: &str) {
 #[inline(always)]
 pub(crate) fn crash_point(_step: &str) {}
 
+/// Fault injection for the tests: true when `VOUCH_TEST_FAIL_AT` names this step, where
+/// the caller then fails as if the disk had (the process goes on). Steps:
+/// audit:revocation (a revocation's audit line). Only with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn fail_point(step: &str) -> bool {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| std::env::var("VOUCH_TEST_FAIL_AT").ok()).as_deref() == Some(step)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn fail_point(_step: &str) -> bool {
+    false
+}
+
 /// A line of `revocations.txt`: `Some((revocation, whole))` where it begins with a serial a
 /// CRL can hold (an even number of hex digits, at most 40: 20 octets, RFC 5280 4.1.2.2,
 /// followed by a space), else
