@@ -201,6 +201,18 @@ pub enum Error {
         /// Why the CRL could not be written.
         error: Box<Error>,
     },
+    /// `vouch reconcile --confirm`: its revocations are stored (the orphans' certificates ARE
+    /// revoked), but the CRL could not be written after them: as [`Error::RevokedCrlNotWritten`]
+    /// for `vouch revoke`, exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
+    ReconcileCrlNotWritten {
+        revoked: u64,
+        /// The first certificates revoked: (certname, serial).
+        named: Vec<(String, String)>,
+        cleaned: u64,
+        requests_dropped: u64,
+        /// Why the CRL could not be written.
+        error: Box<Error>,
+    },
     /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
     RootCa {
         path: PathBuf,
@@ -487,6 +499,22 @@ impl std::fmt::Display for Error {
                  written after it, so the published CRL does not list it yet: {error}",
                 if *cleaned { " and cleaned" } else { "" }
             ),
+            Error::ReconcileCrlNotWritten { revoked, named, cleaned, requests_dropped, error } => {
+                let mut names: Vec<String> =
+                    named.iter().map(|(certname, serial)| format!("{certname} (serial {serial})")).collect();
+                let more = revoked.saturating_sub(named.len() as u64);
+                if more > 0 {
+                    names.push(format!("and {more} more"));
+                }
+                write!(
+                    f,
+                    "reconcile revoked {revoked} certificate{}: {} (forgot {cleaned}, dropped {requests_dropped} \
+                     pending requests); they ARE revoked: the revocations are stored, but the CRL could not be \
+                     written after them, so the published CRL does not list them yet: {error}",
+                    if *revoked == 1 { "" } else { "s" },
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -671,7 +699,7 @@ impl Error {
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
-            Error::RevokedCrlNotWritten { .. } => {
+            Error::RevokedCrlNotWritten { .. } | Error::ReconcileCrlNotWritten { .. } => {
                 "the revocation is done, do not repeat it: fix the cause above, then run `vouch crl` to write \
                  the CRL (any command that touches the store also writes it; until then `vouch store verify` \
                  reports the certificate as revoked-not-on-crl)"
@@ -735,7 +763,9 @@ impl std::error::Error for Error {
             Error::Policy(e) => Some(e),
             Error::Classification { error, .. } => Some(error),
             Error::Untrusted(u) => Some(u),
-            Error::Partial { error, .. } | Error::RevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
+            Error::Partial { error, .. }
+            | Error::RevokedCrlNotWritten { error, .. }
+            | Error::ReconcileCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

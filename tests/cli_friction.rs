@@ -775,3 +775,47 @@ fn enc_of_an_expired_certificate_names_its_expiry_as_a_date() {
     assert!(err.contains("it does not verify against this CA: it expired at 20"), "{err}");
     assert!(!err.contains("UnixTime"), "{err}");
 }
+
+/// `vouch reconcile --confirm` revoking orphans whose CRL then cannot be written (here
+/// `DIR/ca/crl_number` is a directory, as for `vouch revoke` above) exited 2 with the
+/// generic hint of the write that failed, as if nothing had been done. Like `vouch revoke`,
+/// it says the orphans ARE revoked (each named with its serial), that the CRL could not be
+/// written after them and why, and to run `vouch crl`, with exit 3; `vouch crl` writes the
+/// CRL once the cause is gone.
+#[test]
+fn reconcile_revocations_whose_crl_cannot_be_written_say_they_are_revoked_and_exit_3() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "keep.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let inventory = ca.w.join("inventory.txt");
+    std::fs::write(&inventory, "keep.example.test\n").unwrap();
+    let source = format!("file:{}", inventory.display());
+    let number = break_crl_number(&ca);
+
+    let o = ca.run(&["reconcile", "--inventory", &source, "--confirm", "--force"]);
+    assert_eq!(o.status.code(), Some(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN), "{}", text(&o));
+    let (error, hint) = error_and_hint(&o);
+    assert!(error.contains("reconcile revoked 2 certificates"), "{error}");
+    assert!(error.contains(&format!("a.example.test (serial {a})")), "{error}");
+    assert!(error.contains(&format!("b.example.test (serial {b})")), "{error}");
+    assert!(error.contains("ARE revoked"), "{error}");
+    assert!(error.contains("the revocations are stored"), "{error}");
+    assert!(error.contains("the CRL could not be written"), "{error}");
+    assert!(error.contains(&format!("cannot write {}", number.display())), "{error}");
+    assert!(hint.contains("do not repeat it") && hint.contains("run `vouch crl`"), "{hint}");
+    assert!(!ca.crl_serials().contains(&a) && !ca.crl_serials().contains(&b));
+
+    // The revocations stand: `vouch list --all` shows them; the kept node is untouched.
+    let list = ok(&ca.run(&["list", "--all"]));
+    let revoked = list.split("Revoked Certificates:").nth(1).unwrap_or_default();
+    for (name, serial) in [("a.example.test", &a), ("b.example.test", &b)] {
+        assert!(revoked.contains(&format!("{name}  serial {serial}")), "{list}");
+    }
+    assert!(!revoked.contains("keep.example.test"), "{list}");
+
+    // The cause gone, `vouch crl` writes the CRL that lists both.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["crl"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
+}

@@ -88,8 +88,9 @@ pub const EXIT_ERROR: i32 = 2;
 /// The shared store could not be reached (EX_TEMPFAIL): nothing was done; the same command
 /// later may succeed (the systemd unit restarts `vouch serve` on it, not on 2).
 pub const EXIT_TEMPFAIL: i32 = 75;
-/// `vouch revoke` / `vouch clean`: the revocation is stored (the certificate is revoked), but
-/// the CRL could not be written after it ([`Error::RevokedCrlNotWritten`]): not a plain
+/// `vouch revoke` / `vouch clean` / `vouch reconcile --confirm`: the revocation is stored (the
+/// certificate is revoked), but the CRL could not be written after it
+/// ([`Error::RevokedCrlNotWritten`], [`Error::ReconcileCrlNotWritten`]): not a plain
 /// failure (2: nothing done, or nothing known), not success (the CRL does not list it yet).
 pub const EXIT_REVOKED_CRL_NOT_WRITTEN: i32 = 3;
 /// Standard output's reader went away (a closed pipe: `vouch list --all | head -1`): the
