@@ -819,3 +819,99 @@ fn reconcile_revocations_whose_crl_cannot_be_written_say_they_are_revoked_and_ex
     assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
     ok(&ca.run(&["store", "verify"]));
 }
+
+/// Every option of `cmd` and its subcommands (their command path, and the option), all of
+/// whose values are of type `T` among `types`.
+fn options_typed(
+    cmd: &clap::Command,
+    path: &[String],
+    types: &[std::any::TypeId],
+    found: &mut Vec<(Vec<String>, String)>,
+) {
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if arg.is_positional() || !arg.get_action().takes_values() || arg.is_global_set() && !path.is_empty() {
+            continue;
+        }
+        let id = arg.get_value_parser().type_id();
+        if types.iter().any(|t| id == *t) {
+            found.push((path.to_vec(), format!("--{long}")));
+        }
+    }
+    for sub in cmd.get_subcommands() {
+        let mut p = path.to_vec();
+        p.push(sub.get_name().to_string());
+        options_typed(sub, &p, types, found);
+    }
+}
+
+/// `--days -1`, `--max-changes -1` and every other numeric flag answered clap's "unexpected
+/// argument '-1' found ... tip: to pass '-1' as a value, use '-- -1'", which is wrong advice
+/// (after `--` it is a positional argument). Each takes the negative number as its value and
+/// refuses it with its range; the numeric flags are found by walking the command line, so a
+/// new one is held to this too. Flags whose values are strings read as numbers or durations
+/// (`--max-changes`, `--pending-older-than`, `--expires-in`...) take a leading hyphen and
+/// refuse it as negative.
+#[test]
+fn a_negative_number_is_refused_by_its_flag_not_taken_for_an_unknown_flag() {
+    let types = [
+        std::any::TypeId::of::<u8>(),
+        std::any::TypeId::of::<u16>(),
+        std::any::TypeId::of::<u32>(),
+        std::any::TypeId::of::<u64>(),
+        std::any::TypeId::of::<usize>(),
+        std::any::TypeId::of::<i32>(),
+        std::any::TypeId::of::<i64>(),
+    ];
+    let mut numeric = Vec::new();
+    options_typed(&vouch::cli::command(), &[], &types, &mut numeric);
+    let names: Vec<&str> = numeric.iter().map(|(_, f)| f.as_str()).collect();
+    for want in ["--days", "--max-body", "--threads", "--expect-revision", "--cache-max", "--version"] {
+        assert!(names.contains(&want), "{want} not found among {names:?}");
+    }
+    for (path, flag) in &numeric {
+        let o = vouch().args(path).args([flag.as_str(), "-1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{path:?} {flag} -1: {err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("'-- -1'"), "{path:?} {flag} -1: {err}");
+        assert!(
+            err.contains(&format!("invalid value '-1' for '{flag} ")) && err.contains("must be a whole number"),
+            "{path:?} {flag} -1: {err}"
+        );
+    }
+
+    // Numbers and durations given as strings, each where its check runs first.
+    let ca = Ca::with(&[]);
+    let classification = common::fixture("classification.yaml");
+    let (cert, key) = (ca.w.join("cond.pem"), ca.w.join("cond.key"));
+    let inventory = format!("file:{}", ca.w.join("missing.txt").display());
+    let sign = ["conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification", s(&classification)];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["reconcile", "--inventory", &inventory, "--max-changes", "-1"], "\"-1\" is negative"),
+        (vec!["reconcile", "--inventory", &inventory, "--max-changes", "-5%"], "a percentage is from 0% to 100%"),
+        (vec!["reconcile", "--inventory", &inventory, "--pending-older-than", "-1d"], "'-1d' is negative"),
+        (vec!["reconcile", "--inventory", &inventory, "--inventory-timeout", "-30s"], "'-30s' is negative"),
+        ([&sign[..], &["--expires-in", "-1h"]].concat(), "'-1h' is negative"),
+        (
+            vec![
+                "enc",
+                "a.example.test",
+                "--ca-url",
+                "https://127.0.0.1:1",
+                "--cacert",
+                s(&cert),
+                "--crl-refresh",
+                "-5s",
+            ],
+            "'-5s' is negative",
+        ),
+        (vec!["audit", "show", "--since", "-24h"], "\"-24h\" is neither RFC 3339 nor a duration"),
+    ];
+    for (args, says) in cases {
+        let o = ca.run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("'-- -"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -39,7 +39,12 @@ impl MaxChanges {
             }
             return Ok(MaxChanges::Percent(v));
         }
-        t.parse::<u64>().map(MaxChanges::Count).map_err(|_| format!("{s:?} is not N or P% (such as 50 or 10%)"))
+        t.parse::<u64>().map(MaxChanges::Count).map_err(|_| match t.strip_prefix('-') {
+            Some(n) if n.parse::<f64>().is_ok() => {
+                format!("{s:?} is negative: give a number of changes, 0 or more (such as 50), or a percentage (such as 10%)")
+            }
+            _ => format!("{s:?} is not N or P% (such as 50 or 10%)"),
+        })
     }
 
     /// The number of changes allowed for a fleet of `fleet` certificates.

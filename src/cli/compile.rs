@@ -135,9 +135,10 @@ pub(super) fn enc_settings(
         detail: "--ca-url needs --cacert BUNDLE (VOUCH_ENC_CACERT, or cacert in the config file)".into(),
     })?;
     let refresh_text = a.crl_refresh.clone().or(c.crl_refresh).unwrap_or_else(|| "60s".into());
-    let crl_refresh = crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| {
-        Error::Usage { detail: format!("--crl-refresh {refresh_text:?}: give a duration such as 60s or 5m") }
-    })?;
+    let crl_refresh =
+        crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| Error::Usage {
+            detail: format!("--crl-refresh {}", crate::policy::duration_problem(&refresh_text, "60s or 5m")),
+        })?;
     let identity = match (a.client_cert.clone().or(c.client_cert), a.client_key.clone().or(c.client_key)) {
         (Some(cert), Some(key)) => Some((cert, key)),
         (None, None) => None,
