@@ -213,6 +213,13 @@ pub enum Error {
         /// Why the CRL could not be written.
         error: Box<Error>,
     },
+    /// `admin new --key-out`: not a path a new regular file can be created at (stdout, a
+    /// device, a FIFO, a socket, a directory): the key would be lost, or not kept as a file,
+    /// while the administrator's certificate stays valid in the store.
+    KeyOutput {
+        path: PathBuf,
+        detail: String,
+    },
     /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
     RootCa {
         path: PathBuf,
@@ -316,6 +323,9 @@ pub enum AdminNameTaken {
     Node { serial: String, revoked: bool },
     /// An administrator's valid certificate has it already.
     Administrator { serial: String },
+    /// A name Puppet servers answer to: `puppet`, this host's name, or one the policy gives
+    /// servers (`detail` says which).
+    Server { detail: String },
 }
 
 impl std::fmt::Display for AdminNameTaken {
@@ -335,6 +345,7 @@ impl std::fmt::Display for AdminNameTaken {
             AdminNameTaken::Administrator { serial } => {
                 write!(f, "an administrator already has a valid certificate under it (serial {serial})")
             }
+            AdminNameTaken::Server { detail } => write!(f, "it is a Puppet server's name: {detail}"),
         }
     }
 }
@@ -451,6 +462,13 @@ impl std::fmt::Display for Error {
                 write!(f, "refusing to trust {}: it {}; fix: {}", u.path.display(), u.problem, u.fix)
             }
             Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
+            Error::KeyOutput { path, detail } => write!(
+                f,
+                "refusing --key-out {}: {detail}; an administrator's private key is written only to a new file \
+                 (its certificate is kept in the store, so a key sent elsewhere could be lost while the \
+                 certificate stays valid); nothing was issued",
+                path.display()
+            ),
             Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
             Error::RootCa { path, detail } => write!(f, "root CA certificate {}: {detail}", path.display()),
             Error::RootKeyMismatch { cert, key } => write!(
@@ -623,6 +641,10 @@ impl Error {
                 "choose another name for the administrator, or free this one: `vouch clean NAME` forgets the \
                  node's revoked certificate, then run `vouch admin new NAME` again"
             }
+            Error::AdminNameRefused { why: AdminNameTaken::Server { .. }, .. } => {
+                "an administrator needs a name no node or server uses (agents and servers would meet it where they \
+                 expect a server): choose another, such as alice"
+            }
             Error::AdminNameRefused { why: AdminNameTaken::Administrator { .. }, .. } => {
                 "choose another name for the new administrator; to replace that administrator's certificate, \
                  revoke it first (`vouch revoke NAME`)"
@@ -696,6 +718,10 @@ impl Error {
             }
             Error::Output { .. } => {
                 "give the path of a regular file (new or existing), a device or a FIFO, or - for stdout"
+            }
+            Error::KeyOutput { .. } => {
+                "give --key-out the path of a file that does not exist yet, in an existing directory: vouch writes \
+                 the key there once, mode 0600, and keeps no copy"
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),

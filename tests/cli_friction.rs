@@ -915,3 +915,76 @@ fn a_negative_number_is_refused_by_its_flag_not_taken_for_an_unknown_flag() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `vouch admin new NAME --key-out /dev/null` issued the administrator's certificate (valid,
+/// in the store) and sent its key to the device: lost. A key-out that is not a path a new
+/// regular file can be created at (a device, a FIFO, stdout, a directory, an existing file)
+/// is refused before anything is issued, with a hint naming what to give. `vouch admin new
+/// puppet` was accepted too: `puppet` is the server name Puppet agents use by default, and
+/// this host's name is `vouch serve`'s default name; so are the names the policy gives
+/// servers (`servers`, `dns_alt_names`). Each is refused as a server's name, with a hint.
+#[test]
+fn admin_new_refuses_a_key_out_that_is_no_new_file_and_a_servers_name() {
+    let ca = Ca::with(&["a.example.test"]);
+    let before = ok(&ca.run(&["list", "--all"]));
+    let (w, cert) = (&ca.w, ca.w.join("ops.pem"));
+    let fifo = w.join("key.fifo");
+    let o = std::process::Command::new("mkfifo").arg(&fifo).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let existing = w.join("existing.key");
+    std::fs::write(&existing, "kept").unwrap();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        ("/dev/null".into(), "it is a device"),
+        ("-".into(), "it is standard output"),
+        (fifo.clone(), "it is a FIFO"),
+        (w.to_path_buf(), "it is a directory"),
+        (existing.clone(), "already exists"),
+    ];
+    for (key_out, says) in &cases {
+        let (code, error, hint) = ca.fails(&["admin", "new", "ops", "--cert-out", s(&cert), "--key-out", s(key_out)]);
+        assert_eq!(code, Some(2), "{key_out:?}: {error}");
+        assert!(error.contains(says), "{key_out:?}: {error}");
+        if !says.contains("exists") {
+            assert!(error.contains("nothing was issued"), "{key_out:?}: {error}");
+            assert!(hint.contains("a file that does not exist yet") && hint.contains("0600"), "{key_out:?}: {hint}");
+        }
+        assert!(!cert.exists(), "{key_out:?}: the certificate was written");
+        assert_eq!(ok(&ca.run(&["list", "--all"])), before, "{key_out:?}: issued");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "kept");
+
+    // Names servers use. The policy gives compile servers theirs.
+    let policy = ca.dir.join("policy.toml");
+    let mut text_ = std::fs::read_to_string(&policy).unwrap();
+    text_.push_str(
+        "\n[[conductor]]\nname = \"cond\"\nsubject = \"CN=cond\"\nservers = [\"compile1.example.test\", \"compile*.example.test\"]\n\
+         dns_alt_names = [\"puppet.example.test\", \"*.lb.example.test\"]\n",
+    );
+    std::fs::write(&policy, text_).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_ascii_lowercase();
+    let mut names: Vec<(String, &str)> = vec![
+        ("puppet".into(), "Puppet agents reach their server as `puppet`"),
+        ("compile1.example.test".into(), "lists it among its servers"),
+        ("puppet.example.test".into(), "among its servers' dns_alt_names"),
+    ];
+    if vouch::decision::check_certname(&host).is_ok() {
+        names.push((host.clone(), "this host's name"));
+    }
+    for (name, says) in &names {
+        let key = w.join(format!("{name}.key"));
+        let (code, error, hint) = ca.fails(&["admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]);
+        assert_eq!(code, Some(2), "{name}: {error}");
+        assert!(
+            error.contains(&format!("administrator certificate for {name}: it is a Puppet server's name")),
+            "{error}"
+        );
+        assert!(error.contains(says), "{name}: {error}");
+        assert!(hint.contains("a name no node or server uses") && hint.contains("alice"), "{name}: {hint}");
+        assert!(!cert.exists() && !key.exists(), "{name}: a file was written");
+    }
+    assert_eq!(ok(&ca.run(&["list", "--all"])), before);
+    // An administrator's own name, its key to a new file: issued.
+    let key = w.join("ops.key");
+    ok(&ca.run(&["admin", "new", "ops", "--cert-out", s(&cert), "--key-out", s(&key)]));
+    assert!(key.is_file() && cert.is_file());
+}
