@@ -988,3 +988,77 @@ fn admin_new_refuses_a_key_out_that_is_no_new_file_and_a_servers_name() {
     ok(&ca.run(&["admin", "new", "ops", "--cert-out", s(&cert), "--key-out", s(&key)]));
     assert!(key.is_file() && cert.is_file());
 }
+
+/// A relative `XDG_DATA_HOME` named a data directory under whatever the current directory
+/// was (`rel/data/vouch` here, somewhere else from the next shell). The XDG Base Directory
+/// specification says a relative path is invalid and must be ignored: vouch falls back to
+/// `~/.local/share/vouch` and says so on stderr; an absolute one is used as before. The same
+/// for `XDG_CACHE_HOME` (the ENC's cache). Root's default is /var/lib/vouch whatever the
+/// environment says, so the commands run as `nobody` (as root) in a home handed to it.
+#[test]
+fn a_relative_xdg_data_home_is_ignored_with_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let (home, cwd, abs) = (w.join("home"), w.join("cwd"), w.join("xdg"));
+    for d in [&home, &cwd, &abs] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let root = rustix::process::geteuid().is_root();
+    let bin = w.join("vouch-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    if root {
+        let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(w).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::set_permissions(w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_user = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
+            c
+        } else {
+            std::process::Command::new(&bin)
+        };
+        c.current_dir(&cwd).env_remove("VOUCH_DIR").env_remove("XDG_DATA_HOME").env_remove("XDG_CACHE_HOME");
+        c.env("HOME", &home).envs(env.iter().copied()).args(args);
+        run(&mut c, None)
+    };
+
+    let o = as_user(&[("XDG_DATA_HOME", "rel/data")], &["ca", "init"]);
+    let made = home.join(".local/share/vouch");
+    assert!(made.join("ca").is_dir(), "{}", text(&o));
+    assert!(!cwd.join("rel").exists(), "the relative XDG_DATA_HOME was used: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("vouch: warning: XDG_DATA_HOME is a relative path (rel/data)")
+            && err.contains(&format!("using {} instead", made.display())),
+        "{err}"
+    );
+    ok(&o);
+    // Every command finds the CA there, with the same warning.
+    let o = as_user(&[("XDG_DATA_HOME", "rel/data")], &["list"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("XDG_DATA_HOME is a relative path"), "{}", text(&o));
+    ok(&o);
+    // An absolute one is used, and nothing is said.
+    let o = as_user(&[("XDG_DATA_HOME", s(&abs))], &["ca", "init"]);
+    assert!(abs.join("vouch/ca").is_dir(), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", text(&o));
+    ok(&o);
+
+    // The ENC's cache: a relative XDG_CACHE_HOME is ignored the same way (the CA it asks is
+    // not there: exit 2, after the cache directory is made).
+    let bundle = made.join("ca/ca_bundle.pem");
+    let o = as_user(
+        &[("XDG_CACHE_HOME", "rel/cache")],
+        &["enc", "a.example.test", "--ca-url", "https://127.0.0.1:1", "--cacert", s(&bundle), "--log", "stderr"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let cache = home.join(".cache/vouch/enc");
+    assert!(
+        err.contains("vouch: warning: XDG_CACHE_HOME is a relative path (rel/cache)")
+            && err.contains(&format!("using {} instead", cache.display())),
+        "{err}"
+    );
+    assert!(cache.is_dir() && !cwd.join("rel").exists(), "{err}");
+}

@@ -114,12 +114,13 @@ fn default_cache_dir() -> PathBuf {
     if rustix::process::geteuid().is_root() {
         return PathBuf::from("/var/cache/vouch/enc");
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let fallback = std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .map(|h| PathBuf::from(h).join(".cache"))
         .unwrap_or_else(|| PathBuf::from("/var/cache"));
-    base.join("vouch/enc")
+    // A relative XDG_CACHE_HOME is ignored, as a relative XDG_DATA_HOME is (see `xdg_base`).
+    super::xdg_base("XDG_CACHE_HOME", &fallback.join("vouch/enc"), &WARNED).unwrap_or(fallback).join("vouch/enc")
 }
 
 /// The remote classifier's settings, if --ca-url (or the environment, or the config file)
