@@ -1062,3 +1062,33 @@ fn a_relative_xdg_data_home_is_ignored_with_a_warning() {
     );
     assert!(cache.is_dir() && !cwd.join("rel").exists(), "{err}");
 }
+
+/// "it is larger than 1 MiB, the most vouch reads of a attributes file": the article follows
+/// the name ("an attributes file", "a certificate request"); so does a key type's in `ca
+/// init`'s report ("an ed25519 root CA", "a p256 root CA").
+#[test]
+fn an_inputs_name_and_a_key_type_take_the_article_they_are_read_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let big = w.join("big.yaml");
+    std::fs::write(&big, vec![b'#'; 1024 * 1024 + 1]).unwrap();
+    let o = vouch()
+        .args(["csr", "--certname", "a.example.test", "--attributes", s(&big), "--key-out"])
+        .args([s(&w.join("a.key")), "--csr-out", s(&w.join("a.csr"))])
+        .output()
+        .unwrap();
+    let (error, _) = error_and_hint(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(error.contains("the most vouch reads of an attributes file"), "{error}");
+    let big_csr = w.join("big.csr");
+    std::fs::write(&big_csr, vec![b'#'; 1024 * 1024 + 1]).unwrap();
+    let o =
+        vouch().args(["check", "--csr", s(&big_csr), "--policy", s(&common::fixture("policy.toml"))]).output().unwrap();
+    let (error, _) = error_and_hint(&o);
+    assert!(error.contains("the most vouch reads of a certificate request"), "{}", text(&o));
+    for (key_type, says) in [("ed25519", "Created an ed25519 root CA"), ("p256", "Created a p256 root CA")] {
+        let dir = w.join(key_type);
+        let out = ok(&vouch().args(["--dir", s(&dir), "ca", "init", "--key-type", key_type]).output().unwrap());
+        assert!(out.contains(says), "{out}");
+    }
+}
