@@ -1092,3 +1092,91 @@ fn an_inputs_name_and_a_key_type_take_the_article_they_are_read_with() {
         assert!(out.contains(says), "{out}");
     }
 }
+
+/// The serials the CRLs in the PEM file `path` list (a hostcrl holds the master CA's and the
+/// root's), lowercase hex.
+fn crl_file_serials(path: &Path) -> Vec<String> {
+    let pem = std::fs::read(path).unwrap();
+    let mut serials = Vec::new();
+    for der in vouch::encoding::pem::find_all(&pem, "X509 CRL").unwrap() {
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        serials.extend(crl.iter_revoked_certificates().map(|r| vouch::encoding::hex(r.raw_serial())));
+    }
+    serials
+}
+
+/// `vouch revoke NAME` said only "revoked NAME (serial S)": nothing of what happens next. On
+/// stderr (stdout keeps its one line) it now says in one line what is true, as measured: the
+/// CRL lists it and `vouch serve` serves that CRL at once (checked here: a `vouch crl --fetch`
+/// right after the revocation gets it), and a Puppet Server compile server refuses the
+/// certificate from its next handshake once its hostcrl is replaced (`vouch crl --fetch`),
+/// no restart or reload, connections already open staying up. `revoke --serial` and `clean`
+/// say the same; `clean` of a name with only a request (nothing revoked) does not.
+#[test]
+fn revoke_says_what_makes_the_revocation_count_everywhere() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    let log = ca.w.join("serve.log");
+    // A deadline for vouch serve: timeout(1) kills it whatever happens to the test.
+    let child = std::process::Command::new("timeout")
+        .args(["-s", "KILL", "300"])
+        .arg(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut serve = common::processes::Guard { child, what: "vouch serve", grace: std::time::Duration::from_secs(10) };
+    let (_, port) = common::serve_ready(&mut serve.child, &log);
+    let hostcrl = ca.w.join("hostcrl.pem");
+    let url = format!("https://127.0.0.1:{port}");
+    let bundle = ca.ca_file("ca_bundle.pem");
+    let fetch = || {
+        ok(&ca.run(&["crl", "--fetch", "--ca-url", &url, "--cacert", s(&bundle), "--out", s(&hostcrl)]));
+        crl_file_serials(&hostcrl)
+    };
+    let (a, b, c) = (ca.serial("a.example.test"), ca.serial("b.example.test"), ca.serial("c.example.test"));
+    assert!(!fetch().contains(&a));
+
+    let says = |o: &std::process::Output, what: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let notes: Vec<&str> = err.lines().filter(|l| l.starts_with("vouch: note: the CRL lists it now")).collect();
+        assert_eq!(notes.len(), 1, "{what}: {err}");
+        for part in [
+            "vouch serve on this data directory serves that CRL at once",
+            "compile server refuses the certificate from its next TLS handshake once its hostcrl is replaced",
+            "`vouch crl --fetch`",
+            "no restart or reload",
+            "connections already open stay up",
+        ] {
+            assert!(notes[0].contains(part), "{what}: {part:?} missing: {err}");
+        }
+    };
+    let o = ca.run(&["revoke", "a.example.test"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("revoked a.example.test (serial {a})\n"), "{}", text(&o));
+    says(&o, "revoke");
+    // Served at once: the next fetch lists it.
+    assert!(fetch().contains(&a), "vouch serve did not serve the new CRL");
+
+    let o = ca.run(&["revoke", "--serial", &b]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("revoked serial {b} (b.example.test)\n"), "{}", text(&o));
+    says(&o, "revoke --serial");
+    let o = ca.run(&["clean", "c.example.test"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    says(&o, "clean");
+    let listed = fetch();
+    assert!(listed.contains(&b) && listed.contains(&c), "{listed:?}");
+
+    // Nothing revoked, nothing said: a clean of a name with no certificate.
+    std::fs::write(
+        ca.ca_file("requests/p.example.test.json"),
+        r#"{"certname":"p.example.test","time":"2026-01-01T00:00:00Z","reasons":["held"]}"#,
+    )
+    .unwrap();
+    let o = ca.run(&["clean", "p.example.test"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no certificate for p.example.test"), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("vouch: note:"), "{}", text(&o));
+}
