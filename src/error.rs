@@ -201,6 +201,25 @@ pub enum Error {
         /// Why the CRL could not be written.
         error: Box<Error>,
     },
+    /// `vouch reconcile --confirm`: its revocations are stored (the orphans' certificates ARE
+    /// revoked), but the CRL could not be written after them: as [`Error::RevokedCrlNotWritten`]
+    /// for `vouch revoke`, exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
+    ReconcileCrlNotWritten {
+        revoked: u64,
+        /// The first certificates revoked: (certname, serial).
+        named: Vec<(String, String)>,
+        cleaned: u64,
+        requests_dropped: u64,
+        /// Why the CRL could not be written.
+        error: Box<Error>,
+    },
+    /// `admin new --key-out`: not a path a new regular file can be created at (stdout, a
+    /// device, a FIFO, a socket, a directory): the key would be lost, or not kept as a file,
+    /// while the administrator's certificate stays valid in the store.
+    KeyOutput {
+        path: PathBuf,
+        detail: String,
+    },
     /// `ca init --root-cert`: the certificate is no root a master CA can be made under.
     RootCa {
         path: PathBuf,
@@ -304,6 +323,9 @@ pub enum AdminNameTaken {
     Node { serial: String, revoked: bool },
     /// An administrator's valid certificate has it already.
     Administrator { serial: String },
+    /// A name Puppet servers answer to: `puppet`, this host's name, or one the policy gives
+    /// servers (`detail` says which).
+    Server { detail: String },
 }
 
 impl std::fmt::Display for AdminNameTaken {
@@ -323,6 +345,7 @@ impl std::fmt::Display for AdminNameTaken {
             AdminNameTaken::Administrator { serial } => {
                 write!(f, "an administrator already has a valid certificate under it (serial {serial})")
             }
+            AdminNameTaken::Server { detail } => write!(f, "it is a Puppet server's name: {detail}"),
         }
     }
 }
@@ -439,6 +462,13 @@ impl std::fmt::Display for Error {
                 write!(f, "refusing to trust {}: it {}; fix: {}", u.path.display(), u.problem, u.fix)
             }
             Error::Output { path, detail } => write!(f, "cannot write {}: {detail}", path.display()),
+            Error::KeyOutput { path, detail } => write!(
+                f,
+                "refusing --key-out {}: {detail}; an administrator's private key is written only to a new file \
+                 (its certificate is kept in the store, so a key sent elsewhere could be lost while the \
+                 certificate stays valid); nothing was issued",
+                path.display()
+            ),
             Error::Csr { path, detail } => write!(f, "certificate request {}: {detail}", path.display()),
             Error::RootCa { path, detail } => write!(f, "root CA certificate {}: {detail}", path.display()),
             Error::RootKeyMismatch { cert, key } => write!(
@@ -487,6 +517,22 @@ impl std::fmt::Display for Error {
                  written after it, so the published CRL does not list it yet: {error}",
                 if *cleaned { " and cleaned" } else { "" }
             ),
+            Error::ReconcileCrlNotWritten { revoked, named, cleaned, requests_dropped, error } => {
+                let mut names: Vec<String> =
+                    named.iter().map(|(certname, serial)| format!("{certname} (serial {serial})")).collect();
+                let more = revoked.saturating_sub(named.len() as u64);
+                if more > 0 {
+                    names.push(format!("and {more} more"));
+                }
+                write!(
+                    f,
+                    "reconcile revoked {revoked} certificate{}: {} (forgot {cleaned}, dropped {requests_dropped} \
+                     pending requests); they ARE revoked: the revocations are stored, but the CRL could not be \
+                     written after them, so the published CRL does not list them yet: {error}",
+                    if *revoked == 1 { "" } else { "s" },
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -595,6 +641,10 @@ impl Error {
                 "choose another name for the administrator, or free this one: `vouch clean NAME` forgets the \
                  node's revoked certificate, then run `vouch admin new NAME` again"
             }
+            Error::AdminNameRefused { why: AdminNameTaken::Server { .. }, .. } => {
+                "an administrator needs a name no node or server uses (agents and servers would meet it where they \
+                 expect a server): choose another, such as alice"
+            }
             Error::AdminNameRefused { why: AdminNameTaken::Administrator { .. }, .. } => {
                 "choose another name for the new administrator; to replace that administrator's certificate, \
                  revoke it first (`vouch revoke NAME`)"
@@ -669,9 +719,13 @@ impl Error {
             Error::Output { .. } => {
                 "give the path of a regular file (new or existing), a device or a FIFO, or - for stdout"
             }
+            Error::KeyOutput { .. } => {
+                "give --key-out the path of a file that does not exist yet, in an existing directory: vouch writes \
+                 the key there once, mode 0600, and keeps no copy"
+            }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
-            Error::RevokedCrlNotWritten { .. } => {
+            Error::RevokedCrlNotWritten { .. } | Error::ReconcileCrlNotWritten { .. } => {
                 "the revocation is done, do not repeat it: fix the cause above, then run `vouch crl` to write \
                  the CRL (any command that touches the store also writes it; until then `vouch store verify` \
                  reports the certificate as revoked-not-on-crl)"
@@ -735,7 +789,9 @@ impl std::error::Error for Error {
             Error::Policy(e) => Some(e),
             Error::Classification { error, .. } => Some(error),
             Error::Untrusted(u) => Some(u),
-            Error::Partial { error, .. } | Error::RevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
+            Error::Partial { error, .. }
+            | Error::RevokedCrlNotWritten { error, .. }
+            | Error::ReconcileCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

@@ -1406,13 +1406,13 @@ fn exit_codes_and_messages_say_what_is_wrong() {
     let bad = [
         (vec!["--listen", "8141"], vec!["127.0.0.1:8141", "0.0.0.0:8141"]),
         (vec!["--listen", "localhost:8141"], vec!["127.0.0.1:8140"]),
-        (vec!["--max-body", "0"], vec!["1..="]),
-        (vec!["--connection-lifetime", "0"], vec!["1..="]),
-        (vec!["--header-timeout", "0"], vec!["1..="]),
-        (vec!["--body-timeout", "99999999999"], vec!["1..="]),
-        (vec!["--max-connections", "0"], vec!["1..="]),
-        (vec!["--max-connections-per-address", "0"], vec!["1..="]),
-        (vec!["--threads", "0"], vec!["1..="]),
+        (vec!["--max-body", "0"], vec!["must be a whole number from 1 to "]),
+        (vec!["--connection-lifetime", "0"], vec!["must be a whole number from 1 to "]),
+        (vec!["--header-timeout", "0"], vec!["must be a whole number from 1 to "]),
+        (vec!["--body-timeout", "99999999999"], vec!["must be a whole number from 1 to "]),
+        (vec!["--max-connections", "0"], vec!["must be a whole number from 1 to "]),
+        (vec!["--max-connections-per-address", "0"], vec!["must be a whole number from 1 to "]),
+        (vec!["--threads", "0"], vec!["must be a whole number from 1 to "]),
     ];
     for (args, want) in bad {
         let fresh = w.join("serve-dir");

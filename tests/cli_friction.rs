@@ -775,3 +775,408 @@ fn enc_of_an_expired_certificate_names_its_expiry_as_a_date() {
     assert!(err.contains("it does not verify against this CA: it expired at 20"), "{err}");
     assert!(!err.contains("UnixTime"), "{err}");
 }
+
+/// `vouch reconcile --confirm` revoking orphans whose CRL then cannot be written (here
+/// `DIR/ca/crl_number` is a directory, as for `vouch revoke` above) exited 2 with the
+/// generic hint of the write that failed, as if nothing had been done. Like `vouch revoke`,
+/// it says the orphans ARE revoked (each named with its serial), that the CRL could not be
+/// written after them and why, and to run `vouch crl`, with exit 3; `vouch crl` writes the
+/// CRL once the cause is gone.
+#[test]
+fn reconcile_revocations_whose_crl_cannot_be_written_say_they_are_revoked_and_exit_3() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "keep.example.test"]);
+    let (a, b) = (ca.serial("a.example.test"), ca.serial("b.example.test"));
+    let inventory = ca.w.join("inventory.txt");
+    std::fs::write(&inventory, "keep.example.test\n").unwrap();
+    let source = format!("file:{}", inventory.display());
+    let number = break_crl_number(&ca);
+
+    let o = ca.run(&["reconcile", "--inventory", &source, "--confirm", "--force"]);
+    assert_eq!(o.status.code(), Some(vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN), "{}", text(&o));
+    let (error, hint) = error_and_hint(&o);
+    assert!(error.contains("reconcile revoked 2 certificates"), "{error}");
+    assert!(error.contains(&format!("a.example.test (serial {a})")), "{error}");
+    assert!(error.contains(&format!("b.example.test (serial {b})")), "{error}");
+    assert!(error.contains("ARE revoked"), "{error}");
+    assert!(error.contains("the revocations are stored"), "{error}");
+    assert!(error.contains("the CRL could not be written"), "{error}");
+    assert!(error.contains(&format!("cannot write {}", number.display())), "{error}");
+    assert!(hint.contains("do not repeat it") && hint.contains("run `vouch crl`"), "{hint}");
+    assert!(!ca.crl_serials().contains(&a) && !ca.crl_serials().contains(&b));
+
+    // The revocations stand: `vouch list --all` shows them; the kept node is untouched.
+    let list = ok(&ca.run(&["list", "--all"]));
+    let revoked = list.split("Revoked Certificates:").nth(1).unwrap_or_default();
+    for (name, serial) in [("a.example.test", &a), ("b.example.test", &b)] {
+        assert!(revoked.contains(&format!("{name}  serial {serial}")), "{list}");
+    }
+    assert!(!revoked.contains("keep.example.test"), "{list}");
+
+    // The cause gone, `vouch crl` writes the CRL that lists both.
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["crl"]));
+    let listed = ca.crl_serials();
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed:?}");
+    ok(&ca.run(&["store", "verify"]));
+}
+
+/// Every option of `cmd` and its subcommands (their command path, and the option), all of
+/// whose values are of type `T` among `types`.
+fn options_typed(
+    cmd: &clap::Command,
+    path: &[String],
+    types: &[std::any::TypeId],
+    found: &mut Vec<(Vec<String>, String)>,
+) {
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if arg.is_positional() || !arg.get_action().takes_values() || arg.is_global_set() && !path.is_empty() {
+            continue;
+        }
+        let id = arg.get_value_parser().type_id();
+        if types.iter().any(|t| id == *t) {
+            found.push((path.to_vec(), format!("--{long}")));
+        }
+    }
+    for sub in cmd.get_subcommands() {
+        let mut p = path.to_vec();
+        p.push(sub.get_name().to_string());
+        options_typed(sub, &p, types, found);
+    }
+}
+
+/// `--days -1`, `--max-changes -1` and every other numeric flag answered clap's "unexpected
+/// argument '-1' found ... tip: to pass '-1' as a value, use '-- -1'", which is wrong advice
+/// (after `--` it is a positional argument). Each takes the negative number as its value and
+/// refuses it with its range; the numeric flags are found by walking the command line, so a
+/// new one is held to this too. Flags whose values are strings read as numbers or durations
+/// (`--max-changes`, `--pending-older-than`, `--expires-in`...) take a leading hyphen and
+/// refuse it as negative.
+#[test]
+fn a_negative_number_is_refused_by_its_flag_not_taken_for_an_unknown_flag() {
+    let types = [
+        std::any::TypeId::of::<u8>(),
+        std::any::TypeId::of::<u16>(),
+        std::any::TypeId::of::<u32>(),
+        std::any::TypeId::of::<u64>(),
+        std::any::TypeId::of::<usize>(),
+        std::any::TypeId::of::<i32>(),
+        std::any::TypeId::of::<i64>(),
+    ];
+    let mut numeric = Vec::new();
+    options_typed(&vouch::cli::command(), &[], &types, &mut numeric);
+    let names: Vec<&str> = numeric.iter().map(|(_, f)| f.as_str()).collect();
+    for want in ["--days", "--max-body", "--threads", "--expect-revision", "--cache-max", "--version"] {
+        assert!(names.contains(&want), "{want} not found among {names:?}");
+    }
+    for (path, flag) in &numeric {
+        let o = vouch().args(path).args([flag.as_str(), "-1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{path:?} {flag} -1: {err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("'-- -1'"), "{path:?} {flag} -1: {err}");
+        assert!(
+            err.contains(&format!("invalid value '-1' for '{flag} ")) && err.contains("must be a whole number"),
+            "{path:?} {flag} -1: {err}"
+        );
+    }
+
+    // Numbers and durations given as strings, each where its check runs first.
+    let ca = Ca::with(&[]);
+    let classification = common::fixture("classification.yaml");
+    let (cert, key) = (ca.w.join("cond.pem"), ca.w.join("cond.key"));
+    let inventory = format!("file:{}", ca.w.join("missing.txt").display());
+    let sign = ["conductor", "sign", "--cert", s(&cert), "--key", s(&key), "--classification", s(&classification)];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["reconcile", "--inventory", &inventory, "--max-changes", "-1"], "\"-1\" is negative"),
+        (vec!["reconcile", "--inventory", &inventory, "--max-changes", "-5%"], "a percentage is from 0% to 100%"),
+        (vec!["reconcile", "--inventory", &inventory, "--pending-older-than", "-1d"], "'-1d' is negative"),
+        (vec!["reconcile", "--inventory", &inventory, "--inventory-timeout", "-30s"], "'-30s' is negative"),
+        ([&sign[..], &["--expires-in", "-1h"]].concat(), "'-1h' is negative"),
+        (
+            vec![
+                "enc",
+                "a.example.test",
+                "--ca-url",
+                "https://127.0.0.1:1",
+                "--cacert",
+                s(&cert),
+                "--crl-refresh",
+                "-5s",
+            ],
+            "'-5s' is negative",
+        ),
+        (vec!["audit", "show", "--since", "-24h"], "\"-24h\" is neither RFC 3339 nor a duration"),
+    ];
+    for (args, says) in cases {
+        let o = ca.run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument") && !err.contains("'-- -"), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `vouch admin new NAME --key-out /dev/null` issued the administrator's certificate (valid,
+/// in the store) and sent its key to the device: lost. A key-out that is not a path a new
+/// regular file can be created at (a device, a FIFO, stdout, a directory, an existing file)
+/// is refused before anything is issued, with a hint naming what to give. `vouch admin new
+/// puppet` was accepted too: `puppet` is the server name Puppet agents use by default, and
+/// this host's name is `vouch serve`'s default name; so are the names the policy gives
+/// servers (`servers`, `dns_alt_names`). Each is refused as a server's name, with a hint.
+#[test]
+fn admin_new_refuses_a_key_out_that_is_no_new_file_and_a_servers_name() {
+    let ca = Ca::with(&["a.example.test"]);
+    let before = ok(&ca.run(&["list", "--all"]));
+    let (w, cert) = (&ca.w, ca.w.join("ops.pem"));
+    let fifo = w.join("key.fifo");
+    let o = std::process::Command::new("mkfifo").arg(&fifo).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let existing = w.join("existing.key");
+    std::fs::write(&existing, "kept").unwrap();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        ("/dev/null".into(), "it is a device"),
+        ("-".into(), "it is standard output"),
+        (fifo.clone(), "it is a FIFO"),
+        (w.to_path_buf(), "it is a directory"),
+        (existing.clone(), "already exists"),
+    ];
+    for (key_out, says) in &cases {
+        let (code, error, hint) = ca.fails(&["admin", "new", "ops", "--cert-out", s(&cert), "--key-out", s(key_out)]);
+        assert_eq!(code, Some(2), "{key_out:?}: {error}");
+        assert!(error.contains(says), "{key_out:?}: {error}");
+        if !says.contains("exists") {
+            assert!(error.contains("nothing was issued"), "{key_out:?}: {error}");
+            assert!(hint.contains("a file that does not exist yet") && hint.contains("0600"), "{key_out:?}: {hint}");
+        }
+        assert!(!cert.exists(), "{key_out:?}: the certificate was written");
+        assert_eq!(ok(&ca.run(&["list", "--all"])), before, "{key_out:?}: issued");
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "kept");
+
+    // Names servers use. The policy gives compile servers theirs.
+    let policy = ca.dir.join("policy.toml");
+    let mut text_ = std::fs::read_to_string(&policy).unwrap();
+    text_.push_str(
+        "\n[[conductor]]\nname = \"cond\"\nsubject = \"CN=cond\"\nservers = [\"compile1.example.test\", \"compile*.example.test\"]\n\
+         dns_alt_names = [\"puppet.example.test\", \"*.lb.example.test\"]\n",
+    );
+    std::fs::write(&policy, text_).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_ascii_lowercase();
+    let mut names: Vec<(String, &str)> = vec![
+        ("puppet".into(), "Puppet agents reach their server as `puppet`"),
+        ("compile1.example.test".into(), "lists it among its servers"),
+        ("puppet.example.test".into(), "among its servers' dns_alt_names"),
+    ];
+    if vouch::decision::check_certname(&host).is_ok() {
+        names.push((host.clone(), "this host's name"));
+    }
+    for (name, says) in &names {
+        let key = w.join(format!("{name}.key"));
+        let (code, error, hint) = ca.fails(&["admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]);
+        assert_eq!(code, Some(2), "{name}: {error}");
+        assert!(
+            error.contains(&format!("administrator certificate for {name}: it is a Puppet server's name")),
+            "{error}"
+        );
+        assert!(error.contains(says), "{name}: {error}");
+        assert!(hint.contains("a name no node or server uses") && hint.contains("alice"), "{name}: {hint}");
+        assert!(!cert.exists() && !key.exists(), "{name}: a file was written");
+    }
+    assert_eq!(ok(&ca.run(&["list", "--all"])), before);
+    // An administrator's own name, its key to a new file: issued.
+    let key = w.join("ops.key");
+    ok(&ca.run(&["admin", "new", "ops", "--cert-out", s(&cert), "--key-out", s(&key)]));
+    assert!(key.is_file() && cert.is_file());
+}
+
+/// A relative `XDG_DATA_HOME` named a data directory under whatever the current directory
+/// was (`rel/data/vouch` here, somewhere else from the next shell). The XDG Base Directory
+/// specification says a relative path is invalid and must be ignored: vouch falls back to
+/// `~/.local/share/vouch` and says so on stderr; an absolute one is used as before. The same
+/// for `XDG_CACHE_HOME` (the ENC's cache). Root's default is /var/lib/vouch whatever the
+/// environment says, so the commands run as `nobody` (as root) in a home handed to it.
+#[test]
+fn a_relative_xdg_data_home_is_ignored_with_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let (home, cwd, abs) = (w.join("home"), w.join("cwd"), w.join("xdg"));
+    for d in [&home, &cwd, &abs] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let root = rustix::process::geteuid().is_root();
+    let bin = w.join("vouch-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    if root {
+        let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(w).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::set_permissions(w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_user = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
+            c
+        } else {
+            std::process::Command::new(&bin)
+        };
+        c.current_dir(&cwd).env_remove("VOUCH_DIR").env_remove("XDG_DATA_HOME").env_remove("XDG_CACHE_HOME");
+        c.env("HOME", &home).envs(env.iter().copied()).args(args);
+        run(&mut c, None)
+    };
+
+    let o = as_user(&[("XDG_DATA_HOME", "rel/data")], &["ca", "init"]);
+    let made = home.join(".local/share/vouch");
+    assert!(made.join("ca").is_dir(), "{}", text(&o));
+    assert!(!cwd.join("rel").exists(), "the relative XDG_DATA_HOME was used: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("vouch: warning: XDG_DATA_HOME is a relative path (rel/data)")
+            && err.contains(&format!("using {} instead", made.display())),
+        "{err}"
+    );
+    ok(&o);
+    // Every command finds the CA there, with the same warning.
+    let o = as_user(&[("XDG_DATA_HOME", "rel/data")], &["list"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("XDG_DATA_HOME is a relative path"), "{}", text(&o));
+    ok(&o);
+    // An absolute one is used, and nothing is said.
+    let o = as_user(&[("XDG_DATA_HOME", s(&abs))], &["ca", "init"]);
+    assert!(abs.join("vouch/ca").is_dir(), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", text(&o));
+    ok(&o);
+
+    // The ENC's cache: a relative XDG_CACHE_HOME is ignored the same way (the CA it asks is
+    // not there: exit 2, after the cache directory is made).
+    let bundle = made.join("ca/ca_bundle.pem");
+    let o = as_user(
+        &[("XDG_CACHE_HOME", "rel/cache")],
+        &["enc", "a.example.test", "--ca-url", "https://127.0.0.1:1", "--cacert", s(&bundle), "--log", "stderr"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let cache = home.join(".cache/vouch/enc");
+    assert!(
+        err.contains("vouch: warning: XDG_CACHE_HOME is a relative path (rel/cache)")
+            && err.contains(&format!("using {} instead", cache.display())),
+        "{err}"
+    );
+    assert!(cache.is_dir() && !cwd.join("rel").exists(), "{err}");
+}
+
+/// "it is larger than 1 MiB, the most vouch reads of a attributes file": the article follows
+/// the name ("an attributes file", "a certificate request"); so does a key type's in `ca
+/// init`'s report ("an ed25519 root CA", "a p256 root CA").
+#[test]
+fn an_inputs_name_and_a_key_type_take_the_article_they_are_read_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let big = w.join("big.yaml");
+    std::fs::write(&big, vec![b'#'; 1024 * 1024 + 1]).unwrap();
+    let o = vouch()
+        .args(["csr", "--certname", "a.example.test", "--attributes", s(&big), "--key-out"])
+        .args([s(&w.join("a.key")), "--csr-out", s(&w.join("a.csr"))])
+        .output()
+        .unwrap();
+    let (error, _) = error_and_hint(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(error.contains("the most vouch reads of an attributes file"), "{error}");
+    let big_csr = w.join("big.csr");
+    std::fs::write(&big_csr, vec![b'#'; 1024 * 1024 + 1]).unwrap();
+    let o =
+        vouch().args(["check", "--csr", s(&big_csr), "--policy", s(&common::fixture("policy.toml"))]).output().unwrap();
+    let (error, _) = error_and_hint(&o);
+    assert!(error.contains("the most vouch reads of a certificate request"), "{}", text(&o));
+    for (key_type, says) in [("ed25519", "Created an ed25519 root CA"), ("p256", "Created a p256 root CA")] {
+        let dir = w.join(key_type);
+        let out = ok(&vouch().args(["--dir", s(&dir), "ca", "init", "--key-type", key_type]).output().unwrap());
+        assert!(out.contains(says), "{out}");
+    }
+}
+
+/// The serials the CRLs in the PEM file `path` list (a hostcrl holds the master CA's and the
+/// root's), lowercase hex.
+fn crl_file_serials(path: &Path) -> Vec<String> {
+    let pem = std::fs::read(path).unwrap();
+    let mut serials = Vec::new();
+    for der in vouch::encoding::pem::find_all(&pem, "X509 CRL").unwrap() {
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        serials.extend(crl.iter_revoked_certificates().map(|r| vouch::encoding::hex(r.raw_serial())));
+    }
+    serials
+}
+
+/// `vouch revoke NAME` said only "revoked NAME (serial S)": nothing of what happens next. On
+/// stderr (stdout keeps its one line) it now says in one line what is true, as measured: the
+/// CRL lists it and `vouch serve` serves that CRL at once (checked here: a `vouch crl --fetch`
+/// right after the revocation gets it), and a Puppet Server compile server refuses the
+/// certificate from its next handshake once its hostcrl is replaced (`vouch crl --fetch`),
+/// no restart or reload, connections already open staying up. `revoke --serial` and `clean`
+/// say the same; `clean` of a name with only a request (nothing revoked) does not.
+#[test]
+fn revoke_says_what_makes_the_revocation_count_everywhere() {
+    let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
+    let log = ca.w.join("serve.log");
+    // A deadline for vouch serve: timeout(1) kills it whatever happens to the test.
+    let child = std::process::Command::new("timeout")
+        .args(["-s", "KILL", "300"])
+        .arg(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut serve = common::processes::Guard { child, what: "vouch serve", grace: std::time::Duration::from_secs(10) };
+    let (_, port) = common::serve_ready(&mut serve.child, &log);
+    let hostcrl = ca.w.join("hostcrl.pem");
+    let url = format!("https://127.0.0.1:{port}");
+    let bundle = ca.ca_file("ca_bundle.pem");
+    let fetch = || {
+        ok(&ca.run(&["crl", "--fetch", "--ca-url", &url, "--cacert", s(&bundle), "--out", s(&hostcrl)]));
+        crl_file_serials(&hostcrl)
+    };
+    let (a, b, c) = (ca.serial("a.example.test"), ca.serial("b.example.test"), ca.serial("c.example.test"));
+    assert!(!fetch().contains(&a));
+
+    let says = |o: &std::process::Output, what: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let notes: Vec<&str> = err.lines().filter(|l| l.starts_with("vouch: note: the CRL lists it now")).collect();
+        assert_eq!(notes.len(), 1, "{what}: {err}");
+        for part in [
+            "vouch serve on this data directory serves that CRL at once",
+            "compile server refuses the certificate from its next TLS handshake once its hostcrl is replaced",
+            "`vouch crl --fetch`",
+            "no restart or reload",
+            "connections already open stay up",
+        ] {
+            assert!(notes[0].contains(part), "{what}: {part:?} missing: {err}");
+        }
+    };
+    let o = ca.run(&["revoke", "a.example.test"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("revoked a.example.test (serial {a})\n"), "{}", text(&o));
+    says(&o, "revoke");
+    // Served at once: the next fetch lists it.
+    assert!(fetch().contains(&a), "vouch serve did not serve the new CRL");
+
+    let o = ca.run(&["revoke", "--serial", &b]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("revoked serial {b} (b.example.test)\n"), "{}", text(&o));
+    says(&o, "revoke --serial");
+    let o = ca.run(&["clean", "c.example.test"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    says(&o, "clean");
+    let listed = fetch();
+    assert!(listed.contains(&b) && listed.contains(&c), "{listed:?}");
+
+    // Nothing revoked, nothing said: a clean of a name with no certificate.
+    std::fs::write(
+        ca.ca_file("requests/p.example.test.json"),
+        r#"{"certname":"p.example.test","time":"2026-01-01T00:00:00Z","reasons":["held"]}"#,
+    )
+    .unwrap();
+    let o = ca.run(&["clean", "p.example.test"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no certificate for p.example.test"), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("vouch: note:"), "{}", text(&o));
+}

@@ -501,7 +501,7 @@ fn the_cas_own_certificates_are_never_orphans() {
 fn administrators_under_any_name_are_never_orphans() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = ca_with(tmp.path(), 3);
-    for admin in ["alice", "puppet"] {
+    for admin in ["alice", "ops"] {
         ok(&vouch()
             .args(["--dir", s(&dir), "admin", "new", admin])
             .args(["--cert-out", s(&tmp.path().join(format!("{admin}.pem")))])
@@ -517,7 +517,7 @@ fn administrators_under_any_name_are_never_orphans() {
     let done = json(&reconcile(&dir, &["--inventory", &src, "--confirm", "--force", "-o", "json"]));
     assert_eq!(done["applied"]["revoked"], 1, "{done}");
     let list = String::from_utf8(vouch().args(["--dir", s(&dir), "list", "--all"]).output().unwrap().stdout).unwrap();
-    for admin in ["alice", "puppet"] {
+    for admin in ["alice", "ops"] {
         assert!(list.lines().any(|l| l.contains(admin) && !l.contains("revoked")), "{admin}: {list}");
     }
 }

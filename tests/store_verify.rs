@@ -1816,3 +1816,46 @@ fn review7_revoke_by_serial_of_an_intent_record_whose_certificate_is_current() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(ca.crl_lists(&a), "a's certificate is not on the CRL");
 }
+
+/// An inventory (`DIR/ca/inventory.txt`) vouch may not read (its mode, as an operator's
+/// `chmod` leaves it): `vouch store verify` stopped with exit 2 before reporting anything,
+/// and its `inventory-unreadable` finding never appeared. It is that finding (exit 1), with
+/// the hint to fix the access, not a restore; the checks that do not read it still run (a
+/// damaged revocation line is still found), and no certificate is called unlisted. As root
+/// a mode stops nothing: verify runs as `nobody` (the store handed to it).
+#[test]
+fn an_inventory_vouch_may_not_read_is_the_inventory_unreadable_finding() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let inventory = ca.ca("inventory.txt");
+    let revocations = ca.ca("revocations.txt");
+    let kept = std::fs::read_to_string(&revocations).unwrap_or_default();
+    std::fs::write(&revocations, format!("{kept}00 not-a-time garbage line\n")).unwrap();
+    std::fs::set_permissions(&inventory, std::fs::Permissions::from_mode(0o000)).unwrap();
+    for format in ["jsonl", "text"] {
+        let o = run(as_unprivileged(&ca).args(["store", "verify", "--format", format]), None);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("inventory-unreadable"), "{format}: {out}");
+        assert!(out.contains("Permission denied"), "{format}: {out}");
+        assert!(out.contains(&inventory.display().to_string()), "{format}: {out}");
+        if format == "text" {
+            assert!(out.contains("give the user vouch runs as read access"), "{out}");
+            assert!(!out.contains("restore the inventory"), "{out}");
+            assert!(out.contains("2 findings"), "{out}");
+        } else {
+            let mut kinds: Vec<String> = out
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter_map(|v| v["finding"].as_str().map(str::to_string))
+                .collect();
+            kinds.sort();
+            assert_eq!(kinds, ["inventory-unreadable", "revocation-line-damaged"], "{out}");
+        }
+    }
+    // Readable again, the damaged line removed: nothing to find, both certificates checked.
+    std::fs::set_permissions(&inventory, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&revocations, &kept).unwrap();
+    let out = ok(&run(as_unprivileged(&ca).args(["store", "verify"]), None));
+    assert!(out.contains("2 current certificates"), "{out}");
+}

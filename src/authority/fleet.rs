@@ -39,7 +39,12 @@ impl MaxChanges {
             }
             return Ok(MaxChanges::Percent(v));
         }
-        t.parse::<u64>().map(MaxChanges::Count).map_err(|_| format!("{s:?} is not N or P% (such as 50 or 10%)"))
+        t.parse::<u64>().map(MaxChanges::Count).map_err(|_| match t.strip_prefix('-') {
+            Some(n) if n.parse::<f64>().is_ok() => {
+                format!("{s:?} is negative: give a number of changes, 0 or more (such as 50), or a percentage (such as 10%)")
+            }
+            _ => format!("{s:?} is not N or P% (such as 50 or 10%)"),
+        })
     }
 
     /// The number of changes allowed for a fleet of `fleet` certificates.
@@ -148,6 +153,9 @@ pub struct Stale {
     pub certname: String,
     pub time: String,
 }
+
+/// How many of the certificates `--confirm` revoked [`Error::ReconcileCrlNotWritten`] names.
+const NAMED_REVOCATIONS: usize = 10;
 
 /// What `--confirm` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -425,6 +433,8 @@ impl Authority {
         let lock = self.store.lock()?;
         let pb = bar(opts.progress, plan.changes, "applying");
         let mut revoked_any = false;
+        // The first certificates revoked, named in the error if the CRL cannot be written.
+        let mut named: Vec<(String, String)> = Vec::new();
         let result = plan.orphans.each(|o: Orphan| {
             if o.revoked && !opts.prune {
                 return Ok(());
@@ -475,6 +485,9 @@ impl Authority {
             if !o.revoked {
                 revoked_any = true;
                 done.revoked = done.revoked.saturating_add(1);
+                if named.len() < NAMED_REVOCATIONS {
+                    named.push((rev.certname.clone(), rev.serial.clone()));
+                }
             }
             if opts.prune {
                 done.cleaned = done.cleaned.saturating_add(1);
@@ -506,22 +519,32 @@ impl Authority {
                 }))
             })
         });
-        let result = result.and_then(|()| if revoked_any { self.write_crl_locked(&lock, now) } else { Ok(()) });
         if let Some(pb) = pb {
             pb.finish_and_clear();
         }
-        match result {
-            Ok(()) => Ok(done),
-            Err(error) => {
-                // What was done stays done: the CRL lists it (written now if it can be).
-                if revoked_any {
-                    let _ = self.write_crl_locked(&lock, now);
+        // What was done stays done: the CRL lists it, written even after a failure.
+        let crl = if revoked_any { self.write_crl_locked(&lock, now) } else { Ok(()) };
+        let stopped = |error: Error| Error::Partial {
+            done: format!(
+                "reconcile revoked {}, forgot {} and dropped {} requests before it stopped",
+                done.revoked, done.cleaned, done.requests_dropped
+            ),
+            error: Box::new(error),
+        };
+        match (result, crl) {
+            (Ok(()), Ok(())) => Ok(done),
+            (Err(error), Ok(())) => Err(stopped(error)),
+            // The revocations are stored and the CRL does not list them: as `vouch revoke`
+            // says of one, exit 3 (an earlier failure is a warning, the CRL the error).
+            (result, Err(error)) => {
+                if let Err(e) = result {
+                    super::warn("reconcile", &stopped(e).to_string());
                 }
-                Err(Error::Partial {
-                    done: format!(
-                        "reconcile revoked {}, forgot {} and dropped {} requests before it stopped",
-                        done.revoked, done.cleaned, done.requests_dropped
-                    ),
+                Err(Error::ReconcileCrlNotWritten {
+                    revoked: done.revoked,
+                    named,
+                    cleaned: done.cleaned,
+                    requests_dropped: done.requests_dropped,
                     error: Box::new(error),
                 })
             }

@@ -63,6 +63,9 @@ impl Authority {
             if self.reserved.holder(certname) == Some(super::Holder::Service) {
                 return Err(refused(AdminNameTaken::Service));
             }
+            if let Some(detail) = self.server_name(certname) {
+                return Err(refused(AdminNameTaken::Server { detail }));
+            }
         }
         decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
         if decision::is_reserved_certname(certname) {
@@ -159,6 +162,38 @@ impl Authority {
             None,
             now,
         )
+    }
+
+    /// Why `name` is a Puppet server's, if it is: `puppet` (the server agents ask for by
+    /// default), this host's name (`vouch serve`'s default name, Puppet Server's certname
+    /// here), or a name the policy gives servers (a scope's `servers` or `dns_alt_names`
+    /// written without `*`). An administrator under it would hold a name agents connect to.
+    fn server_name(&self, name: &str) -> Option<String> {
+        if name == super::reserved::PUPPET_DEFAULT_SERVER {
+            return Some(
+                "Puppet agents reach their server as `puppet` when none is configured (Puppet's `server` setting)"
+                    .into(),
+            );
+        }
+        if super::host_name().as_deref() == Some(name) {
+            return Some(
+                "this host's name, which `vouch serve` gives its certificate by default (and Puppet Server on \
+                 this host uses as its certname)"
+                    .into(),
+            );
+        }
+        self.policy.scopes.iter().find_map(|scope| {
+            let listed = |patterns: &Option<Vec<crate::policy::Pattern>>| {
+                patterns.iter().flatten().any(|p| !p.text.contains('*') && p.text.eq_ignore_ascii_case(name))
+            };
+            if listed(&scope.servers) {
+                Some(format!("the policy's conductor {:?} lists it among its servers", scope.name))
+            } else if listed(&scope.dns_alt_names) {
+                Some(format!("the policy's conductor {:?} lists it among its servers' dns_alt_names", scope.name))
+            } else {
+                None
+            }
+        })
     }
 
     /// Why the current certificate `c` keeps its name from a new administrator, if it does: a

@@ -24,7 +24,7 @@ pub use list::ListEntry;
 pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
-pub use reserved::{names_on_certificate, Holder, ReservedNames};
+pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
 pub use verify::Verified;
 
 use crate::decision;

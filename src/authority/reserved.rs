@@ -10,6 +10,18 @@ use crate::store::CertRecord;
 /// A node certificate for `localhost` would let any node impersonate every local service.
 pub const SERVICE_DEFAULT_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
+/// The name Puppet agents give their server when none is configured (Puppet's `server`
+/// setting defaults to `puppet`, and `ca_server` to `server`): a compile server or Puppet
+/// Server answers to it, so it is never an administrator's.
+pub const PUPPET_DEFAULT_SERVER: &str = "puppet";
+
+/// This machine's host name, lowercased, if it is a valid certname: the name `vouch serve`
+/// gives its certificate by default (and Puppet Server's certname on its host).
+pub fn host_name() -> Option<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?.trim().to_ascii_lowercase();
+    crate::decision::check_certname(&h).is_ok().then_some(h)
+}
+
 /// Whose name a reserved name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Holder {

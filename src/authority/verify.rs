@@ -181,11 +181,15 @@ impl Authority {
 
         // The store's own layout first: a damaged record explains what follows. The revoked
         // serials it finds missing from the revocation list are not named twice below.
+        // An inventory the layout check could not read is named once (the file store's
+        // listing is its inventory's: no current certificate can be listed then).
         let mut unrecorded: HashSet<String> = HashSet::new();
+        let mut inventory_unreadable = false;
         self.store.check_layout(lock, now, &mut |f| {
             if let Finding::RevokedNotRecorded { serial, .. } = &f {
                 unrecorded.insert(serial.clone());
             }
+            inventory_unreadable |= matches!(f, Finding::InventoryUnreadable { .. });
             say(f, &mut seen)
         })?;
         if done(&seen) {
@@ -202,12 +206,18 @@ impl Authority {
         // certname's current certificate: a duplicated line) is checked once.
         let mut listed: Vec<Listed> = Vec::new();
         let mut names = HashSet::new();
-        crate::store::each_until_error(&*self.store, |l| -> Result<(), StoreError> {
+        let listing = crate::store::each_until_error(&*self.store, |l| -> Result<(), StoreError> {
             if names.insert(l.certname.clone()) {
                 listed.push(l);
             }
             Ok(())
-        })?;
+        });
+        match listing {
+            Ok(()) => {}
+            // The listing reads the inventory the layout check could not read (named above).
+            Err(StoreError::Io { .. }) if inventory_unreadable => listed.clear(),
+            Err(e) => return Err(e.into()),
+        }
         drop(names);
         let mut by_serial: HashMap<&str, Vec<&str>> = HashMap::with_capacity(listed.len());
         for l in &listed {
@@ -322,6 +332,7 @@ impl Authority {
         // that cannot be read is a finding: the checks after it still run.
         let inventory = match self.store.inventory() {
             Ok(i) => i,
+            Err(_) if inventory_unreadable => Vec::new(),
             Err(e) => {
                 say(Finding::InventoryUnreadable { detail: e.to_string() }, &mut seen);
                 Vec::new()

@@ -14,7 +14,7 @@ pub(super) fn new(
     key_out: &Path,
     key_type: &KeyTypeArg,
 ) -> Result<i32, Error> {
-    preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
+    preflight(&[(cert_out, Replace::Never), (key_out, Replace::NewFile)])?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let (issued, key) = auth.issue_local(
         &crate::authority::LocalSpec {
@@ -28,7 +28,7 @@ pub(super) fn new(
         now(cli)?,
     )?;
     let stored = stored_cert(&auth, name);
-    write_file(key_out, &key, 0o600, Replace::Never).map_err(after(format!(
+    write_file(key_out, &key, 0o600, Replace::NewFile).map_err(after(format!(
         "the administrator certificate {name} was issued (serial {}) and is in the store ({stored}), \
              but its private key is lost: revoke it with `vouch revoke {name}` and issue a new one",
         issued.serial_hex

@@ -252,7 +252,7 @@ pub struct EncRemoteArgs {
     pub cacert: Option<PathBuf>,
     /// How long a fetched CRL and a cached certificate are used before asking the CA again
     /// (a revocation is refused at most this long after it; see --crl) [default: 60s].
-    #[arg(long, env = "VOUCH_ENC_CRL_REFRESH", value_name = "DURATION")]
+    #[arg(long, env = "VOUCH_ENC_CRL_REFRESH", value_name = "DURATION", allow_hyphen_values = true)]
     pub crl_refresh: Option<String>,
     /// A CRL file checked too (repeatable), such as Puppet's hostcrl kept by `vouch crl --fetch`:
     /// a certificate listed there is refused at once.
@@ -263,7 +263,7 @@ pub struct EncRemoteArgs {
     #[arg(long, env = "VOUCH_ENC_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// At most this many certificates are cached (the oldest are dropped) [default: 10000].
-    #[arg(long, env = "VOUCH_ENC_CACHE_MAX", value_name = "N")]
+    #[arg(long, env = "VOUCH_ENC_CACHE_MAX", value_name = "N", allow_negative_numbers = true, value_parser = |s: &str| whole_number::<usize>(s, 0, None))]
     pub cache_max: Option<usize>,
     /// Where refusals and answers from a stale cache are logged: syslog (/dev/log, the
     /// default), stderr, or a file (Puppet Server discards an ENC's stderr).
@@ -301,15 +301,15 @@ pub struct ReconcileArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = ReportFormat::Text)]
     pub output: ReportFormat,
     /// A pending request older than this is stale (30m, 24h, 7d, 2w).
-    #[arg(long, value_name = "DUR", default_value = "7d")]
+    #[arg(long, value_name = "DUR", default_value = "7d", allow_hyphen_values = true)]
     pub pending_older_than: String,
     /// A `cmd:` inventory program still running after this is killed (with its process
     /// group) and reconcile aborts (30s, 10m, 1h).
-    #[arg(long, value_name = "DUR", default_value = "10m")]
+    #[arg(long, value_name = "DUR", default_value = "10m", allow_hyphen_values = true)]
     pub inventory_timeout: String,
     /// Refuse --confirm when more than this many changes would be made: a number, or a
     /// percentage of the fleet's valid certificates.
-    #[arg(long, value_name = "N|P%", default_value = "10%")]
+    #[arg(long, value_name = "N|P%", default_value = "10%", allow_hyphen_values = true)]
     pub max_changes: String,
     /// Act even on an empty inventory, or beyond --max-changes.
     #[arg(long)]
@@ -376,7 +376,7 @@ pub enum AuditCommand {
         #[arg(long, value_name = "N")]
         certname: Option<String>,
         /// Only lines from this time on: RFC 3339, or a duration back from now (24h, 7d).
-        #[arg(long, value_name = "T")]
+        #[arg(long, value_name = "T", allow_hyphen_values = true)]
         since: Option<String>,
         /// text: one line per event; json: the log's JSON lines as they are.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = OutFormat::Text)]
@@ -447,7 +447,7 @@ pub enum OverrideCommand {
         classification: PathBuf,
         /// Only if the override is still at this revision (0: none was ever set); a stale
         /// writer gets a conflict (exit 2).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 0, None))]
         expect_revision: Option<u64>,
     },
     /// Show NAME's override and its revision.
@@ -464,7 +464,7 @@ pub enum OverrideCommand {
         /// The node.
         certname: String,
         /// Only if the override is still at this revision.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 0, None))]
         expect_revision: Option<u64>,
     },
 }
@@ -526,7 +526,7 @@ pub enum ConductorCommand {
         #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
         key_type: KeyTypeArg,
         /// Validity in days, at least 1 (capped at the root's notAfter).
-        #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = 365, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u32>(s, 1, None))]
         days: u32,
     },
     /// Sign a node's attributes with a conductor key.
@@ -547,7 +547,7 @@ pub struct ConductorSignArgs {
     pub classification: String,
     /// Lifetime of the attributes: 90s, 30m, 2h, 1d (the CA's policy caps it: 7d by default;
     /// vouch warns when the policy at hand, from --dir, VOUCH_POLICY or /etc/vouch, would refuse).
-    #[arg(long, conflicts_with = "expires", required_unless_present = "expires")]
+    #[arg(long, conflicts_with = "expires", required_unless_present = "expires", allow_hyphen_values = true)]
     pub expires_in: Option<String>,
     /// Absolute expiry, RFC 3339.
     #[arg(long)]
@@ -571,7 +571,7 @@ pub struct ConductorSignArgs {
     #[arg(long)]
     pub certname: Option<String>,
     /// Signature version: 2 whenever --certname is given, else 1 (the seed's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=2))]
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u32>(s, 1, Some(2)))]
     pub version: Option<u32>,
 }
 
@@ -611,6 +611,20 @@ pub const MAX_LIFETIME_SECS: u64 = 7 * 86_400;
 pub const MAX_CONNECTIONS: u64 = 1_000_000;
 pub const MAX_THREADS: u64 = 1024;
 
+/// A numeric flag's value: a whole number from `min` to `max` (none: as large as `T` holds).
+/// Every numeric flag takes a negative number as its value (`allow_negative_numbers`), so
+/// that `--days -1` is refused here with the range instead of as an unknown flag `-1`.
+fn whole_number<T: TryFrom<u64>>(s: &str, min: u64, max: Option<u64>) -> Result<T, String> {
+    let range = match max {
+        Some(max) => format!("a whole number from {min} to {max}"),
+        None => format!("a whole number, at least {min}"),
+    };
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= min && max.is_none_or(|max| n <= max) => T::try_from(n).map_err(|_| format!("{n} is too large")),
+        _ => Err(format!("must be {range}")),
+    }
+}
+
 /// `--listen`/`--addr`: an IP address and a port, with the fix for a bare port or name.
 fn parse_socket_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     s.parse::<std::net::SocketAddr>().map_err(|_| {
@@ -636,25 +650,25 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
     pub key_type: KeyTypeArg,
     /// Largest request body accepted, in bytes (1 to 67108864).
-    #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_LIMIT))]
+    #[arg(long, default_value_t = 256 * 1024, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_BODY_LIMIT)))]
     pub max_body: u64,
     /// Seconds allowed for a request's headers and for an idle kept-alive connection (1 to 3600).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_TIMEOUT_SECS)))]
     pub header_timeout: u64,
     /// Seconds allowed for a request body and for the TLS handshake (1 to 3600).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=MAX_TIMEOUT_SECS))]
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_TIMEOUT_SECS)))]
     pub body_timeout: u64,
     /// Connections served at once, 1 to 1000000 (more wait in the kernel's backlog).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_CONNECTIONS)))]
     pub max_connections: u64,
     /// Connections from one client address at once, 1 to 1000000 (more are closed at once).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=MAX_CONNECTIONS))]
+    #[arg(long, default_value_t = 256, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_CONNECTIONS)))]
     pub max_connections_per_address: u64,
     /// Seconds a connection may stay open, whatever it does (1 to 604800).
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_LIFETIME_SECS))]
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_LIFETIME_SECS)))]
     pub connection_lifetime: u64,
     /// Worker threads, 1 to 1024 [default: one per core].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_THREADS))]
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_THREADS)))]
     pub threads: Option<u64>,
     /// Also serve Prometheus metrics over plain HTTP at http://ADDR/metrics, such as
     /// 127.0.0.1:9140 (this host only) [default: no metrics].
@@ -675,7 +689,7 @@ pub enum BenchCommand {
         #[arg(long, value_enum, value_delimiter = ',', default_value = "rsa2048,rsa4096,p256")]
         client_keys: Vec<KeyTypeArg>,
         /// Seconds spent on each measurement (0.01 to 600).
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         seconds: f64,
         /// Output format.
         #[arg(long, value_enum, default_value_t = OutFormat::Text)]
@@ -684,7 +698,7 @@ pub enum BenchCommand {
     /// `vouch autosign` as Puppet Server runs it: process start to exit, median and p99.
     Hook {
         /// How many times the hook runs (1 to 100000).
-        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        #[arg(long, default_value_t = 200, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(100_000)))]
         runs: u64,
         /// Without the replay journal and the audit log (no fsync).
         #[arg(long)]
@@ -711,13 +725,13 @@ pub enum BenchCommand {
         #[arg(long, default_value = "1,8,64,256")]
         agents: String,
         /// Certificates each agent asks for (1 to 100000).
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(100_000)))]
         per_agent: u64,
         /// The agents' key type (Puppet agents: RSA).
         #[arg(long, value_enum, default_value_t = KeyTypeArg::Rsa2048)]
         client_key: KeyTypeArg,
         /// The server's PID, to report its peak RSS.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u32>(s, 1, None))]
         server_pid: Option<u32>,
         /// Each certificate is a whole agent bootstrap, as `puppet ssl bootstrap` does it: a new
         /// TLS connection, GET the CA bundle, GET the CRLs (no copy yet), PUT the CSR, GET the certificate.

@@ -12,7 +12,12 @@ pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)
     let d = dir(cli)?;
     let Some((cert, key)) = root else {
         let r = bootstrap::init(&d, (*key_type).into(), now(cli)?)?;
-        sayln!("Created a {} root CA and master CA in {}", r.key_type.name(), r.ca_dir.display())?;
+        sayln!(
+            "Created {} {} root CA and master CA in {}",
+            r.key_type.article(),
+            r.key_type.name(),
+            r.ca_dir.display()
+        )?;
         sayln!("Root CA fingerprint (SHA-256 of the root certificate): {}", r.root_fingerprint)?;
         sayln!("Policy: {}", r.policy.display())?;
         sayln!("Next: vouch conductor new NAME --dir {} --cert-out NAME.pem --key-out NAME.key", d.dir.display())?;
@@ -26,7 +31,8 @@ pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)
         ));
     }
     sayln!(
-        "Created a {} master CA in {} under the existing root {}",
+        "Created {} {} master CA in {} under the existing root {}",
+        r.key_type.article(),
         r.key_type.name(),
         d.dir.display(),
         r.root_fingerprint

@@ -114,12 +114,13 @@ fn default_cache_dir() -> PathBuf {
     if rustix::process::geteuid().is_root() {
         return PathBuf::from("/var/cache/vouch/enc");
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let fallback = std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .map(|h| PathBuf::from(h).join(".cache"))
         .unwrap_or_else(|| PathBuf::from("/var/cache"));
-    base.join("vouch/enc")
+    // A relative XDG_CACHE_HOME is ignored, as a relative XDG_DATA_HOME is (see `xdg_base`).
+    super::xdg_base("XDG_CACHE_HOME", &fallback.join("vouch/enc"), &WARNED).unwrap_or(fallback).join("vouch/enc")
 }
 
 /// The remote classifier's settings, if --ca-url (or the environment, or the config file)
@@ -135,9 +136,10 @@ pub(super) fn enc_settings(
         detail: "--ca-url needs --cacert BUNDLE (VOUCH_ENC_CACERT, or cacert in the config file)".into(),
     })?;
     let refresh_text = a.crl_refresh.clone().or(c.crl_refresh).unwrap_or_else(|| "60s".into());
-    let crl_refresh = crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| {
-        Error::Usage { detail: format!("--crl-refresh {refresh_text:?}: give a duration such as 60s or 5m") }
-    })?;
+    let crl_refresh =
+        crate::policy::parse_duration(&refresh_text).filter(|d| d.as_secs() > 0).ok_or_else(|| Error::Usage {
+            detail: format!("--crl-refresh {}", crate::policy::duration_problem(&refresh_text, "60s or 5m")),
+        })?;
     let identity = match (a.client_cert.clone().or(c.client_cert), a.client_key.clone().or(c.client_key)) {
         (Some(cert), Some(key)) => Some((cert, key)),
         (None, None) => None,

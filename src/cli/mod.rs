@@ -88,8 +88,9 @@ pub const EXIT_ERROR: i32 = 2;
 /// The shared store could not be reached (EX_TEMPFAIL): nothing was done; the same command
 /// later may succeed (the systemd unit restarts `vouch serve` on it, not on 2).
 pub const EXIT_TEMPFAIL: i32 = 75;
-/// `vouch revoke` / `vouch clean`: the revocation is stored (the certificate is revoked), but
-/// the CRL could not be written after it ([`Error::RevokedCrlNotWritten`]): not a plain
+/// `vouch revoke` / `vouch clean` / `vouch reconcile --confirm`: the revocation is stored (the
+/// certificate is revoked), but the CRL could not be written after it
+/// ([`Error::RevokedCrlNotWritten`], [`Error::ReconcileCrlNotWritten`]): not a plain
 /// failure (2: nothing done, or nothing known), not success (the CRL does not list it yet).
 pub const EXIT_REVOKED_CRL_NOT_WRITTEN: i32 = 3;
 /// Standard output's reader went away (a closed pipe: `vouch list --all | head -1`): the
@@ -123,18 +124,43 @@ fn now(cli: &Cli) -> Result<OffsetDateTime, Error> {
 pub const DEFAULT_DIR: &str = "/var/lib/vouch";
 
 /// The data directory: --dir, VOUCH_DIR, then /var/lib/vouch for root and
-/// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else.
+/// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else. A relative
+/// `XDG_DATA_HOME` is ignored, with a warning (see [`xdg_base`]).
 pub fn default_dir() -> PathBuf {
+    static WARNED: std::sync::Once = std::sync::Once::new();
     if crate::files::trust::euid() == 0 {
         return PathBuf::from(DEFAULT_DIR);
     }
-    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(x).join("vouch");
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+    let fallback = match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(h) => PathBuf::from(h).join(".local/share/vouch"),
         None => PathBuf::from(DEFAULT_DIR),
+    };
+    match xdg_base("XDG_DATA_HOME", &fallback, &WARNED) {
+        Some(x) => x.join("vouch"),
+        None => fallback,
     }
+}
+
+/// An XDG base directory variable's path: set, not empty, and absolute. The XDG Base
+/// Directory specification: "All paths set in these environment variables must be absolute.
+/// If an implementation encounters a relative path in any of these variables it should
+/// consider the path invalid and ignore it." A relative one (which would name a directory
+/// under whatever the current directory is) is ignored, with a warning on stderr naming
+/// `fallback`, the directory used instead (once a process: `warned`).
+pub(crate) fn xdg_base(var: &str, fallback: &Path, warned: &std::sync::Once) -> Option<PathBuf> {
+    let value = PathBuf::from(std::env::var_os(var).filter(|v| !v.is_empty())?);
+    if value.is_absolute() {
+        return Some(value);
+    }
+    warned.call_once(|| {
+        output::note(&format!(
+            "vouch: warning: {var} is a relative path ({}), which the XDG Base Directory specification says \
+             to ignore: using {} instead",
+            value.display(),
+            fallback.display()
+        ))
+    });
+    None
 }
 
 fn dir(cli: &Cli) -> Result<DataDir, Error> {

@@ -49,6 +49,31 @@ pub(super) enum Replace {
     Yes,
     /// Private keys and what pairs with them: never.
     Never,
+    /// A private key whose certificate the CA keeps (`admin new`): only a new regular file,
+    /// never stdout, a device or a FIFO (a key written to /dev/null is lost while its
+    /// certificate stays valid in the store).
+    NewFile,
+}
+
+/// Why `path` cannot take a [`Replace::NewFile`] output (none: a path a new regular file
+/// can be created at, or one [`preflight`] refuses for every output).
+fn not_a_new_file(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if path.as_os_str() == "-" {
+        return Some("it is standard output");
+    }
+    let t = crate::files::output::output_kind(path).ok()??;
+    Some(if t.is_char_device() || t.is_block_device() {
+        "it is a device"
+    } else if t.is_fifo() {
+        "it is a FIFO"
+    } else if t.is_socket() {
+        "it is a socket"
+    } else if t.is_dir() {
+        "it is a directory"
+    } else {
+        return None;
+    })
 }
 
 /// Writes one output file by the rule of [`crate::files::output::write_output`]; `None` is stdout.
@@ -63,6 +88,11 @@ pub(super) fn write_file(
     replace: Replace,
 ) -> Result<crate::files::output::Written, Error> {
     let to_stdout = path.as_os_str() == "-";
+    if replace == Replace::NewFile {
+        if let Some(detail) = not_a_new_file(path) {
+            return Err(Error::KeyOutput { path: path.to_path_buf(), detail: detail.into() });
+        }
+    }
     crate::files::output::write_output(path, text.as_bytes(), mode, replace == Replace::Yes).map_err(|e| match e {
         crate::files::output::OutputError::Io(source) if to_stdout => stdout_error(source),
         e => output_error(if to_stdout { PathBuf::from("stdout") } else { path.to_path_buf() }, e),
@@ -113,6 +143,11 @@ pub(super) fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
     use crate::files::output::OutputError as E;
     let mut seen: Vec<(PathBuf, std::ffi::OsString, &Path)> = Vec::new();
     for &(p, replace) in outputs {
+        if replace == Replace::NewFile {
+            if let Some(detail) = not_a_new_file(p) {
+                return Err(Error::KeyOutput { path: p.to_path_buf(), detail: detail.into() });
+            }
+        }
         if p.as_os_str() == "-" {
             continue;
         }
@@ -120,7 +155,7 @@ pub(super) fn preflight(outputs: &[(&Path, Replace)]) -> Result<(), Error> {
         match crate::files::output::output_kind(p) {
             Ok(Some(t)) if t.is_symlink() => return Err(output_error(p.to_path_buf(), E::Symlink)),
             Ok(Some(t)) if t.is_dir() => return Err(output_error(p.to_path_buf(), E::Directory)),
-            Ok(Some(_)) if replace == Replace::Never && crate::files::output::output_occupied(p) => {
+            Ok(Some(_)) if replace != Replace::Yes && crate::files::output::output_occupied(p) => {
                 return Err(output_error(p.to_path_buf(), E::Exists))
             }
             Ok(_) => {}

@@ -61,6 +61,13 @@ impl Kind {
             Kind::TrustFile => "certificate or CRL file",
         }
     }
+
+    /// The name with its article: "an attributes file", "a policy".
+    pub fn a_name(self) -> String {
+        let name = self.name();
+        let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{article} {name}")
+    }
 }
 
 /// A limit for people: 64 KiB, 1 MiB.
@@ -78,7 +85,7 @@ pub fn show_limit(n: u64) -> String {
 pub fn too_large(kind: Kind) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::FileTooLarge,
-        format!("it is larger than {}, the most vouch reads of a {}", show_limit(kind.limit()), kind.name()),
+        format!("it is larger than {}, the most vouch reads of {}", show_limit(kind.limit()), kind.a_name()),
     )
 }
 

@@ -34,6 +34,15 @@ impl KeyType {
         }
     }
 
+    /// The article before [`KeyType::name`] in a sentence: "an ed25519", "an rsa2048" (R read
+    /// as "ar"), "a p256".
+    pub fn article(self) -> &'static str {
+        match self {
+            KeyType::P256 | KeyType::P384 => "a",
+            KeyType::Ed25519 | KeyType::Rsa2048 | KeyType::Rsa3072 | KeyType::Rsa4096 => "an",
+        }
+    }
+
     /// Generates a fresh key of this type.
     pub fn generate(self) -> Result<KeyPair, rcgen::Error> {
         use rcgen::RsaKeySize;

@@ -261,19 +261,13 @@ fn never_used(dir: &DataDir) -> bool {
     ["serials", "signed", "inventory.txt", "wal.log", ".lock", "ca_crl.pem"].iter().all(|f| !dir.file(f).exists())
 }
 
-/// This machine's host name, lowercased, if it is a valid certname.
-fn host_name() -> Option<String> {
-    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?.trim().to_ascii_lowercase();
-    crate::decision::check_certname(&h).is_ok().then_some(h)
-}
-
 /// The names for the service certificate: the operator's, else the host name and localhost,
 /// always with the loopback addresses.
 pub fn server_names(opts: &ServeOptions) -> (Vec<String>, Vec<IpAddr>) {
     let mut dns = Vec::new();
     let mut ips: Vec<IpAddr> = Vec::new();
     let wanted: Vec<String> = if opts.server_names.is_empty() {
-        host_name().into_iter().chain(["localhost".to_string()]).collect()
+        crate::authority::host_name().into_iter().chain(["localhost".to_string()]).collect()
     } else {
         opts.server_names.clone()
     };

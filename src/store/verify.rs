@@ -175,6 +175,11 @@ impl Finding {
                 "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \
                  CRL may drop a revoked certificate early"
             }
+            Finding::InventoryUnreadable { detail } if detail.contains("Permission denied") => {
+                "give the user vouch runs as read access to DIR/ca/inventory.txt (its owner or mode: vouch \
+                 writes it 0644), then run verify again; nothing needs restoring, but nothing was checked \
+                 against it (nor, in the file store, each certname's current certificate)"
+            }
             Finding::InventoryUnreadable { .. } => {
                 "restore the inventory from a backup of DIR/ca; nothing was checked against it"
             }

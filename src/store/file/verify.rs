@@ -20,17 +20,29 @@ impl FileStore {
         }
 
         // The inventory's lines, read as written (Store::inventory leaves a damaged line out).
-        let text = self.read_or_empty("inventory.txt")?;
+        // One that cannot be read (its mode, a disk error) is a finding, and what is checked
+        // against it is not checked (every file would look unlisted); the rest still is.
         let mut inv = InventorySeen::default();
-        inv.take(&text, f);
+        let readable = match self.read_or_empty("inventory.txt") {
+            Ok(text) => {
+                inv.take(&text, f);
+                true
+            }
+            Err(e @ StoreError::Io { .. }) => {
+                f(Finding::InventoryUnreadable { detail: e.to_string() });
+                false
+            }
+            Err(e) => return Err(e),
+        };
         // Every certificate file names a certname the inventory knows (the listing, and so the
         // checks over the trait, start from the inventory: a file it lacks is seen only here).
         let signed = self.p("signed");
         let dir = crate::files::durable::NoFollowDir::open(&signed).map_err(io_err(&signed, "open"))?;
         for name in dir.names().map_err(io_err(&signed, "read directory"))? {
             let Some(certname) = name.to_str().and_then(|n| n.strip_suffix(".pem")) else { continue };
-            if crate::decision::check_certname(certname).is_err() || inv.names_or_newer(self, certname, f) {
-                continue; // junk (the scan below names it), or listed
+            if !readable || crate::decision::check_certname(certname).is_err() || inv.names_or_newer(self, certname, f)
+            {
+                continue; // the inventory unknown, junk (the scan below names it), or listed
             }
             let serial = self.file_serial(certname).unwrap_or_else(|| "(unreadable)".into());
             f(Finding::NotInInventory { certname: certname.to_string(), serial });
@@ -97,7 +109,7 @@ impl FileStore {
                     State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
                     State::Abandoned => {}
                     State::Issued | State::Revoked => {
-                        if !inv.serial_or_newer(self, &rec.serial, f) {
+                        if readable && !inv.serial_or_newer(self, &rec.serial, f) {
                             f(Finding::RecordNotInInventory {
                                 serial: rec.serial.clone(),
                                 certname: rec.certname.clone(),
@@ -148,13 +160,17 @@ impl FileStore {
 
         // Junk; a damaged certificate file of a certname the inventory lists is not (the
         // checks of each current certificate name it, and `vouch purge` would remove the
-        // certname's certificate).
+        // certname's certificate). With the inventory unread, any certname's may be listed.
         super::super::junk::scan(&self.root, &mut |j| {
             let of_listed = j.kind == "signed"
                 && j.files.iter().any(|p| {
-                    p.strip_prefix("signed/")
-                        .and_then(|n| n.strip_suffix(".pem"))
-                        .is_some_and(|n| inv.names.contains_key(&key(n.as_bytes())))
+                    p.strip_prefix("signed/").and_then(|n| n.strip_suffix(".pem")).is_some_and(|n| {
+                        if readable {
+                            inv.names.contains_key(&key(n.as_bytes()))
+                        } else {
+                            crate::decision::check_certname(n).is_ok()
+                        }
+                    })
                 });
             if !of_listed {
                 f(Finding::Junk { name: j.name, kind: j.kind, detail: j.detail, files: j.files });
