@@ -237,6 +237,40 @@ pub enum Error {
         /// Where the key would be.
         key: PathBuf,
     },
+    /// `vouch conductor revoke --cert FILE`: the certificate is not one this CA's root issued
+    /// (another issuer, or a signature the root's key did not make).
+    ConductorNotOurs {
+        path: PathBuf,
+        /// The root's subject.
+        root: String,
+        detail: String,
+    },
+    /// `vouch conductor revoke --cert FILE`: the root issued it, but it is no conductor (no
+    /// extended key usage 1.3.6.1.4.1.34380.2.0).
+    NotAConductor {
+        path: PathBuf,
+        subject: String,
+        serial: String,
+    },
+    /// `vouch conductor revoke`: the serial is a CA's (the root's own, or a master CA's):
+    /// revoking it on the root's CRL is not this command's.
+    ConductorRevokeCa {
+        serial: String,
+        /// Which CA, in words.
+        what: String,
+    },
+    /// `vouch conductor revoke` in a data directory without the root key (a further master,
+    /// or a root key moved off the host): only the root key signs the root's CRL.
+    ConductorRevokeNoRootKey {
+        dir: PathBuf,
+        key: PathBuf,
+    },
+    /// `vouch conductor revoke`: the revocation is recorded (`root_revocations.txt`), but the
+    /// root CRL could not be written after it. Exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
+    ConductorRevokedCrlNotWritten {
+        serial: String,
+        error: Box<Error>,
+    },
     /// Date arithmetic that leaves the range vouch can represent (years 1 to 9999).
     Date {
         detail: String,
@@ -483,6 +517,36 @@ impl std::fmt::Display for Error {
                  --root-key' never keeps it; an operator may also have moved it off this host)",
                 dir.display(),
                 key.display()
+            ),
+            Error::ConductorNotOurs { path, root, detail } => write!(
+                f,
+                "certificate {}: this CA's root ({root}) did not issue it: {detail}; nothing was revoked",
+                path.display()
+            ),
+            Error::NotAConductor { path, subject, serial } => write!(
+                f,
+                "certificate {} ({subject}, serial {serial}) is not a conductor's: it lacks the extended key usage \
+                 1.3.6.1.4.1.34380.2.0; nothing was revoked",
+                path.display()
+            ),
+            Error::ConductorRevokeCa { serial, what } => write!(
+                f,
+                "serial {serial} is {what}: `vouch conductor revoke` puts conductors on the root's CRL, never a CA \
+                 (every certificate under it would fail the chain's revocation check); nothing was revoked"
+            ),
+            Error::ConductorRevokeNoRootKey { dir, key } => write!(
+                f,
+                "the root CA's key is not in {}: {} is missing, and only the root key signs the root's CRL (a master \
+                 CA made with 'vouch ca init --root-cert --root-key' never keeps it; an operator may also have moved \
+                 it off this host); nothing was revoked",
+                dir.display(),
+                key.display()
+            ),
+            Error::ConductorRevokedCrlNotWritten { serial, error } => write!(
+                f,
+                "serial {serial} IS revoked: the revocation is recorded in ca/{}, but the root CRL could not be \
+                 written after it, so it does not list it yet: {error}",
+                crate::authority::ROOT_REVOCATIONS
             ),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
             Error::InventorySource { source, detail } => write!(f, "inventory {source:?}: {detail}"),
@@ -742,6 +806,29 @@ impl Error {
                 "run this where the root key is: --dir the data directory holding ca/root_key.pem (a master CA \
                  under the same root, with the default policy, trusts the conductors issued there)"
             }
+            Error::ConductorNotOurs { .. } => {
+                "give the certificate `vouch conductor new` wrote in the data directory of this root (--dir); a \
+                 conductor of another root is revoked by that root's CA, whose CRL the policy lists in \
+                 conductors.crls"
+            }
+            Error::NotAConductor { .. } => {
+                "give the conductor's certificate (`openssl x509 -noout -ext extendedKeyUsage -in FILE` shows \
+                 1.3.6.1.4.1.34380.2.0); a node's certificate is revoked with `vouch revoke NAME`"
+            }
+            Error::ConductorRevokeCa { .. } => {
+                "check the serial: `openssl x509 -noout -serial -in CONDUCTOR.pem` prints a conductor's; to retire \
+                 a master CA, stop its service and have every node of it vouched for again under another master"
+            }
+            Error::ConductorRevokeNoRootKey { .. } => {
+                "run it where the root key is (--dir the data directory holding ca/root_key.pem), then copy that \
+                 directory's ca/root_crl.pem to ca/root_crl.pem of every master without the root key (each counts \
+                 it from its next request on), or list a copy in conductors.crls of any other CA's policy"
+            }
+            Error::ConductorRevokedCrlNotWritten { .. } => {
+                "the revocation is recorded: fix the cause above, then run the same `vouch conductor revoke` again \
+                 (it writes the root CRL and records nothing twice); any command that touches the store writes it \
+                 too"
+            }
             Error::Date { .. } => "use a shorter duration (or, with --now, a date further from the year 9999)",
             Error::InventorySource { .. } => {
                 "give file:PATH (one certname a line), cmd:PROGRAM ARGS… (its output, one name a line) or \
@@ -791,7 +878,8 @@ impl std::error::Error for Error {
             Error::Untrusted(u) => Some(u),
             Error::Partial { error, .. }
             | Error::RevokedCrlNotWritten { error, .. }
-            | Error::ReconcileCrlNotWritten { error, .. } => Some(error.as_ref()),
+            | Error::ReconcileCrlNotWritten { error, .. }
+            | Error::ConductorRevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }

@@ -82,9 +82,9 @@ fn main() {
             }
             match e {
                 vouch::Error::StoreUnavailable { .. } => vouch::cli::EXIT_TEMPFAIL,
-                vouch::Error::RevokedCrlNotWritten { .. } | vouch::Error::ReconcileCrlNotWritten { .. } => {
-                    vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN
-                }
+                vouch::Error::RevokedCrlNotWritten { .. }
+                | vouch::Error::ReconcileCrlNotWritten { .. }
+                | vouch::Error::ConductorRevokedCrlNotWritten { .. } => vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN,
                 _ => vouch::cli::EXIT_ERROR,
             }
         }

@@ -276,6 +276,35 @@ fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
     assert!(m1.log().contains("unavailable"), "the log says why: {}", m1.log());
 }
 
+/// `vouch conductor revoke` where the root key is (master 1, the shared store): master 1
+/// refuses what the conductor vouches for from its next request on, and the store's records
+/// count the node it vouched for before. The root CRL is not in the store: master 2 accepts
+/// the conductor until master 1's new root CRL is copied to its `DIR/ca/`, and refuses it
+/// from its next request on after that, with no restart (as docs/ldap.md says).
+#[test]
+fn a_conductor_revoked_at_the_root_keys_master_is_refused_by_the_other_once_it_holds_the_root_crl() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (m1, m2) = two_masters(&slapd, tmp.path());
+    let (d1, d2) = (m1.dir.clone(), m2.dir.clone());
+    let enroll_at = |m: &Master, name: &str| enroll(m, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert!(enroll_at(&m2, "before.example.test").2.is_some());
+
+    let cert = d1.join("conductor/conductor_crt.pem");
+    let at_m2 = v(&slapd, &d2).args(["conductor", "revoke", "--cert", s(&cert)]).output().unwrap();
+    assert_eq!(at_m2.status.code(), Some(2), "{}", text(&at_m2));
+    assert!(String::from_utf8_lossy(&at_m2.stderr).contains("root CA's key is not in"), "{}", text(&at_m2));
+    let out = ok(&v(&slapd, &d1).args(["conductor", "revoke", "--cert", s(&cert)]).output().unwrap());
+    assert!(out.contains("1 current node certificate vouched for by it stays valid"), "{out}");
+
+    assert_refused(&slapd, &d1, "m1-after.example.test", &enroll_at(&m1, "m1-after.example.test"), "conductor-revoked");
+    // Not copied yet: master 2 holds no root CRL listing it.
+    assert!(enroll_at(&m2, "m2-before-copy.example.test").2.is_some(), "{}", m2.log());
+    std::fs::copy(d1.join("ca/root_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    let r = enroll_at(&m2, "m2-after-copy.example.test");
+    assert_refused(&slapd, &d2, "m2-after-copy.example.test", &r, "conductor-revoked");
+}
+
 #[test]
 fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once() {
     let slapd = store();

@@ -18,7 +18,7 @@ pub const REASONS: &[&str] = &[
     "privilegeWithdrawn",
 ];
 
-fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
+pub(super) fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
     use rcgen::RevocationReason as R;
     Some(match r {
         "unspecified" => R::Unspecified,
@@ -41,7 +41,7 @@ fn reason_code(r: &str) -> Option<rcgen::RevocationReason> {
 /// already published (in microseconds: numbers jump, which RFC 5280 allows). Numbers are
 /// counted in 128 bits (RFC 5280 allows 20 octets): a CRL on disk numbered beyond them (not
 /// vouch's) is refused, vouch could only number the next one lower.
-fn next_crl_number(
+pub(super) fn next_crl_number(
     number_file: &std::path::Path,
     crl_file: &std::path::Path,
     now: OffsetDateTime,
@@ -101,7 +101,7 @@ fn next_crl_number(
 /// A serial as the store keeps it (lowercase hex, an even number of digits, at most 40) from
 /// what an operator copies: `openssl x509 -serial`'s `serial=43A4…`, `openssl x509 -text`'s
 /// `43:a4:…`, a `0x` prefix, or vouch's own form. An odd number of digits gets a leading zero.
-fn normal_serial(given: &str) -> Option<String> {
+pub(super) fn normal_serial(given: &str) -> Option<String> {
     let t = given.trim();
     let t = t.strip_prefix("serial=").unwrap_or(t);
     let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
@@ -595,12 +595,24 @@ impl Authority {
         .map_err(|source| Error::Io { path: next, op: "write", source })
     }
 
-    /// The root CRL (empty: vouch's root signs only the master CA and conductors) is
-    /// due when missing or within `refresh_before` of its nextUpdate, and only if
-    /// the root key is on this machine (an operator may keep it offline).
+    /// The root CRL (the conductors `vouch conductor revoke` revoked, listed in
+    /// `root_revocations.txt`) is due when missing, within `refresh_before` of its
+    /// nextUpdate, or older than the last root revocation recorded (a crash between the
+    /// record and the CRL, or a writer that read the list before it), and only if the root
+    /// key is on this machine (an operator may keep it offline).
     pub(super) fn root_crl_due(&self, now: OffsetDateTime) -> bool {
         if !self.dir.file(bootstrap::ROOT_KEY).exists() {
             return false;
+        }
+        // No stamp yet (a CRL written before root revocations existed) stands for none.
+        let recorded = read_text(self.dir.file(super::root_revoke::ROOT_CRL_STAMP)).unwrap_or_else(|_| "0".into());
+        if recorded.trim() != super::root_revoke::revocations_stamp(&self.dir) {
+            return true;
+        }
+        // A root CRL that does not read (damaged, truncated) revokes nothing in the decision:
+        // written again (it is small: the root signs only master CAs and conductors).
+        if !super::root_revoke::root_crl_reads(&self.dir) {
+            return true;
         }
         let next = read_text(self.dir.file("root_crl_next_update"))
             .ok()
@@ -612,8 +624,10 @@ impl Authority {
         }
     }
 
-    /// Writes the root's CRL. Puppet agents check revocation for the whole chain
-    /// (`certificate_revocation = chain`), so they need a CRL from the root too.
+    /// Writes the root's CRL: every revocation `root_revocations.txt` records (conductors,
+    /// by `vouch conductor revoke`), with its time and reason. Puppet agents check revocation
+    /// for the whole chain (`certificate_revocation = chain`), so they need a CRL from the
+    /// root too; the decision counts it for conductors ([`crate::policy::OwnCrl`]).
     pub(super) fn write_root_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let bootstrap::CertAndKey { cert_der: root_der, key: root_key } =
             bootstrap::load_cert_and_key(&self.dir.file(bootstrap::ROOT_CERT), &self.dir.file(bootstrap::ROOT_KEY))?;
@@ -622,6 +636,17 @@ impl Authority {
                 .map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let number_path = self.dir.file("root_crl_number");
         let number = next_crl_number(&number_path, &self.dir.file("root_crl.pem"), now)?;
+        // Read before the revocations: one recorded meanwhile makes the next CRL due.
+        let stamp = super::root_revoke::revocations_stamp(&self.dir);
+        let revoked = super::root_revoke::read_root_revocations(&self.dir)?
+            .into_iter()
+            .map(|r| rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(&r.serial_bytes()),
+                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().unwrap_or(now),
+                reason_code: reason_code(&r.reason),
+                invalidity_date: None,
+            })
+            .collect();
         // A year, or the policy's CRL validity if longer.
         let validity = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
         let params = rcgen::CertificateRevocationListParams {
@@ -631,7 +656,7 @@ impl Authority {
             })?,
             crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
             issuing_distribution_point: None,
-            revoked_certs: Vec::new(),
+            revoked_certs: revoked,
             key_identifier_method: rcgen::KeyIdMethod::Sha256,
         };
         let crl = params.signed_by(&issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
@@ -648,7 +673,10 @@ impl Authority {
         let dated = after_second(modified_second(&root_crl));
         crate::files::durable::write_replace_dated(&root_crl, pem.as_bytes(), 0o644, dated)
             .map_err(|source| Error::Io { path: root_crl.clone(), op: "write", source })?;
-        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())
+        write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())?;
+        // After the CRL: a crash between the two leaves the older stamp, which only makes
+        // the next command write the root CRL again.
+        write(self.dir.file(super::root_revoke::ROOT_CRL_STAMP), format!("{stamp}\n").as_bytes())
     }
 }
 
@@ -670,7 +698,7 @@ fn crl_written(written: Result<(), Error>, warn_only: bool) -> Result<bool, Erro
 }
 
 /// A file's modification time in whole seconds since the epoch, if it exists.
-fn modified_second(path: &std::path::Path) -> Option<u64> {
+pub(super) fn modified_second(path: &std::path::Path) -> Option<u64> {
     let m = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
     m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
 }
@@ -680,7 +708,7 @@ fn modified_second(path: &std::path::Path) -> Option<u64> {
 /// the CRLs with If-Modified-Since, which has whole seconds: two CRLs written within one
 /// second would look the same to an agent holding the first, which would keep it. Set on the
 /// new file before it replaces the old one, so it is never served with the old one's date.
-fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
+pub(super) fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
     let before = before?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     (now <= before).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(before.saturating_add(1)))
@@ -688,7 +716,7 @@ fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
 
 /// A small file vouch writes beside the CRL, as text, never waiting on a FIFO planted there
 /// ([`crate::files::durable::read_regular`]).
-fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+pub(super) fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
     let bytes = crate::files::durable::read_regular(path.as_ref())?;
     String::from_utf8(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

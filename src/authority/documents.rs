@@ -25,7 +25,7 @@ pub struct Document {
 
 /// A file's identity as `stat` gives it; `None` for a file that does not exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
     len: u64,
@@ -33,7 +33,7 @@ struct FileId {
     ctime: (i64, i64),
 }
 
-fn file_id(path: &Path) -> Result<Option<FileId>, Error> {
+pub(crate) fn file_id(path: &Path) -> Result<Option<FileId>, Error> {
     use std::os::unix::fs::MetadataExt;
     match std::fs::metadata(path) {
         Ok(m) => Ok(Some(FileId {

@@ -266,6 +266,8 @@ impl Authority {
         }
         // The decision's and the certificate's signatures, at most one per core at a time
         // (see [`CpuGate`]); the store's batch below runs outside the gate.
+        // The root CRL as it is now (one `stat`; read again only when it changed).
+        self.refresh_own_crl();
         let permit = CPU_GATE.enter();
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
         let grant = match outcome {

@@ -61,6 +61,23 @@ impl Authority {
         Ok(())
     }
 
+    /// `vouch list --all --conductor FINGERPRINT`: each certname's current certificate,
+    /// signed or revoked, whose record names the conductor with this SHA-256 (lowercase hex,
+    /// [`normal_fingerprint`]) as the one that vouched (renewals keep the original's), in the
+    /// store's order. Reads each current certificate's record (one read per certificate), in
+    /// constant memory; a record that does not read is left out (`vouch store verify` names it).
+    pub fn list_each_vouched_by(
+        &self,
+        fingerprint: &str,
+        mut f: impl FnMut(ListEntry) -> Result<(), Error> + Send,
+    ) -> Result<(), Error> {
+        self.for_each_certificate(|l| match self.store.record(&l.serial) {
+            Ok(Some(rec)) if rec.conductor.as_deref() == Some(fingerprint) => f(l.into()),
+            Ok(_) | Err(StoreError::Corrupt { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+    }
+
     /// Every certname's current certificate (certname, serial, notAfter, revoked), handed to
     /// `f` one at a time in the store's order, in constant memory
     /// ([`crate::store::Store::for_each_listed`]). Stops at `f`'s first error, and returns it.
@@ -102,4 +119,12 @@ impl Authority {
             (Ok(()), None) => Error::NotFound { certname: certname.to_string() },
         }
     }
+}
+
+/// A certificate's SHA-256 fingerprint as the store's records hold a conductor's: lowercase
+/// hex, no colons, from either form (`AB:CD:…` as `vouch conductor new` prints it, or
+/// `abcd…`); `None`: not 32 octets of hex.
+pub fn normal_fingerprint(given: &str) -> Option<String> {
+    let hex: String = given.trim().chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
 }

@@ -16,15 +16,19 @@ mod overrides;
 mod renew;
 mod replay;
 mod reserved;
+mod root_revoke;
 mod verify;
 
 pub use crl::REASONS;
 pub use issue::IssueOutcome;
-pub use list::ListEntry;
+pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
+pub use root_revoke::{
+    count_own_crl, read_own_crl, RootRevocation, RootRevoked, RootTarget, Vouched, ROOT_REVOCATIONS,
+};
 pub use verify::Verified;
 
 use crate::decision;
@@ -73,6 +77,9 @@ pub struct Authority {
     pub ca_document: documents::Cached,
     /// The audit log's writer (the policy's `audit.log`): chained lines, signed checkpoints.
     audit_log: Option<crate::store::audit::AuditLog>,
+    /// The identity of `DIR/ca/root_crl.pem` when the decisions' copy of it was last read
+    /// (`None`: never read; `Some(None)`: there was none): [`Authority::refresh_own_crl`].
+    own_crl_seen: std::sync::Mutex<Option<Option<documents::FileId>>>,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -119,7 +126,7 @@ impl Authority {
         }
         let ca = MasterCa::new(cert_der, key, chain)?;
         let policy_audit_log = policy.audit_log.as_ref().map(crate::store::audit::AuditLog::new);
-        Ok(Authority {
+        let auth = Authority {
             store,
             shared_journal,
             dir: dir.clone(),
@@ -135,7 +142,11 @@ impl Authority {
             ]),
             ca_document: documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)]),
             audit_log: policy_audit_log,
-        })
+            own_crl_seen: std::sync::Mutex::new(None),
+        };
+        // The root's CRL in this directory counts in every decision, whatever the policy lists.
+        auth.refresh_own_crl();
+        Ok(auth)
     }
 
     /// The command line's open: a wait for the store's lock is told on stderr

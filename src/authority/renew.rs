@@ -87,7 +87,9 @@ impl Authority {
             let refused = Refused { reasons: vec![reason], conductor: None, held: None };
             return Err(self.renewal_refused(&rec, refused, now)?);
         }
-        // The conductor that vouched must still be acceptable under the current policy.
+        // The conductor that vouched must still be acceptable under the current policy, and
+        // not on the root CRL as it is now.
+        self.refresh_own_crl();
         self.recheck_conductor(&rec, &classification_b64, &alt_names, now)?;
         let proof =
             RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra, alt_names };

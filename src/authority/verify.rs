@@ -62,7 +62,7 @@ fn facts(pem: &str) -> Result<(CertFacts, Vec<u8>), String> {
 
 /// Whether `cert_der`'s signature verifies with the key of one of `cas` (DER), by the
 /// algorithms vouch accepts on a CSR.
-fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
+pub(super) fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
     let (_, cert) = x509_parser::parse_x509_certificate(cert_der).map_err(|e| e.to_string())?;
     let mut last = "no master CA certificate to check it with".to_string();
     for ca_der in cas {

@@ -131,6 +131,11 @@ pub enum Command {
         /// JSON object per line).
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
+        /// With --all: only the certificates this conductor vouched for (its certificate's
+        /// SHA-256, hex, colons allowed), signed and revoked; no requests. Reads each
+        /// certificate's record (one read per certificate).
+        #[arg(long, value_name = "FINGERPRINT", requires = "all")]
+        conductor: Option<String>,
     },
     /// Revoke a certname's certificate and regenerate the CRL.
     ///
@@ -531,6 +536,27 @@ pub enum ConductorCommand {
     },
     /// Sign a node's attributes with a conductor key.
     Sign(ConductorSignArgs),
+    /// Revoke a conductor: put it on the root's CRL (DIR/ca/root_crl.pem), written at once.
+    ///
+    /// Needs the root key (run it where DIR/ca/root_key.pem is). Every CA counts its own
+    /// root CRL: a master without the root key needs the new root_crl.pem copied to
+    /// DIR/ca/. Node certificates the conductor vouched for stay valid: the command says how
+    /// many are current and how to list them. Revoking a revoked conductor again changes
+    /// nothing (exit 0). Exit 3: recorded, but the root CRL could not be written after it.
+    #[command(after_help = "One of --cert and --serial, or both of the same certificate.")]
+    Revoke {
+        /// The conductor's certificate (PEM or DER), as `vouch conductor new` wrote it.
+        #[arg(long, value_name = "FILE", required_unless_present = "serial")]
+        cert: Option<PathBuf>,
+        /// Its serial instead (hex, as `openssl x509 -noout -serial` prints it, colons allowed).
+        #[arg(long, value_name = "HEX", allow_hyphen_values = true)]
+        serial: Option<String>,
+        /// Why, kebab-case or as RFC 5280 spells it: key-compromise (keyCompromise), unspecified,
+        /// affiliation-changed (affiliationChanged), superseded, cessation-of-operation
+        /// (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn), ca-compromise (caCompromise).
+        #[arg(long, default_value = "key-compromise")]
+        reason: String,
+    },
 }
 
 #[derive(Args, Debug)]

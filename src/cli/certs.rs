@@ -85,6 +85,10 @@ pub(super) fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
         .as_deref()
         .map(|d| crate::authority::ReservedNames::load(&crate::issuance::bootstrap::DataDir::new(d)))
         .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
+    // Beside a CA (--dir): its own root CRL counts, as in the CA's decisions.
+    if let Some(d) = cli.dir.as_deref() {
+        crate::authority::count_own_crl(&crate::issuance::bootstrap::DataDir::new(d), &policy);
+    }
     let outcome = match reserved.refusal(&certname, crate::encoding::csr::parse(&body).ok().as_ref()) {
         Some(reason) => Err(decision::Refused { reasons: vec![reason], conductor: None, held: None }),
         None => decision::decide(&Request { csr: &body, certname: &certname }, &policy, now),
@@ -129,12 +133,25 @@ pub(super) fn canonical_reason(r: &str) -> Result<&'static str, Error> {
         })
 }
 
-pub(super) fn list(cli: &Cli, all: &bool, format: &ListFormat) -> Result<i32, Error> {
+pub(super) fn list(cli: &Cli, all: &bool, format: &ListFormat, conductor: Option<&str>) -> Result<i32, Error> {
+    let conductor = conductor
+        .map(|c| {
+            crate::authority::normal_fingerprint(c).ok_or_else(|| Error::Usage {
+                detail: format!(
+                    "--conductor {c:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed), as `vouch \
+                     conductor new` and `vouch conductor revoke` print it"
+                ),
+            })
+        })
+        .transpose()?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     // A CRL that cannot be written (a warning) does not keep the store from being listed.
     auth.maintain_or_warn(now(cli)?)?;
     let mut out = ListWriter::new(*format, *all);
-    auth.list_each(*all, |e| out.entry(&e))?;
+    match &conductor {
+        Some(fp) => auth.list_each_vouched_by(fp, |e| out.entry(&e))?,
+        None => auth.list_each(*all, |e| out.entry(&e))?,
+    }
     out.finish()?;
     Ok(EXIT_OK)
 }

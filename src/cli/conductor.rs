@@ -1,4 +1,4 @@
-//! `vouch conductor new` and `vouch conductor sign`.
+//! `vouch conductor new`, `vouch conductor sign` and `vouch conductor revoke`.
 
 use super::args::{ConductorSignArgs, KeyTypeArg};
 use super::output::{note, preflight, say, write_out, write_pair, Replace};
@@ -38,6 +38,86 @@ pub(super) fn new(
         "Valid until {}; fingerprint (SHA-256): {}",
         crate::encoding::time::format_rfc3339(c.not_after),
         c.fingerprint
+    )?;
+    Ok(EXIT_OK)
+}
+
+/// `vouch conductor revoke`: the conductor on the root's CRL; then how many node
+/// certificates it vouched for are current, and how to list them (never revoked here).
+pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reason: &str) -> Result<i32, Error> {
+    let reason = super::certs::canonical_reason(reason)?;
+    let der = match cert {
+        Some(path) => {
+            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
+            Some(if bytes.first() == Some(&0x30) {
+                bytes
+            } else {
+                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
+                    .map(|(_, d)| d)
+                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
+            })
+        }
+        None => None,
+    };
+    let auth = crate::authority::Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    let now = now(cli)?;
+    let target = crate::authority::RootTarget { cert: cert.zip(der.as_deref()), serial };
+    let r = auth.revoke_by_root(&target, reason, now)?;
+    match &r.before {
+        Some(b) => say_done!(
+            "{} (serial {}) was already revoked on the root CRL, at {} ({}): nothing changed; {} lists it",
+            r.what,
+            r.serial,
+            b.time,
+            b.reason,
+            r.crl.display()
+        )?,
+        None => say_done!(
+            "revoked {} (serial {}, {}): the root CRL {} lists it; this CA refuses what it vouches for from now on",
+            r.what,
+            r.serial,
+            r.reason,
+            r.crl.display()
+        )?,
+    }
+    // The nodes it vouched for: counted, listed by command, never revoked here. The revocation
+    // above is done whatever this walk meets.
+    let at_dir = cli.dir.as_ref().map(|d| format!(" --dir {}", d.display())).unwrap_or_default();
+    match auth.vouched_by(&r.serial, r.fingerprint.as_deref(), now) {
+        Ok(v) => {
+            match (&r.fingerprint, &v.conductor) {
+                (None, Some((subject, fp))) => {
+                    sayln!("The store's records name it: conductor {subject} (SHA-256 {fp})")?
+                }
+                (None, None) if !r.held => sayln!(
+                    "This data directory holds no certificate with serial {}, nor does any current node's record \
+                     name one: check that it is the conductor's (`openssl x509 -noout -serial -in CONDUCTOR.pem`).",
+                    r.serial
+                )?,
+                _ => {}
+            }
+            let fingerprint = r.fingerprint.clone().or_else(|| v.conductor.as_ref().map(|(_, fp)| fp.clone()));
+            if v.current == 0 {
+                sayln!("No current node certificate names it as the conductor that vouched for it.")?;
+            } else {
+                sayln!(
+                    "{} current node certificate{} vouched for by it stay{} valid (not revoked by this command):",
+                    v.current,
+                    if v.current == 1 { "" } else { "s" },
+                    if v.current == 1 { "s" } else { "" }
+                )?;
+                if let Some(fp) = fingerprint {
+                    sayln!("  list them:   vouch{at_dir} list --all --conductor {fp}")?;
+                }
+                sayln!("  revoke each: vouch{at_dir} revoke CERTNAME --reason key-compromise")?;
+            }
+        }
+        Err(e) => note(&format!("vouch: warning: the node certificates it vouched for could not be counted: {e}")),
+    }
+    sayln!(
+        "Masters without the root key refuse it once they hold this root CRL: copy {} to their DIR/ca/root_crl.pem \
+         (or list a copy in conductors.crls of any other CA's policy).",
+        r.crl.display()
     )?;
     Ok(EXIT_OK)
 }

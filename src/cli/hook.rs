@@ -33,6 +33,10 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         .as_deref()
         .map(|d| crate::authority::ReservedNames::load(&DataDir::new(d)))
         .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
+    // Beside a CA (--dir): its own root CRL counts, as in the CA's decisions.
+    if let Some(d) = cli.dir.as_deref() {
+        crate::authority::count_own_crl(&DataDir::new(d), &policy);
+    }
     let request = if too_large { None } else { Some(body.as_slice()) };
     let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
     let outcome = crate::hook::autosign::judge(&policy, journal.as_deref(), &reserved, &a.certname, request, now)?;

@@ -206,6 +206,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             conductor::new(cli, name, cert_out, key_out, key_type, days)
         }
         Command::Conductor(ConductorCommand::Sign(a)) => conductor::sign(cli, a),
+        Command::Conductor(ConductorCommand::Revoke { cert, serial, reason }) => {
+            conductor::revoke(cli, cert.as_deref(), serial.as_deref(), reason)
+        }
         Command::Csr(a) => csr::make(a),
         Command::Autosign(a) => hook::autosign(cli, a),
         Command::Check(a) => certs::check(cli, a),
@@ -216,7 +219,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
             admin::new(cli, name, cert_out, key_out, key_type)
         }
-        Command::List { all, format } => certs::list(cli, all, format),
+        Command::List { all, format, conductor } => certs::list(cli, all, format, conductor.as_deref()),
         Command::Revoke { certname: Some(certname), serial: None, reason } => certs::revoke(cli, certname, reason),
         Command::Revoke { serial: Some(serial), reason, .. } => certs::revoke_serial(cli, serial, reason),
         Command::Revoke { certname: None, serial: None, .. } => {

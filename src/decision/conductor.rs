@@ -97,6 +97,7 @@ fn check_conductor_der(
     let at = if at_validity { within_validity(&cert, now) } else { now };
     let mut problems = Vec::new();
     check_chain(&der, &cert, &info.subject, policy, at, &mut problems);
+    check_own_crl(&der, &cert, &info.subject, policy, at, &mut problems);
     check_leaf_eku(&cert, &info.subject, &mut problems);
     check_leaf_key_usage(&cert, &info.subject, &mut problems);
     Ok((info, der, problems))
@@ -114,6 +115,9 @@ fn conductor_info(cert: &X509Certificate<'_>, der: &[u8]) -> Conductor {
         issuer_dn: crate::encoding::dn::Dn::from_der(cert.issuer().as_raw()).ok(),
     }
 }
+
+/// The conductor EKU, 1.3.6.1.4.1.34380.2.0, as DER content (webpki's form).
+static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
 
 /// `now` moved into the certificate's validity period.
 fn within_validity(cert: &X509Certificate<'_>, now: OffsetDateTime) -> OffsetDateTime {
@@ -156,7 +160,6 @@ fn verify_chain(
     policy: &Policy,
     at: OffsetDateTime,
 ) -> Result<Window, webpki::Error> {
-    static EKU: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x82, 0x8c, 0x4c, 0x02, 0x00];
     let anchors: Vec<_> = policy
         .trust
         .roots
@@ -191,6 +194,51 @@ fn verify_chain(
         None,
     )
     .map(|path| chain_window(cert, path.intermediate_certificates()))
+}
+
+/// The data directory's own root CRL ([`crate::policy::OwnCrl`]), whatever `conductors.crls`
+/// lists, and never cached: a conductor whose serial it lists is refused if webpki confirms
+/// that the CRL revokes it (this root issued the conductor and signed the CRL; an expired CRL
+/// still counts). The look-up is one map search; webpki runs only for a listed serial.
+fn check_own_crl(
+    der: &[u8],
+    cert: &X509Certificate<'_>,
+    subject: &str,
+    policy: &Policy,
+    at: OffsetDateTime,
+    problems: &mut Vec<Refusal>,
+) {
+    let Some(own) = policy.trust.own_crl.get() else { return };
+    if !matches!(own.crl.find_serial(cert.raw_serial()), Ok(Some(_))) {
+        return;
+    }
+    if problems.iter().any(|p| matches!(p, Refusal::ConductorRevoked { .. })) {
+        return;
+    }
+    let root = CertificateDer::from(own.root.as_slice());
+    let Ok(anchor) = webpki::anchor_from_trusted_cert(&root) else { return };
+    let ee_der = CertificateDer::from(der);
+    let Ok(ee) = webpki::EndEntityCert::try_from(&ee_der) else { return };
+    let crls = [&own.crl];
+    let Ok(builder) = webpki::RevocationOptionsBuilder::new(&crls) else { return };
+    let revocation = builder
+        .with_depth(webpki::RevocationCheckDepth::EndEntity)
+        .with_status_policy(webpki::UnknownStatusPolicy::Allow)
+        .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
+        .build();
+    let anchors = [anchor];
+    let verified = ee.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &anchors,
+        &[],
+        unix_time(at),
+        webpki::KeyUsage::required_if_present(EKU),
+        Some(revocation),
+        None,
+    );
+    if let Err(webpki::Error::CertRevoked) = verified {
+        problems.push(Refusal::ConductorRevoked { subject: subject.to_string() });
+    }
 }
 
 /// `at` as webpki's time (0 before the epoch).

@@ -8,7 +8,8 @@
 /// needs certificates from a trusted root; it is cleared when it reaches
 /// [`ChainCache::CAPACITY`]. Trust, intermediates and CRLs are fixed for a loaded
 /// policy (SIGHUP loads a new one, with an empty cache), so the result is the same
-/// as a full verification.
+/// as a full verification. The data directory's own root CRL, which may change under a
+/// loaded policy ([`super::OwnCrl`]), is never cached here: each decision looks it up.
 #[derive(Debug, Clone)]
 pub struct ChainCache(super::digest_map::DigestMap<Window>);
 

@@ -8,6 +8,7 @@ mod classification_cache;
 mod default;
 mod digest_map;
 mod duration;
+mod own_crl;
 mod parse;
 mod pattern;
 
@@ -16,6 +17,7 @@ pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
 pub use digest_map::digest;
 pub use duration::{duration_problem, format_duration, parse_duration};
+pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
 
 use std::path::PathBuf;
@@ -52,6 +54,9 @@ pub struct TrustBundle {
     pub intermediates: Vec<Vec<u8>>,
     /// CRLs of conductor issuers (DER): a conductor on one is refused.
     pub crls: Vec<Vec<u8>>,
+    /// The data directory's own root CRL (not from the policy file): a conductor on it is
+    /// refused too, whatever `crls` lists.
+    pub own_crl: OwnCrl,
 }
 
 /// A validated policy.

@@ -342,6 +342,7 @@ impl PolicyFile<'_> {
             roots: self.certificates(&raw.trusted_roots, "conductors.trusted_roots")?,
             intermediates: self.certificates(&raw.intermediates, "conductors.intermediates")?,
             crls: self.crls(&raw.crls)?,
+            own_crl: super::OwnCrl::default(),
         })
     }
 

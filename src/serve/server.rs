@@ -358,10 +358,13 @@ async fn maintain_every(
 }
 
 /// Reads the CA bundle and the CRLs into memory if they changed (see
-/// [`crate::authority::documents`]); a failure is the requests' to report.
+/// [`crate::authority::documents`]); a failure is the requests' to report. The root CRL the
+/// decisions count is read again too if it changed (each decision also looks: a `vouch
+/// conductor revoke` beside the server counts from the next request on).
 fn refresh_documents(auth: &Authority) {
     let _ = auth.crl_document.get();
     let _ = auth.ca_document.get();
+    auth.refresh_own_crl();
 }
 
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.

@@ -1,0 +1,459 @@
+//! `vouch conductor revoke`: a conductor on the root's CRL, through the real binary, with
+//! `openssl` as the independent reader of that CRL. The CA refuses what a revoked conductor
+//! vouches for (new requests and renewals) with no policy change, in the CLI, the hook and a
+//! running `vouch serve`; the nodes it vouched for stay valid and are counted.
+
+mod common;
+
+use common::processes::Guard;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A CA (`ca init`) in `t/vouch` with two conductors, `c1` and `c2`, their files in `t`.
+struct Ca {
+    _t: tempfile::TempDir,
+    dir: PathBuf,
+    work: PathBuf,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let t = tempfile::tempdir().unwrap();
+        let ca = Ca { dir: t.path().join("vouch"), work: t.path().to_path_buf(), _t: t };
+        ok(&ca.vouch(&["ca", "init"]));
+        for c in ["c1", "c2"] {
+            ok(&ca.vouch(&["conductor", "new", c, "--cert-out", s(&ca.cert(c)), "--key-out", s(&ca.key(c))]));
+        }
+        ca
+    }
+
+    fn vouch(&self, args: &[&str]) -> Output {
+        run(vouch().arg("--dir").arg(&self.dir).args(args), None)
+    }
+
+    fn cert(&self, conductor: &str) -> PathBuf {
+        self.work.join(format!("{conductor}.pem"))
+    }
+
+    fn key(&self, conductor: &str) -> PathBuf {
+        self.work.join(format!("{conductor}.key"))
+    }
+
+    fn ca_file(&self, f: &str) -> PathBuf {
+        self.dir.join("ca").join(f)
+    }
+
+    /// `conductor` vouches for `certname` (version 2, an hour): the CSR a Puppet agent makes.
+    fn csr(&self, conductor: &str, certname: &str) -> PathBuf {
+        cli_vouched_csr(&self.work, &self.cert(conductor), &self.key(conductor), certname)
+    }
+
+    /// `vouch sign` of `certname`'s CSR, the certificate written to `certname.pem`.
+    fn sign(&self, csr: &Path) -> Output {
+        let out = csr.with_extension("pem");
+        self.vouch(&["sign", "--csr", s(csr), "--out", s(&out)])
+    }
+}
+
+fn openssl(args: &[&str]) -> Output {
+    require("openssl", "openssl");
+    Command::new("openssl").args(args).output().unwrap()
+}
+
+/// A certificate file's serial as vouch prints it (lowercase hex, no leading zero octet) and
+/// its SHA-256 (lowercase hex).
+fn serial_and_fingerprint(cert: &Path) -> (String, String) {
+    let pem = std::fs::read(cert).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let hex = vouch::encoding::hex(c.raw_serial());
+    (hex.trim_start_matches("00").to_string(), vouch::encoding::sha256_hex(&der))
+}
+
+/// The root CRL's crlNumber, as openssl reads it.
+fn crl_number(crl: &Path) -> u128 {
+    let out = String::from_utf8_lossy(&openssl(&["crl", "-in", s(crl), "-noout", "-crlnumber"]).stdout).into_owned();
+    let hex = out.trim().strip_prefix("crlNumber=0x").unwrap_or_else(|| panic!("no crlNumber: {out}"));
+    u128::from_str_radix(hex, 16).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 1 with `[code]` among the reasons (stderr; `vouch check` prints them on stdout).
+fn refused_with(o: &Output, code: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    assert!(text(o).contains(&format!("[{code}]")), "{}", text(o));
+}
+
+/// The attack the command answers: a conductor's key is stolen. After `vouch conductor revoke`,
+/// with `conductors.crls` empty as the default policy has it, what that conductor vouches for
+/// is refused by `vouch sign`, `vouch check --dir`, the hook with `--dir` and renewal; another
+/// conductor still vouches; openssl reads the root CRL as listing the conductor (keyCompromise,
+/// a higher CRL number) and refuses its certificate with `-crl_check`; the node it vouched for
+/// before stays valid, is counted, and is what `vouch list --all --conductor` lists.
+#[test]
+fn a_revoked_conductor_is_refused_by_its_own_ca_without_a_policy_change() {
+    let ca = Ca::new();
+    let policy = std::fs::read_to_string(ca.dir.join("policy.toml")).unwrap();
+    assert!(policy.contains("crls = []"), "the default policy lists no conductor CRL: {policy}");
+    let n1 = ca.csr("c1", "n1.example.test");
+    ok(&ca.sign(&n1));
+    let n2 = ca.csr("c1", "n2.example.test");
+    let n3 = ca.csr("c2", "n3.example.test");
+    let root_crl = ca.ca_file("root_crl.pem");
+    let before = crl_number(&root_crl);
+    let (serial, fp) = serial_and_fingerprint(&ca.cert("c1"));
+
+    let out = ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    assert!(out.contains(&format!("revoked conductor CN=c1 (serial {serial}, keyCompromise)")), "{out}");
+    assert!(out.contains("1 current node certificate vouched for by it stays valid"), "{out}");
+    assert!(out.contains(&format!("list --all --conductor {fp}")), "{out}");
+    assert!(out.contains("root_crl.pem"), "the multi-master step: {out}");
+
+    // Refused everywhere this CA decides, with the policy unchanged.
+    refused_with(&ca.sign(&n2), "conductor-revoked");
+    refused_with(&ca.vouch(&["check", "--csr", s(&n2)]), "conductor-revoked");
+    let csr = std::fs::read(&n2).unwrap();
+    refused_with(
+        &run(vouch().arg("--dir").arg(&ca.dir).args(["autosign", "n2.example.test"]), Some(&csr)),
+        "conductor-revoked",
+    );
+    refused_with(&ca.vouch(&["renew", "n1.example.test"]), "conductor-revoked");
+    assert_eq!(std::fs::read_to_string(ca.dir.join("policy.toml")).unwrap(), policy);
+    // Another conductor of the same root still vouches.
+    ok(&ca.sign(&n3));
+
+    // openssl: the serial with its reason on a CRL numbered higher, the conductor revoked.
+    let crl = String::from_utf8_lossy(&openssl(&["crl", "-in", s(&root_crl), "-noout", "-text"]).stdout).into_owned();
+    let listed = crl.to_ascii_lowercase();
+    assert!(listed.contains(&format!("serial number: {serial}")), "{crl}");
+    assert!(crl.contains("Key Compromise"), "{crl}");
+    assert!(crl_number(&root_crl) > before, "the root CRL's number grows");
+    let root = ca.ca_file("root_crt.pem");
+    let plain = openssl(&["verify", "-CAfile", s(&root), s(&ca.cert("c1"))]);
+    assert!(plain.status.success(), "without the CRL it verifies: {}", text(&plain));
+    let checked = openssl(&["verify", "-crl_check", "-CAfile", s(&root), "-CRLfile", s(&root_crl), s(&ca.cert("c1"))]);
+    assert!(!checked.status.success() && text(&checked).contains("certificate revoked"), "{}", text(&checked));
+
+    // The node vouched for before stays valid (not revoked by the command), and is listed.
+    let chain = ca.work.join("chain.pem");
+    std::fs::write(&chain, std::fs::read_to_string(ca.ca_file("ca_bundle.pem")).unwrap()).unwrap();
+    let v = openssl(&[
+        "verify",
+        "-crl_check_all",
+        "-CAfile",
+        s(&chain),
+        "-CRLfile",
+        s(&ca.ca_file("ca_crl.pem")),
+        "-CRLfile",
+        s(&root_crl),
+        s(&n1.with_extension("pem")),
+    ]);
+    assert!(v.status.success(), "{}", text(&v));
+    ok(&ca.vouch(&["enc", "n1.example.test"]));
+    let colons = fp.as_bytes().chunks(2).map(|c| std::str::from_utf8(c).unwrap().to_uppercase()).collect::<Vec<_>>();
+    let list = ok(&ca.vouch(&["list", "--all", "--conductor", &colons.join(":"), "--format", "jsonl"]));
+    let names: Vec<String> = list
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["n1.example.test"], "c1's node only, not c2's: {list}");
+    let audit = std::fs::read_to_string(ca.dir.join("audit.log")).unwrap();
+    let line = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["event"] == "root-revoked")
+        .unwrap_or_else(|| panic!("no root-revoked line: {audit}"));
+    assert_eq!((line["serial"].as_str(), line["reason"].as_str()), (Some(serial.as_str()), Some("keyCompromise")));
+    assert_eq!(line["fingerprint"].as_str(), Some(fp.as_str()), "{line}");
+}
+
+/// Revoking a revoked conductor again, by its certificate or by its serial in any form
+/// openssl prints, changes nothing and exits 0 with a note; a serial alone is named by the
+/// store's records (the conductor that vouched for a node).
+#[test]
+fn revoking_a_conductor_twice_changes_nothing() {
+    let ca = Ca::new();
+    ok(&ca.sign(&ca.csr("c1", "n1.example.test")));
+    let (serial, fp) = serial_and_fingerprint(&ca.cert("c1"));
+    let openssl_serial =
+        String::from_utf8_lossy(&openssl(&["x509", "-in", s(&ca.cert("c1")), "-noout", "-serial"]).stdout)
+            .trim()
+            .to_string();
+    assert!(openssl_serial.starts_with("serial="), "{openssl_serial}");
+    let out =
+        ok(&ca.vouch(&["conductor", "revoke", "--serial", &openssl_serial, "--reason", "cessation-of-operation"]));
+    assert!(out.contains(&format!("revoked the root's certificate (serial {serial}, cessationOfOperation)")), "{out}");
+    assert!(out.contains(&format!("The store's records name it: conductor CN=c1 (SHA-256 {fp})")), "{out}");
+    let (list, crl) = (ca.ca_file("root_revocations.txt"), ca.ca_file("root_crl.pem"));
+    let (list_before, crl_before) = (std::fs::read(&list).unwrap(), std::fs::read(&crl).unwrap());
+    assert_eq!(String::from_utf8_lossy(&list_before).lines().count(), 1);
+
+    let colons = serial.as_bytes().chunks(2).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(":");
+    for again in [vec!["--cert", s(&ca.cert("c1"))], vec!["--serial", &colons, "--reason", "superseded"]] {
+        let o = ca.vouch(&[&["conductor", "revoke"][..], &again].concat());
+        let out = ok(&o);
+        assert!(out.contains("was already revoked on the root CRL") && out.contains("cessationOfOperation"), "{out}");
+        assert!(out.contains("nothing changed"), "{out}");
+        assert_eq!(std::fs::read(&list).unwrap(), list_before, "recorded once");
+        assert_eq!(std::fs::read(&crl).unwrap(), crl_before, "the root CRL is not written again");
+    }
+    let text = String::from_utf8_lossy(&openssl(&["crl", "-in", s(&crl), "-noout", "-text"]).stdout).into_owned();
+    assert!(text.contains("Cessation Of Operation"), "{text}");
+}
+
+/// What is not this root's conductor is refused (exit 2, the reason and a hint), and nothing is
+/// recorded: a conductor of another root of the same name (every `ca init` root is `CN=vouch
+/// Root CA`: the signature tells them apart), a node's certificate, the master CA (by
+/// certificate and by serial), and a certificate the root signed that is no conductor.
+#[test]
+fn what_is_not_this_roots_conductor_is_refused_and_nothing_recorded() {
+    let ca = Ca::new();
+    let other = Ca::new();
+    let refused = |args: &[&str], says: &str| {
+        let o = ca.vouch(&[&["conductor", "revoke"][..], args].concat());
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains(says) && stderr(&o).contains("hint:"), "{says}: {}", text(&o));
+        assert!(!ca.ca_file("root_revocations.txt").exists(), "{says}: nothing recorded");
+    };
+    refused(
+        &["--cert", s(&other.cert("c1"))],
+        "did not issue it: its signature does not verify with the key of CN=vouch Root CA",
+    );
+    let node = ca.csr("c1", "n1.example.test");
+    ok(&ca.sign(&node));
+    refused(&["--cert", s(&node.with_extension("pem"))], "this CA's master CA issued it, not the root");
+    refused(&["--cert", s(&ca.ca_file("ca_crt.pem"))], "is this master CA");
+    let (master_serial, _) = serial_and_fingerprint(&ca.ca_file("ca_crt.pem"));
+    refused(&["--serial", &master_serial], "is this master CA");
+    refused(&["--cert", s(&ca.ca_file("root_crt.pem"))], "is the root CA itself");
+    refused(&["--cert", s(&ca.cert("c1")), "--serial", "01"], "is not the serial of");
+
+    // Signed by the root, but no conductor (no EKU .2.0).
+    let root_pem = std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap();
+    let root_key = rcgen::KeyPair::from_pem(&std::fs::read_to_string(ca.ca_file("root_key.pem")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&root_pem, &root_key).unwrap();
+    let mut p = rcgen::CertificateParams::new(vec!["plain.example.test".to_string()]).unwrap();
+    p.distinguished_name.push(rcgen::DnType::CommonName, "plain");
+    let plain = p.signed_by(&rcgen::KeyPair::generate().unwrap(), &issuer).unwrap();
+    let plain_path = ca.work.join("plain.pem");
+    std::fs::write(&plain_path, plain.pem()).unwrap();
+    refused(&["--cert", s(&plain_path)], "is not a conductor's");
+}
+
+/// A further master CA (`ca init --root-cert --root-key`) has no root key: the command there
+/// says where to run it and what to copy. Revoked where the key is, the conductor is refused
+/// by the further master once the new root CRL is copied to its `DIR/ca/`, as the
+/// documentation says, with no policy change there either.
+#[test]
+fn a_master_without_the_root_key_refuses_the_conductor_once_the_root_crl_is_copied() {
+    let ca = Ca::new();
+    let d2 = ca.work.join("d2");
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let at_d2 = |args: &[&str]| run(vouch().arg("--dir").arg(&d2).args(args), None);
+    let o = at_d2(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("the root CA's key is not in") && stderr(&o).contains("root_crl.pem"), "{}", text(&o));
+    assert!(!d2.join("ca/root_revocations.txt").exists());
+
+    ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    let csr = ca.csr("c1", "n9.example.test");
+    std::fs::copy(ca.ca_file("root_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    refused_with(&at_d2(&["sign", "--csr", s(&csr)]), "conductor-revoked");
+    // A conductor it does not list is still granted there.
+    ok(&at_d2(&["sign", "--csr", s(&ca.csr("c2", "n8.example.test"))]));
+}
+
+/// The root CRL counts only as its root's: a file in its place listing the conductor's
+/// serial but signed by another key (another root of the same name) revokes nothing.
+#[test]
+fn a_root_crl_the_root_did_not_sign_revokes_nothing() {
+    let ca = Ca::new();
+    let (serial, _) = serial_and_fingerprint(&ca.cert("c1"));
+    let ours = std::fs::read_to_string(ca.ca_file("root_crt.pem")).unwrap();
+    let rogue_key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ours, &rogue_key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let octets: Vec<u8> =
+        (0..serial.len()).step_by(2).map(|i| u8::from_str_radix(&serial[i..i + 2], 16).unwrap()).collect();
+    let forged = rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(7),
+        crl_number: rcgen::SerialNumber::from_slice(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+        issuing_distribution_point: None,
+        revoked_certs: vec![rcgen::RevokedCertParams {
+            serial_number: rcgen::SerialNumber::from_slice(&octets),
+            revocation_time: now,
+            reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+            invalidity_date: None,
+        }],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)
+    .unwrap();
+    std::fs::write(ca.ca_file("root_crl.pem"), forged.pem().unwrap()).unwrap();
+    let listed = openssl(&["crl", "-in", s(&ca.ca_file("root_crl.pem")), "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase().contains(&serial), "{}", text(&listed));
+    ok(&ca.sign(&ca.csr("c1", "n1.example.test")));
+}
+
+/// Killed after the revocation is recorded and before the root CRL is written: the next
+/// command that writes CRLs writes it (the list is longer than the CRL covers), and the
+/// command run again says it was revoked. A root CRL damaged later is written again too.
+#[test]
+fn a_root_revocation_recorded_before_a_crash_reaches_the_crl_at_the_next_command() {
+    let ca = Ca::new();
+    let (serial, _) = serial_and_fingerprint(&ca.cert("c1"));
+    ok(&ca.vouch(&["list"]));
+    let crl = ca.ca_file("root_crl.pem");
+    let before = std::fs::read(&crl).unwrap();
+    let o = run(
+        vouch()
+            .arg("--dir")
+            .arg(&ca.dir)
+            .args(["conductor", "revoke", "--cert", s(&ca.cert("c1"))])
+            .env("VOUCH_TEST_ABORT_AT", "conductor-revoke:recorded"),
+        None,
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(std::fs::read_to_string(ca.ca_file("root_revocations.txt")).unwrap().starts_with(&serial));
+    assert_eq!(std::fs::read(&crl).unwrap(), before, "killed before the CRL");
+    ok(&ca.vouch(&["list"]));
+    let listed = openssl(&["crl", "-in", s(&crl), "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase().contains(&serial), "{}", text(&listed));
+    refused_with(&ca.sign(&ca.csr("c1", "n1.example.test")), "conductor-revoked");
+    let again = ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    assert!(again.contains("was already revoked"), "{again}");
+    // A root CRL damaged since (cut short) is written again by the next command, whole.
+    let whole = std::fs::read(&crl).unwrap();
+    std::fs::write(&crl, &whole[..whole.len() / 2]).unwrap();
+    let o = ca.vouch(&["list"]);
+    ok(&o);
+    let listed = openssl(&["crl", "-in", s(&crl), "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase().contains(&serial), "{}", text(&listed));
+}
+
+/// A root CRL that cannot be written after the revocation is recorded: exit 3, the message
+/// says the conductor IS revoked; once the cause is gone, the same command again writes the
+/// CRL and records nothing twice.
+#[test]
+fn a_root_crl_that_cannot_be_written_exits_3_and_the_same_command_finishes_it() {
+    let ca = Ca::new();
+    let (serial, _) = serial_and_fingerprint(&ca.cert("c1"));
+    // The root CRL's counter is a directory: the CRL's files cannot be replaced.
+    let number = ca.ca_file("root_crl_number");
+    std::fs::create_dir(&number).unwrap();
+    let o = ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(stderr(&o).contains(&format!("serial {serial} IS revoked")), "{}", text(&o));
+    assert!(!ca.ca_file("root_crl.pem").exists(), "no root CRL was written");
+    assert_eq!(std::fs::read_to_string(ca.ca_file("root_revocations.txt")).unwrap().lines().count(), 1, "recorded");
+    std::fs::remove_dir(&number).unwrap();
+    let again = ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    assert!(again.contains("was already revoked"), "{again}");
+    let listed = openssl(&["crl", "-in", s(&ca.ca_file("root_crl.pem")), "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase().contains(&serial), "{}", text(&listed));
+    assert_eq!(std::fs::read_to_string(ca.ca_file("root_revocations.txt")).unwrap().lines().count(), 1);
+}
+
+/// A running `vouch serve`, whose store the revocation is made beside: the next request
+/// vouched for by the revoked conductor is refused (kept pending with `conductor-revoked`) and
+/// the node it vouched for before cannot renew itself over the API, without a restart or a
+/// SIGHUP after the revocation. Every wait has a deadline; the server is stopped by PID.
+#[test]
+fn a_running_server_refuses_a_conductor_revoked_beside_it_without_a_restart() {
+    use vouch::serve::client::{tls_config, Client};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("vouch");
+    // The CA first, its policy letting a node renew at once; `vouch serve` makes the rest.
+    ok(&run(vouch().args(["--dir", s(&dir), "ca", "init"]), None));
+    let policy = dir.join("policy.toml");
+    let text0 = std::fs::read_to_string(&policy).unwrap();
+    assert!(text0.contains("renewal_min_age = \"1h\""), "{text0}");
+    std::fs::write(&policy, text0.replace("renewal_min_age = \"1h\"", "renewal_min_age = \"0s\"")).unwrap();
+    std::fs::create_dir_all(dir.join("conductor")).unwrap();
+    let (cert, key) = (dir.join("conductor/conductor_crt.pem"), dir.join("conductor/conductor_key.pem"));
+    ok(&run(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "fleet", "--cert-out", s(&cert), "--key-out", s(&key)]),
+        None,
+    ));
+
+    let log = t.path().join("serve.log");
+    let child = vouch()
+        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut server = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
+    // A deadline for the whole test: a server that hangs is killed, and the test fails.
+    let pid = server.pid();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if start.elapsed() > Duration::from_secs(120) {
+                    // SAFETY: kill(2) on the PID of the server this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let (_, port) = serve_ready(&mut server.child, &log);
+    let bundle = std::fs::read(dir.join("ca/ca_bundle.pem")).unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let client = |id: Option<(&[u8], &[u8])>| Client::new(tls_config(&bundle, id).unwrap(), addr, "localhost").unwrap();
+    let put = |name: &str, csr: &[u8]| {
+        client(None).request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, csr).unwrap()
+    };
+    let get =
+        |name: &str| client(None).request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+    let classification = "classes:\n  - role::web\n";
+
+    // Before: a node vouched for by the conductor gets its certificate.
+    let n1_key = agents::p256();
+    let r = put(
+        "n1.example.test",
+        &agents::csr_for("n1.example.test", &agents::vouched(&dir, "n1.example.test", classification), &n1_key),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let n1_cert = get("n1.example.test");
+    assert_eq!(n1_cert.status, 200, "{}", n1_cert.text());
+
+    let out = ok(&run(vouch().args(["--dir", s(&dir), "conductor", "revoke", "--cert", s(&cert)]), None));
+    assert!(out.contains("revoked conductor CN=fleet"), "{out}");
+
+    // After, with no restart (the renewal first: it must look at the root CRL itself): the
+    // node vouched for before cannot renew itself (403), its certificate unchanged.
+    let key_pem = n1_key.serialize_pem();
+    let mut node = client(Some((&n1_cert.body, key_pem.as_bytes())));
+    let r = node.request("POST", "/puppet-ca/v1/certificate_renewal", Some("text/plain"), b"").unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("the conductor that vouched for it is no longer accepted"), "{}", r.text());
+    assert_eq!(get("n1.example.test").body, n1_cert.body, "not renewed");
+    // And a new node is refused, kept pending with the reason.
+    let n2 = "n2.example.test";
+    let r = put(n2, &agents::csr_for(n2, &agents::vouched(&dir, n2, classification), &agents::p256()));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(get(n2).status, 404, "no certificate for a node the revoked conductor vouched for");
+    let listed = ok(&run(vouch().args(["--dir", s(&dir), "list", "--format", "json"]), None));
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&listed).unwrap();
+    let entry = entries.iter().find(|e| e["name"] == n2).unwrap_or_else(|| panic!("{n2} not pending: {listed}"));
+    assert!(entry["reasons"].to_string().contains("conductor-revoked"), "{entry}");
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(log_text.contains("conductor-revoked"), "the refusals are logged: {log_text}");
+    assert!(!log_text.contains("\"reload\""), "no reload happened: {log_text}");
+
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    drop(server);
+}
