@@ -457,3 +457,101 @@ fn a_running_server_refuses_a_conductor_revoked_beside_it_without_a_restart() {
     watchdog.join().unwrap();
     drop(server);
 }
+
+/// Review: deny by default. A root CRL that is there but does not read (cut short by a copy
+/// that did not finish, a link to the copy, a FIFO, a directory) used to be a warning and
+/// nothing more: a process that had read no CRL before (the hook, `vouch check`, every
+/// command, a `vouch serve` started then) counted no revocation at all, and granted what the
+/// revoked conductor vouched for. Now every conductor of this root is refused while it does
+/// not read (`conductor-revocation-unknown`), a link is followed (as the served CRL is), and
+/// once a good copy is in place the revoked one is refused and the others granted.
+#[test]
+fn a_root_crl_that_does_not_read_refuses_this_roots_conductors() {
+    let ca = Ca::new();
+    ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    let crl = ca.ca_file("root_crl.pem");
+    let good = std::fs::read(&crl).unwrap();
+    let hook = |dir: &Path, csr: &Path, certname: &str| {
+        run(vouch().arg("--dir").arg(dir).args(["autosign", certname]), Some(&std::fs::read(csr).unwrap()))
+    };
+
+    // Where the root key is: the hook and `vouch check` (no maintenance writes it again there).
+    // The revoked one is refused as such (its revocation is recorded beside the CRL), the
+    // other one because nobody can tell.
+    let n1 = ca.csr("c1", "n1.example.test");
+    std::fs::write(&crl, &good[..good.len() / 2]).unwrap();
+    refused_with(&hook(&ca.dir, &n1, "n1.example.test"), "conductor-revoked");
+    let n3 = ca.csr("c2", "n3.example.test");
+    refused_with(&hook(&ca.dir, &n3, "n3.example.test"), "conductor-revocation-unknown");
+    refused_with(&ca.vouch(&["check", "--csr", s(&n3)]), "conductor-revocation-unknown");
+    // A command that maintains the store writes it again: the revoked one refused as such.
+    ok(&ca.vouch(&["list"]));
+    refused_with(&hook(&ca.dir, &n1, "n1.example.test"), "conductor-revoked");
+    let o = hook(&ca.dir, &n3, "n3.example.test");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // A master without the root key, whose copy is cut short, then a link, then not a file.
+    let d2 = ca.work.join("d2");
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let at_d2 = |args: &[&str]| run(vouch().arg("--dir").arg(&d2).args(args), None);
+    let d2_crl = d2.join("ca/root_crl.pem");
+    std::fs::write(&d2_crl, &good[..good.len() - 40]).unwrap();
+    let n4 = ca.csr("c1", "n4.example.test");
+    let o = at_d2(&["sign", "--csr", s(&n4)]);
+    refused_with(&o, "conductor-revocation-unknown");
+    assert!(stderr(&o).contains("root-crl-unreadable"), "{}", text(&o));
+    std::fs::remove_file(&d2_crl).unwrap();
+    let copy = ca.work.join("shared-root-crl.pem");
+    std::fs::write(&copy, &good).unwrap();
+    std::os::unix::fs::symlink(&copy, &d2_crl).unwrap();
+    refused_with(&at_d2(&["sign", "--csr", s(&n4)]), "conductor-revoked");
+    std::fs::remove_file(&d2_crl).unwrap();
+    std::fs::create_dir(&d2_crl).unwrap();
+    refused_with(&at_d2(&["sign", "--csr", s(&n4)]), "conductor-revocation-unknown");
+    std::fs::remove_dir(&d2_crl).unwrap();
+    std::fs::write(&d2_crl, &good).unwrap();
+    refused_with(&at_d2(&["sign", "--csr", s(&n4)]), "conductor-revoked");
+    ok(&at_d2(&["sign", "--csr", s(&ca.csr("c2", "n5.example.test"))]));
+}
+
+/// Review: a root revocation recorded (`root_revocations.txt`) whose root CRL was not written
+/// (killed between the two; exit 3, which says the conductor IS revoked; the CRL removed since)
+/// used to count nowhere until a command wrote the CRL: the hook, `vouch check` and a running
+/// `vouch serve` whose maintenance could not write it granted the conductor. The decision now
+/// counts the recorded revocations themselves where they are.
+#[test]
+fn a_recorded_root_revocation_counts_before_its_root_crl_lists_it() {
+    let ca = Ca::new();
+    let hook = |csr: &Path, certname: &str| {
+        run(vouch().arg("--dir").arg(&ca.dir).args(["autosign", certname]), Some(&std::fs::read(csr).unwrap()))
+    };
+    // Killed after the record, before the CRL.
+    let o = run(
+        vouch()
+            .arg("--dir")
+            .arg(&ca.dir)
+            .args(["conductor", "revoke", "--cert", s(&ca.cert("c1"))])
+            .env("VOUCH_TEST_ABORT_AT", "conductor-revoke:recorded"),
+        None,
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let n1 = ca.csr("c1", "n1.example.test");
+    refused_with(&hook(&n1, "n1.example.test"), "conductor-revoked");
+    refused_with(&ca.vouch(&["check", "--csr", s(&n1)]), "conductor-revoked");
+
+    // Exit 3: the root CRL cannot be written after the record.
+    let number = ca.ca_file("root_crl_number");
+    if number.exists() {
+        std::fs::remove_file(&number).unwrap();
+    }
+    std::fs::create_dir(&number).unwrap();
+    let o = ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c2"))]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let n2 = ca.csr("c2", "n2.example.test");
+    refused_with(&hook(&n2, "n2.example.test"), "conductor-revoked");
+    // Nor does a root CRL removed since (where the revocations are recorded) grant it.
+    let _ = std::fs::remove_file(ca.ca_file("root_crl.pem"));
+    refused_with(&hook(&n2, "n2.example.test"), "conductor-revoked");
+    refused_with(&ca.vouch(&["check", "--csr", s(&n2)]), "conductor-revoked");
+}

@@ -77,9 +77,11 @@ pub struct Authority {
     pub ca_document: documents::Cached,
     /// The audit log's writer (the policy's `audit.log`): chained lines, signed checkpoints.
     audit_log: Option<crate::store::audit::AuditLog>,
-    /// The identity of `DIR/ca/root_crl.pem` when the decisions' copy of it was last read
-    /// (`None`: never read; `Some(None)`: there was none): [`Authority::refresh_own_crl`].
-    own_crl_seen: std::sync::Mutex<Option<Option<documents::FileId>>>,
+    /// The identities of `DIR/ca/root_crl.pem` and `DIR/ca/root_revocations.txt` when the
+    /// decisions' copy of them was last read (`None`: never read; `Some((None, _))`: there was
+    /// no root CRL): [`Authority::refresh_own_crl`].
+    #[allow(clippy::type_complexity)]
+    own_crl_seen: std::sync::Mutex<Option<(Option<documents::FileId>, Option<documents::FileId>)>>,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`

@@ -130,12 +130,49 @@ fn append_root_revocation(dir: &DataDir, r: &RootRevocation) -> Result<(), Error
     crate::files::durable::append_line(&path, &line).map_err(|source| Error::Io { path, op: "append to", source })
 }
 
-/// The root CRL in `dir` (`DIR/ca/root_crl.pem`, PEM or DER) as the decision reads it, with
-/// the root certificate beside it; `None` when there is no root CRL (not an error: a
-/// further master before one is copied there).
-pub fn read_own_crl(dir: &DataDir) -> Result<Option<Arc<RootCrl>>, String> {
+/// The most vouch reads of a root CRL: it lists conductors only (some 40 bytes each).
+const MAX_ROOT_CRL: u64 = 16 << 20;
+
+/// What the decision counts in `dir` ([`crate::policy::OwnCrl`]): the root CRL
+/// (`DIR/ca/root_crl.pem`, PEM or DER; a link there is followed, as for the root certificate:
+/// an operator may link the copy) and the root revocations recorded beside it
+/// (`root_revocations.txt`, where the root key is), with the root certificate. `None` when
+/// neither file exists (not an error: a further master before a root CRL is copied there).
+/// A file that exists but does not read (cut short, not a regular file, not a CRL, too large)
+/// is no error either: it is what the decision is told ([`RootCrl::unreadable`]), and every
+/// conductor of this root is refused until it reads.
+pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
+    let crl = read_root_crl(dir);
+    let recorded = match read_root_revocations(dir) {
+        Ok(list) => Ok(list.iter().map(|r| r.serial_bytes()).collect::<std::collections::HashSet<_>>()),
+        Err(e) => Err(e.to_string()),
+    };
+    if matches!((&crl, &recorded), (Ok(None), Ok(r)) if r.is_empty()) {
+        return None;
+    }
+    let root_path = dir.file(bootstrap::ROOT_CERT);
+    let root = crate::files::durable::read_regular_followed(&root_path)
+        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
+        .and_then(|pem| {
+            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+                .map(|(_, der)| der)
+                .map_err(|e| format!("{}: {e}", root_path.display()))
+        });
+    let problems: Vec<String> =
+        [crl.as_ref().err(), recorded.as_ref().err(), root.as_ref().err()].into_iter().flatten().cloned().collect();
+    Some(Arc::new(RootCrl {
+        root: root.ok(),
+        crl: crl.ok().flatten(),
+        recorded: recorded.unwrap_or_default(),
+        unreadable: (!problems.is_empty()).then(|| problems.join("; ")),
+    }))
+}
+
+/// `DIR/ca/root_crl.pem` as a CRL; `Ok(None)`: there is none; `Err`: it is there and does not
+/// read as a CRL.
+fn read_root_crl(dir: &DataDir) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
     let path = dir.file(bootstrap::ROOT_CRL);
-    let bytes = match crate::files::durable::read_regular(&path) {
+    let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
@@ -148,36 +185,33 @@ pub fn read_own_crl(dir: &DataDir) -> Result<Option<Arc<RootCrl>>, String> {
             .map_err(|e| format!("{}: {e}", path.display()))?
     };
     let crl = webpki::OwnedCertRevocationList::from_der(&der)
-        .map_err(|e| format!("{} is not a CRL vouch can read: {e:?}", path.display()))?
-        .into();
-    let root_path = dir.file(bootstrap::ROOT_CERT);
-    let root_pem = crate::files::durable::read_regular_followed(&root_path)
-        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))?;
-    let (_, root) =
-        crate::encoding::pem::find(&root_pem, &["CERTIFICATE"]).map_err(|e| format!("{}: {e}", root_path.display()))?;
-    Ok(Some(Arc::new(RootCrl { root, crl })))
+        .map_err(|e| format!("{} is not a CRL vouch can read: {e:?}", path.display()))?;
+    Ok(Some(crl.into()))
 }
 
 /// Whether `dir`'s root CRL exists and reads as a CRL (see [`read_own_crl`]).
 pub(super) fn root_crl_reads(dir: &DataDir) -> bool {
-    matches!(read_own_crl(dir), Ok(Some(_)))
+    matches!(read_root_crl(dir), Ok(Some(_)))
 }
 
-/// The decision of `policy` counts the root CRL of `dir` (`vouch autosign --dir`, `vouch
-/// check --dir`, as the CA does). One that cannot be read is a `root-crl-unreadable` warning.
+/// The decision of `policy` counts the root CRL and the root revocations of `dir` (`vouch
+/// autosign --dir`, `vouch check --dir`, as the CA does). One that cannot be read is a
+/// `root-crl-unreadable` warning, and every conductor of this root is refused.
 pub fn count_own_crl(dir: &DataDir, policy: &Policy) {
-    match read_own_crl(dir) {
-        Ok(crl) => policy.trust.own_crl.set(crl),
-        Err(detail) => unreadable(&detail),
+    let own = read_own_crl(dir);
+    if let Some(detail) = own.as_ref().and_then(|o| o.unreadable.as_deref()) {
+        unreadable(detail);
     }
+    policy.trust.own_crl.set(own);
 }
 
 fn unreadable(detail: &str) {
     tracing::warn!(
         event = "root-crl-unreadable",
         detail,
-        hint = "the conductors it revokes are not refused for it until it reads: where the root key is, any \
-                command that touches the store (`vouch list`) writes it again; copy that one here",
+        hint = "every conductor of this root is refused (conductor-revocation-unknown) until it reads: where the \
+                root key is, any command that touches the store (`vouch list`) writes the root CRL again; \
+                elsewhere copy that one here",
     );
 }
 
@@ -222,25 +256,30 @@ pub struct Vouched {
 }
 
 impl Authority {
-    /// Reads `DIR/ca/root_crl.pem` again if it changed since it was last read (one `stat`
-    /// when it did not), for the decisions to count ([`crate::policy::OwnCrl`]). One that
-    /// cannot be read leaves the last one read in force, with a `root-crl-unreadable` warning.
+    /// Reads `DIR/ca/root_crl.pem` and `DIR/ca/root_revocations.txt` again if either changed
+    /// since they were last read (one `stat` each when they did not), for the decisions to
+    /// count ([`crate::policy::OwnCrl`]). One that cannot be read is a `root-crl-unreadable`
+    /// warning, and every conductor of this root is refused until it reads (deny by default:
+    /// at the first read there is nothing older to keep, and a copy that arrived damaged
+    /// must not leave its revocations uncounted).
     pub fn refresh_own_crl(&self) {
-        let path = self.dir.file(bootstrap::ROOT_CRL);
-        let id: Option<FileId> = match file_id(&path) {
-            Ok(id) => id,
-            Err(e) => return unreadable(&e.to_string()),
+        let ids = (file_id(&self.dir.file(bootstrap::ROOT_CRL)), file_id(&self.dir.file(ROOT_REVOCATIONS)));
+        let ids: Option<(Option<FileId>, Option<FileId>)> = match ids {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            // A `stat` that fails: read again (and fail closed) at every decision.
+            _ => None,
         };
         let mut seen = self.own_crl_seen.lock().unwrap_or_else(|e| e.into_inner());
-        if *seen == Some(id) {
+        if ids.is_some() && *seen == ids {
             return;
         }
-        // The identity is taken before the read: a file replaced meanwhile is read again.
-        *seen = Some(id);
-        match read_own_crl(&self.dir) {
-            Ok(crl) => self.policy.trust.own_crl.set(crl),
-            Err(detail) => unreadable(&detail),
+        // The identities are taken before the read: a file replaced meanwhile is read again.
+        *seen = ids;
+        let own = read_own_crl(&self.dir);
+        if let Some(detail) = own.as_ref().and_then(|o| o.unreadable.as_deref()) {
+            unreadable(detail);
         }
+        self.policy.trust.own_crl.set(own);
     }
 
     /// `vouch conductor revoke`: puts a certificate the root issued (a conductor) on the

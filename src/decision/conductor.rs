@@ -196,10 +196,13 @@ fn verify_chain(
     .map(|path| chain_window(cert, path.intermediate_certificates()))
 }
 
-/// The data directory's own root CRL ([`crate::policy::OwnCrl`]), whatever `conductors.crls`
-/// lists, and never cached: a conductor whose serial it lists is refused if webpki confirms
-/// that the CRL revokes it (this root issued the conductor and signed the CRL; an expired CRL
-/// still counts). The look-up is one map search; webpki runs only for a listed serial.
+/// The data directory's own root CRL and recorded root revocations
+/// ([`crate::policy::OwnCrl`]), whatever `conductors.crls` lists, and never cached. A conductor
+/// this root issued (webpki: a path from the conductor to the root alone) is refused when
+/// `root_revocations.txt` records its serial, or when the root CRL lists it and webpki confirms
+/// that the CRL revokes it (the root signed the CRL; an expired CRL still counts); and, deny by
+/// default, whenever either file is there but cannot be read. The look-ups are map searches;
+/// webpki runs only for a listed or recorded serial, or while a file does not read.
 fn check_own_crl(
     der: &[u8],
     cert: &X509Certificate<'_>,
@@ -209,35 +212,60 @@ fn check_own_crl(
     problems: &mut Vec<Refusal>,
 ) {
     let Some(own) = policy.trust.own_crl.get() else { return };
-    if !matches!(own.crl.find_serial(cert.raw_serial()), Ok(Some(_))) {
+    let listed = own.crl.as_ref().is_some_and(|crl| matches!(crl.find_serial(cert.raw_serial()), Ok(Some(_))));
+    let recorded = own.recorded.contains(crate::policy::RootCrl::serial_value(cert.raw_serial()));
+    if !listed && !recorded && own.unreadable.is_none() {
         return;
     }
     if problems.iter().any(|p| matches!(p, Refusal::ConductorRevoked { .. })) {
         return;
     }
-    let root = CertificateDer::from(own.root.as_slice());
+    let subject_owned = || subject.to_string();
+    let Some(root) = own.root.as_deref() else {
+        // The root certificate itself did not read: which conductors it issued is unknown.
+        let detail = own.unreadable.clone().unwrap_or_default();
+        return problems.push(Refusal::ConductorRevocationUnknown { subject: subject_owned(), detail });
+    };
+    let root = CertificateDer::from(root);
     let Ok(anchor) = webpki::anchor_from_trusted_cert(&root) else { return };
+    let anchors = [anchor];
     let ee_der = CertificateDer::from(der);
     let Ok(ee) = webpki::EndEntityCert::try_from(&ee_der) else { return };
-    let crls = [&own.crl];
+    let verify = |revocation: Option<webpki::RevocationOptions<'_>>| {
+        ee.verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &anchors,
+            &[],
+            unix_time(at),
+            webpki::KeyUsage::required_if_present(EKU),
+            revocation,
+            None,
+        )
+        .map(drop)
+    };
+    if recorded || own.unreadable.is_some() {
+        // Only for a conductor this root issued: another root's is none of its CRL's.
+        if verify(None).is_err() {
+            return;
+        }
+        if recorded {
+            return problems.push(Refusal::ConductorRevoked { subject: subject_owned() });
+        }
+        if let Some(detail) = &own.unreadable {
+            return problems
+                .push(Refusal::ConductorRevocationUnknown { subject: subject_owned(), detail: detail.clone() });
+        }
+    }
+    let Some(crl) = own.crl.as_ref() else { return };
+    let crls = [crl];
     let Ok(builder) = webpki::RevocationOptionsBuilder::new(&crls) else { return };
     let revocation = builder
         .with_depth(webpki::RevocationCheckDepth::EndEntity)
         .with_status_policy(webpki::UnknownStatusPolicy::Allow)
         .with_expiration_policy(webpki::ExpirationPolicy::Ignore)
         .build();
-    let anchors = [anchor];
-    let verified = ee.verify_for_usage(
-        webpki::ALL_VERIFICATION_ALGS,
-        &anchors,
-        &[],
-        unix_time(at),
-        webpki::KeyUsage::required_if_present(EKU),
-        Some(revocation),
-        None,
-    );
-    if let Err(webpki::Error::CertRevoked) = verified {
-        problems.push(Refusal::ConductorRevoked { subject: subject.to_string() });
+    if let Err(webpki::Error::CertRevoked) = verify(Some(revocation)) {
+        problems.push(Refusal::ConductorRevoked { subject: subject_owned() });
     }
 }
 

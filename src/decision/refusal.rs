@@ -116,6 +116,9 @@ pub enum Refusal {
     LifetimeOutOfScope { scope: String, max_lifetime: String },
     /// The conductor certificate is on its issuer's CRL.
     ConductorRevoked { subject: String },
+    /// The data directory's root CRL or recorded root revocations are there but cannot be
+    /// read: whether this root's conductor is revoked is unknown (deny by default).
+    ConductorRevocationUnknown { subject: String, detail: String },
     /// These attributes were already used (one-time use).
     AttributesReplayed { first_certname: String, first_time: String },
     /// The certname already has a valid certificate (issuance: on_existing = refuse).
@@ -196,6 +199,7 @@ impl Refusal {
             Refusal::ParameterOutOfScope { .. } => "parameter-out-of-scope",
             Refusal::LifetimeOutOfScope { .. } => "lifetime-out-of-scope",
             Refusal::ConductorRevoked { .. } => "conductor-revoked",
+            Refusal::ConductorRevocationUnknown { .. } => "conductor-revocation-unknown",
             Refusal::NonceMalformed { .. } => "nonce-malformed",
             Refusal::AttributesReplayed { .. } => "attributes-replayed",
             Refusal::CertificateExists { .. } => "certificate-exists",
@@ -303,6 +307,11 @@ impl Refusal {
                 "this conductor may not vouch for that; use the conductor in charge of it, or widen its [[conductor]] scope"
             }
             Refusal::ConductorRevoked { .. } => "the conductor's certificate was revoked; issue it a new one",
+            Refusal::ConductorRevocationUnknown { .. } => {
+                "make DIR/ca/root_crl.pem a readable regular file again (not a link): where the root key is, any \
+                 command that touches the store (`vouch list`) writes it again; on a master without the root key, \
+                 copy it again from there"
+            }
             Refusal::AttributesReplayed { .. } => {
                 "attributes are good for one certificate; have the conductor sign fresh ones for this node"
             }
@@ -440,6 +449,13 @@ impl std::fmt::Display for Refusal {
                 write!(f, "scope '{scope}' allows attributes to live at most {max_lifetime}", scope = Capped(scope), max_lifetime = Capped(max_lifetime))
             }
             Refusal::ConductorRevoked { subject } => write!(f, "conductor certificate {subject} is revoked", subject = Capped(subject)),
+            Refusal::ConductorRevocationUnknown { subject, detail } => write!(
+                f,
+                "whether conductor certificate {subject} is revoked is unknown: the data directory's root CRL or \
+                 root revocations cannot be read ({detail}), and until they can, no conductor of this root is accepted",
+                subject = Capped(subject),
+                detail = Capped(detail)
+            ),
             Refusal::AttributesReplayed { first_certname, first_time } => write!(
                 f,
                 "these attributes were already used, for {first_certname} at {first_time}; attributes are good once"

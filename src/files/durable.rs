@@ -304,6 +304,19 @@ pub fn read_regular_followed(path: &Path) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// [`read_regular_followed`], refusing a file larger than `limit` bytes (`InvalidData`)
+/// without reading more than one byte past it.
+pub fn read_regular_followed_at_most(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_checked(OpenOptions::new().read(true), path, OFlags::CLOEXEC)?;
+    let mut buf = Vec::new();
+    f.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {limit} bytes")));
+    }
+    Ok(buf)
+}
+
 /// Reads the regular file `path` whole ([`open_regular`]).
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
