@@ -510,6 +510,12 @@ fn a_root_crl_that_does_not_read_refuses_this_roots_conductors() {
     std::fs::create_dir(&d2_crl).unwrap();
     refused_with(&at_d2(&["sign", "--csr", s(&n4)]), "conductor-revocation-unknown");
     std::fs::remove_dir(&d2_crl).unwrap();
+    // Huge (sparse): refused after 16 MiB are read, not read whole (6 GB: 6 GB of memory).
+    std::fs::File::create(&d2_crl).unwrap().set_len(1 << 30).unwrap();
+    let o = at_d2(&["sign", "--csr", s(&n4)]);
+    refused_with(&o, "conductor-revocation-unknown");
+    assert!(stderr(&o).contains("larger than 16777216 bytes"), "{}", text(&o));
+    std::fs::remove_file(&d2_crl).unwrap();
     std::fs::write(&d2_crl, &good).unwrap();
     refused_with(&at_d2(&["sign", "--csr", s(&n4)]), "conductor-revoked");
     ok(&at_d2(&["sign", "--csr", s(&ca.csr("c2", "n5.example.test"))]));
