@@ -259,6 +259,14 @@ pub enum Error {
         /// Which CA, in words.
         what: String,
     },
+    /// `vouch conductor revoke --serial`: the serial is a certificate of this CA's store (a
+    /// node's, the service's or an administrator's, which the master CA issued), not a
+    /// conductor's.
+    ConductorRevokeStoreSerial {
+        serial: String,
+        /// The certname its record names.
+        certname: String,
+    },
     /// `vouch conductor revoke` in a data directory without the root key (a further master,
     /// or a root key moved off the host): only the root key signs the root's CRL.
     ConductorRevokeNoRootKey {
@@ -533,6 +541,12 @@ impl std::fmt::Display for Error {
                 f,
                 "serial {serial} is {what}: `vouch conductor revoke` puts conductors on the root's CRL, never a CA \
                  (every certificate under it would fail the chain's revocation check); nothing was revoked"
+            ),
+            Error::ConductorRevokeStoreSerial { serial, certname } => write!(
+                f,
+                "serial {serial} is the certificate of {certname} in this CA's store, which the master CA issued (a \
+                 node's, the service's or an administrator's), not a conductor: on the root's CRL it would revoke \
+                 nothing; nothing was revoked"
             ),
             Error::ConductorRevokeNoRootKey { dir, key } => write!(
                 f,
@@ -818,6 +832,10 @@ impl Error {
             Error::ConductorRevokeCa { .. } => {
                 "check the serial: `openssl x509 -noout -serial -in CONDUCTOR.pem` prints a conductor's; to retire \
                  a master CA, stop its service and have every node of it vouched for again under another master"
+            }
+            Error::ConductorRevokeStoreSerial { .. } => {
+                "`vouch revoke --serial SERIAL` revokes a certificate of this CA (on its CRL); a conductor's serial is \
+                 what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints"
             }
             Error::ConductorRevokeNoRootKey { .. } => {
                 "run it where the root key is (--dir the data directory holding ca/root_key.pem), then copy that \

@@ -561,3 +561,29 @@ fn a_recorded_root_revocation_counts_before_its_root_crl_lists_it() {
     refused_with(&hook(&n2, "n2.example.test"), "conductor-revoked");
     refused_with(&ca.vouch(&["check", "--csr", s(&n2)]), "conductor-revoked");
 }
+
+/// Review: `--serial` alone with a node's serial (copied from the wrong certificate, or to
+/// revoke a compromised node) used to be recorded on the root CRL, exit 0, "revoked … this CA
+/// refuses what it vouches for from now on" and "This data directory holds no certificate with
+/// serial …", while the node's certificate stayed valid. A serial this CA's store holds is
+/// refused (exit 2, naming the certname and `vouch revoke --serial`), and nothing is recorded.
+#[test]
+fn a_serial_of_this_cas_store_is_refused_by_conductor_revoke() {
+    let ca = Ca::new();
+    let node = ca.csr("c1", "n1.example.test");
+    ok(&ca.sign(&node));
+    let openssl_serial =
+        String::from_utf8_lossy(&openssl(&["x509", "-in", s(&node.with_extension("pem")), "-noout", "-serial"]).stdout)
+            .trim()
+            .to_string();
+    let o = ca.vouch(&["conductor", "revoke", "--serial", &openssl_serial]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("is the certificate of n1.example.test"), "{}", text(&o));
+    assert!(stderr(&o).contains("vouch revoke --serial"), "{}", text(&o));
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded");
+    // The node is untouched, and a conductor's serial is still revoked as given.
+    let list = ok(&ca.vouch(&["list", "--all"]));
+    assert!(list.contains("n1.example.test") && !list.contains("Revoked Certificates:\n    n1"), "{list}");
+    let (serial, _) = serial_and_fingerprint(&ca.cert("c2"));
+    ok(&ca.vouch(&["conductor", "revoke", "--serial", &serial]));
+}

@@ -449,6 +449,24 @@ impl Authority {
                 return Err(ca_refused(serial, format!("the master CA {} sharing this store", c.subject())));
             }
         }
+        // A certificate this store holds is a master CA's (a node's, the service's, an
+        // administrator's), never a conductor: on the root CRL it would revoke nothing, and
+        // the operator would believe it revoked.
+        for candidate in [serial.clone(), format!("00{serial}")] {
+            match self.store.record(&candidate) {
+                Ok(Some(rec)) => {
+                    return Err(Error::ConductorRevokeStoreSerial { serial: candidate, certname: rec.certname })
+                }
+                Ok(None) => {}
+                Err(StoreError::Corrupt { .. }) => {
+                    return Err(Error::ConductorRevokeStoreSerial {
+                        serial: candidate,
+                        certname: "a certificate whose record does not read".into(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let local = self.dir.dir.join(bootstrap::CONDUCTOR_CERT);
         if let Ok(pem) = crate::files::durable::read_regular(&local) {
             if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
