@@ -587,3 +587,81 @@ fn a_serial_of_this_cas_store_is_refused_by_conductor_revoke() {
     let (serial, _) = serial_and_fingerprint(&ca.cert("c2"));
     ok(&ca.vouch(&["conductor", "revoke", "--serial", &serial]));
 }
+
+/// Review: a request decided before the revocation and stored after it. `vouch sign` (and
+/// `vouch serve`'s PUT) decide without the store's lock and store under it; a revocation
+/// completed while the request waited for the lock used to be missed, and the certificate was
+/// issued after `vouch conductor revoke` had said "this CA refuses what it vouches for from
+/// now on". The test holds the lock, lets `vouch sign` decide and wait for it, then puts in
+/// place exactly what `vouch conductor revoke` writes (made in a copy of the data directory:
+/// same root, same key), and releases the lock: the request is refused under the lock.
+#[test]
+fn a_request_decided_before_a_revocation_is_not_issued_after_it() {
+    use std::io::BufRead;
+    let ca = Ca::new();
+    ok(&ca.vouch(&["list"]));
+    let copy = ca.work.join("copy");
+    let cp = Command::new("cp").arg("-a").arg(&ca.dir).arg(&copy).status().unwrap();
+    assert!(cp.success());
+    ok(&run(vouch().arg("--dir").arg(&copy).args(["conductor", "revoke", "--cert", s(&ca.cert("c1"))]), None));
+    let n1 = ca.csr("c1", "n1.example.test");
+
+    let lock_path = ca.ca_file(".lock");
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(&lock_path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let mut child = vouch()
+        .arg("--dir")
+        .arg(&ca.dir)
+        .args(["sign", "--csr", s(&n1), "--out", s(&n1.with_extension("pem"))])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr_pipe = child.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in std::io::BufReader::new(stderr_pipe).lines() {
+            let line = line.unwrap();
+            let _ = lines.send(line.clone());
+            all.push(line);
+        }
+        all
+    });
+    // A deadline for a test that would otherwise hang, not a timing assertion.
+    loop {
+        match seen.recv_timeout(Duration::from_secs(120)) {
+            Ok(l) if l.contains("waiting for the store's lock") => break,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("vouch sign never waited for the lock ({e})");
+            }
+        }
+    }
+    // What `vouch conductor revoke` writes, each file replaced by rename as vouch does.
+    for f in ["root_revocations.txt", "root_crl.pem", "root_crl_number", "root_crl_revocations_size"] {
+        let tmp = ca.ca_file(&format!("{f}.new"));
+        std::fs::copy(copy.join("ca").join(f), &tmp).unwrap();
+        std::fs::rename(&tmp, ca.ca_file(f)).unwrap();
+    }
+    drop(held);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("vouch sign did not end");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let all = reader.join().unwrap().join("\n");
+    assert_eq!(status.code(), Some(1), "issued after the revocation: {all}");
+    assert!(all.contains("[conductor-revoked]"), "{all}");
+    assert!(!n1.with_extension("pem").exists());
+    let list = ok(&ca.vouch(&["list", "--all"]));
+    assert!(list.contains("Signed Certificates:\n    (none)"), "{list}");
+}

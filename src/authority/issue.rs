@@ -43,6 +43,8 @@ pub(super) struct Job {
     spki: Vec<u8>,
     version: u32,
     conductor: decision::Conductor,
+    /// The conductor's certificate (DER), judged again under the store's lock.
+    conductor_der: Vec<u8>,
     decision_line: String,
     now: OffsetDateTime,
 }
@@ -328,7 +330,8 @@ impl Authority {
         let spki = grant.csr().spki.clone();
         let version = grant.version();
         let conductor = grant.conductor().clone();
-        let conductor_cert = base64::engine::general_purpose::STANDARD.encode(grant.conductor_der());
+        let conductor_der = grant.conductor_der().to_vec();
+        let conductor_cert = base64::engine::general_purpose::STANDARD.encode(&conductor_der);
         let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
         let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), now)?;
         let mut record = Self::issued_record(
@@ -343,7 +346,18 @@ impl Authority {
         decision["serial"] = record.serial.clone().into();
         let decision_line = decision.to_string();
         let issued = prepared.issue(&self.ca)?;
-        Ok(Job { certname: certname.to_string(), issued, record, replay, spki, version, conductor, decision_line, now })
+        Ok(Job {
+            certname: certname.to_string(),
+            issued,
+            record,
+            replay,
+            spki,
+            version,
+            conductor,
+            conductor_der,
+            decision_line,
+            now,
+        })
     }
 
     /// Stores a batch of signed jobs under one lock: each is checked against the
@@ -359,6 +373,9 @@ impl Authority {
                 return jobs.iter().map(|_| Err(same_kind(&e))).collect();
             }
         };
+        // The root CRL as it is now that the lock is held: `vouch conductor revoke` writes it
+        // under this lock, so a revocation it reported done is counted by every job below.
+        self.refresh_own_crl();
         let mut answers: Answers = jobs.iter().map(|_| None).collect();
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
         let mut conflicts = 0;
@@ -534,6 +551,14 @@ impl Authority {
     /// Under the lock: may `job` be stored now? If so its attributes are claimed, and the
     /// admission says what the store write expects and supersedes; else the refusal.
     pub(super) fn admit(&self, _lock: &WriteLock, job: &Job) -> Result<Admission, Error> {
+        // A conductor revoked since the decision (while this job waited for the lock).
+        if let Some(reason) = decision::own_crl_refusal(&job.conductor_der, &self.policy, job.now) {
+            return Ok(Admission::Refused(Refused {
+                reasons: vec![reason],
+                conductor: Some(job.conductor.clone()),
+                held: None,
+            }));
+        }
         let mut supersede = None;
         // Never supersede (revoke) another node's certificate stored under this name.
         let current = self.current_checked(&job.certname)?;

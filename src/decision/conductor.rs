@@ -68,6 +68,19 @@ pub fn recheck_conductor(
     }
 }
 
+/// The data directory's own root CRL and recorded root revocations, as they are now, for a
+/// conductor already judged ([`check_own_crl`] alone): the CA asks again under the store's
+/// lock, so that a revocation completed while a granted request waited for the lock is not
+/// missed. `None`: not refused by them.
+pub fn own_crl_refusal(conductor_der: &[u8], policy: &Policy, now: OffsetDateTime) -> Option<Refusal> {
+    // Nothing to count (no root CRL, nothing recorded): no parse under the lock.
+    policy.trust.own_crl.get()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(conductor_der).ok()?;
+    let mut problems = Vec::new();
+    check_own_crl(conductor_der, &cert, &cert.subject().to_string(), policy, now, &mut problems);
+    problems.into_iter().next()
+}
+
 /// Reads the conductor certificate, verifies its chain, EKU and key usage.
 /// Returns who it is, its DER, and chain problems (the certificate was readable).
 pub(super) fn check_conductor(

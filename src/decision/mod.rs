@@ -14,7 +14,7 @@ mod refusal;
 mod scope;
 
 pub use certname::{check_certname, is_reserved_certname, CertnameProblem, MAX_CERTNAME, RESERVED_CERTNAMES};
-pub use conductor::{recheck_conductor, Conductor};
+pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
 pub use refusal::Refusal;
 
 use conductor::{check_conductor, verify_signature};
