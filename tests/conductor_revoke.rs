@@ -665,3 +665,54 @@ fn a_request_decided_before_a_revocation_is_not_issued_after_it() {
     let list = ok(&ca.vouch(&["list", "--all"]));
     assert!(list.contains("Signed Certificates:\n    (none)"), "{list}");
 }
+
+/// Review: a conductor the root signed with a negative serial (`openssl x509 -set_serial
+/// -1234`, the operator's own tooling) was accepted; `vouch conductor revoke --cert` said it
+/// revoked it, but the root CRL can only list the positive number with the same octets
+/// (0xFB2E, not -1234): a master without the root key holding that CRL, and openssl, still
+/// took the conductor as unrevoked. A conductor whose serial no CRL can list is refused
+/// (`conductor-malformed`).
+#[test]
+fn a_conductor_whose_serial_no_crl_can_list_is_refused() {
+    let ca = Ca::new();
+    let w = &ca.work;
+    let key = w.join("neg.key");
+    let csr = w.join("neg.csr");
+    let ext = w.join("ext.cnf");
+    let cert = w.join("neg.pem");
+    ok(&openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", s(&key)]));
+    ok(&openssl(&["req", "-new", "-key", s(&key), "-subj", "/CN=neg", "-out", s(&csr)]));
+    std::fs::write(
+        &ext,
+        "extendedKeyUsage=1.3.6.1.4.1.34380.2.0\nkeyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    ok(&openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        s(&csr),
+        "-CA",
+        s(&ca.ca_file("root_crt.pem")),
+        "-CAkey",
+        s(&ca.ca_file("root_key.pem")),
+        "-set_serial",
+        "-1234",
+        "-days",
+        "30",
+        "-extfile",
+        s(&ext),
+        "-out",
+        s(&cert),
+    ]));
+    let node = cli_vouched_csr(w, &cert, &key, "q.example.test");
+    ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&cert)]));
+    // A master without the root key, holding the new root CRL.
+    let d2 = w.join("d2");
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    std::fs::copy(ca.ca_file("root_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    let o = run(vouch().arg("--dir").arg(&d2).args(["sign", "--csr", s(&node)]), None);
+    refused_with(&o, "conductor-malformed");
+    assert!(stderr(&o).contains("serial number is negative"), "{}", text(&o));
+}

@@ -109,11 +109,34 @@ fn check_conductor_der(
     let info = conductor_info(&cert, &der);
     let at = if at_validity { within_validity(&cert, now) } else { now };
     let mut problems = Vec::new();
+    if let Some(detail) = serial_problem(cert.raw_serial()) {
+        problems.push(Refusal::ConductorMalformed { detail });
+    }
     check_chain(&der, &cert, &info.subject, policy, at, &mut problems);
     check_own_crl(&der, &cert, &info.subject, policy, at, &mut problems);
     check_leaf_eku(&cert, &info.subject, &mut problems);
     check_leaf_key_usage(&cert, &info.subject, &mut problems);
     Ok((info, der, problems))
+}
+
+/// Why a conductor's serial could not be revoked, if it could not: a CRL lists a serial as
+/// the DER INTEGER of a non-negative number (RFC 5280 4.1.2.2, 5.1.2.6), and CRLs are matched
+/// by those bytes (webpki, and vouch's own root CRL, which writes the number). A negative
+/// serial (`openssl x509 -set_serial -1234`) or one with a needless leading zero octet would be
+/// listed as another number, and a revoked conductor would stay accepted wherever the CRL is
+/// all there is.
+fn serial_problem(raw: &[u8]) -> Option<String> {
+    match raw {
+        [] => Some("its serial number is empty".into()),
+        [first, ..] if first & 0x80 != 0 => {
+            Some("its serial number is negative: no CRL could list it (RFC 5280 4.1.2.2: positive)".into())
+        }
+        [0, second, ..] if second & 0x80 == 0 => Some(
+            "its serial number has a needless leading zero octet (not DER): no CRL could list it as it is written"
+                .into(),
+        ),
+        _ => None,
+    }
 }
 
 /// Who the certificate names, as [`Conductor`] reports it.
