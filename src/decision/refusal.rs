@@ -308,9 +308,9 @@ impl Refusal {
             }
             Refusal::ConductorRevoked { .. } => "the conductor's certificate was revoked; issue it a new one",
             Refusal::ConductorRevocationUnknown { .. } => {
-                "make DIR/ca/root_crl.pem a readable regular file again (not a link): where the root key is, any \
-                 command that touches the store (`vouch list`) writes it again; on a master without the root key, \
-                 copy it again from there"
+                "make DIR/ca/root_crl.pem (and DIR/ca/root_revocations.txt, where the root key is) a readable \
+                 regular file again: where the root key is, any command that touches the store (`vouch list`) \
+                 writes the root CRL again; on a master without the root key, copy it again from there"
             }
             Refusal::AttributesReplayed { .. } => {
                 "attributes are good for one certificate; have the conductor sign fresh ones for this node"
