@@ -467,6 +467,11 @@ impl Authority {
                 Err(e) => return Err(e.into()),
             }
         }
+        // Its record lost, the inventory may still name it (as `vouch revoke --serial` finds it).
+        let candidates = [serial.clone(), format!("00{serial}")];
+        if let Some(e) = self.store.inventory()?.into_iter().rev().find(|e| candidates.contains(&e.serial)) {
+            return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname });
+        }
         let local = self.dir.dir.join(bootstrap::CONDUCTOR_CERT);
         if let Ok(pem) = crate::files::durable::read_regular(&local) {
             if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
