@@ -267,6 +267,15 @@ pub enum Error {
         /// The certname its record names.
         certname: String,
     },
+    /// `vouch conductor revoke --serial` without `--cert`: nothing identifies the serial as a
+    /// conductor of this root (not in `root_issued.txt` as one, named by no current node's
+    /// record, not the service's own conductor). Deny by default: a serial says nothing of what
+    /// it is, and another master CA's under this root would revoke all its nodes.
+    ConductorRevokeUnknownSerial {
+        serial: String,
+        /// `DIR/ca/root_issued.txt`.
+        issued: PathBuf,
+    },
     /// `vouch conductor revoke` in a data directory without the root key (a further master,
     /// or a root key moved off the host): only the root key signs the root's CRL.
     ConductorRevokeNoRootKey {
@@ -547,6 +556,14 @@ impl std::fmt::Display for Error {
                 "serial {serial} is the certificate of {certname} in this CA's store, which the master CA issued (a \
                  node's, the service's or an administrator's), not a conductor: on the root's CRL it would revoke \
                  nothing; nothing was revoked"
+            ),
+            Error::ConductorRevokeUnknownSerial { serial, issued } => write!(
+                f,
+                "serial {serial} is not a conductor this data directory knows: {} records no conductor with it, no \
+                 current node's record names one, and it is not the service's own conductor; a serial alone cannot \
+                 tell a conductor from another master CA under this root (on the root's CRL, every node certificate \
+                 under that master would fail the chain's revocation check); nothing was revoked",
+                issued.display()
             ),
             Error::ConductorRevokeNoRootKey { dir, key } => write!(
                 f,
@@ -836,6 +853,10 @@ impl Error {
             Error::ConductorRevokeStoreSerial { .. } => {
                 "`vouch revoke --serial SERIAL` revokes a certificate of this CA (on its CRL); a conductor's serial is \
                  what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints"
+            }
+            Error::ConductorRevokeUnknownSerial { .. } => {
+                "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \
+                 is a conductor (extended key usage 1.3.6.1.4.1.34380.2.0) and that it is not a CA"
             }
             Error::ConductorRevokeNoRootKey { .. } => {
                 "run it where the root key is (--dir the data directory holding ca/root_key.pem), then copy that \

@@ -79,6 +79,45 @@ fn crl_number(crl: &Path) -> u128 {
     u128::from_str_radix(hex, 16).unwrap()
 }
 
+/// A conductor the root signed with openssl (not `vouch conductor new`: `root_issued.txt` does
+/// not name it), serial `serial`, as `NAME.pem` and `NAME.key` in the CA's work directory.
+fn openssl_conductor(ca: &Ca, name: &str, serial: &str) -> (PathBuf, PathBuf) {
+    let w = &ca.work;
+    let (key, csr, ext, cert) =
+        (ca.key(name), w.join(format!("{name}.req")), w.join(format!("{name}.cnf")), ca.cert(name));
+    ok(&openssl(&["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", s(&key)]));
+    ok(&openssl(&["req", "-new", "-key", s(&key), "-subj", &format!("/CN={name}"), "-out", s(&csr)]));
+    std::fs::write(
+        &ext,
+        "extendedKeyUsage=1.3.6.1.4.1.34380.2.0\nkeyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    ok(&openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        s(&csr),
+        "-CA",
+        s(&ca.ca_file("root_crt.pem")),
+        "-CAkey",
+        s(&ca.ca_file("root_key.pem")),
+        "-set_serial",
+        serial,
+        "-days",
+        "30",
+        "-extfile",
+        s(&ext),
+        "-out",
+        s(&cert),
+    ]));
+    (cert, key)
+}
+
+/// The serial openssl prints for `cert` (`serial=HEX`).
+fn openssl_serial(cert: &Path) -> String {
+    String::from_utf8_lossy(&openssl(&["x509", "-in", s(cert), "-noout", "-serial"]).stdout).trim().to_string()
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -173,8 +212,8 @@ fn a_revoked_conductor_is_refused_by_its_own_ca_without_a_policy_change() {
 }
 
 /// Revoking a revoked conductor again, by its certificate or by its serial in any form
-/// openssl prints, changes nothing and exits 0 with a note; a serial alone is named by the
-/// store's records (the conductor that vouched for a node).
+/// openssl prints, changes nothing and exits 0 with a note; a serial alone is known by the
+/// line `vouch conductor new` recorded in `root_issued.txt`.
 #[test]
 fn revoking_a_conductor_twice_changes_nothing() {
     let ca = Ca::new();
@@ -187,11 +226,12 @@ fn revoking_a_conductor_twice_changes_nothing() {
     assert!(openssl_serial.starts_with("serial="), "{openssl_serial}");
     let out =
         ok(&ca.vouch(&["conductor", "revoke", "--serial", &openssl_serial, "--reason", "cessation-of-operation"]));
-    assert!(out.contains(&format!("revoked the root's certificate (serial {serial}, cessationOfOperation)")), "{out}");
-    assert!(out.contains(&format!("The store's records name it: conductor CN=c1 (SHA-256 {fp})")), "{out}");
+    assert!(out.contains(&format!("revoked conductor CN=c1 (serial {serial}, cessationOfOperation)")), "{out}");
+    assert!(out.contains(&format!("list --all --conductor {fp}")), "{out}");
     let (list, crl) = (ca.ca_file("root_revocations.txt"), ca.ca_file("root_crl.pem"));
     let (list_before, crl_before) = (std::fs::read(&list).unwrap(), std::fs::read(&crl).unwrap());
     assert_eq!(String::from_utf8_lossy(&list_before).lines().count(), 1);
+    assert!(String::from_utf8_lossy(&list_before).contains(&format!("fingerprint={fp}")), "its SHA-256 is recorded");
 
     let colons = serial.as_bytes().chunks(2).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(":");
     for again in [vec!["--cert", s(&ca.cert("c1"))], vec!["--serial", &colons, "--reason", "superseded"]] {
@@ -730,4 +770,171 @@ fn a_conductor_whose_serial_no_crl_can_list_is_refused() {
     let o = run(vouch().arg("--dir").arg(&d2).args(["sign", "--csr", s(&node)]), None);
     refused_with(&o, "conductor-malformed");
     assert!(stderr(&o).contains("serial number is negative"), "{}", text(&o));
+}
+
+/// Review: `vouch --dir D1 conductor revoke --serial S`, S the serial of another master CA under
+/// the same root (D2, made with `ca init --root-cert --root-key`, its own store), used to exit 0
+/// and put S on the root CRL: once that CRL was copied to D2, as the documentation says, every
+/// node certificate of D2 failed `openssl verify -crl_check_all`. D1 cannot tell from a serial
+/// alone; now the root's issuance is recorded (`ca/root_issued.txt`): D2's master, made with D1's
+/// own root key file, is recorded there as a CA and refused; a master made with a copy of the
+/// key kept elsewhere is unknown to D1 and refused too. Nothing is recorded, the root CRL is
+/// unchanged, and D2's node still verifies against it.
+#[test]
+fn a_master_ca_of_the_same_root_is_not_revoked_by_its_serial() {
+    let ca = Ca::new();
+    ok(&ca.vouch(&["list"]));
+    let root_crl = ca.ca_file("root_crl.pem");
+    let crl_before = std::fs::read(&root_crl).unwrap();
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    let d2 = ca.work.join("d2");
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let at_d2 = |args: &[&str]| run(vouch().arg("--dir").arg(&d2).args(args), None);
+    let node = ca.csr("c2", "n1.example.test");
+    ok(&at_d2(&["sign", "--csr", s(&node), "--out", s(&node.with_extension("pem"))]));
+    let issued = std::fs::read_to_string(ca.ca_file("root_issued.txt")).unwrap();
+    let (own_master, _) = serial_and_fingerprint(&ca.ca_file("ca_crt.pem"));
+    let (d2_master, d2_fp) = serial_and_fingerprint(&d2.join("ca/ca_crt.pem"));
+    assert!(issued.lines().any(|l| l.starts_with(&format!("{own_master} ")) && l.contains(" ca ")), "{issued}");
+    let line = issued.lines().find(|l| l.starts_with(&format!("{d2_master} "))).unwrap_or_else(|| panic!("{issued}"));
+    assert!(line.contains(" ca ") && line.contains(&d2_fp) && line.contains("CN=vouch Master CA "), "{line}");
+
+    let refused = |serial: &str, says: &str| {
+        let o = ca.vouch(&["conductor", "revoke", "--serial", serial]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains(says) && stderr(&o).contains("hint:"), "{says}: {}", text(&o));
+        assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded: {}", text(&o));
+        assert_eq!(std::fs::read(&root_crl).unwrap(), crl_before, "the root CRL is unchanged");
+    };
+    // By serial in openssl's form, and the value alone.
+    refused(&openssl_serial(&d2.join("ca/ca_crt.pem")), "root_issued.txt records it");
+    refused(&d2_master, "is the master CA CN=vouch Master CA ");
+    // By certificate: a CA, refused as before.
+    let o = ca.vouch(&["conductor", "revoke", "--cert", s(&d2.join("ca/ca_crt.pem"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("a CA certificate under the root"), "{}", text(&o));
+
+    // A master made with a copy of the root key kept elsewhere: nothing in D1 names it.
+    let keys = ca.work.join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let copied_key = keys.join("root_key.pem");
+    std::fs::copy(&root_key, &copied_key).unwrap();
+    let d3 = ca.work.join("d3");
+    ok(&run(
+        vouch().args(["--dir", s(&d3), "ca", "init", "--root-cert", s(&root), "--root-key", s(&copied_key)]),
+        None,
+    ));
+    let (d3_master, _) = serial_and_fingerprint(&d3.join("ca/ca_crt.pem"));
+    assert!(!std::fs::read_to_string(ca.ca_file("root_issued.txt")).unwrap().contains(&d3_master));
+    refused(&d3_master, "is not a conductor this data directory knows");
+    let o = ca.vouch(&["conductor", "revoke", "--serial", &d3_master]);
+    assert!(stderr(&o).contains("give the conductor's certificate with --cert FILE"), "{}", text(&o));
+
+    // D2 holding D1's root CRL: its node verifies with the whole chain checked, and it still
+    // grants what the root's conductors vouch for.
+    std::fs::copy(&root_crl, d2.join("ca/root_crl.pem")).unwrap();
+    let v = openssl(&[
+        "verify",
+        "-crl_check_all",
+        "-CAfile",
+        s(&d2.join("ca/ca_bundle.pem")),
+        "-CRLfile",
+        s(&d2.join("ca/ca_crl.pem")),
+        "-CRLfile",
+        s(&d2.join("ca/root_crl.pem")),
+        s(&node.with_extension("pem")),
+    ]);
+    assert!(v.status.success(), "{}", text(&v));
+    ok(&at_d2(&["sign", "--csr", s(&ca.csr("c1", "n2.example.test"))]));
+}
+
+/// A serial nothing in the data directory names (not in `root_issued.txt`, no node's record,
+/// not the service's conductor) is refused with its own error and a hint to give the
+/// certificate; nothing is recorded and no root CRL is written.
+#[test]
+fn an_unknown_serial_is_refused_by_conductor_revoke() {
+    let ca = Ca::new();
+    for serial in ["0102", "serial=5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A", "00:ff:01"] {
+        let o = ca.vouch(&["conductor", "revoke", "--serial", serial]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains("is not a conductor this data directory knows"), "{}", text(&o));
+        assert!(stderr(&o).contains("root_issued.txt records no conductor with it"), "{}", text(&o));
+        assert!(stderr(&o).contains("hint: give the conductor's certificate with --cert FILE"), "{}", text(&o));
+        assert!(stderr(&o).contains("not a CA"), "{}", text(&o));
+        assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded");
+        assert!(!ca.ca_file("root_crl.pem").exists(), "no root CRL written");
+    }
+}
+
+/// A conductor made by `vouch conductor new` is recorded in `root_issued.txt` before its
+/// certificate is written (killed between the two: the line is there, no certificate): its
+/// certificate file lost, its serial alone revokes it, and what it vouches for is refused.
+#[test]
+fn a_conductor_whose_certificate_is_lost_is_revoked_by_its_serial() {
+    let ca = Ca::new();
+    let (serial, fp) = serial_and_fingerprint(&ca.cert("c1"));
+    let issued = std::fs::read_to_string(ca.ca_file("root_issued.txt")).unwrap();
+    let line = issued.lines().find(|l| l.starts_with(&format!("{serial} "))).unwrap_or_else(|| panic!("{issued}"));
+    assert!(line.contains(" conductor ") && line.contains(&fp) && line.ends_with(" CN=c1"), "{line}");
+    let csr = ca.csr("c1", "n1.example.test");
+    std::fs::remove_file(ca.cert("c1")).unwrap();
+
+    let out = ok(&ca.vouch(&["conductor", "revoke", "--serial", &serial]));
+    assert!(out.contains(&format!("revoked conductor CN=c1 (serial {serial}, keyCompromise)")), "{out}");
+    let recorded = std::fs::read_to_string(ca.ca_file("root_revocations.txt")).unwrap();
+    assert!(recorded.starts_with(&serial) && recorded.contains(&format!("fingerprint={fp}")), "{recorded}");
+    let listed = openssl(&["crl", "-in", s(&ca.ca_file("root_crl.pem")), "-noout", "-text"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).to_ascii_lowercase().contains(&serial), "{}", text(&listed));
+    refused_with(&ca.sign(&csr), "conductor-revoked");
+    ok(&ca.sign(&ca.csr("c2", "n2.example.test")));
+
+    // Killed after the line, before the certificate is written: the line is there.
+    let before = std::fs::read_to_string(ca.ca_file("root_issued.txt")).unwrap().lines().count();
+    let (cert, key) = (ca.cert("c3"), ca.key("c3"));
+    let o = run(
+        vouch()
+            .arg("--dir")
+            .arg(&ca.dir)
+            .args(["conductor", "new", "c3", "--cert-out", s(&cert), "--key-out", s(&key)])
+            .env("VOUCH_TEST_ABORT_AT", "root-issued:recorded"),
+        None,
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(!cert.exists(), "no certificate written");
+    let after = std::fs::read_to_string(ca.ca_file("root_issued.txt")).unwrap();
+    assert_eq!(after.lines().count(), before + 1, "{after}");
+    assert!(after.trim_end().ends_with(" CN=c3") && after.contains(" conductor "), "{after}");
+}
+
+/// A conductor the root signed elsewhere (openssl, with the root key): `--cert` revokes it as
+/// before (issued by this root, EKU .2.0, no CA). Its serial alone is refused until the
+/// store's records name it: once it vouched for a node this CA issued, the serial alone
+/// revokes it, named by those records.
+#[test]
+fn a_conductor_the_root_signed_elsewhere_is_revoked_with_its_certificate() {
+    let ca = Ca::new();
+    let (cert, _) = openssl_conductor(&ca, "ext1", "0x5a01020304050607");
+    let (serial, fp) = serial_and_fingerprint(&cert);
+    let o = ca.vouch(&["conductor", "revoke", "--serial", &serial]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("is not a conductor this data directory knows"), "{}", text(&o));
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded");
+    let out = ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&cert)]));
+    assert!(out.contains(&format!("revoked conductor CN=ext1 (serial {serial}, keyCompromise)")), "{out}");
+    let recorded = std::fs::read_to_string(ca.ca_file("root_revocations.txt")).unwrap();
+    assert!(recorded.contains(&format!("fingerprint={fp}")), "{recorded}");
+    refused_with(&ca.sign(&ca.csr("ext1", "n1.example.test")), "conductor-revoked");
+
+    // Another one, which vouched for a node this CA issued: the node's record holds it.
+    let (cert2, _) = openssl_conductor(&ca, "ext2", "0x5a0102030405060708");
+    let (serial2, fp2) = serial_and_fingerprint(&cert2);
+    ok(&ca.sign(&ca.csr("ext2", "n2.example.test")));
+    let out = ok(&ca.vouch(&["conductor", "revoke", "--serial", &openssl_serial(&cert2)]));
+    assert!(
+        out.contains(&format!("revoked conductor CN=ext2, named by the store's records (serial {serial2}")),
+        "{out}"
+    );
+    assert!(out.contains("1 current node certificate vouched for by it stays valid"), "{out}");
+    assert!(out.contains(&format!("list --all --conductor {fp2}")), "{out}");
+    refused_with(&ca.sign(&ca.csr("ext2", "n3.example.test")), "conductor-revoked");
 }

@@ -97,7 +97,18 @@ fn a_further_master_ca_under_an_existing_root_chains_to_it_and_never_holds_the_r
 
     // D2 as `ca init` lays it out, without the root key; the root key untouched.
     let ca = d2.join("ca");
-    assert_eq!(names(&ca), ["ca_bundle.pem", "ca_crt.pem", "ca_key.pem", "root_crt.pem"]);
+    assert_eq!(names(&ca), ["ca_bundle.pem", "ca_crt.pem", "ca_key.pem", "root_crt.pem", "root_issued.txt"]);
+    // The root's issuance is recorded where the root key is (D1) and in D2: its master, a CA.
+    let master = std::fs::read(ca.join("ca_crt.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&master, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(c.raw_serial()).trim_start_matches("00").to_string();
+    let line = format!("{serial} ");
+    for issued in [d1.join("ca/root_issued.txt"), ca.join("root_issued.txt")] {
+        let text = std::fs::read_to_string(&issued).unwrap();
+        let l = text.lines().find(|l| l.starts_with(&line)).unwrap_or_else(|| panic!("{}: {text}", issued.display()));
+        assert!(l.contains(" ca ") && l.contains(&vouch::encoding::sha256_hex(&der)), "{l}");
+    }
     assert_eq!(names(&d2), ["ca", "policy.toml"]);
     assert_eq!((mode(&d2), mode(&ca), mode(&ca.join("ca_key.pem"))), (0o700, 0o700, 0o600));
     for f in ["ca_crt.pem", "root_crt.pem", "ca_bundle.pem"] {
@@ -224,7 +235,10 @@ fn a_root_key_that_is_not_the_roots_or_a_certificate_that_is_no_root_is_refused_
     assert_eq!(out.status.code(), Some(2));
     assert!(err(&out).contains("already exists"), "{}", err(&out));
     assert_eq!(std::fs::read(other.join("ca/ca_key.pem")).unwrap(), key_before);
-    assert_eq!(names(&other.join("ca")), ["ca_bundle.pem", "ca_crt.pem", "ca_key.pem", "root_crt.pem", "root_key.pem"]);
+    assert_eq!(
+        names(&other.join("ca")),
+        ["ca_bundle.pem", "ca_crt.pem", "ca_key.pem", "root_crt.pem", "root_issued.txt", "root_key.pem"]
+    );
 }
 
 #[test]

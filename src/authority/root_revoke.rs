@@ -10,6 +10,7 @@ use super::Authority;
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
+use crate::issuance::root_issued::{self, Kind};
 use crate::policy::{Policy, RootCrl};
 use crate::store::StoreError;
 use std::path::Path;
@@ -78,11 +79,7 @@ fn hex_octets(hex: &str) -> Vec<u8> {
 /// octets DER puts before a serial whose first bit is set (`openssl x509 -serial` prints
 /// none; the certificate's own bytes carry one), so that both forms name one serial.
 fn serial_value(hex: &str) -> String {
-    let mut s = hex;
-    while s.len() > 2 && s.starts_with("00") {
-        s = &s[2..];
-    }
-    s.to_string()
+    crate::issuance::root_issued::serial_value(hex)
 }
 
 /// A value that changes whenever a root revocation is recorded: the size of the list.
@@ -215,9 +212,6 @@ fn unreadable(detail: &str) {
     );
 }
 
-/// What a serial is when this data directory holds no certificate with it.
-const UNKNOWN: &str = "the root's certificate";
-
 /// What `vouch conductor revoke` is given: a certificate, a serial, or both.
 #[derive(Debug, Clone, Copy)]
 pub struct RootTarget<'a> {
@@ -234,7 +228,8 @@ pub struct RootRevoked {
     /// What the certificate is, in words.
     pub what: String,
     /// Whether this data directory holds the certificate (given with --cert, or the
-    /// conductor `vouch serve`'s first run made): else only its serial is known.
+    /// conductor `vouch serve`'s first run made): else it is known by its line of
+    /// `root_issued.txt` or by the store's records.
     pub held: bool,
     /// The conductor's SHA-256 (lowercase hex), where known.
     pub fingerprint: Option<String>,
@@ -297,8 +292,8 @@ impl Authority {
                 detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
             });
         }
-        let (serial, what, fingerprint) = self.root_target(target)?;
-        let held = what != UNKNOWN;
+        let Target { serial, what, fingerprint, held } = self.root_target(target, now)?;
+        let fingerprint = Some(fingerprint);
         let key = self.dir.file(bootstrap::ROOT_KEY);
         if let Err(e) = std::fs::symlink_metadata(&key) {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -352,10 +347,12 @@ impl Authority {
         Ok(RootRevoked { serial, what, held, fingerprint, before: None, reason: reason.to_string(), crl })
     }
 
-    /// The serial to revoke, what it is, and its SHA-256 when its certificate was given;
-    /// refused: a certificate the root did not issue, a CA (the root, a master CA), a
-    /// certificate that is no conductor.
-    fn root_target(&self, target: &RootTarget<'_>) -> Result<(String, String, Option<String>), Error> {
+    /// The conductor to revoke. Refused: a certificate the root did not issue, a CA (the root,
+    /// a master CA), a certificate that is no conductor; and, deny by default, a serial given
+    /// alone that cannot be identified as a conductor of this root ([`Error::ConductorRevokeUnknownSerial`]):
+    /// a serial says nothing of what it is, and on the root CRL a master CA's would revoke every
+    /// node certificate under it.
+    fn root_target(&self, target: &RootTarget<'_>, now: OffsetDateTime) -> Result<Target, Error> {
         let root_path = self.dir.file(bootstrap::ROOT_CERT);
         let root_pem = crate::files::durable::read_regular_followed(&root_path).map_err(|source| Error::Io {
             path: root_path.clone(),
@@ -418,17 +415,15 @@ impl Authority {
                 };
                 return Err(ca_refused(serial, what));
             }
-            let conductor = matches!(cert.extended_key_usage(), Ok(Some(eku))
-                if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(crate::encoding::oids::EKU_CONDUCTOR.iter().copied()))));
-            if !conductor {
+            if !has_conductor_eku(&cert) {
                 return Err(Error::NotAConductor {
                     path: path.to_path_buf(),
                     subject: cert.subject().to_string(),
                     serial,
                 });
             }
-            let fp = crate::encoding::sha256_hex(der);
-            return Ok((serial, format!("conductor {}", cert.subject()), Some(fp)));
+            let fingerprint = crate::encoding::sha256_hex(der);
+            return Ok(Target { serial, what: format!("conductor {}", cert.subject()), fingerprint, held: true });
         }
         let Some(serial) = given else {
             return Err(Error::Usage {
@@ -472,20 +467,48 @@ impl Authority {
         if let Some(e) = self.store.inventory()?.into_iter().rev().find(|e| candidates.contains(&e.serial)) {
             return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname });
         }
+        // What the root key issued here: a master CA refused, a conductor known.
+        let issued = self.dir.file(root_issued::ROOT_ISSUED);
+        if let Some(i) = root_issued::find(&self.dir.ca(), &serial)? {
+            return match i.kind {
+                Kind::Ca => Err(ca_refused(
+                    serial,
+                    format!("the master CA {} this root issued ({} records it)", i.subject, issued.display()),
+                )),
+                Kind::Conductor => Ok(Target {
+                    serial,
+                    what: format!("conductor {}", i.subject),
+                    fingerprint: i.fingerprint,
+                    held: false,
+                }),
+            };
+        }
+        // The service's own conductor (`vouch serve`'s first run).
         let local = self.dir.dir.join(bootstrap::CONDUCTOR_CERT);
         if let Ok(pem) = crate::files::durable::read_regular(&local) {
             if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
                 if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
-                    if serial_of(&c) == serial
-                        && super::verify::signed_by_one_of(&der, std::slice::from_ref(&root_der)).is_ok()
-                    {
-                        let fp = crate::encoding::sha256_hex(&der);
-                        return Ok((serial, format!("conductor {} ({})", c.subject(), local.display()), Some(fp)));
+                    if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(&root_der)) {
+                        return Ok(Target {
+                            serial,
+                            what: format!("conductor {} ({})", c.subject(), local.display()),
+                            fingerprint: crate::encoding::sha256_hex(&der),
+                            held: true,
+                        });
                     }
                 }
             }
         }
-        Ok((serial, UNKNOWN.to_string(), None))
+        // The conductor that vouched for a current node, as its record holds it.
+        if let Some((subject, fingerprint)) = self.vouched_by(&serial, None, now)?.conductor {
+            return Ok(Target {
+                serial,
+                what: format!("conductor {subject}, named by the store's records"),
+                fingerprint,
+                held: false,
+            });
+        }
+        Err(Error::ConductorRevokeUnknownSerial { serial, issued })
     }
 
     /// The current (unrevoked, unexpired) node certificates that the conductor with
@@ -494,7 +517,7 @@ impl Authority {
     /// certificate, without the store's lock.
     pub fn vouched_by(&self, serial: &str, fingerprint: Option<&str>, now: OffsetDateTime) -> Result<Vouched, Error> {
         use base64::Engine;
-        let root_subject = root_subject_of(&self.dir)?;
+        let root_der = root_der_of(&self.dir)?;
         let mut out = Vouched::default();
         // The conductors met so far (fingerprint: whether it is the one), each parsed once.
         let mut judged = std::collections::HashMap::<String, bool>::new();
@@ -522,7 +545,7 @@ impl Authority {
                     match x509_parser::parse_x509_certificate(&der) {
                         Ok((_, c))
                             if serial_value(&crate::encoding::hex(c.raw_serial())) == serial
-                                && c.issuer().as_raw() == root_subject.as_slice() =>
+                                && is_conductor_of(&c, &der, std::slice::from_ref(&root_der)) =>
                         {
                             found.conductor.get_or_insert((c.subject().to_string(), fp.to_string()));
                             true
@@ -540,8 +563,31 @@ impl Authority {
     }
 }
 
-/// The raw subject of the data directory's root certificate.
-fn root_subject_of(dir: &DataDir) -> Result<Vec<u8>, Error> {
+/// Whether `c` (DER `der`) is a conductor the root (`root`: its certificate, DER) issued:
+/// signed by the root's key, the extended key usage 1.3.6.1.4.1.34380.2.0, no CA.
+fn is_conductor_of(c: &x509_parser::certificate::X509Certificate<'_>, der: &[u8], root: &[Vec<u8>]) -> bool {
+    let is_ca = matches!(c.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+    !is_ca && has_conductor_eku(c) && super::verify::signed_by_one_of(der, root).is_ok()
+}
+
+fn has_conductor_eku(c: &x509_parser::certificate::X509Certificate<'_>) -> bool {
+    matches!(c.extended_key_usage(), Ok(Some(eku))
+        if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(crate::encoding::oids::EKU_CONDUCTOR.iter().copied()))))
+}
+
+/// The conductor `vouch conductor revoke` is given.
+struct Target {
+    serial: String,
+    /// What it is, in words.
+    what: String,
+    /// Its SHA-256 (lowercase hex).
+    fingerprint: String,
+    /// See [`RootRevoked::held`].
+    held: bool,
+}
+
+/// The data directory's root certificate (DER).
+fn root_der_of(dir: &DataDir) -> Result<Vec<u8>, Error> {
     let path = dir.file(bootstrap::ROOT_CERT);
     let pem = crate::files::durable::read_regular_followed(&path).map_err(|source| Error::Io {
         path: path.clone(),
@@ -550,9 +596,8 @@ fn root_subject_of(dir: &DataDir) -> Result<Vec<u8>, Error> {
     })?;
     let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"])
         .map_err(|e| Error::Cert { path: path.clone(), detail: e.to_string() })?;
-    let (_, root) =
-        x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert { path, detail: e.to_string() })?;
-    Ok(root.subject().as_raw().to_vec())
+    x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert { path, detail: e.to_string() })?;
+    Ok(der)
 }
 
 #[cfg(test)]

@@ -548,7 +548,9 @@ pub enum ConductorCommand {
         /// The conductor's certificate (PEM or DER), as `vouch conductor new` wrote it.
         #[arg(long, value_name = "FILE", required_unless_present = "serial")]
         cert: Option<PathBuf>,
-        /// Its serial instead (hex, as `openssl x509 -noout -serial` prints it, colons allowed).
+        /// Its serial instead (hex, as `openssl x509 -noout -serial` prints it, colons allowed):
+        /// alone, only a conductor this data directory knows (DIR/ca/root_issued.txt, a node's
+        /// record, DIR/conductor/); any other serial is refused (give --cert).
         #[arg(long, value_name = "HEX", allow_hyphen_values = true)]
         serial: Option<String>,
         /// Why, kebab-case or as RFC 5280 spells it: key-compromise (keyCompromise), unspecified,

@@ -85,17 +85,6 @@ pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reaso
     let at_dir = cli.dir.as_ref().map(|d| format!(" --dir {}", d.display())).unwrap_or_default();
     match auth.vouched_by(&r.serial, r.fingerprint.as_deref(), now) {
         Ok(v) => {
-            match (&r.fingerprint, &v.conductor) {
-                (None, Some((subject, fp))) => {
-                    sayln!("The store's records name it: conductor {subject} (SHA-256 {fp})")?
-                }
-                (None, None) if !r.held => sayln!(
-                    "This data directory holds no certificate with serial {}, nor does any current node's record \
-                     name one: check that it is the conductor's (`openssl x509 -noout -serial -in CONDUCTOR.pem`).",
-                    r.serial
-                )?,
-                _ => {}
-            }
             let fingerprint = r.fingerprint.clone().or_else(|| v.conductor.as_ref().map(|(_, fp)| fp.clone()));
             if v.current == 0 {
                 sayln!("No current node certificate names it as the conductor that vouched for it.")?;

@@ -4,6 +4,7 @@
 use crate::encoding::oids;
 use crate::error::Error;
 use crate::issuance::keys::KeyType;
+use crate::issuance::root_issued::{self, Issued, Kind, ROOT_ISSUED};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SerialNumber,
@@ -233,6 +234,14 @@ pub fn init_under_root(
     check_new_data_dir(dir)?;
     let loaded = load_root(root, now)?;
     let ca = new_master_under(key_type, &loaded, root.cert, now)?;
+    // The root key is the root's data directory's (ROOT_DIR/ca/root_key.pem beside this very
+    // root certificate): the new master is recorded there, where `vouch conductor revoke`
+    // runs, before it exists anywhere. A key kept elsewhere has no list to record in: there a
+    // serial is unknown, which `vouch conductor revoke --serial` refuses anyway.
+    if let Some(root_ca) = root_data_dir_of(root.key, &loaded.der) {
+        crate::files::trust::check_trusted(&root_ca)?;
+        root_issued::record(&root_ca, &ca.master_der, Kind::Ca)?;
+    }
     create_private_dir(&dir.dir)?;
     install_ca(dir, &ca.files)?;
     let policy = write_default_policy(dir)?;
@@ -244,6 +253,17 @@ pub fn init_under_root(
         master_not_after: ca.master_not_after,
         master_capped: ca.master_capped,
     })
+}
+
+/// `ROOT_DIR/ca` when `key` is `ROOT_DIR/ca/root_key.pem` and `ROOT_DIR/ca/root_crt.pem` is
+/// the root `root_der` (the root's own data directory); else `None`.
+fn root_data_dir_of(key: &Path, root_der: &[u8]) -> Option<PathBuf> {
+    let ca = key
+        .parent()
+        .filter(|ca| key.file_name().is_some_and(|n| n == ROOT_KEY) && ca.file_name().is_some_and(|n| n == "ca"))?;
+    let pem = crate::files::durable::read_regular_followed(&ca.join(ROOT_CERT)).ok()?;
+    let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok()?;
+    (der == root_der).then(|| ca.to_path_buf())
 }
 
 /// A data directory `ca init` may create a CA in: usable, without a CA or a policy, and (if it
@@ -266,12 +286,16 @@ struct CaFiles {
     root_cert: String,
     ca_key: String,
     ca_cert: String,
+    /// The master CA's line of `root_issued.txt` ([`super::root_issued`]).
+    root_issued: String,
 }
 
 /// A new CA's files, and what `ca init` reports of it.
 struct NewCa {
     files: CaFiles,
     root_der: Vec<u8>,
+    /// The master CA's certificate (DER).
+    master_der: Vec<u8>,
     master_not_after: OffsetDateTime,
     master_capped: bool,
 }
@@ -319,8 +343,10 @@ fn new_ca(key_type: KeyType, now: OffsetDateTime) -> Result<NewCa, Error> {
             root_cert: root_cert.pem(),
             ca_key: ca_key.serialize_pem(),
             ca_cert: ca_cert.pem(),
+            root_issued: Issued::of(ca_cert.der(), Kind::Ca)?.line(),
         },
         root_der: root_cert.der().to_vec(),
+        master_der: ca_cert.der().to_vec(),
         master_not_after: master_until,
         master_capped: false,
     })
@@ -433,8 +459,10 @@ fn new_master_under(
             root_cert: crate::encoding::pem::encode("CERTIFICATE", &root.der),
             ca_key: ca_key.serialize_pem(),
             ca_cert: ca_cert.pem(),
+            root_issued: Issued::of(ca_cert.der(), Kind::Ca)?.line(),
         },
         root_der: root.der.clone(),
+        master_der: ca_cert.der().to_vec(),
         master_not_after: until,
         master_capped,
     })
@@ -468,10 +496,13 @@ fn install_ca(dir: &DataDir, ca: &CaFiles) -> Result<(), Error> {
 }
 
 /// The keys (0600), the certificates and the bundle (0644), in `staging`; the root key only
-/// when this CA made it.
+/// when this CA made it. `root_issued.txt` (0640) first, naming the master CA the root key
+/// issued: the whole `ca/` appears at once, never the certificate without its line.
 fn write_ca_files(staging: &Path, ca: &CaFiles) -> Result<(), Error> {
     let bundle = format!("{}{}", ca.ca_cert, ca.root_cert);
-    let files: [(&str, Option<&str>, u32); 5] = [
+    let issued = format!("{}\n", ca.root_issued);
+    let files: [(&str, Option<&str>, u32); 6] = [
+        (ROOT_ISSUED, Some(&issued), 0o640),
         (ROOT_KEY, ca.root_key.as_deref(), 0o600),
         (CA_KEY, Some(&ca.ca_key), 0o600),
         (ROOT_CERT, Some(&ca.root_cert), 0o644),
@@ -657,6 +688,8 @@ fn issue_conductor_with(
     p.use_authority_key_identifier_extension = true;
     let not_after = p.not_after;
     let cert = p.signed_by(key, &issuer).map_err(crypto)?;
+    // Recorded before it leaves: `vouch conductor revoke --serial` knows it by this line.
+    root_issued::record(&dir.ca(), cert.der(), Kind::Conductor)?;
     Ok(NewConductor {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
