@@ -15,6 +15,21 @@
 #   KEYS="p256 rsa4096" ROUNDS=5 examples/ceiling.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+case ${1:-} in
+  '') ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "usage: $0 (no arguments; settings: ROUNDS, PER, KEYS, PORT as examples/ab_serve.sh)" >&2; exit 2 ;;
+esac
+# The settings, checked before the build (ab_serve.sh checks them again).
+case ${ROUNDS:-3} in [1-9] | 1[0-9] | 20) ;; *) echo "ROUNDS: a number from 1 to 20, not '$ROUNDS'" >&2; exit 2 ;; esac
+case ${PER:-100} in [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | 1000) ;;
+  *) echo "PER: a number from 1 to 1000, not '$PER'" >&2; exit 2 ;;
+esac
+for key in ${KEYS:-p256}; do
+  case $key in p256 | p384 | ed25519 | rsa2048 | rsa3072 | rsa4096) ;;
+    *) echo "KEYS: unknown key type '$key' (p256 p384 ed25519 rsa2048 rsa3072 rsa4096)" >&2; exit 2 ;;
+  esac
+done
 git -C "$here" rev-parse --git-dir >/dev/null 2>&1 || { echo "$here is not a git checkout" >&2; exit 2; }
 git -C "$here" apply --check "$here/examples/ceiling.patch" ||
   { echo "examples/ceiling.patch no longer applies to this checkout: remake it" >&2; exit 2; }
