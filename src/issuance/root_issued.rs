@@ -93,7 +93,8 @@ impl Issued {
             _ => return None,
         };
         let fingerprint = f.next()?.to_string();
-        let subject = f.next().unwrap_or_default().to_string();
+        // Printed to a terminal: a line written by hand may hold what [`Issued::of`] replaces.
+        let subject = f.next().unwrap_or_default().chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
         Some(Issued { serial: serial_value(&serial.to_ascii_lowercase()), not_after, kind, fingerprint, subject })
     }
 }
@@ -105,6 +106,8 @@ impl Issued {
 pub fn record(ca_dir: &Path, der: &[u8], kind: Kind) -> Result<(), Error> {
     let entry = Issued::of(der, kind)?;
     let path = ca_dir.join(ROOT_ISSUED);
+    // A list another user may write is no record of anything (see [`read`]).
+    crate::files::trust::check_trusted(&path)?;
     let before = match crate::files::durable::read_regular(&path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -131,9 +134,12 @@ pub fn record(ca_dir: &Path, der: &[u8], kind: Kind) -> Result<(), Error> {
 }
 
 /// Every line of `ca_dir/root_issued.txt` that reads (none without the file), and how many
-/// lines did not.
+/// lines did not. The list decides whether a serial alone is a conductor's or a master CA's:
+/// one owned by another user, or that group or others may write, is refused
+/// ([`crate::files::trust::check_trusted`]), whatever it says.
 pub fn read(ca_dir: &Path) -> Result<(Vec<Issued>, usize), Error> {
     let path = ca_dir.join(ROOT_ISSUED);
+    crate::files::trust::check_trusted(&path)?;
     let bytes = match crate::files::durable::read_regular(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
