@@ -938,3 +938,66 @@ fn a_conductor_the_root_signed_elsewhere_is_revoked_with_its_certificate() {
     assert!(out.contains(&format!("list --all --conductor {fp2}")), "{out}");
     refused_with(&ca.sign(&ca.csr("ext2", "n3.example.test")), "conductor-revoked");
 }
+
+/// `root_issued.txt` decides whether a serial alone is a conductor's or a master CA's: a list
+/// another user may write (group or others) is not trusted, whatever it says. Here its line for
+/// a further master, rewritten to claim a conductor, would have put that master CA (and every
+/// node certificate under it) on the root CRL.
+#[test]
+fn a_root_issued_list_others_may_write_is_not_trusted() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::new();
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    let d2 = ca.work.join("d2");
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let (d2_master, _) = serial_and_fingerprint(&d2.join("ca/ca_crt.pem"));
+    let list = ca.ca_file("root_issued.txt");
+    let forged = std::fs::read_to_string(&list).unwrap().replace(
+        &format!("{d2_master} "),
+        &format!("{d2_master} 2030-01-01T00:00:00Z conductor {} CN=forged\nignored ", "ab".repeat(32)),
+    );
+    std::fs::write(&list, forged).unwrap();
+    std::fs::set_permissions(&list, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = ca.vouch(&["conductor", "revoke", "--serial", &d2_master]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("root_issued.txt") && stderr(&o).contains("chmod go-w"), "{}", text(&o));
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded: {}", text(&o));
+    // Nor does `conductor new` record in it.
+    let o = ca.vouch(&["conductor", "new", "c3", "--cert-out", s(&ca.cert("c3")), "--key-out", s(&ca.key("c3"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!ca.cert("c3").exists(), "{}", text(&o));
+    // Made private again, the list is read: what it says (here, the forged line) counts.
+    std::fs::set_permissions(&list, std::fs::Permissions::from_mode(0o640)).unwrap();
+    ok(&ca.vouch(&["conductor", "new", "c3", "--cert-out", s(&ca.cert("c3")), "--key-out", s(&ca.key("c3"))]));
+}
+
+/// A line of `root_issued.txt` changed by hand or cut short still names its serial: a tab where
+/// a space was still reads (a master CA's line stays a CA's), and a line that does not read at
+/// all but begins with the serial leaves it unidentified, whatever another line claims of it.
+#[test]
+fn a_damaged_line_of_root_issued_never_lets_a_master_ca_pass_for_a_conductor() {
+    let ca = Ca::new();
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    let d2 = ca.work.join("d2");
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let (d2_master, _) = serial_and_fingerprint(&d2.join("ca/ca_crt.pem"));
+    let list = ca.ca_file("root_issued.txt");
+    let original = std::fs::read_to_string(&list).unwrap();
+    let forged = format!("{} 2030-01-01T00:00:00Z conductor {} CN=forged\n", d2_master.to_uppercase(), "ab".repeat(32));
+    let crl_before = std::fs::read(ca.ca_file("root_crl.pem")).ok();
+    for (how, damaged) in [
+        ("tabs and CRLF", original.replace(&format!("{d2_master} "), &format!("{d2_master}\t")).replace('\n', "\r\n")),
+        ("cut short", original.replace(&format!("{d2_master} "), &format!("{d2_master} 2041-01-01T00:00:00Z\n#"))),
+    ] {
+        std::fs::write(&list, format!("{damaged}{forged}")).unwrap();
+        let o = ca.vouch(&["conductor", "revoke", "--serial", &d2_master]);
+        assert_eq!(o.status.code(), Some(2), "{how}: {}", text(&o));
+        assert!(!ca.ca_file("root_revocations.txt").exists(), "{how}: nothing recorded: {}", text(&o));
+        assert_eq!(std::fs::read(ca.ca_file("root_crl.pem")).ok(), crl_before, "{how}");
+    }
+    // The conductors the list names whole are still known by their serial.
+    std::fs::write(&list, format!("{}{forged}", original.replace('\n', "\r\n").replace(' ', "\t"))).unwrap();
+    let (c1, _) = serial_and_fingerprint(&ca.cert("c1"));
+    let o = ca.vouch(&["conductor", "revoke", "--serial", &c1]);
+    assert!(ok(&o).contains("revoked conductor CN=c1"), "{}", text(&o));
+}

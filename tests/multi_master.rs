@@ -254,3 +254,40 @@ fn root_cert_and_root_key_come_together() {
         assert!(!d2.exists());
     }
 }
+
+/// `--root-key root_key.pem` given from inside the root's `ca/` names the same key as
+/// `--root-key ROOT_DIR/ca/root_key.pem`: the new master is recorded in the root's
+/// `root_issued.txt` either way, and the next step names the root's directory.
+#[test]
+fn a_further_master_made_with_a_relative_root_key_path_is_recorded_in_the_roots_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let (d1, _) = first_ca(t.path(), "d1", None);
+    let d2 = t.path().join("d2");
+    let out = run(
+        vouch().current_dir(d1.join("ca")).args([
+            "--dir",
+            s(&d2),
+            "ca",
+            "init",
+            "--root-cert",
+            "root_crt.pem",
+            "--root-key",
+            "root_key.pem",
+        ]),
+        None,
+    );
+    let said = ok(&out);
+    assert!(!said.contains("--dir ROOT_DIR"), "the next step names the root's directory: {said}");
+    let master = std::fs::read(d2.join("ca/ca_crt.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&master, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(c.raw_serial()).trim_start_matches("00").to_string();
+    let issued = std::fs::read_to_string(d1.join("ca/root_issued.txt")).unwrap();
+    assert!(
+        issued.lines().any(|l| l.starts_with(&format!("{serial} ")) && l.contains(" ca ")),
+        "D1 records D2's master: {issued}"
+    );
+    let o = run(vouch().args(["--dir", s(&d1), "conductor", "revoke", "--serial", &serial]), None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(err(&o).contains("records it"), "{}", text(&o));
+}

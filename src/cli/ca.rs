@@ -40,16 +40,10 @@ pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)
     sayln!("The root key stays in {}: it was read, not copied into {}", key.display(), d.dir.display())?;
     sayln!("Policy: {} (trusts the conductors of that root)", r.policy.display())?;
     // The root's own data directory, when the key is its ca/root_key.pem.
-    let root_dir = key
-        .parent()
-        .filter(|ca| {
-            key.file_name().is_some_and(|n| n == bootstrap::ROOT_KEY) && ca.file_name().is_some_and(|n| n == "ca")
-        })
+    let root_dir = bootstrap::root_key_ca_dir(key)
+        .as_deref()
         .and_then(Path::parent)
-        .map_or_else(
-            || "ROOT_DIR".to_string(),
-            |p| if p.as_os_str().is_empty() { ".".into() } else { p.display().to_string() },
-        );
+        .map_or_else(|| "ROOT_DIR".to_string(), |p| p.display().to_string());
     sayln!(
         "Next: conductors come from the root: vouch conductor new NAME --dir {root_dir} --cert-out NAME.pem \
          --key-out NAME.key (or use the root's existing ones); then vouch sign --dir {dir} --csr FILE, \

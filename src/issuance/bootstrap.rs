@@ -258,12 +258,19 @@ pub fn init_under_root(
 /// `ROOT_DIR/ca` when `key` is `ROOT_DIR/ca/root_key.pem` and `ROOT_DIR/ca/root_crt.pem` is
 /// the root `root_der` (the root's own data directory); else `None`.
 fn root_data_dir_of(key: &Path, root_der: &[u8]) -> Option<PathBuf> {
-    let ca = key
-        .parent()
-        .filter(|ca| key.file_name().is_some_and(|n| n == ROOT_KEY) && ca.file_name().is_some_and(|n| n == "ca"))?;
+    let ca = root_key_ca_dir(key)?;
     let pem = crate::files::durable::read_regular_followed(&ca.join(ROOT_CERT)).ok()?;
     let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok()?;
-    (der == root_der).then(|| ca.to_path_buf())
+    (der == root_der).then_some(ca)
+}
+
+/// `ROOT_DIR/ca` (absolute) when the key file `key` is named `ca/root_key.pem`, however it
+/// is spelled (`root_key.pem` given from inside `ca/` is one); else `None`.
+pub fn root_key_ca_dir(key: &Path) -> Option<PathBuf> {
+    let key = std::path::absolute(key).ok()?;
+    let ca = key.parent()?;
+    (key.file_name().is_some_and(|n| n == ROOT_KEY) && ca.file_name().is_some_and(|n| n == "ca"))
+        .then(|| ca.to_path_buf())
 }
 
 /// A data directory `ca init` may create a CA in: usable, without a CA or a policy, and (if it

@@ -74,28 +74,45 @@ impl Issued {
         format!("{} {} {} {} {}", self.serial, self.not_after, self.kind.word(), self.fingerprint, self.subject)
     }
 
-    /// A line as [`Issued::line`] writes it; `None`: a line cut short or damaged (its serial
-    /// and kind are whole only where a space follows each).
+    /// A line as [`Issued::line`] writes it, its fields apart by any run of ASCII whitespace
+    /// (a line edited by hand, tabs, CRLF); `None`: a line cut short or damaged (its serial and
+    /// kind are whole only where whitespace follows each).
     pub fn parse(line: &str) -> Option<Issued> {
-        let mut f = line.splitn(5, ' ');
-        let serial = f.next()?;
-        if serial.is_empty()
-            || serial.len() % 2 != 0
-            || serial.len() > 42
-            || !serial.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return None;
-        }
-        let not_after = f.next()?.to_string();
-        let kind = match f.next()? {
+        let (serial, rest) = whole_serial(line)?;
+        let (not_after, rest) = field(rest)?;
+        let (kind, rest) = field(rest)?;
+        let kind = match kind {
             "conductor" => Kind::Conductor,
             "ca" => Kind::Ca,
             _ => return None,
         };
-        let fingerprint = f.next()?.to_string();
-        let subject = f.next().unwrap_or_default().to_string();
-        Some(Issued { serial: serial_value(&serial.to_ascii_lowercase()), not_after, kind, fingerprint, subject })
+        let (fingerprint, subject) = field(rest).unwrap_or((rest, ""));
+        if fingerprint.is_empty() {
+            return None;
+        }
+        // Printed to a terminal: a line written by hand may hold what [`Issued::of`] replaces.
+        let subject = subject.trim_end().chars().map(|ch| if ch.is_control() { '?' } else { ch }).collect();
+        Some(Issued { serial, not_after: not_after.to_string(), kind, fingerprint: fingerprint.to_string(), subject })
     }
+}
+
+/// The first field of `s` and what follows it (leading whitespace gone); `None` when no
+/// whitespace follows it (perhaps cut short).
+fn field(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let (f, rest) = s.split_once(|c: char| c.is_ascii_whitespace())?;
+    Some((f, rest.trim_start_matches(|c: char| c.is_ascii_whitespace())))
+}
+
+/// A line's serial (its value, [`serial_value`]) when whole: hex, an even number of digits,
+/// whitespace after it; and the rest of the line.
+fn whole_serial(line: &str) -> Option<(String, &str)> {
+    let (serial, rest) = field(line)?;
+    if serial.is_empty() || serial.len() % 2 != 0 || serial.len() > 42 || !serial.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    Some((serial_value(&serial.to_ascii_lowercase()), rest))
 }
 
 /// Appends the line of `der` (issued as `kind`) to `ca_dir/root_issued.txt`: one write on a
@@ -105,6 +122,8 @@ impl Issued {
 pub fn record(ca_dir: &Path, der: &[u8], kind: Kind) -> Result<(), Error> {
     let entry = Issued::of(der, kind)?;
     let path = ca_dir.join(ROOT_ISSUED);
+    // A list another user may write is no record of anything (see [`read`]).
+    crate::files::trust::check_trusted(&path)?;
     let before = match crate::files::durable::read_regular(&path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -131,36 +150,51 @@ pub fn record(ca_dir: &Path, der: &[u8], kind: Kind) -> Result<(), Error> {
 }
 
 /// Every line of `ca_dir/root_issued.txt` that reads (none without the file), and how many
-/// lines did not.
+/// lines did not. The list decides whether a serial alone is a conductor's or a master CA's:
+/// one owned by another user, or that group or others may write, is refused
+/// ([`crate::files::trust::check_trusted`]), whatever it says.
 pub fn read(ca_dir: &Path) -> Result<(Vec<Issued>, usize), Error> {
+    let (lines, damaged) = scan(ca_dir)?;
+    Ok((lines, damaged.len()))
+}
+
+/// The lines that read, and for each one that does not, the serial it begins with when that
+/// serial is whole (`None`: not even that).
+fn scan(ca_dir: &Path) -> Result<(Vec<Issued>, Vec<Option<String>>), Error> {
     let path = ca_dir.join(ROOT_ISSUED);
+    crate::files::trust::check_trusted(&path)?;
     let bytes = match crate::files::durable::read_regular(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(source) => return Err(Error::Io { path, op: "read", source }),
     };
     let text = String::from_utf8_lossy(&bytes);
-    let mut damaged = 0usize;
+    let mut damaged = Vec::new();
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match Issued::parse(line.trim()) {
+        match Issued::parse(line) {
             Some(i) => out.push(i),
-            None => damaged = damaged.saturating_add(1),
+            None => damaged.push(whole_serial(line).map(|(s, _)| s)),
         }
     }
     Ok((out, damaged))
 }
 
-/// What `ca_dir/root_issued.txt` says of `serial` (its value, as [`serial_value`] gives it):
-/// deny by default, a serial recorded as a CA on any line is a CA, whatever another line says.
+/// What `ca_dir/root_issued.txt` says of `serial` (its value, as [`serial_value`] gives it).
+/// Deny by default: a serial recorded as a CA on any line is a CA, whatever another line says;
+/// and one a damaged line begins with is no conductor of this list (that line may have been
+/// its CA line).
 pub fn find(ca_dir: &Path, serial: &str) -> Result<Option<Issued>, Error> {
-    let (all, _) = read(ca_dir)?;
+    let (all, damaged) = scan(ca_dir)?;
     let mut found: Option<Issued> = None;
     for i in all.into_iter().filter(|i| i.serial == serial) {
         if i.kind == Kind::Ca {
             return Ok(Some(i));
         }
         found.get_or_insert(i);
+    }
+    if damaged.iter().flatten().any(|s| s == serial) {
+        return Ok(None);
     }
     Ok(found)
 }
@@ -198,5 +232,17 @@ mod tests {
         assert_eq!(find(d.path(), "4a01").unwrap().map(|i| i.kind), Some(Kind::Ca));
         assert_eq!(find(d.path(), "4a02").unwrap(), None, "cut short");
         assert_eq!(read(d.path()).unwrap().1, 1);
+    }
+
+    #[test]
+    fn tabs_read_and_a_damaged_line_leaves_its_serial_unknown() {
+        let t = "4A01\t2030-01-01T00:00:00Z  ca\tab CN=m\r\n";
+        assert_eq!(Issued::parse(t.trim_end()).map(|i| (i.serial, i.kind)), Some(("4a01".into(), Kind::Ca)));
+        let d = tempfile::tempdir().unwrap();
+        let conductor = "4a01 2030-01-01T00:00:00Z conductor ab CN=c\n4a02 2030-01-01T00:00:00Z conductor ab CN=d\n";
+        std::fs::write(d.path().join(ROOT_ISSUED), format!("4a01 2030-01-01T00:00:00Z\n{conductor}4a0")).unwrap();
+        assert_eq!(find(d.path(), "4a01").unwrap(), None, "a damaged line begins with it");
+        assert_eq!(find(d.path(), "4a02").unwrap().map(|i| i.kind), Some(Kind::Conductor));
+        assert_eq!(read(d.path()).unwrap().1, 2);
     }
 }
