@@ -505,3 +505,139 @@ fn a_line_kept_across_a_replay_survives_a_process_that_dies_replaying() {
         assert_eq!(inventory.matches(&format!("0xad{i:030x} ")).count(), 1, "{i}:\n{inventory}");
     }
 }
+
+/// Every file under `dir` with its contents (symbolic links as their targets).
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            let contents = if m.is_file() {
+                std::fs::read(&p).unwrap()
+            } else if m.file_type().is_symlink() {
+                std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()
+            } else {
+                Vec::new()
+            };
+            files.push((p.strip_prefix(dir).unwrap().to_path_buf(), contents));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The replay journal's entry for `certname` in `journal` (its contents), if any.
+fn journal_entry(journal: &Path, certname: &str) -> Option<String> {
+    let mut found = None;
+    for bucket in std::fs::read_dir(journal).ok()? {
+        for e in std::fs::read_dir(bucket.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            if text.contains(&format!("\"certname\":\"{certname}\"")) {
+                assert!(found.replace(text).is_none(), "two entries for {certname} in {}", journal.display());
+            }
+        }
+    }
+    found
+}
+
+/// The log of `ca` as an older vouch wrote it: each claim's journal named by its path only.
+fn as_older_log(ca: &Path) {
+    let log = std::fs::read_to_string(ca.join("wal.log")).unwrap();
+    let mut lines = log.lines();
+    let mut old = format!("{}\n", lines.next().unwrap());
+    let mut batch = String::new();
+    for line in lines {
+        if line.starts_with("{\"batch\":") {
+            let n = batch.lines().count();
+            let sha = vouch::encoding::sha256_hex(batch.as_bytes());
+            old.push_str(&batch);
+            old.push_str(&format!("{{\"batch\":{n},\"sha256\":\"{sha}\"}}\n"));
+            batch.clear();
+        } else {
+            assert!(line.contains(",\"journal_in_dir\":\"replay\""), "{line}");
+            batch.push_str(&format!("{}\n", line.replace(",\"journal_in_dir\":\"replay\"", "")));
+        }
+    }
+    assert!(batch.is_empty());
+    std::fs::write(ca.join("wal.log"), old).unwrap();
+}
+
+/// A data directory copied or moved elsewhere (a backup restored, `cp -a`, a volume mounted
+/// at another path) while its log held an issuance that was never applied: the next lock
+/// holder in the copy replays it into the copy's own replay journal (the log names the
+/// journal relative to the data directory), never into the directory it was copied from.
+/// Before, the log held the journal's absolute path: the copy's journal never learned that
+/// the attributes were spent (the same CSR, its certificate cleaned, was signed again), and
+/// the old directory was written to, or recreated after its removal. A log an older vouch
+/// wrote (the absolute path only) is replayed into the copy's journal too, and that is said.
+#[test]
+fn a_data_directory_copied_before_its_log_was_applied_replays_into_its_own_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_conductor(w);
+    let name = "copied.example.test";
+    let csr = vouched_csr(&dir, w, name);
+    // The log synced, then killed before any file of the issuance was written.
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["sign", "--csr", s(&csr)])
+        .env("VOUCH_DIR", &dir)
+        .env("VOUCH_TEST_ABORT_AT", "wal:appended")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "the process should have aborted: {out:?}");
+    assert_eq!(wal_entries(&dir.join("ca")), 1, "the issuance is in the log only");
+    assert!(!dir.join(format!("ca/signed/{name}.pem")).exists());
+    let claimed = journal_entry(&dir.join("replay"), name).expect("the attributes claimed before the log");
+    assert!(!claimed.contains("\"issued\":true"), "not yet spent: {claimed}");
+    let before = tree(&dir);
+    // Copied, the original left in place (its log as this vouch wrote it, then as an older
+    // one did); then moved, the original gone.
+    for (copy, older, remove_original) in
+        [(w.join("copy"), false, false), (w.join("older"), true, false), (w.join("moved"), false, true)]
+    {
+        let copied = Command::new("cp").arg("-a").arg(&dir).arg(&copy).status().unwrap();
+        assert!(copied.success());
+        if older {
+            as_older_log(&copy.join("ca"));
+        }
+        if remove_original {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // Any command that takes the lock replays the log.
+        let crl = vouch(&copy, &["crl"]);
+        ok(crl.clone());
+        let err = String::from_utf8_lossy(&crl.stderr);
+        let warned = err.lines().any(|l| {
+            l.contains("\"warning\"")
+                && l.contains(&format!(
+                    "names the replay journal {}, another data directory's",
+                    dir.join("replay").display()
+                ))
+                && l.contains(&format!("this store's journal {} instead", copy.join("replay").display()))
+        });
+        assert_eq!(warned, older, "{}: the replay says so for an older vouch's log only: {err}", copy.display());
+        check_store(&copy.join("ca"));
+        assert!(copy.join(format!("ca/signed/{name}.pem")).exists(), "{}: the issuance replayed", copy.display());
+        let entry = journal_entry(&copy.join("replay"), name).expect("the claim in the copy's journal");
+        assert!(entry.contains("\"issued\":true"), "{}: the copy's journal knows it spent: {entry}", copy.display());
+        if remove_original {
+            assert!(!dir.exists(), "the replay in {} recreated the directory it was moved from", copy.display());
+        } else {
+            assert!(
+                tree(&dir) == before,
+                "the replay in {} wrote into the directory it was copied from",
+                copy.display()
+            );
+        }
+        // The attributes are spent for the copy: the same CSR, once its certificate is
+        // cleaned, is refused as replayed.
+        ok(vouch(&copy, &["clean", name]));
+        let again = vouch(&copy, &["sign", "--csr", s(&csr)]);
+        assert!(String::from_utf8_lossy(&again.stderr).contains("[attributes-replayed]"), "{again:?}");
+    }
+}

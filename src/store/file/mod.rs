@@ -38,6 +38,10 @@ fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError
 #[derive(Debug, Clone)]
 pub struct FileStore {
     pub root: PathBuf,
+    /// The replay journal this CA's policy names (`None`: not told, or none): where a
+    /// replay of a log written by an older vouch marks the claims it names in another data
+    /// directory's journal (see `FileStore::place_journals`).
+    journal: Option<PathBuf>,
     /// Whether a lock that keeps this process waiting says so on stderr
     /// ([`Store::announce_lock_waits`]).
     announce: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -62,7 +66,12 @@ enum Marker {
 
 impl FileStore {
     pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
-        FileStore { root: ca_dir.into(), announce: Default::default() }
+        FileStore { root: ca_dir.into(), journal: None, announce: Default::default() }
+    }
+
+    /// The store, told the replay journal its CA's policy names.
+    pub fn with_journal(self, journal: Option<PathBuf>) -> Self {
+        FileStore { journal, ..self }
     }
 
     fn p(&self, rel: &str) -> PathBuf {
