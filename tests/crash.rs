@@ -641,3 +641,80 @@ fn a_data_directory_copied_before_its_log_was_applied_replays_into_its_own_journ
         assert!(String::from_utf8_lossy(&again.stderr).contains("[attributes-replayed]"), "{again:?}");
     }
 }
+
+/// A replay journal configured outside the data directory, shared with other masters (a
+/// directory of its own, or the journal in another master's data directory): a log that
+/// names it by its path (this vouch's log does so for any journal outside DIR) replays its
+/// claims there, even when the policy no longer names it (replay protection turned off, or
+/// the policy moved to another shared journal while the log was not checkpointed). Before,
+/// such a path was taken for another data directory's journal because it ends in `replay`:
+/// the claims went into `DIR/replay` (made for the purpose) or the policy's new journal,
+/// and the shared journal the other masters ask never learnt the attributes were spent.
+#[test]
+fn a_shared_journal_outside_the_data_directory_keeps_its_claims_whatever_the_policy_says_now() {
+    let t = tempfile::tempdir().unwrap();
+    let name = "shared.example.test";
+    // Where the shared journal lives, and what the policy says when the log is replayed.
+    for (i, (in_other_master, now)) in
+        [(false, "enabled = false"), (false, "moved"), (true, "enabled = false"), (true, "moved")]
+            .into_iter()
+            .enumerate()
+    {
+        let w = t.path().join(format!("case{i}"));
+        std::fs::create_dir(&w).unwrap();
+        let dir = ca_with_conductor(&w);
+        let base = if in_other_master {
+            // Another master's data directory (its own CA), whose journal this one shares.
+            let other = w.join("master1");
+            ok(vouch(&other, &["ca", "init"]));
+            other
+        } else {
+            w.join("shared")
+        };
+        let shared = base.join("replay");
+        std::fs::create_dir_all(&shared).unwrap();
+        let policy_path = dir.join("policy.toml");
+        let policy = std::fs::read_to_string(&policy_path).unwrap();
+        assert!(policy.contains("journal = \"replay\"\n"), "{policy}");
+        std::fs::write(
+            &policy_path,
+            policy.replace("journal = \"replay\"\n", &format!("journal = {:?}\n", s(&shared))),
+        )
+        .unwrap();
+        let csr = vouched_csr(&dir, &w, name);
+        let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .args(["sign", "--csr", s(&csr)])
+            .env("VOUCH_DIR", &dir)
+            .env("VOUCH_TEST_ABORT_AT", "wal:appended")
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_none(), "the process should have aborted: {out:?}");
+        assert_eq!(wal_entries(&dir.join("ca")), 1, "the issuance is in the log only");
+        assert!(journal_entry(&shared, name).is_some(), "claimed in the shared journal");
+        // A power loss takes the claim (written unsynced); the policy changes meanwhile.
+        for bucket in std::fs::read_dir(&shared).unwrap() {
+            std::fs::remove_dir_all(bucket.unwrap().path()).unwrap();
+        }
+        let policy = std::fs::read_to_string(&policy_path).unwrap();
+        let changed = if now == "moved" {
+            let elsewhere = w.join("elsewhere/replay");
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            policy.replace(&format!("journal = {:?}\n", s(&shared)), &format!("journal = {:?}\n", s(&elsewhere)))
+        } else {
+            policy.replace("enabled = true\n", "enabled = false\n")
+        };
+        assert_ne!(changed, policy);
+        std::fs::write(&policy_path, changed).unwrap();
+        let crl = vouch(&dir, &["crl"]);
+        ok(crl.clone());
+        let err = String::from_utf8_lossy(&crl.stderr);
+        assert!(!err.contains("another data directory's"), "case {i}: {err}");
+        check_store(&dir.join("ca"));
+        assert!(dir.join(format!("ca/signed/{name}.pem")).exists(), "case {i}: the issuance replayed");
+        let entry =
+            journal_entry(&shared, name).unwrap_or_else(|| panic!("case {i}: the claim back in the shared journal"));
+        assert!(entry.contains("\"issued\":true"), "case {i}: {entry}");
+        assert!(journal_entry(&dir.join("replay"), name).is_none(), "case {i}: the claim went into DIR/replay");
+        assert!(journal_entry(&w.join("elsewhere/replay"), name).is_none(), "case {i}: the claim went elsewhere");
+    }
+}

@@ -885,11 +885,16 @@ impl FileStore {
     /// 1. `named` is this store's journal (the same path, or the same directory): there.
     /// 2. `named` lies inside `dir`: there (this store's, as it was written).
     /// 3. `named` is `X/<shape>`: `X` is this data directory reached by another path (the
-    ///    same directory): `dir/<shape>`; otherwise `X` is another data directory, the one this
-    ///    was moved or copied from: this store's journal, never `named` (the claims are this
-    ///    CA's; written there they would be missing here, and land in a directory this store
-    ///    must not touch, or recreate one that was removed). The caller says so.
-    /// 4. Otherwise, a journal configured outside any data directory: there, as written.
+    ///    same directory): `dir/<shape>`; `X` is gone, or a data directory of this same CA
+    ///    (its `ca/ca_crt.pem` this store's): the data directory this one was moved or copied
+    ///    from: this store's journal, never `named` (the claims are this CA's; written there
+    ///    they would be missing here, and land in a directory this store must not touch, or
+    ///    recreate one that was removed). The caller says so.
+    /// 4. Otherwise, a journal configured outside this CA's data directories (a directory
+    ///    shared by several masters, or another master's data directory's journal that this
+    ///    one shares, when the policy names it no more): there, as written. (A path ending in
+    ///    `replay` alone does not make it another data directory's: this vouch's own log names
+    ///    a journal outside DIR by its path too.)
     fn legacy_journal(&self, dir: &Path, named: &Path) -> (PathBuf, bool) {
         let (own, shape) = match &self.journal {
             Some(j) => (j.clone(), inside(j, dir).unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL))),
@@ -903,9 +908,27 @@ impl FileStore {
         }
         match strip_suffix(named, &shape) {
             Some(x) if same_dir(x, dir) => (dir.join(&shape), false),
-            Some(_) => (own, true),
-            None => (named.to_path_buf(), false),
+            Some(x) if self.copy_of_this_ca(x) => (own, true),
+            _ => (named.to_path_buf(), false),
         }
+    }
+
+    /// Whether `x`, a directory an older log's journal path names, is (or was) a data
+    /// directory of this store's CA: gone (moved here), or holding this CA's certificate in
+    /// `ca/` (copied here). Read without following a link or waiting on a FIFO, 64 KiB at most.
+    fn copy_of_this_ca(&self, x: &Path) -> bool {
+        let x = if x.as_os_str().is_empty() { Path::new(".") } else { x };
+        if fs::symlink_metadata(x).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+            return true;
+        }
+        let cert = |ca: &Path| {
+            let mut buf = Vec::new();
+            let path = ca.join(crate::issuance::bootstrap::CA_CERT);
+            let f = crate::files::durable::open_regular(&path).ok()?;
+            f.take(64 << 10).read_to_end(&mut buf).ok()?;
+            Some(buf)
+        };
+        cert(&self.root).is_some_and(|ours| cert(&x.join("ca")).is_some_and(|theirs| theirs == ours))
     }
 
     pub(super) fn recover_wal(&self) -> Result<(), StoreError> {
@@ -1578,8 +1601,12 @@ mod tests {
         // The directory it was copied from still there (`cp -a`), or gone (moved).
         for old_there in [true, false] {
             if old_there {
+                // A copy of this CA's data directory: its certificate the same.
                 std::fs::create_dir_all(old.join("ca")).unwrap();
+                std::fs::write(old.join("ca/ca_crt.pem"), "this CA").unwrap();
             }
+            std::fs::create_dir_all(new.join("ca")).unwrap();
+            std::fs::write(new.join("ca/ca_crt.pem"), "this CA").unwrap();
             write_old_log(
                 &store,
                 &[claimed("aa01", "moved.example", &old.join("replay")), claimed("aa02", "shared.example", &shared)],
@@ -1611,6 +1638,18 @@ mod tests {
         assert_eq!(place(&store, &new.join("replay")), (new.join("replay"), false));
         assert_eq!(place(&store, &new.join("elsewhere")), (new.join("elsewhere"), false));
         assert_eq!(place(&store, &shared.join("journal")), (shared.join("journal"), false));
+        // A directory that is no data directory of this CA, though its journal is named
+        // `replay` (a shared journal's, another master's data directory with a CA of its
+        // own): there, as written. A copy of this CA's: this store's.
+        std::fs::write(new.join("ca/ca_crt.pem"), "this CA").unwrap();
+        let (plain_dir, master1) = (d.path().join("plain"), d.path().join("master1"));
+        std::fs::create_dir_all(&plain_dir).unwrap();
+        assert_eq!(place(&store, &plain_dir.join("replay")), (plain_dir.join("replay"), false));
+        std::fs::create_dir_all(master1.join("ca")).unwrap();
+        std::fs::write(master1.join("ca/ca_crt.pem"), "another CA").unwrap();
+        assert_eq!(place(&store, &master1.join("replay")), (master1.join("replay"), false));
+        std::fs::write(master1.join("ca/ca_crt.pem"), "this CA").unwrap();
+        assert_eq!(place(&store, &master1.join("replay")), (new.join("replay"), true));
         // This data directory through a link: the same directory, no other's.
         let alias = d.path().join("alias");
         std::os::unix::fs::symlink(&new, &alias).unwrap();
