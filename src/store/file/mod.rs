@@ -112,8 +112,30 @@ impl FileStore {
     /// Creates the store's directories, and makes sure each is a real directory: vouch
     /// writes, renames and removes files in them, so a symbolic link there (lstat) is
     /// refused, never followed. (`DIR/ca` itself may be a link: the operator's choice.)
+    ///
+    /// `DIR/ca` is created only before this process first prepared the store: one gone since
+    /// (the data directory moved or removed under a running `vouch serve`) is refused, never
+    /// made again empty, where the process would go on issuing into a store and a replay
+    /// journal that know nothing of what was issued and spent before.
     fn ensure_dirs(&self) -> Result<(), StoreError> {
-        crate::files::durable::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        if !self.prepared(false) {
+            crate::files::durable::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        } else if let Err(e) = fs::metadata(&self.root) {
+            let gone = e.kind() == io::ErrorKind::NotFound;
+            return Err(StoreError::Io {
+                path: self.root.clone(),
+                op: "use directory",
+                source: if gone {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "it is gone since this process opened it (the data directory was moved or removed): \
+                         restart vouch with the data directory where it is now",
+                    )
+                } else {
+                    e
+                },
+            });
+        }
         for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
             crate::files::durable::ensure_real_dir(&p).map_err(io_err(&p, "use directory"))?;

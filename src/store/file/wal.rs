@@ -1588,6 +1588,32 @@ mod tests {
         assert!(!old.exists(), "the replay wrote into the directory the store was copied from");
     }
 
+    /// A data directory moved (or removed) while a process that opened its store runs on
+    /// (`vouch serve`): the next lock is refused, and nothing is made at the old path. Before,
+    /// the lock made `ca/` there again, empty, and the process went on issuing into it, its
+    /// claims into a new, empty replay journal at the old path: attributes spent before the
+    /// move were good again there.
+    #[test]
+    fn a_store_moved_while_its_process_runs_is_not_made_again_at_the_old_path() {
+        let d = tempfile::tempdir().unwrap();
+        let (old, new) = (d.path().join("old"), d.path().join("new"));
+        let store = FileStore::new(old.join("ca"));
+        store.issue(&store.lock().unwrap(), &[claimed("aa01", "a.example", &old.join("replay"))]).unwrap();
+        std::fs::rename(&old, &new).unwrap();
+        match store.lock() {
+            Err(StoreError::Io { path, source, .. }) => {
+                assert_eq!(path, old.join("ca"));
+                assert!(source.to_string().contains("moved or removed"), "{source}");
+            }
+            other => panic!("the lock of a moved store: {:?}", other.map(drop)),
+        }
+        assert!(!old.exists(), "the lock made the moved store again at its old path");
+        // At its new place, a process opens it as usual.
+        let moved = FileStore::new(new.join("ca"));
+        drop(moved.lock().unwrap());
+        assert!(moved.serial_path("aa01").exists());
+    }
+
     /// A log an older vouch wrote names each claim's journal by its absolute path: one in
     /// another data directory (this one moved or copied from there) is replayed into this
     /// store's own journal, and said to the caller; this store's journal, a journal
