@@ -505,3 +505,216 @@ fn a_line_kept_across_a_replay_survives_a_process_that_dies_replaying() {
         assert_eq!(inventory.matches(&format!("0xad{i:030x} ")).count(), 1, "{i}:\n{inventory}");
     }
 }
+
+/// Every file under `dir` with its contents (symbolic links as their targets).
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p.clone());
+            }
+            let contents = if m.is_file() {
+                std::fs::read(&p).unwrap()
+            } else if m.file_type().is_symlink() {
+                std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()
+            } else {
+                Vec::new()
+            };
+            files.push((p.strip_prefix(dir).unwrap().to_path_buf(), contents));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The replay journal's entry for `certname` in `journal` (its contents), if any.
+fn journal_entry(journal: &Path, certname: &str) -> Option<String> {
+    let mut found = None;
+    for bucket in std::fs::read_dir(journal).ok()? {
+        for e in std::fs::read_dir(bucket.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            if text.contains(&format!("\"certname\":\"{certname}\"")) {
+                assert!(found.replace(text).is_none(), "two entries for {certname} in {}", journal.display());
+            }
+        }
+    }
+    found
+}
+
+/// The log of `ca` as an older vouch wrote it: each claim's journal named by its path only.
+fn as_older_log(ca: &Path) {
+    let log = std::fs::read_to_string(ca.join("wal.log")).unwrap();
+    let mut lines = log.lines();
+    let mut old = format!("{}\n", lines.next().unwrap());
+    let mut batch = String::new();
+    for line in lines {
+        if line.starts_with("{\"batch\":") {
+            let n = batch.lines().count();
+            let sha = vouch::encoding::sha256_hex(batch.as_bytes());
+            old.push_str(&batch);
+            old.push_str(&format!("{{\"batch\":{n},\"sha256\":\"{sha}\"}}\n"));
+            batch.clear();
+        } else {
+            assert!(line.contains(",\"journal_in_dir\":\"replay\""), "{line}");
+            batch.push_str(&format!("{}\n", line.replace(",\"journal_in_dir\":\"replay\"", "")));
+        }
+    }
+    assert!(batch.is_empty());
+    std::fs::write(ca.join("wal.log"), old).unwrap();
+}
+
+/// A data directory copied or moved elsewhere (a backup restored, `cp -a`, a volume mounted
+/// at another path) while its log held an issuance that was never applied: the next lock
+/// holder in the copy replays it into the copy's own replay journal (the log names the
+/// journal relative to the data directory), never into the directory it was copied from.
+/// Before, the log held the journal's absolute path: the copy's journal never learned that
+/// the attributes were spent (the same CSR, its certificate cleaned, was signed again), and
+/// the old directory was written to, or recreated after its removal. A log an older vouch
+/// wrote (the absolute path only) is replayed into the copy's journal too, and that is said.
+#[test]
+fn a_data_directory_copied_before_its_log_was_applied_replays_into_its_own_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path();
+    let dir = ca_with_conductor(w);
+    let name = "copied.example.test";
+    let csr = vouched_csr(&dir, w, name);
+    // The log synced, then killed before any file of the issuance was written.
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["sign", "--csr", s(&csr)])
+        .env("VOUCH_DIR", &dir)
+        .env("VOUCH_TEST_ABORT_AT", "wal:appended")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_none(), "the process should have aborted: {out:?}");
+    assert_eq!(wal_entries(&dir.join("ca")), 1, "the issuance is in the log only");
+    assert!(!dir.join(format!("ca/signed/{name}.pem")).exists());
+    let claimed = journal_entry(&dir.join("replay"), name).expect("the attributes claimed before the log");
+    assert!(!claimed.contains("\"issued\":true"), "not yet spent: {claimed}");
+    let before = tree(&dir);
+    // Copied, the original left in place (its log as this vouch wrote it, then as an older
+    // one did); then moved, the original gone.
+    for (copy, older, remove_original) in
+        [(w.join("copy"), false, false), (w.join("older"), true, false), (w.join("moved"), false, true)]
+    {
+        let copied = Command::new("cp").arg("-a").arg(&dir).arg(&copy).status().unwrap();
+        assert!(copied.success());
+        if older {
+            as_older_log(&copy.join("ca"));
+        }
+        if remove_original {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // Any command that takes the lock replays the log.
+        let crl = vouch(&copy, &["crl"]);
+        ok(crl.clone());
+        let err = String::from_utf8_lossy(&crl.stderr);
+        let warned = err.lines().any(|l| {
+            l.contains("\"warning\"")
+                && l.contains(&format!(
+                    "names the replay journal {}, another data directory's",
+                    dir.join("replay").display()
+                ))
+                && l.contains(&format!("this store's journal {} instead", copy.join("replay").display()))
+        });
+        assert_eq!(warned, older, "{}: the replay says so for an older vouch's log only: {err}", copy.display());
+        check_store(&copy.join("ca"));
+        assert!(copy.join(format!("ca/signed/{name}.pem")).exists(), "{}: the issuance replayed", copy.display());
+        let entry = journal_entry(&copy.join("replay"), name).expect("the claim in the copy's journal");
+        assert!(entry.contains("\"issued\":true"), "{}: the copy's journal knows it spent: {entry}", copy.display());
+        if remove_original {
+            assert!(!dir.exists(), "the replay in {} recreated the directory it was moved from", copy.display());
+        } else {
+            assert!(
+                tree(&dir) == before,
+                "the replay in {} wrote into the directory it was copied from",
+                copy.display()
+            );
+        }
+        // The attributes are spent for the copy: the same CSR, once its certificate is
+        // cleaned, is refused as replayed.
+        ok(vouch(&copy, &["clean", name]));
+        let again = vouch(&copy, &["sign", "--csr", s(&csr)]);
+        assert!(String::from_utf8_lossy(&again.stderr).contains("[attributes-replayed]"), "{again:?}");
+    }
+}
+
+/// A replay journal configured outside the data directory, shared with other masters (a
+/// directory of its own, or the journal in another master's data directory): a log that
+/// names it by its path (this vouch's log does so for any journal outside DIR) replays its
+/// claims there, even when the policy no longer names it (replay protection turned off, or
+/// the policy moved to another shared journal while the log was not checkpointed). Before,
+/// such a path was taken for another data directory's journal because it ends in `replay`:
+/// the claims went into `DIR/replay` (made for the purpose) or the policy's new journal,
+/// and the shared journal the other masters ask never learnt the attributes were spent.
+#[test]
+fn a_shared_journal_outside_the_data_directory_keeps_its_claims_whatever_the_policy_says_now() {
+    let t = tempfile::tempdir().unwrap();
+    let name = "shared.example.test";
+    // Where the shared journal lives, and what the policy says when the log is replayed.
+    for (i, (in_other_master, now)) in
+        [(false, "enabled = false"), (false, "moved"), (true, "enabled = false"), (true, "moved")]
+            .into_iter()
+            .enumerate()
+    {
+        let w = t.path().join(format!("case{i}"));
+        std::fs::create_dir(&w).unwrap();
+        let dir = ca_with_conductor(&w);
+        let base = if in_other_master {
+            // Another master's data directory (its own CA), whose journal this one shares.
+            let other = w.join("master1");
+            ok(vouch(&other, &["ca", "init"]));
+            other
+        } else {
+            w.join("shared")
+        };
+        let shared = base.join("replay");
+        std::fs::create_dir_all(&shared).unwrap();
+        let policy_path = dir.join("policy.toml");
+        let policy = std::fs::read_to_string(&policy_path).unwrap();
+        assert!(policy.contains("journal = \"replay\"\n"), "{policy}");
+        std::fs::write(
+            &policy_path,
+            policy.replace("journal = \"replay\"\n", &format!("journal = {:?}\n", s(&shared))),
+        )
+        .unwrap();
+        let csr = vouched_csr(&dir, &w, name);
+        let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .args(["sign", "--csr", s(&csr)])
+            .env("VOUCH_DIR", &dir)
+            .env("VOUCH_TEST_ABORT_AT", "wal:appended")
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_none(), "the process should have aborted: {out:?}");
+        assert_eq!(wal_entries(&dir.join("ca")), 1, "the issuance is in the log only");
+        assert!(journal_entry(&shared, name).is_some(), "claimed in the shared journal");
+        // A power loss takes the claim (written unsynced); the policy changes meanwhile.
+        for bucket in std::fs::read_dir(&shared).unwrap() {
+            std::fs::remove_dir_all(bucket.unwrap().path()).unwrap();
+        }
+        let policy = std::fs::read_to_string(&policy_path).unwrap();
+        let changed = if now == "moved" {
+            let elsewhere = w.join("elsewhere/replay");
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            policy.replace(&format!("journal = {:?}\n", s(&shared)), &format!("journal = {:?}\n", s(&elsewhere)))
+        } else {
+            policy.replace("enabled = true\n", "enabled = false\n")
+        };
+        assert_ne!(changed, policy);
+        std::fs::write(&policy_path, changed).unwrap();
+        let crl = vouch(&dir, &["crl"]);
+        ok(crl.clone());
+        let err = String::from_utf8_lossy(&crl.stderr);
+        assert!(!err.contains("another data directory's"), "case {i}: {err}");
+        check_store(&dir.join("ca"));
+        assert!(dir.join(format!("ca/signed/{name}.pem")).exists(), "case {i}: the issuance replayed");
+        let entry =
+            journal_entry(&shared, name).unwrap_or_else(|| panic!("case {i}: the claim back in the shared journal"));
+        assert!(entry.contains("\"issued\":true"), "case {i}: {entry}");
+        assert!(journal_entry(&dir.join("replay"), name).is_none(), "case {i}: the claim went into DIR/replay");
+        assert!(journal_entry(&w.join("elsewhere/replay"), name).is_none(), "case {i}: the claim went elsewhere");
+    }
+}

@@ -510,6 +510,8 @@ impl Authority {
             pem: job.issued.pem.clone(),
             claim: self.policy.replay_journal.as_ref().map(|dir| SpentClaim {
                 journal: dir.clone(),
+                // The file store's log records it relative to the data directory.
+                journal_in_dir: None,
                 key: job.replay.key.key.clone(),
                 expiry: format_rfc3339(job.replay.expiry),
                 certname: job.certname.clone(),

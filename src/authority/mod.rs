@@ -115,7 +115,7 @@ impl Authority {
             source,
         })?;
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
-        let store = crate::store::open_store(url, dir.ca(), &cert_der, &ca_pem)?;
+        let store = crate::store::open_store(url, dir.ca(), policy.replay_journal.as_deref(), &cert_der, &ca_pem)?;
         let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
         // The policy's file journal is retired: a hook still pointed at it (run without
         // --store) refuses instead of keeping a one-time use of its own.

@@ -373,7 +373,14 @@ pub struct PendingRequest {
 /// since the journal's entry is written without fsync (see [`crate::store::journal::Journal::sync`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpentClaim {
+    /// The journal's directory, as this process reaches it.
     pub journal: PathBuf,
+    /// In the file store's log: the journal's path relative to the data directory, for a
+    /// journal inside it (the default `DIR/replay`), so that a replay of a log in a data
+    /// directory moved or copied elsewhere marks the claims in that directory's own journal,
+    /// not the one it was copied from. Logs written before it have only `journal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_in_dir: Option<PathBuf>,
     pub key: String,
     /// The attributes' expiry (RFC 3339): it names the journal's bucket.
     pub expiry: String,

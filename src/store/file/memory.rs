@@ -272,6 +272,7 @@ mod outlived {
         let mut next = issuance("bb02", "x.example");
         next.claim = Some(SpentClaim {
             journal,
+            journal_in_dir: None,
             key: "k".into(),
             expiry: "2031-01-01T00:00:00Z".into(),
             certname: "x.example".into(),

@@ -38,6 +38,10 @@ fn io_err(path: &Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError
 #[derive(Debug, Clone)]
 pub struct FileStore {
     pub root: PathBuf,
+    /// The replay journal this CA's policy names (`None`: not told, or none): where a
+    /// replay of a log written by an older vouch marks the claims it names in another data
+    /// directory's journal (see `FileStore::place_journals`).
+    journal: Option<PathBuf>,
     /// Whether a lock that keeps this process waiting says so on stderr
     /// ([`Store::announce_lock_waits`]).
     announce: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -62,7 +66,12 @@ enum Marker {
 
 impl FileStore {
     pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
-        FileStore { root: ca_dir.into(), announce: Default::default() }
+        FileStore { root: ca_dir.into(), journal: None, announce: Default::default() }
+    }
+
+    /// The store, told the replay journal its CA's policy names.
+    pub fn with_journal(self, journal: Option<PathBuf>) -> Self {
+        FileStore { journal, ..self }
     }
 
     fn p(&self, rel: &str) -> PathBuf {
@@ -103,8 +112,30 @@ impl FileStore {
     /// Creates the store's directories, and makes sure each is a real directory: vouch
     /// writes, renames and removes files in them, so a symbolic link there (lstat) is
     /// refused, never followed. (`DIR/ca` itself may be a link: the operator's choice.)
+    ///
+    /// `DIR/ca` is created only before this process first prepared the store: one gone since
+    /// (the data directory moved or removed under a running `vouch serve`) is refused, never
+    /// made again empty, where the process would go on issuing into a store and a replay
+    /// journal that know nothing of what was issued and spent before.
     fn ensure_dirs(&self) -> Result<(), StoreError> {
-        crate::files::durable::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        if !self.prepared(false) {
+            crate::files::durable::create_dirs(&self.root).map_err(io_err(&self.root, "create directory"))?;
+        } else if let Err(e) = fs::metadata(&self.root) {
+            let gone = e.kind() == io::ErrorKind::NotFound;
+            return Err(StoreError::Io {
+                path: self.root.clone(),
+                op: "use directory",
+                source: if gone {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "it is gone since this process opened it (the data directory was moved or removed): \
+                         restart vouch with the data directory where it is now",
+                    )
+                } else {
+                    e
+                },
+            });
+        }
         for d in ["signed", "requests", "serials", "pending", "tmp"] {
             let p = self.p(d);
             crate::files::durable::ensure_real_dir(&p).map_err(io_err(&p, "use directory"))?;

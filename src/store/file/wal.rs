@@ -3,7 +3,7 @@
 //! (see [`crate::store`] for the protocol).
 
 use super::{crash_point, damaged, io_err, FileStore};
-use crate::store::{Issuance, StoreError};
+use crate::store::{Issuance, SpentClaim, StoreError};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -110,11 +110,61 @@ fn checkpoints_due() -> &'static Mutex<std::collections::HashMap<PathBuf, Due>> 
     DUE.get_or_init(|| Mutex::new(std::collections::HashMap::new()))
 }
 
-/// A batch as the log holds it: one JSON line per entry, then its commit line.
-fn encode_batch(batch: &[Issuance], path: &Path) -> Result<Vec<u8>, StoreError> {
+/// The replay journal's default place in a data directory (the policy's default `replay`).
+const DEFAULT_JOURNAL: &str = "replay";
+
+/// An entry as the log holds it: an [`Issuance`] (its serialized form, which the log is
+/// read back as), its claim also naming the journal relative to the data directory when
+/// the journal lies inside it.
+#[derive(Serialize)]
+struct Logged<'a> {
+    record: &'a crate::store::CertRecord,
+    pem: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claim: Option<std::borrow::Cow<'a, SpentClaim>>,
+}
+
+/// `path` relative to `dir`, if it lies inside it: `dir` as the path starts, then plain
+/// names only (no `..`). Lexical: the paths as this process names them.
+fn inside(path: &Path, dir: &Path) -> Option<PathBuf> {
+    let rel = path.strip_prefix(dir).ok()?;
+    plain(rel).then(|| rel.to_path_buf())
+}
+
+/// A relative path of plain names (at least one): one that stays inside the directory it
+/// is joined to.
+fn plain(rel: &Path) -> bool {
+    rel.components().next().is_some() && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// `path` without its last components when they are `suffix`: the directory `suffix` is in.
+fn strip_suffix<'a>(path: &'a Path, suffix: &Path) -> Option<&'a Path> {
+    let at = path.ancestors().nth(suffix.components().count())?;
+    (path.strip_prefix(at).ok()? == suffix).then_some(at)
+}
+
+/// Whether `a` and `b` are the same directory (both exist: device and inode).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| {
+        let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
+        fs::metadata(p).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
+    };
+    id(a).is_some_and(|a| Some(a) == id(b))
+}
+
+/// A batch as the log holds it: one JSON line per entry, then its commit line. `dir`: the
+/// data directory, relative to which a journal inside it is named.
+fn encode_batch(batch: &[Issuance], path: &Path, dir: Option<&Path>) -> Result<Vec<u8>, StoreError> {
+    use std::borrow::Cow;
     let mut buf = Vec::new();
     for e in batch {
-        serde_json::to_writer(&mut buf, e)
+        let claim = e.claim.as_ref().map(|c| match dir.and_then(|d| inside(&c.journal, d)) {
+            Some(rel) => Cow::Owned(SpentClaim { journal_in_dir: Some(rel), ..c.clone() }),
+            None => Cow::Borrowed(c),
+        });
+        let logged = Logged { record: &e.record, pem: &e.pem, claim };
+        serde_json::to_writer(&mut buf, &logged)
             .map_err(|err| StoreError::Corrupt { path: path.to_path_buf(), detail: err.to_string() })?;
         buf.push(b'\n');
     }
@@ -158,7 +208,7 @@ impl FileStore {
         let known = self.known_or_recovered()?;
         self.check_serials(batch)?;
         let path = self.wal_path();
-        let buf = encode_batch(batch, &path)?;
+        let buf = encode_batch(batch, &path, self.root.parent())?;
         crash_point("wal:before");
         let f = self.append_synced(&path, &buf)?;
         crash_point("wal:appended");
@@ -380,10 +430,11 @@ impl FileStore {
         if self.known().is_none() {
             self.recover_wal()?;
         }
-        let (_, entries, _) = self.read_wal()?;
+        let (_, mut entries, _) = self.read_wal()?;
         if entries.is_empty() {
             return Ok(());
         }
+        self.place_journals(&mut entries)?;
         self.checkpoint_now(&journals_of(&entries))
     }
 
@@ -789,6 +840,97 @@ impl FileStore {
         Ok(kept.into_iter().filter(|(s, _)| !listed.contains(s)).flat_map(|(_, l)| l.iter().copied()).collect())
     }
 
+    /// Where the claims of entries read from the log are marked, set in each claim's
+    /// `journal`. An entry that names its journal relative to the data directory (this
+    /// vouch's, for a journal inside it) has it in this store's data directory, wherever that
+    /// is now. An older vouch's entry names an absolute path (or one relative to its working
+    /// directory), which may be another data directory's journal (this one was moved or copied
+    /// from there, its log not yet checkpointed): see [`FileStore::legacy_journal`]. Returns
+    /// the paths named that are another data directory's, each once, with the journal used
+    /// instead (for the replay to say so).
+    fn place_journals(&self, entries: &mut [Issuance]) -> Result<Vec<(PathBuf, PathBuf)>, StoreError> {
+        let Some(dir) = self.root.parent() else { return Ok(Vec::new()) };
+        let mut placed: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut moved = Vec::new();
+        for c in entries.iter_mut().filter_map(|e| e.claim.as_mut()) {
+            if let Some(rel) = &c.journal_in_dir {
+                if !plain(rel) {
+                    return Err(StoreError::Corrupt {
+                        path: self.wal_path(),
+                        detail: format!("a claim names its journal as {rel:?}, not a path inside the data directory"),
+                    });
+                }
+                c.journal = dir.join(rel);
+                continue;
+            }
+            if let Some((_, to)) = placed.iter().find(|(from, _)| *from == c.journal) {
+                c.journal = to.clone();
+                continue;
+            }
+            let (to, foreign) = self.legacy_journal(dir, &c.journal);
+            if foreign {
+                moved.push((c.journal.clone(), to.clone()));
+            }
+            placed.push((c.journal.clone(), to.clone()));
+            c.journal = to;
+        }
+        Ok(moved)
+    }
+
+    /// Where the claim of an older vouch's log entry naming the journal `named` is marked
+    /// (`dir`: this store's data directory), and whether `named` is another data directory's.
+    /// This store's journal is the policy's (or `DIR/replay` when the store was not told one),
+    /// and its shape, the path a data directory has it at, is the policy journal's path
+    /// inside `dir` (`replay` if it is elsewhere):
+    /// 1. `named` is this store's journal (the same path, or the same directory): there.
+    /// 2. `named` lies inside `dir`: there (this store's, as it was written).
+    /// 3. `named` is `X/<shape>`: `X` is this data directory reached by another path (the
+    ///    same directory): `dir/<shape>`; `X` is gone, or a data directory of this same CA
+    ///    (its `ca/ca_crt.pem` this store's): the data directory this one was moved or copied
+    ///    from: this store's journal, never `named` (the claims are this CA's; written there
+    ///    they would be missing here, and land in a directory this store must not touch, or
+    ///    recreate one that was removed). The caller says so.
+    /// 4. Otherwise, a journal configured outside this CA's data directories (a directory
+    ///    shared by several masters, or another master's data directory's journal that this
+    ///    one shares, when the policy names it no more): there, as written. (A path ending in
+    ///    `replay` alone does not make it another data directory's: this vouch's own log names
+    ///    a journal outside DIR by its path too.)
+    fn legacy_journal(&self, dir: &Path, named: &Path) -> (PathBuf, bool) {
+        let (own, shape) = match &self.journal {
+            Some(j) => (j.clone(), inside(j, dir).unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL))),
+            None => (dir.join(DEFAULT_JOURNAL), PathBuf::from(DEFAULT_JOURNAL)),
+        };
+        if named == own || same_dir(named, &own) {
+            return (own, false);
+        }
+        if inside(named, dir).is_some() {
+            return (named.to_path_buf(), false);
+        }
+        match strip_suffix(named, &shape) {
+            Some(x) if same_dir(x, dir) => (dir.join(&shape), false),
+            Some(x) if self.copy_of_this_ca(x) => (own, true),
+            _ => (named.to_path_buf(), false),
+        }
+    }
+
+    /// Whether `x`, a directory an older log's journal path names, is (or was) a data
+    /// directory of this store's CA: gone (moved here), or holding this CA's certificate in
+    /// `ca/` (copied here). Read without following a link or waiting on a FIFO, 64 KiB at most.
+    fn copy_of_this_ca(&self, x: &Path) -> bool {
+        let x = if x.as_os_str().is_empty() { Path::new(".") } else { x };
+        if fs::symlink_metadata(x).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+            return true;
+        }
+        let cert = |ca: &Path| {
+            let mut buf = Vec::new();
+            let path = ca.join(crate::issuance::bootstrap::CA_CERT);
+            let f = crate::files::durable::open_regular(&path).ok()?;
+            f.take(64 << 10).read_to_end(&mut buf).ok()?;
+            Some(buf)
+        };
+        cert(&self.root).is_some_and(|ours| cert(&x.join("ca")).is_some_and(|theirs| theirs == ours))
+    }
+
     pub(super) fn recover_wal(&self) -> Result<(), StoreError> {
         let Some(id) = self.wal_id()? else { return self.reset_wal() };
         if self.known() == Some(id) {
@@ -798,7 +940,22 @@ impl FileStore {
         // this process remembers is not trusted, whatever `.lock` says (a lock holder that
         // writes no mark, such as an older vouch, is noticed here when it touched the log).
         self.forget_everything();
-        let (header, entries, end) = self.read_wal()?;
+        let (header, mut entries, end) = self.read_wal()?;
+        for (named, used) in self.place_journals(&mut entries)? {
+            tracing::warn!(
+                event = "warning",
+                what = "replay journal",
+                detail = %format!(
+                    "the write-ahead log ({}) names the replay journal {}, another data directory's (an older \
+                     vouch's log, in a data directory moved or copied here before it was checkpointed): its \
+                     claims are marked in this store's journal {} instead, and nothing is written to {}",
+                    self.wal_path().display(),
+                    named.display(),
+                    used.display(),
+                    named.display()
+                ),
+            );
+        }
         if entries.is_empty() {
             // Lines appended to the inventory since the header was written (an import, an
             // older vouch's redo): a new header records them, after a flush makes them
@@ -1361,6 +1518,179 @@ mod tests {
         journals_written().lock().unwrap().entry(store.root.clone()).or_default().push(journal.clone());
         let answered = answered_unless_waiting_on(&journal, || store.flush_unlocked().is_err());
         assert_eq!(answered, Some(true), "the flush waited on the FIFO at the journal, holding FLUSHING");
+    }
+
+    /// An issuance whose attributes were claimed in the replay journal `journal`.
+    fn claimed(serial: &str, certname: &str, journal: &Path) -> Issuance {
+        Issuance {
+            claim: Some(SpentClaim {
+                journal: journal.to_path_buf(),
+                journal_in_dir: None,
+                key: format!("key of {serial}"),
+                expiry: "2031-01-01T00:00:00Z".into(),
+                certname: certname.into(),
+                holder: "h".into(),
+                time: "2030-01-01T00:00:00Z".into(),
+            }),
+            ..issuance(serial, certname)
+        }
+    }
+
+    /// The entry of `certname` in the replay journal `dir` (its contents), if any.
+    fn journal_entry(dir: &Path, certname: &str) -> Option<String> {
+        let mut found = None;
+        for bucket in std::fs::read_dir(dir).ok()?.flatten() {
+            for e in std::fs::read_dir(bucket.path()).unwrap().flatten() {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                if text.contains(&format!("\"certname\":\"{certname}\"")) {
+                    assert!(found.replace(text).is_none(), "two entries for {certname} in {}", dir.display());
+                }
+            }
+        }
+        found
+    }
+
+    /// Writes `entries` as the log of `store`, the way a vouch older than `journal_in_dir`
+    /// wrote it (each claim's journal as an absolute path only), unknown to this process.
+    fn write_old_log(store: &FileStore, entries: &[Issuance]) {
+        drop(store.lock().unwrap());
+        let inventory_len = std::fs::metadata(store.p("inventory.txt")).map(|m| m.len()).unwrap_or(0);
+        let mut log = FileStore::wal_header(&store.wal_path(), inventory_len).unwrap();
+        log.extend(encode_batch(entries, &store.wal_path(), None).unwrap());
+        assert!(!String::from_utf8_lossy(&log).contains("journal_in_dir"));
+        std::fs::write(store.wal_path(), log).unwrap();
+        store.set_known(None);
+    }
+
+    /// A data directory copied elsewhere (a backup restored, `cp -a`, a volume mounted at
+    /// another path) with its log not checkpointed: the log names the store's own journal
+    /// relative to the data directory, and the replay marks the claims in the copy's
+    /// journal, never in the directory it was copied from (before, the log held the absolute
+    /// path: the copy's replay protection missed them, and the old directory was written to,
+    /// or recreated after its removal).
+    #[test]
+    fn a_copied_data_directory_replays_its_claims_into_its_own_journal() {
+        let d = tempfile::tempdir().unwrap();
+        let (old, new) = (d.path().join("old"), d.path().join("new"));
+        let store = FileStore::new(old.join("ca"));
+        store.issue(&store.lock().unwrap(), &[claimed("aa01", "a.example", &old.join("replay"))]).unwrap();
+        let log = std::fs::read_to_string(store.wal_path()).unwrap();
+        assert!(log.contains("\"journal_in_dir\":\"replay\""), "{log}");
+        let copied = std::process::Command::new("cp").arg("-a").arg(&old).arg(&new).status().unwrap();
+        assert!(copied.success());
+        std::fs::remove_dir_all(&old).unwrap();
+        // The copy's journal entry lost as a power loss could (it is written unsynced).
+        std::fs::remove_dir_all(new.join("replay")).unwrap();
+        let copy = FileStore::new(new.join("ca"));
+        drop(copy.lock().unwrap());
+        let entry = journal_entry(&new.join("replay"), "a.example").expect("the claim in the copy's journal");
+        assert!(entry.contains("\"issued\":true"), "{entry}");
+        assert!(!old.exists(), "the replay wrote into the directory the store was copied from");
+    }
+
+    /// A data directory moved (or removed) while a process that opened its store runs on
+    /// (`vouch serve`): the next lock is refused, and nothing is made at the old path. Before,
+    /// the lock made `ca/` there again, empty, and the process went on issuing into it, its
+    /// claims into a new, empty replay journal at the old path: attributes spent before the
+    /// move were good again there.
+    #[test]
+    fn a_store_moved_while_its_process_runs_is_not_made_again_at_the_old_path() {
+        let d = tempfile::tempdir().unwrap();
+        let (old, new) = (d.path().join("old"), d.path().join("new"));
+        let store = FileStore::new(old.join("ca"));
+        store.issue(&store.lock().unwrap(), &[claimed("aa01", "a.example", &old.join("replay"))]).unwrap();
+        std::fs::rename(&old, &new).unwrap();
+        match store.lock() {
+            Err(StoreError::Io { path, source, .. }) => {
+                assert_eq!(path, old.join("ca"));
+                assert!(source.to_string().contains("moved or removed"), "{source}");
+            }
+            other => panic!("the lock of a moved store: {:?}", other.map(drop)),
+        }
+        assert!(!old.exists(), "the lock made the moved store again at its old path");
+        // At its new place, a process opens it as usual.
+        let moved = FileStore::new(new.join("ca"));
+        drop(moved.lock().unwrap());
+        assert!(moved.serial_path("aa01").exists());
+    }
+
+    /// A log an older vouch wrote names each claim's journal by its absolute path: one in
+    /// another data directory (this one moved or copied from there) is replayed into this
+    /// store's own journal, and said to the caller; this store's journal, a journal
+    /// configured outside any data directory, or this data directory reached through another
+    /// path, are written where the log says.
+    #[test]
+    fn an_older_vouchs_log_replays_claims_of_another_data_directorys_journal_into_this_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let (old, new, shared) = (d.path().join("old"), d.path().join("new"), d.path().join("shared"));
+        let store = FileStore::new(new.join("ca"));
+        // The directory it was copied from still there (`cp -a`), or gone (moved).
+        for old_there in [true, false] {
+            if old_there {
+                // A copy of this CA's data directory: its certificate the same.
+                std::fs::create_dir_all(old.join("ca")).unwrap();
+                std::fs::write(old.join("ca/ca_crt.pem"), "this CA").unwrap();
+            }
+            std::fs::create_dir_all(new.join("ca")).unwrap();
+            std::fs::write(new.join("ca/ca_crt.pem"), "this CA").unwrap();
+            write_old_log(
+                &store,
+                &[claimed("aa01", "moved.example", &old.join("replay")), claimed("aa02", "shared.example", &shared)],
+            );
+            drop(store.lock().unwrap());
+            let entry = journal_entry(&new.join("replay"), "moved.example").expect("the claim in this store's journal");
+            assert!(entry.contains("\"issued\":true"), "{entry}");
+            assert!(!old.join("replay").exists(), "the replay wrote into the other data directory");
+            assert_eq!(old.exists(), old_there, "the replay recreated the other data directory");
+            // A journal configured outside any data directory: where it is.
+            assert!(journal_entry(&shared, "shared.example").is_some_and(|e| e.contains("\"issued\":true")));
+            assert!(journal_entry(&new.join("replay"), "shared.example").is_none());
+            std::fs::remove_dir_all(new.join("replay")).unwrap();
+            std::fs::remove_dir_all(&shared).unwrap();
+            let _ = std::fs::remove_dir_all(&old);
+            std::fs::remove_dir_all(new.join("ca")).unwrap();
+        }
+        // Which journal each path the log names stands for, and which are said to be another's.
+        let place = |store: &FileStore, named: &Path| {
+            let mut entries = vec![claimed("aa03", "c.example", named)];
+            let moved = store.place_journals(&mut entries).unwrap();
+            let used = entries[0].claim.as_ref().unwrap().journal.clone();
+            let said = moved == [(named.to_path_buf(), used.clone())];
+            assert!(said || moved.is_empty(), "{moved:?}");
+            (used, said)
+        };
+        std::fs::create_dir_all(new.join("ca")).unwrap();
+        assert_eq!(place(&store, &old.join("replay")), (new.join("replay"), true));
+        assert_eq!(place(&store, &new.join("replay")), (new.join("replay"), false));
+        assert_eq!(place(&store, &new.join("elsewhere")), (new.join("elsewhere"), false));
+        assert_eq!(place(&store, &shared.join("journal")), (shared.join("journal"), false));
+        // A directory that is no data directory of this CA, though its journal is named
+        // `replay` (a shared journal's, another master's data directory with a CA of its
+        // own): there, as written. A copy of this CA's: this store's.
+        std::fs::write(new.join("ca/ca_crt.pem"), "this CA").unwrap();
+        let (plain_dir, master1) = (d.path().join("plain"), d.path().join("master1"));
+        std::fs::create_dir_all(&plain_dir).unwrap();
+        assert_eq!(place(&store, &plain_dir.join("replay")), (plain_dir.join("replay"), false));
+        std::fs::create_dir_all(master1.join("ca")).unwrap();
+        std::fs::write(master1.join("ca/ca_crt.pem"), "another CA").unwrap();
+        assert_eq!(place(&store, &master1.join("replay")), (master1.join("replay"), false));
+        std::fs::write(master1.join("ca/ca_crt.pem"), "this CA").unwrap();
+        assert_eq!(place(&store, &master1.join("replay")), (new.join("replay"), true));
+        // This data directory through a link: the same directory, no other's.
+        let alias = d.path().join("alias");
+        std::os::unix::fs::symlink(&new, &alias).unwrap();
+        assert_eq!(place(&store, &alias.join("replay")), (new.join("replay"), false));
+        // The policy's journal, wherever it is, is where its claims go; a custom one inside
+        // the data directory gives the shape another data directory's has.
+        let told = |j: &Path| FileStore::new(new.join("ca")).with_journal(Some(j.to_path_buf()));
+        assert_eq!(place(&told(&shared.join("replay")), &shared.join("replay")), (shared.join("replay"), false));
+        let custom = told(&new.join("state/journal"));
+        assert_eq!(place(&custom, &old.join("state/journal")), (new.join("state/journal"), true));
+        assert_eq!(place(&custom, &old.join("replay")), (old.join("replay"), false));
+        // A path relative to the data directory that leaves it: vouch never wrote it.
+        let mut planted = vec![claimed("aa04", "d.example", &old.join("replay"))];
+        planted[0].claim.as_mut().unwrap().journal_in_dir = Some(PathBuf::from("../old/replay"));
+        assert!(matches!(store.place_journals(&mut planted), Err(StoreError::Corrupt { .. })));
     }
 
     /// A torn last batch (never acknowledged) is dropped, whatever part of it reached the
