@@ -342,6 +342,54 @@ fn a_root_crl_the_root_did_not_sign_revokes_nothing() {
     ok(&ca.sign(&ca.csr("c1", "n1.example.test")));
 }
 
+/// A stranger's report: on a further master (`ca init --root-cert --root-key`, no root key),
+/// the master CA's `ca_crl.pem` copied over `ca/root_crl.pem` by mistake read as a root CRL
+/// that lists nothing, and the revoked conductor was granted with no warning. A root CRL the
+/// root did not sign now counts as one that does not read: every conductor of this root is
+/// refused, saying why and what to copy, and `vouch store verify` names it
+/// (`root-crl-unreadable`). Where the root key is, the next command writes the root's own.
+#[test]
+fn a_master_cas_crl_copied_as_the_root_crl_refuses_this_roots_conductors() {
+    let ca = Ca::new();
+    let d2 = ca.work.join("d2");
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let at_d2 = |args: &[&str]| run(vouch().arg("--dir").arg(&d2).args(args), None);
+    ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    // The master CA's CRL (any command that touches the store writes it).
+    ok(&ca.vouch(&["list"]));
+    std::fs::copy(ca.ca_file("ca_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    let n1 = ca.csr("c1", "n1.example.test");
+    let o = at_d2(&["check", "--csr", s(&n1)]);
+    refused_with(&o, "conductor-revocation-unknown");
+    assert!(text(&o).contains("is not signed by this data directory's root"), "{}", text(&o));
+    assert!(text(&o).contains("copy the root's own ROOT_DIR/ca/root_crl.pem"), "{}", text(&o));
+    assert!(stderr(&o).contains("root-crl-unreadable"), "{}", text(&o));
+    refused_with(&at_d2(&["sign", "--csr", s(&n1)]), "conductor-revocation-unknown");
+    // Another conductor of the root: nobody can tell either.
+    let n2 = ca.csr("c2", "n2.example.test");
+    refused_with(&at_d2(&["check", "--csr", s(&n2)]), "conductor-revocation-unknown");
+    let o = at_d2(&["store", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("root-crl-unreadable") && text(&o).contains("not signed by"), "{}", text(&o));
+    let o = at_d2(&["store", "verify", "--format", "jsonl"]);
+    assert!(text(&o).contains("\"finding\":\"root-crl-unreadable\""), "{}", text(&o));
+    // The root's own copied there: the revoked one refused as such, the other granted.
+    std::fs::copy(ca.ca_file("root_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    refused_with(&at_d2(&["check", "--csr", s(&n1)]), "conductor-revoked");
+    ok(&at_d2(&["check", "--csr", s(&n2)]));
+    ok(&at_d2(&["store", "verify"]));
+
+    // Where the root key is: refused until a command that touches the store writes it again.
+    std::fs::copy(ca.ca_file("ca_crl.pem"), ca.ca_file("root_crl.pem")).unwrap();
+    refused_with(&ca.vouch(&["check", "--csr", s(&n2)]), "conductor-revocation-unknown");
+    ok(&ca.vouch(&["list"]));
+    let o = openssl(&["crl", "-in", s(&ca.ca_file("root_crl.pem")), "-CAfile", s(&root), "-noout"]);
+    assert!(o.status.success() && text(&o).contains("verify OK"), "{}", text(&o));
+    refused_with(&ca.vouch(&["check", "--csr", s(&n1)]), "conductor-revoked");
+    ok(&ca.vouch(&["check", "--csr", s(&n2)]));
+}
+
 /// Killed after the revocation is recorded and before the root CRL is written: the next
 /// command that writes CRLs writes it (the list is longer than the CRL covers), and the
 /// command run again says it was revoked. A root CRL damaged later is written again too.

@@ -139,7 +139,8 @@ const MAX_ROOT_CRL: u64 = 16 << 20;
 /// is no error either: it is what the decision is told ([`RootCrl::unreadable`]), and every
 /// conductor of this root is refused until it reads.
 pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
-    let crl = read_root_crl(dir);
+    let root = read_root_der(dir);
+    let crl = read_root_crl(dir, root.as_deref().ok());
     let recorded = match read_root_revocations(dir) {
         Ok(list) => Ok(list.iter().map(|r| r.serial_bytes()).collect::<std::collections::HashSet<_>>()),
         Err(e) => Err(e.to_string()),
@@ -147,14 +148,6 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
     if matches!((&crl, &recorded), (Ok(None), Ok(r)) if r.is_empty()) {
         return None;
     }
-    let root_path = dir.file(bootstrap::ROOT_CERT);
-    let root = crate::files::durable::read_regular_followed(&root_path)
-        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
-        .and_then(|pem| {
-            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-                .map(|(_, der)| der)
-                .map_err(|e| format!("{}: {e}", root_path.display()))
-        });
     let problems: Vec<String> =
         [crl.as_ref().err(), recorded.as_ref().err(), root.as_ref().err()].into_iter().flatten().cloned().collect();
     Some(Arc::new(RootCrl {
@@ -165,9 +158,29 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
     }))
 }
 
+/// The data directory's root certificate (DER), or why it does not read.
+fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
+    let root_path = dir.file(bootstrap::ROOT_CERT);
+    crate::files::durable::read_regular_followed(&root_path)
+        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
+        .and_then(|pem| {
+            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+                .map(|(_, der)| der)
+                .map_err(|e| format!("{}: {e}", root_path.display()))
+        })
+}
+
+/// The words [`read_root_crl`] uses for a CRL that another CA signed (the refusal's hint
+/// and `vouch store verify` tell it apart by them).
+pub const NOT_SIGNED_BY_ROOT: &str = "is not signed by this data directory's root";
+
 /// `DIR/ca/root_crl.pem` as a CRL; `Ok(None)`: there is none; `Err`: it is there and does not
-/// read as a CRL.
-fn read_root_crl(dir: &DataDir) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
+/// read as a CRL, or (deny by default) it is not the root's: its issuer is not `root`'s
+/// subject or its signature does not verify with `root`'s key (a master CA's `ca_crl.pem`
+/// copied there by mistake would otherwise count as a root CRL that lists nothing). Without
+/// `root` (it did not read), the CRL is read unchecked: the root's own problem refuses every
+/// conductor of this root anyway.
+fn read_root_crl(dir: &DataDir, root: Option<&[u8]>) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
     let path = dir.file(bootstrap::ROOT_CRL);
     let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
         Ok(b) => b,
@@ -183,12 +196,41 @@ fn read_root_crl(dir: &DataDir) -> Result<Option<webpki::CertRevocationList<'sta
     };
     let crl = webpki::OwnedCertRevocationList::from_der(&der)
         .map_err(|e| format!("{} is not a CRL vouch can read: {e:?}", path.display()))?;
+    if let Some(root) = root {
+        signed_by_root(&der, root).map_err(|why| format!("{} {NOT_SIGNED_BY_ROOT} ({why})", path.display()))?;
+    }
     Ok(Some(crl.into()))
 }
 
-/// Whether `dir`'s root CRL exists and reads as a CRL (see [`read_own_crl`]).
+/// Whether the CRL `der` names `root` (DER) as its issuer and its signature verifies with
+/// `root`'s key; else why not.
+fn signed_by_root(der: &[u8], root: &[u8]) -> Result<(), String> {
+    let (_, root) = x509_parser::parse_x509_certificate(root).map_err(|e| format!("the root certificate: {e}"))?;
+    let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| format!("the CRL: {e}"))?;
+    if crl.issuer().as_raw() != root.subject().as_raw() {
+        return Err(format!("its issuer is {}, the root is {}", crl.issuer(), root.subject()));
+    }
+    crate::encoding::verify_x509_signature(
+        &crl.signature_algorithm,
+        &root,
+        crl.tbs_cert_list.as_ref(),
+        &crl.signature_value.data,
+    )
+    .map_err(|e| format!("it names the root {} as its issuer, but its signature does not verify: {e}", root.subject()))
+}
+
+/// Whether `dir`'s root CRL exists, reads as a CRL and is the root's (see [`read_own_crl`]).
 pub(super) fn root_crl_reads(dir: &DataDir) -> bool {
-    matches!(read_root_crl(dir), Ok(Some(_)))
+    let root = read_root_der(dir);
+    matches!(read_root_crl(dir, root.as_deref().ok()), Ok(Some(_)))
+}
+
+/// Why `dir`'s root CRL, where there is one, cannot count (`vouch store verify`'s
+/// `root-crl-unreadable`): it does not read, or the root did not sign it. `None`: there is
+/// none, or it is the root's.
+pub(super) fn root_crl_problem(dir: &DataDir) -> Option<String> {
+    let root = read_root_der(dir).ok();
+    read_root_crl(dir, root.as_deref()).err()
 }
 
 /// The decision of `policy` counts the root CRL and the root revocations of `dir` (`vouch
@@ -208,7 +250,8 @@ fn unreadable(detail: &str) {
         detail,
         hint = "every conductor of this root is refused (conductor-revocation-unknown) until it reads: where the \
                 root key is, any command that touches the store (`vouch list`) writes the root CRL again; \
-                elsewhere copy that one here",
+                elsewhere copy the root's own (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's \
+                ca_crl.pem is not it) here",
     );
 }
 

@@ -177,6 +177,11 @@ impl Authority {
                 Err(detail) => say(Finding::ForeignIssuer { subject: subject_of(&other), detail }, &mut seen),
             }
         }
+        // The root CRL the decision counts for conductors: one that does not read, or that the
+        // root did not sign (a master CA's CRL copied there), refuses every conductor of the root.
+        if let Some(detail) = super::root_revoke::root_crl_problem(&self.dir) {
+            say(Finding::RootCrlUnreadable { detail }, &mut seen);
+        }
         let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
 
         // The store's own layout first: a damaged record explains what follows. The revoked
