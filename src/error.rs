@@ -59,6 +59,13 @@ pub enum Error {
     Store {
         detail: String,
     },
+    /// The store's inventory (`DIR/ca/inventory.txt`) cannot be read by the user vouch runs
+    /// as (its owner or mode): the store cannot be opened for writing (its log replayed).
+    InventoryUnreadable {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
+    },
     /// A certname's stored certificate is not its own (another node's record, serial or
     /// CN, or no certificate at all): the store is damaged, and only a restore repairs it.
     StoreDamaged {
@@ -428,6 +435,9 @@ impl std::fmt::Display for Error {
             Error::Usage { detail } => f.write_str(detail),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
+            Error::InventoryUnreadable { path, op, source } => {
+                write!(f, "CA store: the inventory cannot be read (cannot {op} {}: {source})", path.display())
+            }
             Error::StoreDamaged { certname, what } => write!(
                 f,
                 "CA store: the certificate stored for {certname} is not its own ({what}): the store is damaged; \
@@ -674,6 +684,10 @@ impl Error {
                  `vouch revoke --serial SERIAL` revokes a certificate whatever its file holds"
             }
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
+            Error::InventoryUnreadable { .. } => {
+                "give the user vouch runs as read access to DIR/ca/inventory.txt (its owner or mode: vouch writes it \
+                 0644), then retry; nothing needs restoring (`vouch store verify` names it as inventory-unreadable)"
+            }
             Error::StoreDamaged { .. } => {
                 "running the command again cannot help: `vouch store verify` names the damaged entry; restore the certname's \
                  certificate (DIR/ca/signed/CERTNAME.pem and its record) from a backup of DIR/ca, or from the \
