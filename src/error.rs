@@ -114,6 +114,13 @@ pub enum Error {
     SerialUnknown {
         serial: String,
     },
+    /// `vouch revoke --serial`: the serial is no certificate of this CA but a conductor the
+    /// root issued (`root_issued.txt` records it, or the service's own conductor).
+    SerialIsConductor {
+        serial: String,
+        /// The conductor, in words.
+        what: String,
+    },
     /// `vouch revoke --serial`: the serial was reserved, never issued (nothing to revoke).
     SerialNeverIssued {
         serial: String,
@@ -273,6 +280,9 @@ pub enum Error {
         serial: String,
         /// The certname its record names.
         certname: String,
+        /// What `vouch revoke --serial` would do to it (the service's and an administrator's
+        /// certificate are revoked too, with consequences the operator must know).
+        instead: String,
     },
     /// `vouch conductor revoke --serial` without `--cert`: nothing identifies the serial as a
     /// conductor of this root (not in `root_issued.txt` as one, named by no current node's
@@ -468,6 +478,11 @@ impl std::fmt::Display for Error {
             Error::SerialUnknown { serial } => {
                 write!(f, "this CA has no record of serial {serial} (no serial record, no inventory line)")
             }
+            Error::SerialIsConductor { serial, what } => write!(
+                f,
+                "serial {serial} is {what}, which the root issued, not this master CA: this CA's CRL cannot revoke \
+                 it, the root's CRL does; `vouch conductor revoke --serial {serial}` revokes it; nothing was revoked"
+            ),
             Error::SerialNeverIssued { serial, certname, state } => write!(
                 f,
                 "serial {serial} ({certname}) was never issued: its record says {state} (reserved before \
@@ -561,11 +576,11 @@ impl std::fmt::Display for Error {
                 "serial {serial} is {what}: `vouch conductor revoke` puts conductors on the root's CRL, never a CA \
                  (every certificate under it would fail the chain's revocation check); nothing was revoked"
             ),
-            Error::ConductorRevokeStoreSerial { serial, certname } => write!(
+            Error::ConductorRevokeStoreSerial { serial, certname, instead } => write!(
                 f,
                 "serial {serial} is the certificate of {certname} in this CA's store, which the master CA issued (a \
                  node's, the service's or an administrator's), not a conductor: on the root's CRL it would revoke \
-                 nothing; nothing was revoked"
+                 nothing; nothing was revoked. {instead}"
             ),
             Error::ConductorRevokeUnknownSerial { serial, issued } => write!(
                 f,
@@ -729,6 +744,10 @@ impl Error {
                 "check the serial against the certificate ('openssl x509 -noout -serial -issuer'): one \
                  another CA issued is revoked by that CA; 'vouch list --all' shows this CA's current ones"
             }
+            Error::SerialIsConductor { .. } => {
+                "run `vouch conductor revoke` where the root key is (the root's data directory), then copy its \
+                 ca/root_crl.pem to the masters without it"
+            }
             Error::SerialNeverIssued { .. } => "nothing to revoke: no certificate with this serial exists",
             Error::CertnameInvalid { .. } => {
                 "a certname is a lowercase host name: letters, digits, '.', '-' and '_', no empty label \
@@ -865,8 +884,8 @@ impl Error {
                  a master CA, stop its service and have every node of it vouched for again under another master"
             }
             Error::ConductorRevokeStoreSerial { .. } => {
-                "`vouch revoke --serial SERIAL` revokes a certificate of this CA (on its CRL); a conductor's serial is \
-                 what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints"
+                "a conductor's serial is what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints; a certificate \
+                 of this CA is revoked with `vouch revoke` (the message says what that does to this one)"
             }
             Error::ConductorRevokeUnknownSerial { .. } => {
                 "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \

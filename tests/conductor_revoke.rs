@@ -986,3 +986,76 @@ fn a_conductor_the_root_signed_elsewhere_is_revoked_with_its_certificate() {
     assert!(out.contains(&format!("list --all --conductor {fp2}")), "{out}");
     refused_with(&ca.sign(&ca.csr("ext2", "n3.example.test")), "conductor-revoked");
 }
+
+/// A stranger's report: `vouch revoke --serial S` for a conductor's serial said "this CA has no
+/// record … one another CA issued is revoked by that CA", not naming the command that revokes
+/// it. It now names `vouch conductor revoke --serial S`, for a conductor `root_issued.txt`
+/// records and for the service's own conductor. And `vouch conductor revoke` given the
+/// service's own TLS certificate or an administrator's (by serial or --cert) no longer invites
+/// `vouch revoke --serial` without saying what that does to it (it revokes them: the service's
+/// agents refuse it, the administrator is refused); nothing is revoked by either refusal.
+#[test]
+fn revoke_serial_of_a_conductor_names_conductor_revoke_and_service_or_admin_serials_say_what_revoking_does() {
+    let ca = Ca::new();
+    let (c1, _) = serial_and_fingerprint(&ca.cert("c1"));
+    let o = ca.vouch(&["revoke", "--serial", &c1]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains(&format!("`vouch conductor revoke --serial {c1}` revokes it")), "{}", text(&o));
+    assert!(stderr(&o).contains("root_issued.txt records it"), "{}", text(&o));
+    assert!(!stderr(&o).contains("this CA has no record"), "{}", text(&o));
+    // A serial nobody knows: as before.
+    let o = ca.vouch(&["revoke", "--serial", "7a7a7a7a"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("this CA has no record"), "{}", text(&o));
+
+    // An administrator's certificate, by serial and by --cert.
+    let (adm, adm_key) = (ca.work.join("adm.pem"), ca.work.join("adm.key"));
+    ok(&ca.vouch(&["admin", "new", "ops", "--cert-out", s(&adm), "--key-out", s(&adm_key)]));
+    let (adm_serial, _) = serial_and_fingerprint(&adm);
+    for args in [["--serial", adm_serial.as_str()], ["--cert", s(&adm)]] {
+        let o = ca.vouch(&["conductor", "revoke", args[0], args[1]]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains("It is an administrator's certificate"), "{}", text(&o));
+        assert!(stderr(&o).contains("refuses it (403)"), "{}", text(&o));
+    }
+
+    // The service's own TLS certificate, made by `vouch serve`'s first run.
+    let log = ca.work.join("serve.log");
+    let child = vouch()
+        .args(["--dir", s(&ca.dir), "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut server = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
+    let pid = server.pid();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if start.elapsed() > Duration::from_secs(60) {
+                    // SAFETY: kill(2) on the PID of the server this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    serve_ready(&mut server.child, &log);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    drop(server);
+    let (service, _) = serial_and_fingerprint(&ca.dir.join("server/server_crt.pem"));
+    for args in [["--serial", service.as_str()], ["--cert", s(&ca.dir.join("server/server_crt.pem"))]] {
+        let o = ca.vouch(&["conductor", "revoke", args[0], args[1]]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains("It is the service's own TLS certificate"), "{}", text(&o));
+        assert!(stderr(&o).contains("refuse to connect to `vouch serve`"), "{}", text(&o));
+    }
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded");
+    let revoked = std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default();
+    assert!(revoked.trim().is_empty(), "{revoked}");
+}

@@ -7,12 +7,13 @@
 use super::crl::{normal_serial, reason_code, REASONS};
 use super::documents::{file_id, FileId};
 use super::Authority;
+use super::Holder;
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::root_issued::{self, Kind};
 use crate::policy::{Policy, RootCrl};
-use crate::store::StoreError;
+use crate::store::{CertRecord, StoreError};
 use std::path::Path;
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -436,9 +437,16 @@ impl Authority {
             }
             if let Err(detail) = super::verify::signed_by_one_of(der, std::slice::from_ref(&root_der)) {
                 let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
+                    let instead = match [serial.clone(), format!("00{serial}")]
+                        .iter()
+                        .find_map(|c| self.store.record(c).ok().flatten())
+                    {
+                        Some(rec) => self.revoke_serial_would(&rec, Some(der)),
+                        None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+                    };
                     format!(
                         "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
-                         certificate): `vouch revoke --serial {serial}` revokes it"
+                         certificate). {instead}"
                     )
                 } else {
                     detail
@@ -493,14 +501,21 @@ impl Authority {
         for candidate in [serial.clone(), format!("00{serial}")] {
             match self.store.record(&candidate) {
                 Ok(Some(rec)) => {
-                    return Err(Error::ConductorRevokeStoreSerial { serial: candidate, certname: rec.certname })
+                    let instead = self.revoke_serial_would(&rec, None);
+                    return Err(Error::ConductorRevokeStoreSerial {
+                        serial: candidate,
+                        certname: rec.certname,
+                        instead,
+                    });
                 }
                 Ok(None) => {}
                 Err(StoreError::Corrupt { .. }) => {
+                    let instead = format!("`vouch revoke --serial {candidate}` revokes it (on this CA's CRL)");
                     return Err(Error::ConductorRevokeStoreSerial {
                         serial: candidate,
                         certname: "a certificate whose record does not read".into(),
-                    })
+                        instead,
+                    });
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -508,7 +523,9 @@ impl Authority {
         // Its record lost, the inventory may still name it (as `vouch revoke --serial` finds it).
         let candidates = [serial.clone(), format!("00{serial}")];
         if let Some(e) = self.store.inventory()?.into_iter().rev().find(|e| candidates.contains(&e.serial)) {
-            return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname });
+            let rec = CertRecord::bare(&e.serial, &e.certname, crate::store::State::Issued);
+            let instead = self.revoke_serial_would(&rec, None);
+            return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname, instead });
         }
         // What the root key issued here: a master CA refused, a conductor known.
         let issued = self.dir.file(root_issued::ROOT_ISSUED);
@@ -552,6 +569,58 @@ impl Authority {
             });
         }
         Err(Error::ConductorRevokeUnknownSerial { serial, issued })
+    }
+
+    /// What `vouch revoke --serial` would do to a certificate of this CA's store (`der`: the
+    /// certificate, when given; else the certname's current one, when it is this serial): the
+    /// service's own TLS certificate and an administrator's are revoked too, and the operator
+    /// must know what follows before running it.
+    fn revoke_serial_would(&self, rec: &CertRecord, der: Option<&[u8]>) -> String {
+        let pem = match der {
+            Some(d) => crate::encoding::pem::encode("CERTIFICATE", d),
+            None => match self.store.current(&rec.certname) {
+                Ok(Some(c)) if c.record.serial == rec.serial => c.pem,
+                _ => String::new(),
+            },
+        };
+        let holder = if pem.is_empty() { self.reserved.holder(&rec.certname) } else { self.protected(rec, &pem) };
+        let serial = &rec.serial;
+        match holder {
+            Some(Holder::Service) => format!(
+                "It is the service's own TLS certificate: `vouch revoke --serial {serial}` would put it on this CA's \
+                 CRL, and agents that check the CRL refuse to connect to `vouch serve` until it is restarted (it \
+                 issues itself a new certificate then)"
+            ),
+            Some(Holder::Admin) => format!(
+                "It is an administrator's certificate: `vouch revoke --serial {serial}` would put it on this CA's \
+                 CRL, and `vouch serve` refuses it (403) from then on (`vouch admin new NAME` makes another)"
+            ),
+            None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+        }
+    }
+
+    /// `vouch revoke --serial`: the conductor of this root with `serial` (lowercase hex, as
+    /// [`normal_serial`] gives it), in words, when this data directory knows it as one:
+    /// `root_issued.txt` records it, or it is the service's own conductor.
+    pub(super) fn conductor_by_serial(&self, serial: &str) -> Option<String> {
+        let serial = serial_value(serial);
+        if let Ok(Some(i)) = root_issued::find(&self.dir.ca(), &serial) {
+            if i.kind == Kind::Conductor {
+                return Some(format!(
+                    "conductor {} ({} records it)",
+                    i.subject,
+                    self.dir.file(root_issued::ROOT_ISSUED).display()
+                ));
+            }
+        }
+        let local = self.dir.dir.join(bootstrap::CONDUCTOR_CERT);
+        let pem = crate::files::durable::read_regular(&local).ok()?;
+        let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok()?;
+        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+        let root = root_der_of(&self.dir).ok()?;
+        (serial_value(&crate::encoding::hex(c.raw_serial())) == serial
+            && is_conductor_of(&c, &der, std::slice::from_ref(&root)))
+        .then(|| format!("the service's own conductor {} ({})", c.subject(), local.display()))
     }
 
     /// The current (unrevoked, unexpired) node certificates that the conductor with
