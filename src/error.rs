@@ -53,6 +53,11 @@ pub enum Error {
     Usage {
         detail: String,
     },
+    /// Neither --dir nor VOUCH_DIR, and no usable base for the default data directory (a
+    /// user other than root whose HOME is relative or unset, with no absolute XDG_DATA_HOME).
+    NoDataDir {
+        why: String,
+    },
     Crypto {
         detail: String,
     },
@@ -443,6 +448,10 @@ impl std::fmt::Display for Error {
             }
             Error::Expiry { detail } => write!(f, "expiry: {detail}"),
             Error::Usage { detail } => f.write_str(detail),
+            Error::NoDataDir { why } => write!(
+                f,
+                "no data directory to use: {why} (a relative one would name a directory under the current one)"
+            ),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
             Error::InventoryUnreadable { path, op, source } => {
@@ -692,6 +701,10 @@ impl Error {
             }
             Error::Expiry { .. } => "use --expires-in 30m|2h|1d or --expires 2030-01-01T00:00:00Z",
             Error::Usage { .. } => "see vouch --help",
+            Error::NoDataDir { .. } => {
+                "give the data directory with --dir DIR or VOUCH_DIR=DIR (an absolute path); the default, \
+                 $XDG_DATA_HOME/vouch or ~/.local/share/vouch, needs an absolute XDG_DATA_HOME or HOME"
+            }
             Error::Crypto { .. } => return None,
             Error::Store { detail } if detail.contains("is damaged") => {
                 "running the command again cannot help: `vouch store verify` names what is damaged; restore the named \
