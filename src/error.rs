@@ -53,11 +53,23 @@ pub enum Error {
     Usage {
         detail: String,
     },
+    /// Neither --dir nor VOUCH_DIR, and no usable base for the default data directory (a
+    /// user other than root whose HOME is relative or unset, with no absolute XDG_DATA_HOME).
+    NoDataDir {
+        why: String,
+    },
     Crypto {
         detail: String,
     },
     Store {
         detail: String,
+    },
+    /// The store's inventory (`DIR/ca/inventory.txt`) cannot be read by the user vouch runs
+    /// as (its owner or mode): the store cannot be opened for writing (its log replayed).
+    InventoryUnreadable {
+        path: PathBuf,
+        op: &'static str,
+        source: std::io::Error,
     },
     /// A certname's stored certificate is not its own (another node's record, serial or
     /// CN, or no certificate at all): the store is damaged, and only a restore repairs it.
@@ -106,6 +118,13 @@ pub enum Error {
     /// `vouch revoke --serial`: no record and no inventory line of this CA has the serial.
     SerialUnknown {
         serial: String,
+    },
+    /// `vouch revoke --serial`: the serial is no certificate of this CA but a conductor the
+    /// root issued (`root_issued.txt` records it, or the service's own conductor).
+    SerialIsConductor {
+        serial: String,
+        /// The conductor, in words.
+        what: String,
     },
     /// `vouch revoke --serial`: the serial was reserved, never issued (nothing to revoke).
     SerialNeverIssued {
@@ -266,6 +285,9 @@ pub enum Error {
         serial: String,
         /// The certname its record names.
         certname: String,
+        /// What `vouch revoke --serial` would do to it (the service's and an administrator's
+        /// certificate are revoked too, with consequences the operator must know).
+        instead: String,
     },
     /// `vouch conductor revoke --serial` without `--cert`: nothing identifies the serial as a
     /// conductor of this root (not in `root_issued.txt` as one, named by no current node's
@@ -426,8 +448,15 @@ impl std::fmt::Display for Error {
             }
             Error::Expiry { detail } => write!(f, "expiry: {detail}"),
             Error::Usage { detail } => f.write_str(detail),
+            Error::NoDataDir { why } => write!(
+                f,
+                "no data directory to use: {why} (a relative one would name a directory under the current one)"
+            ),
             Error::Crypto { detail } => write!(f, "cryptographic operation failed: {detail}"),
             Error::Store { detail } => write!(f, "CA store: {detail}"),
+            Error::InventoryUnreadable { path, op, source } => {
+                write!(f, "CA store: the inventory cannot be read (cannot {op} {}: {source})", path.display())
+            }
             Error::StoreDamaged { certname, what } => write!(
                 f,
                 "CA store: the certificate stored for {certname} is not its own ({what}): the store is damaged; \
@@ -458,6 +487,11 @@ impl std::fmt::Display for Error {
             Error::SerialUnknown { serial } => {
                 write!(f, "this CA has no record of serial {serial} (no serial record, no inventory line)")
             }
+            Error::SerialIsConductor { serial, what } => write!(
+                f,
+                "serial {serial} is {what}, which the root issued, not this master CA: this CA's CRL cannot revoke \
+                 it, the root's CRL does; `vouch conductor revoke --serial {serial}` revokes it; nothing was revoked"
+            ),
             Error::SerialNeverIssued { serial, certname, state } => write!(
                 f,
                 "serial {serial} ({certname}) was never issued: its record says {state} (reserved before \
@@ -551,11 +585,11 @@ impl std::fmt::Display for Error {
                 "serial {serial} is {what}: `vouch conductor revoke` puts conductors on the root's CRL, never a CA \
                  (every certificate under it would fail the chain's revocation check); nothing was revoked"
             ),
-            Error::ConductorRevokeStoreSerial { serial, certname } => write!(
+            Error::ConductorRevokeStoreSerial { serial, certname, instead } => write!(
                 f,
                 "serial {serial} is the certificate of {certname} in this CA's store, which the master CA issued (a \
                  node's, the service's or an administrator's), not a conductor: on the root's CRL it would revoke \
-                 nothing; nothing was revoked"
+                 nothing; nothing was revoked. {instead}"
             ),
             Error::ConductorRevokeUnknownSerial { serial, issued } => write!(
                 f,
@@ -667,6 +701,10 @@ impl Error {
             }
             Error::Expiry { .. } => "use --expires-in 30m|2h|1d or --expires 2030-01-01T00:00:00Z",
             Error::Usage { .. } => "see vouch --help",
+            Error::NoDataDir { .. } => {
+                "give the data directory with --dir DIR or VOUCH_DIR=DIR (an absolute path); the default, \
+                 $XDG_DATA_HOME/vouch or ~/.local/share/vouch, needs an absolute XDG_DATA_HOME or HOME"
+            }
             Error::Crypto { .. } => return None,
             Error::Store { detail } if detail.contains("is damaged") => {
                 "running the command again cannot help: `vouch store verify` names what is damaged; restore the named \
@@ -674,6 +712,10 @@ impl Error {
                  `vouch revoke --serial SERIAL` revokes a certificate whatever its file holds"
             }
             Error::Store { .. } => "the store was left consistent; check the named file and retry",
+            Error::InventoryUnreadable { .. } => {
+                "give the user vouch runs as read access to DIR/ca/inventory.txt (its owner or mode: vouch writes it \
+                 0644), then retry; nothing needs restoring (`vouch store verify` names it as inventory-unreadable)"
+            }
             Error::StoreDamaged { .. } => {
                 "running the command again cannot help: `vouch store verify` names the damaged entry; restore the certname's \
                  certificate (DIR/ca/signed/CERTNAME.pem and its record) from a backup of DIR/ca, or from the \
@@ -714,6 +756,10 @@ impl Error {
             Error::SerialUnknown { .. } => {
                 "check the serial against the certificate ('openssl x509 -noout -serial -issuer'): one \
                  another CA issued is revoked by that CA; 'vouch list --all' shows this CA's current ones"
+            }
+            Error::SerialIsConductor { .. } => {
+                "run `vouch conductor revoke` where the root key is (the root's data directory), then copy its \
+                 ca/root_crl.pem to the masters without it"
             }
             Error::SerialNeverIssued { .. } => "nothing to revoke: no certificate with this serial exists",
             Error::CertnameInvalid { .. } => {
@@ -851,8 +897,8 @@ impl Error {
                  a master CA, stop its service and have every node of it vouched for again under another master"
             }
             Error::ConductorRevokeStoreSerial { .. } => {
-                "`vouch revoke --serial SERIAL` revokes a certificate of this CA (on its CRL); a conductor's serial is \
-                 what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints"
+                "a conductor's serial is what `openssl x509 -noout -serial -in CONDUCTOR.pem` prints; a certificate \
+                 of this CA is revoked with `vouch revoke` (the message says what that does to this one)"
             }
             Error::ConductorRevokeUnknownSerial { .. } => {
                 "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \

@@ -1409,7 +1409,7 @@ fn exit_codes_and_messages_say_what_is_wrong() {
         (vec!["--max-body", "0"], vec!["must be a whole number from 1 to "]),
         (vec!["--connection-lifetime", "0"], vec!["must be a whole number from 1 to "]),
         (vec!["--header-timeout", "0"], vec!["must be a whole number from 1 to "]),
-        (vec!["--body-timeout", "99999999999"], vec!["must be a whole number from 1 to "]),
+        (vec!["--body-timeout", "99999999999"], vec!["99999999999 is too large: at most "]),
         (vec!["--max-connections", "0"], vec!["must be a whole number from 1 to "]),
         (vec!["--max-connections-per-address", "0"], vec!["must be a whole number from 1 to "]),
         (vec!["--threads", "0"], vec!["must be a whole number from 1 to "]),

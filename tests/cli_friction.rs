@@ -1180,3 +1180,105 @@ fn revoke_says_what_makes_the_revocation_count_everywhere() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("no certificate for p.example.test"), "{}", text(&o));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("vouch: note:"), "{}", text(&o));
 }
+
+/// A stranger's report: `--days 99999999999999999999` said "must be a whole number, at least
+/// 1"; a number too large now says so, with the largest the flag takes. And `vouch conductor
+/// revoke` with neither flag said "required arguments were not provided: --cert <FILE>": it
+/// says one of --cert and --serial is required.
+#[test]
+fn a_number_too_large_says_so_and_conductor_revoke_names_both_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let new = |days: &str| {
+        let (cert, key) = (tmp.path().join("c.pem"), tmp.path().join("c.key"));
+        run(
+            vouch().arg("--dir").arg(&dir).args(["conductor", "new", "c", "--cert-out", s(&cert), "--key-out"]).args([
+                s(&key),
+                "--days",
+                days,
+            ]),
+            None,
+        )
+    };
+    let o = new("99999999999999999999");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("99999999999999999999 is too large: at most 4294967295"), "{err}");
+    assert!(!err.contains("at least 1"), "{err}");
+    let o = new("4294967296");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4294967296 is too large: at most 4294967295"), "{}", text(&o));
+    let o = new("0");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("must be a whole number, at least 1"), "{}", text(&o));
+    assert!(!dir.exists());
+
+    let o = run(vouch().arg("--dir").arg(&dir).args(["conductor", "revoke"]), None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("one of --cert FILE") && err.contains("and --serial HEX") && err.contains("is required"),
+        "{err}"
+    );
+    assert!(!err.contains("required arguments were not provided"), "{err}");
+    assert!(!dir.exists());
+}
+
+/// A stranger's report: a relative HOME (`HOME=relhome`, not root) made the data directory
+/// `relhome/.local/share/vouch` under the current directory, silently. It is ignored, as a
+/// relative XDG_DATA_HOME is, with a warning; with no usable base left, the command refuses
+/// and asks for --dir or VOUCH_DIR (never root's /var/lib/vouch). An absolute XDG_DATA_HOME
+/// is still used. As root the default is /var/lib/vouch whatever HOME says, so the commands
+/// run as `nobody` in a directory handed to it.
+#[test]
+fn a_relative_home_is_ignored_and_with_no_base_left_the_command_asks_for_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path();
+    let (cwd, abs) = (w.join("cwd"), w.join("xdg"));
+    for d in [&cwd, &abs] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let root = rustix::process::geteuid().is_root();
+    let bin = w.join("vouch-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    if root {
+        let o = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(w).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::set_permissions(w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_user = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin);
+            c
+        } else {
+            std::process::Command::new(&bin)
+        };
+        c.current_dir(&cwd).env_remove("VOUCH_DIR").env_remove("XDG_DATA_HOME").env_remove("XDG_CACHE_HOME");
+        c.env("HOME", "relhome").envs(env.iter().copied()).args(args);
+        run(&mut c, None)
+    };
+    for env in [&[][..], &[("XDG_DATA_HOME", "rel/data")][..]] {
+        let o = as_user(env, &["ca", "init"]);
+        assert_eq!(o.status.code(), Some(2), "{env:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("vouch: warning: HOME is a relative path (relhome)"), "{env:?}: {err}");
+        assert!(err.contains("no data directory to use: HOME is a relative path (relhome)"), "{env:?}: {err}");
+        assert!(err.contains("--dir DIR or VOUCH_DIR=DIR"), "{env:?}: {err}");
+        assert!(!err.contains("/var/lib/vouch"), "{env:?}: {err}");
+        assert!(
+            std::fs::read_dir(&cwd).unwrap().next().is_none(),
+            "{env:?}: something made under the current directory"
+        );
+    }
+    // An absolute XDG_DATA_HOME is still a base: used, HOME warned about.
+    let o = as_user(&[("XDG_DATA_HOME", s(&abs))], &["ca", "init"]);
+    assert!(abs.join("vouch/ca").is_dir(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("HOME is a relative path"), "{}", text(&o));
+    ok(&o);
+    // VOUCH_DIR: nothing said about HOME.
+    let d = w.join("given");
+    let o = as_user(&[("VOUCH_DIR", s(&d))], &["ca", "init"]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", text(&o));
+    ok(&o);
+    assert!(std::fs::read_dir(&cwd).unwrap().next().is_none());
+}

@@ -342,6 +342,54 @@ fn a_root_crl_the_root_did_not_sign_revokes_nothing() {
     ok(&ca.sign(&ca.csr("c1", "n1.example.test")));
 }
 
+/// A stranger's report: on a further master (`ca init --root-cert --root-key`, no root key),
+/// the master CA's `ca_crl.pem` copied over `ca/root_crl.pem` by mistake read as a root CRL
+/// that lists nothing, and the revoked conductor was granted with no warning. A root CRL the
+/// root did not sign now counts as one that does not read: every conductor of this root is
+/// refused, saying why and what to copy, and `vouch store verify` names it
+/// (`root-crl-unreadable`). Where the root key is, the next command writes the root's own.
+#[test]
+fn a_master_cas_crl_copied_as_the_root_crl_refuses_this_roots_conductors() {
+    let ca = Ca::new();
+    let d2 = ca.work.join("d2");
+    let (root, root_key) = (ca.ca_file("root_crt.pem"), ca.ca_file("root_key.pem"));
+    ok(&run(vouch().args(["--dir", s(&d2), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]), None));
+    let at_d2 = |args: &[&str]| run(vouch().arg("--dir").arg(&d2).args(args), None);
+    ok(&ca.vouch(&["conductor", "revoke", "--cert", s(&ca.cert("c1"))]));
+    // The master CA's CRL (any command that touches the store writes it).
+    ok(&ca.vouch(&["list"]));
+    std::fs::copy(ca.ca_file("ca_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    let n1 = ca.csr("c1", "n1.example.test");
+    let o = at_d2(&["check", "--csr", s(&n1)]);
+    refused_with(&o, "conductor-revocation-unknown");
+    assert!(text(&o).contains("is not signed by this data directory's root"), "{}", text(&o));
+    assert!(text(&o).contains("copy the root's own ROOT_DIR/ca/root_crl.pem"), "{}", text(&o));
+    assert!(stderr(&o).contains("root-crl-unreadable"), "{}", text(&o));
+    refused_with(&at_d2(&["sign", "--csr", s(&n1)]), "conductor-revocation-unknown");
+    // Another conductor of the root: nobody can tell either.
+    let n2 = ca.csr("c2", "n2.example.test");
+    refused_with(&at_d2(&["check", "--csr", s(&n2)]), "conductor-revocation-unknown");
+    let o = at_d2(&["store", "verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("root-crl-unreadable") && text(&o).contains("not signed by"), "{}", text(&o));
+    let o = at_d2(&["store", "verify", "--format", "jsonl"]);
+    assert!(text(&o).contains("\"finding\":\"root-crl-unreadable\""), "{}", text(&o));
+    // The root's own copied there: the revoked one refused as such, the other granted.
+    std::fs::copy(ca.ca_file("root_crl.pem"), d2.join("ca/root_crl.pem")).unwrap();
+    refused_with(&at_d2(&["check", "--csr", s(&n1)]), "conductor-revoked");
+    ok(&at_d2(&["check", "--csr", s(&n2)]));
+    ok(&at_d2(&["store", "verify"]));
+
+    // Where the root key is: refused until a command that touches the store writes it again.
+    std::fs::copy(ca.ca_file("ca_crl.pem"), ca.ca_file("root_crl.pem")).unwrap();
+    refused_with(&ca.vouch(&["check", "--csr", s(&n2)]), "conductor-revocation-unknown");
+    ok(&ca.vouch(&["list"]));
+    let o = openssl(&["crl", "-in", s(&ca.ca_file("root_crl.pem")), "-CAfile", s(&root), "-noout"]);
+    assert!(o.status.success() && text(&o).contains("verify OK"), "{}", text(&o));
+    refused_with(&ca.vouch(&["check", "--csr", s(&n1)]), "conductor-revoked");
+    ok(&ca.vouch(&["check", "--csr", s(&n2)]));
+}
+
 /// Killed after the revocation is recorded and before the root CRL is written: the next
 /// command that writes CRLs writes it (the list is longer than the CRL covers), and the
 /// command run again says it was revoked. A root CRL damaged later is written again too.
@@ -1000,4 +1048,77 @@ fn a_damaged_line_of_root_issued_never_lets_a_master_ca_pass_for_a_conductor() {
     let (c1, _) = serial_and_fingerprint(&ca.cert("c1"));
     let o = ca.vouch(&["conductor", "revoke", "--serial", &c1]);
     assert!(ok(&o).contains("revoked conductor CN=c1"), "{}", text(&o));
+}
+
+/// A stranger's report: `vouch revoke --serial S` for a conductor's serial said "this CA has no
+/// record … one another CA issued is revoked by that CA", not naming the command that revokes
+/// it. It now names `vouch conductor revoke --serial S`, for a conductor `root_issued.txt`
+/// records and for the service's own conductor. And `vouch conductor revoke` given the
+/// service's own TLS certificate or an administrator's (by serial or --cert) no longer invites
+/// `vouch revoke --serial` without saying what that does to it (it revokes them: the service's
+/// agents refuse it, the administrator is refused); nothing is revoked by either refusal.
+#[test]
+fn revoke_serial_of_a_conductor_names_conductor_revoke_and_service_or_admin_serials_say_what_revoking_does() {
+    let ca = Ca::new();
+    let (c1, _) = serial_and_fingerprint(&ca.cert("c1"));
+    let o = ca.vouch(&["revoke", "--serial", &c1]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains(&format!("`vouch conductor revoke --serial {c1}` revokes it")), "{}", text(&o));
+    assert!(stderr(&o).contains("root_issued.txt records it"), "{}", text(&o));
+    assert!(!stderr(&o).contains("this CA has no record"), "{}", text(&o));
+    // A serial nobody knows: as before.
+    let o = ca.vouch(&["revoke", "--serial", "7a7a7a7a"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("this CA has no record"), "{}", text(&o));
+
+    // An administrator's certificate, by serial and by --cert.
+    let (adm, adm_key) = (ca.work.join("adm.pem"), ca.work.join("adm.key"));
+    ok(&ca.vouch(&["admin", "new", "ops", "--cert-out", s(&adm), "--key-out", s(&adm_key)]));
+    let (adm_serial, _) = serial_and_fingerprint(&adm);
+    for args in [["--serial", adm_serial.as_str()], ["--cert", s(&adm)]] {
+        let o = ca.vouch(&["conductor", "revoke", args[0], args[1]]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains("It is an administrator's certificate"), "{}", text(&o));
+        assert!(stderr(&o).contains("refuses it (403)"), "{}", text(&o));
+    }
+
+    // The service's own TLS certificate, made by `vouch serve`'s first run.
+    let log = ca.work.join("serve.log");
+    let child = vouch()
+        .args(["--dir", s(&ca.dir), "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut server = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
+    let pid = server.pid();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if start.elapsed() > Duration::from_secs(60) {
+                    // SAFETY: kill(2) on the PID of the server this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    serve_ready(&mut server.child, &log);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    drop(server);
+    let (service, _) = serial_and_fingerprint(&ca.dir.join("server/server_crt.pem"));
+    for args in [["--serial", service.as_str()], ["--cert", s(&ca.dir.join("server/server_crt.pem"))]] {
+        let o = ca.vouch(&["conductor", "revoke", args[0], args[1]]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(stderr(&o).contains("It is the service's own TLS certificate"), "{}", text(&o));
+        assert!(stderr(&o).contains("refuse to connect to `vouch serve`"), "{}", text(&o));
+    }
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "nothing recorded");
+    let revoked = std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default();
+    assert!(revoked.trim().is_empty(), "{revoked}");
 }

@@ -1859,3 +1859,37 @@ fn an_inventory_vouch_may_not_read_is_the_inventory_unreadable_finding() {
     let out = ok(&run(as_unprivileged(&ca).args(["store", "verify"]), None));
     assert!(out.contains("2 current certificates"), "{out}");
 }
+
+/// A stranger's report: with the write-ahead log not yet checkpointed (right after a `vouch
+/// sign`), an inventory vouch may not read made verify exit 2 with a bare "CA store: cannot
+/// read …/inventory.txt: Permission denied" (the lock's recovery replays the log, and reads
+/// the inventory to do so), not the `inventory-unreadable` finding it reports once the log is
+/// checkpointed. Verify reports the finding either way (exit 1, the access hint); another
+/// command still stops (exit 2), saying the inventory cannot be read and how to fix it.
+#[test]
+fn an_inventory_vouch_may_not_read_before_the_log_is_checkpointed_is_the_finding() {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = Ca::with(&["a.example.test"]);
+    // Not settled: the log holds this issuance until the next command takes the lock.
+    ca.issue("b.example.test");
+    let inventory = ca.ca("inventory.txt");
+    std::fs::set_permissions(&inventory, std::fs::Permissions::from_mode(0o000)).unwrap();
+    for format in ["jsonl", "text"] {
+        let o = run(as_unprivileged(&ca).args(["store", "verify", "--format", format]), None);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("inventory-unreadable"), "{format}: {out}");
+        assert!(out.contains("Permission denied"), "{format}: {out}");
+        if format == "text" {
+            assert!(out.contains("give the user vouch runs as read access"), "{out}");
+        }
+    }
+    let o = run(as_unprivileged(&ca).arg("crl"), None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the inventory cannot be read") && err.contains("read access"), "{err}");
+    // Readable again: the log is replayed, both certificates are there and nothing is found.
+    std::fs::set_permissions(&inventory, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = ok(&run(as_unprivileged(&ca).args(["store", "verify"]), None));
+    assert!(out.contains("2 current certificates"), "{out}");
+}

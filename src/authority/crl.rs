@@ -359,7 +359,13 @@ impl Authority {
         let rec = match (rec, damaged) {
             (Some(rec), _) => rec,
             (None, Some(e)) => return Err(e.into()),
-            (None, None) => return Err(Error::SerialUnknown { serial }),
+            (None, None) => {
+                // A conductor's serial: the root issued it, and the root's CRL revokes it.
+                return Err(match self.conductor_by_serial(&serial) {
+                    Some(what) => Error::SerialIsConductor { serial, what },
+                    None => Error::SerialUnknown { serial },
+                });
+            }
         };
         // The certname's current certificate, when it is this one and can be read: revoked as
         // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).

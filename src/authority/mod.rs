@@ -27,7 +27,7 @@ pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
 pub use root_revoke::{
-    count_own_crl, read_own_crl, RootRevocation, RootRevoked, RootTarget, Vouched, ROOT_REVOCATIONS,
+    count_own_crl, read_own_crl, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT, ROOT_REVOCATIONS,
 };
 pub use verify::Verified;
 

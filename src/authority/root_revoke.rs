@@ -7,12 +7,13 @@
 use super::crl::{normal_serial, reason_code, REASONS};
 use super::documents::{file_id, FileId};
 use super::Authority;
+use super::Holder;
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::root_issued::{self, Kind};
 use crate::policy::{Policy, RootCrl};
-use crate::store::StoreError;
+use crate::store::{CertRecord, StoreError};
 use std::path::Path;
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -139,7 +140,8 @@ const MAX_ROOT_CRL: u64 = 16 << 20;
 /// is no error either: it is what the decision is told ([`RootCrl::unreadable`]), and every
 /// conductor of this root is refused until it reads.
 pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
-    let crl = read_root_crl(dir);
+    let root = read_root_der(dir);
+    let crl = read_root_crl(dir, root.as_deref().ok());
     let recorded = match read_root_revocations(dir) {
         Ok(list) => Ok(list.iter().map(|r| r.serial_bytes()).collect::<std::collections::HashSet<_>>()),
         Err(e) => Err(e.to_string()),
@@ -147,14 +149,6 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
     if matches!((&crl, &recorded), (Ok(None), Ok(r)) if r.is_empty()) {
         return None;
     }
-    let root_path = dir.file(bootstrap::ROOT_CERT);
-    let root = crate::files::durable::read_regular_followed(&root_path)
-        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
-        .and_then(|pem| {
-            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-                .map(|(_, der)| der)
-                .map_err(|e| format!("{}: {e}", root_path.display()))
-        });
     let problems: Vec<String> =
         [crl.as_ref().err(), recorded.as_ref().err(), root.as_ref().err()].into_iter().flatten().cloned().collect();
     Some(Arc::new(RootCrl {
@@ -165,9 +159,29 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
     }))
 }
 
+/// The data directory's root certificate (DER), or why it does not read.
+fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
+    let root_path = dir.file(bootstrap::ROOT_CERT);
+    crate::files::durable::read_regular_followed(&root_path)
+        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
+        .and_then(|pem| {
+            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+                .map(|(_, der)| der)
+                .map_err(|e| format!("{}: {e}", root_path.display()))
+        })
+}
+
+/// The words [`read_root_crl`] uses for a CRL that another CA signed (the refusal's hint
+/// and `vouch store verify` tell it apart by them).
+pub const NOT_SIGNED_BY_ROOT: &str = "is not signed by this data directory's root";
+
 /// `DIR/ca/root_crl.pem` as a CRL; `Ok(None)`: there is none; `Err`: it is there and does not
-/// read as a CRL.
-fn read_root_crl(dir: &DataDir) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
+/// read as a CRL, or (deny by default) it is not the root's: its issuer is not `root`'s
+/// subject or its signature does not verify with `root`'s key (a master CA's `ca_crl.pem`
+/// copied there by mistake would otherwise count as a root CRL that lists nothing). Without
+/// `root` (it did not read), the CRL is read unchecked: the root's own problem refuses every
+/// conductor of this root anyway.
+fn read_root_crl(dir: &DataDir, root: Option<&[u8]>) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
     let path = dir.file(bootstrap::ROOT_CRL);
     let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
         Ok(b) => b,
@@ -183,12 +197,41 @@ fn read_root_crl(dir: &DataDir) -> Result<Option<webpki::CertRevocationList<'sta
     };
     let crl = webpki::OwnedCertRevocationList::from_der(&der)
         .map_err(|e| format!("{} is not a CRL vouch can read: {e:?}", path.display()))?;
+    if let Some(root) = root {
+        signed_by_root(&der, root).map_err(|why| format!("{} {NOT_SIGNED_BY_ROOT} ({why})", path.display()))?;
+    }
     Ok(Some(crl.into()))
 }
 
-/// Whether `dir`'s root CRL exists and reads as a CRL (see [`read_own_crl`]).
+/// Whether the CRL `der` names `root` (DER) as its issuer and its signature verifies with
+/// `root`'s key; else why not.
+fn signed_by_root(der: &[u8], root: &[u8]) -> Result<(), String> {
+    let (_, root) = x509_parser::parse_x509_certificate(root).map_err(|e| format!("the root certificate: {e}"))?;
+    let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| format!("the CRL: {e}"))?;
+    if crl.issuer().as_raw() != root.subject().as_raw() {
+        return Err(format!("its issuer is {}, the root is {}", crl.issuer(), root.subject()));
+    }
+    crate::encoding::verify_x509_signature(
+        &crl.signature_algorithm,
+        &root,
+        crl.tbs_cert_list.as_ref(),
+        &crl.signature_value.data,
+    )
+    .map_err(|e| format!("it names the root {} as its issuer, but its signature does not verify: {e}", root.subject()))
+}
+
+/// Whether `dir`'s root CRL exists, reads as a CRL and is the root's (see [`read_own_crl`]).
 pub(super) fn root_crl_reads(dir: &DataDir) -> bool {
-    matches!(read_root_crl(dir), Ok(Some(_)))
+    let root = read_root_der(dir);
+    matches!(read_root_crl(dir, root.as_deref().ok()), Ok(Some(_)))
+}
+
+/// Why `dir`'s root CRL, where there is one, cannot count (`vouch store verify`'s
+/// `root-crl-unreadable`): it does not read, or the root did not sign it. `None`: there is
+/// none, or it is the root's.
+pub(super) fn root_crl_problem(dir: &DataDir) -> Option<String> {
+    let root = read_root_der(dir).ok();
+    read_root_crl(dir, root.as_deref()).err()
 }
 
 /// The decision of `policy` counts the root CRL and the root revocations of `dir` (`vouch
@@ -208,7 +251,8 @@ fn unreadable(detail: &str) {
         detail,
         hint = "every conductor of this root is refused (conductor-revocation-unknown) until it reads: where the \
                 root key is, any command that touches the store (`vouch list`) writes the root CRL again; \
-                elsewhere copy that one here",
+                elsewhere copy the root's own (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's \
+                ca_crl.pem is not it) here",
     );
 }
 
@@ -393,9 +437,16 @@ impl Authority {
             }
             if let Err(detail) = super::verify::signed_by_one_of(der, std::slice::from_ref(&root_der)) {
                 let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
+                    let instead = match [serial.clone(), format!("00{serial}")]
+                        .iter()
+                        .find_map(|c| self.store.record(c).ok().flatten())
+                    {
+                        Some(rec) => self.revoke_serial_would(&rec, Some(der)),
+                        None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+                    };
                     format!(
                         "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
-                         certificate): `vouch revoke --serial {serial}` revokes it"
+                         certificate). {instead}"
                     )
                 } else {
                     detail
@@ -450,14 +501,21 @@ impl Authority {
         for candidate in [serial.clone(), format!("00{serial}")] {
             match self.store.record(&candidate) {
                 Ok(Some(rec)) => {
-                    return Err(Error::ConductorRevokeStoreSerial { serial: candidate, certname: rec.certname })
+                    let instead = self.revoke_serial_would(&rec, None);
+                    return Err(Error::ConductorRevokeStoreSerial {
+                        serial: candidate,
+                        certname: rec.certname,
+                        instead,
+                    });
                 }
                 Ok(None) => {}
                 Err(StoreError::Corrupt { .. }) => {
+                    let instead = format!("`vouch revoke --serial {candidate}` revokes it (on this CA's CRL)");
                     return Err(Error::ConductorRevokeStoreSerial {
                         serial: candidate,
                         certname: "a certificate whose record does not read".into(),
-                    })
+                        instead,
+                    });
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -465,7 +523,9 @@ impl Authority {
         // Its record lost, the inventory may still name it (as `vouch revoke --serial` finds it).
         let candidates = [serial.clone(), format!("00{serial}")];
         if let Some(e) = self.store.inventory()?.into_iter().rev().find(|e| candidates.contains(&e.serial)) {
-            return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname });
+            let rec = CertRecord::bare(&e.serial, &e.certname, crate::store::State::Issued);
+            let instead = self.revoke_serial_would(&rec, None);
+            return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname, instead });
         }
         // What the root key issued here: a master CA refused, a conductor known.
         let issued = self.dir.file(root_issued::ROOT_ISSUED);
@@ -509,6 +569,58 @@ impl Authority {
             });
         }
         Err(Error::ConductorRevokeUnknownSerial { serial, issued })
+    }
+
+    /// What `vouch revoke --serial` would do to a certificate of this CA's store (`der`: the
+    /// certificate, when given; else the certname's current one, when it is this serial): the
+    /// service's own TLS certificate and an administrator's are revoked too, and the operator
+    /// must know what follows before running it.
+    fn revoke_serial_would(&self, rec: &CertRecord, der: Option<&[u8]>) -> String {
+        let pem = match der {
+            Some(d) => crate::encoding::pem::encode("CERTIFICATE", d),
+            None => match self.store.current(&rec.certname) {
+                Ok(Some(c)) if c.record.serial == rec.serial => c.pem,
+                _ => String::new(),
+            },
+        };
+        let holder = if pem.is_empty() { self.reserved.holder(&rec.certname) } else { self.protected(rec, &pem) };
+        let serial = &rec.serial;
+        match holder {
+            Some(Holder::Service) => format!(
+                "It is the service's own TLS certificate: `vouch revoke --serial {serial}` would put it on this CA's \
+                 CRL, and agents that check the CRL refuse to connect to `vouch serve` until it is restarted (it \
+                 issues itself a new certificate then)"
+            ),
+            Some(Holder::Admin) => format!(
+                "It is an administrator's certificate: `vouch revoke --serial {serial}` would put it on this CA's \
+                 CRL, and `vouch serve` refuses it (403) from then on (`vouch admin new NAME` makes another)"
+            ),
+            None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+        }
+    }
+
+    /// `vouch revoke --serial`: the conductor of this root with `serial` (lowercase hex, as
+    /// [`normal_serial`] gives it), in words, when this data directory knows it as one:
+    /// `root_issued.txt` records it, or it is the service's own conductor.
+    pub(super) fn conductor_by_serial(&self, serial: &str) -> Option<String> {
+        let serial = serial_value(serial);
+        if let Ok(Some(i)) = root_issued::find(&self.dir.ca(), &serial) {
+            if i.kind == Kind::Conductor {
+                return Some(format!(
+                    "conductor {} ({} records it)",
+                    i.subject,
+                    self.dir.file(root_issued::ROOT_ISSUED).display()
+                ));
+            }
+        }
+        let local = self.dir.dir.join(bootstrap::CONDUCTOR_CERT);
+        let pem = crate::files::durable::read_regular(&local).ok()?;
+        let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok()?;
+        let (_, c) = x509_parser::parse_x509_certificate(&der).ok()?;
+        let root = root_der_of(&self.dir).ok()?;
+        (serial_value(&crate::encoding::hex(c.raw_serial())) == serial
+            && is_conductor_of(&c, &der, std::slice::from_ref(&root)))
+        .then(|| format!("the service's own conductor {} ({})", c.subject(), local.display()))
     }
 
     /// The current (unrevoked, unexpired) node certificates that the conductor with

@@ -117,7 +117,29 @@ impl Authority {
         // A CRL that cannot be written does not stop the check: it is a finding
         // (crl-not-written, from the reading with the lock below), with what the CRL misses
         // (revoked-not-on-crl, crl-expired).
-        let crls_written = self.maintain_with(now, true)?;
+        // Taking the lock replays a write-ahead log not yet checkpointed (a `vouch sign` just
+        // before), which reads the inventory: one vouch may not read stops that, and is the
+        // finding it is once the log is checkpointed (the reading below finds it then), not an
+        // error. Nothing else is read: the store is not settled until the log is replayed.
+        let mut unreadable = |e: Error| -> Result<Verified, Error> {
+            match e {
+                Error::InventoryUnreadable { path, op, source } => {
+                    report(Finding::InventoryUnreadable {
+                        detail: format!(
+                            "cannot {op} {}: {source} (the store's log, not yet checkpointed, cannot be replayed \
+                             over it: nothing else was checked)",
+                            path.display()
+                        ),
+                    });
+                    Ok(Verified { findings: 1, ..Verified::default() })
+                }
+                e => Err(e),
+            }
+        };
+        let crls_written = match self.maintain_with(now, true) {
+            Ok(w) => w,
+            Err(e) => return unreadable(e),
+        };
         // A store whose own state only its lock settles (the file store: a log with a batch
         // that does not verify) is read with the lock from the start; so is one whose CRL
         // could not be written.
@@ -131,7 +153,10 @@ impl Authority {
         }
         // Taking the lock finishes what a killed process left (a revocation among it); then a
         // CRL that is due now (that revocation's) is written under this lock.
-        let lock = self.store.lock()?;
+        let lock = match self.store.lock() {
+            Ok(lock) => lock,
+            Err(e) => return unreadable(e.into()),
+        };
         let mut not_written = Vec::new();
         if self.crl_due(now)? {
             if let Err(e) = self.write_crl_locked(&lock, now) {
@@ -176,6 +201,11 @@ impl Authority {
                 Ok(()) => cas.push(other),
                 Err(detail) => say(Finding::ForeignIssuer { subject: subject_of(&other), detail }, &mut seen),
             }
+        }
+        // The root CRL the decision counts for conductors: one that does not read, or that the
+        // root did not sign (a master CA's CRL copied there), refuses every conductor of the root.
+        if let Some(detail) = super::root_revoke::root_crl_problem(&self.dir) {
+            say(Finding::RootCrlUnreadable { detail }, &mut seen);
         }
         let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
 

@@ -546,7 +546,9 @@ pub enum ConductorCommand {
     #[command(after_help = "One of --cert and --serial, or both of the same certificate.")]
     Revoke {
         /// The conductor's certificate (PEM or DER), as `vouch conductor new` wrote it.
-        #[arg(long, value_name = "FILE", required_unless_present = "serial")]
+        // One of --cert and --serial is required: the command says so itself (clap's
+        // `required_unless_present` named --cert alone).
+        #[arg(long, value_name = "FILE")]
         cert: Option<PathBuf>,
         /// Its serial instead (hex, as `openssl x509 -noout -serial` prints it, colons allowed):
         /// alone, only a conductor this data directory knows (DIR/ca/root_issued.txt, a node's
@@ -647,8 +649,20 @@ fn whole_number<T: TryFrom<u64>>(s: &str, min: u64, max: Option<u64>) -> Result<
         Some(max) => format!("a whole number from {min} to {max}"),
         None => format!("a whole number, at least {min}"),
     };
-    match s.trim().parse::<u64>() {
-        Ok(n) if n >= min && max.is_none_or(|max| n <= max) => T::try_from(n).map_err(|_| format!("{n} is too large")),
+    // The largest value the flag takes: its own maximum, else the largest `T` holds.
+    let largest = max.unwrap_or_else(|| {
+        [u64::MAX, u64::from(u32::MAX), u64::from(u16::MAX), u64::from(u8::MAX)]
+            .into_iter()
+            .find(|n| T::try_from(*n).is_ok())
+            .unwrap_or(0)
+    });
+    let t = s.trim();
+    let too_large = || format!("{t} is too large: at most {largest}");
+    match t.parse::<u64>() {
+        Ok(n) if n > largest && n >= min => Err(too_large()),
+        Ok(n) if n >= min => T::try_from(n).map_err(|_| too_large()),
+        // A number (digits only) too large for any flag.
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Err(too_large()),
         _ => Err(format!("must be {range}")),
     }
 }

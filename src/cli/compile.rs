@@ -115,12 +115,10 @@ fn default_cache_dir() -> PathBuf {
         return PathBuf::from("/var/cache/vouch/enc");
     }
     static WARNED: std::sync::Once = std::sync::Once::new();
-    let fallback = std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join(".cache"))
-        .unwrap_or_else(|| PathBuf::from("/var/cache"));
+    // A relative HOME is ignored (as an unset one), as the data directory's is (`home`).
+    let fallback = super::home().map(|h| h.join(".cache")).unwrap_or_else(|| PathBuf::from("/var/cache"));
     // A relative XDG_CACHE_HOME is ignored, as a relative XDG_DATA_HOME is (see `xdg_base`).
-    super::xdg_base("XDG_CACHE_HOME", &fallback.join("vouch/enc"), &WARNED).unwrap_or(fallback).join("vouch/enc")
+    super::xdg_base("XDG_CACHE_HOME", Some(&fallback.join("vouch/enc")), &WARNED).unwrap_or(fallback).join("vouch/enc")
 }
 
 /// The remote classifier's settings, if --ca-url (or the environment, or the config file)

@@ -125,20 +125,46 @@ pub const DEFAULT_DIR: &str = "/var/lib/vouch";
 
 /// The data directory: --dir, VOUCH_DIR, then /var/lib/vouch for root and
 /// `$XDG_DATA_HOME/vouch` (else `~/.local/share/vouch`) for everyone else. A relative
-/// `XDG_DATA_HOME` is ignored, with a warning (see [`xdg_base`]).
-pub fn default_dir() -> PathBuf {
+/// `XDG_DATA_HOME` or `HOME` is ignored, with a warning (see [`xdg_base`], [`home`]); with
+/// neither usable, no directory is guessed ([`Error::NoDataDir`]: never /var/lib/vouch, which
+/// is root's, nor a directory under whatever the current directory is).
+pub fn default_dir() -> Result<PathBuf, Error> {
     static WARNED: std::sync::Once = std::sync::Once::new();
     if crate::files::trust::euid() == 0 {
-        return PathBuf::from(DEFAULT_DIR);
+        return Ok(PathBuf::from(DEFAULT_DIR));
     }
-    let fallback = match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(h) => PathBuf::from(h).join(".local/share/vouch"),
-        None => PathBuf::from(DEFAULT_DIR),
-    };
-    match xdg_base("XDG_DATA_HOME", &fallback, &WARNED) {
-        Some(x) => x.join("vouch"),
-        None => fallback,
+    let fallback = home().map(|h| h.join(".local/share/vouch"));
+    match (xdg_base("XDG_DATA_HOME", fallback.as_deref(), &WARNED), fallback) {
+        (Some(x), _) => Ok(x.join("vouch")),
+        (None, Some(f)) => Ok(f),
+        (None, None) => Err(Error::NoDataDir {
+            why: match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                Some(h) => format!("HOME is a relative path ({}), and XDG_DATA_HOME is not an absolute one", {
+                    PathBuf::from(h).display()
+                }),
+                None => "HOME is not set, and XDG_DATA_HOME is not an absolute path".into(),
+            },
+        }),
     }
+}
+
+/// `HOME`, if it is set and absolute. A relative one would name a directory under whatever
+/// the current directory is: ignored, as a relative XDG variable is ([`xdg_base`]), with a
+/// warning on stderr (once a process).
+pub(crate) fn home() -> Option<PathBuf> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let value = PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?);
+    if value.is_absolute() {
+        return Some(value);
+    }
+    WARNED.call_once(|| {
+        output::note(&format!(
+            "vouch: warning: HOME is a relative path ({}), which would name a directory under the current one: \
+             ignored",
+            value.display()
+        ))
+    });
+    None
 }
 
 /// An XDG base directory variable's path: set, not empty, and absolute. The XDG Base
@@ -146,25 +172,31 @@ pub fn default_dir() -> PathBuf {
 /// If an implementation encounters a relative path in any of these variables it should
 /// consider the path invalid and ignore it." A relative one (which would name a directory
 /// under whatever the current directory is) is ignored, with a warning on stderr naming
-/// `fallback`, the directory used instead (once a process: `warned`).
-pub(crate) fn xdg_base(var: &str, fallback: &Path, warned: &std::sync::Once) -> Option<PathBuf> {
+/// `fallback`, the directory used instead, if any (once a process: `warned`).
+pub(crate) fn xdg_base(var: &str, fallback: Option<&Path>, warned: &std::sync::Once) -> Option<PathBuf> {
     let value = PathBuf::from(std::env::var_os(var).filter(|v| !v.is_empty())?);
     if value.is_absolute() {
         return Some(value);
     }
     warned.call_once(|| {
+        let instead = match fallback {
+            Some(f) => format!("using {} instead", f.display()),
+            None => "and no other directory is usable".to_string(),
+        };
         output::note(&format!(
             "vouch: warning: {var} is a relative path ({}), which the XDG Base Directory specification says \
-             to ignore: using {} instead",
+             to ignore: {instead}",
             value.display(),
-            fallback.display()
         ))
     });
     None
 }
 
 fn dir(cli: &Cli) -> Result<DataDir, Error> {
-    Ok(DataDir::new(cli.dir.clone().unwrap_or_else(default_dir)))
+    Ok(DataDir::new(match &cli.dir {
+        Some(d) => d.clone(),
+        None => default_dir()?,
+    }))
 }
 
 fn read_file(path: &Path, kind: crate::files::input::Kind) -> Result<Vec<u8>, Error> {
@@ -206,6 +238,11 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             conductor::new(cli, name, cert_out, key_out, key_type, days)
         }
         Command::Conductor(ConductorCommand::Sign(a)) => conductor::sign(cli, a),
+        Command::Conductor(ConductorCommand::Revoke { cert: None, serial: None, .. }) => Err(Error::Usage {
+            detail: "one of --cert FILE (the conductor's certificate) and --serial HEX (its serial) is required \
+                     (both may be given, of the same certificate); nothing was revoked"
+                .into(),
+        }),
         Command::Conductor(ConductorCommand::Revoke { cert, serial, reason }) => {
             conductor::revoke(cli, cert.as_deref(), serial.as_deref(), reason)
         }

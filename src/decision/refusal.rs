@@ -307,6 +307,13 @@ impl Refusal {
                 "this conductor may not vouch for that; use the conductor in charge of it, or widen its [[conductor]] scope"
             }
             Refusal::ConductorRevoked { .. } => "the conductor's certificate was revoked; issue it a new one",
+            Refusal::ConductorRevocationUnknown { detail, .. }
+                if detail.contains(crate::authority::NOT_SIGNED_BY_ROOT) =>
+            {
+                "DIR/ca/root_crl.pem must be the root's CRL, signed by the root (a master CA's ca_crl.pem is not \
+                 it): copy the root's own ROOT_DIR/ca/root_crl.pem over it; where the root key is, any command \
+                 that touches the store (`vouch list`) writes the root CRL again"
+            }
             Refusal::ConductorRevocationUnknown { .. } => {
                 "make DIR/ca/root_crl.pem (and DIR/ca/root_revocations.txt, where the root key is) a readable \
                  regular file again: where the root key is, any command that touches the store (`vouch list`) \

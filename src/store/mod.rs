@@ -172,6 +172,13 @@ impl From<StoreError> for crate::error::Error {
                 crate::error::Error::CertnameInvalid { certname, problem }
             }
             StoreError::Unavailable { detail } => crate::error::Error::StoreUnavailable { detail },
+            // The file store's inventory its user may not read (its owner or mode).
+            StoreError::Io { path, op, source }
+                if source.kind() == io::ErrorKind::PermissionDenied
+                    && path.file_name().is_some_and(|n| n == "inventory.txt") =>
+            {
+                crate::error::Error::InventoryUnreadable { path, op, source }
+            }
             e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
             StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
             e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },

@@ -64,6 +64,9 @@ pub enum Finding {
     RevokedNotOnCrl { serial: String, certname: String },
     /// The CRL cannot be read, or is not signed by this master CA.
     CrlUnreadable { detail: String },
+    /// The root CRL (`DIR/ca/root_crl.pem`) is there but cannot count: it does not read, or
+    /// the data directory's root did not sign it. Every conductor of this root is refused.
+    RootCrlUnreadable { detail: String },
     /// An operation a killed process left half-done, still there after recovery.
     OperationLeftHalfDone { path: String },
     /// A serial's record that does not parse.
@@ -112,6 +115,7 @@ impl Finding {
             Finding::RevocationNotInRecord { .. } => "revocation-not-in-record",
             Finding::RevokedNotOnCrl { .. } => "revoked-not-on-crl",
             Finding::CrlUnreadable { .. } => "crl-unreadable",
+            Finding::RootCrlUnreadable { .. } => "root-crl-unreadable",
             Finding::OperationLeftHalfDone { .. } => "operation-left-half-done",
             Finding::RecordDamaged { .. } => "record-damaged",
             Finding::IntentLeft { .. } => "intent-left",
@@ -223,6 +227,12 @@ impl Finding {
                 "`vouch crl` writes a new CRL now (`vouch serve` does within a minute); compile \
                  servers fetch it with `vouch crl --fetch`"
             }
+            Finding::RootCrlUnreadable { .. } => {
+                "every conductor of this root is refused (conductor-revocation-unknown) until it counts: copy the \
+                 root's own CRL (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's ca_crl.pem is not it) \
+                 over DIR/ca/root_crl.pem; where the root key is, verify (as any command that touches the store) \
+                 writes it again"
+            }
             Finding::OperationLeftHalfDone { .. } | Finding::IntentLeft { .. } => {
                 "recovery could not finish it: see the error of the last command that took the store's lock"
             }
@@ -300,6 +310,10 @@ impl std::fmt::Display for Finding {
                 write!(f, "serial {serial} ({certname}) is revoked, but the CRL does not list it")
             }
             Finding::CrlUnreadable { detail } => write!(f, "the CRL: {detail}"),
+            Finding::RootCrlUnreadable { detail } => write!(
+                f,
+                "the root CRL cannot count, and no conductor of this root is accepted until it does: {detail}"
+            ),
             Finding::OperationLeftHalfDone { path } => {
                 write!(f, "{path}: an operation left half-done is still there after recovery")
             }

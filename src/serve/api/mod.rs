@@ -180,7 +180,13 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
         events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
         return unavailable();
     }
-    if matches!(e, Error::Store { .. } | Error::StoreDamaged { .. } | Error::CurrentMissing { .. }) {
+    if matches!(
+        e,
+        Error::Store { .. }
+            | Error::StoreDamaged { .. }
+            | Error::CurrentMissing { .. }
+            | Error::InventoryUnreadable { .. }
+    ) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
     }
     events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
