@@ -1437,10 +1437,17 @@ fn review5_a_damaged_log_that_fails_every_locking_command_is_not_called_sound() 
 /// reads later but not its inventory line (record-not-in-inventory), takes that for a
 /// finding, and reads the whole store again holding the lock: issuance waits for a second
 /// full reading of a store that has nothing to report (minutes for a million certificates:
-/// the case the lock-free reading was made for). Seen here by holding the lock once the
-/// issuances are done: a verify that needs no lock ends meanwhile; this one waits for it.
+/// the case the lock-free reading was made for).
+///
+/// Whether verify needed the lock is seen in `/proc/locks` (it held the store's lock, or
+/// waited for it), never by how long it took: once the issuances are done the test holds the
+/// lock itself, so that a verify that asks for it waits there until seen. A reading that
+/// catches a `vouch sign` in the middle of its batch (its record written, its inventory line
+/// not yet) reads again with the lock by design; a loaded machine widens that window, so a
+/// reading held up is tried again, up to three times (without the fix every one was held up).
 #[test]
 fn review5_issuance_during_verify_of_a_sound_store_is_not_held_up() {
+    use std::os::unix::fs::MetadataExt;
     let ca = Ca::with(&["a.example.test"]);
     let names: Vec<String> = (0..12000).map(|i| format!("node-{i:05}.example.test")).collect();
     common::gen_store::fill(&ca.dir, &names, time::OffsetDateTime::now_utc(), &|_| false);
@@ -1451,54 +1458,115 @@ fn review5_issuance_during_verify_of_a_sound_store_is_not_held_up() {
     // the inventory as long as its header says).
     std::fs::remove_file(ca.ca("wal.log")).unwrap();
     ok(&ca.run(&["crl"], &[]));
-    // The CSRs are made before verify starts, so that issuing each is one `vouch sign`.
-    let csrs: Vec<PathBuf> = (0..8)
-        .map(|i| {
-            cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), &format!("new-{i}.example.test"))
-        })
-        .collect();
+    let lock_ino = std::fs::metadata(ca.ca(".lock")).unwrap().ino();
     let t = std::time::Instant::now();
     let (code, kinds, o) = ca.verify();
     let alone = t.elapsed();
     assert_eq!((code, kinds.len()), (0, 0), "a sound store: {}", text(&o));
-    let mut child = spawn_verify(&ca);
-    let started = std::time::Instant::now();
-    let mut issued = 0;
-    for csr in &csrs {
-        if started.elapsed() > alone / 3 || child.try_wait().unwrap().is_some() {
-            break;
+    let mut attempts = Vec::new();
+    for attempt in 0..3 {
+        // The CSRs are made before verify starts, so that issuing each is one `vouch sign`.
+        let csrs: Vec<PathBuf> = (0..8)
+            .map(|i| {
+                let name = format!("new-{attempt}-{i}.example.test");
+                cli_vouched_csr(&ca.w, &ca.w.join("cond.pem"), &ca.w.join("cond.key"), &name)
+            })
+            .collect();
+        let (held_up, issued, burst, o) = review5_issue_during_verify(&ca, &csrs, alone / 3, lock_ino);
+        assert_eq!(o.status.code(), Some(0), "a sound store: {}", text(&o));
+        eprintln!("attempt {attempt}: verify alone {alone:?}; {issued} issued in {burst:?}; held up: {held_up}");
+        if issued > 0 && !held_up {
+            return;
         }
-        ok(&ca.run(&["sign", "--csr"], &[csr]));
-        issued += 1;
+        attempts.push(format!(
+            "{issued} certificates issued while verify ran, in its first {burst:?}: it held or waited for the \
+             lock: {held_up}: {}",
+            text(&o)
+        ));
     }
-    let burst = started.elapsed();
-    // The lock, held by a process of the test's own (as a long batch would hold it).
-    let marker = ca.w.join("held");
-    let mut holder = std::process::Command::new("flock")
-        .arg("-o")
-        .arg(ca.ca(".lock"))
-        .args(["sh", "-c", &format!("touch {}; sleep 120", s(&marker))])
-        .spawn()
-        .unwrap();
-    while !marker.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let running_when_held = child.try_wait().unwrap().is_none();
-    let deadline = std::time::Instant::now() + alone * 3 + std::time::Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let waited = child.try_wait().unwrap().is_none();
-    let _ = holder.kill();
-    let _ = holder.wait();
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        running_when_held && !waited,
-        "verify (alone {alone:?}) of a sound store, {issued} certificates issued in its first {burst:?}: \
-         still running when the lock was taken: {running_when_held}; then waited for the lock: {waited}: {}",
-        text(&o)
+    panic!(
+        "verify (alone {alone:?}) of a sound store, with certificates issued while it read, needed the lock \
+         every time (or no certificate was issued while it ran):\n{}",
+        attempts.join("\n")
     );
+}
+
+/// Starts `vouch store verify` and signs `csrs` one after another while it runs, spread over
+/// `burst`; then holds the store's lock until verify ends or is seen on it. Returns
+/// whether verify held or waited for the store's lock at any time (`/proc/locks`, polled
+/// every few milliseconds from its start: a reading with the lock lasts as long as a whole
+/// reading of the store), how many certificates were issued while it ran, how long the
+/// issuing took, and verify's output.
+fn review5_issue_during_verify(
+    ca: &Ca,
+    csrs: &[PathBuf],
+    burst: std::time::Duration,
+    lock_ino: u64,
+) -> (bool, usize, std::time::Duration, std::process::Output) {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let mut child = spawn_verify(ca);
+    let pid = child.id();
+    let (seen, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    /// Stops the watcher however the attempt ends (a panic too: the scope waits for it).
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    std::thread::scope(|scope| {
+        let _done = Done(&done);
+        scope.spawn(|| {
+            while !done.load(SeqCst) {
+                if flock_of(pid, lock_ino) {
+                    seen.store(true, SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let started = Instant::now();
+        let mut issued = 0;
+        for (i, csr) in csrs.iter().enumerate() {
+            // Spread over `burst`: some after verify read the inventory and listed `signed/`
+            // (which reads what was appended to the inventory meanwhile), others before.
+            let at = started + burst * i as u32 / csrs.len() as u32;
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            if started.elapsed() > burst || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            ok(&ca.run(&["sign", "--csr"], &[csr]));
+            if child.try_wait().unwrap().is_none() {
+                issued += 1;
+            }
+        }
+        let burst = started.elapsed();
+        // The lock, taken by the test as soon as it is free (as a long batch would hold it): a
+        // verify that asks for it from then on waits, and is seen waiting. A generous
+        // deadline: the answer is verify ending, or verify on the lock.
+        let lock = std::fs::File::open(ca.ca(".lock")).unwrap();
+        let mut held = false;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while child.try_wait().unwrap().is_none() && !seen.load(SeqCst) {
+            assert!(Instant::now() < deadline, "verify neither ended nor asked for the store's lock in 10 minutes");
+            held = held || rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(lock);
+        let o = child.wait_with_output().unwrap();
+        (seen.load(SeqCst), issued, burst, o)
+    })
+}
+
+/// Whether `/proc/locks` shows process `pid` holding, or waiting for (a `->` line), a `flock`
+/// on the inode `ino`.
+fn flock_of(pid: u32, ino: u64) -> bool {
+    std::fs::read_to_string("/proc/locks").unwrap_or_default().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().filter(|w| *w != "->").collect();
+        f.get(1) == Some(&"FLOCK")
+            && f.get(4) == Some(&pid.to_string().as_str())
+            && f.get(5).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
+    })
 }
 
 // ---------------------------------------------------------------------------------------
