@@ -611,7 +611,7 @@ impl std::fmt::Display for Error {
                 f,
                 "serial {serial} IS revoked: the revocation is recorded in ca/{}, but the root CRL could not be \
                  written after it, so it does not list it yet: {error}",
-                crate::authority::ROOT_REVOCATIONS
+                crate::policy::own_crl::ROOT_REVOCATIONS
             ),
             Error::Date { detail } => write!(f, "date out of range: {detail}"),
             Error::InventorySource { source, detail } => write!(f, "inventory {source:?}: {detail}"),

@@ -18,8 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
-/// The root's revocations, one line each (`DIR/ca/`).
-pub const ROOT_REVOCATIONS: &str = "root_revocations.txt";
+pub use crate::policy::own_crl::{NOT_SIGNED_BY_ROOT, ROOT_REVOCATIONS};
 /// The size of [`ROOT_REVOCATIONS`] the root CRL on disk covers (`DIR/ca/`).
 pub(super) const ROOT_CRL_STAMP: &str = "root_crl_revocations_size";
 
@@ -170,10 +169,6 @@ fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
                 .map_err(|e| format!("{}: {e}", root_path.display()))
         })
 }
-
-/// The words [`read_root_crl`] uses for a CRL that another CA signed (the refusal's hint
-/// and `vouch store verify` tell it apart by them).
-pub const NOT_SIGNED_BY_ROOT: &str = "is not signed by this data directory's root";
 
 /// `DIR/ca/root_crl.pem` as a CRL; `Ok(None)`: there is none; `Err`: it is there and does not
 /// read as a CRL, or (deny by default) it is not the root's: its issuer is not `root`'s

@@ -308,7 +308,7 @@ impl Refusal {
             }
             Refusal::ConductorRevoked { .. } => "the conductor's certificate was revoked; issue it a new one",
             Refusal::ConductorRevocationUnknown { detail, .. }
-                if detail.contains(crate::authority::NOT_SIGNED_BY_ROOT) =>
+                if detail.contains(crate::policy::own_crl::NOT_SIGNED_BY_ROOT) =>
             {
                 "DIR/ca/root_crl.pem must be the root's CRL, signed by the root (a master CA's ca_crl.pem is not \
                  it): copy the root's own ROOT_DIR/ca/root_crl.pem over it; where the root key is, any command \

@@ -5,6 +5,7 @@
 //! Below the policy, the store and the CA's creation, which all read and write files.
 
 pub mod durable;
+pub(crate) mod fault;
 pub mod input;
 pub mod output;
 pub mod trust;

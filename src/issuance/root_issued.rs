@@ -145,7 +145,7 @@ pub fn record(ca_dir: &Path, der: &[u8], kind: Kind) -> Result<(), Error> {
             source,
         })?;
     }
-    crate::store::crash_point("root-issued:recorded");
+    crate::files::fault::crash_point("root-issued:recorded");
     Ok(())
 }
 

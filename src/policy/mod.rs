@@ -8,7 +8,7 @@ mod classification_cache;
 mod default;
 mod digest_map;
 mod duration;
-mod own_crl;
+pub mod own_crl;
 mod parse;
 mod pattern;
 

@@ -2,6 +2,14 @@
 
 use std::sync::{Arc, RwLock};
 
+/// The root's revocations, one line each (`DIR/ca/`). Here, below the decision and the
+/// errors that name it, rather than with the authority that writes it.
+pub const ROOT_REVOCATIONS: &str = "root_revocations.txt";
+
+/// The words the authority's `read_root_crl` uses for a root CRL that another CA signed (the
+/// refusal's hint and `vouch store verify` tell it apart by them).
+pub const NOT_SIGNED_BY_ROOT: &str = "is not signed by this data directory's root";
+
 /// The root's CRL the CA keeps in its data directory (`DIR/ca/root_crl.pem`: written where the
 /// root key is, by `vouch conductor revoke` and when it is due; copied by the operator to the
 /// masters without the root key), with the root revocations recorded beside it

@@ -62,7 +62,7 @@ pub mod ldap;
 mod open;
 pub mod verify;
 
-pub(crate) use file::{crash_point, fail_point};
+pub(crate) use crate::files::fault::{crash_point, fail_point};
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 

@@ -923,7 +923,7 @@ impl FileStore {
         }
         let cert = |ca: &Path| {
             let mut buf = Vec::new();
-            let path = ca.join(crate::issuance::bootstrap::CA_CERT);
+            let path = ca.join("ca_crt.pem"); // the master CA's certificate (issuance::bootstrap::CA_CERT)
             let f = crate::files::durable::open_regular(&path).ok()?;
             f.take(64 << 10).read_to_end(&mut buf).ok()?;
             Some(buf)

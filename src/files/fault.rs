@@ -1,0 +1,41 @@
+//! Fault injection for the tests (crash points and failure points), in the lowest module so
+//! that every layer may mark its steps. Compiled to no-ops without the `fault-injection`
+//! feature: a plain build never reads the variables.
+
+/// Fault injection for the crash tests: when `VOUCH_TEST_ABORT_AT` names this
+/// step, the process aborts here, as if killed. Steps: wal:before,
+/// wal:appended, wal:record, wal:applied, checkpoint:synced, revoke:marker,
+/// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
+/// versions left); the LDAP store's: ldap:claimed (a CA's journal add done, nothing
+/// registered), ldap:registered (a certificate registered that supersedes another, whose
+/// revocation is not written yet); root-issued:recorded (a root-issued certificate's line
+/// appended, the certificate not yet written), conductor-revoke:recorded.
+///
+/// Only in a vouch built with the `fault-injection` feature (the tests' build: see
+/// Cargo.toml); elsewhere a no-op, and the variable is never read.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT.get_or_init(|| std::env::var("VOUCH_TEST_ABORT_AT").ok()).as_deref() == Some(step) {
+        std::process::abort();
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn crash_point(_step: &str) {}
+
+/// Fault injection for the tests: true when `VOUCH_TEST_FAIL_AT` names this step, where
+/// the caller then fails as if the disk had (the process goes on). Steps:
+/// audit:revocation (a revocation's audit line). Only with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn fail_point(step: &str) -> bool {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| std::env::var("VOUCH_TEST_FAIL_AT").ok()).as_deref() == Some(step)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn fail_point(_step: &str) -> bool {
+    false
+}
