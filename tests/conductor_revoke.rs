@@ -1122,3 +1122,28 @@ fn revoke_serial_of_a_conductor_names_conductor_revoke_and_service_or_admin_seri
     let revoked = std::fs::read_to_string(ca.ca_file("revocations.txt")).unwrap_or_default();
     assert!(revoked.trim().is_empty(), "{revoked}");
 }
+
+/// A stranger's frictions: a private key given as the conductor's certificate says so; a
+/// node revoked a second time does not repeat the note on what makes a revocation count (it
+/// was said the first time, and nothing changed); the reasons' list names each once.
+#[test]
+fn a_key_given_as_the_certificate_says_so_and_a_repeated_revoke_adds_no_note() {
+    let ca = Ca::new();
+    let o = ca.vouch(&["conductor", "revoke", "--cert", s(&ca.key("c1"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("PRIVATE KEY block"), "{}", text(&o));
+    assert!(!ca.ca_file("root_revocations.txt").exists(), "{}", text(&o));
+
+    ok(&ca.sign(&ca.csr("c1", "n1.example.test")));
+    let first = ca.vouch(&["revoke", "n1.example.test"]);
+    ok(&first);
+    assert!(stderr(&first).contains("note: the CRL lists it now"), "{}", text(&first));
+    let again = ca.vouch(&["revoke", "n1.example.test"]);
+    assert!(ok(&again).contains("was already revoked"), "{}", text(&again));
+    assert!(!stderr(&again).contains("note:"), "{}", text(&again));
+
+    let o = ca.vouch(&["revoke", "n1.example.test", "--reason", "no-such-reason"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("one of unspecified, key-compromise (keyCompromise)"), "{}", text(&o));
+    assert!(!stderr(&o).contains("unspecified (unspecified)"), "{}", text(&o));
+}

@@ -546,7 +546,7 @@ impl Authority {
                     if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(&root_der)) {
                         return Ok(Target {
                             serial,
-                            what: format!("conductor {} ({})", c.subject(), local.display()),
+                            what: format!("conductor {}, the service's own at {}", c.subject(), local.display()),
                             fingerprint: crate::encoding::sha256_hex(&der),
                             held: true,
                         });

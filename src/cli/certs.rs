@@ -128,7 +128,11 @@ pub(super) fn canonical_reason(r: &str) -> Result<&'static str, Error> {
         .ok_or_else(|| Error::Usage {
             detail: format!(
                 "unknown revocation reason {r:?}; one of {}",
-                REVOCATION_REASONS.iter().map(|(k, rfc)| format!("{k} ({rfc})")).collect::<Vec<_>>().join(", ")
+                REVOCATION_REASONS
+                    .iter()
+                    .map(|(k, rfc)| if k == rfc { k.to_string() } else { format!("{k} ({rfc})") })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         })
 }
@@ -356,7 +360,9 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
-    note(AFTER_REVOCATION);
+    if !done.ends_with("was already revoked") {
+        note(AFTER_REVOCATION);
+    }
     Ok(EXIT_OK)
 }
 
@@ -365,7 +371,9 @@ pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
-    note(AFTER_REVOCATION);
+    if !done.ends_with("was already revoked") {
+        note(AFTER_REVOCATION);
+    }
     Ok(EXIT_OK)
 }
 

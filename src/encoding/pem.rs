@@ -8,8 +8,9 @@ use base64::Engine;
 /// Why a PEM block could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PemError {
-    /// No `-----BEGIN <label>-----` line.
-    NoBlock { label: String },
+    /// No `-----BEGIN <label>-----` line; `found`: the label of another block the text holds,
+    /// if any (a private key given where a certificate was asked for).
+    NoBlock { label: String, found: Option<String> },
     /// A BEGIN line without its END line.
     Unterminated { label: String },
     /// The body is not base64.
@@ -19,7 +20,10 @@ pub enum PemError {
 impl std::fmt::Display for PemError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PemError::NoBlock { label } => write!(f, "no '-----BEGIN {label}-----' block found"),
+            PemError::NoBlock { label, found: None } => write!(f, "no '-----BEGIN {label}-----' block found"),
+            PemError::NoBlock { label, found: Some(other) } => {
+                write!(f, "no '-----BEGIN {label}-----' block found: it holds a {other} block")
+            }
             PemError::Unterminated { label } => write!(f, "the {label} PEM block has no END line"),
             PemError::BadBase64 { label, detail } => {
                 write!(f, "the {label} PEM block is not valid base64: {detail}")
@@ -43,8 +47,10 @@ pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), P
             }
         }
     }
-    let (pos, label) =
-        best.ok_or_else(|| PemError::NoBlock { label: labels.first().copied().unwrap_or("").to_string() })?;
+    let (pos, label) = best.ok_or_else(|| PemError::NoBlock {
+        label: labels.first().copied().unwrap_or("").to_string(),
+        found: other_label(&text),
+    })?;
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let after = &text[pos + begin.len()..];
@@ -54,6 +60,19 @@ pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), P
         .decode(body.as_bytes())
         .map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
     Ok((label, der))
+}
+
+/// The label of the first `-----BEGIN <label>-----` line in `text`, if it is a plausible one
+/// (capital letters, digits and spaces, at most 40 characters): said when it is not the one
+/// asked for.
+fn other_label(text: &str) -> Option<String> {
+    let start = text.find("-----BEGIN ")? + "-----BEGIN ".len();
+    let rest = &text[start..];
+    let label = &rest[..rest.find("-----")?];
+    let plausible = !label.is_empty()
+        && label.len() <= 40
+        && label.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b' ');
+    plausible.then(|| label.to_string())
 }
 
 /// Encodes DER as PEM with 64-column lines and a final newline.
@@ -102,7 +121,12 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(matches!(find(b"nothing", &["X"]), Err(PemError::NoBlock { .. })));
+        assert!(matches!(find(b"nothing", &["X"]), Err(PemError::NoBlock { found: None, .. })));
+        let key = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let e = find(key, &["CERTIFICATE"]).unwrap_err();
+        assert_eq!(e.to_string(), "no '-----BEGIN CERTIFICATE-----' block found: it holds a PRIVATE KEY block");
+        let odd = b"-----BEGIN \x1b[31mX-----\n";
+        assert!(matches!(find(odd, &["CERTIFICATE"]), Err(PemError::NoBlock { found: None, .. })));
         assert!(matches!(find(b"-----BEGIN X-----\nAAAA\n", &["X"]), Err(PemError::Unterminated { .. })));
         assert!(matches!(find(b"-----BEGIN X-----\n!!!!\n-----END X-----", &["X"]), Err(PemError::BadBase64 { .. })));
     }
