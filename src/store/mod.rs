@@ -62,7 +62,9 @@ pub mod ldap;
 mod open;
 pub mod verify;
 
-pub(crate) use crate::files::fault::{crash_point, fail_point};
+pub(crate) use crate::files::fault::crash_point;
+#[cfg(feature = "fault-injection")]
+pub(crate) use crate::files::fault::fail_point;
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 
