@@ -7,6 +7,10 @@ use crate::issuance::bootstrap;
 use crate::store::{CertRecord, Expected, Revocation, State, WriteLock};
 use time::OffsetDateTime;
 
+/// How [`Authority::revoke`] and [`Authority::revoke_serial`] end their answer for a
+/// certificate revoked before (nothing changed): the CLI says no more after it.
+pub const ALREADY_REVOKED: &str = "was already revoked";
+
 /// RFC 5280 revocation reasons vouch records.
 pub const REASONS: &[&str] = &[
     "unspecified",
@@ -386,7 +390,7 @@ impl Authority {
                 if !another_ca {
                     self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
                 }
-                return Ok(format!("serial {} ({}) was already revoked", rec.serial, rec.certname));
+                return Ok(format!("serial {} ({}) {ALREADY_REVOKED}", rec.serial, rec.certname));
             }
             State::Revoked => {
                 let rev = Revocation::of(
@@ -451,7 +455,7 @@ impl Authority {
         let rec = current.record;
         if rec.state == State::Revoked && !clean {
             self.crl_for_revoked(&lock, certname, &rec.serial, false, now)?;
-            return Ok(format!("{certname} (serial {}) was already revoked", rec.serial));
+            return Ok(format!("{certname} (serial {}) {ALREADY_REVOKED}", rec.serial));
         }
         if rec.state == State::Revoked {
             // Clean a revoked certificate: forget it without a second CRL entry.

@@ -19,7 +19,7 @@ mod reserved;
 mod root_revoke;
 mod verify;
 
-pub use crl::REASONS;
+pub use crl::{ALREADY_REVOKED, REASONS};
 pub use issue::IssueOutcome;
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};

@@ -360,7 +360,7 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
-    if !done.ends_with("was already revoked") {
+    if !done.ends_with(crate::authority::ALREADY_REVOKED) {
         note(AFTER_REVOCATION);
     }
     Ok(EXIT_OK)
@@ -371,7 +371,7 @@ pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
-    if !done.ends_with("was already revoked") {
+    if !done.ends_with(crate::authority::ALREADY_REVOKED) {
         note(AFTER_REVOCATION);
     }
     Ok(EXIT_OK)
