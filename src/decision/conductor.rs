@@ -74,11 +74,35 @@ pub fn recheck_conductor(
 /// missed. `None`: not refused by them.
 pub fn own_crl_refusal(conductor_der: &[u8], policy: &Policy, now: OffsetDateTime) -> Option<Refusal> {
     // Nothing to count (no root CRL, nothing recorded): no parse under the lock.
-    policy.trust.own_crl.get()?;
+    let own = policy.trust.own_crl.get()?;
+    // Nor when both read and neither names the conductor's serial (the common case: one
+    // look-up each, no certificate parse under the lock). Anything else takes the full path.
+    if own.unreadable.is_none() {
+        if let Some(serial) = raw_serial(conductor_der) {
+            let listed = own.crl.as_ref().is_some_and(|crl| !matches!(crl.find_serial(serial), Ok(None)));
+            if !listed && !own.recorded.contains(crate::policy::RootCrl::serial_value(serial)) {
+                return None;
+            }
+        }
+    }
     let (_, cert) = x509_parser::parse_x509_certificate(conductor_der).ok()?;
     let mut problems = Vec::new();
     check_own_crl(conductor_der, &cert, &cert.subject().to_string(), policy, now, &mut problems);
     problems.into_iter().next()
+}
+
+/// A certificate's serial number as its DER content octets (what `raw_serial` of
+/// x509-parser gives), read without parsing the rest; `None` if it is not where a
+/// certificate keeps it.
+fn raw_serial(der: &[u8]) -> Option<&[u8]> {
+    use crate::encoding::der::Reader;
+    let cert = Reader::new(der).next_tag(0x30, "certificate").ok()?;
+    let mut tbs = Reader::new(Reader::new(cert.content).next_tag(0x30, "tbsCertificate").ok()?.content);
+    let mut first = tbs.any().ok()?;
+    if first.tag == 0xa0 {
+        first = tbs.any().ok()?;
+    }
+    (first.tag == 0x02 && !first.content.is_empty()).then_some(first.content)
 }
 
 /// Reads the conductor certificate, verifies its chain, EKU and key usage.
@@ -384,4 +408,49 @@ pub(super) fn verify_signature(leaf_der: &[u8], subject: &str, sig_b64: &str, ms
     let ee = webpki::EndEntityCert::try_from(&ee_der)
         .map_err(|e| Refusal::ConductorMalformed { detail: format!("{e:?}") })?;
     ee.verify_signature(alg, msg, &sig).map_err(|_| Refusal::SignatureInvalid { subject: subject.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::raw_serial;
+
+    /// The serial read without a parse is the one x509-parser reads, for every certificate
+    /// the fixtures hold (conductors of each key type, the root, Puppet's own), and a
+    /// version 1 certificate (no `[0]` version field) made here.
+    #[test]
+    fn the_serial_read_without_a_parse_is_x509_parsers() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut ders = Vec::new();
+        for f in [
+            "fixtures/pki/conductor-p256.pem",
+            "fixtures/pki/conductor-rsa2048.pem",
+            "fixtures/pki/conductor-ed25519.pem",
+            "fixtures/pki/root_crt.pem",
+            "fixtures/pki/intermediates.pem",
+            "fixtures/puppet7/agent1.example.cert.pem",
+            "fixtures/puppet7/server-ca_crt.pem",
+        ] {
+            let pem = std::fs::read(format!("{root}/{f}")).unwrap();
+            ders.extend(crate::encoding::pem::find_all(&pem, "CERTIFICATE").unwrap());
+        }
+        assert!(ders.len() >= 7);
+        for der in &ders {
+            let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+            assert_eq!(raw_serial(der), Some(cert.raw_serial()));
+        }
+        // Version 1: the serial is the first field of the tbsCertificate.
+        let v1 = crate::encoding::der::sequence(&[
+            &crate::encoding::der::sequence(&[&crate::encoding::der::tlv(0x02, &[0x00, 0x9f, 0x01])]),
+            &crate::encoding::der::sequence(&[]),
+        ]);
+        assert_eq!(raw_serial(&v1), Some(&[0x00, 0x9f, 0x01][..]));
+        // Not a certificate: none, never a wrong serial.
+        assert_eq!(raw_serial(&[]), None);
+        assert_eq!(raw_serial(&crate::encoding::der::sequence(&[&crate::encoding::der::sequence(&[])])), None);
+        let no_serial = crate::encoding::der::sequence(&[&crate::encoding::der::sequence(&[
+            &crate::encoding::der::tlv(0xa0, &crate::encoding::der::small_integer(2)),
+            &crate::encoding::der::tlv(0x04, b"x"),
+        ])]);
+        assert_eq!(raw_serial(&no_serial), None);
+    }
 }

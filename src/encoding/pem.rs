@@ -55,10 +55,9 @@ pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), P
     let end = format!("-----END {label}-----");
     let after = &text[pos + begin.len()..];
     let stop = after.find(&end).ok_or_else(|| PemError::Unterminated { label: label.to_string() })?;
-    let body: String = after[..stop].chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    let der = STANDARD
-        .decode(body.as_bytes())
-        .map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
+    let body: Vec<u8> = after.as_bytes()[..stop].iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+    let der =
+        STANDARD.decode(&body).map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
     Ok((label, der))
 }
 
