@@ -232,6 +232,15 @@ pub enum Error {
         /// Why the CRL could not be written.
         error: Box<Error>,
     },
+    /// `vouch renew`: the new certificate is stored (and written out) and the old one IS
+    /// revoked (superseded), but the CRL could not be written after it. Exit
+    /// [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`], as `vouch revoke`'s.
+    RenewedCrlNotWritten {
+        certname: String,
+        serial: String,
+        old_serial: String,
+        error: Box<Error>,
+    },
     /// `admin new --key-out`: not a path a new regular file can be created at (stdout, a
     /// device, a FIFO, a socket, a directory): the key would be lost, or not kept as a file,
     /// while the administrator's certificate stays valid in the store.
@@ -646,6 +655,12 @@ impl std::fmt::Display for Error {
                  written after it, so the published CRL does not list it yet: {error}",
                 if *cleaned { " and cleaned" } else { "" }
             ),
+            Error::RenewedCrlNotWritten { certname, serial, old_serial, error } => write!(
+                f,
+                "{certname} was renewed (serial {serial}) and its old certificate (serial {old_serial}) IS revoked \
+                 (superseded), but the CRL could not be written after it, so the published CRL does not list the \
+                 old certificate yet: {error}"
+            ),
             Error::ReconcileCrlNotWritten { revoked, named, cleaned, requests_dropped, error } => {
                 let mut names: Vec<String> =
                     named.iter().map(|(certname, serial)| format!("{certname} (serial {serial})")).collect();
@@ -866,7 +881,9 @@ impl Error {
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
             Error::Partial { error, .. } => return error.hint(),
-            Error::RevokedCrlNotWritten { .. } | Error::ReconcileCrlNotWritten { .. } => {
+            Error::RevokedCrlNotWritten { .. }
+            | Error::ReconcileCrlNotWritten { .. }
+            | Error::RenewedCrlNotWritten { .. } => {
                 "the revocation is done, do not repeat it: fix the cause above, then run `vouch crl` to write \
                  the CRL (any command that touches the store also writes it; until then `vouch store verify` \
                  reports the certificate as revoked-not-on-crl)"
@@ -964,6 +981,7 @@ impl std::error::Error for Error {
             Error::Partial { error, .. }
             | Error::RevokedCrlNotWritten { error, .. }
             | Error::ReconcileCrlNotWritten { error, .. }
+            | Error::RenewedCrlNotWritten { error, .. }
             | Error::ConductorRevokedCrlNotWritten { error, .. } => Some(error.as_ref()),
             _ => None,
         }

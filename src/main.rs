@@ -84,6 +84,7 @@ fn main() {
                 vouch::Error::StoreUnavailable { .. } => vouch::cli::EXIT_TEMPFAIL,
                 vouch::Error::RevokedCrlNotWritten { .. }
                 | vouch::Error::ReconcileCrlNotWritten { .. }
+                | vouch::Error::RenewedCrlNotWritten { .. }
                 | vouch::Error::ConductorRevokedCrlNotWritten { .. } => vouch::cli::EXIT_REVOKED_CRL_NOT_WRITTEN,
                 _ => vouch::cli::EXIT_ERROR,
             }

@@ -685,6 +685,38 @@ fn review_revoke_or_clean_of_an_already_revoked_certificate_writes_the_crl_it_mi
     ok(&ca.run(&["store", "verify"]));
 }
 
+/// `vouch renew` supersedes (revokes) the old certificate; when the CRL cannot be written
+/// after that revocation it used to exit 0 with a warning, where `vouch revoke` exits 3. It
+/// writes the new certificate out, says the old one IS revoked and the CRL does not list it
+/// yet, and exits 3; once the cause is gone, `vouch crl` lists the old serial.
+#[test]
+fn renew_whose_superseded_certificate_misses_the_crl_exits_3_with_the_new_certificate_written() {
+    let ca = Ca::with(&["a.example.test"]);
+    let old = ca.serial("a.example.test");
+    let number = break_crl_number(&ca);
+    let out = ca.w.join("renewed.pem");
+    let o = ca.run(&["renew", "a.example.test", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let (error, hint) = error_and_hint(&o);
+    assert!(
+        error.contains("a.example.test was renewed") && error.contains(&format!("(serial {old}) IS revoked")),
+        "{error}"
+    );
+    assert!(error.contains("the CRL could not be written"), "{error}");
+    assert!(hint.contains("`vouch crl`") && hint.contains("do not repeat it"), "{hint}");
+    let new = ca.serial("a.example.test");
+    assert_ne!(new, old);
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("BEGIN CERTIFICATE"), "{written}");
+    let stored = std::fs::read_to_string(ca.signed("a.example.test")).unwrap();
+    assert!(written.starts_with(&stored), "the new certificate first: {written}");
+    assert!(!ca.crl_serials().contains(&old));
+    std::fs::remove_dir(&number).unwrap();
+    ok(&ca.run(&["crl"]));
+    assert!(ca.crl_serials().contains(&old));
+    ok(&ca.run(&["store", "verify"]));
+}
+
 /// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
 /// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
 /// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,

@@ -119,6 +119,15 @@ fn still_valid(rec: &CertRecord, now: OffsetDateTime) -> bool {
     rec.state == State::Issued && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
 }
 
+/// A certificate stored by [`Authority::issue_locked`] (a renewal, a local certificate).
+#[derive(Debug)]
+pub struct Stored {
+    pub issued: Issued,
+    /// The superseded predecessor's serial, and why the CRL could not be written after its
+    /// revocation (which IS stored): the CRL does not list it yet.
+    pub superseded_crl: Option<(String, Error)>,
+}
+
 impl Authority {
     /// The store's record of a certificate about to be stored (state `Issued`).
     pub(super) fn issued_record(
@@ -170,7 +179,9 @@ impl Authority {
         Ok(b.to_vec())
     }
 
-    /// Prepares, signs, stores (one synchronous write). Called with the lock held.
+    /// Prepares, signs, stores (one synchronous write). Called with the lock held. The
+    /// certificate stands once stored; a superseded predecessor whose CRL could not be
+    /// written after it is reported in [`Stored::superseded_crl`] (and logged), not as an error.
     /// `replacing`: the certname's entry as read under this lock, and whether its
     /// certificate is superseded (revoked) by this one.
     #[allow(clippy::too_many_arguments)]
@@ -183,7 +194,7 @@ impl Authority {
         conductor: Option<String>,
         conductor_cert: Option<String>,
         now: OffsetDateTime,
-    ) -> Result<Issued, Error> {
+    ) -> Result<Stored, Error> {
         let mut prepared = self.prepare(auth, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
@@ -210,9 +221,11 @@ impl Authority {
         }
         // Stored: the certificate stands whatever its predecessor's audit line or CRL meet
         // (reported, as the group commit does), and its own "issued" line is still written.
+        let mut superseded_crl = None;
         if let Some(s) = &supersedes {
             if let Err(e) = self.after_revocation(lock, &s.revocation, now) {
                 warn("store", &e.to_string());
+                superseded_crl = Some((s.revocation.serial.clone(), e));
             }
         }
         self.audit(serde_json::json!({
@@ -220,7 +233,7 @@ impl Authority {
             "serial": issued.serial_hex, "not_after": format_rfc3339(issued.not_after),
             "conductor": conductor,
         }))?;
-        Ok(issued)
+        Ok(Stored { issued, superseded_crl })
     }
 
     /// The revocation of `rec` as superseded at `now`.

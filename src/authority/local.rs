@@ -162,6 +162,7 @@ impl Authority {
             None,
             now,
         )
+        .map(|stored| stored.issued)
     }
 
     /// Why `name` is a Puppet server's, if it is: `puppet` (the server agents ask for by

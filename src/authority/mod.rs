@@ -20,7 +20,7 @@ mod root_revoke;
 mod verify;
 
 pub use crl::{ALREADY_REVOKED, REASONS};
-pub use issue::IssueOutcome;
+pub use issue::{IssueOutcome, Stored};
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};

@@ -1,7 +1,7 @@
 //! Renewal: a new certificate for the same key and classification, if the policy that
 //! vouched would still vouch (the conductor rechecked as of now).
 
-use super::{check_name, Authority};
+use super::{check_name, Authority, Stored};
 use crate::decision::{self, Refusal, Refused};
 use crate::encoding::time::format_rfc3339;
 use crate::error::{Error, Unrenewable};
@@ -13,8 +13,10 @@ use time::OffsetDateTime;
 impl Authority {
     /// `vouch renew`: same key, same classification, new serial and validity; the
     /// old certificate is revoked (superseded) so a certname never has two valid ones.
-    pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Issued, Error> {
-        self.renew_if_current(certname, None, now)
+    /// The old certificate's revocation is stored with the new one; a CRL that could not be
+    /// written after it is in [`Stored::superseded_crl`].
+    pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Stored, Error> {
+        self.renew_stored(certname, None, now)
     }
 
     /// Renews only if `expected_serial` (when given) is still the certname's current
@@ -26,6 +28,15 @@ impl Authority {
         expected_serial: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
+        self.renew_stored(certname, expected_serial, now).map(|stored| stored.issued)
+    }
+
+    fn renew_stored(
+        &self,
+        certname: &str,
+        expected_serial: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<Stored, Error> {
         check_name(certname)?;
         let lock = self.store.lock()?;
         let current =

@@ -181,6 +181,9 @@ pub enum Command {
         cacert: Option<PathBuf>,
     },
     /// A new certificate for the same key and classification, new validity; the old one is superseded.
+    ///
+    /// Exit 3: renewed (the new certificate is written out) and the old one revoked, but the CRL
+    /// could not be written after it; `vouch crl` writes it once the cause is fixed.
     Renew {
         /// The node whose current certificate is renewed.
         certname: String,

@@ -421,7 +421,8 @@ pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     auth.maintain(now)?;
-    let i = auth.renew(certname, now).map_err(|e| no_current(cli, &auth, certname, e))?;
+    let stored = auth.renew(certname, now).map_err(|e| no_current(cli, &auth, certname, e))?;
+    let i = stored.issued;
     write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(format!(
         "{} was renewed: the new certificate (serial {}) is in the store and the old one is revoked \
              (superseded): `vouch list --all`, {}",
@@ -435,7 +436,15 @@ pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<
         i.serial_hex,
         crate::encoding::time::format_rfc3339(i.not_after)
     ));
-    Ok(EXIT_OK)
+    match stored.superseded_crl {
+        None => Ok(EXIT_OK),
+        Some((old_serial, error)) => Err(Error::RenewedCrlNotWritten {
+            certname: i.certname,
+            serial: i.serial_hex,
+            old_serial,
+            error: Box::new(error),
+        }),
+    }
 }
 
 #[cfg(test)]
