@@ -102,6 +102,27 @@ fn crl_number(der: &[u8]) -> u128 {
     crl.crl_number().unwrap().to_u64_digits().iter().rev().fold(0u128, |n, d| (n << 64) | u128::from(*d))
 }
 
+/// A CRL under the name of `a`'s root, signed by another key, numbered far higher than any
+/// vouch writes, listing nothing: taken, it would drop every revocation.
+fn forged_crl(a: &Path) -> Vec<u8> {
+    let root_pem = std::fs::read_to_string(a.join("ca/root_crt.pem")).unwrap();
+    let rogue_key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&root_pem, &rogue_key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(7),
+        crl_number: rcgen::SerialNumber::from_slice(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+        issuing_distribution_point: None,
+        revoked_certs: vec![],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)
+    .unwrap()
+    .der()
+    .to_vec()
+}
+
 /// Exit 1 with `[code]` among the reasons.
 fn refused_with(o: &Output, code: &str) {
     assert_eq!(o.status.code(), Some(1), "{}", text(o));
@@ -181,6 +202,19 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
     assert!(cert.is_some(), "c2's node is still granted: {said}");
     assert!(server.log().contains("shared-root-crl-taken"), "{}", server.log());
 
+    // A forged root CRL (another key, the root's name, numbered far higher, listing nothing)
+    // put in the store: the server's maintenance refuses it, says so, counts it; c1 stays refused.
+    let held = std::fs::read(b2.join("ca/root_crl.pem")).unwrap();
+    f.put_in_store(&forged_crl(&f.a));
+    let start = Instant::now();
+    while !server.log().contains("shared-root-crl-refused") {
+        assert!(start.elapsed() < Duration::from_secs(60), "no refusal logged: {}", server.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(std::fs::read(b2.join("ca/root_crl.pem")).unwrap(), held, "B2's root CRL unchanged");
+    let (_, said, cert) = enroll(&server, "n7.example.test", &f.csr("c1", "n7.example.test"));
+    assert!(cert.is_none(), "c1 stays refused: {said}");
+
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     watchdog.join().unwrap();
     drop(server);
@@ -229,21 +263,7 @@ fn a_forged_or_older_root_crl_in_the_store_is_not_taken() {
 
     // (1) A CRL under the root's name, signed by another key, numbered far higher, listing
     // nothing: not taken; c3 stays refused, c2 granted.
-    let root_pem = std::fs::read_to_string(f.a.join("ca/root_crt.pem")).unwrap();
-    let rogue_key = rcgen::KeyPair::generate().unwrap();
-    let issuer = rcgen::Issuer::from_ca_cert_pem(&root_pem, &rogue_key).unwrap();
-    let now = time::OffsetDateTime::now_utc();
-    let forged = rcgen::CertificateRevocationListParams {
-        this_update: now,
-        next_update: now + time::Duration::days(7),
-        crl_number: rcgen::SerialNumber::from_slice(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
-        issuing_distribution_point: None,
-        revoked_certs: vec![],
-        key_identifier_method: rcgen::KeyIdMethod::Sha256,
-    }
-    .signed_by(&issuer)
-    .unwrap();
-    f.put_in_store(forged.der());
+    f.put_in_store(&forged_crl(&f.a));
     let o = f.autosign(&f.b, "c2", "n4.example.test");
     ok(&o);
     assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("not signed by"), "{}", text(&o));
@@ -253,6 +273,11 @@ fn a_forged_or_older_root_crl_in_the_store_is_not_taken() {
 
     // Where the root key is, publish-crl puts the genuine one back in place of the forgery.
     std::fs::write(f.a.join("ca/root_crl.pem"), vouch::encoding::pem::encode("X509 CRL", &newer)).unwrap();
+    let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(out.contains("published the root CRL"), "{out}");
+    assert_eq!(f.in_store(), newer);
+    // An entry left without its value (an operator's edit) is filled again.
+    f.slapd.ldapmodify(&format!("dn: vouchCa=root-crl,{BASE}\nchangetype: modify\ndelete: vouchCertificate\n")).ok();
     let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
     assert!(out.contains("published the root CRL"), "{out}");
     assert_eq!(f.in_store(), newer);
@@ -268,4 +293,41 @@ fn publish_crl_without_a_shared_store_says_what_to_give() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not a shared one") && err.contains("--store ldap://"), "{err}");
+}
+
+/// Masters publishing at the same time (three copies of the root's data directory, each with
+/// its own root CRL, all publishing at once, twice): the compare-and-swap leaves the
+/// highest-numbered one in the store, whatever the order the writes landed in.
+#[test]
+fn concurrent_publications_leave_the_highest_numbered_root_crl() {
+    let f = Fleet::new();
+    let mut crls = Vec::new();
+    let mut dirs = Vec::new();
+    for (i, c) in ["c1", "c2", "c3"].iter().enumerate() {
+        let d = f.work.join(format!("root{i}"));
+        let cp = Command::new("cp").args(["-a", s(&f.a), s(&d)]).status().unwrap();
+        assert!(cp.success());
+        ok(&run(vouch().args(["--dir", s(&d), "conductor", "revoke", "--cert", s(&f.cert(c))]), None));
+        crls.push(crl_der(&d.join("ca/root_crl.pem")));
+        dirs.push(d);
+    }
+    let highest = crls.iter().max_by_key(|d| crl_number(d)).unwrap().clone();
+    for _ in 0..2 {
+        let children: Vec<_> = dirs
+            .iter()
+            .rev()
+            .map(|d| {
+                f.shared(d)
+                    .args(["conductor", "publish-crl"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            ok(&c.wait_with_output().unwrap());
+        }
+        assert_eq!(f.in_store(), highest);
+    }
 }

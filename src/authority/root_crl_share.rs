@@ -128,7 +128,12 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
         Ok(r) => r,
         Err(e) => return failed(format!("the shared root CRL cannot be checked: {e}")),
     };
-    let number = match verified_number(&der, &root) {
+    let checked = if u64::try_from(der.len()).unwrap_or(u64::MAX) > MAX_ROOT_CRL {
+        Err(format!("it is larger than any root CRL vouch reads ({} bytes)", der.len()))
+    } else {
+        verified_number(&der, &root)
+    };
+    let number = match checked {
         Ok(n) => n,
         Err(why) => return refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()),
     };
