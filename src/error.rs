@@ -307,6 +307,21 @@ pub enum Error {
         /// `DIR/ca/root_issued.txt`.
         issued: PathBuf,
     },
+    /// `vouch conductor publish-crl` without a shared store (`--store ldap://...`): a file
+    /// store is this master's alone, and nothing travels through it.
+    RootCrlNotShared {
+        store: String,
+    },
+    /// `vouch conductor publish-crl` in a data directory without a root CRL.
+    RootCrlMissing {
+        path: PathBuf,
+    },
+    /// `vouch conductor publish-crl`: the local root CRL is no CRL signed by this directory's
+    /// root (it would be refused by every master): not published.
+    RootCrlNotPublishable {
+        path: PathBuf,
+        detail: String,
+    },
     /// `vouch conductor revoke` in a data directory without the root key (a further master,
     /// or a root key moved off the host): only the root key signs the root's CRL.
     ConductorRevokeNoRootKey {
@@ -607,6 +622,19 @@ impl std::fmt::Display for Error {
                  tell a conductor from another master CA under this root (on the root's CRL, every node certificate \
                  under that master would fail the chain's revocation check); nothing was revoked",
                 issued.display()
+            ),
+            Error::RootCrlNotShared { store } => write!(
+                f,
+                "the store is {store}, not a shared one: the root CRL travels to other masters only through a \
+                 shared (LDAP) store; nothing was published"
+            ),
+            Error::RootCrlMissing { path } => {
+                write!(f, "there is no root CRL to publish: {} does not exist; nothing was published", path.display())
+            }
+            Error::RootCrlNotPublishable { path, detail } => write!(
+                f,
+                "{} cannot be published: {detail}; every master would refuse it; nothing was published",
+                path.display()
             ),
             Error::ConductorRevokeNoRootKey { dir, key } => write!(
                 f,
@@ -921,10 +949,23 @@ impl Error {
                 "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \
                  is a conductor (extended key usage 1.3.6.1.4.1.34380.2.0) and that it is not a CA"
             }
+            Error::RootCrlNotShared { .. } => {
+                "give the fleet's shared store: `vouch --store ldap://HOST/BASE conductor publish-crl` (or set \
+                 VOUCH_STORE); a master on a file store gets the root CRL only as a copy of ca/root_crl.pem"
+            }
+            Error::RootCrlMissing { .. } => {
+                "run it where the root key is (--dir the data directory holding ca/root_key.pem): `vouch conductor \
+                 revoke` writes the root CRL there, and so does any command that touches the store (`vouch list`)"
+            }
+            Error::RootCrlNotPublishable { .. } => {
+                "where the root key is, `vouch list` writes the root CRL again (signed by the root); then run \
+                 `vouch conductor publish-crl` again"
+            }
             Error::ConductorRevokeNoRootKey { .. } => {
-                "run it where the root key is (--dir the data directory holding ca/root_key.pem), then copy that \
-                 directory's ca/root_crl.pem to ca/root_crl.pem of every master without the root key (each counts \
-                 it from its next request on), or list a copy in conductors.crls of any other CA's policy"
+                "run it where the root key is (--dir the data directory holding ca/root_key.pem), with the fleet's \
+                 shared store (--store ldap://...): every master sharing it takes the root CRL from there; a master \
+                 on a file store needs a copy of that directory's ca/root_crl.pem as its ca/root_crl.pem (or a copy \
+                 listed in conductors.crls of its policy)"
             }
             Error::ConductorRevokedCrlNotWritten { .. } => {
                 "the revocation is recorded: fix the cause above, then run the same `vouch conductor revoke` again \

@@ -131,7 +131,7 @@ pub(super) fn normal_serial(given: &str) -> Option<String> {
 
 /// What the first CRL in a PEM file says its number is.
 #[derive(Debug, PartialEq, Eq)]
-enum CrlNumber {
+pub(super) enum CrlNumber {
     Fits(u128),
     /// No CRL, or one without a number.
     None,
@@ -147,7 +147,7 @@ fn crl_number_of(pem: &[u8]) -> CrlNumber {
 /// TLV headers: the revoked certificates (millions of bytes on a large CRL) are stepped
 /// over, not parsed; nor is the signature checked (the number is only compared, never
 /// trusted for more). `None`: not such a CRL.
-fn crl_number_in(der: &[u8]) -> Option<CrlNumber> {
+pub(super) fn crl_number_in(der: &[u8]) -> Option<CrlNumber> {
     use x509_parser::asn1_rs::{Any, Class, FromDer, Tag};
     const CRL_NUMBER: [u8; 3] = [0x55, 0x1d, 0x14];
     let (_, list) = Any::from_der(der).ok()?;
@@ -522,7 +522,20 @@ impl Authority {
         if self.root_crl_due(now) {
             let lock = self.store.lock()?;
             if self.root_crl_due(now) {
-                all &= crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
+                let written = crl_written(self.write_root_crl_locked(&lock, now), warn_only)?;
+                all &= written;
+                drop(lock);
+                // Written again (due, or a revocation's CRL left unwritten): the fleet's copy too.
+                if written && self.store.shares_root_crl() {
+                    if let Err(e) = self.publish_root_crl() {
+                        tracing::warn!(
+                            event = "root-crl-not-published",
+                            detail = %e,
+                            hint = "the root CRL here is current; `vouch conductor publish-crl` publishes it in the \
+                                    shared store",
+                        );
+                    }
+                }
             }
         }
         Ok(all)

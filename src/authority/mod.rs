@@ -16,6 +16,7 @@ mod overrides;
 mod renew;
 mod replay;
 mod reserved;
+mod root_crl_share;
 mod root_revoke;
 mod verify;
 
@@ -26,6 +27,7 @@ pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
+pub use root_crl_share::{take_shared_root_crl, Taken};
 pub use root_revoke::{
     count_own_crl, read_own_crl, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT, ROOT_REVOCATIONS,
 };
@@ -146,6 +148,10 @@ impl Authority {
             audit_log: policy_audit_log,
             own_crl_seen: std::sync::Mutex::new(None),
         };
+        // A shared store: the fleet's root CRL, where it is newer than this directory's.
+        if auth.store.shares_root_crl() {
+            auth.take_shared_root_crl();
+        }
         // The root's CRL in this directory counts in every decision, whatever the policy lists.
         auth.refresh_own_crl();
         Ok(auth)

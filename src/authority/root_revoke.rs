@@ -128,7 +128,7 @@ fn append_root_revocation(dir: &DataDir, r: &RootRevocation) -> Result<(), Error
 }
 
 /// The most vouch reads of a root CRL: it lists conductors only (some 40 bytes each).
-const MAX_ROOT_CRL: u64 = 16 << 20;
+pub(super) const MAX_ROOT_CRL: u64 = 16 << 20;
 
 /// What the decision counts in `dir` ([`crate::policy::OwnCrl`]): the root CRL
 /// (`DIR/ca/root_crl.pem`, PEM or DER; a link there is followed, as for the root certificate:
@@ -159,7 +159,7 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
 }
 
 /// The data directory's root certificate (DER), or why it does not read.
-fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
+pub(super) fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
     let root_path = dir.file(bootstrap::ROOT_CERT);
     crate::files::durable::read_regular_followed(&root_path)
         .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
@@ -200,7 +200,7 @@ fn read_root_crl(dir: &DataDir, root: Option<&[u8]>) -> Result<Option<webpki::Ce
 
 /// Whether the CRL `der` names `root` (DER) as its issuer and its signature verifies with
 /// `root`'s key; else why not.
-fn signed_by_root(der: &[u8], root: &[u8]) -> Result<(), String> {
+pub(super) fn signed_by_root(der: &[u8], root: &[u8]) -> Result<(), String> {
     let (_, root) = x509_parser::parse_x509_certificate(root).map_err(|e| format!("the root certificate: {e}"))?;
     let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| format!("the CRL: {e}"))?;
     if crl.issuer().as_raw() != root.subject().as_raw() {
@@ -245,9 +245,10 @@ fn unreadable(detail: &str) {
         event = "root-crl-unreadable",
         detail,
         hint = "every conductor of this root is refused (conductor-revocation-unknown) until it reads: where the \
-                root key is, any command that touches the store (`vouch list`) writes the root CRL again; \
-                elsewhere copy the root's own (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's \
-                ca_crl.pem is not it) here",
+                root key is, any command that touches the store (`vouch list`) writes the root CRL again (with \
+                --store ldap://..., `vouch conductor publish-crl` there publishes it to every master sharing the \
+                store); a master on a file store needs a copy of the root's own (ROOT_DIR/ca/root_crl.pem, signed \
+                by the root; a master CA's ca_crl.pem is not it) here",
     );
 }
 

@@ -542,8 +542,9 @@ pub enum ConductorCommand {
     /// Revoke a conductor: put it on the root's CRL (DIR/ca/root_crl.pem), written at once.
     ///
     /// Needs the root key (run it where DIR/ca/root_key.pem is). Every CA counts its own
-    /// root CRL: a master without the root key needs the new root_crl.pem copied to
-    /// DIR/ca/. Node certificates the conductor vouched for stay valid: the command says how
+    /// root CRL: with the fleet's shared store (--store ldap://...) it is published there,
+    /// and every master sharing it takes it; a master on a file store needs the new
+    /// root_crl.pem copied to DIR/ca/. Node certificates the conductor vouched for stay valid: the command says how
     /// many are current and how to list them. Revoking a revoked conductor again changes
     /// nothing (exit 0). Exit 3: recorded, but the root CRL could not be written after it.
     #[command(after_help = "One of --cert and --serial, or both of the same certificate.")]
@@ -564,6 +565,13 @@ pub enum ConductorCommand {
         #[arg(long, default_value = "key-compromise")]
         reason: String,
     },
+    /// Publish the root CRL (DIR/ca/root_crl.pem) in the fleet's shared store (--store
+    /// ldap://...), for a revocation made without it.
+    ///
+    /// Every master sharing the store takes it (when a command opens the store, and in `vouch
+    /// serve`'s maintenance) if it is signed by its root and numbered higher than its own.
+    /// One numbered as high or higher in the store stays there (exit 0, nothing changed).
+    PublishCrl,
 }
 
 #[derive(Args, Debug)]

@@ -103,12 +103,60 @@ pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reaso
         }
         Err(e) => note(&format!("vouch: warning: the node certificates it vouched for could not be counted: {e}")),
     }
-    sayln!(
-        "Masters without the root key refuse it once they hold this root CRL: copy {} to their DIR/ca/root_crl.pem \
-         (or list a copy in conductors.crls of any other CA's policy).",
-        r.crl.display()
-    )?;
+    if auth.store.shares_root_crl() {
+        let (published, number) = auth.publish_root_crl().map_err(|error| Error::Partial {
+            done: format!(
+                "{} (serial {}) is revoked here: the root CRL {} lists it, but it is not in the shared store yet",
+                r.what,
+                r.serial,
+                r.crl.display()
+            ),
+            error: Box::new(error),
+        })?;
+        say_published(&auth, published, number)?;
+        sayln!(
+            "Masters on a file store refuse it once they hold this root CRL: copy {} to their DIR/ca/root_crl.pem \
+             (or list a copy in conductors.crls of any other CA's policy).",
+            r.crl.display()
+        )?;
+    } else {
+        sayln!(
+            "Masters without the root key refuse it once they hold this root CRL: with the fleet's shared store, \
+             `vouch --store ldap://... conductor publish-crl` publishes it for them; else copy {} to their \
+             DIR/ca/root_crl.pem (or list a copy in conductors.crls of any other CA's policy).",
+            r.crl.display()
+        )?;
+    }
     Ok(EXIT_OK)
+}
+
+/// `vouch conductor publish-crl`: the root CRL into the shared store.
+pub(super) fn publish_crl(cli: &Cli) -> Result<i32, Error> {
+    let auth = crate::authority::Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    let (published, number) = auth.publish_root_crl()?;
+    say_published(&auth, published, number)?;
+    Ok(EXIT_OK)
+}
+
+fn say_published(
+    auth: &crate::authority::Authority,
+    published: crate::store::Published,
+    number: u128,
+) -> Result<(), Error> {
+    use crate::store::Published;
+    let store = auth.store.describe();
+    match published {
+        Published::Stored => say_done!(
+            "published the root CRL (number {number}) in {store}: every master sharing it takes it at its next \
+             command or maintenance run"
+        ),
+        Published::Same => say_done!("{store} holds this root CRL (number {number}) already: nothing changed"),
+        Published::Kept => say_done!(
+            "{store} holds a root CRL of this root numbered as high or higher than this one ({number}): it stays, \
+             nothing changed"
+        ),
+        Published::NotShared => Err(Error::RootCrlNotShared { store }),
+    }
 }
 
 pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {

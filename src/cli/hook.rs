@@ -33,12 +33,23 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         .as_deref()
         .map(|d| crate::authority::ReservedNames::load(&DataDir::new(d)))
         .unwrap_or_else(crate::authority::ReservedNames::service_defaults);
-    // Beside a CA (--dir): its own root CRL counts, as in the CA's decisions.
+    // The shared store (one connection: the fleet's root CRL, then the replay journal).
+    let url = cli.store_url();
+    let shared = url.ldap(None)?.map(std::sync::Arc::new);
+    // Beside a CA (--dir): its own root CRL counts, as in the CA's decisions; with a shared
+    // store, the fleet's root CRL first, where it is newer than the one here.
     if let Some(d) = cli.dir.as_deref() {
-        crate::authority::count_own_crl(&DataDir::new(d), &policy);
+        let d = DataDir::new(d);
+        if let Some(s) = &shared {
+            crate::authority::take_shared_root_crl(&d, s.as_ref());
+        }
+        crate::authority::count_own_crl(&d, &policy);
     }
     let request = if too_large { None } else { Some(body.as_slice()) };
-    let journal = crate::store::open_journal(&cli.store_url(), policy.replay_journal.as_ref(), true)?;
+    let journal = match shared {
+        Some(s) => Some(s as std::sync::Arc<dyn crate::store::ReplayJournal>),
+        None => crate::store::open_journal(&url, policy.replay_journal.as_ref(), true)?,
+    };
     let outcome = crate::hook::autosign::judge(&policy, journal.as_deref(), &reserved, &a.certname, request, now)?;
     match outcome {
         Ok(g) => {

@@ -246,6 +246,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Conductor(ConductorCommand::Revoke { cert, serial, reason }) => {
             conductor::revoke(cli, cert.as_deref(), serial.as_deref(), reason)
         }
+        Command::Conductor(ConductorCommand::PublishCrl) => conductor::publish_crl(cli),
         Command::Csr(a) => csr::make(a),
         Command::Autosign(a) => hook::autosign(cli, a),
         Command::Check(a) => certs::check(cli, a),

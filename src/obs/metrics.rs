@@ -86,15 +86,20 @@ pub enum StoreStage {
     Maintenance,
     /// The store's log could not be checkpointed into its files.
     Checkpoint,
+    /// A root CRL found in the shared store was not taken (it does not verify with this
+    /// master's root, is no CRL, or is not numbered higher than the one here): counted once
+    /// per distinct value.
+    SharedRootCrl,
 }
 
 impl StoreStage {
-    pub const ALL: [StoreStage; 5] = [
+    pub const ALL: [StoreStage; 6] = [
         StoreStage::Request,
         StoreStage::AfterCommit,
         StoreStage::Audit,
         StoreStage::Maintenance,
         StoreStage::Checkpoint,
+        StoreStage::SharedRootCrl,
     ];
 
     pub fn label(self) -> &'static str {
@@ -104,6 +109,7 @@ impl StoreStage {
             StoreStage::Audit => "audit",
             StoreStage::Maintenance => "maintenance",
             StoreStage::Checkpoint => "checkpoint",
+            StoreStage::SharedRootCrl => "shared-root-crl",
         }
     }
 }

@@ -11,8 +11,8 @@ pub const ROOT_REVOCATIONS: &str = "root_revocations.txt";
 pub const NOT_SIGNED_BY_ROOT: &str = "is not signed by this data directory's root";
 
 /// The root's CRL the CA keeps in its data directory (`DIR/ca/root_crl.pem`: written where the
-/// root key is, by `vouch conductor revoke` and when it is due; copied by the operator to the
-/// masters without the root key), with the root revocations recorded beside it
+/// root key is, by `vouch conductor revoke` and when it is due; taken from the shared store by
+/// the masters without the root key, or copied there by the operator on a file store), with the root revocations recorded beside it
 /// (`DIR/ca/root_revocations.txt`, where the root key is). The decision counts them whatever
 /// `conductors.crls` lists: a conductor they revoke is refused (`conductor-revoked`) with no
 /// change to the policy; while either file is there but cannot be read, every conductor this

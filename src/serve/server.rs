@@ -346,6 +346,11 @@ async fn maintain_every(
                     Ok(_) => {}
                     Err(e) => store_failed(StoreStage::Maintenance, &e),
                 }
+                // The fleet's root CRL from the shared store, where it is newer than the one
+                // here (revoked by a master holding the root key): counted from the next request.
+                if auth.store.shares_root_crl() {
+                    auth.take_shared_root_crl();
+                }
                 // A CRL written meanwhile (here or by a `vouch` command) is compressed now,
                 // not by the request that first asks for it.
                 refresh_documents(&auth);

@@ -342,6 +342,19 @@ pub struct Override {
     pub time: String,
 }
 
+/// What [`Store::publish_root_crl`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// The store holds it now.
+    Stored,
+    /// The store held this very CRL already.
+    Same,
+    /// The store holds another that is not to be replaced by it (numbered as high or higher).
+    Kept,
+    /// The store is not shared: nothing to publish.
+    NotShared,
+}
+
 /// A revocation, as the CRL needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Revocation {
@@ -626,6 +639,25 @@ pub trait Store: Send + Sync {
     /// The certificates (DER) of every master CA sharing the store (none for the file store):
     /// a node of one master is verified at another.
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Whether the store is shared by several masters, so that the root CRL travels through
+    /// it ([`Store::shared_root_crl`], [`Store::publish_root_crl`]). The file store is not.
+    fn shares_root_crl(&self) -> bool {
+        false
+    }
+    /// The root CRL (DER) published in the shared store, unchecked: whoever takes it verifies
+    /// it against its own root certificate. `None`: none was published, or the store is not
+    /// shared.
+    fn shared_root_crl(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+    /// Publishes the root CRL `der` in the shared store, in place of the one there only if
+    /// `replaces` says so of it (its CRL number is lower): a compare-and-swap, retried a few
+    /// times when another master changed it meanwhile ([`StoreError::Conflict`] after that).
+    /// The file store, not shared, publishes nothing.
+    fn publish_root_crl(&self, der: &[u8], replaces: &dyn Fn(&[u8]) -> bool) -> Result<Published, StoreError> {
+        let _ = (der, replaces);
+        Ok(Published::NotShared)
+    }
     /// Whether the store holds nothing that only taking its lock settles (the file store:
     /// its log verifies to its end and is applied; a log with a damaged, unfinished or
     /// unapplied batch is replayed, cut or refused by the next lock holder). `vouch store verify` reads a store that is

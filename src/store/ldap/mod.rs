@@ -9,7 +9,15 @@
 //!                  vouchSerial=<hex>    and under it each revoked certificate of its own (vouchRevocation)
 //! ou=requests    vouchCertname=<name>   pending requests (vouchRequest)
 //! ou=overrides   vouchCertname=<name>   administrators' classifications (vouchOverride)
+//! vouchCa=root-crl                      the fleet's root CRL (a vouchIssuer entry: the CRL's
+//!                                       DER in vouchCertificate, vouchRevision counts changes)
 //! ```
+//!
+//! The root CRL's entry reuses an object class slapd already has (vouch's schema is never
+//! changed for it: deployed servers would refuse a new class). `vouch conductor revoke` and
+//! `vouch conductor publish-crl` write it where the root key is; every master takes it from
+//! there when it verifies with its own root certificate and is numbered higher than its own
+//! copy ([`LdapStore::publish_root_crl`] never puts a lower-numbered one in its place).
 //!
 //! **No transactions** (slapd 2.5's crashed under conflicting load): every decision is one
 //! atomic LDAP operation, and every later write is idempotent.
@@ -37,8 +45,8 @@ pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::journal::Claim;
 use super::{
-    CertRecord, ClaimUse, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, ReplayJournal,
-    Revocation, State, Store, StoreError, WriteLock,
+    CertRecord, ClaimUse, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, Published,
+    ReplayJournal, Revocation, State, Store, StoreError, WriteLock,
 };
 use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::vouching::replay_key::ReplayKey;
@@ -51,6 +59,14 @@ use time::OffsetDateTime;
 
 /// The containers under the base DN.
 pub const CONTAINERS: &[&str] = &["journal", "certnames", "cas", "requests", "overrides"];
+
+/// The RDN of the root CRL's entry, directly under the base DN (its `vouchCa` value is no
+/// master CA's id: those are hex, under `ou=cas`).
+pub const ROOT_CRL_RDN: &str = "vouchCa=root-crl";
+
+/// How many times a publication of the root CRL reads the entry again after another master
+/// changed it meanwhile.
+const ROOT_CRL_TRIES: usize = 5;
 
 /// How long a claim may take to show on the replicas before the request is refused (503).
 pub const REPLICA_WAIT: Duration = Duration::from_secs(2);
@@ -197,6 +213,11 @@ impl LdapStore {
 
     fn request_dn(&self, certname: &str) -> String {
         format!("vouchCertname={},{}", ldap3::dn_escape(certname), self.container("requests"))
+    }
+
+    /// The entry of the fleet's root CRL.
+    pub fn root_crl_dn(&self) -> String {
+        format!("{ROOT_CRL_RDN},{}", self.base)
     }
 
     fn override_dn(&self, certname: &str) -> String {
@@ -1361,6 +1382,71 @@ impl Store for LdapStore {
 
     fn describe(&self) -> String {
         format!("LDAP {}/{}", self.primary.server.address, self.base)
+    }
+
+    fn shares_root_crl(&self) -> bool {
+        true
+    }
+
+    fn shared_root_crl(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let dn = self.root_crl_dn();
+        Ok(self.read(&self.primary, &dn)?.and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
+    }
+
+    /// An add where there is no entry; else one modify that deletes the exact value read and
+    /// adds the new one (vouchCertificate is single-valued, with octet-string equality): if
+    /// another master changed it meanwhile, the delete finds no such value and nothing is
+    /// written; the entry is then read again (at most [`ROOT_CRL_TRIES`] times).
+    fn publish_root_crl(&self, der: &[u8], replaces: &dyn Fn(&[u8]) -> bool) -> Result<Published, StoreError> {
+        let dn = self.root_crl_dn();
+        for _ in 0..ROOT_CRL_TRIES {
+            let Some(entry) = self.read(&self.primary, &dn)? else {
+                let code = self.add(
+                    &dn,
+                    vec![
+                        ("objectClass", set("vouchIssuer")),
+                        ("vouchCa", set("root-crl")),
+                        ("vouchRevision", set("1")),
+                        ("vouchCertificate", set(der.to_vec())),
+                    ],
+                )?;
+                if code == rc::SUCCESS {
+                    self.confirm_on_replicas(&dn)?;
+                    return Ok(Published::Stored);
+                }
+                // Added by another master meanwhile: read it.
+                continue;
+            };
+            let mods = match entry.bytes("vouchCertificate") {
+                Some(old) if old == der => return Ok(Published::Same),
+                Some(old) if !replaces(old) => return Ok(Published::Kept),
+                Some(old) => vec![
+                    Mod::Delete(b"vouchCertificate".to_vec(), set(old.to_vec())),
+                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
+                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                ],
+                // An entry left without a value (an operator's edit): filled only while empty.
+                None => vec![
+                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
+                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                ],
+            };
+            let assertion =
+                if entry.bytes("vouchCertificate").is_none() { Some("(!(vouchCertificate=*))") } else { None };
+            match self.modify(&dn, mods, assertion)? {
+                rc::SUCCESS => {
+                    self.confirm_on_replicas(&dn)?;
+                    return Ok(Published::Stored);
+                }
+                // Changed or removed meanwhile: read again.
+                _ => continue,
+            }
+        }
+        Err(StoreError::Conflict {
+            what: format!(
+                "the root CRL in {dn:?} changed under each of {ROOT_CRL_TRIES} attempts to publish this one (other                  masters publishing at the same time)"
+            ),
+        })
     }
 
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError> {

@@ -1,0 +1,212 @@
+//! The root CRL through a shared store (LDAP). Where the root key is, `vouch conductor
+//! revoke` (and `vouch conductor publish-crl`) publishes `DIR/ca/root_crl.pem` in the store
+//! ([`crate::store::Store::publish_root_crl`]: only in place of a lower-numbered one). Every
+//! master takes it from there ([`take_shared_root_crl`]: when its authority opens, and in
+//! `vouch serve`'s maintenance) if it verifies as a CRL signed by this data directory's own
+//! root certificate and its CRL number is higher than the local copy's; then it is written
+//! to `DIR/ca/root_crl.pem` (atomically, synced) and counts from the next decision on. One
+//! that does not verify, or is not numbered higher, is left where it is: the local file
+//! stays, and a warning says so once per distinct value (never less strict: a forged or an
+//! older CRL could only drop revocations).
+
+use super::crl::{crl_number_in, CrlNumber};
+use super::root_revoke::{read_root_der, signed_by_root, MAX_ROOT_CRL};
+use super::Authority;
+use crate::error::Error;
+use crate::issuance::bootstrap::{self, DataDir};
+use crate::store::{Published, Store, StoreError};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// What [`take_shared_root_crl`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// The store is not shared, or this directory holds the root key (its own root CRL is
+    /// the one the fleet takes): nothing read.
+    NotShared,
+    /// The store holds no root CRL.
+    Nothing,
+    /// The store's is the one here already (or numbered the same).
+    Same,
+    /// Written to `DIR/ca/root_crl.pem`: its CRL number.
+    Taken(u128),
+    /// Left in the store, the local file kept: why (warned once per distinct value).
+    Refused(String),
+    /// The store could not be read, or the file not written: the local file kept.
+    Failed(String),
+}
+
+/// The SHA-256 of every refused value (and every failure's message) warned about: each
+/// once per process, not at every maintenance run.
+static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Whether `key` is warned about for the first time.
+fn first_time(key: String) -> bool {
+    let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    w.get_or_insert_with(HashSet::new).insert(key)
+}
+
+/// The CRL's DER from a file's bytes (PEM or DER).
+fn der_of(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    if bytes.first() == Some(&0x30) {
+        return Ok(bytes);
+    }
+    crate::encoding::pem::find(&bytes, &["X509 CRL"]).map(|(_, d)| d).map_err(|e| e.to_string())
+}
+
+/// The CRL number of `der` if it is a CRL the root (`root`, DER) signed, as webpki and the
+/// decision read it; else why not.
+fn verified_number(der: &[u8], root: &[u8]) -> Result<u128, String> {
+    webpki::OwnedCertRevocationList::from_der(der).map_err(|e| format!("it is not a CRL vouch can read: {e:?}"))?;
+    signed_by_root(der, root).map_err(|why| format!("it {} ({why})", crate::policy::own_crl::NOT_SIGNED_BY_ROOT))?;
+    match crl_number_in(der) {
+        Some(CrlNumber::Fits(n)) => Ok(n),
+        Some(CrlNumber::TooLarge(n)) => Err(format!("its CRL number {n} is larger than vouch counts (128 bits)")),
+        _ => Err("it has no CRL number".into()),
+    }
+}
+
+/// The CRL number of the local root CRL: `Ok(None)` when there is none; `Err`: it is there
+/// and its number does not read (kept: deny by default).
+fn local_number(dir: &DataDir) -> Result<Option<u128>, String> {
+    let path = dir.file(bootstrap::ROOT_CRL);
+    let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let der = der_of(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    match crl_number_in(&der) {
+        Some(CrlNumber::Fits(n)) => Ok(Some(n)),
+        _ => Err(format!("{} has no CRL number vouch can read", path.display())),
+    }
+}
+
+fn refused(why: String, der: &[u8], dn: &str) -> Taken {
+    if first_time(crate::encoding::sha256_hex(der)) {
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::SharedRootCrl);
+        tracing::warn!(
+            event = "shared-root-crl-refused",
+            store = dn,
+            detail = %why,
+            hint = "the local root CRL stays in force: only a CRL signed by this directory's root and numbered \
+                    higher replaces it; where the root key is, `vouch conductor publish-crl --store URL` publishes \
+                    the genuine one again",
+        );
+    }
+    Taken::Refused(why)
+}
+
+fn failed(why: String) -> Taken {
+    if first_time(why.clone()) {
+        tracing::warn!(
+            event = "shared-root-crl-unread",
+            detail = %why,
+            hint = "the local root CRL stays in force; the next maintenance run (or command) tries again",
+        );
+    }
+    Taken::Failed(why)
+}
+
+/// Takes the root CRL published in the shared `store` into `dir` (`DIR/ca/root_crl.pem`) if
+/// it verifies with `dir`'s root certificate and is numbered higher than the local one (or
+/// there is none). Never fails: what it could not do is said (a warning, once per distinct
+/// value) and the local file kept. The caller reads the root CRL again after it
+/// ([`Authority::refresh_own_crl`], [`super::count_own_crl`]).
+pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
+    // Where the root key is, the root CRL is written from its own revocations: taking another
+    // there would be overwritten at its next writing anyway.
+    if !store.shares_root_crl() || dir.file(bootstrap::ROOT_KEY).exists() {
+        return Taken::NotShared;
+    }
+    let der = match store.shared_root_crl() {
+        Ok(Some(der)) => der,
+        Ok(None) => return Taken::Nothing,
+        Err(e) => return failed(format!("the root CRL in {} could not be read: {e}", store.describe())),
+    };
+    let root = match read_root_der(dir) {
+        Ok(r) => r,
+        Err(e) => return failed(format!("the shared root CRL cannot be checked: {e}")),
+    };
+    let checked = if u64::try_from(der.len()).unwrap_or(u64::MAX) > MAX_ROOT_CRL {
+        Err(format!("it is larger than any root CRL vouch reads ({} bytes)", der.len()))
+    } else {
+        verified_number(&der, &root)
+    };
+    let number = match checked {
+        Ok(n) => n,
+        Err(why) => return refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()),
+    };
+    match local_number(dir) {
+        Ok(Some(local)) if local == number => return Taken::Same,
+        Ok(Some(local)) if local > number => {
+            return refused(
+                format!(
+                    "the root CRL in {} is numbered {number}, lower than this directory's ({local}): an older one",
+                    store.describe()
+                ),
+                &der,
+                &store.describe(),
+            )
+        }
+        Ok(_) => {}
+        Err(why) => {
+            return refused(
+                format!("the local root CRL is kept: {why}; the store's (number {number}) is not taken in its place"),
+                &der,
+                &store.describe(),
+            )
+        }
+    }
+    let path = dir.file(bootstrap::ROOT_CRL);
+    let pem = crate::encoding::pem::encode("X509 CRL", &der);
+    let dated = super::crl::after_second(super::crl::modified_second(&path));
+    if let Err(e) = crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated) {
+        return failed(format!(
+            "the root CRL from {} could not be written to {}: {e}",
+            store.describe(),
+            path.display()
+        ));
+    }
+    tracing::info!(event = "shared-root-crl-taken", number = %number, path = %path.display());
+    Taken::Taken(number)
+}
+
+impl Authority {
+    /// [`take_shared_root_crl`] for this authority's store, then the decisions count it.
+    pub fn take_shared_root_crl(&self) -> Taken {
+        let taken = take_shared_root_crl(&self.dir, self.store.as_ref());
+        if matches!(taken, Taken::Taken(_)) {
+            self.refresh_own_crl();
+        }
+        taken
+    }
+
+    /// `vouch conductor publish-crl` (and `vouch conductor revoke` with a shared store):
+    /// publishes `DIR/ca/root_crl.pem` in the shared store, in place of the one there only if
+    /// that is numbered lower or is not this root's. Returns what the store did and the
+    /// CRL's number.
+    pub fn publish_root_crl(&self) -> Result<(Published, u128), Error> {
+        if !self.store.shares_root_crl() {
+            return Err(Error::RootCrlNotShared { store: self.store.describe() });
+        }
+        let path = self.dir.file(bootstrap::ROOT_CRL);
+        let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::RootCrlMissing { path }),
+            Err(source) => return Err(Error::Io { path, op: "read", source }),
+        };
+        let der = der_of(bytes).map_err(|detail| Error::RootCrlNotPublishable { path: path.clone(), detail })?;
+        let root = read_root_der(&self.dir)
+            .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
+        let number = verified_number(&der, &root)
+            .map_err(|detail| Error::RootCrlNotPublishable { path: path.clone(), detail })?;
+        // The store's is replaced if it is not this root's (forged, damaged) or numbered lower.
+        let replaces = |old: &[u8]| verified_number(old, &root).map_or(true, |n| n < number);
+        let published = self.store.publish_root_crl(&der, &replaces).map_err(|e| match e {
+            StoreError::Conflict { what } => Error::StoreConflict { what },
+            e => Error::from(e),
+        })?;
+        Ok((published, number))
+    }
+}

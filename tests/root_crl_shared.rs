@@ -1,0 +1,333 @@
+//! The root CRL through the shared (LDAP) store, against a private slapd and the real binary:
+//! a conductor revoked where the root key is (master A, `vouch conductor revoke` with
+//! --store) is refused by a further master (B: `ca init --root-cert --root-key`, no root key,
+//! no copy of the root CRL) through the hook and through a running `vouch serve`; a root CRL
+//! another key signed, or an older one, put in the store is not taken.
+
+mod common;
+
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::slapd::Slapd;
+use common::{cli_vouched_csr, ok, run, s, text, vouch};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A slapd with the store's containers; master A (`ca init`: the root key) with conductors
+/// c1, c2 and c3 (their files in `work`); master B under A's root, without its key.
+struct Fleet {
+    slapd: Slapd,
+    a: PathBuf,
+    b: PathBuf,
+    work: PathBuf,
+    _t: tempfile::TempDir,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let slapd = Slapd::start(&slapd_opts());
+        let t = tempfile::tempdir().unwrap();
+        let work = t.path().to_path_buf();
+        let (a, b) = (work.join("a"), work.join("b"));
+        ok(&run(vouch().envs(store_env(&slapd)).args(["--dir", s(&work), "ldap", "init", "--create-base"]), None));
+        ok(&run(vouch().args(["--dir", s(&a), "ca", "init"]), None));
+        for c in ["c1", "c2", "c3"] {
+            let (cert, key) = (work.join(format!("{c}.pem")), work.join(format!("{c}.key")));
+            ok(&run(
+                vouch().args(["--dir", s(&a), "conductor", "new", c, "--cert-out", s(&cert), "--key-out", s(&key)]),
+                None,
+            ));
+        }
+        let (root, root_key) = (a.join("ca/root_crt.pem"), a.join("ca/root_key.pem"));
+        ok(&run(
+            vouch().args(["--dir", s(&b), "ca", "init", "--root-cert", s(&root), "--root-key", s(&root_key)]),
+            None,
+        ));
+        Fleet { slapd, a, b, work, _t: t }
+    }
+
+    /// `vouch --dir DIR` on the shared store.
+    fn shared(&self, dir: &Path) -> Command {
+        let mut c = vouch();
+        c.envs(store_env(&self.slapd)).args(["--dir", s(dir)]);
+        c
+    }
+
+    fn cert(&self, c: &str) -> PathBuf {
+        self.work.join(format!("{c}.pem"))
+    }
+
+    /// Conductor `c` vouches for `certname`: the CSR (PEM).
+    fn csr(&self, c: &str, certname: &str) -> Vec<u8> {
+        let key = self.work.join(format!("{c}.key"));
+        std::fs::read(cli_vouched_csr(&self.work, &self.cert(c), &key, certname)).unwrap()
+    }
+
+    /// `vouch autosign CERTNAME` at `dir` with the shared store, the CSR on stdin.
+    fn autosign(&self, dir: &Path, c: &str, certname: &str) -> Output {
+        let csr = self.csr(c, certname);
+        run(self.shared(dir).args(["autosign", certname]), Some(&csr))
+    }
+
+    /// Puts `der` in the root CRL's entry, as someone with write access to the store could.
+    fn put_in_store(&self, der: &[u8]) {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        self.slapd
+            .ldapmodify(&format!(
+                "dn: vouchCa=root-crl,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            ))
+            .ok();
+    }
+
+    /// The root CRL the store holds (DER).
+    fn in_store(&self) -> Vec<u8> {
+        use base64::Engine;
+        let out = self.slapd.ldapsearch(&format!("vouchCa=root-crl,{BASE}"), "(objectClass=*)", &["vouchCertificate"]);
+        let line = out.ok().lines().find_map(|l| l.strip_prefix("vouchCertificate:: ")).map(str::to_string);
+        base64::engine::general_purpose::STANDARD
+            .decode(line.unwrap_or_else(|| panic!("no CRL in the store: {out}")))
+            .unwrap()
+    }
+}
+
+/// The DER of a PEM CRL file.
+fn crl_der(path: &Path) -> Vec<u8> {
+    let pem = std::fs::read(path).unwrap();
+    vouch::encoding::pem::find(&pem, &["X509 CRL"]).unwrap().1
+}
+
+fn crl_number(der: &[u8]) -> u128 {
+    let (_, crl) = x509_parser::parse_x509_crl(der).unwrap();
+    crl.crl_number().unwrap().to_u64_digits().iter().rev().fold(0u128, |n, d| (n << 64) | u128::from(*d))
+}
+
+/// A CRL under the name of `a`'s root, signed by another key, numbered far higher than any
+/// vouch writes, listing nothing: taken, it would drop every revocation.
+fn forged_crl(a: &Path) -> Vec<u8> {
+    let root_pem = std::fs::read_to_string(a.join("ca/root_crt.pem")).unwrap();
+    let rogue_key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&root_pem, &rogue_key).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    rcgen::CertificateRevocationListParams {
+        this_update: now,
+        next_update: now + time::Duration::days(7),
+        crl_number: rcgen::SerialNumber::from_slice(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+        issuing_distribution_point: None,
+        revoked_certs: vec![],
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&issuer)
+    .unwrap()
+    .der()
+    .to_vec()
+}
+
+/// Exit 1 with `[code]` among the reasons.
+fn refused_with(o: &Output, code: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    assert!(text(o).contains(&format!("[{code}]")), "{}", text(o));
+}
+
+/// Kills `pid` (a `vouch serve` this test started) if the test is still running after
+/// `limit`; the test then fails.
+fn deadline(pid: i32, limit: Duration) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let h = std::thread::spawn(move || {
+        let start = Instant::now();
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            if start.elapsed() > limit {
+                // SAFETY: kill(2) on the PID of the server this test started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    (done, h)
+}
+
+/// The security gap: a master without the root key kept granting what a revoked conductor
+/// vouched for until someone copied the root CRL to it by hand. Now the revocation made at A
+/// with --store publishes the root CRL, and B (no root key, nothing copied) refuses the
+/// conductor: the hook at its next run, and a running `vouch serve` after its maintenance
+/// (every 5 s with a shared store), with no restart. Before the revocation both granted it.
+#[test]
+fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shared_store() {
+    let f = Fleet::new();
+    // A second further master, serving: started before the revocation.
+    let b2 = f.work.join("b2");
+    ok(&run(
+        vouch()
+            .args(["--dir", s(&b2), "ca", "init", "--root-cert", s(&f.a.join("ca/root_crt.pem"))])
+            .args(["--root-key", s(&f.a.join("ca/root_key.pem"))]),
+        None,
+    ));
+    let server = Master::start(&f.slapd, &b2, "ca-b2.test");
+    let (done, watchdog) = deadline(server.pid(), Duration::from_secs(180));
+
+    // Before: B's hook and B2's server grant what c1 vouches for.
+    ok(&f.autosign(&f.b, "c1", "n1.example.test"));
+    let (status, said, cert) = enroll(&server, "n2.example.test", &f.csr("c1", "n2.example.test"));
+    assert_eq!(status, 200, "{said}");
+    assert!(cert.is_some(), "c1's node is granted before the revocation: {}", server.log());
+
+    // A revokes c1 with the shared store: the root CRL is published.
+    let out = ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    assert!(out.contains("revoked conductor CN=c1"), "{out}");
+    assert!(out.contains("published the root CRL"), "{out}");
+    assert_eq!(f.in_store(), crl_der(&f.a.join("ca/root_crl.pem")), "the store holds A's root CRL");
+    assert!(!f.b.join("ca/root_crl.pem").exists(), "nothing was copied to B");
+
+    // B's hook takes it when it opens the store, and refuses c1; c2 is still granted.
+    refused_with(&f.autosign(&f.b, "c1", "n3.example.test"), "conductor-revoked");
+    assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), f.in_store(), "B holds the root's CRL now");
+    ok(&f.autosign(&f.b, "c2", "n4.example.test"));
+
+    // B2's server takes it in its maintenance (no restart): its file appears, then c1 is refused.
+    let start = Instant::now();
+    while !b2.join("ca/root_crl.pem").exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no root CRL taken by the server: {}", server.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, said, cert) = enroll(&server, "n5.example.test", &f.csr("c1", "n5.example.test"));
+    assert_eq!(status, 200, "{said}");
+    assert!(cert.is_none(), "no certificate for a node the revoked conductor vouched for");
+    let listed = ok(&run(f.shared(&b2).args(["list", "--format", "json"]), None));
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&listed).unwrap();
+    let entry = entries.iter().find(|e| e["name"] == "n5.example.test").unwrap_or_else(|| panic!("{listed}"));
+    assert!(entry["reasons"].to_string().contains("conductor-revoked"), "{entry}");
+    let (_, said, cert) = enroll(&server, "n6.example.test", &f.csr("c2", "n6.example.test"));
+    assert!(cert.is_some(), "c2's node is still granted: {said}");
+    assert!(server.log().contains("shared-root-crl-taken"), "{}", server.log());
+
+    // A forged root CRL (another key, the root's name, numbered far higher, listing nothing)
+    // put in the store: the server's maintenance refuses it, says so, counts it; c1 stays refused.
+    let held = std::fs::read(b2.join("ca/root_crl.pem")).unwrap();
+    f.put_in_store(&forged_crl(&f.a));
+    let start = Instant::now();
+    while !server.log().contains("shared-root-crl-refused") {
+        assert!(start.elapsed() < Duration::from_secs(60), "no refusal logged: {}", server.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(std::fs::read(b2.join("ca/root_crl.pem")).unwrap(), held, "B2's root CRL unchanged");
+    let (_, said, cert) = enroll(&server, "n7.example.test", &f.csr("c1", "n7.example.test"));
+    assert!(cert.is_none(), "c1 stays refused: {said}");
+
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    watchdog.join().unwrap();
+    drop(server);
+}
+
+/// The attacks on the shared entry: whoever may write the store puts there (1) a root CRL
+/// another key signed under the root's name, numbered far higher, listing nothing the
+/// fleet revoked (it would drop every revocation), (2) an older genuine root CRL (a rollback).
+/// B takes neither: its root_crl.pem stays byte for byte, the conductor revoked stays
+/// refused, others stay granted. And `publish-crl` never puts an older CRL in place of a
+/// newer one (published twice, the older second: the newer stays).
+#[test]
+fn a_forged_or_older_root_crl_in_the_store_is_not_taken() {
+    let f = Fleet::new();
+    // Revoked without the store (a file-store command), c1 then c3: two root CRLs.
+    ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    let older = f.work.join("older_crl.pem");
+    std::fs::copy(f.a.join("ca/root_crl.pem"), &older).unwrap();
+    ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c3"))]), None));
+    let newer = crl_der(&f.a.join("ca/root_crl.pem"));
+    assert!(crl_number(&newer) > crl_number(&crl_der(&older)));
+
+    // Published, then the older published second: the store keeps the newer.
+    let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(out.contains("published the root CRL"), "{out}");
+    let again = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(again.contains("nothing changed"), "idempotent: {again}");
+    std::fs::copy(&older, f.a.join("ca/root_crl.pem")).unwrap();
+    let kept = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(kept.contains("numbered as high or higher") && kept.contains("nothing changed"), "{kept}");
+    assert_eq!(f.in_store(), newer, "the older CRL did not replace the newer");
+
+    // B takes the newer one: c3 (listed only there) is refused.
+    refused_with(&f.autosign(&f.b, "c3", "n1.example.test"), "conductor-revoked");
+    let b_crl = f.b.join("ca/root_crl.pem");
+    let held = std::fs::read(&b_crl).unwrap();
+    assert_eq!(crl_der(&b_crl), newer);
+
+    // (2) The older one put in the entry directly: not taken.
+    f.put_in_store(&crl_der(&older));
+    let o = f.autosign(&f.b, "c2", "n2.example.test");
+    ok(&o);
+    assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("lower"), "{}", text(&o));
+    assert_eq!(std::fs::read(&b_crl).unwrap(), held, "B's root CRL unchanged");
+    refused_with(&f.autosign(&f.b, "c3", "n3.example.test"), "conductor-revoked");
+
+    // (1) A CRL under the root's name, signed by another key, numbered far higher, listing
+    // nothing: not taken; c3 stays refused, c2 granted.
+    f.put_in_store(&forged_crl(&f.a));
+    let o = f.autosign(&f.b, "c2", "n4.example.test");
+    ok(&o);
+    assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("not signed by"), "{}", text(&o));
+    assert_eq!(std::fs::read(&b_crl).unwrap(), held, "B's root CRL unchanged");
+    refused_with(&f.autosign(&f.b, "c3", "n5.example.test"), "conductor-revoked");
+    refused_with(&f.autosign(&f.b, "c1", "n6.example.test"), "conductor-revoked");
+
+    // Where the root key is, publish-crl puts the genuine one back in place of the forgery.
+    std::fs::write(f.a.join("ca/root_crl.pem"), vouch::encoding::pem::encode("X509 CRL", &newer)).unwrap();
+    let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(out.contains("published the root CRL"), "{out}");
+    assert_eq!(f.in_store(), newer);
+    // An entry left without its value (an operator's edit) is filled again.
+    f.slapd.ldapmodify(&format!("dn: vouchCa=root-crl,{BASE}\nchangetype: modify\ndelete: vouchCertificate\n")).ok();
+    let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
+    assert!(out.contains("published the root CRL"), "{out}");
+    assert_eq!(f.in_store(), newer);
+}
+
+/// Without a shared store there is nothing to publish to: a clear error, with the hint.
+#[test]
+fn publish_crl_without_a_shared_store_says_what_to_give() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    ok(&run(vouch().args(["--dir", s(&a), "ca", "init"]), None));
+    let o = run(vouch().env_remove("VOUCH_STORE").args(["--dir", s(&a), "conductor", "publish-crl"]), None);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a shared one") && err.contains("--store ldap://"), "{err}");
+}
+
+/// Masters publishing at the same time (three copies of the root's data directory, each with
+/// its own root CRL, all publishing at once, twice): the compare-and-swap leaves the
+/// highest-numbered one in the store, whatever the order the writes landed in.
+#[test]
+fn concurrent_publications_leave_the_highest_numbered_root_crl() {
+    let f = Fleet::new();
+    let mut crls = Vec::new();
+    let mut dirs = Vec::new();
+    for (i, c) in ["c1", "c2", "c3"].iter().enumerate() {
+        let d = f.work.join(format!("root{i}"));
+        let cp = Command::new("cp").args(["-a", s(&f.a), s(&d)]).status().unwrap();
+        assert!(cp.success());
+        ok(&run(vouch().args(["--dir", s(&d), "conductor", "revoke", "--cert", s(&f.cert(c))]), None));
+        crls.push(crl_der(&d.join("ca/root_crl.pem")));
+        dirs.push(d);
+    }
+    let highest = crls.iter().max_by_key(|d| crl_number(d)).unwrap().clone();
+    for _ in 0..2 {
+        let children: Vec<_> = dirs
+            .iter()
+            .rev()
+            .map(|d| {
+                f.shared(d)
+                    .args(["conductor", "publish-crl"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            ok(&c.wait_with_output().unwrap());
+        }
+        assert_eq!(f.in_store(), highest);
+    }
+}
