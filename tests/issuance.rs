@@ -966,3 +966,33 @@ fn a_superseded_certificate_is_on_the_crl_when_its_audit_line_fails() {
     let text = crl_text();
     assert!(text.contains(&old), "{old} is not on the CRL:\n{text}");
 }
+
+/// Review (renew exit 3): `vouch renew` exits 3 and says "the CRL could not be written" only
+/// when the CRL could not be written. A revocation whose audit line fails but whose CRL is
+/// written (the old serial IS on it) is no such case: the audit failure is reported (a
+/// warning, as before), the exit is not 3 and the message does not claim the CRL is missing.
+#[test]
+fn review_renew_whose_audit_line_fails_but_crl_is_written_does_not_exit_3() {
+    let ca = Ca::new("p256");
+    let serial_of = |pem: &Path| {
+        let (_, out) = openssl(&["x509", "-in", s(pem), "-noout", "-serial"]);
+        out.trim().trim_start_matches("serial=").to_uppercase()
+    };
+    let csr = ca.vouched_csr("a.example.test", "x", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join("a.pem"))]));
+    let old = serial_of(&ca.work.join("a.pem"));
+    let out = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .args(["renew", "a.example.test", "--out", s(&ca.work.join("a2.pem"))])
+        .env("VOUCH_DIR", &ca.dir)
+        .env_remove("VOUCH_POLICY")
+        .env("VOUCH_TEST_FAIL_AT", "audit:revocation")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("injected failure"), "the revocation's audit line did not fail: {stderr}");
+    let text = openssl(&["crl", "-in", s(&ca.ca_file("ca_crl.pem")), "-noout", "-text"]).1.to_uppercase();
+    assert!(text.contains(&old), "{old} is not on the CRL:\n{text}");
+    assert_ne!(out.status.code(), Some(3), "the CRL was written, yet renew exited 3: {stderr}");
+    assert!(!stderr.contains("the CRL could not be written"), "the CRL was written: {stderr}");
+    assert!(std::fs::read_to_string(ca.work.join("a2.pem")).unwrap().contains("BEGIN CERTIFICATE"));
+}

@@ -271,7 +271,7 @@ impl Authority {
     }
 
     /// The audit line of a stored revocation.
-    fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
+    pub(super) fn audit_revocation(&self, rev: &Revocation) -> Result<(), Error> {
         // Compiled only into the tests' build: a plain build holds neither the step nor the
         // variable's name (.ci/run checks).
         #[cfg(feature = "fault-injection")]

@@ -223,7 +223,14 @@ impl Authority {
         // (reported, as the group commit does), and its own "issued" line is still written.
         let mut superseded_crl = None;
         if let Some(s) = &supersedes {
-            if let Err(e) = self.after_revocation(lock, &s.revocation, now) {
+            // Its audit line and its CRL apart: only a CRL not written is `superseded_crl`
+            // (a failed audit line with the CRL written is a warning, the CRL lists it).
+            let audited = self.audit_revocation(&s.revocation);
+            let written = self.write_crl_locked(lock, now);
+            if let Err(e) = audited {
+                warn("audit", &e.to_string());
+            }
+            if let Err(e) = written {
                 warn("store", &e.to_string());
                 superseded_crl = Some((s.revocation.serial.clone(), e));
             }
