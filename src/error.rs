@@ -322,6 +322,16 @@ pub enum Error {
         path: PathBuf,
         detail: String,
     },
+    /// `vouch conductor publish-crl` (and `conductor revoke` with a shared store): the shared
+    /// store holds a root CRL of this root that lists conductors the local one does not (a
+    /// data directory restored from a backup, or another copy of the root's): published, it
+    /// would give their revocations back to the fleet. Not published.
+    RootCrlDropsRevocations {
+        path: PathBuf,
+        store: String,
+        /// The serials (lowercase hex) the store's lists and the local one does not.
+        serials: Vec<String>,
+    },
     /// `vouch conductor revoke` in a data directory without the root key (a further master,
     /// or a root key moved off the host): only the root key signs the root's CRL.
     ConductorRevokeNoRootKey {
@@ -631,6 +641,15 @@ impl std::fmt::Display for Error {
             Error::RootCrlMissing { path } => {
                 write!(f, "there is no root CRL to publish: {} does not exist; nothing was published", path.display())
             }
+            Error::RootCrlDropsRevocations { path, store, serials } => write!(
+                f,
+                "{} does not list {} conductor(s) the root CRL in {store} revokes (serial {}): published, it \
+                 would undo their revocation at every master; nothing was published (this data directory was \
+                 restored from a backup, or is another copy of the root's)",
+                path.display(),
+                serials.len(),
+                serials.join(", ")
+            ),
             Error::RootCrlNotPublishable { path, detail } => write!(
                 f,
                 "{} cannot be published: {detail}; every master would refuse it; nothing was published",
@@ -956,6 +975,10 @@ impl Error {
             Error::RootCrlMissing { .. } => {
                 "run it where the root key is (--dir the data directory holding ca/root_key.pem): `vouch conductor \
                  revoke` writes the root CRL there, and so does any command that touches the store (`vouch list`)"
+            }
+            Error::RootCrlDropsRevocations { .. } => {
+                "record each of those revocations here with `vouch conductor revoke --serial SERIAL` (the root CRL \
+                 is written again listing them), then run `vouch conductor publish-crl` again"
             }
             Error::RootCrlNotPublishable { .. } => {
                 "where the root key is, `vouch list` writes the root CRL again (signed by the root); then run \

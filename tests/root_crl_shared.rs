@@ -295,17 +295,21 @@ fn publish_crl_without_a_shared_store_says_what_to_give() {
     assert!(err.contains("not a shared one") && err.contains("--store ldap://"), "{err}");
 }
 
-/// Masters publishing at the same time (three copies of the root's data directory, each with
-/// its own root CRL, all publishing at once, twice): the compare-and-swap leaves the
-/// highest-numbered one in the store, whatever the order the writes landed in.
+/// Masters publishing at the same time (three copies of the root's data directory, each a
+/// copy of the one before with one more conductor revoked, so each root CRL lists what the
+/// ones before it list; all publishing at once, twice): the compare-and-swap leaves the
+/// highest-numbered one in the store, whatever the order the writes landed in. (Copies
+/// whose CRLs list different conductors are not published over each other:
+/// `review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken`.)
 #[test]
 fn concurrent_publications_leave_the_highest_numbered_root_crl() {
     let f = Fleet::new();
     let mut crls = Vec::new();
-    let mut dirs = Vec::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for (i, c) in ["c1", "c2", "c3"].iter().enumerate() {
         let d = f.work.join(format!("root{i}"));
-        let cp = Command::new("cp").args(["-a", s(&f.a), s(&d)]).status().unwrap();
+        let from = dirs.last().cloned().unwrap_or_else(|| f.a.clone());
+        let cp = Command::new("cp").args(["-a", s(&from), s(&d)]).status().unwrap();
         assert!(cp.success());
         ok(&run(vouch().args(["--dir", s(&d), "conductor", "revoke", "--cert", s(&f.cert(c))]), None));
         crls.push(crl_der(&d.join("ca/root_crl.pem")));
@@ -330,4 +334,37 @@ fn concurrent_publications_leave_the_highest_numbered_root_crl() {
         }
         assert_eq!(f.in_store(), highest);
     }
+}
+
+/// Review: the root key's data directory restored from a backup taken before c1 was revoked
+/// (or a second copy of it) revokes c3 with --store. Its root CRL is numbered higher (the
+/// number is at least the time) but does not list c1. Taken by B it would drop c1's
+/// revocation across the fleet: a higher number is not a CRL that revokes at least as much.
+/// It is not published in place of the one listing c1 (the command says which serials it
+/// misses), nor taken by B if put in the store: B keeps refusing c1.
+#[test]
+fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken() {
+    let f = Fleet::new();
+    let backup = f.work.join("a-backup");
+    assert!(Command::new("cp").args(["-a", s(&f.a), s(&backup)]).status().unwrap().success());
+    ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    refused_with(&f.autosign(&f.b, "c1", "n1.example.test"), "conductor-revoked");
+    let listing_c1 = f.in_store();
+
+    // The restored copy revokes c3 with the shared store: its CRL lists c3, not c1.
+    let o = run(f.shared(&backup).args(["conductor", "revoke", "--cert", s(&f.cert("c3"))]), None);
+    let dropping = crl_der(&backup.join("ca/root_crl.pem"));
+    assert!(crl_number(&dropping) > crl_number(&listing_c1));
+    assert_ne!(o.status.code(), Some(0), "published a root CRL without c1: {}", text(&o));
+    assert!(text(&o).contains("does not list"), "{}", text(&o));
+    assert_eq!(f.in_store(), listing_c1, "the store keeps the CRL listing c1");
+    refused_with(&f.autosign(&f.b, "c1", "n2.example.test"), "conductor-revoked");
+
+    // Put in the store directly (publish-crl of an older vouch, an operator's ldapmodify): B
+    // does not take it, says why, and keeps refusing c1.
+    f.put_in_store(&dropping);
+    let o = f.autosign(&f.b, "c1", "n3.example.test");
+    refused_with(&o, "conductor-revoked");
+    assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("does not list"), "{}", text(&o));
+    assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), listing_c1);
 }

@@ -3,7 +3,8 @@
 //! ([`crate::store::Store::publish_root_crl`]: only in place of a lower-numbered one). Every
 //! master takes it from there ([`take_shared_root_crl`]: when its authority opens, and in
 //! `vouch serve`'s maintenance) if it verifies as a CRL signed by this data directory's own
-//! root certificate and its CRL number is higher than the local copy's; then it is written
+//! root certificate, its CRL number is higher than the local copy's and it lists every serial
+//! the local copy lists (a root CRL never drops a conductor); then it is written
 //! to `DIR/ca/root_crl.pem` (atomically, synced) and counts from the next decision on. One
 //! that does not verify, or is not numbered higher, is left where it is: the local file
 //! stays, and a warning says so once per distinct value (never less strict: a forged or an
@@ -66,9 +67,29 @@ fn verified_number(der: &[u8], root: &[u8]) -> Result<u128, String> {
     }
 }
 
+/// The serials (their value: no leading zero octet) `old` (a CRL's DER) lists and `new`
+/// does not, as lowercase hex. A root CRL never drops a conductor (vouch keeps every root
+/// revocation): one numbered higher that misses a serial the other lists is no later CRL of
+/// the same revocations (a data directory restored from a backup, another copy of the
+/// root's) and would undo those revocations. `Err`: either does not parse.
+fn dropped_serials(old: &[u8], new: &[u8]) -> Result<Vec<String>, String> {
+    let serials = |der: &[u8]| -> Result<std::collections::HashSet<Vec<u8>>, String> {
+        let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| format!("the CRL: {e}"))?;
+        Ok(crl
+            .iter_revoked_certificates()
+            .map(|r| crate::policy::RootCrl::serial_value(r.raw_serial()).to_vec())
+            .collect())
+    };
+    let new = serials(new)?;
+    let mut dropped: Vec<String> =
+        serials(old)?.into_iter().filter(|s| !new.contains(s)).map(|s| crate::encoding::hex(&s)).collect();
+    dropped.sort();
+    Ok(dropped)
+}
+
 /// The CRL number of the local root CRL: `Ok(None)` when there is none; `Err`: it is there
 /// and its number does not read (kept: deny by default).
-fn local_number(dir: &DataDir) -> Result<Option<u128>, String> {
+fn local_number(dir: &DataDir) -> Result<Option<(u128, Vec<u8>)>, String> {
     let path = dir.file(bootstrap::ROOT_CRL);
     let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
         Ok(b) => b,
@@ -77,7 +98,7 @@ fn local_number(dir: &DataDir) -> Result<Option<u128>, String> {
     };
     let der = der_of(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     match crl_number_in(&der) {
-        Some(CrlNumber::Fits(n)) => Ok(Some(n)),
+        Some(CrlNumber::Fits(n)) => Ok(Some((n, der))),
         _ => Err(format!("{} has no CRL number vouch can read", path.display())),
     }
 }
@@ -138,8 +159,8 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
         Err(why) => return refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()),
     };
     match local_number(dir) {
-        Ok(Some(local)) if local == number => return Taken::Same,
-        Ok(Some(local)) if local > number => {
+        Ok(Some((local, _))) if local == number => return Taken::Same,
+        Ok(Some((local, _))) if local > number => {
             return refused(
                 format!(
                     "the root CRL in {} is numbered {number}, lower than this directory's ({local}): an older one",
@@ -149,7 +170,30 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
                 &store.describe(),
             )
         }
-        Ok(_) => {}
+        Ok(Some((local, local_der))) => match dropped_serials(&local_der, &der) {
+            Ok(dropped) if dropped.is_empty() => {}
+            Ok(dropped) => {
+                return refused(
+                    format!(
+                        "the root CRL in {} (number {number}) does not list {} conductor(s) this directory's \
+                         (number {local}) revokes (serial {}): taken, it would undo their revocation",
+                        store.describe(),
+                        dropped.len(),
+                        dropped.join(", ")
+                    ),
+                    &der,
+                    &store.describe(),
+                )
+            }
+            Err(why) => {
+                return refused(
+                    format!("the local root CRL is kept: its revocations do not read ({why})"),
+                    &der,
+                    &store.describe(),
+                )
+            }
+        },
+        Ok(None) => {}
         Err(why) => {
             return refused(
                 format!("the local root CRL is kept: {why}; the store's (number {number}) is not taken in its place"),
@@ -201,12 +245,33 @@ impl Authority {
             .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
         let number = verified_number(&der, &root)
             .map_err(|detail| Error::RootCrlNotPublishable { path: path.clone(), detail })?;
-        // The store's is replaced if it is not this root's (forged, damaged) or numbered lower.
-        let replaces = |old: &[u8]| verified_number(old, &root).map_or(true, |n| n < number);
+        // The store's is replaced if it is not this root's (forged, damaged), or numbered lower
+        // and listing no conductor this one does not (never undo a revocation).
+        let dropped = std::cell::RefCell::new(Vec::new());
+        let replaces = |old: &[u8]| {
+            dropped.borrow_mut().clear();
+            match verified_number(old, &root) {
+                Err(_) => true,
+                Ok(n) if n >= number => false,
+                Ok(_) => match dropped_serials(old, &der) {
+                    Ok(d) if d.is_empty() => true,
+                    Ok(d) => {
+                        *dropped.borrow_mut() = d;
+                        false
+                    }
+                    // The store's is the root's (verified) but its entries do not read: kept.
+                    Err(_) => false,
+                },
+            }
+        };
         let published = self.store.publish_root_crl(&der, &replaces).map_err(|e| match e {
             StoreError::Conflict { what } => Error::StoreConflict { what },
             e => Error::from(e),
         })?;
+        let dropped = dropped.into_inner();
+        if published == Published::Kept && !dropped.is_empty() {
+            return Err(Error::RootCrlDropsRevocations { path, store: self.store.describe(), serials: dropped });
+        }
         Ok((published, number))
     }
 }
