@@ -368,3 +368,63 @@ fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken() {
     assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("does not list"), "{}", text(&o));
     assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), listing_c1);
 }
+
+/// Whether `/proc/locks` shows process `pid` waiting (a `->` line) for a `flock` on the inode `ino`.
+fn waits_for_flock(pid: u32, ino: u64) -> bool {
+    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->")
+            && f.get(2) == Some(&"FLOCK")
+            && f.get(5) == Some(&pid.to_string().as_str())
+            && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
+    })
+}
+
+/// Review: two processes of one master take the store's root CRL at once (the hook and
+/// `vouch serve`'s maintenance, or two hooks). One read the store's CRL N before the root
+/// published M (> N); the other took M. Comparing with the local file and writing it were
+/// not one step: the first could write N over M (a rollback, until the next maintenance
+/// run), dropping the revocations only M lists. The comparison and the write are made
+/// under an exclusive `flock` on `DIR/ca`: here the test holds it, puts M there meanwhile
+/// (what the other process would have written), and the hook, which read N from the store,
+/// keeps M.
+#[test]
+fn review_the_shared_root_crl_is_compared_and_written_under_a_lock() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fleet::new();
+    ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    // M: c3 too, not published (a file-store command), written to B by "the other process".
+    ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c3"))]), None));
+    let newer = std::fs::read(f.a.join("ca/root_crl.pem")).unwrap();
+    assert!(crl_number(&crl_der(&f.a.join("ca/root_crl.pem"))) > crl_number(&f.in_store()));
+
+    let held = std::fs::File::open(f.b.join("ca")).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let ino = held.metadata().unwrap().ino();
+    let csr = f.csr("c3", "n1.example.test");
+    let mut hook = f
+        .shared(&f.b)
+        .args(["autosign", "n1.example.test"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        hook.stdin.take().unwrap().write_all(&csr).unwrap();
+    }
+    let start = Instant::now();
+    while !waits_for_flock(hook.id(), ino) {
+        if start.elapsed() > Duration::from_secs(60) || hook.try_wait().unwrap().is_some() {
+            let _ = hook.kill();
+            panic!("the hook took the store's root CRL without waiting for the lock on DIR/ca");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(f.b.join("ca/root_crl.pem"), &newer).unwrap();
+    drop(held);
+    let o = hook.wait_with_output().unwrap();
+    refused_with(&o, "conductor-revoked");
+    assert_eq!(std::fs::read(f.b.join("ca/root_crl.pem")).unwrap(), newer, "B's newer root CRL was rolled back");
+}

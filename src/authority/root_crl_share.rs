@@ -103,6 +103,14 @@ fn local_number(dir: &DataDir) -> Result<Option<(u128, Vec<u8>)>, String> {
     }
 }
 
+/// An exclusive `flock` on `DIR/ca` (the directory itself: no file of its own), held while
+/// the returned file is open; `None` where it could not be taken.
+fn lock_ca_dir(dir: &DataDir) -> Option<std::fs::File> {
+    let ca = std::fs::File::open(dir.ca()).ok()?;
+    rustix::fs::flock(&ca, rustix::fs::FlockOperation::LockExclusive).ok()?;
+    Some(ca)
+}
+
 fn refused(why: String, der: &[u8], dn: &str) -> Taken {
     if first_time(crate::encoding::sha256_hex(der)) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::SharedRootCrl);
@@ -158,6 +166,11 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
         Ok(n) => n,
         Err(why) => return refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()),
     };
+    // The local file compared and replaced in one step: two processes of this master taking
+    // at once (the hook and `vouch serve`'s maintenance) could otherwise write an older CRL
+    // over the newer one the other wrote meanwhile. Without the lock (a filesystem without
+    // flock on a directory), taken as before.
+    let _held = lock_ca_dir(dir);
     match local_number(dir) {
         Ok(Some((local, _))) if local == number => return Taken::Same,
         Ok(Some((local, _))) if local > number => {
