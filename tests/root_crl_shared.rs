@@ -428,3 +428,27 @@ fn review_the_shared_root_crl_is_compared_and_written_under_a_lock() {
     refused_with(&o, "conductor-revoked");
     assert_eq!(std::fs::read(f.b.join("ca/root_crl.pem")).unwrap(), newer, "B's newer root CRL was rolled back");
 }
+
+/// Review: a master CA's own CRL copied to `DIR/ca/root_crl.pem` by mistake (the hint of
+/// `root-crl-unreadable` warns against it) refuses every conductor of the root
+/// (`conductor-revocation-unknown`). Its CRL number is the master CA's, unrelated to the
+/// root's: compared with it, the store's genuine root CRL was refused as "older" (the master
+/// CA's CRL written after it), so the store could never repair the master. A local CRL
+/// whose issuer is not the root is no root CRL: the store's genuine one replaces it.
+#[test]
+fn review_a_master_cas_crl_in_place_of_the_root_crl_is_replaced_by_the_stores() {
+    let f = Fleet::new();
+    ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    // B's CRL written again after the root's (its number higher), copied over root_crl.pem.
+    std::thread::sleep(Duration::from_millis(5));
+    let _ = std::fs::remove_file(f.b.join("ca/crl_next_update"));
+    ok(&run(vouch().args(["--dir", s(&f.b), "crl"]), None));
+    let own = crl_der(&f.b.join("ca/ca_crl.pem"));
+    assert!(crl_number(&own) > crl_number(&f.in_store()), "B's CRL is numbered higher");
+    std::fs::copy(f.b.join("ca/ca_crl.pem"), f.b.join("ca/root_crl.pem")).unwrap();
+
+    let o = f.autosign(&f.b, "c2", "n1.example.test");
+    ok(&o);
+    assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), f.in_store(), "B holds the root's CRL: {}", text(&o));
+    refused_with(&f.autosign(&f.b, "c1", "n2.example.test"), "conductor-revoked");
+}

@@ -87,9 +87,12 @@ fn dropped_serials(old: &[u8], new: &[u8]) -> Result<Vec<String>, String> {
     Ok(dropped)
 }
 
-/// The CRL number of the local root CRL: `Ok(None)` when there is none; `Err`: it is there
-/// and its number does not read (kept: deny by default).
-fn local_number(dir: &DataDir) -> Result<Option<(u128, Vec<u8>)>, String> {
+/// The CRL number of the local root CRL (and its DER): `Ok(None)` when there is none, or
+/// when it is a CRL of another issuer than `root` (DER; a master CA's `ca_crl.pem` copied
+/// there by mistake: no root CRL, its number unrelated to the root's, and every conductor
+/// refused while it is there); `Err`: it is there and does not read, or its number does not
+/// (kept: deny by default; a damaged copy of a newer root CRL is never replaced by an older).
+fn local_number(dir: &DataDir, root: &[u8]) -> Result<Option<(u128, Vec<u8>)>, String> {
     let path = dir.file(bootstrap::ROOT_CRL);
     let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
         Ok(b) => b,
@@ -97,10 +100,25 @@ fn local_number(dir: &DataDir) -> Result<Option<(u128, Vec<u8>)>, String> {
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let der = der_of(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    if another_issuer(&der, root) {
+        tracing::warn!(
+            event = "root-crl-of-another-issuer",
+            path = %path.display(),
+            detail = "it is no CRL of this directory's root (another issuer): the store's root CRL replaces it",
+        );
+        return Ok(None);
+    }
     match crl_number_in(&der) {
         Some(CrlNumber::Fits(n)) => Ok(Some((n, der))),
         _ => Err(format!("{} has no CRL number vouch can read", path.display())),
     }
+}
+
+/// Whether `der` reads as a CRL whose issuer is not `root`'s subject (both DER).
+fn another_issuer(der: &[u8], root: &[u8]) -> bool {
+    let Ok((_, root)) = x509_parser::parse_x509_certificate(root) else { return false };
+    let Ok((_, crl)) = x509_parser::parse_x509_crl(der) else { return false };
+    crl.issuer().as_raw() != root.subject().as_raw()
 }
 
 /// An exclusive `flock` on `DIR/ca` (the directory itself: no file of its own), held while
@@ -171,7 +189,7 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
     // over the newer one the other wrote meanwhile. Without the lock (a filesystem without
     // flock on a directory), taken as before.
     let _held = lock_ca_dir(dir);
-    match local_number(dir) {
+    match local_number(dir, &root) {
         Ok(Some((local, _))) if local == number => return Taken::Same,
         Ok(Some((local, _))) if local > number => {
             return refused(
