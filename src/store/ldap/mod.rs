@@ -1444,7 +1444,8 @@ impl Store for LdapStore {
         }
         Err(StoreError::Conflict {
             what: format!(
-                "the root CRL in {dn:?} changed under each of {ROOT_CRL_TRIES} attempts to publish this one (other                  masters publishing at the same time)"
+                "the root CRL in {dn:?} changed under each of {ROOT_CRL_TRIES} attempts to publish this one \
+                 (other masters publishing at the same time)"
             ),
         })
     }
