@@ -453,4 +453,60 @@ mod tests {
         ])]);
         assert_eq!(raw_serial(&no_serial), None);
     }
+
+    /// Review: `raw_serial` on encodings a strict reader and x509-parser may see differently
+    /// (a negative, zero, non-minimal or 21-octet serial; bytes after the certificate; the
+    /// outer length non-minimal or indefinite). Wherever it gives a serial, it is the one
+    /// x509-parser reads (and so the one the full check looks up); else it gives none, and the
+    /// full check runs. Never another serial: a revoked conductor could pass the lock's
+    /// check with it.
+    #[test]
+    fn review_raw_serial_is_x509_parsers_or_none_on_odd_encodings() {
+        use crate::encoding::der::{sequence, tlv, Reader};
+        let root = env!("CARGO_MANIFEST_DIR");
+        let pem = std::fs::read(format!("{root}/fixtures/pki/conductor-p256.pem")).unwrap();
+        let der = crate::encoding::pem::find_all(&pem, "CERTIFICATE").unwrap().remove(0);
+        let cert = Reader::new(&der).next_tag(0x30, "c").unwrap();
+        let mut parts = Reader::new(cert.content);
+        let tbs = parts.next_tag(0x30, "tbs").unwrap();
+        let (alg, sig) = (parts.any().unwrap().raw.to_vec(), parts.any().unwrap().raw.to_vec());
+        let mut fields = Reader::new(tbs.content);
+        let version = fields.any().unwrap().raw.to_vec();
+        fields.any().unwrap();
+        let mut rest = Vec::new();
+        while !fields.is_empty() {
+            rest.extend_from_slice(fields.any().unwrap().raw);
+        }
+        let with_serial = |serial: &[u8]| {
+            let tbs = sequence(&[&version, &tlv(0x02, serial), &rest]);
+            sequence(&[&tbs, &alg, &sig])
+        };
+        let agrees = |der: &[u8]| {
+            let got = raw_serial(der);
+            if let Some(got) = got {
+                let (_, cert) =
+                    x509_parser::parse_x509_certificate(der).expect("raw_serial read what x509-parser does not");
+                assert_eq!(got, cert.raw_serial(), "{der:02x?}");
+            }
+            got.map(<[u8]>::to_vec)
+        };
+        for serial in [&[0xfb][..], &[0x00], &[0x00, 0x12], &[0xff, 0x80], &[0x01; 21], &[0x00; 3]] {
+            assert_eq!(agrees(&with_serial(serial)).as_deref(), Some(serial));
+        }
+        assert_eq!(agrees(&with_serial(&[])), None, "an empty INTEGER is no serial");
+        // Bytes after the certificate: the same serial as without them.
+        let mut trailing = der.clone();
+        trailing.extend_from_slice(&[0x02, 0x01, 0x05]);
+        assert_eq!(agrees(&trailing), agrees(&der));
+        // The outer length non-minimal (0x82 for a length under 256), or indefinite: none.
+        let content = cert.content;
+        let mut long = vec![0x30, 0x84];
+        long.extend_from_slice(&u32::try_from(content.len()).unwrap().to_be_bytes());
+        long.extend_from_slice(content);
+        assert_eq!(agrees(&long), None);
+        let mut indefinite = vec![0x30, 0x80];
+        indefinite.extend_from_slice(content);
+        indefinite.extend_from_slice(&[0, 0]);
+        assert_eq!(agrees(&indefinite), None);
+    }
 }
