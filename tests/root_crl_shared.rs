@@ -452,3 +452,23 @@ fn review_a_master_cas_crl_in_place_of_the_root_crl_is_replaced_by_the_stores() 
     assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), f.in_store(), "B holds the root's CRL: {}", text(&o));
     refused_with(&f.autosign(&f.b, "c1", "n2.example.test"), "conductor-revoked");
 }
+
+/// Review: `DIR/ca/root_crl.pem` a link (an operator's, or one planted) to another file
+/// holding an older root CRL. The store's newer one replaces the link itself (a rename):
+/// the file it pointed to is not written through it.
+#[test]
+fn review_a_link_at_root_crl_pem_is_replaced_not_written_through() {
+    let f = Fleet::new();
+    ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
+    let victim = f.work.join("victim.pem");
+    std::fs::copy(f.a.join("ca/root_crl.pem"), &victim).unwrap();
+    let before = std::fs::read(&victim).unwrap();
+    ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c3"))]), None));
+    std::os::unix::fs::symlink(&victim, f.b.join("ca/root_crl.pem")).unwrap();
+
+    refused_with(&f.autosign(&f.b, "c3", "n1.example.test"), "conductor-revoked");
+    assert_eq!(std::fs::read(&victim).unwrap(), before, "the link's target was written through");
+    let meta = std::fs::symlink_metadata(f.b.join("ca/root_crl.pem")).unwrap();
+    assert!(meta.file_type().is_file(), "the link was replaced by the file");
+    assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), f.in_store());
+}
