@@ -41,10 +41,19 @@ pub enum Taken {
 /// once per process, not at every maintenance run.
 static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
+/// How many values [`WARNED`] remembers: past it, it starts again empty (a value then may be
+/// warned about once more), so that a store whose entry changes at every run (someone who
+/// may write it) does not grow a long-running `vouch serve`'s memory without end.
+const MAX_WARNED: usize = 1024;
+
 /// Whether `key` is warned about for the first time.
 fn first_time(key: String) -> bool {
     let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
-    w.get_or_insert_with(HashSet::new).insert(key)
+    let set = w.get_or_insert_with(HashSet::new);
+    if set.len() >= MAX_WARNED && !set.contains(&key) {
+        set.clear();
+    }
+    set.insert(key)
 }
 
 /// The CRL's DER from a file's bytes (PEM or DER).
@@ -304,5 +313,22 @@ impl Authority {
             return Err(Error::RootCrlDropsRevocations { path, store: self.store.describe(), serials: dropped });
         }
         Ok((published, number))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review: whoever may write the store can put a new value in the entry at every
+    /// maintenance run (every 5 s), each refused and remembered so as to be warned once:
+    /// what a long-running `vouch serve` remembers stays bounded.
+    #[test]
+    fn the_values_warned_about_are_remembered_up_to_a_bound() {
+        for i in 0..(3 * MAX_WARNED) {
+            assert!(first_time(format!("review-bound-{i}")));
+        }
+        let held = WARNED.lock().unwrap().as_ref().map_or(0, HashSet::len);
+        assert!(held <= MAX_WARNED, "{held} values remembered");
     }
 }
