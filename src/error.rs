@@ -241,6 +241,12 @@ pub enum Error {
         old_serial: String,
         error: Box<Error>,
     },
+    /// `vouch serve`: another `vouch serve` runs on this data directory (it holds
+    /// `DIR/serve.lock`).
+    ServeRunning {
+        dir: PathBuf,
+        holder: String,
+    },
     /// `admin new --key-out`: not a path a new regular file can be created at (stdout, a
     /// device, a FIFO, a socket, a directory): the key would be lost, or not kept as a file,
     /// while the administrator's certificate stays valid in the store.
@@ -696,6 +702,9 @@ impl std::fmt::Display for Error {
                 write!(f, "the policy {} keeps no audit log ([audit] log)", policy.display())
             }
             Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
+            Error::ServeRunning { dir, holder } => {
+                write!(f, "another vouch serve is running on {} ({holder}); nothing was changed", dir.display())
+            }
             Error::RevokedCrlNotWritten { certname, serial, cleaned, error } => write!(
                 f,
                 "{certname} (serial {serial}) IS revoked{}: the revocation is stored, but the CRL could not be \
@@ -748,8 +757,9 @@ impl Error {
                 "another user could change this file or its directory: follow the fix shown, or move the file"
             }
             Error::Policy(p) if p.message.starts_with("cannot read it") => {
-                "check the policy's path and that this user may read it; 'vouch ca init' (or the first \
-                 'vouch serve') writes a default policy"
+                "check the policy's path and that this user may read it; a CA's policy that is gone is restored \
+                 from a backup (a CA that has issued is never given a default policy again: its data directory's \
+                 CA is kept as it is); only a new CA gets one from 'vouch ca init' or the first 'vouch serve'"
             }
             Error::Policy(_) => "fix the named key; policy/README.md documents every key",
             Error::PolicyNotFound { .. } => "pass --policy FILE, or set VOUCH_POLICY or VOUCH_DIR",
@@ -927,7 +937,16 @@ impl Error {
                  the key there once, mode 0600, and keeps no copy"
             }
             Error::Csr { .. } => "give the PEM or DER certificate request a Puppet agent or 'vouch csr' wrote",
-            Error::Partial { error, .. } => return error.hint(),
+            Error::ServeRunning { .. } => {
+                "one vouch serve per data directory: a second one would issue its own service certificate and \
+                 revoke the running one's; stop the other first, or give this one another --dir (a further master: \
+                 'vouch ca init --root-cert … --root-key …', docs/operator-guide.md)"
+            }
+            Error::Partial { .. } => {
+                "what the message says was done stands: do not run the command again (it would issue, renew or \
+                 revoke again); fix the cause named after 'then:' (a path that cannot be written, a full disk) \
+                 and take the result from where the message says it is"
+            }
             Error::RevokedCrlNotWritten { .. }
             | Error::ReconcileCrlNotWritten { .. }
             | Error::RenewedCrlNotWritten { .. } => {

@@ -1320,6 +1320,13 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     assert!(first.stop());
     let server = Server::start(&dir, &["--server-name", "new.example.test", "--server-name", "localhost"]);
     assert_ne!(serial_of(&dir.join("server/server_crt.pem")), old);
+    // The banner says so (a restart that revokes the certificate presented until now).
+    assert!(
+        server.banner.contains("the service certificate was issued again")
+            && server.banner.to_ascii_lowercase().contains(&format!("old.example.test, serial {old}) is revoked")),
+        "{}",
+        server.banner
+    );
     let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
     assert!(crl.to_ascii_lowercase().replace(':', "").contains(&old), "the old service certificate is valid:\n{crl}");
     let put = |name: &str| {
@@ -1344,6 +1351,49 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     assert_eq!(serial_of_current(&dir, "old.example.test"), node);
     let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
     assert!(!crl.to_ascii_lowercase().replace(':', "").contains(&node), "the node was revoked:\n{crl}");
+}
+
+/// A second `vouch serve` on a data directory another one serves (another port, another
+/// --server-name) used to issue its own service certificate and revoke the running one's: the
+/// running server went on presenting a certificate its own CRL listed. It is refused before it
+/// changes anything, and once the first one has stopped it starts.
+#[test]
+fn a_second_serve_on_a_running_servers_data_directory_is_refused_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "ca-a.example.test", "--server-name", "localhost"]);
+    let served = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
+    let revocations = std::fs::read(dir.join("ca/revocations.txt")).unwrap_or_default();
+    let mut second = vouch()
+        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "ca-b.example.test"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = second.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = second.kill();
+            panic!("the second vouch serve kept running");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let o = second.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("another vouch serve is running on") && err.contains("nothing was changed"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.pid())), "the holder is named: {err}");
+    assert!(err.contains("one vouch serve per data directory"), "{err}");
+    assert_eq!(std::fs::read(dir.join("server/server_crt.pem")).unwrap(), served);
+    assert_eq!(std::fs::read(dir.join("ca/revocations.txt")).unwrap_or_default(), revocations);
+    assert!(first.stop());
+    let again = Server::start(&dir, &["--server-name", "ca-a.example.test", "--server-name", "localhost"]);
+    assert_eq!(std::fs::read(dir.join("server/server_crt.pem")).unwrap(), served);
+    assert!(!again.banner.contains("issued again"), "{}", again.banner);
+    assert!(again.stop());
 }
 
 /// A --server-name that is an administrator's name never revokes the administrator's

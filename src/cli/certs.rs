@@ -423,9 +423,17 @@ pub(super) fn renew(cli: &Cli, certname: &str, out: &Option<PathBuf>) -> Result<
     auth.maintain(now)?;
     let stored = auth.renew(certname, now).map_err(|e| no_current(cli, &auth, certname, e))?;
     let i = stored.issued;
+    // Said with the output's failure too: the CRL's would otherwise go unreported.
+    let crl_missing = match &stored.superseded_crl {
+        Some((old, e)) => format!(
+            " (but the CRL could not be written after it, so it does not list serial {old} yet: {e}; run \
+             `vouch crl` once that is fixed)"
+        ),
+        None => String::new(),
+    };
     write_out(out.as_deref(), &format!("{}{}", i.pem, auth.chain_pem()), 0o644).map_err(after(format!(
         "{} was renewed: the new certificate (serial {}) is in the store and the old one is revoked \
-             (superseded): `vouch list --all`, {}",
+             (superseded){crl_missing}: `vouch list --all`, {}",
         i.certname,
         i.serial_hex,
         stored_cert(&auth, &i.certname)

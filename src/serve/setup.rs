@@ -343,6 +343,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     }
     let dir = DataDir::new(&opts.dir);
     check_data_dir(&dir)?;
+    hold_serving_lock(&dir.dir)?;
     let first_run = FirstRun::start(&dir, opts, now)?;
     let mut notes = Notes { created_ca: first_run.created_ca, lines: Vec::new() };
     complete_policy(&dir, first_run.created_ca, &mut notes)?;
@@ -363,12 +364,53 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     if crls.iter().any(|f| !f.exists()) {
         auth.maintain(now)?;
     }
-    let served = server_credential(&auth, &dir, opts, now)?;
+    let served = server_credential(&auth, &dir, opts, now, &mut notes.lines)?;
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     notes.add("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
     first_run.finish()?;
     let credentials = Credentials { conductor, admin, served };
     report(&dir, first_run.created_ca, credentials, notes.lines)
+}
+
+/// The lock one `vouch serve` holds on its data directory while it runs (`DIR/serve.lock`).
+pub const SERVING_LOCK: &str = "serve.lock";
+
+/// One `vouch serve` per data directory: a second one, started beside it (another
+/// `--server-name`, another port), would issue its own service certificate and revoke the
+/// running one's, and two first runs at once would race to make the CA. The exclusive
+/// `flock` on `DIR/serve.lock` is held until the process ends (the system drops it even
+/// when the process is killed); a second process is refused before it changes anything.
+/// Within one process (a library caller preparing twice) the lock is taken once.
+fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
+    use rustix::fs::{flock, FlockOperation};
+    use std::os::unix::fs::OpenOptionsExt;
+    static HELD: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+    let path = dir.join(SERVING_LOCK);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    if held.iter().any(|(p, _)| p == &path) {
+        return Ok(());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(io(&path, "open"))?;
+    if !file.metadata().map_err(io(&path, "read"))?.is_file() {
+        return Err(io(&path, "open")(std::io::Error::other("not a regular file")));
+    }
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            return Err(Error::ServeRunning { dir: dir.to_path_buf(), holder: crate::store::holder_of_file(&file) })
+        }
+        Err(e) => return Err(io(&path, "lock")(e.into())),
+    }
+    held.push((path, file));
+    Ok(())
 }
 
 /// A new data directory is private; an existing one (and ca/, the policy, every key vouch
@@ -491,6 +533,7 @@ fn server_credential(
     dir: &DataDir,
     opts: &ServeOptions,
     now: OffsetDateTime,
+    notes: &mut Vec<String>,
 ) -> Result<Served, Error> {
     let (dns, ips) = server_names(opts);
     let wanted_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
@@ -503,27 +546,46 @@ fn server_credential(
             key_type: opts.key_type,
             replace: true,
         };
-        renew_server_cert(auth, &dir.dir, &spec, now)?;
+        if let Some((name, serial)) = renew_server_cert(auth, &dir.dir, &spec, now)? {
+            notes.push(format!(
+                "the service certificate was issued again (the one in {} did not cover these names, was not \
+                 valid or had no key); the one presented before ({name}, serial {serial}) is revoked \
+                 (superseded)",
+                dir.dir.join(SERVER_CERT).display()
+            ));
+        }
     }
     Ok(presented(&dir.dir, &wanted_certname, &dns, &ips))
 }
 
-/// Issues the service certificate as `spec` says and writes it with its new key.
-fn renew_server_cert(auth: &Authority, dir: &Path, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(), Error> {
+/// Issues the service certificate as `spec` says and writes it with its new key. Returns the
+/// certname and serial of the certificate presented until now if it was valid and is now
+/// revoked (superseded).
+fn renew_server_cert(
+    auth: &Authority,
+    dir: &Path,
+    spec: &LocalSpec<'_>,
+    now: OffsetDateTime,
+) -> Result<Option<(String, String)>, Error> {
     let previous = served(dir);
+    // Whether the store held it as valid (issued, not revoked), before this issuance.
+    let was_valid = previous.as_ref().is_some_and(|(name, serial)| {
+        matches!(auth.certificate(name), Ok(Some((rec, _))) if rec.serial == *serial && rec.state == State::Issued
+            && crate::encoding::time::parse_rfc3339(&rec.not_after).is_ok_and(|t| t > now))
+    });
     let (issued, key) = auth.issue_local(spec, now)?;
     write_pair(&dir.join(SERVER_CERT), &issued.pem, &dir.join(SERVER_KEY), &key)?;
     // The certificate presented until now, under another certname: its key is gone, so
     // nobody holds it any more; revoked, its names are free again (issue_local superseded
     // it already if the certname is the same).
-    if let Some((old_name, old_serial)) = previous.filter(|(n, _)| n != spec.certname) {
-        if let Ok(Some((rec, _))) = auth.certificate(&old_name) {
-            if rec.serial == old_serial && rec.state == State::Issued {
-                auth.revoke(&old_name, "superseded", false, now)?;
+    if let Some((old_name, old_serial)) = previous.as_ref().filter(|(n, _)| n != spec.certname) {
+        if let Ok(Some((rec, _))) = auth.certificate(old_name) {
+            if rec.serial == *old_serial && rec.state == State::Issued {
+                auth.revoke(old_name, "superseded", false, now)?;
             }
         }
     }
-    Ok(())
+    Ok(previous.filter(|_| was_valid))
 }
 
 /// What the service presents, as it is (its names are the reserved ones, whatever the flags).

@@ -55,6 +55,7 @@
 
 pub mod audit;
 mod file;
+pub(crate) use file::holder_of_file;
 pub mod group;
 pub mod journal;
 pub mod junk;

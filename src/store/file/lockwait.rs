@@ -58,6 +58,13 @@ pub(super) fn lock_exclusive(file: &File, path: &Path, announce: bool) -> io::Re
     locked
 }
 
+/// Who holds the `flock` on the file `file` is open on, in words ("held by another process:
+/// pid N (vouch serve …)"), as far as this host tells.
+pub(crate) fn holder_of_file(file: &File) -> String {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map_or_else(|| Holder::Unknown.describe(), |m| holder_of(m.dev(), m.ino()).describe())
+}
+
 /// Who holds a lock, as far as this host tells.
 #[derive(Debug, PartialEq, Eq)]
 enum Holder {

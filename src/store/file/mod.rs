@@ -2,6 +2,7 @@
 
 mod listing;
 mod lockwait;
+pub(crate) use lockwait::holder_of_file;
 mod memory;
 mod verify;
 mod wal;
