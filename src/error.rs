@@ -209,6 +209,14 @@ pub enum Error {
         done: String,
         error: Box<Error>,
     },
+    /// A step failed, but nothing that was done stands in the way of running the command
+    /// again, which is how to finish it: a key written first and removed again when what
+    /// pairs with it could not be written (`csr`, `conductor new`), a `reconcile` that stopped
+    /// part way (running it again does the rest, nothing twice).
+    Unfinished {
+        done: String,
+        error: Box<Error>,
+    },
     /// `vouch revoke` / `vouch clean`: the revocation is stored (the certificate IS revoked,
     /// `vouch list --all` shows it so), but the CRL could not be written after it, so relying
     /// parties do not see it yet. Exit [`crate::cli::EXIT_REVOKED_CRL_NOT_WRITTEN`].
@@ -701,7 +709,7 @@ impl std::fmt::Display for Error {
             Error::NoAuditLog { policy } => {
                 write!(f, "the policy {} keeps no audit log ([audit] log)", policy.display())
             }
-            Error::Partial { done, error } => write!(f, "{done}; then: {error}"),
+            Error::Partial { done, error } | Error::Unfinished { done, error } => write!(f, "{done}; then: {error}"),
             Error::ServeRunning { dir, holder } => {
                 write!(f, "another vouch serve is running on {} ({holder}); nothing was changed", dir.display())
             }
@@ -947,6 +955,11 @@ impl Error {
                  revoke again); fix the cause named after 'then:' (a path that cannot be written, a full disk) \
                  and take the result from where the message says it is"
             }
+            Error::Unfinished { .. } => {
+                "fix the cause named after 'then:' (a path that cannot be written, a full disk) and run the command \
+                 again: what was done before it stopped is not done twice (a key file the message says was left \
+                 without its pair: remove it first)"
+            }
             Error::RevokedCrlNotWritten { .. }
             | Error::ReconcileCrlNotWritten { .. }
             | Error::RenewedCrlNotWritten { .. } => {
@@ -1062,6 +1075,7 @@ impl std::error::Error for Error {
             Error::Classification { error, .. } => Some(error),
             Error::Untrusted(u) => Some(u),
             Error::Partial { error, .. }
+            | Error::Unfinished { error, .. }
             | Error::RevokedCrlNotWritten { error, .. }
             | Error::ReconcileCrlNotWritten { error, .. }
             | Error::RenewedCrlNotWritten { error, .. }

@@ -1314,3 +1314,48 @@ fn a_relative_home_is_ignored_and_with_no_base_left_the_command_asks_for_dir() {
     ok(&o);
     assert!(std::fs::read_dir(&cwd).unwrap().next().is_none());
 }
+
+/// `vouch csr` and `vouch conductor new` whose second output cannot be written (a full disk):
+/// the key written first is removed again, nothing is kept, and running the command again
+/// once the cause is fixed is exactly what to do. The hint must not say "do not run the
+/// command again (it would issue, renew or revoke again)", the hint of a command whose
+/// change stands in the CA.
+#[test]
+fn a_key_removed_again_after_its_pair_failed_hints_to_run_the_command_again() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, w) = (tmp.path().join("ca"), tmp.path().join("w"));
+    std::fs::create_dir(&w).unwrap();
+    ok(&vouch().args(["--dir", s(&dir), "ca", "init"]).output().unwrap());
+    let (cert, key) = (w.join("c.pem"), w.join("c.key"));
+    ok(&run(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "c", "--cert-out", s(&cert), "--key-out", s(&key)]),
+        None,
+    ));
+    cli_vouched_csr(&w, &cert, &key, "web01.example.test");
+    let attrs = w.join("web01.example.test.yaml");
+    let csr_key = w.join("n.key");
+    let o = run(
+        vouch().args(["csr", "--certname", "web01.example.test", "--attributes", s(&attrs), "--key-out"]).args([
+            s(&csr_key),
+            "--csr-out",
+            "/dev/full",
+        ]),
+        None,
+    );
+    let c_key = w.join("c2.key");
+    let o2 = run(
+        vouch().args(["--dir", s(&dir), "conductor", "new", "c2", "--cert-out", "/dev/full", "--key-out", s(&c_key)]),
+        None,
+    );
+    for (o, k) in [(&o, &csr_key), (&o2, &c_key)] {
+        assert_eq!(o.status.code(), Some(2), "{}", text(o));
+        let (err, hint) = error_and_hint(o);
+        assert!(err.contains("was removed again"), "{err}");
+        assert!(!k.exists(), "{err}");
+        assert!(!hint.contains("do not run the command again"), "{err}\n{hint}");
+        assert!(hint.contains("run the command again"), "{err}\n{hint}");
+    }
+}

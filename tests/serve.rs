@@ -1322,7 +1322,7 @@ fn a_service_certificate_replaced_under_another_name_is_revoked_and_its_names_fr
     assert_ne!(serial_of(&dir.join("server/server_crt.pem")), old);
     // The banner says so (a restart that revokes the certificate presented until now).
     assert!(
-        server.banner.contains("the service certificate was issued again")
+        server.banner.contains("completed: the service certificate was issued again")
             && server.banner.to_ascii_lowercase().contains(&format!("old.example.test, serial {old}) is revoked")),
         "{}",
         server.banner

@@ -524,7 +524,7 @@ impl Authority {
         }
         // What was done stays done: the CRL lists it, written even after a failure.
         let crl = if revoked_any { self.write_crl_locked(&lock, now) } else { Ok(()) };
-        let stopped = |error: Error| Error::Partial {
+        let stopped = |error: Error| Error::Unfinished {
             done: format!(
                 "reconcile revoked {}, forgot {} and dropped {} requests before it stopped",
                 done.revoked, done.cleaned, done.requests_dropped

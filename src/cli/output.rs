@@ -106,7 +106,7 @@ pub(super) fn write_pair(key_out: &Path, key: &str, other_out: &Path, other: &st
     let written = write_file(key_out, key, 0o600, Replace::Never)?;
     if let Err(e) = write_file(other_out, other, 0o644, Replace::Never) {
         let removed = written == crate::files::output::Written::Created && std::fs::remove_file(key_out).is_ok();
-        return Err(Error::Partial {
+        return Err(Error::Unfinished {
             done: if removed {
                 format!("the private key written to {} was removed again", key_out.display())
             } else {

@@ -383,7 +383,7 @@ pub const SERVING_LOCK: &str = "serve.lock";
 /// Within one process (a library caller preparing twice) the lock is taken once.
 fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
     use rustix::fs::{flock, FlockOperation};
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     static HELD: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
     let path = dir.join(SERVING_LOCK);
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
@@ -399,8 +399,17 @@ fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
         .map_err(io(&path, "open"))?;
-    if !file.metadata().map_err(io(&path, "read"))?.is_file() {
+    let meta = file.metadata().map_err(io(&path, "read"))?;
+    if !meta.is_file() {
         return Err(io(&path, "open")(std::io::Error::other("not a regular file")));
+    }
+    // The same directory under another path (a link to it, relative and absolute): the same
+    // file, locked already by this process through another open file (a second flock on
+    // it would be refused as if another process held it). The new descriptor is closed:
+    // an flock belongs to the open file it was taken on, which stays open.
+    let same = |m: &std::fs::Metadata| m.dev() == meta.dev() && m.ino() == meta.ino();
+    if held.iter().any(|(_, f)| f.metadata().is_ok_and(|m| same(&m))) {
+        return Ok(());
     }
     match flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
@@ -548,8 +557,8 @@ fn server_credential(
         };
         if let Some((name, serial)) = renew_server_cert(auth, &dir.dir, &spec, now)? {
             notes.push(format!(
-                "the service certificate was issued again (the one in {} did not cover these names, was not \
-                 valid or had no key); the one presented before ({name}, serial {serial}) is revoked \
+                "completed: the service certificate was issued again (the one in {} did not cover these names, was not \
+                 valid or within 30 days of its end, or had no key); the one presented before ({name}, serial {serial}) is revoked \
                  (superseded)",
                 dir.dir.join(SERVER_CERT).display()
             ));
@@ -652,6 +661,24 @@ fn served(dir: &Path) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    /// A library caller preparing one data directory twice, under two paths (a link to it):
+    /// the second is not refused as if another `vouch serve` ran on it, nor is a process
+    /// given a second path for another `vouch serve`'s directory let through.
+    #[test]
+    fn the_serving_lock_is_taken_once_per_directory_whatever_path_names_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("vouch");
+        std::fs::create_dir(&dir).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        super::hold_serving_lock(&dir).unwrap();
+        super::hold_serving_lock(&link).unwrap_or_else(|e| panic!("the same directory by a link: {e}"));
+        super::hold_serving_lock(&tmp.path().join("link/.")).unwrap();
+        // Another open file on it (as another process would take it): refused.
+        let other = std::fs::File::open(dir.join(super::SERVING_LOCK)).unwrap();
+        assert!(rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockShared).is_err());
+    }
+
     /// A library caller's ServeOptions get the command line's name rule, before anything
     /// is created (the command line checks the flag in clap).
     #[test]
