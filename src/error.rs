@@ -249,8 +249,8 @@ pub enum Error {
         old_serial: String,
         error: Box<Error>,
     },
-    /// `vouch serve`: another `vouch serve` runs on this data directory (it holds
-    /// `DIR/serve.lock`).
+    /// `vouch serve`: another `vouch serve` runs on this data directory (it holds an
+    /// exclusive `flock` on the directory).
     ServeRunning {
         dir: PathBuf,
         holder: String,

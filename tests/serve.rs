@@ -1396,6 +1396,45 @@ fn a_second_serve_on_a_running_servers_data_directory_is_refused_and_changes_not
     assert!(again.stop());
 }
 
+/// The lock that keeps a second `vouch serve` off a data directory cannot be removed from
+/// under the running one: an operator deleting what looks like a stale lock file
+/// (`rm DIR/serve.lock`) must not let a second one start, issue its own service certificate
+/// and revoke the running one's.
+#[test]
+fn a_second_serve_is_refused_even_after_the_lock_file_was_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let first = Server::start(&dir, &["--server-name", "ca-a.example.test", "--server-name", "localhost"]);
+    let served = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
+    let _ = std::fs::remove_file(dir.join("serve.lock"));
+    let mut second = vouch()
+        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "ca-b.example.test"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = second.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if status.is_none() {
+        // SAFETY: kill(2) on our own child's PID.
+        unsafe { libc::kill(second.id() as i32, libc::SIGTERM) };
+    }
+    let o = second.wait_with_output().unwrap();
+    assert!(status.is_some(), "the second vouch serve kept running: {}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("another vouch serve is running on"), "{}", text(&o));
+    assert_eq!(std::fs::read(dir.join("server/server_crt.pem")).unwrap(), served);
+    assert!(first.stop());
+}
+
 /// A --server-name that is an administrator's name never revokes the administrator's
 /// certificate to take it: the start is refused, the administrator's certificate stays
 /// current and off the CRL (before, the service superseded it, and the administrator's

@@ -372,43 +372,31 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     report(&dir, first_run.created_ca, credentials, notes.lines)
 }
 
-/// The lock one `vouch serve` holds on its data directory while it runs (`DIR/serve.lock`).
-pub const SERVING_LOCK: &str = "serve.lock";
-
 /// One `vouch serve` per data directory: a second one, started beside it (another
 /// `--server-name`, another port), would issue its own service certificate and revoke the
 /// running one's, and two first runs at once would race to make the CA. The exclusive
-/// `flock` on `DIR/serve.lock` is held until the process ends (the system drops it even
-/// when the process is killed); a second process is refused before it changes anything.
-/// Within one process (a library caller preparing twice) the lock is taken once.
+/// `flock` is on the data directory itself (no file of its own: nothing is created, and no
+/// lock file can be removed from under the running server, as `rm DIR/serve.lock` could)
+/// and is held until the process ends (the system drops it even when the process is
+/// killed); a second process is refused before it changes anything. Within one process (a
+/// library caller preparing twice, under one path or two) the lock is taken once.
 fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
     use rustix::fs::{flock, FlockOperation};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    static HELD: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
-    let path = dir.join(SERVING_LOCK);
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-    if held.iter().any(|(p, _)| p == &path) {
-        return Ok(());
-    }
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(io(&path, "open"))?;
-    let meta = file.metadata().map_err(io(&path, "read"))?;
-    if !meta.is_file() {
-        return Err(io(&path, "open")(std::io::Error::other("not a regular file")));
-    }
-    // The same directory under another path (a link to it, relative and absolute): the same
-    // file, locked already by this process through another open file (a second flock on
-    // it would be refused as if another process held it). The new descriptor is closed:
-    // an flock belongs to the open file it was taken on, which stays open.
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(io(dir, "open"))?;
+    let meta = file.metadata().map_err(io(dir, "read"))?;
+    // The same directory under another path (a link to it, relative and absolute), locked
+    // already by this process through another open file (a second flock on it would be
+    // refused as if another process held it). The new descriptor is closed: an flock
+    // belongs to the open file it was taken on, which stays open.
     let same = |m: &std::fs::Metadata| m.dev() == meta.dev() && m.ino() == meta.ino();
-    if held.iter().any(|(_, f)| f.metadata().is_ok_and(|m| same(&m))) {
+    if held.iter().any(|f| f.metadata().is_ok_and(|m| same(&m))) {
         return Ok(());
     }
     match flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -416,9 +404,9 @@ fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
         Err(rustix::io::Errno::WOULDBLOCK) => {
             return Err(Error::ServeRunning { dir: dir.to_path_buf(), holder: crate::store::holder_of_file(&file) })
         }
-        Err(e) => return Err(io(&path, "lock")(e.into())),
+        Err(e) => return Err(io(dir, "lock")(e.into())),
     }
-    held.push((path, file));
+    held.push(file);
     Ok(())
 }
 
@@ -675,7 +663,7 @@ mod tests {
         super::hold_serving_lock(&link).unwrap_or_else(|e| panic!("the same directory by a link: {e}"));
         super::hold_serving_lock(&tmp.path().join("link/.")).unwrap();
         // Another open file on it (as another process would take it): refused.
-        let other = std::fs::File::open(dir.join(super::SERVING_LOCK)).unwrap();
+        let other = std::fs::File::open(&dir).unwrap();
         assert!(rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockShared).is_err());
     }
 
