@@ -951,8 +951,8 @@ impl Error {
                  'vouch ca init --root-cert … --root-key …', docs/operator-guide.md)"
             }
             Error::Partial { .. } => {
-                "what the message says was done stands: do not run the command again (it would issue, renew or \
-                 revoke again); fix the cause named after 'then:' (a path that cannot be written, a full disk) \
+                "what the message says was done stands: do not run the command again unless the message says to \
+                 (it would issue, renew or revoke again); fix the cause named after 'then:' (a path that cannot be written, a full disk) \
                  and take the result from where the message says it is"
             }
             Error::Unfinished { .. } => {

@@ -106,7 +106,8 @@ pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reaso
     if auth.store.shares_root_crl() {
         let (published, number) = auth.publish_root_crl().map_err(|error| Error::Partial {
             done: format!(
-                "{} (serial {}) is revoked here: the root CRL {} lists it, but it is not in the shared store yet",
+                "{} (serial {}) is revoked here: the root CRL {} lists it, but it is not in the shared store yet \
+                 (`vouch{at_dir} conductor publish-crl`, with the same --store, publishes it once that is fixed)",
                 r.what,
                 r.serial,
                 r.crl.display()
