@@ -610,15 +610,14 @@ fn the_readme_walkthrough_block_runs_as_written() {
     let bin = t.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vouch"), bin.join("vouch")).unwrap();
-    let dir = t.path().join("vouch-data");
-    let script = format!(
-        "trap 'echo \"FAILED($?): $BASH_COMMAND\" >&2' ERR\n{}",
-        block.replace("export VOUCH_DIR=/var/lib/vouch", &format!("export VOUCH_DIR={}", dir.display()))
-    );
+    // The block's data directory is under $HOME: the scratch directory's here.
+    assert!(block.contains("export VOUCH_DIR=$HOME/"), "the walkthrough's VOUCH_DIR moved: {block}");
+    let script = format!("trap 'echo \"FAILED($?): $BASH_COMMAND\" >&2' ERR\n{block}");
     let out = Command::new("bash")
         .arg("-c")
         .arg(&script)
         .current_dir(t.path())
+        .env("HOME", t.path())
         .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
         .env_remove("VOUCH_DIR")
         .env_remove("VOUCH_POLICY")

@@ -717,6 +717,51 @@ fn renew_whose_superseded_certificate_misses_the_crl_exits_3_with_the_new_certif
     ok(&ca.run(&["store", "verify"]));
 }
 
+/// `revocations.txt` cut short (a disk, a restore, a hand): `vouch crl` exited 0 and wrote a
+/// CRL without the revocations the lost lines held (a key-compromise among them), so the
+/// certificates were valid again for every relying party although each record still said
+/// revoked. The entries of the previous CRL whose lines are gone are kept (with their time
+/// and reason), said on stderr; one whose record says it expired more than a CRL period ago
+/// leaves the CRL as a logged one does.
+#[test]
+fn a_revocation_log_cut_short_does_not_take_revocations_off_the_crl() {
+    let names = ["a.example.test", "b.example.test", "c.example.test"];
+    let ca = Ca::with(&names);
+    let serials: Vec<String> = names.iter().map(|n| ca.serial(n)).collect();
+    ok(&ca.run(&["revoke", "a.example.test", "--reason", "key-compromise"]));
+    ok(&ca.run(&["revoke", "b.example.test"]));
+    ok(&ca.run(&["revoke", "c.example.test"]));
+    let listed = ca.crl_serials();
+    assert!(serials.iter().all(|s| listed.contains(s)), "{listed:?}");
+    let log = ca.ca_file("revocations.txt");
+    let bytes = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &bytes[..20]).unwrap();
+    let o = ca.run(&["crl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("kept on the new CRL"), "{}", text(&o));
+    let listed = ca.crl_serials();
+    assert!(serials.iter().all(|s| listed.contains(s)), "a revocation left the CRL: {listed:?}");
+    let crl = ok(&run(
+        std::process::Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&ca.ca_file("ca_crl.pem"))]),
+        None,
+    ));
+    assert!(crl.contains("Key Compromise"), "the reason is kept: {crl}");
+    // Written again, they stay (the CRL just written is the previous one now).
+    ok(&ca.run(&["crl"]));
+    assert!(serials.iter().all(|s| ca.crl_serials().contains(s)));
+    // Once their records say they expired more than a CRL period ago, they leave.
+    let der =
+        vouch::encoding::pem::find(&std::fs::read(ca.signed("a.example.test")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let gone = (cert.validity().not_after.to_datetime() + time::Duration::days(400))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let o = ca.run(&["--now", &gone, "crl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let listed = ca.crl_serials();
+    assert!(serials.iter().all(|s| !listed.contains(s)), "expired revocations stayed: {listed:?}");
+}
+
 /// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
 /// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
 /// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,

@@ -265,9 +265,17 @@ fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
     assert_eq!(hook.status.code(), Some(75), "{}", text(&hook));
     let list = v(&slapd, &d1).args(["list"]).output().unwrap();
     assert_eq!(list.status.code(), Some(75), "{}", text(&list));
+    // A master that cannot start: a copy of m1's data directory (m1 itself holds its own,
+    // where a second vouch serve is refused before it reaches the store).
+    let copy = tmp.path().join("m1-copy");
+    assert!(Command::new("cp").arg("-a").arg(&d1).arg(&copy).status().unwrap().success());
     let start =
-        v(&slapd, &d1).args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]).output().unwrap();
+        v(&slapd, &copy).args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]).output().unwrap();
     assert_eq!(start.status.code(), Some(75), "{}", text(&start));
+    let second =
+        v(&slapd, &d1).args(["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]).output().unwrap();
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second));
+    assert!(text(&second).contains("another vouch serve is running"), "{}", text(&second));
     slapd.restart();
     // The same request, the same key: issued now, by the same process.
     let (put, why, cert) = enroll(&m1, name, &csr);

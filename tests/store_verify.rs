@@ -361,9 +361,10 @@ impl Ca {
 }
 
 /// A cleaned node's revocation removed from revocations.txt (the node enrolled anew since):
-/// the next CRL leaves the old, unexpired certificate out (it is valid again for every
-/// relying party), and its record still says revoked. Verify checks records against the
-/// revocation list only for a certname's *current* certificate: it stays silent.
+/// the next CRL used to leave the old, unexpired certificate out (valid again for every
+/// relying party) while its record still said revoked; it now keeps what the previous CRL
+/// listed. Verify checked records against the revocation list only for a certname's
+/// *current* certificate, and stayed silent.
 /// (Without the re-enrollment it happens to report `current-missing`, whose hint, `vouch
 /// clean CERTNAME`, finds no certificate to clean and leaves the revocation missing.)
 #[test]
@@ -378,14 +379,15 @@ fn review_a_cleaned_certificates_revocation_removed_from_the_list_is_found() {
     assert!(ca.crl_lists(&b));
     ca.drop_revocation(&b);
     ok(&ca.run(&["crl"], &[]));
-    assert!(!ca.crl_lists(&b), "the tampering took effect: b's old, unexpired certificate is off the CRL");
+    // The CRL keeps what the previous one listed while the record says revoked and unexpired.
+    assert!(ca.crl_lists(&b), "b's old, unexpired certificate left the CRL with its revocation line");
     let rec = std::fs::read_to_string(ca.record_path(&b)).unwrap();
     assert!(rec.contains("\"revoked\""), "its record still says revoked: {rec}");
     ca.finds_serial(&b);
 }
 
 /// The same for a certificate superseded by a renewal (revoked `superseded` while still
-/// valid): its revocation line removed, the old certificate is valid again, unseen.
+/// valid): its revocation line removed, the old certificate stays on the CRL and is found.
 #[test]
 fn review_a_superseded_certificates_revocation_removed_from_the_list_is_found() {
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
@@ -395,7 +397,7 @@ fn review_a_superseded_certificates_revocation_removed_from_the_list_is_found() 
     assert!(ca.crl_lists(&old));
     ca.drop_revocation(&old);
     ok(&ca.run(&["crl"], &[]));
-    assert!(!ca.crl_lists(&old), "the superseded, unexpired certificate is off the CRL");
+    assert!(ca.crl_lists(&old), "the superseded, unexpired certificate left the CRL with its revocation line");
     ca.finds_serial(&old);
 }
 

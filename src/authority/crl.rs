@@ -563,6 +563,69 @@ impl Authority {
         })
     }
 
+    /// The entries of the CRL written last (`DIR/ca/ca_crl.pem`) that the revocation log no
+    /// longer names (`logged`: every serial it names, lowercase hex) and that may not leave
+    /// the CRL: the log cut short or damaged (a disk, a restore, a hand) would otherwise
+    /// publish a CRL without them, and the certificates would be valid again for every
+    /// relying party. An entry leaves only when the store's record of its serial says it is
+    /// revoked and expired more than a CRL period ago ([`Self::off_the_crl`], as for a logged
+    /// one); anything else (no record, a record that says otherwise, an unreadable one) keeps
+    /// it, as the previous CRL had it (its revocation time and reason). No previous CRL, or
+    /// one that does not read as this CA's: nothing kept.
+    fn kept_from_previous_crl(
+        &self,
+        logged: &std::collections::HashSet<String>,
+        now: OffsetDateTime,
+    ) -> Result<Vec<(String, rcgen::RevokedCertParams)>, Error> {
+        let path = self.dir.file("ca_crl.pem");
+        let Ok(bytes) = crate::files::durable::read_regular(&path) else { return Ok(Vec::new()) };
+        let Ok((_, der)) = crate::encoding::pem::find(&bytes, &["X509 CRL"]) else { return Ok(Vec::new()) };
+        let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return Ok(Vec::new()) };
+        // Only this CA's own CRL (a file put there from elsewhere lists nothing of its own).
+        let Ok((_, ca)) = x509_parser::parse_x509_certificate(&self.ca.cert_der) else { return Ok(Vec::new()) };
+        if crl.issuer().as_raw() != ca.subject().as_raw() {
+            return Ok(Vec::new());
+        }
+        let mut kept = Vec::new();
+        for entry in crl.iter_revoked_certificates() {
+            let hex = crate::encoding::hex(entry.raw_serial());
+            if logged.contains(&hex) {
+                continue;
+            }
+            let left = match self.store.record(&hex) {
+                Ok(Some(rec)) if rec.state == State::Revoked => {
+                    self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now)
+                }
+                Ok(_) => false,
+                Err(e @ crate::store::StoreError::Unavailable { .. }) => return Err(e.into()),
+                Err(_) => false,
+            };
+            if left {
+                continue;
+            }
+            let reason = entry.reason_code().and_then(|(_, code)| match code.0 {
+                0 => reason_code("unspecified"),
+                1 => reason_code("keyCompromise"),
+                2 => reason_code("caCompromise"),
+                3 => reason_code("affiliationChanged"),
+                4 => reason_code("superseded"),
+                5 => reason_code("cessationOfOperation"),
+                9 => reason_code("privilegeWithdrawn"),
+                _ => None,
+            });
+            kept.push((
+                hex,
+                rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from_slice(entry.raw_serial()),
+                    revocation_time: entry.revocation_date.to_datetime(),
+                    reason_code: reason,
+                    invalidity_date: None,
+                },
+            ));
+        }
+        Ok(kept)
+    }
+
     pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
         let number_path = self.dir.file("crl_number");
         let number = next_crl_number(&number_path, &self.dir.file("ca_crl.pem"), now)?;
@@ -587,6 +650,23 @@ impl Authority {
                 reason_code: reason_code(&r.reason),
                 invalidity_date: None,
             });
+        }
+        let kept = self.kept_from_previous_crl(&seen, now)?;
+        if !kept.is_empty() {
+            let named: Vec<&str> = kept.iter().take(5).map(|(hex, _)| hex.as_str()).collect();
+            let more = kept.len().saturating_sub(named.len());
+            super::warn(
+                "store",
+                &format!(
+                    "the revocation log lists no line for {} certificate(s) the previous CRL listed and the store \
+                     does not know to have left it ({}{}): kept on the new CRL; `vouch store verify` names the \
+                     revocations the log is missing, `vouch revoke --serial` records each again",
+                    kept.len(),
+                    named.join(", "),
+                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                ),
+            );
+            revoked.extend(kept.into_iter().map(|(_, r)| r));
         }
         let params = rcgen::CertificateRevocationListParams {
             this_update: now,
