@@ -762,6 +762,25 @@ fn a_revocation_log_cut_short_does_not_take_revocations_off_the_crl() {
     assert!(serials.iter().all(|s| !listed.contains(s)), "expired revocations stayed: {listed:?}");
 }
 
+/// Review of bdf3a57: every `vouch ca init` names its master CA `vouch Master CA`, so a
+/// CRL another vouch CA signed (a restore, a copy from staging, a hand) has this CA's issuer
+/// name. Its entries are on no revocation line here and have no record here: kept from the
+/// previous CRL by name alone, this CA listed them on every CRL it signed, for ever. Only a
+/// CRL whose signature verifies with this CA's key is this CA's previous CRL.
+#[test]
+fn review_a_crl_signed_by_another_ca_of_the_same_name_adds_nothing_to_this_cas_crl() {
+    let other = Ca::with(&["x.example.test"]);
+    let foreign = other.serial("x.example.test");
+    ok(&other.run(&["revoke", "x.example.test", "--reason", "key-compromise"]));
+    assert!(other.crl_serials().contains(&foreign));
+    let ca = Ca::with(&["a.example.test"]);
+    std::fs::copy(other.ca_file("ca_crl.pem"), ca.ca_file("ca_crl.pem")).unwrap();
+    let o = ca.run(&["crl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("kept on the new CRL"), "{}", text(&o));
+    assert!(!ca.crl_serials().contains(&foreign), "another CA's revocation is on this CA's CRL");
+}
+
 /// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
 /// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
 /// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,

@@ -581,9 +581,20 @@ impl Authority {
         let Ok(bytes) = crate::files::durable::read_regular(&path) else { return Ok(Vec::new()) };
         let Ok((_, der)) = crate::encoding::pem::find(&bytes, &["X509 CRL"]) else { return Ok(Vec::new()) };
         let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return Ok(Vec::new()) };
-        // Only this CA's own CRL (a file put there from elsewhere lists nothing of its own).
+        // Only this CA's own CRL (a file put there from elsewhere lists nothing of its own):
+        // its signature verifies with this CA's key. The name alone is no proof: every
+        // `vouch ca init` names its master CA alike, and a CRL of another CA (or of this
+        // CA's earlier key) would have its entries listed on every CRL this CA signs.
         let Ok((_, ca)) = x509_parser::parse_x509_certificate(&self.ca.cert_der) else { return Ok(Vec::new()) };
-        if crl.issuer().as_raw() != ca.subject().as_raw() {
+        if crl.issuer().as_raw() != ca.subject().as_raw()
+            || crate::encoding::verify_x509_signature(
+                &crl.signature_algorithm,
+                &ca,
+                crl.tbs_cert_list.as_ref(),
+                &crl.signature_value.data,
+            )
+            .is_err()
+        {
             return Ok(Vec::new());
         }
         let mut kept = Vec::new();
