@@ -781,6 +781,37 @@ fn review_a_crl_signed_by_another_ca_of_the_same_name_adds_nothing_to_this_cas_c
     assert!(!ca.crl_serials().contains(&foreign), "another CA's revocation is on this CA's CRL");
 }
 
+/// Review of bdf3a57: a store restored from a backup older than a revocation (its record
+/// says issued again, its revocation line is gone) while the CRL on disk is newer. The CRL
+/// keeps the entry, as it must; but only a record that says revoked let it leave, so once
+/// the certificate expired it stayed on every CRL for ever. The record's notAfter is the
+/// certificate's whatever its state: expired more than a CRL period ago, it leaves.
+#[test]
+fn review_a_kept_entry_whose_record_says_issued_leaves_once_expired() {
+    let ca = Ca::with(&["a.example.test"]);
+    let serial = ca.serial("a.example.test");
+    let record = ca.ca_file(&format!("serials/{}/{serial}.json", &serial[..2]));
+    ok(&ca.run(&["revoke", "a.example.test"]));
+    assert!(ca.crl_serials().contains(&serial));
+    let mut rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(rec["state"], "revoked", "{rec}");
+    rec["state"] = "issued".into();
+    std::fs::write(&record, serde_json::to_vec(&rec).unwrap()).unwrap();
+    std::fs::write(ca.ca_file("revocations.txt"), b"").unwrap();
+    let o = ca.run(&["crl"]);
+    assert!(text(&o).contains("kept on the new CRL"), "{}", text(&o));
+    assert!(ca.crl_serials().contains(&serial), "the revocation left the CRL with its line");
+    let der =
+        vouch::encoding::pem::find(&std::fs::read(ca.signed("a.example.test")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let gone = (cert.validity().not_after.to_datetime() + time::Duration::days(400))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let o = ca.run(&["--now", &gone, "crl"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!ca.crl_serials().contains(&serial), "a certificate expired 400 days ago stays on the CRL");
+}
+
 /// Review (cli-frictions): an `flock` belongs to the open file, not to the process that took
 /// it, and `/proc/locks` gives the pid that called `flock(2)`. With the shell idiom `exec
 /// 9<>FILE; flock 9; …` (cron scripts, backups) that is the `flock` command, exited at once,

@@ -567,9 +567,9 @@ impl Authority {
     /// longer names (`logged`: every serial it names, lowercase hex) and that may not leave
     /// the CRL: the log cut short or damaged (a disk, a restore, a hand) would otherwise
     /// publish a CRL without them, and the certificates would be valid again for every
-    /// relying party. An entry leaves only when the store's record of its serial says it is
-    /// revoked and expired more than a CRL period ago ([`Self::off_the_crl`], as for a logged
-    /// one); anything else (no record, a record that says otherwise, an unreadable one) keeps
+    /// relying party. An entry leaves only when the store's record of its serial (whatever its
+    /// state) says it expired more than a CRL period ago ([`Self::off_the_crl`], as for a
+    /// logged one); anything else (no record, an unreadable one, one without a notAfter) keeps
     /// it, as the previous CRL had it (its revocation time and reason). No previous CRL, or
     /// one that does not read as this CA's: nothing kept.
     fn kept_from_previous_crl(
@@ -604,10 +604,11 @@ impl Authority {
                 continue;
             }
             let left = match self.store.record(&hex) {
-                Ok(Some(rec)) if rec.state == State::Revoked => {
-                    self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now)
-                }
-                Ok(_) => false,
+                // Its notAfter is the certificate's whatever the record's state (one restored
+                // from an older backup says issued): expired a period ago, no relying party
+                // takes it, and only this lets the entry ever leave.
+                Ok(Some(rec)) => self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now),
+                Ok(None) => false,
                 Err(e @ crate::store::StoreError::Unavailable { .. }) => return Err(e.into()),
                 Err(_) => false,
             };
