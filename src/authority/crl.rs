@@ -580,6 +580,11 @@ impl Authority {
         let path = self.dir.file("ca_crl.pem");
         let Ok(bytes) = crate::files::durable::read_regular(&path) else { return Ok(Vec::new()) };
         let Ok((_, der)) = crate::encoding::pem::find(&bytes, &["X509 CRL"]) else { return Ok(Vec::new()) };
+        // The usual case, first and cheaply: every serial of the previous CRL is in the log
+        // (entries that aged off the CRL stay in the log too), so nothing is parsed further.
+        if crl_serials(&der).is_some_and(|serials| serials.iter().all(|s| logged.contains(&crate::encoding::hex(s)))) {
+            return Ok(Vec::new());
+        }
         let Ok((_, crl)) = x509_parser::parse_x509_crl(&der) else { return Ok(Vec::new()) };
         // Only this CA's own CRL (a file put there from elsewhere lists nothing of its own):
         // its signature verifies with this CA's key. The name alone is no proof: every
@@ -832,6 +837,46 @@ pub(super) fn after_second(before: Option<u64>) -> Option<std::time::SystemTime>
     (now <= before).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(before.saturating_add(1)))
 }
 
+/// The serials (DER content octets) of a CRL's entries, read with a walk of its DER
+/// (RFC 5280 5.1: tbsCertList's optional version, signature, issuer, thisUpdate, optional
+/// nextUpdate, then the optional revokedCertificates), without building each entry. `None`
+/// when it is not laid out so: the caller then parses it whole.
+fn crl_serials(der: &[u8]) -> Option<Vec<&[u8]>> {
+    use crate::encoding::der::Reader;
+    let list = Reader::new(der).next_tag(0x30, "CertificateList").ok()?;
+    let tbs = Reader::new(list.content).next_tag(0x30, "tbsCertList").ok()?;
+    let mut r = Reader::new(tbs.content);
+    let mut next = r.any().ok()?;
+    if next.tag == 0x02 {
+        next = r.any().ok()?;
+    }
+    // signature, issuer
+    if next.tag != 0x30 || r.next_tag(0x30, "issuer").is_err() {
+        return None;
+    }
+    let this_update = r.any().ok()?;
+    if !matches!(this_update.tag, 0x17 | 0x18) {
+        return None;
+    }
+    let mut serials = Vec::new();
+    while !r.is_empty() {
+        let field = r.any().ok()?;
+        match field.tag {
+            0x17 | 0x18 => continue,
+            0x30 => {
+                let mut entries = Reader::new(field.content);
+                while !entries.is_empty() {
+                    let entry = entries.next_tag(0x30, "revokedCertificate").ok()?;
+                    serials.push(Reader::new(entry.content).next_tag(0x02, "userCertificate").ok()?.content);
+                }
+            }
+            0xa0 => break,
+            _ => return None,
+        }
+    }
+    Some(serials)
+}
+
 /// A small file vouch writes beside the CRL, as text, never waiting on a FIFO planted there
 /// ([`crate::files::durable::read_regular`]).
 pub(super) fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
@@ -841,7 +886,30 @@ pub(super) fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<St
 
 #[cfg(test)]
 mod tests {
-    use super::{after_second, crl_number_in, crl_number_of, CrlNumber};
+    use super::{after_second, crl_number_in, crl_number_of, crl_serials, CrlNumber};
+
+    /// The serials read by walking a CRL are the ones x509-parser reads parsing it whole:
+    /// none, a few and many entries (rcgen's CRLs, with a nextUpdate and extensions), and
+    /// openssl's fixture; what is not a CRL reads as none, never as other serials.
+    #[test]
+    fn the_serials_read_by_walking_a_crl_are_x509_parsers() {
+        let (ca, key) = crl_signer();
+        let issuer = rcgen::Issuer::new(ca, &key);
+        let mut ders: Vec<Vec<u8>> =
+            [0usize, 1, 3, 2000].iter().map(|n| numbered_crl(&issuer, &[7], *n).der().to_vec()).collect();
+        let fixture = std::fs::read(format!("{}/fixtures/pki/conductors_crl.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        ders.push(crate::encoding::pem::find(&fixture, &["X509 CRL"]).unwrap().1);
+        for der in &ders {
+            let (_, crl) = x509_parser::parse_x509_crl(der).unwrap();
+            let parsed: Vec<&[u8]> = crl.iter_revoked_certificates().map(|e| e.raw_serial()).collect();
+            assert_eq!(crl_serials(der), Some(parsed));
+        }
+        assert_eq!(crl_serials(&[]), None);
+        assert_eq!(crl_serials(&crate::encoding::der::sequence(&[&crate::encoding::der::sequence(&[])])), None);
+        let cert = std::fs::read(format!("{}/fixtures/pki/root_crt.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let cert = crate::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap().1;
+        assert_eq!(crl_serials(&cert), None, "a certificate is no CRL");
+    }
 
     /// A CA that may sign CRLs: its parameters and its key (the caller makes the issuer).
     fn crl_signer() -> (rcgen::CertificateParams, rcgen::KeyPair) {
