@@ -715,7 +715,10 @@ impl Authority {
             format!("{}\n", format_rfc3339(params.next_update)).as_bytes(),
             0o644,
         )
-        .map_err(|source| Error::Io { path: next, op: "write", source })
+        .map_err(|source| Error::Io { path: next, op: "write", source })?;
+        // The fleet's copy: every other master serves it from the store.
+        self.publish_own_crl();
+        Ok(())
     }
 
     /// The root CRL (the conductors `vouch conductor revoke` revoked, listed in

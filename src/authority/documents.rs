@@ -52,12 +52,20 @@ pub(crate) fn file_id(path: &Path) -> Result<Option<FileId>, Error> {
 /// root's); `required` files must exist, the others are left out when missing.
 pub struct Cached {
     files: Vec<(PathBuf, bool)>,
+    /// Only the first of `files` that exists is the document (the fleet's CA bundle, else
+    /// this master's); at least one must.
+    first_only: bool,
     held: Mutex<Option<(Vec<Option<FileId>>, Document)>>,
 }
 
 impl Cached {
     pub fn new(files: Vec<(PathBuf, bool)>) -> Self {
-        Cached { files, held: Mutex::new(None) }
+        Cached { files, first_only: false, held: Mutex::new(None) }
+    }
+
+    /// A document that is the first of `files` that exists (one must).
+    pub fn first_of(files: Vec<PathBuf>) -> Self {
+        Cached { files: files.into_iter().map(|p| (p, false)).collect(), first_only: true, held: Mutex::new(None) }
     }
 
     /// The document as its files are now: from memory if none changed since it was read.
@@ -93,6 +101,9 @@ impl Cached {
         for (path, required) in &self.files {
             // The bytes and their date from one open file: a CRL replaced meanwhile is never
             // dated as the newer one (an agent would then keep the older, If-Modified-Since).
+            if self.first_only && !plain.is_empty() {
+                break;
+            }
             let mut file = match std::fs::File::open(path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => continue,
@@ -109,6 +120,10 @@ impl Cached {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+        }
+        if self.first_only && plain.is_empty() {
+            let path = self.files.last().map(|(p, _)| p.clone()).unwrap_or_default();
+            return Err(Error::Io { path, op: "read", source: std::io::ErrorKind::NotFound.into() });
         }
         let gzip = gzip(&plain).map_err(|source| Error::Io {
             path: self.files.first().map(|(p, _)| p.clone()).unwrap_or_default(),

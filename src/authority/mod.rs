@@ -11,6 +11,7 @@ pub mod inventory;
 mod issue;
 mod list;
 mod local;
+pub mod masters;
 mod migrate;
 mod overrides;
 mod renew;
@@ -29,7 +30,8 @@ pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
 pub use root_crl_share::{take_shared_root_crl, Taken};
 pub use root_revoke::{
-    count_own_crl, read_own_crl, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT, ROOT_REVOCATIONS,
+    count_own_crl, read_own_crl, read_root_der, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT,
+    ROOT_REVOCATIONS,
 };
 pub use verify::Verified;
 
@@ -71,8 +73,9 @@ pub struct Authority {
     maintained: std::sync::atomic::AtomicI64,
     /// The names on the service's and the administrator's certificates: never a node's.
     pub reserved: ReservedNames,
-    /// The other master CAs sharing the store (their certificates, DER), as last read.
-    siblings: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// The other master CAs of the fleet sharing the store (their certificates, DER), as last
+    /// read and checked ([`masters`]); shared with the TLS layer.
+    pub fleet: Arc<masters::Siblings>,
     /// The CRLs of the chain (master CA's, then root's), as `vouch serve` hands them out.
     pub crl_document: documents::Cached,
     /// The CA bundle, likewise.
@@ -139,12 +142,19 @@ impl Authority {
             group: GroupCommit::new(issue::MAX_BATCH),
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
-            siblings: std::sync::Mutex::new(Vec::new()),
+            fleet: Arc::new(masters::Siblings::default()),
+            // With a shared store, the other masters' CRLs after this one's and the root's,
+            // and the fleet's bundle (every master CA) once it is written.
             crl_document: documents::Cached::new(vec![
                 (dir.file("ca_crl.pem"), true),
                 (dir.file(bootstrap::ROOT_CRL), false),
+                (dir.file(masters::FLEET_CRLS), false),
             ]),
-            ca_document: documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)]),
+            ca_document: if url.is_files() {
+                documents::Cached::new(vec![(dir.file(bootstrap::CA_BUNDLE), true)])
+            } else {
+                documents::Cached::first_of(vec![dir.file(masters::FLEET_BUNDLE), dir.file(bootstrap::CA_BUNDLE)])
+            },
             audit_log: policy_audit_log,
             own_crl_seen: std::sync::Mutex::new(None),
         };
@@ -285,14 +295,15 @@ impl Authority {
     /// Checks a certificate chains to this CA (master, then root), or with a shared store to
     /// another master CA under the same root, and is valid at `now`.
     pub fn verify_ours(&self, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {
-        let known = self.siblings.lock().map(|s| s.clone()).unwrap_or_default();
+        let known = self.fleet.get();
         match self.verify_with(der, now, &known) {
             Err(Error::NotValid { .. }) if !self.store.batches() => {
-                // A master that joined since: read them again (one search), then decide.
-                let fresh = self.store.issuers()?;
-                if let Ok(mut s) = self.siblings.lock() {
-                    s.clone_from(&fresh);
-                }
+                // A master that joined since: read them again (one search), then decide. Only
+                // the master CAs this fleet's root signed count ([`masters::fleet_masters`]).
+                let root = root_revoke::read_root_der(&self.dir)
+                    .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
+                let (fresh, _) = masters::fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?);
+                self.fleet.set(fresh.clone());
                 self.verify_with(der, now, &fresh)
             }
             r => r,

@@ -47,7 +47,7 @@ static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 const MAX_WARNED: usize = 1024;
 
 /// Whether `key` is warned about for the first time.
-fn first_time(key: String) -> bool {
+pub(super) fn first_time(key: String) -> bool {
     let mut w = WARNED.lock().unwrap_or_else(|e| e.into_inner());
     let set = w.get_or_insert_with(HashSet::new);
     if set.len() >= MAX_WARNED && !set.contains(&key) {

@@ -159,7 +159,7 @@ pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
 }
 
 /// The data directory's root certificate (DER), or why it does not read.
-pub(super) fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
+pub fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
     let root_path = dir.file(bootstrap::ROOT_CERT);
     crate::files::durable::read_regular_followed(&root_path)
         .map_err(|e| format!("cannot read {}: {e}", root_path.display()))

@@ -355,13 +355,29 @@ pub(super) const AFTER_REVOCATION: &str = "vouch: note: the CRL lists it now, an
      once its hostcrl is replaced (its `vouch crl --fetch` timer, or run that now; it rereads the file: no \
      restart or reload), while connections already open stay up until they close";
 
+/// [`AFTER_REVOCATION`] with a shared store: the certificate may be another master's.
+pub(super) const AFTER_SHARED_REVOCATION: &str = "vouch: note: the store records it now, and every master refuses \
+     the certificate from its next request; the CRL of the master CA that issued it lists it once that master \
+     writes its CRL (this one's now, if it issued it; another master's at its next maintenance run, within 5 s \
+     while its vouch serve runs), and every master serves that CRL after its own next run (docs/ldap.md, 'One \
+     fleet'); a Puppet Server compile server refuses it once its hostcrl is replaced (its `vouch crl --fetch` timer)";
+
+/// The note said after a revocation, as this store makes it count.
+fn after_revocation(auth: &Authority) -> &'static str {
+    if auth.store.shares_root_crl() {
+        AFTER_SHARED_REVOCATION
+    } else {
+        AFTER_REVOCATION
+    }
+}
+
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
-        note(AFTER_REVOCATION);
+        note(after_revocation(&auth));
     }
     Ok(EXIT_OK)
 }
@@ -372,7 +388,7 @@ pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
-        note(AFTER_REVOCATION);
+        note(after_revocation(&auth));
     }
     Ok(EXIT_OK)
 }
@@ -403,7 +419,7 @@ pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
     }
     say_done!("{}", auth.revoke(certname, "cessationOfOperation", true, now(cli)?)?)?;
     if revokes {
-        note(AFTER_REVOCATION);
+        note(after_revocation(&auth));
     }
     Ok(EXIT_OK)
 }

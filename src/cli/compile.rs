@@ -226,8 +226,11 @@ pub(super) fn verified_cert_file(
             let d = dir(cli)?;
             let auth = Authority::open_for_cli(&d, &cli.store_url())?;
             auth.maintain(now)?;
+            // A shared store: every master CA of the fleet and their CRLs (a node of any master).
+            auth.refresh_fleet(now)?;
             let crl = auth.crl_document.get()?.plain.to_vec();
-            (auth.chain_pem().as_bytes().to_vec(), d.file("ca_bundle.pem"), vec![(crl, d.file("ca_crl.pem"))])
+            let bundle = auth.ca_document.get()?.plain.to_vec();
+            (bundle, d.file("ca_bundle.pem"), vec![(crl, d.file("ca_crl.pem"))])
         }
     };
     let refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();

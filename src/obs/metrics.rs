@@ -90,16 +90,20 @@ pub enum StoreStage {
     /// master's root, is no CRL, or is not numbered higher than the one here): counted once
     /// per distinct value.
     SharedRootCrl,
+    /// A master CA or a master's CRL found in the shared store was not counted (not this
+    /// fleet's root's, not signed by that master, not numbered higher): once per value.
+    Fleet,
 }
 
 impl StoreStage {
-    pub const ALL: [StoreStage; 6] = [
+    pub const ALL: [StoreStage; 7] = [
         StoreStage::Request,
         StoreStage::AfterCommit,
         StoreStage::Audit,
         StoreStage::Maintenance,
         StoreStage::Checkpoint,
         StoreStage::SharedRootCrl,
+        StoreStage::Fleet,
     ];
 
     pub fn label(self) -> &'static str {
@@ -110,6 +114,7 @@ impl StoreStage {
             StoreStage::Maintenance => "maintenance",
             StoreStage::Checkpoint => "checkpoint",
             StoreStage::SharedRootCrl => "shared-root-crl",
+            StoreStage::Fleet => "fleet",
         }
     }
 }
@@ -241,6 +246,8 @@ pub struct Metrics {
     batch_busy_ns: AtomicU64,
     store_errors: [AtomicU64; StoreStage::ALL.len()],
     connections: AtomicI64,
+    /// Other masters' CRLs missing or within `refresh_before` of their nextUpdate.
+    fleet_crls_due: AtomicI64,
     ldap: [AtomicU64; LDAP_OPS.len()],
 }
 
@@ -263,8 +270,14 @@ impl Metrics {
             batch_busy_ns: AtomicU64::new(0),
             store_errors: [const { AtomicU64::new(0) }; StoreStage::ALL.len()],
             connections: AtomicI64::new(0),
+            fleet_crls_due: AtomicI64::new(0),
             ldap: [const { AtomicU64::new(0) }; LDAP_OPS.len()],
         }
+    }
+
+    /// How many other masters' CRLs are due now (see [`crate::authority::masters`]).
+    pub fn fleet_crls_due(&self, n: usize) {
+        self.fleet_crls_due.store(i64::try_from(n).unwrap_or(i64::MAX), Relaxed);
     }
 
     /// One LDAP operation of a kind in [`LDAP_OPS`] (another name is not counted).
@@ -379,6 +392,13 @@ impl Metrics {
         }
         header(&mut out, "vouch_open_connections", "HTTPS connections open now.", "gauge");
         let _ = writeln!(out, "vouch_open_connections {}", self.connections.load(Relaxed).max(0));
+        header(
+            &mut out,
+            "vouch_master_crls_due",
+            "Other masters' CRLs (shared store) missing here or within crl.refresh_before of their nextUpdate.",
+            "gauge",
+        );
+        let _ = writeln!(out, "vouch_master_crls_due {}", self.fleet_crls_due.load(Relaxed).max(0));
         for g in gauges {
             header(&mut out, g.name, g.help, "gauge");
             for (labels, value) in &g.series {

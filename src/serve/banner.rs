@@ -59,10 +59,17 @@ fn agent_settings(r: &SetupReport, local: SocketAddr) -> String {
         "certname: as in 'vouch conductor sign --certname NAME'; never this host's name when it is a name of\n\
          this service (the service certificate's names above are reserved: refused, 400)\n",
     );
-    out.push_str(
-        "ca_fingerprint: the SHA-256 of the CA bundle this service sends (master CA + root), which is why it\n\
-         differs from the root CA fingerprint above\n",
-    );
+    match r.fleet_masters {
+        Some(n) => out.push_str(&format!(
+            "ca_fingerprint: the SHA-256 of the fleet's CA bundle, which every master sends ({n} master CA(s) of the\n\
+             shared store + root); it changes when a master joins or is retired: give new agents the value a\n\
+             master prints then (agents bootstrapped before need nothing: docs/ldap.md, 'One fleet')\n"
+        )),
+        None => out.push_str(
+            "ca_fingerprint: the SHA-256 of the CA bundle this service sends (master CA + root), which is why it\n\
+             differs from the root CA fingerprint above\n",
+        ),
+    }
     out.push_str(
         "compile servers (a stock Puppet Server with its CA service disabled in services.d/ca.cfg): enrol each\n\
          with 'puppet ssl bootstrap' against this service (alt names such as dns_alt_names = puppet only if its\n\

@@ -9,6 +9,7 @@ pub mod api;
 mod banner;
 // Also the compile server's client of vouch serve (`vouch enc --ca-url`, `vouch crl --fetch`).
 pub mod client;
+mod client_auth;
 mod http;
 mod metrics;
 mod peers;

@@ -52,7 +52,7 @@ pub(super) async fn serve(
 ) -> Result<(), Error> {
     let dir = DataDir::new(&opts.dir);
     let authority = Authority::open_with(&dir, &opts.store)?;
-    let tls = tls_config(&dir)?;
+    let tls = tls_config(&dir, authority.fleet.clone())?;
     let Listeners { api: listener, local, metrics } = Listeners::from_std(&opts, listener, metrics)?;
     let metrics_local = metrics.as_ref().map(|(_, a)| *a);
     // Signals first: whoever reads the banner may signal at once (a supervisor, a test).
@@ -350,6 +350,10 @@ async fn maintain_every(
                 // here (revoked by a master holding the root key): counted from the next request.
                 if auth.store.shares_root_crl() {
                     auth.take_shared_root_crl();
+                    // The fleet: every master CA and every master's CRL, from the store.
+                    if let Err(e) = auth.refresh_fleet(OffsetDateTime::now_utc()) {
+                        store_failed(StoreStage::Fleet, &e);
+                    }
                 }
                 // A CRL written meanwhile (here or by a `vouch` command) is compressed now,
                 // not by the request that first asks for it.
@@ -375,8 +379,12 @@ fn refresh_documents(auth: &Authority) {
 /// SIGHUP: reload the policy and the service certificate; on any error keep the old ones.
 fn reload(shared: &Shared) {
     let dir = DataDir::new(&shared.opts.dir);
+    let mut siblings = shared.authority().fleet.clone();
     match Authority::open_with(&dir, &shared.opts.store) {
         Ok(a) => {
+            // The fleet as read so far, kept: the new TLS configuration shares it.
+            a.fleet.set(siblings.get().to_vec());
+            siblings = a.fleet.clone();
             if let Ok(mut w) = shared.authority.write() {
                 *w = Arc::new(a);
             }
@@ -390,7 +398,7 @@ fn reload(shared: &Shared) {
             detail = "the previous policy stays in force",
         ),
     }
-    match tls_config(&dir) {
+    match tls_config(&dir, siblings) {
         Ok(t) => {
             if let Ok(mut w) = shared.tls.write() {
                 *w = Arc::new(t);

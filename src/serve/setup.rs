@@ -30,6 +30,8 @@ pub struct SetupReport {
     pub root_fingerprint: String,
     /// SHA-256 of the CA bundle as served: what an agent's `ca_fingerprint` setting is compared with.
     pub bundle_fingerprint: String,
+    /// With a shared store: how many master CAs the fleet's bundle names (this one among them).
+    pub fleet_masters: Option<usize>,
     pub policy: PathBuf,
     pub conductor: Option<(PathBuf, PathBuf)>,
     pub admin: Option<(PathBuf, PathBuf)>,
@@ -368,8 +370,13 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     notes.add("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
     first_run.finish()?;
+    // A shared store: the fleet's master CAs and CRLs, before the banner names the bundle.
+    let fleet = match auth.store.shares_root_crl() {
+        true => Some(auth.refresh_fleet(now)?.siblings + 1),
+        false => None,
+    };
     let credentials = Credentials { conductor, admin, served };
-    report(&dir, first_run.created_ca, credentials, notes.lines)
+    report(&dir, first_run.created_ca, credentials, notes.lines, fleet)
 }
 
 /// Where the data directory itself cannot be locked (an NFS mount, whose flock on a
@@ -641,18 +648,30 @@ struct Credentials {
 }
 
 /// The banner's report: the fingerprints of the root and the bundle, the credentials present.
-fn report(dir: &DataDir, created_ca: bool, credentials: Credentials, notes: Vec<String>) -> Result<SetupReport, Error> {
+fn report(
+    dir: &DataDir,
+    created_ca: bool,
+    credentials: Credentials,
+    notes: Vec<String>,
+    fleet_masters: Option<usize>,
+) -> Result<SetupReport, Error> {
     let root = std::fs::read(dir.file(bootstrap::ROOT_CERT)).map_err(io(&dir.file(bootstrap::ROOT_CERT), "read"))?;
     let root_der = crate::encoding::pem::find(&root, &["CERTIFICATE"])
         .map(|(_, d)| d)
         .map_err(|e| Error::Cert { path: dir.file(bootstrap::ROOT_CERT), detail: e.to_string() })?;
-    let bundle = std::fs::read(dir.file(bootstrap::CA_BUNDLE)).map_err(io(&dir.file(bootstrap::CA_BUNDLE), "read"))?;
+    // The bundle served: the fleet's, where a shared store made one.
+    let served_bundle = match fleet_masters {
+        Some(_) => dir.file(crate::authority::masters::FLEET_BUNDLE),
+        None => dir.file(bootstrap::CA_BUNDLE),
+    };
+    let bundle = std::fs::read(&served_bundle).map_err(io(&served_bundle, "read"))?;
     let Credentials { conductor, admin, served } = credentials;
     Ok(SetupReport {
         dir: dir.dir.clone(),
         created_ca,
         root_fingerprint: bootstrap::fingerprint(&root_der),
         bundle_fingerprint: bootstrap::fingerprint(&bundle),
+        fleet_masters,
         policy: dir.policy(),
         conductor: (conductor.0.exists() && conductor.1.exists()).then_some(conductor),
         admin: (admin.0.exists() && admin.1.exists()).then_some(admin),

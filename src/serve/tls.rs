@@ -9,9 +9,13 @@ fn crypto(detail: impl std::fmt::Display) -> Error {
 }
 
 /// The TLS configuration: the service's certificate and the master CA; client
-/// certificates optional (bootstrap is anonymous) and, when sent, verified against
-/// the master CA. Revocation is checked per request against the store itself.
-pub(super) fn tls_config(dir: &DataDir) -> Result<rustls::ServerConfig, Error> {
+/// certificates optional (bootstrap is anonymous) and, when sent, verified to the fleet's
+/// root through this master CA or one of `siblings` ([`super::client_auth`]). Revocation is
+/// checked per request against the store itself.
+pub(super) fn tls_config(
+    dir: &DataDir,
+    siblings: Arc<crate::authority::masters::Siblings>,
+) -> Result<rustls::ServerConfig, Error> {
     use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let read = |p: std::path::PathBuf| crate::error::read_input(&p, crate::files::input::Kind::Cert);
     let cert_path = dir.dir.join(crate::issuance::bootstrap::SERVER_CERT);
@@ -27,13 +31,17 @@ pub(super) fn tls_config(dir: &DataDir) -> Result<rustls::ServerConfig, Error> {
     let key_der = crate::encoding::pem::find(&read(key_path.clone())?, &["PRIVATE KEY"])
         .map_err(|e| Error::Key { path: key_path, detail: e.to_string() })?
         .1;
+    let root_der = crate::authority::read_root_der(dir)
+        .map_err(|detail| Error::Cert { path: dir.file(crate::issuance::bootstrap::ROOT_CERT), detail })?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(ca_der.clone())).map_err(crypto)?;
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(crypto)?;
+    let verifier = super::client_auth::FleetClientVerifier::new(
+        &root_der,
+        ca_der.clone(),
+        siblings,
+        provider.signature_verification_algorithms,
+    )
+    .map_err(|e| crypto(format!("the root certificate as a trust anchor: {e}")))?;
+    let verifier = Arc::new(verifier);
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(crypto)?

@@ -659,6 +659,25 @@ pub trait Store: Send + Sync {
         let _ = (der, replaces);
         Ok(Published::NotShared)
     }
+    /// The CRL (DER) the master CA `ca_id` ([`ca_id`]) last published in the shared store,
+    /// unchecked: whoever takes it verifies it against that master CA's certificate. `None`:
+    /// none was published, or the store is not shared.
+    fn master_crl(&self, ca_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let _ = ca_id;
+        Ok(None)
+    }
+    /// Publishes master CA `ca_id`'s CRL `der` in the shared store, in place of the one there
+    /// only if `replaces` says so of it, as [`Store::publish_root_crl`] does. The file store
+    /// publishes nothing.
+    fn publish_master_crl(
+        &self,
+        ca_id: &str,
+        der: &[u8],
+        replaces: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Published, StoreError> {
+        let _ = (ca_id, der, replaces);
+        Ok(Published::NotShared)
+    }
     /// Whether the store holds nothing that only taking its lock settles (the file store:
     /// its log verifies to its end and is applied; a log with a damaged, unfinished or
     /// unapplied batch is replayed, cut or refused by the next lock holder). `vouch store verify` reads a store that is

@@ -51,11 +51,7 @@ fn document(doc: Document, accept_gzip: bool, last_modified: Option<OffsetDateTi
 
 pub(super) fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {
     let mut ca_certs = serde_json::Map::new();
-    let bundle = std::fs::read(auth.dir.file(crate::issuance::bootstrap::CA_BUNDLE)).map_err(|source| Error::Io {
-        path: auth.dir.file(crate::issuance::bootstrap::CA_BUNDLE),
-        op: "read",
-        source,
-    })?;
+    let bundle = auth.ca_document.get()?.plain;
     for der in crate::encoding::pem::find_all(&bundle, "CERTIFICATE").unwrap_or_default() {
         if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
             ca_certs.insert(

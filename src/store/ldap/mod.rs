@@ -11,6 +11,7 @@
 //! ou=overrides   vouchCertname=<name>   administrators' classifications (vouchOverride)
 //! vouchCa=root-crl                      the fleet's root CRL (a vouchIssuer entry: the CRL's
 //!                                       DER in vouchCertificate, vouchRevision counts changes)
+//! vouchCa=crl-<id>                      each master CA's own CRL, the same way (`crls.rs`)
 //! ```
 //!
 //! The root CRL's entry reuses an object class slapd already has (vouch's schema is never
@@ -39,6 +40,7 @@
 //! anything is signed for it (a standby promoted after a failover then knows it).
 
 mod conn;
+mod crls;
 pub mod schema;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
@@ -64,9 +66,9 @@ pub const CONTAINERS: &[&str] = &["journal", "certnames", "cas", "requests", "ov
 /// master CA's id: those are hex, under `ou=cas`).
 pub const ROOT_CRL_RDN: &str = "vouchCa=root-crl";
 
-/// How many times a publication of the root CRL reads the entry again after another master
-/// changed it meanwhile.
-const ROOT_CRL_TRIES: usize = 5;
+/// The `vouchCa` value of a master CA's CRL entry, directly under the base DN beside the root
+/// CRL's: this prefix and the master CA's id (`vouchCa=crl-<id>`).
+pub const MASTER_CRL_PREFIX: &str = "crl-";
 
 /// How long a claim may take to show on the replicas before the request is refused (503).
 pub const REPLICA_WAIT: Duration = Duration::from_secs(2);
@@ -218,6 +220,11 @@ impl LdapStore {
     /// The entry of the fleet's root CRL.
     pub fn root_crl_dn(&self) -> String {
         format!("{ROOT_CRL_RDN},{}", self.base)
+    }
+
+    /// The entry of a master CA's CRL (`id`: its [`crate::store::ca_id`]).
+    pub fn master_crl_dn(&self, id: &str) -> String {
+        format!("vouchCa={MASTER_CRL_PREFIX}{id},{}", self.base)
     }
 
     fn override_dn(&self, certname: &str) -> String {
@@ -1389,65 +1396,26 @@ impl Store for LdapStore {
     }
 
     fn shared_root_crl(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        let dn = self.root_crl_dn();
-        Ok(self.read(&self.primary, &dn)?.and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
+        self.crl_entry(&self.root_crl_dn())
     }
 
-    /// An add where there is no entry; else one modify that deletes the exact value read and
-    /// adds the new one (vouchCertificate is single-valued, with octet-string equality): if
-    /// another master changed it meanwhile, the delete finds no such value and nothing is
-    /// written; the entry is then read again (at most [`ROOT_CRL_TRIES`] times).
     fn publish_root_crl(&self, der: &[u8], replaces: &dyn Fn(&[u8]) -> bool) -> Result<Published, StoreError> {
-        let dn = self.root_crl_dn();
-        for _ in 0..ROOT_CRL_TRIES {
-            let Some(entry) = self.read(&self.primary, &dn)? else {
-                let code = self.add(
-                    &dn,
-                    vec![
-                        ("objectClass", set("vouchIssuer")),
-                        ("vouchCa", set("root-crl")),
-                        ("vouchRevision", set("1")),
-                        ("vouchCertificate", set(der.to_vec())),
-                    ],
-                )?;
-                if code == rc::SUCCESS {
-                    self.confirm_on_replicas(&dn)?;
-                    return Ok(Published::Stored);
-                }
-                // Added by another master meanwhile: read it.
-                continue;
-            };
-            let mods = match entry.bytes("vouchCertificate") {
-                Some(old) if old == der => return Ok(Published::Same),
-                Some(old) if !replaces(old) => return Ok(Published::Kept),
-                Some(old) => vec![
-                    Mod::Delete(b"vouchCertificate".to_vec(), set(old.to_vec())),
-                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
-                ],
-                // An entry left without a value (an operator's edit): filled only while empty.
-                None => vec![
-                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
-                ],
-            };
-            let assertion =
-                if entry.bytes("vouchCertificate").is_none() { Some("(!(vouchCertificate=*))") } else { None };
-            match self.modify(&dn, mods, assertion)? {
-                rc::SUCCESS => {
-                    self.confirm_on_replicas(&dn)?;
-                    return Ok(Published::Stored);
-                }
-                // Changed or removed meanwhile: read again.
-                _ => continue,
-            }
-        }
-        Err(StoreError::Conflict {
-            what: format!(
-                "the root CRL in {dn:?} changed under each of {ROOT_CRL_TRIES} attempts to publish this one \
-                 (other masters publishing at the same time)"
-            ),
-        })
+        self.publish_crl_entry(&self.root_crl_dn(), "root-crl", der, replaces)
+    }
+
+    fn master_crl(&self, ca_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        check_hex("master CA id", ca_id)?;
+        self.crl_entry(&self.master_crl_dn(ca_id))
+    }
+
+    fn publish_master_crl(
+        &self,
+        ca_id: &str,
+        der: &[u8],
+        replaces: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Published, StoreError> {
+        check_hex("master CA id", ca_id)?;
+        self.publish_crl_entry(&self.master_crl_dn(ca_id), &format!("{MASTER_CRL_PREFIX}{ca_id}"), der, replaces)
     }
 
     fn issuers(&self) -> Result<Vec<Vec<u8>>, StoreError> {

@@ -1,0 +1,351 @@
+//! One fleet, any master: the master CAs that share a store (LDAP) under one root, their
+//! CRLs, and what every master serves of them.
+//!
+//! - **The master CAs**: every master registers its CA in the store (`ou=cas`). A master
+//!   counts a CA found there only if this directory's root signed it and it is a CA
+//!   ([`fleet_masters`]); anything else is left out and warned about (`foreign-master-ca`,
+//!   once per value). The ones counted are this master's *siblings*: intermediates for
+//!   verifying a node or an administrator of any master (TLS, renewal, `vouch enc`), never
+//!   trust anchors.
+//! - **The CA bundle** (`DIR/ca/fleet_bundle.pem`): every master CA of the fleet in the order
+//!   of their ids, then the root, each PEM as vouch writes it. Every master writes the same
+//!   bytes from the same store, and serves them at `GET certificate/ca`.
+//! - **The CRLs**: each master publishes its own CRL in the store whenever it writes one
+//!   ([`Authority::publish_own_crl`]); every master takes its siblings' into
+//!   `DIR/ca/fleet_crls.pem` (in the order of their ids) when one verifies with that master
+//!   CA's key and is numbered higher than the one held, and serves them after its own and
+//!   the root's at `GET certificate_revocation_list/ca`.
+//! - **A CRL that lapses** (a master lost, its CRL no longer re-signed) is warned about by
+//!   every master once within the policy's `crl.refresh_before` of its nextUpdate
+//!   (`master-crl-due`), and counted (`vouch_master_crls_due`).
+//!
+//! [`Authority::refresh_fleet`] does all of it: in `vouch serve`'s start and maintenance
+//! (every 5 s), and in `vouch crl --fetch`'s local form.
+
+use super::crl::{crl_number_in, CrlNumber};
+use super::root_crl_share::first_time;
+use super::root_revoke::{read_root_der, signed_by_root};
+use super::Authority;
+use crate::issuance::bootstrap::{self, DataDir};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use time::OffsetDateTime;
+
+/// The fleet's CA bundle, under `DIR/ca`.
+pub const FLEET_BUNDLE: &str = "fleet_bundle.pem";
+/// The other masters' CRLs, under `DIR/ca`.
+pub const FLEET_CRLS: &str = "fleet_crls.pem";
+/// The largest master CRL taken from the store (100,000 revocations are about 6.6 MB).
+pub const MAX_MASTER_CRL: usize = 64 << 20;
+
+/// The other master CAs of the fleet (DER), as last read from the store and checked: shared
+/// by the authority (verification) and the TLS layer (client certificates).
+#[derive(Debug, Default)]
+pub struct Siblings {
+    cas: RwLock<Arc<Vec<Vec<u8>>>>,
+}
+
+impl Siblings {
+    /// The master CAs known now (a cheap copy of a pointer).
+    pub fn get(&self) -> Arc<Vec<Vec<u8>>> {
+        self.cas.read().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn set(&self, cas: Vec<Vec<u8>>) {
+        if let Ok(mut c) = self.cas.write() {
+            *c = Arc::new(cas);
+        }
+    }
+}
+
+/// A master CA found in the store and not counted: its subject and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    pub subject: String,
+    pub why: String,
+}
+
+/// The master CAs of `found` (the store's, DER) that are this fleet's: signed by `root` (DER)
+/// and CAs, other than `own`, in the order of their ids, each once; and the others with why.
+pub fn fleet_masters(root: &[u8], own: &[u8], found: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, Vec<Foreign>) {
+    let mut ours = BTreeMap::new();
+    let mut foreign = Vec::new();
+    for der in found {
+        if der == own {
+            continue;
+        }
+        match master_of(&der, root) {
+            Ok(()) => {
+                ours.insert(crate::store::ca_id(&der), der);
+            }
+            Err(why) => foreign.push(Foreign { subject: subject_of(&der), why }),
+        }
+    }
+    (ours.into_values().collect(), foreign)
+}
+
+/// Whether `der` is a CA certificate `root` signed.
+fn master_of(der: &[u8], root: &[u8]) -> Result<(), String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("not a certificate: {e}"))?;
+    let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+    if !is_ca {
+        return Err("it is no CA certificate (basicConstraints without cA)".into());
+    }
+    super::verify::signed_by_one_of(der, &[root.to_vec()])
+        .map_err(|e| format!("this fleet's root did not sign it ({e})"))
+}
+
+fn subject_of(der: &[u8]) -> String {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c.subject().to_string())
+        .unwrap_or_else(|_| "(not a certificate)".into())
+}
+
+/// The fleet's CA bundle: every master CA (`own` and `siblings`) in the order of their ids,
+/// then the root.
+pub fn bundle_text(root: &[u8], own: &[u8], siblings: &[Vec<u8>]) -> String {
+    let mut masters: BTreeMap<String, &[u8]> =
+        siblings.iter().map(|d| (crate::store::ca_id(d), d.as_slice())).collect();
+    masters.insert(crate::store::ca_id(own), own);
+    let mut out = String::new();
+    for der in masters.values() {
+        out.push_str(&crate::encoding::pem::encode("CERTIFICATE", der));
+    }
+    out.push_str(&crate::encoding::pem::encode("CERTIFICATE", root));
+    out
+}
+
+/// The CRL number of `der` if it is a CRL the master CA `ca` (DER) signed; else why not.
+pub fn master_crl_number(der: &[u8], ca: &[u8]) -> Result<u128, String> {
+    if der.len() > MAX_MASTER_CRL {
+        return Err(format!("it is larger than any master CRL vouch reads ({} bytes)", der.len()));
+    }
+    webpki::OwnedCertRevocationList::from_der(der).map_err(|e| format!("it is not a CRL vouch can read: {e:?}"))?;
+    signed_by_root(der, ca).map_err(|why| format!("that master CA did not sign it ({why})"))?;
+    match crl_number_in(der) {
+        Some(CrlNumber::Fits(n)) => Ok(n),
+        Some(CrlNumber::TooLarge(n)) => Err(format!("its CRL number {n} is larger than vouch counts (128 bits)")),
+        _ => Err("it has no CRL number".into()),
+    }
+}
+
+/// A CRL's nextUpdate.
+fn next_update(der: &[u8]) -> Option<OffsetDateTime> {
+    let (_, crl) = x509_parser::parse_x509_crl(der).ok()?;
+    crl.next_update().map(|t| t.to_datetime())
+}
+
+/// The sibling CRLs this master holds (`DIR/ca/fleet_crls.pem`): by master CA id, each with
+/// its number; one that no sibling signed is left out.
+fn held_crls(dir: &DataDir, siblings: &[Vec<u8>]) -> BTreeMap<String, (u128, Vec<u8>)> {
+    let mut held = BTreeMap::new();
+    let Ok(text) = crate::files::durable::read_regular_followed(&dir.file(FLEET_CRLS)) else { return held };
+    for der in crate::encoding::pem::find_all(&text, "X509 CRL").unwrap_or_default() {
+        for ca in siblings {
+            if let Ok(n) = master_crl_number(&der, ca) {
+                let id = crate::store::ca_id(ca);
+                if held.get(&id).is_none_or(|(m, _)| *m < n) {
+                    held.insert(id, (n, der.clone()));
+                }
+                break;
+            }
+        }
+    }
+    held
+}
+
+/// What [`Authority::refresh_fleet`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fleet {
+    /// The other master CAs counted.
+    pub siblings: usize,
+    /// Master CAs in the store that are not this fleet's.
+    pub foreign: Vec<Foreign>,
+    /// Sibling CRLs taken from the store in this run (their master CA ids).
+    pub taken: Vec<String>,
+    /// Sibling master CAs (ids) whose CRL is missing here or within `refresh_before` of its
+    /// nextUpdate (or past it) with no newer one in the store.
+    pub due: Vec<String>,
+    /// Whether the bundle file changed.
+    pub bundle_changed: bool,
+}
+
+/// The seconds each sibling CRL held has left until its nextUpdate, by master CA id, as the
+/// last [`Authority::refresh_fleet`] saw them (`vouch_master_crl_seconds_left`).
+pub static CRL_SECONDS_LEFT: Mutex<Vec<(String, i64)>> = Mutex::new(Vec::new());
+
+fn warn_foreign(f: &Foreign) {
+    if first_time(format!("foreign-master-ca {} {}", f.subject, f.why)) {
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Fleet);
+        tracing::warn!(
+            event = "foreign-master-ca",
+            subject = %f.subject,
+            detail = %f.why,
+            hint = "left out: only a CA this fleet's root signed is a master of the fleet; remove the entry from the \
+                    store's ou=cas if it is not one",
+        );
+    }
+}
+
+fn warn_refused_crl(id: &str, why: &str, der: &[u8]) {
+    if first_time(format!("master-crl-refused {}", crate::encoding::sha256_hex(der))) {
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Fleet);
+        tracing::warn!(
+            event = "master-crl-refused",
+            ca = id,
+            detail = why,
+            hint = "the CRL held here for that master stays in force: only a CRL signed by that master CA and \
+                    numbered higher replaces it",
+        );
+    }
+}
+
+impl Authority {
+    /// Reads the fleet from the shared store: its master CAs (the siblings counted from now
+    /// on, and `DIR/ca/fleet_bundle.pem`), this master's CRL published again where the store's
+    /// is older, and the siblings' CRLs taken into `DIR/ca/fleet_crls.pem`. The file store:
+    /// nothing. A store that cannot be read leaves what is held (an error, for the log).
+    pub fn refresh_fleet(&self, now: OffsetDateTime) -> Result<Fleet, crate::error::Error> {
+        let mut out = Fleet::default();
+        if !self.store.shares_root_crl() {
+            return Ok(out);
+        }
+        let root = read_root_der(&self.dir)
+            .map_err(|detail| crate::error::Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
+        let (siblings, foreign) = fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?);
+        foreign.iter().for_each(warn_foreign);
+        out.foreign = foreign;
+        out.siblings = siblings.len();
+        self.fleet.set(siblings.clone());
+        out.bundle_changed = self.write_if_changed(FLEET_BUNDLE, bundle_text(&root, &self.ca.cert_der, &siblings))?;
+        if out.bundle_changed {
+            tracing::info!(
+                event = "fleet-bundle",
+                masters = siblings.len() + 1,
+                fingerprint = %crate::encoding::sha256_hex(bundle_text(&root, &self.ca.cert_der, &siblings).as_bytes()),
+                detail = "the CA bundle served now names every master CA of the fleet",
+            );
+        }
+        self.publish_own_crl();
+        self.take_sibling_crls(&siblings, now, &mut out)?;
+        Ok(out)
+    }
+
+    /// Takes each sibling's CRL from the store where it is newer than the one held, and says
+    /// which are due.
+    fn take_sibling_crls(
+        &self,
+        siblings: &[Vec<u8>],
+        now: OffsetDateTime,
+        out: &mut Fleet,
+    ) -> Result<(), crate::error::Error> {
+        let mut held = held_crls(&self.dir, siblings);
+        for ca in siblings {
+            let id = crate::store::ca_id(ca);
+            let Some(der) = self.store.master_crl(&id)? else { continue };
+            match master_crl_number(&der, ca) {
+                Ok(n) if held.get(&id).is_none_or(|(m, _)| *m < n) => {
+                    out.taken.push(id.clone());
+                    held.insert(id, (n, der));
+                }
+                Ok(_) => {}
+                Err(why) => warn_refused_crl(&id, &format!("the CRL in the store for master CA {id}: {why}"), &der),
+            }
+        }
+        let text: String = held.values().map(|(_, der)| crate::encoding::pem::encode("X509 CRL", der)).collect();
+        if !text.is_empty() || self.dir.file(FLEET_CRLS).exists() {
+            self.write_if_changed(FLEET_CRLS, text)?;
+        }
+        for id in &out.taken {
+            tracing::info!(event = "master-crl-taken", ca = %id, number = held.get(id).map_or(0, |(n, _)| *n));
+        }
+        self.say_due(siblings, &held, now, out);
+        Ok(())
+    }
+
+    /// Warns once per CRL about each sibling whose CRL is missing or near its nextUpdate.
+    fn say_due(
+        &self,
+        siblings: &[Vec<u8>],
+        held: &BTreeMap<String, (u128, Vec<u8>)>,
+        now: OffsetDateTime,
+        out: &mut Fleet,
+    ) {
+        let refresh = time::Duration::try_from(self.policy.crl_refresh_before).unwrap_or(time::Duration::days(10));
+        let mut left = Vec::new();
+        for ca in siblings {
+            let id = crate::store::ca_id(ca);
+            let (number, next) = match held.get(&id) {
+                Some((n, der)) => (Some(*n), next_update(der)),
+                None => (None, None),
+            };
+            if let Some(t) = next {
+                left.push((id.clone(), (t - now).whole_seconds()));
+            }
+            if next.is_some_and(|t| t - now >= refresh) {
+                continue;
+            }
+            out.due.push(id.clone());
+            if first_time(format!("master-crl-due {id} {number:?}")) {
+                tracing::warn!(
+                    event = "master-crl-due",
+                    ca = %id,
+                    subject = %subject_of(ca),
+                    next_update = %next.map(crate::encoding::time::format_rfc3339).unwrap_or_else(|| "none held".into()),
+                    detail = "no newer CRL of this master CA is in the store: is that master running?",
+                    hint = "docs/ldap.md, 'A master lost for good': restore its key on another host, or retire it",
+                );
+            }
+        }
+        crate::obs::metrics::METRICS.fleet_crls_due(out.due.len());
+        if let Ok(mut l) = CRL_SECONDS_LEFT.lock() {
+            *l = left;
+        }
+    }
+
+    /// Writes `text` to `DIR/ca/NAME` (atomically, synced, 0644) unless it holds it already:
+    /// whether it was written.
+    fn write_if_changed(&self, name: &str, text: String) -> Result<bool, crate::error::Error> {
+        let path = self.dir.file(name);
+        if std::fs::read(&path).is_ok_and(|b| b == text.as_bytes()) {
+            return Ok(false);
+        }
+        crate::files::durable::write_replace(&path, text.as_bytes(), 0o644)
+            .map_err(|source| crate::error::Error::Io { path, op: "write", source })?;
+        Ok(true)
+    }
+
+    /// Publishes this master's CRL (`DIR/ca/ca_crl.pem`) in the shared store, in place of one
+    /// there only if that is numbered lower or does not verify with this master CA: after
+    /// each CRL written, and in every [`Authority::refresh_fleet`] (a publication that
+    /// failed is made then). Never fails: a failure is warned about.
+    pub fn publish_own_crl(&self) {
+        if !self.store.shares_root_crl() {
+            return;
+        }
+        let path = self.dir.file("ca_crl.pem");
+        let der = match crate::files::durable::read_regular_followed(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| crate::encoding::pem::find(&pem, &["X509 CRL"]).map(|(_, d)| d).map_err(|e| e.to_string()))
+        {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(event = "master-crl-not-published", path = %path.display(), detail = %e);
+                return;
+            }
+        };
+        let own = &self.ca.cert_der;
+        let Ok(number) = master_crl_number(&der, own) else { return };
+        let replaces = |old: &[u8]| master_crl_number(old, own).map_or(true, |n| n < number);
+        if let Err(e) = self.store.publish_master_crl(&self.ca_id(), &der, &replaces) {
+            if first_time(format!("master-crl-not-published {e}")) {
+                tracing::warn!(
+                    event = "master-crl-not-published",
+                    detail = %e,
+                    hint = "the other masters serve the CRL of this master they hold; the next maintenance run \
+                            publishes it again",
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The fleet's CRLs in the shared store: the root's (`vouchCa=root-crl`) and each master
+//! CA's own (`vouchCa=crl-<id>`), entries directly under the base DN of vouch's existing
+//! object class `vouchIssuer` (the CRL's DER in `vouchCertificate`, `vouchRevision` counting
+//! its changes). Whoever reads one verifies it (the store is not trusted for that): the
+//! root's against the root certificate, a master's against that master CA's key.
+//!
+//! A publication replaces the value only where the caller's `replaces` says so of the one
+//! there (numbered lower, or not the signer's), by compare-and-swap: one modify that deletes
+//! the exact value read and adds the new one. If another master changed it meanwhile, the
+//! delete finds no such value, nothing is written, and the entry is read again (at most
+//! [`CRL_TRIES`] times).
+
+use super::{conn::rc, set, LdapStore};
+use crate::store::{Published, StoreError};
+use ldap3::Mod;
+
+/// How many times a publication reads the entry again after another writer changed it.
+const CRL_TRIES: usize = 5;
+
+impl LdapStore {
+    /// The CRL (DER) an entry holds, unchecked; `None` when there is no entry or no value.
+    pub(super) fn crl_entry(&self, dn: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.read(&self.primary, dn)?.and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
+    }
+
+    /// Publishes `der` at `dn` (`vouchCa` value `name`): an add where there is no entry; else
+    /// the compare-and-swap described in the module's doc.
+    pub(super) fn publish_crl_entry(
+        &self,
+        dn: &str,
+        name: &str,
+        der: &[u8],
+        replaces: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Published, StoreError> {
+        for _ in 0..CRL_TRIES {
+            let Some(entry) = self.read(&self.primary, dn)? else {
+                let code = self.add(
+                    dn,
+                    vec![
+                        ("objectClass", set("vouchIssuer")),
+                        ("vouchCa", set(name)),
+                        ("vouchRevision", set("1")),
+                        ("vouchCertificate", set(der.to_vec())),
+                    ],
+                )?;
+                if code == rc::SUCCESS {
+                    self.confirm_on_replicas(dn)?;
+                    return Ok(Published::Stored);
+                }
+                // Added by another master meanwhile: read it.
+                continue;
+            };
+            let mods = match entry.bytes("vouchCertificate") {
+                Some(old) if old == der => return Ok(Published::Same),
+                Some(old) if !replaces(old) => return Ok(Published::Kept),
+                Some(old) => vec![
+                    Mod::Delete(b"vouchCertificate".to_vec(), set(old.to_vec())),
+                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
+                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                ],
+                // An entry left without a value (an operator's edit): filled only while empty.
+                None => vec![
+                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
+                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                ],
+            };
+            let assertion =
+                if entry.bytes("vouchCertificate").is_none() { Some("(!(vouchCertificate=*))") } else { None };
+            match self.modify(dn, mods, assertion)? {
+                rc::SUCCESS => {
+                    self.confirm_on_replicas(dn)?;
+                    return Ok(Published::Stored);
+                }
+                // Changed or removed meanwhile: read again.
+                _ => continue,
+            }
+        }
+        Err(StoreError::Conflict {
+            what: format!(
+                "the CRL in {dn:?} changed under each of {CRL_TRIES} attempts to publish this one (other masters \
+                 publishing at the same time)"
+            ),
+        })
+    }
+}

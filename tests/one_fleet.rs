@@ -1,0 +1,257 @@
+//! One fleet, any master (issue 32): two `vouch serve` masters on one private slapd, each
+//! with its own master CA under one root, behind a real HAProxy round-robin; real Puppet
+//! agents bootstrap through it by the masters' shared name, nodes and administrators of one
+//! master act at the other, a revocation at one is refused at both, and one master is
+//! killed while agents keep bootstrapping and renewing.
+
+mod common;
+
+use common::fleet_lab::{
+    agent_conf, bootstrap, conductor_sign, hosts_file, issuer_of, wait_until, with_hosts, Haproxy, SHARED_NAME,
+};
+use common::ldap_lab::{slapd_opts, store_env, Master};
+use common::slapd::Slapd;
+use common::{ok, root, s, text, vouch};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use vouch::serve::client::{tls_config, Client};
+
+const CLASSIFICATION: &str = "classes:\n  - role::web\n";
+
+fn v(slapd: &Slapd, dir: &Path) -> Command {
+    let mut c = vouch();
+    c.envs(store_env(slapd)).args(["--dir", s(dir)]);
+    c
+}
+
+fn store() -> Slapd {
+    let slapd = Slapd::start(&slapd_opts());
+    ok(&v(&slapd, slapd.dir()).args(["ldap", "init", "--create-base"]).output().unwrap());
+    slapd
+}
+
+/// Master 1 (first run: root, master CA, conductor, administrator) and master 2 (a further
+/// master CA under master 1's root), both also named [`SHARED_NAME`].
+fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
+    let (d1, d2) = (base.join("m1"), base.join("m2"));
+    let env = store_env(slapd);
+    let m1 = Master::start_env(&d1, "ca1.fleet.test", &env, &["--server-name", SHARED_NAME]);
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start_env(&d2, "ca2.fleet.test", &env, &["--server-name", SHARED_NAME]);
+    (m1, m2)
+}
+
+fn get(c: &mut Client, path: &str) -> (u16, Vec<u8>) {
+    let r = c.request("GET", path, None, b"").unwrap();
+    (r.status, r.body)
+}
+
+fn pems(body: &[u8], label: &str) -> usize {
+    vouch::encoding::pem::find_all(body, label).map(|v| v.len()).unwrap_or(0)
+}
+
+/// Both masters serve the same CA bundle (both master CAs and the root) and a CRL body with
+/// every master's CRL and the root's.
+fn wait_for_one_fleet(m1: &Master, m2: &Master) {
+    wait_until(Duration::from_secs(30), "both masters serve the fleet's bundle and every CRL", || {
+        let (b1, b2) = (
+            get(&mut m1.client(), "/puppet-ca/v1/certificate/ca"),
+            get(&mut m2.client(), "/puppet-ca/v1/certificate/ca"),
+        );
+        let (c1, c2) = (
+            get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca"),
+            get(&mut m2.client(), "/puppet-ca/v1/certificate_revocation_list/ca"),
+        );
+        b1 == b2 && pems(&b1.1, "CERTIFICATE") == 3 && pems(&c1.1, "X509 CRL") == 3 && pems(&c2.1, "X509 CRL") == 3
+    });
+}
+
+/// A client of `m` with the certificate and key files given (PEM).
+fn client_as(m: &Master, bundle: &[u8], cert: &Path, key: &Path) -> Client {
+    let (c, k) = (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap());
+    Client::new(tls_config(bundle, Some((&c, &k))).unwrap(), m.addr(), "localhost").unwrap()
+}
+
+fn renew(hosts: &Path, confdir: &Path, dir: &Path, tag: &str) -> (i32, String) {
+    let script = root().join("tests/support/puppet-renew.rb");
+    with_hosts(hosts, &["ruby", s(&script), s(confdir)], dir, tag)
+}
+
+/// Both masters' policies allow a renewal at once (`renewal_min_age = "0s"`), reloaded (SIGHUP).
+fn renewals_at_once(masters: &[&Master]) {
+    for m in masters {
+        let p = m.dir.join("policy.toml");
+        let text = std::fs::read_to_string(&p).unwrap().replace("renewal_min_age = \"1h\"", "renewal_min_age = \"0s\"");
+        std::fs::write(&p, text).unwrap();
+        // SAFETY: kill(2) on the test's own child.
+        unsafe { libc::kill(m.pid(), libc::SIGHUP) };
+    }
+    for m in masters {
+        wait_until(Duration::from_secs(10), "the policy reloaded", || m.log().contains("\"event\":\"reload\""));
+    }
+}
+
+/// One TCP connection to the load balancer, opened and closed: it takes one turn of the
+/// round robin, so that the next agent's requests meet the masters in the other order.
+fn take_a_turn(lb: &Haproxy) {
+    drop(std::net::TcpStream::connect(("127.0.0.1", lb.port)).unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// Bootstraps `name` through `port` (the load balancer's, by the shared name, or a master's
+/// own): its certificate's path and how long it took.
+fn agent(
+    m1: &Master,
+    tmp: &Path,
+    hosts: &Path,
+    name: &str,
+    port: u16,
+) -> (std::path::PathBuf, std::path::PathBuf, Duration) {
+    let attrs = tmp.join(format!("{name}.yaml"));
+    conductor_sign(&m1.dir, name, CLASSIFICATION, &attrs);
+    let conf = agent_conf(tmp, name, SHARED_NAME, port, Some(&attrs));
+    let t = Instant::now();
+    let (code, out) = bootstrap(hosts, &conf, tmp, &format!("{name}-bootstrap"));
+    let took = t.elapsed();
+    assert_eq!(code, 0, "{name}:\n{out}\nm1's log:\n{}", m1.log());
+    (conf.parent().unwrap().join(format!("ssl/certs/{name}.pem")), conf, took)
+}
+
+/// A certificate file's serial, lowercase hex of its value.
+fn serial_of(cert: &Path) -> String {
+    let (_, der) = vouch::encoding::pem::find(&std::fs::read(cert).unwrap(), &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    c.serial.to_str_radix(16)
+}
+
+/// Every serial every CRL of a CRL body lists, lowercase hex of its value.
+fn crl_serials(body: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for der in vouch::encoding::pem::find_all(body, "X509 CRL").unwrap() {
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        out.extend(crl.iter_revoked_certificates().map(|r| r.user_certificate.to_str_radix(16)));
+    }
+    out
+}
+
+fn subject_of(p: &Path) -> String {
+    let o = Command::new("openssl").args(["x509", "-in", s(p), "-noout", "-subject"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().replace("subject=", "")
+}
+
+#[test]
+fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_when_one_is_killed() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (m1, m2) = two_masters(&slapd, t);
+    wait_for_one_fleet(&m1, &m2);
+    renewals_at_once(&[&m1, &m2]);
+    let lb = Haproxy::start(t, &[m1.addr(), m2.addr()]);
+    let hosts = hosts_file(t);
+    let (ca1, ca2) = (subject_of(&m1.dir.join("ca/ca_crt.pem")), subject_of(&m2.dir.join("ca/ca_crt.pem")));
+    assert_ne!(ca1, ca2);
+
+    // One agent straight at master 1, for the time a bootstrap takes without the balancer.
+    let (_, _, direct) = agent(&m1, t, &hosts, "direct.fleet.test", m1.port);
+    // Agents through the load balancer, by the shared name: every other one after a turn
+    // taken, so that the certificate requests reach both masters.
+    let n = 6;
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        if i % 2 == 1 {
+            take_a_turn(&lb);
+        }
+        let name = format!("web{i:02}.fleet.test");
+        let (cert, conf, took) = agent(&m1, t, &hosts, &name, lb.port);
+        nodes.push((name, cert.clone(), conf, issuer_of(&cert).replace("issuer=", ""), took));
+    }
+    let issuers: Vec<&str> = nodes.iter().map(|n| n.3.as_str()).collect();
+    let times: Vec<f64> = nodes.iter().map(|n| n.4.as_secs_f64()).collect();
+    eprintln!(
+        "through the load balancer: {n} of {n} bootstrapped, in {times:.2?} s; directly at master 1: {:.2} s; issuers: {issuers:?}",
+        direct.as_secs_f64()
+    );
+    let from = |ca: &str| nodes.iter().filter(|n| n.3 == ca).count();
+    assert_eq!(from(&ca1) + from(&ca2), n, "{issuers:?} vs {ca1} / {ca2}");
+    assert!(from(&ca1) > 0 && from(&ca2) > 0, "both master CAs issue through the load balancer: {issuers:?}");
+    // openssl, trusting only the root, verifies each node through the bundle every master serves.
+    let bundle = t.join("fleet-bundle.pem");
+    std::fs::write(&bundle, get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1).unwrap();
+    for (name, cert, ..) in &nodes {
+        let o = Command::new("openssl")
+            .args(["verify", "-CAfile", s(&m1.dir.join("ca/root_crt.pem")), "-untrusted", s(&bundle), s(cert)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", text(&o));
+    }
+
+    // A node of each master renews at the other (straight at it): the new certificate is the
+    // other master's, and supersedes the old one.
+    let of1 = nodes.iter().find(|n| n.3 == ca1).unwrap();
+    let of2 = nodes.iter().find(|n| n.3 == ca2).unwrap();
+    for (node, there, there_ca) in [(of1, &m2, &ca2), (of2, &m1, &ca1)] {
+        let direct_conf = agent_conf(t, &format!("{}-at-{}", node.0, there.port), SHARED_NAME, there.port, None);
+        let ssl = node.2.parent().unwrap().join("ssl");
+        let conf = std::fs::read_to_string(node.2.join("puppet.conf")).unwrap();
+        let conf = conf.replace(&format!("serverport = {}", lb.port), &format!("serverport = {}", there.port));
+        std::fs::write(direct_conf.join("puppet.conf"), conf).unwrap();
+        let _ = ssl;
+        let (code, out) = renew(&hosts, &direct_conf, t, &format!("{}-renew-across", node.0));
+        assert_eq!(code, 0, "{} renewing at the other master:\n{out}\n{}", node.0, there.log());
+        assert_eq!(issuer_of(&node.1).replace("issuer=", ""), **there_ca, "{}", node.0);
+    }
+    assert_eq!(
+        issuer_of(&of1.1).replace("issuer=", ""),
+        ca2,
+        "master 1's node renewed at master 2 holds master 2's certificate now"
+    );
+
+    // An administrator of master 1 is one at master 2; a node of master 2 is known at master 1.
+    let bundle_bytes = std::fs::read(&bundle).unwrap();
+    let mut admin_at_2 =
+        client_as(&m2, &bundle_bytes, &m1.dir.join("admin/admin_crt.pem"), &m1.dir.join("admin/admin_key.pem"));
+    let (st, body) = get(&mut admin_at_2, "/puppet-ca/v1/certificate_statuses/any");
+    assert_eq!(st, 200, "{}\n{}", String::from_utf8_lossy(&body), m2.log());
+    let listed = String::from_utf8_lossy(&body).to_string();
+    for (name, ..) in &nodes {
+        assert!(listed.contains(name.as_str()), "{name} listed at master 2: {listed}");
+    }
+    let third = &nodes[2];
+    let key = third.2.parent().unwrap().join(format!("ssl/private_keys/{}.pem", third.0));
+    for m in [&m1, &m2] {
+        let mut c = client_as(m, &bundle_bytes, &third.1, &key);
+        assert_eq!(get(&mut c, "/puppet-ca/v1/expirations").0, 200, "{} at {}", third.0, m.port);
+    }
+
+    // Revoked at master 2 (whichever master issued it): refused at both from the next request.
+    ok(&v(&slapd, &m2.dir).args(["revoke", &third.0]).output().unwrap());
+    for m in [&m1, &m2] {
+        let mut c = client_as(m, &bundle_bytes, &third.1, &key);
+        assert_eq!(get(&mut c, "/puppet-ca/v1/expirations").0, 403, "revoked {} at {}", third.0, m.port);
+    }
+    // ... and on the CRL that both masters serve, within their maintenance runs.
+    let serial = serial_of(&third.1);
+    for m in [&m1, &m2] {
+        let took = wait_until(Duration::from_secs(20), "the revocation on the CRL body every master serves", || {
+            crl_serials(&get(&mut m.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1).contains(&serial)
+        });
+        eprintln!("the revocation reached the CRLs master {} serves after {:.1} s", m.port, took.as_secs_f64());
+    }
+
+    // Master 2 killed: agents keep bootstrapping and renewing through the load balancer.
+    m2.kill();
+    std::thread::sleep(Duration::from_secs(1));
+    for i in 0..2 {
+        let (cert, ..) = agent(&m1, t, &hosts, &format!("late{i}.fleet.test"), lb.port);
+        assert_eq!(issuer_of(&cert).replace("issuer=", ""), ca1);
+    }
+    let (code, out) = renew(&hosts, &of2.2, t, "renew-after-kill");
+    assert_eq!(code, 0, "{out}\n{}", m1.log());
+    assert_eq!(issuer_of(&of2.1).replace("issuer=", ""), ca1);
+}
