@@ -326,6 +326,12 @@ pub enum Error {
     RootCrlNotShared {
         store: String,
     },
+    /// `vouch serve --server-name NAME` where NAME is a node's certname with a valid
+    /// certificate in the store (any master's): the service would share its name with a node.
+    ServerNameOfANode {
+        name: String,
+        serial: String,
+    },
     /// `vouch conductor publish-crl` in a data directory without a root CRL.
     RootCrlMissing {
         path: PathBuf,
@@ -646,6 +652,12 @@ impl std::fmt::Display for Error {
                  tell a conductor from another master CA under this root (on the root's CRL, every node certificate \
                  under that master would fail the chain's revocation check); nothing was revoked",
                 issued.display()
+            ),
+            Error::ServerNameOfANode { name, serial } => write!(
+                f,
+                "--server-name {name}: {name} is a node's certname, with a valid certificate (serial {serial}) a \
+                 conductor vouched for; a service that carries it would share its name with that node; nothing was \
+                 issued"
             ),
             Error::RootCrlNotShared { store } => write!(
                 f,
@@ -999,6 +1011,10 @@ impl Error {
             Error::ConductorRevokeUnknownSerial { .. } => {
                 "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \
                  is a conductor (extended key usage 1.3.6.1.4.1.34380.2.0) and that it is not a CA"
+            }
+            Error::ServerNameOfANode { .. } => {
+                "choose another --server-name (a load balancer's name the masters share must be no node's), or \
+                 revoke or clean that node first (`vouch revoke NAME`) if the name is the service's"
             }
             Error::RootCrlNotShared { .. } => {
                 "give the fleet's shared store: `vouch --store ldap://HOST/BASE conductor publish-crl` (or set \

@@ -9,7 +9,7 @@ mod common;
 use common::fleet_lab::{
     agent_conf, bootstrap, conductor_sign, hosts_file, issuer_of, wait_until, with_hosts, Haproxy, SHARED_NAME,
 };
-use common::ldap_lab::{slapd_opts, store_env, Master};
+use common::ldap_lab::{slapd_opts, store_env, Master, BASE};
 use common::slapd::Slapd;
 use common::{ok, root, s, text, vouch};
 use std::path::Path;
@@ -254,4 +254,185 @@ fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_w
     let (code, out) = renew(&hosts, &of2.2, t, "renew-after-kill");
     assert_eq!(code, 0, "{out}\n{}", m1.log());
     assert_eq!(issuer_of(&of2.1).replace("issuer=", ""), ca1);
+}
+
+/// The store's CRL entry of master CA `id`, replaced by `der` (as anyone who may write the
+/// store could).
+fn put_master_crl(slapd: &Slapd, id: &str, der: &[u8]) {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCa=crl-{id},{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+        ))
+        .ok();
+}
+
+/// The CRLs a master holds of the other masters (`DIR/ca/fleet_crls.pem`): their serials.
+fn held_serials(dir: &Path) -> Vec<String> {
+    crl_serials(&std::fs::read(dir.join("ca/fleet_crls.pem")).unwrap_or_default())
+}
+
+#[test]
+fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (d1, d2) = (t.join("m1"), t.join("m2"));
+    let env = store_env(&slapd);
+    let m1 = Master::start_env(&d1, "ca1.fleet.test", &env, &[]);
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    // Master 2's CRL runs for 8 days (refreshed 1 day before its end): master 1, which
+    // refreshes its own 10 days before, says at once that master 2's is due.
+    let p2 = d2.join("policy.toml");
+    let policy = std::fs::read_to_string(&p2).unwrap();
+    std::fs::write(
+        &p2,
+        policy
+            .replace("validity = \"30d\"", "validity = \"8d\"")
+            .replace("refresh_before = \"10d\"", "refresh_before = \"1d\""),
+    )
+    .unwrap();
+    let m2 = Master::start_env(&d2, "ca2.fleet.test", &env, &["--server-name", "only-m2.fleet.test"]);
+    wait_for_one_fleet(&m1, &m2);
+    let id2 = vouch::store::ca_id(
+        &vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crt.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1,
+    );
+    wait_until(Duration::from_secs(15), "master 1 warns that master 2's CRL is due", || {
+        m1.log().contains("\"event\":\"master-crl-due\"") && m1.log().contains(&id2)
+    });
+
+    // Master 2's name is reserved at master 1: a vouched node may not take it there.
+    let key = common::agents::p256();
+    let attrs = common::agents::vouched(&d1, "only-m2.fleet.test", CLASSIFICATION);
+    let (_, said, cert) = common::ldap_lab::enroll(
+        &m1,
+        "only-m2.fleet.test",
+        &common::agents::csr_for("only-m2.fleet.test", &attrs, &key),
+    );
+    assert!(cert.is_none(), "master 1 issued master 2's service name to a node: {said}\n{}", m1.log());
+    // Nodes at each master, for what follows.
+    let mut nodes = Vec::new();
+    for (m, name) in [(&m1, "web00.fleet.test"), (&m2, "web01.fleet.test")] {
+        let key = common::agents::p256();
+        let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+        let (st, said, cert) = common::ldap_lab::enroll(m, name, &common::agents::csr_for(name, &attrs, &key));
+        let cert = cert.unwrap_or_else(|| panic!("{name}: {st} {said}"));
+        nodes.push((name, cert));
+    }
+
+    // Reconcile at master 1 against an inventory of its node only: no master's service
+    // certificate (nor administrator's) is an orphan.
+    let inventory = t.join("inventory.txt");
+    std::fs::write(&inventory, "web00.fleet.test\nweb01.fleet.test\n").unwrap();
+    let plan = ok(&v(&slapd, &d1)
+        .args(["reconcile", "--inventory", &format!("file:{}", s(&inventory)), "-o", "json"])
+        .output()
+        .unwrap());
+    for own in ["ca1.fleet.test", "ca2.fleet.test", "localhost", "vouch-admin"] {
+        assert!(!plan.contains(&format!("\"{own}\"")), "reconcile would revoke {own}: {plan}");
+    }
+
+    // A "master CA" of another root in the store: left out, and said.
+    let other = t.join("other");
+    ok(&vouch().args(["ca", "init", "--dir", s(&other)]).output().unwrap());
+    let foreign_pem = std::fs::read(other.join("ca/ca_crt.pem")).unwrap();
+    let foreign_id = vouch::store::ca_id(&vouch::encoding::pem::find(&foreign_pem, &["CERTIFICATE"]).unwrap().1);
+    {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&foreign_pem);
+        slapd
+            .ldapadd(&format!(
+                "dn: vouchCa={foreign_id},ou=cas,{BASE}\nobjectClass: vouchIssuer\nvouchCa: {foreign_id}\nvouchRevision: 1\nvouchCertificate:: {b64}\n"
+            ))
+            .ok();
+    }
+    wait_until(Duration::from_secs(15), "master 1 says the foreign CA is left out", || {
+        m1.log().contains("\"event\":\"foreign-master-ca\"")
+    });
+    for m in [&m1, &m2] {
+        assert_eq!(pems(&get(&mut m.client(), "/puppet-ca/v1/certificate/ca").1, "CERTIFICATE"), 3, "{}", m.port);
+    }
+    // A client certificate of that other root is refused at the TLS layer by both.
+    let (oc, ok_) = (t.join("other_admin.pem"), t.join("other_admin.key"));
+    ok(&vouch()
+        .args(["--dir", s(&other), "admin", "new", "intruder", "--cert-out", s(&oc), "--key-out", s(&ok_)])
+        .output()
+        .unwrap());
+    let bundle = get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1;
+    for m in [&m1, &m2] {
+        let mut c = client_as(m, &bundle, &oc, &ok_);
+        let r = c.request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"");
+        assert!(
+            r.is_err() || r.as_ref().is_ok_and(|r| r.status == 403),
+            "another root's administrator at {}: {:?}",
+            m.port,
+            r.map(|r| r.status)
+        );
+    }
+
+    // Master 2 stopped; its node revoked there by the command line: master 1 takes the newer CRL.
+    let before = std::fs::read(d1.join("ca/fleet_crls.pem")).unwrap();
+    let (_, old_crl) = vouch::encoding::pem::find(&before, &["X509 CRL"]).unwrap();
+    m2.kill();
+    ok(&v(&slapd, &d2).args(["revoke", "web01.fleet.test"]).output().unwrap());
+    let serial = serial_of_pem(&nodes[1].1);
+    wait_until(Duration::from_secs(15), "master 1 holds master 2's newer CRL", || held_serials(&d1).contains(&serial));
+    // An older genuine CRL put back: not taken.
+    put_master_crl(&slapd, &id2, &old_crl);
+    // A forged one, under master 2's name, signed with master 1's key, numbered far higher.
+    let forged = {
+        let ca2 =
+            vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crt.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1;
+        let key1 = rcgen::KeyPair::from_pem(&std::fs::read_to_string(d1.join("ca/ca_key.pem")).unwrap()).unwrap();
+        let issuer = rcgen::Issuer::from_ca_cert_der(&ca2.into(), key1).unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        rcgen::CertificateRevocationListParams {
+            this_update: now,
+            next_update: now + time::Duration::days(30),
+            crl_number: rcgen::SerialNumber::from(u64::MAX),
+            issuing_distribution_point: None,
+            revoked_certs: vec![],
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&issuer)
+        .unwrap()
+        .der()
+        .to_vec()
+    };
+    std::thread::sleep(Duration::from_secs(7));
+    assert!(held_serials(&d1).contains(&serial), "an older CRL of master 2 was taken");
+    put_master_crl(&slapd, &id2, &forged);
+    wait_until(Duration::from_secs(15), "master 1 refuses the forged CRL", || {
+        m1.log().contains("\"event\":\"master-crl-refused\"")
+    });
+    assert!(held_serials(&d1).contains(&serial), "the forged CRL was taken");
+    let served = get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1;
+    assert!(crl_serials(&served).contains(&serial), "master 1 serves master 2's revocation");
+
+    // A name of the service that is a node's certname: refused before anything is issued.
+    let o = v(&slapd, &d2)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--server-name",
+            "ca2.fleet.test",
+            "--server-name",
+            "web00.fleet.test",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("web00.fleet.test is a node's certname"), "{}", text(&o));
+}
+
+fn serial_of_pem(pem: &[u8]) -> String {
+    let (_, der) = vouch::encoding::pem::find(pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    c.serial.to_str_radix(16)
 }

@@ -367,7 +367,7 @@ impl Authority {
             let is_expired = parse_rfc3339(&l.not_after).map(|t| t < now).unwrap_or(false);
             // The CA's own certificates (the service's, the administrators') are no node's: no
             // fleet inventory names them, and revoking them would lock the operator out.
-            if self.reserved.holder(&l.certname).is_some() {
+            if self.reserved_holder(&l.certname).is_some() {
                 unseen.remove(&key(&l.certname));
                 if let Some(pb) = &pb {
                     pb.inc(1);
@@ -385,7 +385,8 @@ impl Authority {
                 }
                 // A revoked orphan is done, unless --prune forgets it.
                 false if l.revoked && !prune => Ok(()),
-                // An administrator's (`vouch admin new`): no node's, whatever its name.
+                // An administrator's (`vouch admin new`) or a master's service's: no node's,
+                // whatever its name.
                 false if self.administrator(&l.certname) => Ok(()),
                 false => {
                     changes = changes.saturating_add(1);
@@ -422,8 +423,12 @@ impl Authority {
     /// Whether `certname`'s current certificate is an administrator's
     /// ([`Authority::is_admin_certificate`]; the service's names are reserved). A certificate
     /// that cannot be read is not known to be (the apply step reads it again, under the lock).
+    /// Whether `certname`'s current certificate is vouch's own: an administrator's, or a
+    /// service's of any master sharing the store (no conductor vouched for it, nor any
+    /// attributes: `vouch serve`'s own certificates, whichever master issued them).
     fn administrator(&self, certname: &str) -> bool {
-        matches!(self.store.current(certname), Ok(Some(c)) if self.is_admin_certificate(&c.pem))
+        matches!(self.store.current(certname), Ok(Some(c))
+            if self.is_admin_certificate(&c.pem) || self.protected(&c.record, &c.pem).is_some())
     }
 
     /// Revokes (with `--prune`: and forgets) the plan's orphans and drops its stale requests,

@@ -281,7 +281,7 @@ impl Authority {
         // The service's and the administrators' names, before anything else (every skin —
         // the API, an administrator's re-decision, `vouch sign` — comes through here). Audited,
         // not kept: such a request can never be granted.
-        if let Some(reason) = self.reserved.refusal(&certname, parsed.as_ref().ok()) {
+        if let Some(reason) = self.reserved_refusal(&certname, parsed.as_ref().ok()) {
             let refused = Refused { reasons: vec![reason], conductor: None, held: None };
             self.audit_raw(&crate::store::audit::decision_line(now, &certname, Err(&refused), "sign"))?;
             return Ok(IssueOutcome::Refused(refused));

@@ -168,6 +168,8 @@ pub struct Fleet {
     pub due: Vec<String>,
     /// Whether the bundle file changed.
     pub bundle_changed: bool,
+    /// How many names the other masters' services carry (reserved here).
+    pub reserved_names: usize,
 }
 
 /// The seconds each sibling CRL held has left until its nextUpdate, by master CA id, as the
@@ -228,6 +230,7 @@ impl Authority {
         }
         self.publish_own_crl();
         self.take_sibling_crls(&siblings, now, &mut out)?;
+        out.reserved_names = self.refresh_fleet_names(&siblings, now)?;
         Ok(out)
     }
 

@@ -7,6 +7,7 @@
 mod crl;
 pub mod documents;
 pub mod fleet;
+mod fleet_names;
 pub mod inventory;
 mod issue;
 mod list;
@@ -76,6 +77,8 @@ pub struct Authority {
     /// The other master CAs of the fleet sharing the store (their certificates, DER), as last
     /// read and checked ([`masters`]); shared with the TLS layer.
     pub fleet: Arc<masters::Siblings>,
+    /// The names of the other masters' services, as last read from the store ([`fleet_names`]).
+    fleet_names: std::sync::RwLock<ReservedNames>,
     /// The CRLs of the chain (master CA's, then root's), as `vouch serve` hands them out.
     pub crl_document: documents::Cached,
     /// The CA bundle, likewise.
@@ -143,6 +146,7 @@ impl Authority {
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
             fleet: Arc::new(masters::Siblings::default()),
+            fleet_names: std::sync::RwLock::new(ReservedNames::default()),
             // With a shared store, the other masters' CRLs after this one's and the root's,
             // and the fleet's bundle (every master CA) once it is written.
             crl_document: documents::Cached::new(vec![

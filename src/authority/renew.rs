@@ -94,7 +94,7 @@ impl Authority {
             crate::authority::names_on_certificate(&der).into_iter().skip(1).filter(|n| n != certname).collect();
         // A name reserved since (the service's or an administrator's) is never renewed to a
         // node: the rule issuance applies, to the certname and every alt name.
-        if let Some(reason) = self.reserved.refusal_for(certname, &alt_names) {
+        if let Some(reason) = self.reserved_refusal_for(certname, &alt_names) {
             let refused = Refused { reasons: vec![reason], conductor: None, held: None };
             return Err(self.renewal_refused(&rec, refused, now)?);
         }

@@ -29,6 +29,8 @@ pub enum Holder {
     Service,
     /// An administrator's certificate (`DIR/admin/`, `vouch admin new`, `[serve] admins`).
     Admin,
+    /// The certificate another master of the fleet presents (published in the shared store).
+    OtherMaster,
 }
 
 impl std::fmt::Display for Holder {
@@ -36,6 +38,7 @@ impl std::fmt::Display for Holder {
         f.write_str(match self {
             Holder::Service => "the certificate this CA's service presents",
             Holder::Admin => "an administrator's certificate",
+            Holder::OtherMaster => "the certificate another master of the fleet presents",
         })
     }
 }
@@ -81,7 +84,7 @@ impl ReservedNames {
         r
     }
 
-    fn add(&mut self, name: String, holder: Holder) {
+    pub(super) fn add(&mut self, name: String, holder: Holder) {
         let name = Self::normal(&name);
         if !self.names.iter().any(|(n, _)| *n == name) {
             self.names.push((name, holder));
@@ -92,6 +95,16 @@ impl ReservedNames {
     /// trailing dot (the fully qualified form, `vm.`) names the same host as `vm`.
     fn normal(name: &str) -> String {
         name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+    }
+
+    /// How many names are reserved.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no name is reserved.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
     }
 
     /// Whose name `name` is, if reserved (compared as host names are: see `ReservedNames::normal`).

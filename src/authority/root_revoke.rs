@@ -591,6 +591,11 @@ impl Authority {
                 "It is an administrator's certificate: `vouch revoke --serial {serial}` would put it on this CA's \
                  CRL, and `vouch serve` refuses it (403) from then on (`vouch admin new NAME` makes another)"
             ),
+            Some(Holder::OtherMaster) => format!(
+                "It carries a name of another master's service: `vouch revoke --serial {serial}` would put it on \
+                 its CA's CRL, and agents that check the CRL refuse to connect to that master until it is \
+                 restarted (it issues itself a new certificate then)"
+            ),
             None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
         }
     }

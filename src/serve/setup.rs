@@ -366,7 +366,15 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     if crls.iter().any(|f| !f.exists()) {
         auth.maintain(now)?;
     }
+    // No name of the service is a node's (any master's, with a shared store).
+    for name in &opts.server_names {
+        if let Some(serial) = auth.name_of_a_node(name, now)? {
+            return Err(Error::ServerNameOfANode { name: name.clone(), serial });
+        }
+    }
     let served = server_credential(&auth, &dir, opts, now, &mut notes.lines)?;
+    // Its names are reserved at every master of the fleet.
+    auth.publish_service_certificate()?;
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     notes.add("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
     first_run.finish()?;

@@ -678,6 +678,18 @@ pub trait Store: Send + Sync {
         let _ = (ca_id, der, replaces);
         Ok(Published::NotShared)
     }
+    /// Publishes the certificate (DER) the service of master CA `ca_id` presents, in place
+    /// of the one published before: every master reserves its names. The file store: nothing.
+    fn publish_service_certificate(&self, ca_id: &str, der: &[u8]) -> Result<Published, StoreError> {
+        let _ = (ca_id, der);
+        Ok(Published::NotShared)
+    }
+    /// The service certificates the masters of `ca_ids` published: (master CA id, DER),
+    /// unchecked.
+    fn service_certificates(&self, ca_ids: &[String]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let _ = ca_ids;
+        Ok(Vec::new())
+    }
     /// Whether the store holds nothing that only taking its lock settles (the file store:
     /// its log verifies to its end and is applied; a log with a damaged, unfinished or
     /// unapplied batch is replayed, cut or refused by the next lock holder). `vouch store verify` reads a store that is

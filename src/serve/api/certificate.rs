@@ -33,7 +33,7 @@ fn refused_by_name(auth: &Authority, name: &str) -> Option<ApiResponse> {
     // a certificate for another key and fail on it at every retry ("does not match its private
     // key"); with 404 it reports the certificate as not signed, and its request's 400 and the
     // server's log say why.
-    auth.reserved.refusal(name, None).map(|reason| reserved_not_found(name, &reason))
+    auth.reserved_refusal(name, None).map(|reason| reserved_not_found(name, &reason))
 }
 
 /// The answer for the certname's current certificate as the store has it.

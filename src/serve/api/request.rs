@@ -56,7 +56,7 @@ pub(super) fn submit(
 /// The service's own names and the administrators' are never a node's (the names on the
 /// certificates actually presented, whatever --server-name says now): refused at once.
 fn reserved_name(auth: &Authority, name: &str, events: &mut Vec<Event>) -> Option<ApiResponse> {
-    let reason = auth.reserved.refusal(name, None)?;
+    let reason = auth.reserved_refusal(name, None)?;
     events.push(Event::Decision {
         certname: name.to_string(),
         granted: false,

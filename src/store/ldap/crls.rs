@@ -10,9 +10,9 @@
 //! delete finds no such value, nothing is written, and the entry is read again (at most
 //! [`CRL_TRIES`] times).
 
-use super::{conn::rc, set, LdapStore};
+use super::{conn::rc, set, LdapStore, SERVICE_PREFIX};
 use crate::store::{Published, StoreError};
-use ldap3::Mod;
+use ldap3::{Mod, Scope};
 
 /// How many times a publication reads the entry again after another writer changed it.
 const CRL_TRIES: usize = 5;
@@ -24,7 +24,8 @@ impl LdapStore {
     }
 
     /// Publishes `der` at `dn` (`vouchCa` value `name`): an add where there is no entry; else
-    /// the compare-and-swap described in the module's doc.
+    /// the compare-and-swap described in the module's doc. Also a master's service
+    /// certificate ([`LdapStore::service_dn`]), under the same rule.
     pub(super) fn publish_crl_entry(
         &self,
         dn: &str,
@@ -81,5 +82,28 @@ impl LdapStore {
                  publishing at the same time)"
             ),
         })
+    }
+
+    /// The service certificates the masters `ids` published (`vouchCa=service-<id>`): each
+    /// master CA's id and the certificate (DER), unchecked. One search, one level under the
+    /// base DN, by equality on each entry's name (vouchCa has no substring rule).
+    pub(super) fn service_entries(&self, ids: &[String]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut filter = String::from("(&(objectClass=vouchIssuer)(|");
+        for id in ids {
+            super::check_hex("master CA id", id)?;
+            filter.push_str(&format!("(vouchCa={SERVICE_PREFIX}{id})"));
+        }
+        filter.push_str("))");
+        let mut out = Vec::new();
+        for e in self.search(&self.base, Scope::OneLevel, &filter, &["vouchCa", "vouchCertificate"])? {
+            let (Some(name), Some(der)) = (e.text("vouchCa"), e.bytes("vouchCertificate")) else { continue };
+            if let Some(id) = name.strip_prefix(SERVICE_PREFIX) {
+                out.push((id.to_string(), der.to_vec()));
+            }
+        }
+        Ok(out)
     }
 }

@@ -12,6 +12,8 @@
 //! vouchCa=root-crl                      the fleet's root CRL (a vouchIssuer entry: the CRL's
 //!                                       DER in vouchCertificate, vouchRevision counts changes)
 //! vouchCa=crl-<id>                      each master CA's own CRL, the same way (`crls.rs`)
+//! vouchCa=service-<id>                  each master's service certificate (its names are the
+//!                                       fleet's: no node of any master carries them)
 //! ```
 //!
 //! The root CRL's entry reuses an object class slapd already has (vouch's schema is never
@@ -69,6 +71,10 @@ pub const ROOT_CRL_RDN: &str = "vouchCa=root-crl";
 /// The `vouchCa` value of a master CA's CRL entry, directly under the base DN beside the root
 /// CRL's: this prefix and the master CA's id (`vouchCa=crl-<id>`).
 pub const MASTER_CRL_PREFIX: &str = "crl-";
+
+/// The `vouchCa` value of the entry holding a master's service certificate (its names are
+/// reserved at every master: no node may carry them): this prefix and the master CA's id.
+pub const SERVICE_PREFIX: &str = "service-";
 
 /// How long a claim may take to show on the replicas before the request is refused (503).
 pub const REPLICA_WAIT: Duration = Duration::from_secs(2);
@@ -225,6 +231,11 @@ impl LdapStore {
     /// The entry of a master CA's CRL (`id`: its [`crate::store::ca_id`]).
     pub fn master_crl_dn(&self, id: &str) -> String {
         format!("vouchCa={MASTER_CRL_PREFIX}{id},{}", self.base)
+    }
+
+    /// The entry of a master's service certificate (`id`: its master CA's).
+    pub fn service_dn(&self, id: &str) -> String {
+        format!("vouchCa={SERVICE_PREFIX}{id},{}", self.base)
     }
 
     fn override_dn(&self, certname: &str) -> String {
@@ -1401,6 +1412,15 @@ impl Store for LdapStore {
 
     fn publish_root_crl(&self, der: &[u8], replaces: &dyn Fn(&[u8]) -> bool) -> Result<Published, StoreError> {
         self.publish_crl_entry(&self.root_crl_dn(), "root-crl", der, replaces)
+    }
+
+    fn publish_service_certificate(&self, ca_id: &str, der: &[u8]) -> Result<Published, StoreError> {
+        check_hex("master CA id", ca_id)?;
+        self.publish_crl_entry(&self.service_dn(ca_id), &format!("{SERVICE_PREFIX}{ca_id}"), der, &|_| true)
+    }
+
+    fn service_certificates(&self, ca_ids: &[String]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.service_entries(ca_ids)
     }
 
     fn master_crl(&self, ca_id: &str) -> Result<Option<Vec<u8>>, StoreError> {

@@ -1,0 +1,111 @@
+//! The names of every master's service are the fleet's: no node of any master may carry
+//! them. Each master publishes the certificate its service presents in the shared store
+//! (`vouchCa=service-<id>`, [`Authority::publish_service_certificate`]); every master reads
+//! the others' in [`Authority::refresh_fleet`] and reserves their names beside its own
+//! ([`Authority::reserved_refusal`]). A published certificate counts only if a master CA
+//! of the fleet issued it, it is unexpired and it is a service's (no classification, no
+//! administrator's extension): whoever may write the store cannot reserve a node's name
+//! with the node's own certificate.
+
+use super::reserved::{carries_cli_auth, names_on_certificate, Holder, ReservedNames};
+use super::Authority;
+use crate::decision::Refusal;
+use crate::error::Error;
+use crate::issuance::certificate;
+use time::OffsetDateTime;
+
+impl Authority {
+    /// Publishes the certificate this master's service presents (`DIR/server/server_crt.pem`)
+    /// in the shared store. The file store: nothing.
+    pub fn publish_service_certificate(&self) -> Result<(), Error> {
+        if !self.store.shares_root_crl() {
+            return Ok(());
+        }
+        let path = self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT);
+        let pem = std::fs::read(&path).map_err(|source| Error::Io { path: path.clone(), op: "read", source })?;
+        let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+            .map_err(|e| Error::Cert { path, detail: e.to_string() })?;
+        self.store.publish_service_certificate(&self.ca_id(), &der)?;
+        Ok(())
+    }
+
+    /// Reads the other masters' service certificates from the store (`siblings`: the master
+    /// CAs counted) and reserves their names from now on: how many names that is.
+    pub(super) fn refresh_fleet_names(&self, siblings: &[Vec<u8>], now: OffsetDateTime) -> Result<usize, Error> {
+        let mut names = ReservedNames::default();
+        let ids: Vec<String> = siblings.iter().map(|ca| crate::store::ca_id(ca)).collect();
+        for (id, der) in self.store.service_certificates(&ids)? {
+            let Some(ca) = siblings.iter().find(|ca| crate::store::ca_id(ca) == id) else { continue };
+            match self.service_certificate_of(&der, ca, now) {
+                Ok(()) => names_on_certificate(&der).into_iter().for_each(|n| names.add(n, Holder::OtherMaster)),
+                Err(why) => {
+                    if super::root_crl_share::first_time(format!("service-certificate-refused {id} {why}")) {
+                        tracing::warn!(
+                            event = "service-certificate-refused",
+                            ca = %id,
+                            detail = %why,
+                            hint = "that master's names are not reserved here until it publishes its service \
+                                    certificate again (its next start)",
+                        );
+                    }
+                }
+            }
+        }
+        let n = names.len();
+        if let Ok(mut w) = self.fleet_names.write() {
+            *w = names;
+        }
+        Ok(n)
+    }
+
+    /// Whether `der` is a service certificate the master CA `ca` issued, valid at `now`.
+    fn service_certificate_of(&self, der: &[u8], ca: &[u8], now: OffsetDateTime) -> Result<(), String> {
+        super::verify::signed_by_one_of(der, &[ca.to_vec()])
+            .map_err(|e| format!("that master CA did not issue it ({e})"))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+        let until = cert.validity().not_after.to_datetime();
+        if until <= now {
+            return Err(format!("it expired at {until}"));
+        }
+        if carries_cli_auth(der)
+            || certificate::classification_of(der, &self.policy.mirror_oid).ok().flatten().is_some()
+        {
+            return Err("it is no service's certificate (an administrator's or a node's)".into());
+        }
+        Ok(())
+    }
+
+    /// Whose name `name` is, if it is reserved here: this master's own, or another master's.
+    pub fn reserved_holder(&self, name: &str) -> Option<Holder> {
+        self.reserved.holder(name).or_else(|| self.fleet_names.read().ok().and_then(|f| f.holder(name)))
+    }
+
+    /// [`ReservedNames::refusal`], for this master's names and the other masters'.
+    pub fn reserved_refusal(&self, certname: &str, csr: Option<&crate::encoding::csr::Csr>) -> Option<Refusal> {
+        self.reserved
+            .refusal(certname, csr)
+            .or_else(|| self.fleet_names.read().ok().and_then(|f| f.refusal(certname, csr)))
+    }
+
+    /// [`ReservedNames::refusal_for`], for this master's names and the other masters'.
+    pub fn reserved_refusal_for(&self, certname: &str, alt_names: &[String]) -> Option<Refusal> {
+        self.reserved
+            .refusal_for(certname, alt_names)
+            .or_else(|| self.fleet_names.read().ok().and_then(|f| f.refusal_for(certname, alt_names)))
+    }
+
+    /// A name the service is to carry (`vouch serve --server-name`) that a node holds: the
+    /// node's certname and the serial of its valid certificate, if any. A node certificate
+    /// under a service's name would let that node answer as the service.
+    pub fn name_of_a_node(&self, name: &str, now: OffsetDateTime) -> Result<Option<String>, Error> {
+        if crate::decision::check_certname(name).is_err() {
+            return Ok(None);
+        }
+        let Some(c) = self.store.current(name)? else { return Ok(None) };
+        let rec = &c.record;
+        let valid = rec.state == crate::store::State::Issued
+            && crate::encoding::time::parse_rfc3339(&rec.not_after).is_ok_and(|t| t > now);
+        let node = rec.conductor.is_some() || rec.attributes_expiry.is_some();
+        Ok((valid && node).then(|| rec.serial.clone()))
+    }
+}
