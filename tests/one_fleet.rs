@@ -436,3 +436,100 @@ fn serial_of_pem(pem: &[u8]) -> String {
     let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
     c.serial.to_str_radix(16)
 }
+
+/// The `ca_fingerprint = ` value of a banner.
+fn fingerprint(banner: &str) -> String {
+    banner.lines().find_map(|l| l.trim().strip_prefix("ca_fingerprint = ")).unwrap().to_string()
+}
+
+/// The agent in `conf` pointed at `port` (a master's own, or the load balancer's).
+fn point_at(conf: &Path, port: u16) {
+    let p = conf.join("puppet.conf");
+    let text: String = std::fs::read_to_string(&p)
+        .unwrap()
+        .lines()
+        .map(|l| if l.starts_with("serverport = ") { format!("serverport = {port}\n") } else { format!("{l}\n") })
+        .collect();
+    std::fs::write(&p, text).unwrap();
+}
+
+#[test]
+fn a_master_joining_changes_the_fingerprint_and_agents_from_before_need_its_crl() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let hosts = hosts_file(t);
+    let (d1, d2) = (t.join("m1"), t.join("m2"));
+    let env = store_env(&slapd);
+    let m1 = Master::start_env(&d1, "ca1.fleet.test", &env, &["--server-name", SHARED_NAME]);
+    renewals_at_once(&[&m1]);
+    let before = fingerprint(&m1.banner);
+    assert!(m1.banner.contains("1 master CA(s)"), "{}", m1.banner);
+    // Agent A bootstraps while master 1 is the fleet, with the fingerprint it printed.
+    let attrs = t.join("early.yaml");
+    conductor_sign(&d1, "early.fleet.test", CLASSIFICATION, &attrs);
+    let early = agent_conf(t, "early.fleet.test", SHARED_NAME, m1.port, Some(&attrs));
+    std::fs::write(
+        early.join("puppet.conf"),
+        format!("{}ca_fingerprint = {before}\n", std::fs::read_to_string(early.join("puppet.conf")).unwrap()),
+    )
+    .unwrap();
+    let (code, out) = bootstrap(&hosts, &early, t, "early-bootstrap");
+    assert_eq!(code, 0, "{out}");
+
+    // Master 2 joins: both serve the new bundle, whose digest is the one its banner prints.
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start_env(&d2, "ca2.fleet.test", &env, &["--server-name", SHARED_NAME]);
+    renewals_at_once(&[&m2]);
+    wait_for_one_fleet(&m1, &m2);
+    let after = fingerprint(&m2.banner);
+    assert_ne!(before, after, "the bundle changed when master 2 joined");
+    assert!(m2.banner.contains("2 master CA(s)"), "{}", m2.banner);
+    let served = get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1;
+    assert_eq!(vouch::encoding::sha256_hex(&served).to_ascii_uppercase(), after);
+
+    // A new agent given the old fingerprint is refused by Puppet itself; the new one works.
+    for (name, fp, want) in [("stale.fleet.test", &before, false), ("fresh.fleet.test", &after, true)] {
+        let attrs = t.join(format!("{name}.yaml"));
+        conductor_sign(&d1, name, CLASSIFICATION, &attrs);
+        let conf = agent_conf(t, name, SHARED_NAME, m1.port, Some(&attrs));
+        std::fs::write(
+            conf.join("puppet.conf"),
+            format!("{}ca_fingerprint = {fp}\n", std::fs::read_to_string(conf.join("puppet.conf")).unwrap()),
+        )
+        .unwrap();
+        let (code, out) = bootstrap(&hosts, &conf, t, &format!("{name}-bootstrap"));
+        assert_eq!(code == 0, want, "{name}:\n{out}");
+        if !want {
+            assert!(out.contains("did not match expected digest"), "{name}:\n{out}");
+        }
+    }
+
+    // Agent A at master 2: Puppet 7 downloads CRLs once, so it holds none of master 2's CA
+    // and refuses master 2's service certificate; a refresh (crl_refresh_interval) made at
+    // master 2 fails the same way (Puppet refreshes with the CRLs it holds). Its CRL file
+    // removed, the next bootstrap downloads the fleet's CRLs from any master (Puppet does
+    // that download without a revocation check), and then it renews there.
+    point_at(&early, m2.port);
+    let (code, out) = renew(&hosts, &early, t, "early-renew-at-m2");
+    eprintln!("an agent bootstrapped before master 2 joined, at master 2 (exit {code}):\n{out}");
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("unable to get certificate CRL"), "{out}");
+    let conf = std::fs::read_to_string(early.join("puppet.conf")).unwrap();
+    std::fs::write(early.join("puppet.conf"), format!("{conf}crl_refresh_interval = 1s\n")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, out) = bootstrap(&hosts, &early, t, "early-refresh-at-m2");
+    assert_ne!(code, 0, "a CRL refresh at the new master worked after all:\n{out}");
+    assert!(out.contains("unable to get certificate CRL"), "{out}");
+    std::fs::remove_file(early.parent().unwrap().join("ssl/crl.pem")).unwrap();
+    let (code, out) = bootstrap(&hosts, &early, t, "early-crl-again-at-m2");
+    assert_eq!(code, 0, "{out}");
+    let held = std::fs::read(early.parent().unwrap().join("ssl/crl.pem")).unwrap();
+    assert_eq!(pems(&held, "X509 CRL"), 3, "the agent holds every master's CRL and the root's");
+    let (code, out) = renew(&hosts, &early, t, "early-renew-at-m2-again");
+    assert_eq!(code, 0, "{out}\n{}", m2.log());
+}

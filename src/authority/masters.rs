@@ -27,6 +27,7 @@ use super::root_crl_share::first_time;
 use super::root_revoke::{read_root_der, signed_by_root};
 use super::Authority;
 use crate::issuance::bootstrap::{self, DataDir};
+use crate::policy::RootCrl;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use time::OffsetDateTime;
@@ -65,16 +66,23 @@ pub struct Foreign {
     pub why: String,
 }
 
-/// The master CAs of `found` (the store's, DER) that are this fleet's: signed by `root` (DER)
-/// and CAs, other than `own`, in the order of their ids, each once; and the others with why.
-pub fn fleet_masters(root: &[u8], own: &[u8], found: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, Vec<Foreign>) {
+/// The master CAs of `found` (the store's, DER) that are this fleet's: signed by `root` (DER),
+/// CAs, and not revoked by the root (`root_crl`: the root CRL and recorded root revocations
+/// this directory counts), other than `own`, in the order of their ids, each once; and the
+/// others with why.
+pub fn fleet_masters(
+    root: &[u8],
+    own: &[u8],
+    found: Vec<Vec<u8>>,
+    root_crl: Option<&RootCrl>,
+) -> (Vec<Vec<u8>>, Vec<Foreign>) {
     let mut ours = BTreeMap::new();
     let mut foreign = Vec::new();
     for der in found {
         if der == own {
             continue;
         }
-        match master_of(&der, root) {
+        match master_of(&der, root).and_then(|()| not_revoked(&der, root_crl)) {
             Ok(()) => {
                 ours.insert(crate::store::ca_id(&der), der);
             }
@@ -93,6 +101,20 @@ fn master_of(der: &[u8], root: &[u8]) -> Result<(), String> {
     }
     super::verify::signed_by_one_of(der, &[root.to_vec()])
         .map_err(|e| format!("this fleet's root did not sign it ({e})"))
+}
+
+/// Whether the root revoked the master CA `der` (its serial on the root CRL, or recorded as
+/// a root revocation where the root key is): a master CA revoked is no master of the fleet.
+fn not_revoked(der: &[u8], root_crl: Option<&RootCrl>) -> Result<(), String> {
+    let Some(crl) = root_crl else { return Ok(()) };
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("not a certificate: {e}"))?;
+    let raw = cert.raw_serial();
+    let listed = crl.recorded.contains(RootCrl::serial_value(raw))
+        || crl.crl.as_ref().is_some_and(|c| matches!(c.find_serial(raw), Ok(Some(_))));
+    match listed {
+        true => Err(format!("the root revoked it (serial {})", crate::encoding::hex(raw))),
+        false => Ok(()),
+    }
 }
 
 fn subject_of(der: &[u8]) -> String {
@@ -214,7 +236,8 @@ impl Authority {
         }
         let root = read_root_der(&self.dir)
             .map_err(|detail| crate::error::Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
-        let (siblings, foreign) = fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?);
+        let root_crl = self.policy.trust.own_crl.get();
+        let (siblings, foreign) = fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?, root_crl.as_deref());
         foreign.iter().for_each(warn_foreign);
         out.foreign = foreign;
         out.siblings = siblings.len();

@@ -306,7 +306,9 @@ impl Authority {
                 // the master CAs this fleet's root signed count ([`masters::fleet_masters`]).
                 let root = root_revoke::read_root_der(&self.dir)
                     .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
-                let (fresh, _) = masters::fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?);
+                let root_crl = self.policy.trust.own_crl.get();
+                let (fresh, _) =
+                    masters::fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?, root_crl.as_deref());
                 self.fleet.set(fresh.clone());
                 self.verify_with(der, now, &fresh)
             }
