@@ -533,3 +533,87 @@ fn a_master_joining_changes_the_fingerprint_and_agents_from_before_need_its_crl(
     let (code, out) = renew(&hosts, &early, t, "early-renew-at-m2-again");
     assert_eq!(code, 0, "{out}\n{}", m2.log());
 }
+
+/// A node's own client of `m`: its certificate and key (PEM bytes).
+fn node_client(m: &Master, bundle: &[u8], cert: &[u8], key: &rcgen::KeyPair) -> Client {
+    let config = tls_config(bundle, Some((cert, key.serialize_pem().as_bytes()))).unwrap();
+    Client::new(config, m.addr(), "localhost").unwrap()
+}
+
+#[test]
+fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhere_and_it_is_retired() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (m1, m2) = two_masters(&slapd, t);
+    renewals_at_once(&[&m1, &m2]);
+    wait_for_one_fleet(&m1, &m2);
+    let (d1, d2) = (m1.dir.clone(), m2.dir.clone());
+    let id2 = vouch::store::ca_id(
+        &vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crt.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1,
+    );
+    // Two nodes of master 2.
+    let mut nodes = Vec::new();
+    for name in ["n1.fleet.test", "n2.fleet.test"] {
+        let key = common::agents::p256();
+        let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+        let (st, said, cert) = common::ldap_lab::enroll(&m2, name, &common::agents::csr_for(name, &attrs, &key));
+        nodes.push((name, cert.unwrap_or_else(|| panic!("{name}: {st} {said}")), key));
+    }
+    // A backup of master 2's data directory, then master 2 is lost.
+    let backup = t.join("m2-backup");
+    ok(&Command::new("cp").args(["-a", s(&d2), s(&backup)]).output().unwrap());
+    let _ = std::fs::remove_file(backup.join("serve.lock"));
+    m2.kill();
+    std::fs::remove_dir_all(&d2).unwrap();
+
+    // Meanwhile n1 is revoked at master 1: refused at once, on no CRL (no key signs master 2's).
+    ok(&v(&slapd, &d1).args(["revoke", nodes[0].0]).output().unwrap());
+    let serial1 = serial_of_pem(&nodes[0].1);
+    std::thread::sleep(Duration::from_secs(6));
+    let body = get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1;
+    assert!(!crl_serials(&body).contains(&serial1), "a CRL of master 2's CA lists it, signed by whom?");
+
+    // Restored from the backup on a "new host" (a new first name): its CRL lists the
+    // revocation recorded meanwhile, and master 1 serves it within its maintenance.
+    let restored = Master::start_env(&backup, "ca2b.fleet.test", &store_env(&slapd), &[]);
+    let took = wait_until(Duration::from_secs(20), "master 1 serves the restored master's CRL", || {
+        crl_serials(&get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1).contains(&serial1)
+    });
+    eprintln!("the restored master's CRL, with the revocation made while it was gone, at master 1 after {took:?}");
+    restored.kill();
+
+    // Lost again, no backup this time: n2 renews at master 1, then master 2 is retired.
+    let bundle = get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1;
+    let mut c = node_client(&m1, &bundle, &nodes[1].1, &nodes[1].2);
+    let r = c.request("POST", "/puppet-ca/v1/certificate_renewal", Some("text/plain"), b"").unwrap();
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), m1.log());
+    let listed = ok(&v(&slapd, &d1).args(["list", "--all", "--format", "json"]).output().unwrap());
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&listed).unwrap();
+    let of2: Vec<&serde_json::Value> =
+        listed.iter().filter(|e| e["issuer"] == id2.as_str() && e["state"] == "signed").collect();
+    assert!(of2.iter().all(|e| e["name"] == "ca2.fleet.test" || e["name"] == "ca2b.fleet.test"), "{of2:?}");
+    // Its certificates left in the registry (its services', the revoked node's) are cleaned
+    // first, then its entries removed.
+    for e in listed.iter().filter(|e| e["issuer"] == id2.as_str()) {
+        let name = e["name"].as_str().unwrap();
+        ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
+    }
+    for dn in [
+        format!("vouchCa={id2},ou=cas,{BASE}"),
+        format!("vouchCa=crl-{id2},{BASE}"),
+        format!("vouchCa=service-{id2},{BASE}"),
+    ] {
+        let o = slapd.ldap_tool("ldapdelete", &["-r", &dn], None);
+        assert!(o.success(), "{dn}: {o}");
+    }
+    wait_until(Duration::from_secs(15), "master 1 serves a bundle and CRLs without the retired master", || {
+        pems(&get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1, "CERTIFICATE") == 2
+            && pems(&get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1, "X509 CRL") == 2
+    });
+    // The renewed node still works; the store reads as consistent.
+    let renewed = r.body;
+    let mut c = node_client(&m1, &get(&mut m1.client(), "/puppet-ca/v1/certificate/ca").1, &renewed, &nodes[1].2);
+    assert_eq!(get(&mut c, "/puppet-ca/v1/expirations").0, 200);
+    ok(&v(&slapd, &d1).args(["store", "verify"]).output().unwrap());
+}

@@ -15,11 +15,21 @@ pub struct ListEntry {
     pub not_after: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// The id of the master CA that issued it (a shared store: each master has its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
 }
 
 impl From<PendingRequest> for ListEntry {
     fn from(r: PendingRequest) -> Self {
-        ListEntry { name: r.certname, state: "requested", serial: None, not_after: None, reasons: r.reasons }
+        ListEntry {
+            name: r.certname,
+            state: "requested",
+            serial: None,
+            not_after: None,
+            reasons: r.reasons,
+            issuer: None,
+        }
     }
 }
 
@@ -31,6 +41,7 @@ impl From<Listed> for ListEntry {
             serial: Some(l.serial),
             not_after: Some(l.not_after),
             reasons: vec![],
+            issuer: l.issuer,
         }
     }
 }

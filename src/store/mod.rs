@@ -316,6 +316,9 @@ pub struct Listed {
     pub not_after: String,
     /// Revoked (and not cleaned: a cleaned certname is not listed).
     pub revoked: bool,
+    /// The id of the master CA that issued it, where the store says ([`ca_id`]; the shared
+    /// store, whose masters each have their own).
+    pub issuer: Option<String>,
 }
 
 /// An entry of the store with no usable name (a file that does not parse, a CN that is not

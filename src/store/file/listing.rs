@@ -153,6 +153,7 @@ impl FileStore {
                     serial: line.serial.to_string(),
                     not_after: line.not_after.to_string(),
                     revoked: false,
+                    issuer: None,
                 }
             } else {
                 // Listed only if this line is the certname's current certificate (none:
@@ -167,6 +168,7 @@ impl FileStore {
                             serial: line.serial.to_string(),
                             not_after: line.not_after.to_string(),
                             revoked,
+                            issuer: None,
                         };
                         match unreadable.iter_mut().find(|u| u.certname == listed.certname) {
                             Some(u) => *u = listed,
@@ -185,7 +187,13 @@ impl FileStore {
                     State::Revoked => true,
                     State::Intent | State::Abandoned => return Ok(ControlFlow::Continue(())),
                 };
-                Listed { certname: rec.certname, serial: rec.serial, not_after: line.not_after.to_string(), revoked }
+                Listed {
+                    certname: rec.certname,
+                    serial: rec.serial,
+                    not_after: line.not_after.to_string(),
+                    revoked,
+                    issuer: None,
+                }
             };
             let flow = f(listed);
             stopped = flow.is_break();

@@ -1253,7 +1253,7 @@ impl Store for LdapStore {
     }
 
     fn for_each_listed(&self, f: &mut (dyn FnMut(Listed) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
-        let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter"];
+        let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter", "vouchCa"];
         let base = self.container("certnames");
         // Paged (one page in memory), each entry handed as its page arrives.
         self.search_each(&base, Scope::OneLevel, "(objectClass=vouchRegistered)", &attrs, |e| {
@@ -1262,6 +1262,7 @@ impl Store for LdapStore {
                 serial: e.need("vouchSerial")?,
                 not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
                 revoked: e.text("vouchState").as_deref() == Some("revoked"),
+                issuer: e.text("vouchCa"),
             };
             Ok(f(listed))
         })
