@@ -212,6 +212,14 @@ fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_w
         "master 1's node renewed at master 2 holds master 2's certificate now"
     );
 
+    // `vouch enc` at either master classifies a node of either.
+    for (name, ..) in &nodes {
+        for d in [&m1.dir, &m2.dir] {
+            let out = ok(&v(&slapd, d).args(["enc", name]).output().unwrap());
+            assert!(out.contains("role::web"), "{name} at {}: {out}", d.display());
+        }
+    }
+
     // An administrator of master 1 is one at master 2; a node of master 2 is known at master 1.
     let bundle_bytes = std::fs::read(&bundle).unwrap();
     let mut admin_at_2 =
