@@ -264,14 +264,16 @@ fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_w
     assert_eq!(issuer_of(&of2.1).replace("issuer=", ""), ca1);
 }
 
-/// The store's CRL entry of master CA `id`, replaced by `der` (as anyone who may write the
-/// store could).
-fn put_master_crl(slapd: &Slapd, id: &str, der: &[u8]) {
+/// The store's CRL entry of master CA `id`, replaced by `der` with the entry's revision set
+/// to `revision` (as anyone who may write the store could: a new revision makes every master
+/// read the entry again).
+fn put_master_crl(slapd: &Slapd, id: &str, der: &[u8], revision: u64) {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCa=crl-{id},{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            "dn: vouchCa=crl-{id},{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: \
+             {b64}\n-\nreplace: vouchRevision\nvouchRevision: {revision}\n"
         ))
         .ok();
 }
@@ -391,7 +393,7 @@ fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
     let serial = serial_of_pem(&nodes[1].1);
     wait_until(Duration::from_secs(15), "master 1 holds master 2's newer CRL", || held_serials(&d1).contains(&serial));
     // An older genuine CRL put back: not taken.
-    put_master_crl(&slapd, &id2, &old_crl);
+    put_master_crl(&slapd, &id2, &old_crl, 1000);
     // A forged one, under master 2's name, signed with master 1's key, numbered far higher.
     let forged = {
         let ca2 =
@@ -414,7 +416,7 @@ fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
     };
     std::thread::sleep(Duration::from_secs(7));
     assert!(held_serials(&d1).contains(&serial), "an older CRL of master 2 was taken");
-    put_master_crl(&slapd, &id2, &forged);
+    put_master_crl(&slapd, &id2, &forged, 1001);
     wait_until(Duration::from_secs(15), "master 1 refuses the forged CRL", || {
         m1.log().contains("\"event\":\"master-crl-refused\"")
     });

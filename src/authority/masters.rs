@@ -23,12 +23,13 @@
 //! (every 5 s), and in `vouch crl --fetch`'s local form.
 
 use super::crl::{crl_number_in, CrlNumber};
+use super::documents::{file_id, FileId};
 use super::root_crl_share::first_time;
 use super::root_revoke::{read_root_der, signed_by_root};
 use super::Authority;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::policy::RootCrl;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use time::OffsetDateTime;
 
@@ -44,6 +45,11 @@ pub const MAX_MASTER_CRL: usize = 64 << 20;
 #[derive(Debug, Default)]
 pub struct Siblings {
     cas: RwLock<Arc<Vec<Vec<u8>>>>,
+    /// The revision of each other master's CRL entry when it was last read (by master CA
+    /// id): an unchanged entry is not read again (a large fleet's CRLs are megabytes).
+    read_revisions: Mutex<HashMap<String, u64>>,
+    /// This master's CRL file as last published, and the store entry's revision then.
+    published: Mutex<Option<(Option<FileId>, u64)>>,
 }
 
 impl Siblings {
@@ -251,7 +257,7 @@ impl Authority {
                 detail = "the CA bundle served now names every master CA of the fleet",
             );
         }
-        self.publish_own_crl();
+        self.publish_own_crl_if_changed()?;
         self.take_sibling_crls(&siblings, now, &mut out)?;
         out.reserved_names = self.refresh_fleet_names(&siblings, now)?;
         Ok(out)
@@ -268,7 +274,16 @@ impl Authority {
         let mut held = held_crls(&self.dir, siblings);
         for ca in siblings {
             let id = crate::store::ca_id(ca);
+            // Read again only when the entry changed since (or nothing is held for it).
+            let revision = self.store.master_crl_revision(&id)?;
+            let seen = self.fleet.read_revisions.lock().ok().and_then(|r| r.get(&id).copied());
+            if revision.is_some() && revision == seen && held.contains_key(&id) {
+                continue;
+            }
             let Some(der) = self.store.master_crl(&id)? else { continue };
+            if let (Some(rev), Ok(mut r)) = (revision, self.fleet.read_revisions.lock()) {
+                r.insert(id.clone(), rev);
+            }
             match master_crl_number(&der, ca) {
                 Ok(n) if held.get(&id).is_none_or(|(m, _)| *m < n) => {
                     out.taken.push(id.clone());
@@ -339,6 +354,24 @@ impl Authority {
         crate::files::durable::write_replace(&path, text.as_bytes(), 0o644)
             .map_err(|source| crate::error::Error::Io { path, op: "write", source })?;
         Ok(true)
+    }
+
+    /// [`Authority::publish_own_crl`] unless the CRL file and the store's entry are both as
+    /// they were when it was last published from here (the usual maintenance run: one read
+    /// of the entry's revision).
+    fn publish_own_crl_if_changed(&self) -> Result<(), crate::error::Error> {
+        let file = file_id(&self.dir.file("ca_crl.pem"))?;
+        let revision = self.store.master_crl_revision(&self.ca_id())?;
+        let last = self.fleet.published.lock().ok().and_then(|p| *p);
+        if revision.is_some() && last == Some((file, revision.unwrap_or(0))) {
+            return Ok(());
+        }
+        self.publish_own_crl();
+        let after = self.store.master_crl_revision(&self.ca_id())?;
+        if let (Some(rev), Ok(mut p)) = (after, self.fleet.published.lock()) {
+            *p = Some((file, rev));
+        }
+        Ok(())
     }
 
     /// Publishes this master's CRL (`DIR/ca/ca_crl.pem`) in the shared store, in place of one

@@ -669,6 +669,12 @@ pub trait Store: Send + Sync {
         let _ = ca_id;
         Ok(None)
     }
+    /// The revision of master CA `ca_id`'s CRL entry (every publication changes it), read
+    /// without the CRL: whether to read the CRL again. `None`: no entry, or not shared.
+    fn master_crl_revision(&self, ca_id: &str) -> Result<Option<u64>, StoreError> {
+        let _ = ca_id;
+        Ok(None)
+    }
     /// Publishes master CA `ca_id`'s CRL `der` in the shared store, in place of the one there
     /// only if `replaces` says so of it, as [`Store::publish_root_crl`] does. The file store
     /// publishes nothing.

@@ -23,6 +23,12 @@ impl LdapStore {
         Ok(self.read(&self.primary, dn)?.and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
     }
 
+    /// The revision of a CRL entry (every publication adds one), read without its value;
+    /// `None` when there is no entry or no revision that reads.
+    pub(super) fn crl_revision(&self, dn: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.read_attrs(&self.primary, dn, &["vouchRevision"])?.and_then(|e| e.revision().ok()))
+    }
+
     /// Publishes `der` at `dn` (`vouchCa` value `name`): an add where there is no entry; else
     /// the compare-and-swap described in the module's doc. Also a master's service
     /// certificate ([`LdapStore::service_dn`]), under the same rule.

@@ -252,8 +252,13 @@ impl LdapStore {
 
     /// Reads one entry (base search); `None` if it does not exist.
     fn read(&self, pool: &Pool, dn: &str) -> Result<Option<Entry>, StoreError> {
+        self.read_attrs(pool, dn, &["*"])
+    }
+
+    /// [`LdapStore::read`] of the attributes `attrs` only.
+    fn read_attrs(&self, pool: &Pool, dn: &str, attrs: &[&str]) -> Result<Option<Entry>, StoreError> {
         crate::obs::metrics::METRICS.ldap("read");
-        let res = pool.run(|c| c.search(dn, Scope::Base, "(objectClass=*)", vec!["*"]))?;
+        let res = pool.run(|c| c.search(dn, Scope::Base, "(objectClass=*)", attrs.to_vec()))?;
         let (entries, result) = (res.0, res.1);
         match result.rc {
             rc::SUCCESS => Ok(entries.into_iter().next().map(|e| Entry::from(SearchEntry::construct(e)))),
@@ -1422,6 +1427,11 @@ impl Store for LdapStore {
 
     fn service_certificates(&self, ca_ids: &[String]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.service_entries(ca_ids)
+    }
+
+    fn master_crl_revision(&self, ca_id: &str) -> Result<Option<u64>, StoreError> {
+        check_hex("master CA id", ca_id)?;
+        self.crl_revision(&self.master_crl_dn(ca_id))
     }
 
     fn master_crl(&self, ca_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
