@@ -307,6 +307,19 @@ impl Authority {
     /// was being revoked (a renewal racing a revocation for key compromise) is revoked, and
     /// the certname read again and its current certificate revoked too (bounded).
     pub fn revoke(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
+        let msg = self.revoke_retried(certname, reason, clean, now)?;
+        if !clean {
+            return Ok(msg);
+        }
+        match self.clear_override_after_clean(certname, now) {
+            Ok(Some(cleared)) => Ok(format!("{msg}; {cleared}")),
+            Ok(None) => Ok(msg),
+            Err(error) => Err(Error::Partial { done: msg, error: Box::new(error) }),
+        }
+    }
+
+    /// [`Authority::revoke`] without what a clean does after it.
+    fn revoke_retried(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
         let mut done = Vec::new();
         for _ in 0..4 {
             match self.revoke_once(certname, reason, clean, now) {

@@ -267,6 +267,11 @@ impl Authority {
     /// `vouch reconcile`: plans, and with `confirm` (if not refused) applies.
     pub fn reconcile(&self, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Plan, Error> {
         // 1. The inventory: a digest set, and the names spooled for the "no certificate" pass.
+        // A node that enrolls while it is read (a slow `cmd:` inventory) may be missing from
+        // it: no certificate issued after this moment (the real clock's) is an orphan.
+        let snapshot = OffsetDateTime::now_utc();
+        // A shared store: the other masters' service names, never orphans (read only).
+        self.read_fleet_names()?;
         let (mut unseen, mut names) = read_inventory(opts)?;
         // 2. The store's certificates, one at a time.
         let mut plan = Plan {
@@ -289,7 +294,7 @@ impl Authority {
             pending_older_than: opts.pending_older_than,
             applied: None,
         };
-        self.walk_certificates(&mut unseen, &mut plan, opts.progress, now)?;
+        self.walk_certificates(&mut unseen, &mut plan, opts.progress, (now, snapshot))?;
         if plan.inventory == 0 && !opts.force {
             return Err(Error::InventoryEmpty { source: opts.source_text.clone(), fleet: plan.certificates });
         }
@@ -339,7 +344,7 @@ impl Authority {
             plan.refusal = Some(e.to_string());
         }
         if opts.confirm {
-            let applied = self.apply(&mut plan, opts, now)?;
+            let applied = self.apply(&mut plan, opts, now, snapshot)?;
             plan.applied = Some(applied);
         }
         Ok(plan)
@@ -352,7 +357,7 @@ impl Authority {
         unseen: &mut HashSet<Key>,
         plan: &mut Plan,
         progress: bool,
-        now: OffsetDateTime,
+        (now, snapshot): (OffsetDateTime, OffsetDateTime),
     ) -> Result<(), Error> {
         let pb = spinner(progress, "reading the store's certificates");
         let mut failed: Option<Error> = None;
@@ -385,9 +390,10 @@ impl Authority {
                 }
                 // A revoked orphan is done, unless --prune forgets it.
                 false if l.revoked && !prune => Ok(()),
-                // An administrator's (`vouch admin new`) or a master's service's: no node's,
-                // whatever its name.
+                // An administrator's (`vouch admin new`): no node's, whatever its name.
                 false if self.administrator(&l.certname) => Ok(()),
+                // Issued after the inventory was read: not known to be an orphan.
+                false if self.issued_after(&l.serial, snapshot) => Ok(()),
                 false => {
                     changes = changes.saturating_add(1);
                     orphans.push(&Orphan {
@@ -423,17 +429,31 @@ impl Authority {
     /// Whether `certname`'s current certificate is an administrator's
     /// ([`Authority::is_admin_certificate`]; the service's names are reserved). A certificate
     /// that cannot be read is not known to be (the apply step reads it again, under the lock).
-    /// Whether `certname`'s current certificate is vouch's own: an administrator's, or a
-    /// service's of any master sharing the store (no conductor vouched for it, nor any
-    /// attributes: `vouch serve`'s own certificates, whichever master issued them).
     fn administrator(&self, certname: &str) -> bool {
-        matches!(self.store.current(certname), Ok(Some(c))
-            if self.is_admin_certificate(&c.pem) || self.protected(&c.record, &c.pem).is_some())
+        matches!(self.store.current(certname), Ok(Some(c)) if self.is_admin_certificate(&c.pem))
     }
 
     /// Revokes (with `--prune`: and forgets) the plan's orphans and drops its stale requests,
     /// under the store's lock; one CRL at the end.
-    fn apply(&self, plan: &mut Plan, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Applied, Error> {
+    /// Whether the certificate `serial` was issued after `t` (its record's notBefore, which
+    /// the profile backdates, plus that backdate). A record that cannot be read says no: the
+    /// apply step reads it again, under the lock.
+    fn issued_after(&self, serial: &str, t: OffsetDateTime) -> bool {
+        matches!(self.store.record(serial), Ok(Some(rec)) if self.record_issued_after(&rec, t))
+    }
+
+    fn record_issued_after(&self, rec: &crate::store::CertRecord, t: OffsetDateTime) -> bool {
+        let backdate = time::Duration::try_from(self.policy.profile.backdate).unwrap_or(time::Duration::DAY);
+        parse_rfc3339(&rec.not_before).is_ok_and(|nb| nb + backdate > t)
+    }
+
+    fn apply(
+        &self,
+        plan: &mut Plan,
+        opts: &ReconcileOptions,
+        now: OffsetDateTime,
+        snapshot: OffsetDateTime,
+    ) -> Result<Applied, Error> {
         let mut done = Applied::default();
         let lock = self.store.lock()?;
         let pb = bar(opts.progress, plan.changes, "applying");
@@ -458,7 +478,7 @@ impl Authority {
             let expected = current.expected();
             let rec = current.record;
             let unchanged = rec.serial == o.serial && (rec.state == State::Revoked) == o.revoked;
-            if !unchanged {
+            if !unchanged || self.record_issued_after(&rec, snapshot) {
                 done.skipped.push(o.certname);
                 return Ok(());
             }

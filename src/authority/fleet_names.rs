@@ -29,6 +29,24 @@ impl Authority {
         Ok(())
     }
 
+    /// The other masters and their service names, read from the shared store without
+    /// writing anything ([`Authority::refresh_fleet`] also writes the fleet's files and
+    /// publishes this master's CRL): for commands that only look, such as a dry run of
+    /// `vouch reconcile`. The file store: nothing.
+    pub fn read_fleet_names(&self) -> Result<(), Error> {
+        if !self.store.shares_root_crl() {
+            return Ok(());
+        }
+        let root = super::root_revoke::read_root_der(&self.dir)
+            .map_err(|detail| Error::Cert { path: self.dir.file(crate::issuance::bootstrap::ROOT_CERT), detail })?;
+        let root_crl = self.policy.trust.own_crl.get();
+        let (siblings, _) =
+            super::masters::fleet_masters(&root, &self.ca_der(), self.store.issuers()?, root_crl.as_deref());
+        self.fleet.set(siblings.clone());
+        self.refresh_fleet_names(&siblings, OffsetDateTime::now_utc())?;
+        Ok(())
+    }
+
     /// Reads the other masters' service certificates from the store (`siblings`: the master
     /// CAs counted) and reserves their names from now on: how many names that is.
     pub(super) fn refresh_fleet_names(&self, siblings: &[Vec<u8>], now: OffsetDateTime) -> Result<usize, Error> {

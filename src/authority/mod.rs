@@ -184,6 +184,11 @@ impl Authority {
         crate::store::ca_id(&self.ca.cert_der)
     }
 
+    /// This master CA's certificate (DER).
+    pub(crate) fn ca_der(&self) -> Vec<u8> {
+        self.ca.cert_der.clone()
+    }
+
     /// The PEM chain sent after each certificate: master CA, then root.
     pub fn chain_pem(&self) -> &str {
         &self.ca.chain_pem

@@ -53,6 +53,30 @@ impl Authority {
         Ok(o)
     }
 
+    /// After `vouch clean NAME` (and an administrator's clean through the API): the name's
+    /// override belonged to the node just cleaned, and a new node reusing the name must not
+    /// get a classification its own conductor never signed. Cleared (audited as such), and
+    /// said in the answer: `Some(what was done)`; `None` when there was none.
+    pub(super) fn clear_override_after_clean(
+        &self,
+        certname: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<String>, Error> {
+        let Some(o) = self.store.get_override(certname)? else { return Ok(None) };
+        if o.classification.is_none() {
+            return Ok(None);
+        }
+        let cleared = self.store.put_override(certname, None, Some(o.revision), now)?;
+        self.audit(serde_json::json!({
+            "time": format_rfc3339(now), "event": "override-cleared", "by": "clean",
+            "certname": certname, "revision": cleared.revision,
+        }))?;
+        Ok(Some(format!(
+            "its override (revision {}) cleared: a new node of this name gets its own classification",
+            o.revision
+        )))
+    }
+
     /// `vouch override show`.
     pub fn get_override(&self, certname: &str) -> Result<Option<Override>, Error> {
         check_name(certname)?;
