@@ -881,9 +881,11 @@ impl LdapStore {
     }
 
     /// Prunes journal entries whose attributes expired more than a day ago, at most once an
-    /// hour per process.
+    /// hour per process. By the wall clock, never a later `--now` (a command run with a
+    /// future `--now` removed every claim of the fleet's journal: spent attributes good again).
     fn prune_now_and_then(&self, now: OffsetDateTime) -> Result<(), StoreError> {
         static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+        let now = now.min(OffsetDateTime::now_utc());
         let t = now.unix_timestamp();
         if t.saturating_sub(LAST.load(std::sync::atomic::Ordering::Acquire)) < 3600 {
             return Ok(());
