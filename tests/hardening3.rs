@@ -88,3 +88,82 @@ fn a_future_now_never_prunes_the_shared_replay_journal() {
     assert_eq!(again.status.code(), Some(1), "spent attributes granted again after a future --now: {}", text(&again));
     assert!(String::from_utf8_lossy(&again.stderr).contains("attributes-replayed"), "{}", text(&again));
 }
+
+/// A TCP connection to `to` from the loopback address `from` (127.0.0.x: each a distinct
+/// client address to the server).
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::net::TcpStream {
+    use std::os::fd::FromRawFd;
+    let port = to.port().to_be_bytes();
+    // SAFETY: plain socket calls on a descriptor this function owns until from_raw_fd.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let sa = |ip: [u8; 4], port: [u8; 2]| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: u16::from_ne_bytes(port),
+            sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(ip) },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let local = sa(from, [0, 0]);
+        assert_eq!(libc::bind(fd, (&raw const local).cast(), len), 0, "bind: {}", std::io::Error::last_os_error());
+        let std::net::IpAddr::V4(v4) = to.ip() else { panic!("IPv4 only") };
+        let remote = sa(v4.octets(), port);
+        assert_eq!(
+            libc::connect(fd, (&raw const remote).cast(), len),
+            0,
+            "connect: {}",
+            std::io::Error::last_os_error()
+        );
+        std::net::TcpStream::from_raw_fd(fd)
+    }
+}
+
+/// Whether the server closed this connection (EOF or reset) rather than keeping it open.
+fn closed_by_server(c: &mut std::net::TcpStream) -> bool {
+    c.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    match std::io::Read::read(c, &mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    }
+}
+
+/// Finding 10: four addresses × 256 connections (the per-address cap) took all 1,024
+/// slots; a legitimate request waited 24.9 s. Now, once half the slots are in use, an address
+/// gets no more than a sixteenth of them and a network (/24) no more than a quarter. Measured
+/// with 64 slots: eight addresses of one /24 (127.0.1.x) open eight connections each and say
+/// nothing (a long handshake timeout); a client from another network (127.0.0.1) is still
+/// served at once, and a further address (127.0.2.1) gets its share. Before: all 64 held, the
+/// client answered only when the handshake timeout freed them (60 s).
+#[test]
+fn a_few_addresses_cannot_hold_every_connection_slot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let m = Master::start_env(&dir, "ca.test", &[], &["--max-connections", "64", "--body-timeout", "60"]);
+    let mut held: Vec<([u8; 4], std::net::TcpStream)> = Vec::new();
+    for host in 2..10u8 {
+        for _ in 0..8 {
+            held.push(([127, 0, 1, host], connect_from([127, 0, 1, host], m.addr())));
+        }
+    }
+    // Accepted in order: once this answer is in, every connection above was accepted or closed.
+    let asked = std::time::Instant::now();
+    let r = m.client().request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    eprintln!("the client from another network was answered after {:?}", asked.elapsed());
+    for _ in 0..8 {
+        held.push(([127, 0, 2, 1], connect_from([127, 0, 2, 1], m.addr())));
+    }
+    let r = m.client().request("GET", "/puppet-ca/v1/certificate/ca", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let open: Vec<[u8; 4]> = held.iter_mut().filter_map(|(a, c)| (!closed_by_server(c)).then_some(*a)).collect();
+    let from = |a: [u8; 4]| open.iter().filter(|o| **o == a).count();
+    let network = open.iter().filter(|o| o[2] == 1).count();
+    eprintln!("64 slots: {network} of 64 connections from 8 addresses of one /24 kept open");
+    assert_eq!(network, 32, "one /24 takes the free half of the slots, then no more");
+    assert_eq!(from([127, 0, 2, 1]), 4, "an address of another network gets its share (64/16) while busy");
+    assert!(m.log().contains("from this network"), "{}", m.log());
+}

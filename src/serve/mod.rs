@@ -48,7 +48,9 @@ pub struct ServeOptions {
     pub body_timeout: Duration,
     /// Connections served at once; more wait in the kernel's backlog.
     pub max_connections: usize,
-    /// Connections from one client address at once; more are closed at once.
+    /// Connections from one client address (IPv6: one /64) at once; more are closed at once.
+    /// Once half of `max_connections` are in use, an address holds at most a sixteenth of
+    /// them and a network (IPv4 /24, IPv6 /48) a quarter (`serve::peers`).
     pub max_per_peer: usize,
     /// The longest a connection may stay open, whatever it does.
     pub connection_lifetime: Duration,
