@@ -6,7 +6,7 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ldap_lab::{slapd_opts, store_env, Master};
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
 use std::path::Path;
@@ -87,6 +87,80 @@ fn a_future_now_never_prunes_the_shared_replay_journal() {
     );
     assert_eq!(again.status.code(), Some(1), "spent attributes granted again after a future --now: {}", text(&again));
     assert!(String::from_utf8_lossy(&again.stderr).contains("attributes-replayed"), "{}", text(&again));
+}
+
+/// A slapd pair (the master on the first, the second its confirmed replica) with a master
+/// started on it and `name` enrolled there.
+fn confirmed_pair(tmp: &Path, name: &str) -> (Slapd, Slapd, Master, [String; 2]) {
+    let (primary, standby) = Slapd::start_pair(&slapd_opts());
+    ok(&v(&primary, tmp).args(["ldap", "init", "--create-base"]).output().unwrap());
+    let d1 = tmp.join("m1");
+    let confirm = ["--store-replica".to_string(), standby.url(BASE)];
+    let flags = [confirm[0].as_str(), confirm[1].as_str(), "--store-confirm-replicas"];
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&primary), &flags);
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    assert!(cert.is_some(), "no certificate for {name}");
+    (primary, standby, m1, confirm)
+}
+
+/// Finding 5: with `--store-confirm-replicas`, a revocation the standby did not show exited
+/// 75 (its entry already on the primary, the hint saying nothing was changed); the
+/// documented retry answered "revoked" without confirming it, and after the primary died the
+/// standby had no revocation. A retry now confirms what is there before it answers; the
+/// hint says the change is on the primary.
+#[test]
+fn a_revocation_retried_after_its_replica_did_not_show_it_is_confirmed_before_it_is_answered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "revoked.example.test";
+    let (primary, standby, m1, replica) = confirmed_pair(tmp.path(), name);
+    let d1 = m1.dir.clone();
+    drop(m1);
+    standby.stop();
+    let revoke =
+        || v(&primary, &d1).args(&replica).arg("--store-confirm-replicas").args(["revoke", name]).output().unwrap();
+    let first = revoke();
+    assert_eq!(first.status.code(), Some(75), "{}", text(&first));
+    let said = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert!(!said.contains("nothing was issued or changed"), "the hint denies the write on the primary: {said}");
+    assert!(said.contains("run the same command again"), "{said}");
+    // The retry, the standby still down: not answered "revoked" unconfirmed.
+    let second = revoke();
+    assert_eq!(second.status.code(), Some(75), "a retry answered without confirming: {}", text(&second));
+    // The standby back: a retry confirms and succeeds (replication resumes within seconds).
+    standby.restart();
+    let mut last = revoke();
+    for _ in 0..10 {
+        if last.status.code() == Some(0) {
+            break;
+        }
+        last = revoke();
+    }
+    assert_eq!(last.status.code(), Some(0), "{}", text(&last));
+    // The primary dies: the standby has the revocation.
+    primary.kill();
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_str(&ok(&v(&standby, &d1).args(["list", "--all", "--format", "json"]).output().unwrap()))
+            .unwrap();
+    let entry = listed.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name} not listed: {listed:?}"));
+    assert_eq!(entry["state"], "revoked", "{entry}");
+}
+
+/// Finding 5, `hold()`: a vouched request refused for another reason (here pp_role) holds
+/// its attributes for its key in the shared journal; with `--store-confirm-replicas` that
+/// hold was answered without the standby showing it (a failover then let another key take
+/// the attributes). Now 503 until the standby shows it, as a claim.
+#[test]
+fn a_hold_of_refused_attributes_is_confirmed_on_the_replicas() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_primary, standby, m1, _) = confirmed_pair(tmp.path(), "first.example.test");
+    standby.stop();
+    let held = "held.example.test";
+    let mut asks_role = attributes(&m1.dir, Some(held), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    asks_role.extension_requests.insert("pp_role".into(), "web".into());
+    let (put, why, _) = enroll(&m1, held, &csr_for(held, &asks_role, &p256()));
+    assert_eq!(put, 503, "a hold the standby does not show was answered: {why}\n{}", m1.log());
 }
 
 /// A TCP connection to `to` from the loopback address `from` (127.0.0.x: each a distinct

@@ -95,6 +95,7 @@ const MAX_CONFLICT_RETRIES: usize = 3;
 fn same_kind(e: &Error) -> Error {
     match e {
         Error::StoreUnavailable { detail } => Error::StoreUnavailable { detail: detail.clone() },
+        Error::StoreUnconfirmed { detail } => Error::StoreUnconfirmed { detail: detail.clone() },
         Error::StoreConflict { what } => Error::StoreConflict { what: what.clone() },
         e => Error::Store { detail: e.to_string() },
     }

@@ -175,7 +175,7 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
     if let Some(h) = e.hint() {
         detail.push_str(&format!(" ({h})"));
     }
-    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreConflict { .. }) {
+    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreUnconfirmed { .. } | Error::StoreConflict { .. }) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
         events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
         return unavailable();
