@@ -100,6 +100,8 @@ pub enum Error {
     StoreUnconfirmed {
         detail: String,
     },
+    /// A refused request not kept: the store's or the client address's bound (crate::limits).
+    Limited(crate::limits::Limited),
     /// A concurrent change won a compare-and-swap on the shared store: nothing was written.
     StoreConflict {
         what: String,
@@ -531,6 +533,7 @@ impl std::fmt::Display for Error {
             }
             Error::StoreUnavailable { detail } => write!(f, "CA store unavailable: {detail}"),
             Error::StoreUnconfirmed { detail } => write!(f, "CA store change not confirmed on the replicas: {detail}"),
+            Error::Limited(l) => write!(f, "{l}"),
             Error::StoreConflict { what } => write!(f, "{what}; nothing was written"),
             Error::StoreUrl { detail } => write!(f, "store: {detail}"),
             Error::StoreLdap { detail } => write!(f, "LDAP store: {detail}"),
@@ -827,6 +830,7 @@ impl Error {
                  it): once the replica answers, run the same command again (it confirms what is stored and \
                  changes nothing twice); a running vouch serve answers 503 and the agent retries"
             }
+            Error::Limited(l) => l.hint(),
             Error::StoreConflict { .. } => {
                 "read the current state again ('vouch override show NAME' for an override, 'vouch list --all' \
                  for certificates) and retry with what it shows"

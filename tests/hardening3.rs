@@ -241,3 +241,113 @@ fn a_few_addresses_cannot_hold_every_connection_slot() {
     assert_eq!(from([127, 0, 2, 1]), 4, "an address of another network gets its share (64/16) while busy");
     assert!(m.log().contains("from this network"), "{}", m.log());
 }
+
+/// Restarts `m` (on `slapd`, else on its files) with `[requests]` set to `section` in its policy.
+fn with_requests_policy(slapd: Option<&Slapd>, m: Master, section: &str) -> Master {
+    let dir = m.dir.clone();
+    drop(m);
+    let policy = dir.join("policy.toml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let base = text.split("\n[requests]\n").next().unwrap_or_default().to_string();
+    std::fs::write(&policy, format!("{base}\n[requests]\n{section}\n")).unwrap();
+    Master::start_env(&dir, "ca1.test", &slapd.map(store_env).unwrap_or_default(), &[])
+}
+
+/// An anonymous request nobody vouched for: refused, and kept for the operator to see.
+fn bare_csr(name: &str) -> Vec<u8> {
+    let none = vouch::vouching::attrs::CsrAttributes {
+        custom_attributes: Default::default(),
+        extension_requests: Default::default(),
+    };
+    csr_for(name, &none, &p256())
+}
+
+fn put(c: &mut vouch::serve::client::Client, name: &str, csr: &[u8]) -> vouch::serve::client::Response {
+    c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), csr).unwrap()
+}
+
+/// Finding 1: refused requests under 16 KiB were kept with no limit on their count or rate,
+/// one entry per certname: one anonymous client filled a 1 GiB slapd database in a minute and
+/// every master then failed to issue and to revoke. Now the store keeps at most
+/// `requests.max_pending` (503 and Retry-After beyond, nothing kept) and `vouch serve` keeps
+/// at most `requests.kept_per_minute` from one client address (429 and Retry-After beyond);
+/// a name already pending is replaced, not counted again; a granted request is never refused
+/// for either.
+#[test]
+fn refused_requests_kept_are_bounded_per_store_and_per_client_address() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = with_requests_policy(Some(&slapd), m1, "max_pending = 20\nkept_per_minute = 1000");
+    let mut c = m1.client();
+    let mut answers = Vec::new();
+    for i in 0..30 {
+        let name = format!("junk{i:02}.example.test");
+        let r = put(&mut c, &name, &bare_csr(&name));
+        if r.status == 503 {
+            assert!(r.header("retry-after").is_some_and(|s| s.parse::<u64>().unwrap_or(0) > 0), "{:?}", r.headers);
+        }
+        answers.push(r.status);
+    }
+    let kept = answers.iter().filter(|s| **s == 200).count();
+    let full = answers.iter().filter(|s| **s == 503).count();
+    assert_eq!((kept, full), (20, 10), "{answers:?}");
+    let pending = |d: &Path| {
+        serde_json::from_str::<Vec<serde_json::Value>>(&ok(&v(&slapd, d)
+            .args(["list", "--format", "json"])
+            .output()
+            .unwrap()))
+        .unwrap()
+        .len()
+    };
+    assert_eq!(pending(&d1), 20);
+    // A name already pending is replaced (nothing grows).
+    assert_eq!(put(&mut c, "junk00.example.test", &bare_csr("junk00.example.test")).status, 200);
+    // A vouched request is granted while the pending requests are full.
+    let name = "granted.example.test";
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (status, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(status, 200, "{why}");
+    assert!(cert.is_some(), "a granted request was refused because the pending requests are full");
+    assert_eq!(pending(&d1), 20);
+    // One client address: three kept a minute, then 429 with Retry-After; still granted.
+    let m1 = with_requests_policy(Some(&slapd), m1, "max_pending = 1000\nkept_per_minute = 3");
+    let mut c = m1.client();
+    let mut answers = Vec::new();
+    for i in 0..6 {
+        let name = format!("fast{i}.example.test");
+        let r = put(&mut c, &name, &bare_csr(&name));
+        if r.status == 429 {
+            assert!(r.header("retry-after").is_some_and(|s| s.parse::<u64>().unwrap_or(0) > 0), "{:?}", r.headers);
+        }
+        answers.push(r.status);
+    }
+    assert_eq!(answers, [200, 200, 200, 429, 429, 429]);
+    // A name already pending is replaced whatever the rate (nothing grows).
+    assert_eq!(put(&mut c, "fast0.example.test", &bare_csr("fast0.example.test")).status, 200);
+    let name = "granted2.example.test";
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (status, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!((status, cert.is_some()), (200, true), "{why}");
+}
+
+/// Finding 1 on the file store (`DIR/ca/requests/`), which grew the same way, slower.
+#[test]
+fn refused_requests_kept_in_the_file_store_are_bounded_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let m = Master::start_env(&dir, "ca1.test", &[], &[]);
+    let m = with_requests_policy(None, m, "max_pending = 5");
+    let mut c = m.client();
+    let answers: Vec<u16> = (0..8)
+        .map(|i| {
+            let name = format!("junk{i}.example.test");
+            put(&mut c, &name, &bare_csr(&name)).status
+        })
+        .collect();
+    assert_eq!(answers, [200, 200, 200, 200, 200, 503, 503, 503]);
+    let kept = std::fs::read_dir(dir.join("ca/requests")).unwrap().count();
+    assert_eq!(kept, 10, "five requests, two files each");
+    assert!(m.log().contains("requests.max_pending"), "{}", m.log());
+}

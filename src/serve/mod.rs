@@ -12,6 +12,7 @@ pub mod client;
 mod http;
 mod metrics;
 mod peers;
+pub mod rate;
 mod server;
 pub mod setup;
 mod tls;
@@ -24,6 +25,7 @@ use std::time::Duration;
 /// The service's blocking threads: each request that issues holds one while it decides,
 /// signs and waits for its batch (see `run`).
 const BLOCKING_THREADS: usize = 32;
+
 // An LDAP store's pools keep one idle connection per blocking thread: more threads than
 // that would open and bind a connection per operation under a steady load.
 const _: () = assert!(crate::store::ldap::MAX_IDLE >= BLOCKING_THREADS);

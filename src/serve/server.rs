@@ -25,6 +25,8 @@ pub(super) struct Shared {
     /// Open connections per client address and network (`opts.max_per_peer`; shares of
     /// `opts.max_connections` once half are in use).
     per_peer: Arc<PerAddress>,
+    /// Refused requests kept per client address (`requests.kept_per_minute`), across reloads.
+    pub(super) kept_rate: Arc<super::rate::KeptRate>,
     authority: RwLock<Arc<Authority>>,
     tls: RwLock<Arc<rustls::ServerConfig>>,
 }
@@ -61,6 +63,7 @@ pub(super) async fn serve(
     banner(&report, local, metrics_local);
     let shared = Arc::new(Shared {
         per_peer: PerAddress::new(opts.max_per_peer, opts.max_connections),
+        kept_rate: Arc::default(),
         opts,
         authority: RwLock::new(Arc::new(authority)),
         tls: RwLock::new(Arc::new(tls)),

@@ -1334,6 +1334,10 @@ impl Store for LdapStore {
         Ok(())
     }
 
+    fn count_requests(&self, at_most: usize) -> Result<usize, StoreError> {
+        self.count_request_entries(at_most)
+    }
+
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
         let mut out = Vec::new();
         for e in

@@ -2,10 +2,12 @@
 //! `--store-replica` before the answer, and what a time-out means depends on what was
 //! written: a claim or a hold (nothing signed yet: the requester retries) or a change that
 //! stands on the primary (a certificate, a revocation, the root CRL: the same command run
-//! again confirms it, changing nothing twice).
+//! again confirms it, changing nothing twice). Also the count of pending requests, bounded.
 
 use super::{Entry, LdapStore, REPLICA_WAIT};
 use crate::store::StoreError;
+use ldap3::Scope;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// What the entry being confirmed is.
@@ -60,5 +62,16 @@ impl LdapStore {
             }
         }
         Ok(())
+    }
+
+    /// How many pending requests the store keeps, counted up to `at_most` (no further: the
+    /// caller only asks whether there is room).
+    pub(super) fn count_request_entries(&self, at_most: usize) -> Result<usize, StoreError> {
+        let mut n = 0usize;
+        self.search_each(&self.container("requests"), Scope::OneLevel, "(objectClass=vouchRequest)", &["1.1"], |_| {
+            n = n.saturating_add(1);
+            Ok(if n >= at_most { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
+        Ok(n)
     }
 }
