@@ -95,6 +95,13 @@ pub enum Error {
     StoreUnavailable {
         detail: String,
     },
+    /// A change stored on the primary LDAP server that a `--store-replica` did not show in
+    /// time (`--store-confirm-replicas`): exit 75, 503; the same command confirms it.
+    StoreUnconfirmed {
+        detail: String,
+    },
+    /// A refused request not kept: the store's or the client address's bound (crate::limits).
+    Limited(crate::limits::Limited),
     /// A concurrent change won a compare-and-swap on the shared store: nothing was written.
     StoreConflict {
         what: String,
@@ -531,6 +538,8 @@ impl std::fmt::Display for Error {
                 f.write_str("cannot write stdout: its reader closed it (a pipe whose reader exited)")
             }
             Error::StoreUnavailable { detail } => write!(f, "CA store unavailable: {detail}"),
+            Error::StoreUnconfirmed { detail } => write!(f, "CA store change not confirmed on the replicas: {detail}"),
+            Error::Limited(l) => write!(f, "{l}"),
             Error::StoreConflict { what } => write!(f, "{what}; nothing was written"),
             Error::StoreUrl { detail } => write!(f, "store: {detail}"),
             Error::StoreLdap { detail } => write!(f, "LDAP store: {detail}"),
@@ -828,6 +837,12 @@ impl Error {
                  serve answers 503 meanwhile and resumes by itself, one that cannot start exits 75 (the \
                  systemd unit restarts it)"
             }
+            Error::StoreUnconfirmed { .. } => {
+                "the change is stored on the primary but not yet on every replica (a failover now could lose \
+                 it): once the replica answers, run the same command again (it confirms what is stored and \
+                 changes nothing twice); a running vouch serve answers 503 and the agent retries"
+            }
+            Error::Limited(l) => l.hint(),
             Error::StoreConflict { .. } => {
                 "read the current state again ('vouch override show NAME' for an override, 'vouch list --all' \
                  for certificates) and retry with what it shows"

@@ -41,6 +41,7 @@ pub mod error;
 pub mod files;
 pub mod hook;
 pub mod issuance;
+pub mod limits;
 pub mod obs;
 pub mod policy;
 pub mod serve;

@@ -81,7 +81,9 @@ fn main() {
                 let _ = writeln!(err, "  hint: {h}");
             }
             match e {
-                vouch::Error::StoreUnavailable { .. } => vouch::cli::EXIT_TEMPFAIL,
+                vouch::Error::StoreUnavailable { .. }
+                | vouch::Error::StoreUnconfirmed { .. }
+                | vouch::Error::Limited(_) => vouch::cli::EXIT_TEMPFAIL,
                 vouch::Error::RevokedCrlNotWritten { .. }
                 | vouch::Error::ReconcileCrlNotWritten { .. }
                 | vouch::Error::RenewedCrlNotWritten { .. }

@@ -1,16 +1,16 @@
 //! Issuing for a request: decide, prepare, sign, then the group commit under the store's
 //! lock (check the store, claim the attributes, store the batch, audit), then answer.
 
-use super::replay::{hold_refused, holder_digest};
-use super::{warn, Authority, KEEP_UNVOUCHED_MAX};
+use super::pending::{keep_always, KeepGate};
+use super::replay::holder_digest;
+use super::{warn, Authority};
 use crate::decision::{self, Refusal, Refused, Request};
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::certificate::{self, Authorization, Issued};
 use crate::policy::OnExisting;
 use crate::store::{
-    CertRecord, ClaimUse, Expected, Issuance, PendingRequest, Revocation, SpentClaim, State, StoreError, Supersede,
-    WriteLock,
+    CertRecord, ClaimUse, Expected, Issuance, Revocation, SpentClaim, State, StoreError, Supersede, WriteLock,
 };
 use crate::vouching::replay_key::ReplayKey;
 use time::OffsetDateTime;
@@ -95,6 +95,7 @@ const MAX_CONFLICT_RETRIES: usize = 3;
 fn same_kind(e: &Error) -> Error {
     match e {
         Error::StoreUnavailable { detail } => Error::StoreUnavailable { detail: detail.clone() },
+        Error::StoreUnconfirmed { detail } => Error::StoreUnconfirmed { detail: detail.clone() },
         Error::StoreConflict { what } => Error::StoreConflict { what: what.clone() },
         e => Error::Store { detail: e.to_string() },
     }
@@ -264,6 +265,19 @@ impl Authority {
         certname: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
+        self.issue_gated(csr, parsed, certname, now, &keep_always)
+    }
+
+    /// [`Authority::issue_parsed`] where a refused request is kept only if `gate` allows
+    /// (`vouch serve`: the client address's rate); a grant never asks it.
+    pub fn issue_gated(
+        &self,
+        csr: &[u8],
+        parsed: Option<crate::encoding::csr::Csr>,
+        certname: Option<&str>,
+        now: OffsetDateTime,
+        gate: KeepGate<'_>,
+    ) -> Result<IssueOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
         let second = now.unix_timestamp();
@@ -295,7 +309,7 @@ impl Authority {
         let grant = match outcome {
             Err(refused) => {
                 drop(permit);
-                return self.refuse(&certname, csr, refused, now);
+                return self.refuse(&certname, csr, refused, now, gate);
             }
             Ok(g) => g,
         };
@@ -328,7 +342,7 @@ impl Authority {
         };
         match outcome {
             Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
-            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now),
+            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now, gate),
         }
     }
 
@@ -687,66 +701,6 @@ impl Authority {
             }));
         }
         Ok(None)
-    }
-
-    pub(super) fn refuse(
-        &self,
-        certname: &str,
-        csr: &[u8],
-        refused: Refused,
-        now: OffsetDateTime,
-    ) -> Result<IssueOutcome, Error> {
-        let mut refused = hold_refused(self.journal(true).as_deref(), refused, certname, now)?;
-        // Kept for the operator: requests a trusted conductor vouched for (whatever their
-        // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
-        // KB). Larger unvouched bodies are only logged: anyone can send them, under any
-        // number of names.
-        // Never kept under a reserved name (the service's, an administrator's, Puppet's `ca`):
-        // no decision can grant it.
-        let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
-        let keepable = !reserved
-            && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX)
-            && decision::check_certname(certname).is_ok()
-            && !decision::is_reserved_certname(certname);
-        if !keepable {
-            self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
-            return Ok(IssueOutcome::Refused(refused));
-        }
-        // Under the store's lock, as issuance: whether the name has a certificate is read
-        // there (a request racing the node's own, granted one, is not kept beside it), and
-        // the request's two files are written by one writer at a time (its CSR never ends
-        // beside another request's reasons).
-        let lock = self.store.lock()?;
-        if self.policy.on_existing == OnExisting::Refuse
-            && !refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
-        {
-            if let Some(crate::store::Current { record: rec, .. }) = self.store.current(certname)? {
-                if rec.state == State::Issued
-                    && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
-                {
-                    refused
-                        .reasons
-                        .push(Refusal::CertificateExists { certname: certname.to_string(), serial: rec.serial });
-                }
-            }
-        }
-        self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
-        // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
-        // request; a pending request beside a signed node would only hide it).
-        if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
-            return Ok(IssueOutcome::Refused(refused));
-        }
-        let pem = match crate::encoding::csr::parse(csr) {
-            Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
-            Err(_) => String::from_utf8_lossy(csr).into_owned(),
-        };
-        let req = PendingRequest {
-            certname: certname.to_string(),
-            time: format_rfc3339(now),
-            reasons: refused.tagged_reasons(),
-        };
-        self.store.put_request(&lock, &req, pem.as_bytes())?;
-        Ok(IssueOutcome::Refused(refused))
     }
 }
 

@@ -714,7 +714,7 @@ pub struct ServeArgs {
     /// Connections served at once, 1 to 1000000 (more wait in the kernel's backlog).
     #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_CONNECTIONS)))]
     pub max_connections: u64,
-    /// Connections from one client address at once, 1 to 1000000 (more are closed at once).
+    /// Connections from one client address at once, 1 to 1000000 (more are closed at once); once half of --max-connections are in use, a sixteenth of them per address and a quarter per /24.
     #[arg(long, default_value_t = 256, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_CONNECTIONS)))]
     pub max_connections_per_address: u64,
     /// Seconds a connection may stay open, whatever it does (1 to 604800).

@@ -11,6 +11,7 @@ mod duration;
 pub mod own_crl;
 mod parse;
 mod pattern;
+mod requests;
 
 pub use chain_cache::{ChainCache, Window};
 pub use classification_cache::ClassificationCache;
@@ -19,6 +20,7 @@ pub use digest_map::digest;
 pub use duration::{duration_problem, format_duration, parse_duration};
 pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
+pub use requests::RequestLimits;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -92,6 +94,8 @@ pub struct Policy {
     /// `POST certificate_renewal` (a node renewing itself) is refused for a certificate
     /// issued less than this long ago: each renewal adds a CRL entry (superseded).
     pub renewal_min_age: Duration,
+    /// `[requests]`: refused requests kept at most (in the store; per client address a minute).
+    pub requests: RequestLimits,
     /// How long a CRL is valid (its nextUpdate).
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.

@@ -30,6 +30,8 @@ struct RawPolicy {
     conductor: Vec<RawScope>,
     #[serde(default)]
     serve: RawServe,
+    #[serde(default)]
+    requests: super::requests::RawRequests,
 }
 
 #[derive(Deserialize, Default)]
@@ -185,6 +187,7 @@ impl Policy {
         let admin_fingerprints = file.serve(&raw.serve)?;
         let places = file.places(raw.audit, raw.replay)?;
         let issuance = file.issuance(&raw.issuance)?;
+        let requests = super::requests::limits(&raw.requests, &|span, key, m| file.err(span, key, m))?;
         let crl_validity = file.duration(&raw.crl.validity, "crl.validity", 30 * 86_400)?;
         let crl_refresh_before = file.duration(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?;
         let scopes = raw.conductor.into_iter().map(|sc| file.scope(sc)).collect::<Result<Vec<_>, _>>()?;
@@ -203,6 +206,7 @@ impl Policy {
             allowed_extensions,
             audit_log: places.audit_log,
             renewal_min_age: issuance.renewal_min_age,
+            requests,
             profile: issuance.profile,
             on_existing: issuance.on_existing,
             cap_at_conductor: issuance.cap_at_conductor,

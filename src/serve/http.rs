@@ -83,7 +83,9 @@ fn response(r: ApiResponse) -> Response<Full<Bytes>> {
     if r.varies {
         b = b.header("Vary", "Accept-Encoding");
     }
-    if r.status == 503 {
+    if let Some(secs) = r.retry_after {
+        b = b.header("Retry-After", secs.to_string());
+    } else if r.status == 503 {
         // The agent waits and retries (the shared store was unreachable, or lost a race).
         b = b.header("Retry-After", api::RETRY_AFTER_SECS.to_string());
     }
@@ -98,6 +100,7 @@ fn plain(status: u16, text: &str) -> ApiResponse {
         last_modified: None,
         gzip: false,
         varies: false,
+        retry_after: None,
     }
 }
 
@@ -171,7 +174,7 @@ async fn serve_request(
     let head = Head::of(&parts);
     let path = crate::encoding::percent_decode(&head.raw_path);
     let route = path.as_deref().map_or(Route::Other, route_of);
-    let (resp, events, who) = match answer(&shared, peer_cert, &head, path, body).await {
+    let (resp, events, who) = match answer(&shared, peer, peer_cert, &head, path, body).await {
         Ok(Handled { resp, events, who, took }) => {
             // An issuance: from the hand-over to the blocking pool (its queue included) to the
             // answer, so decision, signature and the group commit's synchronous write.
@@ -193,6 +196,7 @@ async fn serve_request(
 /// The API's answer to a request whose path decoded, or the skin's own (400, 408, 413, 500).
 async fn answer(
     shared: &Shared,
+    peer: SocketAddr,
     peer_cert: Option<Arc<Vec<u8>>>,
     head: &Head,
     path: Option<String>,
@@ -209,6 +213,7 @@ async fn answer(
         }
     }
     let handed = Instant::now();
+    let kept_rate = shared.kept_rate.clone();
     let (method, query, if_modified_since, accept_gzip) =
         (head.method.clone(), head.query.clone(), head.if_modified_since, head.accept_gzip);
     let joined = tokio::task::spawn_blocking(move || {
@@ -223,7 +228,8 @@ async fn answer(
                 }
             };
             let who = who(&client);
-            let req = ApiRequest { method, path, query, body, if_modified_since, accept_gzip, client };
+            let kept_rate = Some((peer.ip(), kept_rate));
+            let req = ApiRequest { method, path, query, body, if_modified_since, accept_gzip, client, kept_rate };
             let (resp, events) = api::handle(&auth, &req, now);
             (resp, events, who)
         })

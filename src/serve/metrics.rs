@@ -126,7 +126,7 @@ pub(super) async fn serve(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let per_address = PerAddress::new(MAX_PER_ADDRESS);
+    let per_address = PerAddress::new(MAX_PER_ADDRESS, MAX_CONNECTIONS);
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -143,15 +143,13 @@ pub(super) async fn serve(
             },
             _ = stop.changed() => return,
         };
-        let Some(slot) = per_address.take(peer.ip()) else {
-            tracing::warn!(
-                event = "connection",
-                listener = "metrics",
-                peer = %peer,
-                error = "more than 4 metrics connections from this address; closed",
-            );
-            drop(stream);
-            continue;
+        let slot = match per_address.take(peer.ip()) {
+            Ok(s) => s,
+            Err(crowded) => {
+                tracing::warn!(event = "connection", listener = "metrics", peer = %peer, error = %crowded);
+                drop(stream);
+                continue;
+            }
         };
         let crls = crls.clone();
         let mut stop = stop.clone();

@@ -13,6 +13,7 @@ mod client_auth;
 mod http;
 mod metrics;
 mod peers;
+pub mod rate;
 mod server;
 pub mod setup;
 mod tls;
@@ -25,6 +26,7 @@ use std::time::Duration;
 /// The service's blocking threads: each request that issues holds one while it decides,
 /// signs and waits for its batch (see `run`).
 const BLOCKING_THREADS: usize = 32;
+
 // An LDAP store's pools keep one idle connection per blocking thread: more threads than
 // that would open and bind a connection per operation under a steady load.
 const _: () = assert!(crate::store::ldap::MAX_IDLE >= BLOCKING_THREADS);
@@ -49,7 +51,9 @@ pub struct ServeOptions {
     pub body_timeout: Duration,
     /// Connections served at once; more wait in the kernel's backlog.
     pub max_connections: usize,
-    /// Connections from one client address at once; more are closed at once.
+    /// Connections from one client address (IPv6: one /64) at once; more are closed at once.
+    /// Once half of `max_connections` are in use, an address holds at most a sixteenth of
+    /// them and a network (IPv4 /24, IPv6 /48) a quarter (`serve::peers`).
     pub max_per_peer: usize,
     /// The longest a connection may stay open, whatever it does.
     pub connection_lifetime: Duration,

@@ -22,8 +22,11 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 /// What every connection shares. SIGHUP swaps the authority (policy) and TLS config.
 pub(super) struct Shared {
     pub(super) opts: ServeOptions,
-    /// Open connections per client address (at most `opts.max_per_peer` each).
+    /// Open connections per client address and network (`opts.max_per_peer`; shares of
+    /// `opts.max_connections` once half are in use).
     per_peer: Arc<PerAddress>,
+    /// Refused requests kept per client address (`requests.kept_per_minute`), across reloads.
+    pub(super) kept_rate: Arc<super::rate::KeptRate>,
     authority: RwLock<Arc<Authority>>,
     tls: RwLock<Arc<rustls::ServerConfig>>,
 }
@@ -59,7 +62,8 @@ pub(super) async fn serve(
     let mut signals = Signals::install()?;
     banner(&report, local, metrics_local);
     let shared = Arc::new(Shared {
-        per_peer: PerAddress::new(opts.max_per_peer),
+        per_peer: PerAddress::new(opts.max_per_peer, opts.max_connections),
+        kept_rate: Arc::default(),
         opts,
         authority: RwLock::new(Arc::new(authority)),
         tls: RwLock::new(Arc::new(tls)),
@@ -179,14 +183,13 @@ async fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, signals: &mut
             }
         };
         let _ = stream.set_nodelay(true);
-        let Some(peer_slot) = shared.per_peer.take(peer.ip()) else {
-            tracing::warn!(
-                event = "connection",
-                peer = %peer,
-                error = %format_args!("more than {} connections from this address; closed", shared.per_peer.max()),
-            );
-            drop(stream);
-            continue;
+        let peer_slot = match shared.per_peer.take(peer.ip()) {
+            Ok(s) => s,
+            Err(crowded) => {
+                tracing::warn!(event = "connection", peer = %peer, error = %crowded);
+                drop(stream);
+                continue;
+            }
         };
         let connection = Connection {
             shared: shared.clone(),

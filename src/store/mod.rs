@@ -56,6 +56,7 @@
 pub mod audit;
 mod file;
 pub(crate) use file::holder_of_file;
+mod error;
 pub mod group;
 pub mod journal;
 pub mod junk;
@@ -66,129 +67,14 @@ pub mod verify;
 pub(crate) use crate::files::fault::crash_point;
 #[cfg(feature = "fault-injection")]
 pub(crate) use crate::files::fault::fail_point;
+pub use error::StoreError;
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-
-/// A store failure.
-#[derive(Debug)]
-pub enum StoreError {
-    Io {
-        path: PathBuf,
-        op: &'static str,
-        source: io::Error,
-    },
-    Corrupt {
-        path: PathBuf,
-        detail: String,
-    },
-    SerialTaken {
-        serial: String,
-    },
-    /// A certname that fails the certname rules: it never becomes a file name.
-    CertnameInvalid {
-        certname: String,
-        problem: crate::decision::CertnameProblem,
-    },
-    /// The batch is durable in the store's log, but a step after that failed (applying it
-    /// to the files, or a checkpoint): the certificates exist; the next lock holder
-    /// finishes the job.
-    AfterCommit {
-        source: Box<StoreError>,
-    },
-    /// The store cannot be reached (the LDAP server is down or refuses us): nothing was
-    /// decided or written; the same request later may succeed.
-    Unavailable {
-        detail: String,
-    },
-    /// Someone else changed the entry since it was read (a compare-and-swap failed): nothing
-    /// was written by this call.
-    Conflict {
-        what: String,
-    },
-    /// A file journal that a master using a shared store has retired: whoever still claims
-    /// in it (a hook run without --store) would not share one-time use with the fleet.
-    JournalMoved {
-        path: PathBuf,
-        to: String,
-    },
-    /// The LDAP server answered with an error vouch does not expect (schema missing, access
-    /// denied, a damaged entry).
-    Ldap {
-        op: &'static str,
-        dn: String,
-        detail: String,
-    },
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Io { path, op, source } => {
-                write!(f, "cannot {op} {}: {source}", path.display())
-            }
-            StoreError::Corrupt { path, detail } => {
-                write!(f, "store file {} is damaged: {detail}", path.display())
-            }
-            StoreError::SerialTaken { serial } => write!(f, "serial {serial} is already used"),
-            StoreError::CertnameInvalid { certname, problem } => {
-                write!(f, "{certname:?} is not a valid certname: {problem}")
-            }
-            StoreError::AfterCommit { source } => write!(
-                f,
-                "the certificates are stored (in the store's log), but then: {source}; \
-                 the next command that takes the store's lock finishes writing them"
-            ),
-            StoreError::Unavailable { detail } => write!(f, "the store is unavailable: {detail}"),
-            StoreError::Conflict { what } => write!(f, "{what}; nothing was written"),
-            StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
-            StoreError::JournalMoved { path, to } => write!(
-                f,
-                "the replay journal {} is retired: the fleet's one-time use is in the shared store {to} \
-                 (give --store or VOUCH_STORE, as the masters do)",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StoreError::Io { source, .. } => Some(source),
-            StoreError::AfterCommit { source } => Some(source.as_ref()),
-            _ => None,
-        }
-    }
-}
-
-/// A store failure as a command error: a certname that fails the rules stays one.
-impl From<StoreError> for crate::error::Error {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::CertnameInvalid { certname, problem } => {
-                crate::error::Error::CertnameInvalid { certname, problem }
-            }
-            StoreError::Unavailable { detail } => crate::error::Error::StoreUnavailable { detail },
-            // The file store's inventory its user may not read (its owner or mode).
-            StoreError::Io { path, op, source }
-                if source.kind() == io::ErrorKind::PermissionDenied
-                    && path.file_name().is_some_and(|n| n == "inventory.txt") =>
-            {
-                crate::error::Error::InventoryUnreadable { path, op, source }
-            }
-            e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
-            StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
-            e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },
-            e => crate::error::Error::Store { detail: e.to_string() },
-        }
-    }
-}
 
 /// The life of a serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -638,6 +524,11 @@ pub trait Store: Send + Sync {
         certnames.iter().map(|c| self.remove_request(c)).collect()
     }
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError>;
+    /// How many pending requests the store keeps, counted up to `at_most` at least.
+    fn count_requests(&self, at_most: usize) -> Result<usize, StoreError> {
+        let _ = at_most;
+        Ok(self.requests()?.len())
+    }
     /// One pending request with its CSR (PEM), if there is one.
     fn request(&self, certname: &str) -> Result<Option<(PendingRequest, Vec<u8>)>, StoreError>;
     /// The certificates (DER) of every master CA sharing the store (none for the file store):

@@ -46,7 +46,7 @@ fn crl_answer(doc: Document, if_modified_since: Option<OffsetDateTime>, accept_g
 /// A document's answer: compressed for a client that takes gzip, as Puppet Server answers.
 fn document(doc: Document, accept_gzip: bool, last_modified: Option<OffsetDateTime>) -> ApiResponse {
     let (body, gzip) = if accept_gzip { (doc.gzip, true) } else { (doc.plain, false) };
-    ApiResponse { status: 200, content_type: "text/plain", body, last_modified, gzip, varies: true }
+    ApiResponse { last_modified, gzip, varies: true, ..ApiResponse::bytes(200, "text/plain", body) }
 }
 
 pub(super) fn expirations(auth: &Authority) -> Result<ApiResponse, Error> {

@@ -47,6 +47,9 @@ pub struct ApiRequest {
     /// Whether the client takes a gzip-compressed answer (`Accept-Encoding`; Puppet's agents do).
     pub accept_gzip: bool,
     pub client: Client,
+    /// The client's address, and the buckets that bound the refused requests kept per
+    /// address (`requests.kept_per_minute`); `None`: no such bound (a library caller).
+    pub kept_rate: Option<(std::net::IpAddr, std::sync::Arc<crate::serve::rate::KeptRate>)>,
 }
 
 /// An answer.
@@ -61,6 +64,8 @@ pub struct ApiResponse {
     pub gzip: bool,
     /// The answer depends on `Accept-Encoding` (`Vary`), compressed or not.
     pub varies: bool,
+    /// `Retry-After` in seconds (a 503 without one gets [`RETRY_AFTER_SECS`]).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiResponse {
@@ -71,7 +76,8 @@ impl ApiResponse {
         ApiResponse::bytes(status, "application/json", value.to_string().into_bytes())
     }
     fn bytes(status: u16, content_type: &'static str, body: impl Into<bytes::Bytes>) -> Self {
-        ApiResponse { status, content_type, body: body.into(), last_modified: None, gzip: false, varies: false }
+        let (last_modified, gzip, varies, retry_after) = (None, false, false, None);
+        ApiResponse { status, content_type, body: body.into(), last_modified, gzip, varies, retry_after }
     }
     fn empty(status: u16) -> Self {
         ApiResponse::bytes(status, "text/plain", bytes::Bytes::new())
@@ -175,7 +181,15 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
     if let Some(h) = e.hint() {
         detail.push_str(&format!(" ({h})"));
     }
-    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreConflict { .. }) {
+    if let Error::Limited(l) = e {
+        events.push(Event::Denied { client: "-".into(), reason: l.to_string() });
+        let text = format!(
+            "{}: {l}; retry later",
+            if l.status() == 429 { "Too Many Requests" } else { "Service Unavailable" }
+        );
+        return ApiResponse { retry_after: Some(l.retry_after()), ..ApiResponse::text(l.status(), text) };
+    }
+    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreUnconfirmed { .. } | Error::StoreConflict { .. }) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
         events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
         return unavailable();

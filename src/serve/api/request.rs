@@ -49,7 +49,14 @@ pub(super) fn submit(
     // A node with a valid certificate that submits again gets Puppet's answer
     // (400: the agent then just downloads its certificate); the policy's
     // on_existing rule (refuse or supersede) is applied by the decision below.
-    let outcome = auth.issue_parsed(&req.body, Some(parsed), Some(name), now)?;
+    // A refused request under a new name is kept only within its client address's rate (a grant
+    // never asks; a name already pending is replaced).
+    let per_minute = auth.policy.requests.kept_per_minute;
+    let gate = || match &req.kept_rate {
+        Some((ip, rate)) => rate.take(*ip, per_minute, std::time::Instant::now()),
+        None => Ok(()),
+    };
+    let outcome = auth.issue_gated(&req.body, Some(parsed), Some(name), now, &gate)?;
     Ok(answer(name, outcome, events))
 }
 

@@ -208,6 +208,32 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// How many pending requests `requests/` holds (their `.json` files, regular ones only,
+    /// as [`Store::requests`] lists them), counted up to `at_most`: names only, nothing read.
+    pub(super) fn count_request_files(&self, at_most: usize) -> Result<usize, StoreError> {
+        let dir = self.p("requests");
+        crate::files::durable::refuse_link(&dir).map_err(io_err(&dir, "use directory"))?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(StoreError::Io { path: dir, op: "read directory", source: e }),
+        };
+        let mut n = 0usize;
+        for e in entries {
+            let e = e.map_err(io_err(&dir, "read directory"))?;
+            let json = e.path().extension().is_some_and(|x| x == "json");
+            if json && e.file_type().is_ok_and(|t| t.is_file()) {
+                n = n.saturating_add(1);
+                if n >= at_most {
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Bloom;

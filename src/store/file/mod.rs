@@ -734,6 +734,10 @@ impl Store for FileStore {
         certnames.iter().map(|c| Self::remove_request_in(&dir, &requests, c)).collect()
     }
 
+    fn count_requests(&self, at_most: usize) -> Result<usize, StoreError> {
+        self.count_request_files(at_most)
+    }
+
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {
         let dir = self.p("requests");
         // Listed without the lock too (clean's look-up, the API): never through a link.

@@ -51,7 +51,7 @@ impl LdapStore {
                     ],
                 )?;
                 if code == rc::SUCCESS {
-                    self.confirm_on_replicas(dn)?;
+                    self.confirm_on_replicas(dn, super::replicas::Written::Change)?;
                     return Ok(Published::Stored);
                 }
                 // Added by another master meanwhile: read it.
@@ -75,7 +75,7 @@ impl LdapStore {
                 if entry.bytes("vouchCertificate").is_none() { Some("(!(vouchCertificate=*))") } else { None };
             match self.modify(dn, mods, assertion)? {
                 rc::SUCCESS => {
-                    self.confirm_on_replicas(dn)?;
+                    self.confirm_on_replicas(dn, super::replicas::Written::Change)?;
                     return Ok(Published::Stored);
                 }
                 // Changed or removed meanwhile: read again.

@@ -43,6 +43,7 @@
 
 mod conn;
 mod crls;
+mod replicas;
 pub mod schema;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
@@ -56,6 +57,7 @@ use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::vouching::replay_key::ReplayKey;
 use conn::rc;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
+use replicas::Written;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -647,13 +649,15 @@ impl LdapStore {
                 }
             }
             // Written by an earlier attempt that may have died before counting it: counted
-            // again (one more CRL is harmless; a revocation missing from it is not).
+            // again (one more CRL is harmless; a revocation missing from it is not), and
+            // confirmed on the replicas before the answer, as the first attempt would have.
             self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
+            self.confirm_on_replicas(&dn, Written::Change)?;
             return Ok(false);
         }
         // The CA's counter: its CRL is due at every master that issues for it.
         self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
-        self.confirm_on_replicas(&dn)?;
+        self.confirm_on_replicas(&dn, Written::Change)?;
         Ok(true)
     }
 
@@ -807,7 +811,9 @@ impl LdapStore {
             }
         }
         let serial = rec.serial.clone();
-        self.confirm_on_replicas_that(&dn, |e| e.text("vouchSerial").as_deref() == Some(serial.as_str()))?;
+        self.confirm_on_replicas_that(&dn, Written::Change, |e| {
+            e.text("vouchSerial").as_deref() == Some(serial.as_str())
+        })?;
         if let (Some(s), Some(_)) = (&iss.supersedes, &supersedes) {
             super::crash_point("ldap:registered");
             // The certname is the new certificate's: now the old one's revocation, then the mark.
@@ -821,41 +827,6 @@ impl LdapStore {
             })();
             if let Err(e) = after {
                 return Err(StoreError::AfterCommit { source: Box::new(e) });
-            }
-        }
-        Ok(())
-    }
-
-    /// Waits until the entry `dn` is readable on every replica (bounded by [`REPLICA_WAIT`]).
-    fn confirm_on_replicas(&self, dn: &str) -> Result<(), StoreError> {
-        self.confirm_on_replicas_that(dn, |_| true)
-    }
-
-    /// [`LdapStore::confirm_on_replicas`] for an entry that must also satisfy `ok` there (a
-    /// registry entry holding the new serial).
-    fn confirm_on_replicas_that(&self, dn: &str, ok: impl Fn(&Entry) -> bool) -> Result<(), StoreError> {
-        if !self.confirm_replicas {
-            return Ok(());
-        }
-        let deadline = std::time::Instant::now() + REPLICA_WAIT;
-        for replica in &self.replicas {
-            loop {
-                // An unreachable replica is one that does not show it (yet).
-                if self.read(replica, dn).ok().flatten().as_ref().is_some_and(&ok) {
-                    break;
-                }
-                if std::time::Instant::now() >= deadline {
-                    return Err(StoreError::Unavailable {
-                        detail: format!(
-                            "{dn} did not show on replica {} within {} ms (a claim: nothing was signed, \
-                             it stays this key's and a retry may succeed; a certificate or revocation: \
-                             it is stored on the primary, a failover now could lose it)",
-                            replica.server.address,
-                            REPLICA_WAIT.as_millis()
-                        ),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(5));
             }
         }
         Ok(())
@@ -904,9 +875,11 @@ impl LdapStore {
     }
 
     /// Prunes journal entries whose attributes expired more than a day ago, at most once an
-    /// hour per process.
+    /// hour per process. By the wall clock, never a later `--now` (a command run with a
+    /// future `--now` removed every claim of the fleet's journal: spent attributes good again).
     fn prune_now_and_then(&self, now: OffsetDateTime) -> Result<(), StoreError> {
         static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+        let now = now.min(OffsetDateTime::now_utc());
         let t = now.unix_timestamp();
         if t.saturating_sub(LAST.load(std::sync::atomic::Ordering::Acquire)) < 3600 {
             return Ok(());
@@ -989,7 +962,7 @@ impl ReplayJournal for LdapStore {
                 if usage == ClaimUse::Reusable {
                     super::crash_point("ldap:claimed");
                 }
-                self.confirm_on_replicas(&dn)?;
+                self.confirm_on_replicas(&dn, Written::Claim)?;
                 return Ok(Claim::Fresh);
             }
             let Some(prior) = self.read(&self.primary, &dn)? else { continue };
@@ -1015,7 +988,7 @@ impl ReplayJournal for LdapStore {
             // `open` holds only for a held or claimed entry: the assertion names one of those.
             let assertion = format!("(&(vouchState={prior_state})(vouchHolder={holder}))");
             if self.modify(&dn, mods, Some(&assertion))? == rc::SUCCESS {
-                self.confirm_on_replicas(&dn)?;
+                self.confirm_on_replicas(&dn, Written::Claim)?;
                 return Ok(Claim::Fresh);
             }
         }
@@ -1045,7 +1018,9 @@ impl ReplayJournal for LdapStore {
         }
         let digest = super::claim_digest(&key.key);
         let dn = self.journal_dn(&digest);
+        // Held for this key only once every replica shows it (a failover must not free it).
         if self.add(&dn, Self::claim_attrs(&digest, certname, holder, "held", None, expiry, now))? == rc::SUCCESS {
+            self.confirm_on_replicas(&dn, Written::Claim)?;
             return Ok(Claim::Fresh);
         }
         match self.read(&self.primary, &dn)? {
@@ -1053,6 +1028,7 @@ impl ReplayJournal for LdapStore {
                 if prior.text("vouchHolder").as_deref() == Some(holder)
                     && prior.text("vouchCertname").as_deref() == Some(certname) =>
             {
+                self.confirm_on_replicas(&dn, Written::Claim)?;
                 Ok(Claim::Fresh)
             }
             Some(prior) => Ok(Self::used(&prior)),
@@ -1380,6 +1356,10 @@ impl Store for LdapStore {
         check_certname(certname)?;
         self.delete(&self.request_dn(certname), None)?;
         Ok(())
+    }
+
+    fn count_requests(&self, at_most: usize) -> Result<usize, StoreError> {
+        self.count_request_entries(at_most)
     }
 
     fn requests(&self) -> Result<Vec<PendingRequest>, StoreError> {

@@ -1,0 +1,111 @@
+//! A refused request: audited, its vouched attributes held for its key, and kept as a
+//! pending request for the operator (`vouch list`) when it may be: never under a reserved
+//! name or beside the name's valid certificate, and within bounds (anyone can send refused
+//! requests, under any number of names): at most `requests.max_pending` in the store, and
+//! what the caller's gate allows (`vouch serve`: `requests.kept_per_minute` per client
+//! address). A request beyond either is refused all the same and not kept
+//! ([`Error::Limited`]). Granted requests never come here.
+
+use super::issue::IssueOutcome;
+use super::replay::hold_refused;
+use super::{Authority, KEEP_UNVOUCHED_MAX};
+use crate::decision::{self, Refusal, Refused};
+use crate::encoding::time::format_rfc3339;
+use crate::error::Error;
+use crate::limits::Limited;
+use crate::policy::OnExisting;
+use crate::store::{PendingRequest, State, WriteLock};
+use time::OffsetDateTime;
+
+/// Asked just before a refused request would be kept: `Err` keeps nothing (`vouch serve`
+/// passes the client address's rate; commands pass [`keep_always`]).
+pub type KeepGate<'a> = &'a dyn Fn() -> Result<(), Limited>;
+
+/// The gate of commands and administrators: no rate (the store's count still bounds).
+pub fn keep_always() -> Result<(), Limited> {
+    Ok(())
+}
+
+impl Authority {
+    pub(super) fn refuse(
+        &self,
+        certname: &str,
+        csr: &[u8],
+        refused: Refused,
+        now: OffsetDateTime,
+        gate: KeepGate<'_>,
+    ) -> Result<IssueOutcome, Error> {
+        let mut refused = hold_refused(self.journal(true).as_deref(), refused, certname, now)?;
+        // Kept for the operator: requests a trusted conductor vouched for (whatever their
+        // size), and others up to KEEP_UNVOUCHED_MAX bytes (a tampered agent's CSR is a few
+        // KB). Larger unvouched bodies are only logged: anyone can send them, under any
+        // number of names.
+        // Never kept under a reserved name (the service's, an administrator's, Puppet's `ca`):
+        // no decision can grant it.
+        let reserved = refused.reasons.iter().any(|r| matches!(r, Refusal::NameReserved { .. }));
+        let keepable = !reserved
+            && (refused.held.is_some() || csr.len() <= KEEP_UNVOUCHED_MAX)
+            && decision::check_certname(certname).is_ok()
+            && !decision::is_reserved_certname(certname);
+        if !keepable {
+            self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+            return Ok(IssueOutcome::Refused(refused));
+        }
+        // Under the store's lock, as issuance: whether the name has a certificate is read
+        // there (a request racing the node's own, granted one, is not kept beside it), and
+        // the request's two files are written by one writer at a time (its CSR never ends
+        // beside another request's reasons).
+        let lock = self.store.lock()?;
+        self.note_existing(certname, &mut refused, now)?;
+        self.audit_raw(&crate::store::audit::decision_line(now, certname, Err(&refused), "sign"))?;
+        // Refused because the name has a certificate: nothing to keep (as Puppet answers such a
+        // request; a pending request beside a signed node would only hide it).
+        if refused.reasons.iter().any(Refusal::is_about_the_existing_certificate) {
+            return Ok(IssueOutcome::Refused(refused));
+        }
+        self.room_for(&lock, certname, gate)?;
+        let pem = match crate::encoding::csr::parse(csr) {
+            Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
+            Err(_) => String::from_utf8_lossy(csr).into_owned(),
+        };
+        let req = PendingRequest {
+            certname: certname.to_string(),
+            time: format_rfc3339(now),
+            reasons: refused.tagged_reasons(),
+        };
+        self.store.put_request(&lock, &req, pem.as_bytes())?;
+        Ok(IssueOutcome::Refused(refused))
+    }
+
+    /// With `on_existing = "refuse"`, a valid certificate of the name is a reason of its own.
+    fn note_existing(&self, certname: &str, refused: &mut Refused, now: OffsetDateTime) -> Result<(), Error> {
+        if self.policy.on_existing != OnExisting::Refuse
+            || refused.reasons.iter().any(|r| matches!(r, Refusal::CertificateExists { .. }))
+        {
+            return Ok(());
+        }
+        if let Some(crate::store::Current { record: rec, .. }) = self.store.current(certname)? {
+            if rec.state == State::Issued
+                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now)
+            {
+                refused.reasons.push(Refusal::CertificateExists { certname: certname.to_string(), serial: rec.serial });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the store may keep a request under `certname`: one pending already is
+    /// replaced (nothing grows); a new name only if `gate` allows it (the client address's
+    /// rate) and below `requests.max_pending`.
+    fn room_for(&self, _lock: &WriteLock, certname: &str, gate: KeepGate<'_>) -> Result<(), Error> {
+        let max = self.policy.requests.max_pending;
+        if self.store.request(certname)?.is_some() {
+            return Ok(());
+        }
+        gate().map_err(Error::Limited)?;
+        if self.store.count_requests(max)? >= max {
+            return Err(Error::Limited(Limited::PendingFull { max }));
+        }
+        Ok(())
+    }
+}
