@@ -627,3 +627,116 @@ fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhe
     assert_eq!(get(&mut c, "/puppet-ca/v1/expirations").0, 200);
     ok(&v(&slapd, &d1).args(["store", "verify"]).output().unwrap());
 }
+
+/// Replaces the `ou=cas` entry of master CA `id` with `pem` (as a store writer could).
+fn put_ca_entry(slapd: &Slapd, id: &str, pem: &[u8]) {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCa={id},ou=cas,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+        ))
+        .ok();
+}
+
+/// The CRL master 2 holds of itself, as served (DER), and its serials as master 1 serves them.
+fn revoke_at(slapd: &Slapd, m: &Master, name: &str) {
+    ok(&v(slapd, &m.dir).args(["revoke", name]).output().unwrap());
+}
+
+/// Review of the fleet's trust paths: someone who may write the store cannot roll another
+/// master's CRL back (its CA dropped from `ou=cas` for a run, then an older CRL put back),
+/// freeze it (its revision set back), block its publication (a revision the server cannot
+/// increment), or free its names (its service entry removed).
+#[test]
+fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_its_names() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (d1, d2) = (t.join("m1"), t.join("m2"));
+    let env = store_env(&slapd);
+    let m1 = Master::start_env(&d1, "ca1.fleet.test", &env, &[]);
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start_env(&d2, "ca2.fleet.test", &env, &["--server-name", "only-m2.fleet.test"]);
+    wait_for_one_fleet(&m1, &m2);
+    let ca2_pem = std::fs::read(d2.join("ca/ca_crt.pem")).unwrap();
+    let id2 = vouch::store::ca_id(&vouch::encoding::pem::find(&ca2_pem, &["CERTIFICATE"]).unwrap().1);
+    let mut serials = Vec::new();
+    for i in 0..4 {
+        let name = format!("n{i}.fleet.test");
+        let key = common::agents::p256();
+        let attrs = common::agents::vouched(&d1, &name, CLASSIFICATION);
+        let (st, said, cert) = common::ldap_lab::enroll(&m2, &name, &common::agents::csr_for(&name, &attrs, &key));
+        serials.push((name, serial_of_pem(&cert.unwrap_or_else(|| panic!("{st} {said}")))));
+    }
+    let served_by_1 = || crl_serials(&get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1);
+    let old_crl =
+        vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crl.pem")).unwrap(), &["X509 CRL"]).unwrap().1;
+
+    // 1. Rolled back: n0 revoked; master 2 dropped from ou=cas for a while; back, with its
+    // older CRL in the store. Master 1 never serves that older CRL in place of the newer.
+    revoke_at(&slapd, &m2, &serials[0].0);
+    wait_until(Duration::from_secs(20), "master 1 serves n0's revocation", || served_by_1().contains(&serials[0].1));
+    put_ca_entry(&slapd, &id2, b"not a certificate");
+    std::thread::sleep(Duration::from_secs(7));
+    put_master_crl(&slapd, &id2, &old_crl, 2);
+    put_ca_entry(&slapd, &id2, &ca2_pem);
+    std::thread::sleep(Duration::from_secs(7));
+    let body = get(&mut m1.client(), "/puppet-ca/v1/certificate_revocation_list/ca").1;
+    assert!(
+        !vouch::encoding::pem::find_all(&body, "X509 CRL").unwrap().contains(&old_crl),
+        "master 1 serves master 2's older CRL again"
+    );
+    // Master 2 puts its own back within a minute (its full reading), and master 1 takes it.
+    wait_until(Duration::from_secs(80), "master 1 serves n0's revocation again", || {
+        served_by_1().contains(&serials[0].1)
+    });
+
+    // 2. Frozen: n1 revoked, and the entry's revision set back at once: master 1 still
+    // takes the new CRL within a minute.
+    let rev = |slapd: &Slapd| {
+        let o = slapd.ldapsearch(&format!("vouchCa=crl-{id2},{BASE}"), "(objectClass=*)", &["vouchRevision"]);
+        o.ok().lines().find_map(|l| l.strip_prefix("vouchRevision: ")).unwrap_or("0").trim().parse::<u64>().unwrap_or(0)
+    };
+    let before = rev(&slapd);
+    revoke_at(&slapd, &m2, &serials[1].0);
+    let newest =
+        vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crl.pem")).unwrap(), &["X509 CRL"]).unwrap().1;
+    put_master_crl(&slapd, &id2, &newest, before);
+    wait_until(Duration::from_secs(80), "master 1 serves n1's revocation despite the revision set back", || {
+        served_by_1().contains(&serials[1].1)
+    });
+
+    // 3. Blocked: a revision the server cannot increment; n2's revocation still published.
+    let current =
+        vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crl.pem")).unwrap(), &["X509 CRL"]).unwrap().1;
+    slapd
+        .ldapmodify(&format!(
+            "dn: vouchCa=crl-{id2},{BASE}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: 99999999999999999999999999\n"
+        ))
+        .ok();
+    let _ = current;
+    revoke_at(&slapd, &m2, &serials[2].0);
+    wait_until(Duration::from_secs(20), "master 1 serves n2's revocation", || served_by_1().contains(&serials[2].1));
+
+    // 4. Names: master 2's service entry removed: its names stay reserved at master 1, and
+    // master 2 publishes it again.
+    let o = slapd.ldap_tool("ldapdelete", &[&format!("vouchCa=service-{id2},{BASE}")], None);
+    assert!(o.success(), "{o}");
+    std::thread::sleep(Duration::from_secs(1));
+    let key = common::agents::p256();
+    let attrs = common::agents::vouched(&d1, "only-m2.fleet.test", CLASSIFICATION);
+    let (_, said, cert) = common::ldap_lab::enroll(
+        &m1,
+        "only-m2.fleet.test",
+        &common::agents::csr_for("only-m2.fleet.test", &attrs, &key),
+    );
+    assert!(cert.is_none(), "master 1 issued master 2's name once its entry was removed: {said}");
+    wait_until(Duration::from_secs(15), "master 2 publishes its service certificate again", || {
+        slapd.has_dn(&format!("vouchCa=service-{id2},{BASE}"))
+    });
+}

@@ -444,7 +444,8 @@ impl Authority {
 
     fn record_issued_after(&self, rec: &crate::store::CertRecord, t: OffsetDateTime) -> bool {
         let backdate = time::Duration::try_from(self.policy.profile.backdate).unwrap_or(time::Duration::DAY);
-        parse_rfc3339(&rec.not_before).is_ok_and(|nb| nb + backdate > t)
+        // A notBefore too late to add the backdate to (a damaged record) is after any `t`.
+        parse_rfc3339(&rec.not_before).is_ok_and(|nb| nb.checked_add(backdate).is_none_or(|issued| issued > t))
     }
 
     fn apply(

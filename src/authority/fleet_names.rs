@@ -12,7 +12,20 @@ use super::Authority;
 use crate::decision::Refusal;
 use crate::error::Error;
 use crate::issuance::certificate;
+use std::collections::HashMap;
 use time::OffsetDateTime;
+
+fn refused_service(id: &str, why: &str) {
+    if super::root_crl_share::first_time(format!("service-certificate-refused {id} {why}")) {
+        tracing::warn!(
+            event = "service-certificate-refused",
+            ca = %id,
+            detail = %why,
+            hint = "that master's names stay reserved as they were last read; it publishes its service \
+                    certificate again at its next maintenance run",
+        );
+    }
+}
 
 impl Authority {
     /// Publishes the certificate this master's service presents (`DIR/server/server_crt.pem`)
@@ -50,30 +63,61 @@ impl Authority {
     /// Reads the other masters' service certificates from the store (`siblings`: the master
     /// CAs counted) and reserves their names from now on: how many names that is.
     pub(super) fn refresh_fleet_names(&self, siblings: &[Vec<u8>], now: OffsetDateTime) -> Result<usize, Error> {
-        let mut names = ReservedNames::default();
-        let ids: Vec<String> = siblings.iter().map(|ca| crate::store::ca_id(ca)).collect();
+        let own_id = self.ca_id();
+        let mut ids: Vec<String> = siblings.iter().map(|ca| crate::store::ca_id(ca)).collect();
+        ids.push(own_id.clone());
+        let mut found: HashMap<String, Vec<String>> = HashMap::new();
+        let mut own_published = None;
         for (id, der) in self.store.service_certificates(&ids)? {
+            if id == own_id {
+                own_published = Some(der);
+                continue;
+            }
             let Some(ca) = siblings.iter().find(|ca| crate::store::ca_id(ca) == id) else { continue };
             match self.service_certificate_of(&der, ca, now) {
-                Ok(()) => names_on_certificate(&der).into_iter().for_each(|n| names.add(n, Holder::OtherMaster)),
-                Err(why) => {
-                    if super::root_crl_share::first_time(format!("service-certificate-refused {id} {why}")) {
-                        tracing::warn!(
-                            event = "service-certificate-refused",
-                            ca = %id,
-                            detail = %why,
-                            hint = "that master's names are not reserved here until it publishes its service \
-                                    certificate again (its next start)",
-                        );
-                    }
+                Ok(()) => {
+                    found.insert(id, names_on_certificate(&der));
                 }
+                Err(why) => refused_service(&id, &why),
             }
         }
+        self.republish_service_certificate(own_published.as_deref());
+        // A master whose entry is gone (removed from the store) keeps the names it was last
+        // seen with, as long as it counts: its names are not freed by whoever may write the store.
+        let mut last = self.fleet.names.lock().unwrap_or_else(|e| e.into_inner());
+        last.retain(|id, _| ids.contains(id));
+        for (id, names) in found {
+            last.insert(id, names);
+        }
+        let mut names = ReservedNames::default();
+        last.values().flatten().for_each(|n| names.add(n.clone(), Holder::OtherMaster));
         let n = names.len();
         if let Ok(mut w) = self.fleet_names.write() {
             *w = names;
         }
         Ok(n)
+    }
+
+    /// Publishes this master's service certificate again where the store's entry is missing
+    /// or holds another (removed or changed by someone who may write the store; a start
+    /// whose publication failed). A failure is warned about; the next run tries again.
+    fn republish_service_certificate(&self, published: Option<&[u8]>) {
+        let path = self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT);
+        let Ok(pem) = std::fs::read(&path) else { return };
+        let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) else { return };
+        if published == Some(der.as_slice()) {
+            return;
+        }
+        if let Err(e) = self.store.publish_service_certificate(&self.ca_id(), &der) {
+            if super::root_crl_share::first_time(format!("service-certificate-not-published {e}")) {
+                tracing::warn!(
+                    event = "service-certificate-not-published",
+                    detail = %e,
+                    hint = "the other masters do not reserve this service's names until it is published; the next \
+                            maintenance run tries again",
+                );
+            }
+        }
     }
 
     /// Whether `der` is a service certificate the master CA `ca` issued, valid at `now`.
@@ -123,7 +167,20 @@ impl Authority {
         let rec = &c.record;
         let valid = rec.state == crate::store::State::Issued
             && crate::encoding::time::parse_rfc3339(&rec.not_after).is_ok_and(|t| t > now);
-        let node = rec.conductor.is_some() || rec.attributes_expiry.is_some();
-        Ok((valid && node).then(|| rec.serial.clone()))
+        // vouch's own: this service's certificate, an administrator's, another master's
+        // service's (its names as that master published them). Anything else is a node's,
+        // whether a conductor vouched for it or it was imported.
+        let own_service = std::fs::read(self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT))
+            .ok()
+            .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
+            .and_then(|(_, der)| {
+                x509_parser::parse_x509_certificate(&der).ok().map(|(_, c)| crate::encoding::hex(c.raw_serial()))
+            })
+            .is_some_and(|serial| serial == rec.serial);
+        let vouchs_own = own_service
+            || self.is_admin_certificate(&c.pem)
+            || self.fleet_names.read().ok().is_some_and(|f| f.holder(name) == Some(Holder::OtherMaster))
+            || (rec.conductor.is_none() && rec.attributes_expiry.is_none() && self.reserved.holder(name).is_some());
+        Ok((valid && !vouchs_own).then(|| rec.serial.clone()))
     }
 }

@@ -238,6 +238,10 @@ impl Authority {
         decision::check_certname(&certname)
             .map_err(|r| Error::NotValid { certname: certname.clone(), detail: r.to_string() })?;
         let serial = crate::encoding::hex(cert.raw_serial());
+        // On a CRL this master serves: revoked, whatever the store's record says now.
+        if self.on_a_served_crl(cert.raw_serial()) {
+            return Err(Error::NotValid { certname, detail: format!("serial {serial} is revoked (on a CRL)") });
+        }
         match self.store.record(&serial)? {
             Some(rec) if rec.state == State::Issued && rec.certname == certname => {}
             Some(rec) => {

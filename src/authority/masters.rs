@@ -50,7 +50,22 @@ pub struct Siblings {
     read_revisions: Mutex<HashMap<String, u64>>,
     /// This master's CRL file as last published, and the store entry's revision then.
     published: Mutex<Option<(Option<FileId>, u64)>>,
+    /// Maintenance runs so far: every [`FULL_READ_EVERY`]th reads every entry whole, whatever
+    /// its revision says (someone who may write the store can set a revision back).
+    runs: std::sync::atomic::AtomicU64,
+    /// The names each other master's service carried when last read (by master CA id): kept
+    /// while its entry is missing (removed from the store), as long as that master counts.
+    pub(super) names: Mutex<HashMap<String, Vec<String>>>,
 }
+
+/// Every this many maintenance runs (5 s each: a minute), the store's CRL entries are read
+/// whole and this master's compared, whatever their revisions say.
+const FULL_READ_EVERY: u64 = 12;
+
+/// The highest CRL number taken of each other master CA (`DIR/ca/fleet_crl_numbers`, one
+/// `ID NUMBER` a line): never lowered, kept when a master CA leaves the store for a while,
+/// so that no CRL numbered lower is taken when it comes back.
+pub const FLEET_CRL_NUMBERS: &str = "fleet_crl_numbers";
 
 impl Siblings {
     /// The master CAs known now (a cheap copy of a pointer).
@@ -163,6 +178,17 @@ fn next_update(der: &[u8]) -> Option<OffsetDateTime> {
     crl.next_update().map(|t| t.to_datetime())
 }
 
+/// [`FLEET_CRL_NUMBERS`] as it reads (a line that does not read is left out).
+fn read_numbers(dir: &DataDir) -> BTreeMap<String, u128> {
+    let text = std::fs::read_to_string(dir.file(FLEET_CRL_NUMBERS)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (id, n) = l.split_once(' ')?;
+            Some((id.to_string(), n.trim().parse::<u128>().ok()?))
+        })
+        .collect()
+}
+
 /// The sibling CRLs this master holds (`DIR/ca/fleet_crls.pem`): by master CA id, each with
 /// its number; one that no sibling signed is left out.
 fn held_crls(dir: &DataDir, siblings: &[Vec<u8>]) -> BTreeMap<String, (u128, Vec<u8>)> {
@@ -263,6 +289,18 @@ impl Authority {
         Ok(out)
     }
 
+    /// The fleet's CA bundle as the store says now, read without writing anything (the file
+    /// store: this master's own chain).
+    pub fn fleet_bundle_now(&self) -> Result<String, crate::error::Error> {
+        if !self.store.shares_root_crl() {
+            return Ok(self.chain_pem().to_string());
+        }
+        self.read_fleet_names()?;
+        let root = read_root_der(&self.dir)
+            .map_err(|detail| crate::error::Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
+        Ok(bundle_text(&root, &self.ca.cert_der, &self.fleet.get()))
+    }
+
     /// Takes each sibling's CRL from the store where it is newer than the one held, and says
     /// which are due.
     fn take_sibling_crls(
@@ -272,23 +310,35 @@ impl Authority {
         out: &mut Fleet,
     ) -> Result<(), crate::error::Error> {
         let mut held = held_crls(&self.dir, siblings);
+        let mut highest = read_numbers(&self.dir);
+        let whole = self.full_read_due();
         for ca in siblings {
             let id = crate::store::ca_id(ca);
             // Read again only when the entry changed since (or nothing is held for it).
             let revision = self.store.master_crl_revision(&id)?;
             let seen = self.fleet.read_revisions.lock().ok().and_then(|r| r.get(&id).copied());
-            if revision.is_some() && revision == seen && held.contains_key(&id) {
+            if !whole && revision.is_some() && revision == seen && held.contains_key(&id) {
                 continue;
             }
             let Some(der) = self.store.master_crl(&id)? else { continue };
             if let (Some(rev), Ok(mut r)) = (revision, self.fleet.read_revisions.lock()) {
                 r.insert(id.clone(), rev);
             }
+            // Higher than the one held, and never lower than the highest taken before (the same
+            // CRL again is taken back once dropped: a master CA that left `ou=cas` for a while).
+            let floor = highest.get(&id).copied().unwrap_or(0);
+            let newer = |n: u128| held.get(&id).is_none_or(|(m, _)| *m < n);
             match master_crl_number(&der, ca) {
-                Ok(n) if held.get(&id).is_none_or(|(m, _)| *m < n) => {
+                Ok(n) if newer(n) && n >= floor => {
                     out.taken.push(id.clone());
+                    highest.insert(id.clone(), n);
                     held.insert(id, (n, der));
                 }
+                Ok(n) if newer(n) => warn_refused_crl(
+                    &id,
+                    &format!("the CRL in the store for master CA {id} is numbered {n}, lower than one taken before ({floor})"),
+                    &der,
+                ),
                 Ok(_) => {}
                 Err(why) => warn_refused_crl(&id, &format!("the CRL in the store for master CA {id}: {why}"), &der),
             }
@@ -296,6 +346,10 @@ impl Authority {
         let text: String = held.values().map(|(_, der)| crate::encoding::pem::encode("X509 CRL", der)).collect();
         if !text.is_empty() || self.dir.file(FLEET_CRLS).exists() {
             self.write_if_changed(FLEET_CRLS, text)?;
+        }
+        if !out.taken.is_empty() {
+            let lines: String = highest.iter().map(|(id, n)| format!("{id} {n}\n")).collect();
+            self.write_if_changed(FLEET_CRL_NUMBERS, lines)?;
         }
         for id in &out.taken {
             tracing::info!(event = "master-crl-taken", ca = %id, number = held.get(id).map_or(0, |(n, _)| *n));
@@ -356,14 +410,21 @@ impl Authority {
         Ok(true)
     }
 
+    /// Whether this maintenance run reads every entry whole ([`FULL_READ_EVERY`]): counted
+    /// once a run, from [`Authority::publish_own_crl_if_changed`]'s call.
+    fn full_read_due(&self) -> bool {
+        self.fleet.runs.load(std::sync::atomic::Ordering::Relaxed) % FULL_READ_EVERY == 1
+    }
+
     /// [`Authority::publish_own_crl`] unless the CRL file and the store's entry are both as
     /// they were when it was last published from here (the usual maintenance run: one read
-    /// of the entry's revision).
+    /// of the entry's revision); every [`FULL_READ_EVERY`]th run, whatever they say.
     fn publish_own_crl_if_changed(&self) -> Result<(), crate::error::Error> {
+        self.fleet.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = file_id(&self.dir.file("ca_crl.pem"))?;
         let revision = self.store.master_crl_revision(&self.ca_id())?;
         let last = self.fleet.published.lock().ok().and_then(|p| *p);
-        if revision.is_some() && last == Some((file, revision.unwrap_or(0))) {
+        if !self.full_read_due() && revision.is_some() && last == Some((file, revision.unwrap_or(0))) {
             return Ok(());
         }
         self.publish_own_crl();

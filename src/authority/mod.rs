@@ -14,6 +14,7 @@ mod list;
 mod local;
 pub mod masters;
 mod migrate;
+mod on_crl;
 mod overrides;
 mod pending;
 mod renew;
@@ -79,6 +80,8 @@ pub struct Authority {
     /// The other master CAs of the fleet sharing the store (their certificates, DER), as last
     /// read and checked ([`masters`]); shared with the TLS layer.
     pub fleet: Arc<masters::Siblings>,
+    /// The serials on the CRLs this master serves ([`on_crl`]).
+    crl_serials: on_crl::CrlSerials,
     /// The names of the other masters' services, as last read from the store ([`fleet_names`]).
     fleet_names: std::sync::RwLock<ReservedNames>,
     /// The CRLs of the chain (master CA's, then root's), as `vouch serve` hands them out.
@@ -148,6 +151,7 @@ impl Authority {
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
             fleet: Arc::new(masters::Siblings::default()),
+            crl_serials: on_crl::CrlSerials::default(),
             fleet_names: std::sync::RwLock::new(ReservedNames::default()),
             // With a shared store, the other masters' CRLs after this one's and the root's,
             // and the fleet's bundle (every master CA) once it is written.

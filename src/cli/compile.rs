@@ -226,10 +226,10 @@ pub(super) fn verified_cert_file(
             let d = dir(cli)?;
             let auth = Authority::open_for_cli(&d, &cli.store_url())?;
             auth.maintain(now)?;
-            // A shared store: every master CA of the fleet and their CRLs (a node of any master).
-            auth.refresh_fleet(now)?;
+            // A shared store: every master CA of the fleet (read, nothing written: `vouch serve`
+            // keeps the fleet's files) and the CRLs this master holds of them.
+            let bundle = auth.fleet_bundle_now()?.into_bytes();
             let crl = auth.crl_document.get()?.plain.to_vec();
-            let bundle = auth.ca_document.get()?.plain.to_vec();
             (bundle, d.file("ca_bundle.pem"), vec![(crl, d.file("ca_crl.pem"))])
         }
     };

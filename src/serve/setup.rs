@@ -366,21 +366,34 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     if crls.iter().any(|f| !f.exists()) {
         auth.maintain(now)?;
     }
-    // No name of the service is a node's (any master's, with a shared store).
+    // No name of the service is a node's (any master's, with a shared store: the other
+    // masters' service names are read first, and are no node's).
+    if let Err(e) = auth.read_fleet_names() {
+        tracing::warn!(event = "fleet-not-read", detail = %e);
+    }
     for name in &opts.server_names {
         if let Some(serial) = auth.name_of_a_node(name, now)? {
             return Err(Error::ServerNameOfANode { name: name.clone(), serial });
         }
     }
     let served = server_credential(&auth, &dir, opts, now, &mut notes.lines)?;
-    // Its names are reserved at every master of the fleet.
-    auth.publish_service_certificate()?;
+    // Its names are reserved at every master of the fleet (the maintenance publishes it again
+    // if this fails: whoever may write the store cannot keep a master from starting).
+    if let Err(e) = auth.publish_service_certificate() {
+        tracing::warn!(event = "service-certificate-not-published", detail = %e);
+    }
     let admin = (dir.dir.join(ADMIN_CERT), dir.dir.join(ADMIN_KEY));
     notes.add("the administrator credential", admin_credential(&auth, &admin.0, &admin.1, opts, now)?);
     first_run.finish()?;
     // A shared store: the fleet's master CAs and CRLs, before the banner names the bundle.
     let fleet = match auth.store.shares_root_crl() {
-        true => Some(auth.refresh_fleet(now)?.siblings + 1),
+        true => match auth.refresh_fleet(now) {
+            Ok(f) => Some(f.siblings + 1),
+            Err(e) => {
+                tracing::warn!(event = "fleet-not-read", detail = %e, hint = "the maintenance reads it again every 5 s");
+                Some(auth.fleet.get().len() + 1)
+            }
+        },
         false => None,
     };
     let credentials = Credentials { conductor, admin, served };
@@ -668,9 +681,10 @@ fn report(
         .map(|(_, d)| d)
         .map_err(|e| Error::Cert { path: dir.file(bootstrap::ROOT_CERT), detail: e.to_string() })?;
     // The bundle served: the fleet's, where a shared store made one.
+    let fleet_bundle = dir.file(crate::authority::masters::FLEET_BUNDLE);
     let served_bundle = match fleet_masters {
-        Some(_) => dir.file(crate::authority::masters::FLEET_BUNDLE),
-        None => dir.file(bootstrap::CA_BUNDLE),
+        Some(_) if fleet_bundle.exists() => fleet_bundle,
+        _ => dir.file(bootstrap::CA_BUNDLE),
     };
     let bundle = std::fs::read(&served_bundle).map_err(io(&served_bundle, "read"))?;
     let Credentials { conductor, admin, served } = credentials;

@@ -26,7 +26,8 @@ pub(super) fn renewal(
     if let Some((rec, _)) = auth.certificate(&p.certname)? {
         let backdate = time::Duration::try_from(auth.policy.profile.backdate).unwrap_or(time::Duration::DAY);
         let min_age = time::Duration::try_from(auth.policy.renewal_min_age).unwrap_or(time::Duration::HOUR);
-        let issued_at = crate::encoding::time::parse_rfc3339(&rec.not_before).ok().map(|t| t + backdate);
+        let issued_at =
+            crate::encoding::time::parse_rfc3339(&rec.not_before).ok().and_then(|t| t.checked_add(backdate));
         if issued_at.is_some_and(|t| now - t < min_age) {
             events.push(Event::Denied { client: p.certname.clone(), reason: "renewal too soon".into() });
             return Ok(ApiResponse::text(

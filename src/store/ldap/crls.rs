@@ -8,7 +8,11 @@
 //! there (numbered lower, or not the signer's), by compare-and-swap: one modify that deletes
 //! the exact value read and adds the new one. If another master changed it meanwhile, the
 //! delete finds no such value, nothing is written, and the entry is read again (at most
-//! [`CRL_TRIES`] times).
+//! [`CRL_TRIES`] times). The revision is replaced with the one read plus one (a value that
+//! does not read as a number, or none, by the time in seconds), never incremented by the
+//! server: a value someone put there that the server cannot increment blocks nothing.
+//! Only the attributes vouch uses are read (an entry given other, large attributes costs
+//! nothing more).
 
 use super::{conn::rc, set, LdapStore, SERVICE_PREFIX};
 use crate::store::{Published, StoreError};
@@ -17,10 +21,32 @@ use ldap3::{Mod, Scope};
 /// How many times a publication reads the entry again after another writer changed it.
 const CRL_TRIES: usize = 5;
 
+/// Whether two DNs are the same as far as vouch writes them: case and spaces around the
+/// separators aside.
+fn same_dn(a: &str, b: &str) -> bool {
+    let norm = |d: &str| -> String {
+        d.split(',')
+            .map(|rdn| rdn.split('=').map(str::trim).collect::<Vec<_>>().join("="))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    norm(a).eq_ignore_ascii_case(&norm(b))
+}
+
+/// The revision a publication writes after `read` (the one there, if it reads as a number).
+fn next_revision(read: Option<u64>) -> u64 {
+    match read {
+        Some(n) => n.saturating_add(1),
+        None => u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp()).unwrap_or(1),
+    }
+}
+
 impl LdapStore {
     /// The CRL (DER) an entry holds, unchecked; `None` when there is no entry or no value.
     pub(super) fn crl_entry(&self, dn: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.read(&self.primary, dn)?.and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
+        Ok(self
+            .read_attrs(&self.primary, dn, &["vouchCertificate"])?
+            .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)))
     }
 
     /// The revision of a CRL entry (every publication adds one), read without its value;
@@ -40,7 +66,7 @@ impl LdapStore {
         replaces: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Published, StoreError> {
         for _ in 0..CRL_TRIES {
-            let Some(entry) = self.read(&self.primary, dn)? else {
+            let Some(entry) = self.read_attrs(&self.primary, dn, &["vouchCertificate", "vouchRevision"])? else {
                 let code = self.add(
                     dn,
                     vec![
@@ -57,18 +83,19 @@ impl LdapStore {
                 // Added by another master meanwhile: read it.
                 continue;
             };
+            let next = next_revision(entry.revision().ok()).to_string().into_bytes();
             let mods = match entry.bytes("vouchCertificate") {
                 Some(old) if old == der => return Ok(Published::Same),
                 Some(old) if !replaces(old) => return Ok(Published::Kept),
                 Some(old) => vec![
                     Mod::Delete(b"vouchCertificate".to_vec(), set(old.to_vec())),
                     Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                    Mod::Replace(b"vouchRevision".to_vec(), set(next)),
                 ],
                 // An entry left without a value (an operator's edit): filled only while empty.
                 None => vec![
                     Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
+                    Mod::Replace(b"vouchRevision".to_vec(), set(next)),
                 ],
             };
             let assertion =
@@ -106,7 +133,9 @@ impl LdapStore {
         let mut out = Vec::new();
         for e in self.search(&self.base, Scope::OneLevel, &filter, &["vouchCa", "vouchCertificate"])? {
             let (Some(name), Some(der)) = (e.text("vouchCa"), e.bytes("vouchCertificate")) else { continue };
-            if let Some(id) = name.strip_prefix(SERVICE_PREFIX) {
+            let Some(id) = name.strip_prefix(SERVICE_PREFIX) else { continue };
+            // Only the entry at its own DN (another entry carrying the same value is no master's).
+            if same_dn(&e.dn, &self.service_dn(id)) {
                 out.push((id.to_string(), der.to_vec()));
             }
         }
