@@ -7,11 +7,14 @@ use super::Authority;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+/// What identified the CRL document when it was read: its length and modification time.
+type Seen = (usize, Option<time::OffsetDateTime>);
+
 /// The serials (their value: no leading zero octet) of the CRL document as last read, with
 /// what identified it.
 #[derive(Debug, Default)]
 pub struct CrlSerials {
-    held: Mutex<Option<(usize, Option<time::OffsetDateTime>, Arc<HashSet<Vec<u8>>>)>>,
+    held: Mutex<Option<(Seen, Arc<HashSet<Vec<u8>>>)>>,
 }
 
 fn value(raw: &[u8]) -> &[u8] {
@@ -27,7 +30,7 @@ impl Authority {
         let key = (doc.plain.len(), doc.modified);
         let mut held = self.crl_serials.held.lock().unwrap_or_else(|e| e.into_inner());
         let set = match held.as_ref() {
-            Some((len, modified, set)) if (*len, *modified) == key => set.clone(),
+            Some((seen, set)) if *seen == key => set.clone(),
             _ => {
                 let mut set = HashSet::new();
                 for der in crate::encoding::pem::find_all(&doc.plain, "X509 CRL").unwrap_or_default() {
@@ -36,7 +39,7 @@ impl Authority {
                     }
                 }
                 let set = Arc::new(set);
-                *held = Some((key.0, key.1, set.clone()));
+                *held = Some((key, set.clone()));
                 set
             }
         };
