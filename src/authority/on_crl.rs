@@ -10,11 +10,14 @@ use std::sync::{Arc, Mutex};
 /// What identified the CRL document when it was read: its length and modification time.
 type Seen = (usize, Option<time::OffsetDateTime>);
 
+/// The serials' values.
+type Serials = Arc<HashSet<Vec<u8>>>;
+
 /// The serials (their value: no leading zero octet) of the CRL document as last read, with
 /// what identified it.
 #[derive(Debug, Default)]
 pub struct CrlSerials {
-    held: Mutex<Option<(Seen, Arc<HashSet<Vec<u8>>>)>>,
+    held: Mutex<Option<(Seen, Serials)>>,
 }
 
 fn value(raw: &[u8]) -> &[u8] {
