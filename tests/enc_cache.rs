@@ -154,10 +154,9 @@ fn a_bundle_that_gains_a_master_ca_keeps_classifying() {
     let (m1, m2) = (tmp.path().join("m1"), tmp.path().join("m2"));
     ca_with_node(&m1, &m1, "n-1.test");
     ok(&run(
-        vouch().args(["--dir", s(&m2), "ca", "init", "--root-cert", s(&m1.join("ca/root_crt.pem"))]).args([
-            "--root-key",
-            s(&m1.join("ca/root_key.pem")),
-        ]),
+        vouch()
+            .args(["--dir", s(&m2), "ca", "init", "--root-cert", s(&m1.join("ca/root_crt.pem"))])
+            .args(["--root-key", s(&m1.join("ca/root_key.pem"))]),
         None,
     ));
     // Master 2 has no root key: the root's CRL is copied to it (docs/operator-guide.md,
@@ -212,9 +211,13 @@ fn a_host_without_syslog_is_told_once() {
     let cache = tmp.path().join("cache");
     let enc = |certname: &str| {
         run(
-            vouch()
-                .args(["enc", "--ca-url", &format!("https://localhost:{port}")])
-                .args(["--cacert", s(&dir.join("ca/ca_bundle.pem")), "--cache-dir", s(&cache), certname]),
+            vouch().args(["enc", "--ca-url", &format!("https://localhost:{port}")]).args([
+                "--cacert",
+                s(&dir.join("ca/ca_bundle.pem")),
+                "--cache-dir",
+                s(&cache),
+                certname,
+            ]),
             None,
         )
     };

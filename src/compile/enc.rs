@@ -6,13 +6,19 @@
 //! fetched from the CA and refreshes every `--crl-refresh`, and every `--crl` file such as
 //! Puppet's `hostcrl` kept by `vouch crl --fetch`), and names CERTNAME as its CN.
 //!
-//! The cache (`--cache-dir`): `crl.pem` (the CA's two CRLs) with its fetch state, and one
-//! entry per certificate serial (`serial/SERIAL.json`: the certificate, the administrators'
-//! override if one was read, when it was fetched) found through `name/CERTNAME`. An entry
-//! younger than `--crl-refresh` answers without asking the CA; an older one is fetched
-//! again, and is used when the CA cannot be reached (vouch serve restarting), always
-//! verified against the CRLs first. Every CRL counts only until its nextUpdate: past it
-//! (the CA unreachable all that time) the classifier refuses. At most `--cache-max` entries are kept (the oldest go).
+//! The cache (`--cache-dir`): `crl.pem` (the CA's CRLs, one per CA) with its fetch state
+//! and `crl.checked` (when, and against which bundle), and one entry per certificate serial
+//! (`serial/SERIAL.json`: the certificate, the administrators' override if one was read,
+//! when it was fetched) found through `name/CERTNAME`. An entry younger than
+//! `--crl-refresh` answers without asking the CA; an older one is fetched again, and is used
+//! when the CA cannot be reached (vouch serve restarting), always verified against the CRLs
+//! first. Every CRL counts only until its nextUpdate: past it (the CA unreachable all that
+//! time) the classifier refuses. At most `--cache-max` entries are kept (the oldest go).
+//!
+//! What the cache holds counts only for this call's `--cacert`, matched by signature (see
+//! [`crate::hook::ca_chain`]): CRLs checked against another bundle are fetched again, and so
+//! are CRLs lacking one that a CA of the node's chain signed (once, before refusing); a
+//! cached certificate that does not chain to the bundle is dropped and fetched again.
 
 use super::log::{report, LogTo, Severity};
 use super::{fetch_crl, unix, CaService, Fetched};
@@ -134,13 +140,25 @@ fn verified_entry(
     let (_, der) = crate::encoding::pem::find(entry.pem.as_bytes(), &["CERTIFICATE"])
         .map_err(|e| Error::NotValid { certname: certname.to_string(), detail: e.to_string() })?;
     match verify(s, bundle, &crl_path, &der, certname, now) {
-        Err(Error::CrlNotFromBundle { source, .. }) if !fetched && source == crl_path.display().to_string() => {
-            refresh_crl(s, ca, bundle, &crl_path, now, true)?;
-            verify(s, bundle, &crl_path, &der, certname, now)?;
+        Err(e @ Error::CrlNotFromBundle { .. }) if !fetched && from_cache(&e, &crl_path) => {
+            match refresh_crl(s, ca, bundle, &crl_path, now, true) {
+                Ok(_) => verify(s, bundle, &crl_path, &der, certname, now)?,
+                // The CA's answer names the cause better (its CRLs are another CA's).
+                Err(answer @ Error::CrlNotFromBundle { .. }) => return Err(answer),
+                Err(other) => {
+                    warn(s, &format!("vouch enc: the CRLs could not be fetched again: {other}"));
+                    return Err(e);
+                }
+            }
         }
         other => other?,
     }
     Ok((entry, der, served))
+}
+
+/// Whether `e` is about the cached CRLs (not a `--crl` file).
+fn from_cache(e: &Error, crl_path: &Path) -> bool {
+    matches!(e, Error::CrlNotFromBundle { source, .. } if *source == crl_path.display().to_string())
 }
 
 /// Verifies the node's certificate against the bundle, the cached CRLs and every `--crl`

@@ -1,7 +1,8 @@
 //! Where `vouch enc --ca-url` reports: Puppet Server discards an external node
 //! classifier's stderr (its log says only "returned 2"), so every refusal and every
 //! answer given from the cache also goes to syslog (`/dev/log`, which journald reads)
-//! or to a log file.
+//! or to a log file. A host without `/dev/log` is told once, not on every call (see
+//! [`SYSLOG_NOTICE`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,11 @@
 //! A compile server's side of `vouch serve`: a stock Puppet Server compiling catalogs
 //! with its own CA disabled, vouch serve being the fleet's CA.
 //!
-//! - [`fetch_crl`] (`vouch crl --fetch`): the CA's two-CRL body (master then root)
-//!   into Puppet's `hostcrl`, replaced atomically, asked with If-Modified-Since from
-//!   the last fetch (never from the file's mtime), the file's mtime set to Last-Modified.
+//! - [`fetch_crl`] (`vouch crl --fetch`): the CA's CRL body (one CRL per CA: the master
+//!   CAs' and the root's) into Puppet's `hostcrl`, each CRL checked against the bundle by
+//!   signature (one no CA of the bundle signed is left out), replaced atomically, asked
+//!   with If-Modified-Since from the last fetch for the same bundle (never from the file's
+//!   mtime), the file's mtime set to Last-Modified.
 //! - [`enc`] (`vouch enc --ca-url`): the classifier, from the node's certificate fetched
 //!   over the public API, verified against the CA bundle and a cached, refreshed CRL,
 //!   with a bounded cache keyed by serial that keeps catalogs compiling while the CA
@@ -20,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
-/// The CA's two-CRL body (the master CA's CRL, then the root's), as agents want it.
+/// The CA's CRL body (the master CA's CRL, then the root's; a fleet's masters may send one
+/// per master CA), as agents want it.
 pub const CRL_PATH: &str = "/puppet-ca/v1/certificate_revocation_list/ca";
 
 /// How long one request to the CA may take in all (connecting, TLS, the whole answer):
