@@ -189,17 +189,14 @@ fn check_rollback(
     // An unreadable previous file is no measure (it is replaced).
     let Ok(kept) = ca_chain::sort_crls(&previous_ders, cas) else { return Ok(()) };
     for i in 0..cas.len() {
-        let (Some(crl), Some(current)) = (fetched.of(i), kept.of(i).and_then(|c| c.crl_number())) else {
-            continue;
-        };
-        let number = crl.crl_number();
-        if number.is_none_or(|n| n < current) {
+        let (Some(crl), Some(current)) = (fetched.of(i), kept.of(i)) else { continue };
+        if crl.numbered_below(current) {
             return Err(Error::CrlRollback {
                 url: url.to_string(),
                 path: path.to_path_buf(),
-                issuer: crl.issuer().to_string(),
-                fetched: number.map(|n| n.to_string()).unwrap_or_else(|| "none".into()),
-                current: current.to_string(),
+                issuer: crl.issuer(),
+                fetched: crl.number().unwrap_or_else(|| "none".into()),
+                current: current.number().unwrap_or_else(|| "none".into()),
             });
         }
     }

@@ -8,7 +8,6 @@
 
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
-use x509_parser::revocation_list::CertificateRevocationList;
 
 /// A CA certificate of the bundle.
 pub struct Ca<'a> {
@@ -50,11 +49,8 @@ fn signed_by(
 }
 
 /// The index in `cas` of the CA whose key signed `crl`, if one did.
-pub fn crl_signer(crl: &CertificateRevocationList<'_>, cas: &[Ca<'_>]) -> Option<usize> {
-    let issuer = crl.issuer().as_raw();
-    cas.iter().position(|ca| {
-        signed_by(ca, issuer, &crl.signature_algorithm, crl.tbs_cert_list.as_ref(), &crl.signature_value.data)
-    })
+pub fn crl_signer(crl: &Crl<'_>, cas: &[Ca<'_>]) -> Option<usize> {
+    cas.iter().position(|ca| signed_by(ca, crl.issuer_raw, &crl.algorithm, crl.tbs, crl.signature))
 }
 
 /// The CAs (indexes in `cas`) of `cert`'s chain: its issuer first, up to a self-signed CA,
@@ -86,11 +82,127 @@ pub fn chain_of(cert: &X509Certificate<'_>, cas: &[Ca<'_>]) -> Option<Vec<usize>
     None
 }
 
+/// A CRL, read by walking its DER (RFC 5280 5.1): the fields that say who signed it and how
+/// recent it is. Its revoked certificates (megabytes on a large CRL, read on every call of
+/// the classifier) are stepped over, not parsed: webpki reads them where they count.
+pub struct Crl<'a> {
+    /// The whole CertificateList.
+    pub der: &'a [u8],
+    /// tbsCertList, whole: what the signature covers.
+    tbs: &'a [u8],
+    algorithm: x509_parser::x509::AlgorithmIdentifier<'a>,
+    signature: &'a [u8],
+    issuer_raw: &'a [u8],
+    /// thisUpdate as `YYYYMMDDHHMMSSZ` (UTCTime widened), which orders as text.
+    this_update: String,
+    /// The crlNumber extension's value, without leading zero bytes.
+    number: Option<&'a [u8]>,
+}
+
+impl<'a> Crl<'a> {
+    /// Reads `der` as a CertificateList.
+    pub fn from_der(der: &'a [u8]) -> Result<Crl<'a>, String> {
+        use crate::encoding::der::Reader;
+        let e = |e: crate::encoding::der::DerError| e.to_string();
+        let list = Reader::new(der).next_tag(0x30, "CertificateList").map_err(e)?;
+        let mut r = Reader::new(list.content);
+        let tbs = r.next_tag(0x30, "tbsCertList").map_err(e)?;
+        let algorithm = r.next_tag(0x30, "signatureAlgorithm").map_err(e)?;
+        let signature = r.next_tag(0x03, "signatureValue").map_err(e)?;
+        r.finish("CertificateList").map_err(e)?;
+        let (_, algorithm) = x509_parser::x509::AlgorithmIdentifier::from_der(algorithm.raw)
+            .map_err(|err| format!("signatureAlgorithm: {err}"))?;
+        // A BIT STRING's first content byte counts the unused bits: none in a signature.
+        let signature = match signature.content.split_first() {
+            Some((0, bits)) => bits,
+            _ => return Err("signatureValue: not a whole number of bytes".into()),
+        };
+        let mut f = Reader::new(tbs.content);
+        let mut next = f.any().map_err(e)?;
+        if next.tag == 0x02 {
+            next = f.any().map_err(e)?;
+        }
+        if next.tag != 0x30 {
+            return Err("tbsCertList: no signature algorithm".into());
+        }
+        let issuer = f.next_tag(0x30, "issuer").map_err(e)?;
+        let this_update = f.any().map_err(e)?;
+        let this_update = sortable_time(this_update.tag, this_update.content)?;
+        let mut number = None;
+        while !f.is_empty() {
+            let field = f.any().map_err(e)?;
+            match field.tag {
+                0x17 | 0x18 | 0x30 => {}
+                0xa0 => number = crl_number(field.content)?,
+                other => return Err(format!("tbsCertList: an unexpected field (tag 0x{other:02x})")),
+            }
+        }
+        Ok(Crl { der, tbs: tbs.raw, algorithm, signature, issuer_raw: issuer.raw, this_update, number })
+    }
+
+    /// The issuer's name, as printed in messages.
+    pub fn issuer(&self) -> String {
+        use x509_parser::prelude::FromDer;
+        x509_parser::x509::X509Name::from_der(self.issuer_raw)
+            .map(|(_, n)| n.to_string())
+            .unwrap_or_else(|_| "an unreadable name".into())
+    }
+
+    /// The CRL number (crlNumber), in decimal.
+    pub fn number(&self) -> Option<String> {
+        self.number.map(|n| x509_parser::num_bigint::BigUint::from_bytes_be(n).to_string())
+    }
+
+    /// Whether this CRL's number is lower than `other`'s, or missing while `other` has one.
+    pub fn numbered_below(&self, other: &Crl<'_>) -> bool {
+        match (self.number, other.number) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => (a.len(), a) < (b.len(), b),
+        }
+    }
+}
+
+/// A UTCTime (0x17) or GeneralizedTime (0x18) as `YYYYMMDDHHMMSSZ` (RFC 5280 4.1.2.5: a
+/// two-digit year below 50 is 20YY).
+fn sortable_time(tag: u8, content: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(content).map_err(|_| "thisUpdate: not text".to_string())?;
+    match (tag, text.get(..2).and_then(|y| y.parse::<u8>().ok())) {
+        (0x17, Some(yy)) => Ok(format!("{}{text}", if yy < 50 { "20" } else { "19" })),
+        (0x18, _) => Ok(text.to_string()),
+        _ => Err("thisUpdate: not a time".into()),
+    }
+}
+
+/// The crlNumber (2.5.29.20) in a CRL's `[0]` extensions field, without leading zero bytes.
+fn crl_number(explicit: &[u8]) -> Result<Option<&[u8]>, String> {
+    use crate::encoding::der::Reader;
+    const CRL_NUMBER: [u8; 3] = [0x55, 0x1d, 0x14];
+    let e = |e: crate::encoding::der::DerError| e.to_string();
+    let extensions = Reader::new(explicit).next_tag(0x30, "crlExtensions").map_err(e)?;
+    let mut each = Reader::new(extensions.content);
+    while !each.is_empty() {
+        let extension = each.next_tag(0x30, "Extension").map_err(e)?;
+        let mut x = Reader::new(extension.content);
+        if x.next_tag(0x06, "extnID").map_err(e)?.content != CRL_NUMBER {
+            continue;
+        }
+        let mut value = x.any().map_err(e)?;
+        if value.tag == 0x01 {
+            value = x.any().map_err(e)?;
+        }
+        let int = Reader::new(value.content).next_tag(0x02, "CRLNumber").map_err(e)?;
+        let start = int.content.iter().position(|b| *b != 0).unwrap_or(int.content.len());
+        return Ok(int.content.get(start..));
+    }
+    Ok(None)
+}
+
 /// The CRLs of one file or answer, sorted by the CA of the bundle that signed each.
 pub struct SortedCrls<'a> {
     /// Per CA of the bundle (same index), its newest CRL here (highest CRL number, then
     /// latest thisUpdate), if any.
-    pub newest: Vec<Option<CertificateRevocationList<'a>>>,
+    pub newest: Vec<Option<Crl<'a>>>,
     /// Whether each CRL (in order) was signed by a CA of the bundle.
     pub verified: Vec<bool>,
     /// The issuers of the CRLs no CA of the bundle signed.
@@ -99,7 +211,7 @@ pub struct SortedCrls<'a> {
 
 impl<'a> SortedCrls<'a> {
     /// The newest CRL that `ca` (an index in the bundle) signed.
-    pub fn of(&self, ca: usize) -> Option<&CertificateRevocationList<'a>> {
+    pub fn of(&self, ca: usize) -> Option<&Crl<'a>> {
         self.newest.get(ca).and_then(Option::as_ref)
     }
 }
@@ -109,10 +221,10 @@ pub fn sort_crls<'a>(crl_ders: &'a [Vec<u8>], cas: &[Ca<'_>]) -> Result<SortedCr
     let mut sorted =
         SortedCrls { newest: (0..cas.len()).map(|_| None).collect(), verified: Vec::new(), foreign: Vec::new() };
     for d in crl_ders {
-        let (_, crl) = CertificateRevocationList::from_der(d).map_err(|e| format!("an unreadable CRL: {e}"))?;
+        let crl = Crl::from_der(d).map_err(|e| format!("an unreadable CRL: {e}"))?;
         let Some(i) = crl_signer(&crl, cas) else {
             sorted.verified.push(false);
-            sorted.foreign.push(crl.issuer().to_string());
+            sorted.foreign.push(crl.issuer());
             continue;
         };
         sorted.verified.push(true);
@@ -126,11 +238,11 @@ pub fn sort_crls<'a>(crl_ders: &'a [Vec<u8>], cas: &[Ca<'_>]) -> Result<SortedCr
 }
 
 /// Whether `a` supersedes `b` (two CRLs of one CA).
-fn newer(a: &CertificateRevocationList<'_>, b: &CertificateRevocationList<'_>) -> bool {
-    match (a.crl_number(), b.crl_number()) {
-        (Some(x), Some(y)) if x != y => x > y,
-        _ => a.last_update() > b.last_update(),
+fn newer(a: &Crl<'_>, b: &Crl<'_>) -> bool {
+    if a.number.is_some() && b.number.is_some() && a.number != b.number {
+        return b.numbered_below(a);
     }
+    a.this_update > b.this_update
 }
 
 #[cfg(test)]
@@ -238,7 +350,7 @@ pub(crate) mod tests {
         let sorted = sort_crls(&crls, &cas).unwrap();
         assert_eq!(sorted.verified, [false, true, true, true, true]);
         assert_eq!(sorted.foreign.len(), 1);
-        let number = |i| sorted.of(i).and_then(|c| c.crl_number()).map(|n| n.to_string());
+        let number = |i| sorted.of(i).and_then(Crl::number);
         assert_eq!([number(0), number(1), number(2)], [Some("7".into()), Some("5".into()), Some("1".into())]);
     }
 
@@ -274,5 +386,31 @@ pub(crate) mod tests {
         check(&a, "a.test", &without_b).unwrap();
         let e = check(&b, "b.test", &without_b).unwrap_err();
         assert!(matches!(&e, crate::error::Error::CrlNotFromBundle { ca: Some(_), foreign, .. } if foreign.len() == 1));
+    }
+
+    /// A CRL read by walking its DER says what x509-parser's whole parse says: its issuer and
+    /// number (rcgen's CRLs, large and small, and a fixture).
+    #[test]
+    fn a_crl_read_by_walking_is_the_one_a_whole_parse_reads() {
+        use x509_parser::revocation_list::CertificateRevocationList;
+        let p = pki(1, 1);
+        let serials: Vec<[u8; 4]> = (0u32..2000).map(|i| (i + 1).to_be_bytes()).collect();
+        let refs: Vec<&[u8]> = serials.iter().map(|s| s.as_slice()).collect();
+        let mut pems = vec![crl(&p, Some(0), 300, &refs), crl(&p, None, 0, &[]), crl(&p, None, 255, &[])];
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pki/conductors_crl.pem");
+        pems.push(std::fs::read_to_string(fixture).unwrap());
+        for pem in &pems {
+            for der in ders(pem, "X509 CRL") {
+                let walked = Crl::from_der(&der).unwrap();
+                let (_, whole) = CertificateRevocationList::from_der(&der).unwrap();
+                assert_eq!(walked.issuer(), whole.issuer().to_string());
+                assert_eq!(walked.number(), whole.crl_number().map(|n| n.to_string()));
+                assert_eq!(walked.der, whole.as_raw());
+            }
+        }
+        let (low, high) = (ders(&pems[1], "X509 CRL"), ders(&pems[2], "X509 CRL"));
+        let (low, high) = (Crl::from_der(&low[0]).unwrap(), Crl::from_der(&high[0]).unwrap());
+        assert!(low.numbered_below(&high) && !high.numbered_below(&low) && newer(&high, &low));
+        assert!(Crl::from_der(b"\x30\x03\x02\x01\x00").is_err());
     }
 }

@@ -118,7 +118,7 @@ pub fn verify_leaf(
         let mut selected: Vec<&[u8]> = Vec::new();
         for i in wanted {
             match (sorted.of(i), chain.is_some()) {
-                (Some(crl), _) => selected.push(crl_der_of(crl)),
+                (Some(crl), _) => selected.push(crl.der),
                 (None, true) => return Err(missing(cas.get(i).map(super::ca_chain::Ca::name))),
                 (None, false) => {}
             }
@@ -133,11 +133,6 @@ pub fn verify_leaf(
     }
     check_common_name(&leaf)?;
     Ok(warnings)
-}
-
-/// A parsed CRL's DER (the whole CRL: its to-be-signed part, algorithm and signature).
-fn crl_der_of<'a>(crl: &x509_parser::revocation_list::CertificateRevocationList<'a>) -> &'a [u8] {
-    crl.as_raw()
 }
 
 /// Only the CAs of the node's chain: webpki picks a CRL by its issuer's name, and other CAs
