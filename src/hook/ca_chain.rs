@@ -386,6 +386,13 @@ pub(crate) mod tests {
         check(&a, "a.test", &without_b).unwrap();
         let e = check(&b, "b.test", &without_b).unwrap_err();
         assert!(matches!(&e, crate::error::Error::CrlNotFromBundle { ca: Some(_), foreign, .. } if foreign.len() == 1));
+        // A node of the master outside the bundle: its certificate is the cause, not the CRLs.
+        let c = node(&p, 2, "c.test");
+        let e = check(&c, "c.test", &crl(&p, Some(2), 1, &[])).unwrap_err();
+        assert!(
+            matches!(&e, crate::error::Error::NotValid { detail, .. } if detail.contains("does not verify")),
+            "{e}"
+        );
     }
 
     /// A CRL read by walking its DER says what x509-parser's whole parse says: its issuer and

@@ -92,6 +92,11 @@ pub fn verify_leaf(
         Some(path) => trust_of_chain(&cas, path, bundle_path)?,
         None => trust_of(&bundle_ders, bundle_path)?,
     };
+    if chain.is_none() {
+        // Not chained by the signatures vouch reads: webpki's verdict on the chain alone
+        // comes first (the cause is the certificate, not the CRLs).
+        verify_chain(&leaf, &trust, None, bundle_path, bundle_path)?;
+    }
     let mut warnings = Vec::new();
     for (crl_pem, crl_path) in crls {
         let crl_ders =
@@ -129,7 +134,7 @@ pub fn verify_leaf(
         let parsed = crls_of(&selected, crl_path)?;
         let crl_refs: Vec<&webpki::CertRevocationList<'_>> = parsed.iter().collect();
         let revocation = revocation_options(&crl_refs, crl_path, expiry)?;
-        verify_chain(&leaf, &trust, revocation, bundle_path, crl_path)?;
+        verify_chain(&leaf, &trust, Some(revocation), bundle_path, crl_path)?;
     }
     check_common_name(&leaf)?;
     Ok(warnings)
@@ -230,7 +235,7 @@ impl Leaf<'_> {
 fn verify_chain(
     leaf: &Leaf<'_>,
     trust: &Trust<'_>,
-    revocation: webpki::RevocationOptions<'_>,
+    revocation: Option<webpki::RevocationOptions<'_>>,
     bundle_path: &Path,
     crl_path: &Path,
 ) -> Result<(), Error> {
@@ -244,7 +249,7 @@ fn verify_chain(
         &trust.intermediates,
         UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs)),
         webpki::KeyUsage::client_auth(),
-        Some(revocation),
+        revocation,
         None,
     )
     .map_err(|e| match e {
