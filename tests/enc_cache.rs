@@ -136,9 +136,12 @@ fn a_ca_served_after_another_on_one_address_is_trusted_at_once() {
     assert_eq!(crls_verify(&hostcrl, &bundle_b), (2, true), "hostcrl holds B's CRLs");
     enc.classifies(&bundle_b, "n-b.test", &["--crl", s(&hostcrl)]);
     assert!(!enc.log().contains("refused"), "{}", enc.log());
-    // A's node, cached and fresh, is A's: not answered under B's bundle (B does not know it).
+    // A's node, cached and fresh, is A's: not answered under B's bundle; dropped and asked
+    // for again, and B has no certificate for it.
     let o = enc.run(&bundle_b, "n-a.test", &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no certificate for n-a.test"), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(tmp.path().join("cache/serial")).unwrap().count(), 1, "only n-b.test is cached");
     stop(served);
 }
 
@@ -146,7 +149,9 @@ fn a_ca_served_after_another_on_one_address_is_trusted_at_once() {
 /// named as the first) keeps classifying without a refusal: the first master's node at once
 /// under the new bundle, and the second master's node when the second master answers on
 /// the same address (the cached CRLs hold none of its CA: fetched again, once). A bundle
-/// without the master whose CRL the CA sends: that CRL is left out with a warning.
+/// without the master whose CRL the CA sends: that CRL is left out with a warning. A node
+/// whose master's CRL is in neither a `crl` file nor the CA's answer is refused with that
+/// cause (`CrlNotFromBundle`), not as an invalid certificate.
 #[test]
 fn a_bundle_that_gains_a_master_ca_keeps_classifying() {
     require("openssl", "openssl");
@@ -192,6 +197,21 @@ fn a_bundle_that_gains_a_master_ca_keeps_classifying() {
     enc.classifies(&bundle2, "n-2.test", &[]);
     enc.classifies(&bundle2, "n-2.test", &[]);
     assert!(!enc.log().contains("refused"), "{}", enc.log());
+    // A `crl` file fetched from the first master lacks the second master's CRL: the node is
+    // refused with that cause (not its certificate's), until `vouch crl --fetch` runs.
+    let o = enc.run(&bundle2, "n-2.test", &["--crl", s(&hostcrl)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{} holds no CRL signed by", hostcrl.display())), "{err}");
+    assert!(err.contains("vouch crl --fetch"), "the hint names the fix: {err}");
+    ok(&enc.crl_fetch(&bundle2, &hostcrl));
+    enc.classifies(&bundle2, "n-2.test", &["--crl", s(&hostcrl)]);
+    // The first master's node, while only the second master answers (no shared store: it
+    // sends no CRL of the first master's CA): fetched again once, then refused with the cause.
+    let o = enc.run(&bundle2, "n-1.test", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("crl.pem holds no CRL signed by CN=vouch Master CA"), "{err}");
     stop(served);
 }
 
