@@ -185,6 +185,16 @@ pub enum Error {
         fetched: String,
         current: String,
     },
+    /// A CRL a certificate's chain needs is missing: `source` (a CRL file, a cache or the CA's
+    /// answer) holds no CRL that `ca` of the bundle signed (`None`: no CRL any CA of the bundle
+    /// signed); `foreign` are the issuers of the CRLs there that no CA of the bundle signed
+    /// (another CA's: rebuilt, restored, or a master the bundle does not hold).
+    CrlNotFromBundle {
+        source: String,
+        ca: Option<String>,
+        bundle: PathBuf,
+        foreign: Vec<String>,
+    },
     /// Puppet Server's CA has not signed this certname.
     PuppetCaNotSigned {
         certname: String,
@@ -586,6 +596,20 @@ impl std::fmt::Display for Error {
                 path.display(),
                 path.display()
             ),
+            Error::CrlNotFromBundle { source, ca, bundle, foreign } => {
+                match ca {
+                    Some(ca) => write!(
+                        f,
+                        "{source} holds no CRL signed by {ca} of {} (the certificate's chain goes through it)",
+                        bundle.display()
+                    )?,
+                    None => write!(f, "{source} holds no CRL signed by a CA of {}", bundle.display())?,
+                }
+                if !foreign.is_empty() {
+                    write!(f, "; signed by no CA of {}: a CRL of {}", bundle.display(), foreign.join(", a CRL of "))?;
+                }
+                Ok(())
+            }
             Error::PuppetCaNotSigned { certname, path } => {
                 write!(f, "Puppet Server's CA has not signed {certname} (no {})", path.display())
             }
@@ -932,6 +956,11 @@ impl Error {
             Error::Remote { .. } => {
                 "check --ca-url (https://HOST:PORT of vouch serve, as the agents' ca_server/ca_port), that vouch \
                  serve runs there, and that --cacert is its CA bundle (GET /puppet-ca/v1/certificate/ca)"
+            }
+            Error::CrlNotFromBundle { .. } => {
+                "the CRLs and --cacert come from different CAs: if the CA was rebuilt or restored, or a master \
+                 joined, take its bundle again (GET /puppet-ca/v1/certificate/ca) into --cacert; check that \
+                 --ca-url is that CA (or a master of its fleet); a --crl file is refreshed by `vouch crl --fetch`"
             }
             Error::PuppetCaNotSigned { .. } => {
                 "'puppetserver ca list' shows pending requests; the autosign hook's reasons are in the server log"

@@ -26,12 +26,14 @@ pub(super) fn crl_fetch(ca_url: &str, cacert: &Path, out: &Path) -> Result<i32, 
                 detail: format!("{ca_url}: GET {} answered {}", crate::compile::CRL_PATH, resp.status),
             });
         }
-        crate::compile::check_crl_body(&resp.body, &bundle, ca_url, None)?;
-        write_out(None, &resp.text(), 0o644)?;
+        let checked = crate::compile::check_crl_body(&resp.body, (&bundle, cacert), ca_url, None)?;
+        warn_ignored(&checked.ignored);
+        write_out(None, &String::from_utf8_lossy(&checked.pem), 0o644)?;
         return Ok(EXIT_OK);
     }
-    match fetch_crl(&ca, &bundle, out)? {
-        Fetched::Replaced { last_modified } => {
+    match fetch_crl(&ca, (&bundle, cacert), out)? {
+        Fetched::Replaced { last_modified, ignored } => {
+            warn_ignored(&ignored);
             restore_owner_and_mode(out, kept)?;
             sayln!(
                 "vouch: wrote the CA's CRLs to {} (Last-Modified: {})",
@@ -42,6 +44,13 @@ pub(super) fn crl_fetch(ca_url: &str, cacert: &Path, out: &Path) -> Result<i32, 
         Fetched::Unchanged => sayln!("vouch: {} is current (the CA answered 304)", out.display())?,
     }
     Ok(EXIT_OK)
+}
+
+/// The CRLs of the CA's answer left out (signed by no CA of --cacert), on stderr.
+fn warn_ignored(ignored: &[String]) {
+    for line in ignored {
+        eprintln!("vouch: warning: {line}");
+    }
 }
 
 /// Where `crl --fetch` may write: `-` (stdout), a new file, or a regular file, which is
@@ -206,8 +215,9 @@ pub(super) fn verified_cert_file(
                         detail: format!("GET the CRL answered {}", r.status),
                     });
                 }
-                crate::compile::check_crl_body(&r.body, &bundle, url, None)?;
-                crls.push((r.body, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));
+                let checked = crate::compile::check_crl_body(&r.body, (&bundle, cacert), url, None)?;
+                warn_ignored(&checked.ignored);
+                crls.push((checked.pem, PathBuf::from(format!("{url}{}", crate::compile::CRL_PATH))));
             }
             if crls.is_empty() {
                 return Err(Error::Usage {
@@ -234,7 +244,7 @@ pub(super) fn verified_cert_file(
         }
     };
     let refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
-    crate::hook::puppet_cadir::verify_leaf(
+    let warnings = crate::hook::puppet_cadir::verify_leaf(
         &der,
         &name,
         (&bundle, &bundle_path),
@@ -242,5 +252,8 @@ pub(super) fn verified_cert_file(
         crate::hook::puppet_cadir::CrlExpiry::Ignore,
         now,
     )?;
+    for w in warnings {
+        eprintln!("vouch: warning: {w}");
+    }
     Ok((der, name))
 }

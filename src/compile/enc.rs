@@ -6,19 +6,26 @@
 //! fetched from the CA and refreshes every `--crl-refresh`, and every `--crl` file such as
 //! Puppet's `hostcrl` kept by `vouch crl --fetch`), and names CERTNAME as its CN.
 //!
-//! The cache (`--cache-dir`): `crl.pem` (the CA's two CRLs) with its fetch state, and one
-//! entry per certificate serial (`serial/SERIAL.json`: the certificate, the administrators'
-//! override if one was read, when it was fetched) found through `name/CERTNAME`. An entry
-//! younger than `--crl-refresh` answers without asking the CA; an older one is fetched
-//! again, and is used when the CA cannot be reached (vouch serve restarting), always
-//! verified against the CRLs first. Every CRL counts only until its nextUpdate: past it
-//! (the CA unreachable all that time) the classifier refuses. At most `--cache-max` entries are kept (the oldest go).
+//! The cache (`--cache-dir`): `crl.pem` (the CA's CRLs, one per CA) with its fetch state
+//! and `crl.checked` (when, and against which bundle), and one entry per certificate serial
+//! (`serial/SERIAL.json`: the certificate, the administrators' override if one was read,
+//! when it was fetched) found through `name/CERTNAME`. An entry younger than
+//! `--crl-refresh` answers without asking the CA; an older one is fetched again, and is used
+//! when the CA cannot be reached (vouch serve restarting), always verified against the CRLs
+//! first. Every CRL counts only until its nextUpdate: past it (the CA unreachable all that
+//! time) the classifier refuses. At most `--cache-max` entries are kept (the oldest go).
+//!
+//! What the cache holds counts only for this call's `--cacert`, matched by signature (see
+//! [`crate::hook::ca_chain`]): CRLs checked against another bundle are fetched again, and so
+//! are CRLs lacking one that a CA of the node's chain signed (once, before refusing); a
+//! cached certificate that does not chain to the bundle is dropped and fetched again.
 
 use super::log::{report, LogTo, Severity};
-use super::{fetch_crl, unix, CaService};
+use super::{fetch_crl, unix, CaService, Fetched};
 use crate::authority::Source;
 use crate::error::Error;
 use crate::vouching::classification::Classification;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -91,28 +98,7 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
         crate::files::durable::create_private_dirs(&d).map_err(io(&s.cache_dir, "create"))?;
         crate::files::trust::check_private_dir(&d)?;
     }
-
-    let crl_path = s.cache_dir.join("crl.pem");
-    refresh_crl(s, &ca, &bundle, &crl_path, now)?;
-
-    let (entry, served) = entry_for(s, &ca, identity.is_some(), certname, now)?;
-    let (_, der) = crate::encoding::pem::find(entry.pem.as_bytes(), &["CERTIFICATE"])
-        .map_err(|e| Error::NotValid { certname: certname.to_string(), detail: e.to_string() })?;
-    let mut crls: Vec<(Vec<u8>, PathBuf)> = vec![(read_file(&crl_path)?, crl_path.clone())];
-    for f in &s.crl_files {
-        crls.push((read_file(f)?, f.clone()));
-    }
-    let crl_refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
-    // Every CRL only until its nextUpdate: a cached copy kept past it while the CA is
-    // unreachable could miss a revocation for ever.
-    crate::hook::puppet_cadir::verify_leaf(
-        &der,
-        certname,
-        (&bundle, &s.cacert),
-        &crl_refs,
-        crate::hook::puppet_cadir::CrlExpiry::Enforce,
-        now,
-    )?;
+    let (entry, der, served) = verified_entry(s, &ca, &bundle, identity.is_some(), certname, now)?;
 
     // An override counts only when this classifier reads overrides (an administrator's
     // credentials configured): a cached one otherwise is not trusted.
@@ -137,19 +123,126 @@ pub fn classify(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<(St
     Ok((json, served))
 }
 
-/// The cached CRL, refreshed from the CA when older than `--crl-refresh`. A CA that cannot
-/// be reached leaves the cached CRL in use (said in the log) until its nextUpdate; past it,
-/// or without one, the call fails.
-fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now: OffsetDateTime) -> Result<(), Error> {
-    let checked = s.cache_dir.join("crl.checked");
-    let last: Option<i64> = std::fs::read_to_string(&checked).ok().and_then(|t| t.trim().parse().ok());
-    if crl_path.exists() && last.is_some_and(|t| fresh(t, now, s.crl_refresh)) {
-        return Ok(());
+/// The node's entry and certificate (DER), verified against the bundle and the CRLs. When
+/// the cached CRLs hold none a CA of the node's chain signed (another CA's, or a master
+/// the bundle gained since), they are fetched once more before refusing.
+fn verified_entry(
+    s: &Settings,
+    ca: &CaService,
+    bundle: &[u8],
+    overrides: bool,
+    certname: &str,
+    now: OffsetDateTime,
+) -> Result<(Entry, Vec<u8>, Served), Error> {
+    let crl_path = s.cache_dir.join("crl.pem");
+    let fetched = refresh_crl(s, ca, bundle, &crl_path, now, false)?;
+    let (entry, served) = entry_for(s, ca, bundle, overrides, certname, now)?;
+    let (_, der) = crate::encoding::pem::find(entry.pem.as_bytes(), &["CERTIFICATE"])
+        .map_err(|e| Error::NotValid { certname: certname.to_string(), detail: e.to_string() })?;
+    match verify(s, bundle, &crl_path, &der, certname, now) {
+        Err(e @ Error::CrlNotFromBundle { .. }) if !fetched && from_cache(&e, &crl_path) => {
+            match refresh_crl(s, ca, bundle, &crl_path, now, true) {
+                Ok(_) => verify(s, bundle, &crl_path, &der, certname, now)?,
+                // The CA's answer names the cause better (its CRLs are another CA's).
+                Err(answer @ Error::CrlNotFromBundle { .. }) => return Err(answer),
+                Err(other) => {
+                    warn(s, &format!("vouch enc: the CRLs could not be fetched again: {other}"));
+                    return Err(e);
+                }
+            }
+        }
+        other => other?,
     }
-    match fetch_crl(ca, bundle, crl_path) {
-        Ok(_) => crate::files::durable::write_replace(&checked, format!("{}\n", unix(now)).as_bytes(), 0o600)
-            .map_err(io(&checked, "write")),
-        Err(e) if crl_path.exists() => {
+    Ok((entry, der, served))
+}
+
+/// Whether `e` is about the cached CRLs (not a `--crl` file).
+fn from_cache(e: &Error, crl_path: &Path) -> bool {
+    matches!(e, Error::CrlNotFromBundle { source, .. } if *source == crl_path.display().to_string())
+}
+
+/// Verifies the node's certificate against the bundle, the cached CRLs and every `--crl`
+/// file; a CRL there that no CA of the bundle signed is ignored, said in the log.
+fn verify(
+    s: &Settings,
+    bundle: &[u8],
+    crl_path: &Path,
+    der: &[u8],
+    certname: &str,
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let mut crls: Vec<(Vec<u8>, PathBuf)> = vec![(read_file(crl_path)?, crl_path.to_path_buf())];
+    for f in &s.crl_files {
+        crls.push((read_file(f)?, f.clone()));
+    }
+    let crl_refs: Vec<(&[u8], &Path)> = crls.iter().map(|(b, p)| (b.as_slice(), p.as_path())).collect();
+    // Every CRL only until its nextUpdate: a cached copy kept past it while the CA is
+    // unreachable could miss a revocation for ever.
+    let warnings = crate::hook::puppet_cadir::verify_leaf(
+        der,
+        certname,
+        (bundle, &s.cacert),
+        &crl_refs,
+        crate::hook::puppet_cadir::CrlExpiry::Enforce,
+        now,
+    )?;
+    for w in warnings {
+        warn(s, &format!("vouch enc: {w}"));
+    }
+    Ok(())
+}
+
+/// A warning to the log (and to stderr when the log cannot take it).
+fn warn(s: &Settings, message: &str) {
+    if !report(&s.log, Some(&s.cache_dir), Severity::Warning, message) && s.log != LogTo::Stderr {
+        let _ = writeln!(std::io::stderr(), "{message}");
+    }
+}
+
+/// When the cached CRLs were last fetched (or found current), and the SHA-256 of the bundle
+/// they were checked against: `crl.checked` holds `UNIX-SECONDS BUNDLE-SHA256`.
+fn crl_checked(path: &Path) -> Option<(i64, String)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut words = text.split_whitespace();
+    let at = words.next()?.parse().ok()?;
+    Some((at, words.next()?.to_string()))
+}
+
+/// The cached CRLs, fetched again when older than `--crl-refresh`, when checked against
+/// another bundle than this call's (a CA rebuilt, restored, or a master joining), or when
+/// `force`d (they lack a CRL the node's chain needs; then the fetch is whole and its failure
+/// the answer). A CA that cannot be reached otherwise leaves the cached CRLs in use (said in
+/// the log) until their nextUpdate; past it, or without them, the call fails. Returns whether
+/// the CA answered on this call.
+fn refresh_crl(
+    s: &Settings,
+    ca: &CaService,
+    bundle: &[u8],
+    crl_path: &Path,
+    now: OffsetDateTime,
+    force: bool,
+) -> Result<bool, Error> {
+    let checked = s.cache_dir.join("crl.checked");
+    let bundle_sha256 = crate::encoding::sha256_hex(bundle);
+    let current = crl_checked(&checked).is_some_and(|(t, b)| fresh(t, now, s.crl_refresh) && b == bundle_sha256);
+    if crl_path.exists() && current && !force {
+        return Ok(false);
+    }
+    if force {
+        let _ = std::fs::remove_file(super::state_path(crl_path));
+    }
+    match fetch_crl(ca, (bundle, &s.cacert), crl_path) {
+        Ok(fetched) => {
+            if let Fetched::Replaced { ignored, .. } = fetched {
+                for line in ignored {
+                    warn(s, &format!("vouch enc: {line}"));
+                }
+            }
+            let stamp = format!("{} {bundle_sha256}\n", unix(now));
+            crate::files::durable::write_replace(&checked, stamp.as_bytes(), 0o600).map_err(io(&checked, "write"))?;
+            Ok(true)
+        }
+        Err(e) if crl_path.exists() && !force => {
             if let Some(lapsed) = lapsed_crl(crl_path, now) {
                 return Err(Error::Remote {
                     url: ca.url().to_string(),
@@ -160,12 +253,8 @@ fn refresh_crl(s: &Settings, ca: &CaService, bundle: &[u8], crl_path: &Path, now
                     ),
                 });
             }
-            report(
-                &s.log,
-                Severity::Warning,
-                &format!("vouch enc: the CRL was not refreshed, using the cached one ({e})"),
-            );
-            Ok(())
+            warn(s, &format!("vouch enc: the CRL was not refreshed, using the cached one ({e})"));
+            Ok(false)
         }
         Err(e) => Err(e),
     }
@@ -208,16 +297,34 @@ fn cached(s: &Settings, certname: &str) -> Option<Entry> {
     (e.certname == certname).then_some(e)
 }
 
+/// Whether `pem`'s certificate chains to a CA of `bundle` (by signature).
+fn issued_under(pem: &str, bundle: &[u8]) -> bool {
+    let Ok((_, der)) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]) else { return false };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else { return false };
+    let ders = crate::encoding::pem::find_all(bundle, "CERTIFICATE").unwrap_or_default();
+    let Ok(cas) = crate::hook::ca_chain::parse_bundle(&ders) else { return false };
+    crate::hook::ca_chain::chain_of(&cert, &cas).is_some()
+}
+
 /// The node's entry: fresh from the cache, else from the CA (stored), else — the CA
-/// unreachable — whatever the cache holds.
+/// unreachable — whatever the cache holds. A cached certificate that does not chain to this
+/// call's bundle (another CA's: rebuilt, restored) counts for nothing: it is dropped.
 fn entry_for(
     s: &Settings,
     ca: &CaService,
+    bundle: &[u8],
     overrides: bool,
     certname: &str,
     now: OffsetDateTime,
 ) -> Result<(Entry, Served), Error> {
-    let old = cached(s, certname);
+    let old = cached(s, certname).filter(|e| {
+        let ours = issued_under(&e.pem, bundle);
+        if !ours {
+            let _ = std::fs::remove_file(serial_path(s, &e.serial));
+            let _ = std::fs::remove_file(s.cache_dir.join("name").join(certname));
+        }
+        ours
+    });
     if let Some(e) = old.as_ref().filter(|e| fresh(e.fetched_at, now, s.crl_refresh)) {
         return Ok((clone_entry(e), Served::Cached));
     }
@@ -232,9 +339,8 @@ fn entry_for(
         }
         Err(e @ Error::Remote { .. }) => match old {
             Some(entry) => {
-                report(
-                    &s.log,
-                    Severity::Warning,
+                warn(
+                    s,
                     &format!(
                         "vouch enc: {certname}: answering from the cache (serial {}, fetched at {}): {e}",
                         entry.serial,
@@ -338,7 +444,8 @@ pub fn run(s: &Settings, certname: &str, now: OffsetDateTime) -> Result<String, 
     classify(s, certname, now).map(|(json, _)| json).inspect_err(|e| {
         if s.log != LogTo::Stderr {
             let hint = e.hint().map(|h| format!(" (hint: {h})")).unwrap_or_default();
-            report(&s.log, Severity::Warning, &format!("vouch enc: refused {certname}: {e}{hint}"));
+            // Not echoed when the log cannot take it: the error itself goes to stderr.
+            report(&s.log, Some(&s.cache_dir), Severity::Warning, &format!("vouch enc: refused {certname}: {e}{hint}"));
         }
     })
 }

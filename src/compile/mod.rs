@@ -1,9 +1,11 @@
 //! A compile server's side of `vouch serve`: a stock Puppet Server compiling catalogs
 //! with its own CA disabled, vouch serve being the fleet's CA.
 //!
-//! - [`fetch_crl`] (`vouch crl --fetch`): the CA's two-CRL body (master then root)
-//!   into Puppet's `hostcrl`, replaced atomically, asked with If-Modified-Since from
-//!   the last fetch (never from the file's mtime), the file's mtime set to Last-Modified.
+//! - [`fetch_crl`] (`vouch crl --fetch`): the CA's CRL body (one CRL per CA: the master
+//!   CAs' and the root's) into Puppet's `hostcrl`, each CRL checked against the bundle by
+//!   signature (one no CA of the bundle signed is left out), replaced atomically, asked
+//!   with If-Modified-Since from the last fetch for the same bundle (never from the file's
+//!   mtime), the file's mtime set to Last-Modified.
 //! - [`enc`] (`vouch enc --ca-url`): the classifier, from the node's certificate fetched
 //!   over the public API, verified against the CA bundle and a cached, refreshed CRL,
 //!   with a bounded cache keyed by serial that keeps catalogs compiling while the CA
@@ -13,13 +15,15 @@ pub mod enc;
 pub mod log;
 
 use crate::error::Error;
+use crate::hook::ca_chain;
 use crate::serve::client::{Client, Response};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
-/// The CA's two-CRL body (the master CA's CRL, then the root's), as agents want it.
+/// The CA's CRL body (the master CA's CRL, then the root's; a fleet's masters may send one
+/// per master CA), as agents want it.
 pub const CRL_PATH: &str = "/puppet-ca/v1/certificate_revocation_list/ca";
 
 /// How long one request to the CA may take in all (connecting, TLS, the whole answer):
@@ -82,22 +86,27 @@ impl CaService {
 /// What `vouch crl --fetch` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
-    /// A new body was written (its Last-Modified).
-    Replaced { last_modified: Option<String> },
+    /// A new body was written (its Last-Modified), without the CRLs `ignored` names (one
+    /// line each: signed by no CA of the bundle).
+    Replaced { last_modified: Option<String>, ignored: Vec<String> },
     /// The CA answered 304: the file is current.
     Unchanged,
 }
 
-/// The state of the last fetch, beside the output file: the Last-Modified the CA sent and
-/// the SHA-256 of the body written. If-Modified-Since is sent only while the file is
-/// still exactly that body (a copied or edited file is fetched again in full).
+/// The state of the last fetch, beside the output file: the Last-Modified the CA sent, the
+/// SHA-256 of the body written and of the bundle it was checked against. If-Modified-Since
+/// is sent only while the file is still exactly that body and the bundle that one (a copied
+/// or edited file, or another bundle — a CA rebuilt, restored, or a master joining — is
+/// fetched again in full and checked against the bundle of this call).
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct FetchState {
     last_modified: Option<String>,
     sha256: String,
+    #[serde(default)]
+    bundle_sha256: String,
 }
 
-fn state_path(out: &Path) -> PathBuf {
+pub(crate) fn state_path(out: &Path) -> PathBuf {
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     out.with_file_name(format!(".{name}.vouch-fetch"))
 }
@@ -106,73 +115,105 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Er
     move |source| Error::Io { path: path.to_path_buf(), op, source }
 }
 
-/// Checks a CRL body: PEM `X509 CRL` blocks, at least one, each readable, each issued by a
-/// certificate of the bundle (by name) and signed with that certificate's key; and, given
-/// the file it would replace (`previous`: its bytes and path), none older than the CRL of
-/// the same issuer there (a lower CRL number: a rollback, which could undo revocations).
-pub fn check_crl_body(body: &[u8], bundle: &[u8], url: &str, previous: Option<(&[u8], &Path)>) -> Result<(), Error> {
+/// A CRL body checked against a bundle (see [`check_crl_body`]).
+#[derive(Debug)]
+pub struct CheckedCrls {
+    /// The CRLs a CA of the bundle signed: the body itself when it holds no other.
+    pub pem: Vec<u8>,
+    /// One line per CRL of the body that no CA of the bundle signed, left out of `pem`.
+    pub ignored: Vec<String>,
+}
+
+/// Checks a CRL body (`url` says where it came from): PEM `X509 CRL` blocks, at least one,
+/// each readable. Each CRL counts for the CA of the bundle whose key signed it (matched by
+/// signature, not only by name: the masters of a fleet are named alike); one no CA of the
+/// bundle signed is left out (said in `ignored`), and a body with none a CA signed is
+/// [`Error::CrlNotFromBundle`]. Given the file it would replace (`previous`: its bytes and
+/// path), no CA's newest CRL may be older than that CA's there (a lower CRL number: a
+/// rollback, which could undo revocations); a CRL there that no CA of the bundle signed
+/// (another CA's, rebuilt or restored since) is no measure.
+pub fn check_crl_body(
+    body: &[u8],
+    bundle: (&[u8], &Path),
+    url: &str,
+    previous: Option<(&[u8], &Path)>,
+) -> Result<CheckedCrls, Error> {
     let ders = crate::encoding::pem::find_all(body, "X509 CRL").map_err(|e| remote(url, format!("the CRL: {e}")))?;
     if ders.is_empty() {
         return Err(remote(url, "the CRL answer holds no X509 CRL block"));
     }
-    let bundle_ders = crate::encoding::pem::find_all(bundle, "CERTIFICATE").unwrap_or_default();
-    let issuers: Vec<x509_parser::certificate::X509Certificate<'_>> =
-        bundle_ders.iter().filter_map(|d| x509_parser::parse_x509_certificate(d).ok().map(|(_, c)| c)).collect();
-    let previous_ders =
-        previous.map(|(b, _)| crate::encoding::pem::find_all(b, "X509 CRL").unwrap_or_default()).unwrap_or_default();
-    let previous_crls: Vec<CertificateRevocationList<'_>> =
-        previous_ders.iter().filter_map(|d| CertificateRevocationList::from_der(d).ok().map(|(_, c)| c)).collect();
-    for d in &ders {
-        let (_, crl) =
-            CertificateRevocationList::from_der(d).map_err(|e| remote(url, format!("an unreadable CRL: {e}")))?;
-        let Some(issuer) = issuers.iter().find(|c| c.subject().as_raw() == crl.issuer().as_raw()) else {
-            return Err(remote(url, format!("a CRL issued by {}, which is not in --cacert", crl.issuer())));
-        };
-        verify_crl_signature(&crl, issuer)
-            .map_err(|detail| remote(url, format!("a CRL of {}: {detail}", crl.issuer())))?;
-        if let Some((_, path)) = previous {
-            let older = previous_crls.iter().find(|p| p.issuer().as_raw() == crl.issuer().as_raw());
-            if let Some(current) = older.and_then(|p| p.crl_number()) {
-                let fetched = crl.crl_number();
-                if fetched.is_none_or(|n| n < current) {
-                    return Err(Error::CrlRollback {
-                        url: url.to_string(),
-                        path: path.to_path_buf(),
-                        issuer: crl.issuer().to_string(),
-                        fetched: fetched.map(|n| n.to_string()).unwrap_or_else(|| "none".into()),
-                        current: current.to_string(),
-                    });
-                }
-            }
+    let (bundle_pem, bundle_path) = bundle;
+    let bundle_ders = crate::encoding::pem::find_all(bundle_pem, "CERTIFICATE")
+        .map_err(|e| Error::Cert { path: bundle_path.to_path_buf(), detail: e.to_string() })?;
+    let cas = ca_chain::parse_bundle(&bundle_ders)
+        .map_err(|detail| Error::Cert { path: bundle_path.to_path_buf(), detail })?;
+    let sorted = ca_chain::sort_crls(&ders, &cas).map_err(|e| remote(url, e))?;
+    if !sorted.verified.contains(&true) {
+        return Err(Error::CrlNotFromBundle {
+            source: format!("the CA's answer ({url}{CRL_PATH})"),
+            ca: None,
+            bundle: bundle_path.to_path_buf(),
+            foreign: sorted.foreign,
+        });
+    }
+    if let Some((previous, path)) = previous {
+        check_rollback(&sorted, previous, &cas, url, path)?;
+    }
+    let ignored = sorted
+        .foreign
+        .iter()
+        .map(|issuer| format!("{url}: a CRL of {issuer} that no CA of {} signed is left out", bundle_path.display()))
+        .collect();
+    let pem = if sorted.verified.iter().all(|v| *v) {
+        body.to_vec()
+    } else {
+        ders.iter()
+            .zip(&sorted.verified)
+            .filter(|(_, v)| **v)
+            .map(|(d, _)| crate::encoding::pem::encode("X509 CRL", d))
+            .collect::<String>()
+            .into_bytes()
+    };
+    Ok(CheckedCrls { pem, ignored })
+}
+
+/// Refuses a fetched CRL older than the same CA's CRL in the file it would replace.
+fn check_rollback(
+    fetched: &ca_chain::SortedCrls<'_>,
+    previous: &[u8],
+    cas: &[ca_chain::Ca<'_>],
+    url: &str,
+    path: &Path,
+) -> Result<(), Error> {
+    let previous_ders = crate::encoding::pem::find_all(previous, "X509 CRL").unwrap_or_default();
+    // An unreadable previous file is no measure (it is replaced).
+    let Ok(kept) = ca_chain::sort_crls(&previous_ders, cas) else { return Ok(()) };
+    for i in 0..cas.len() {
+        let (Some(crl), Some(current)) = (fetched.of(i), kept.of(i)) else { continue };
+        if crl.numbered_below(current) {
+            return Err(Error::CrlRollback {
+                url: url.to_string(),
+                path: path.to_path_buf(),
+                issuer: crl.issuer(),
+                fetched: crl.number().unwrap_or_else(|| "none".into()),
+                current: current.number().unwrap_or_else(|| "none".into()),
+            });
         }
     }
     Ok(())
 }
 
-/// The CRL's signature, with its issuer's key (the algorithms vouch accepts on a CSR).
-fn verify_crl_signature(
-    crl: &CertificateRevocationList<'_>,
-    issuer: &x509_parser::certificate::X509Certificate<'_>,
-) -> Result<(), String> {
-    crate::encoding::verify_x509_signature(
-        &crl.signature_algorithm,
-        issuer,
-        crl.tbs_cert_list.as_ref(),
-        &crl.signature_value.data,
-    )
-    .map_err(|e| format!("{e} (its issuer in --cacert)"))
-}
-
-use x509_parser::prelude::FromDer;
-use x509_parser::revocation_list::CertificateRevocationList;
-
-/// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]).
-pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, Error> {
+/// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]), checked against
+/// `bundle` (its bytes and path) by [`check_crl_body`]: what the file held before counts
+/// only where a CA of this bundle signed it.
+pub fn fetch_crl(ca: &CaService, bundle: (&[u8], &Path), out: &Path) -> Result<Fetched, Error> {
     let state_file = state_path(out);
     let state: FetchState =
         std::fs::read(&state_file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let current = std::fs::read(out).ok();
-    let unchanged_since_fetch = current.as_deref().is_some_and(|c| crate::encoding::sha256_hex(c) == state.sha256);
+    let bundle_sha256 = crate::encoding::sha256_hex(bundle.0);
+    let unchanged_since_fetch = current.as_deref().is_some_and(|c| crate::encoding::sha256_hex(c) == state.sha256)
+        && state.bundle_sha256 == bundle_sha256;
     let ims = state.last_modified.clone().filter(|_| unchanged_since_fetch);
     let headers: Vec<(&str, &str)> = ims.as_deref().map(|v| ("If-Modified-Since", v)).into_iter().collect();
     let resp = ca.get(CRL_PATH, &headers)?;
@@ -186,8 +227,8 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
             ))
         }
     }
-    check_crl_body(&resp.body, bundle, ca.url(), current.as_deref().map(|c| (c, out)))?;
-    crate::files::durable::write_replace(out, &resp.body, 0o644).map_err(io(out, "write"))?;
+    let checked = check_crl_body(&resp.body, bundle, ca.url(), current.as_deref().map(|c| (c, out)))?;
+    crate::files::durable::write_replace(out, &checked.pem, 0o644).map_err(io(out, "write"))?;
     let last_modified = resp.header("last-modified").map(str::to_string);
     if let Some(t) = last_modified.as_deref().and_then(crate::encoding::time::parse_http_date) {
         // The file's time is the CRL's, not the fetch's (Puppet's own refresh reads it).
@@ -203,11 +244,12 @@ pub fn fetch_crl(ca: &CaService, bundle: &[u8], out: &Path) -> Result<Fetched, E
         .is_some_and(|t| t + time::Duration::seconds(2) <= OffsetDateTime::now_utc());
     let new_state = FetchState {
         last_modified: last_modified.clone().filter(|_| settled),
-        sha256: crate::encoding::sha256_hex(&resp.body),
+        sha256: crate::encoding::sha256_hex(&checked.pem),
+        bundle_sha256,
     };
     let bytes = serde_json::to_vec(&new_state).map_err(|e| Error::Usage { detail: e.to_string() })?;
     crate::files::durable::write_replace(&state_file, &bytes, 0o644).map_err(io(&state_file, "write"))?;
-    Ok(Fetched::Replaced { last_modified })
+    Ok(Fetched::Replaced { last_modified, ignored: checked.ignored })
 }
 
 /// Seconds since the epoch (cache ages).
@@ -223,13 +265,19 @@ mod tests {
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)).unwrap()
     }
 
+    fn check(crl: &[u8], bundle: &[u8]) -> Result<CheckedCrls, Error> {
+        check_crl_body(crl, (bundle, Path::new("bundle.pem")), "https://ca", None)
+    }
+
     /// Review of issue 17, finding 7: a CRL is checked against its issuer's key, not only its
     /// name: a certificate of the same name with another key (a rogue CA) does not vouch for it.
     #[test]
     fn a_crl_must_be_signed_by_its_issuers_key_in_the_bundle() {
         let crl = fixture("pki/conductors_crl.pem");
         let root = fixture("pki/root_crt.pem");
-        check_crl_body(&crl, &root, "https://ca", None).unwrap();
+        let checked = check(&crl, &root).unwrap();
+        assert_eq!(checked.pem, crl, "a body all of whose CRLs verify is kept as it is");
+        assert!(checked.ignored.is_empty());
         // The same name, another key.
         let (_, root_der) = crate::encoding::pem::find(&root, &["CERTIFICATE"]).unwrap();
         let (_, real) = x509_parser::parse_x509_certificate(&root_der).unwrap();
@@ -241,13 +289,38 @@ mod tests {
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let rogue = params.self_signed(&key).unwrap().pem();
-        let e = check_crl_body(&crl, rogue.as_bytes(), "https://ca", None).unwrap_err().to_string();
-        assert!(e.contains("signature does not verify"), "{e}");
+        let e = check(&crl, rogue.as_bytes()).unwrap_err();
+        assert!(matches!(e, Error::CrlNotFromBundle { ca: None, .. }), "{e}");
+        assert!(e.to_string().contains("signed by no CA of bundle.pem"), "{e}");
         // A byte of the signature changed.
         let (_, mut der) = crate::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
         let last = der.len() - 1;
         der[last] ^= 1;
         let tampered = crate::encoding::pem::encode("X509 CRL", &der);
-        assert!(check_crl_body(tampered.as_bytes(), &root, "https://ca", None).is_err());
+        assert!(check(tampered.as_bytes(), &root).is_err());
+    }
+
+    /// Issue 36: a body with one CRL per CA of a bundle of several masters named alike, and
+    /// one of a master the bundle does not hold: that one is left out (said), the others
+    /// kept; a rollback is measured per CA, by signature, never against a CRL of another CA.
+    #[test]
+    fn a_body_of_several_crls_is_sorted_by_the_ca_that_signed_each() {
+        use crate::hook::ca_chain::tests::{crl, pki};
+        let p = pki(3, 2);
+        let body =
+            [crl(&p, Some(0), 5, &[]), crl(&p, Some(1), 3, &[]), crl(&p, Some(2), 9, &[]), crl(&p, None, 2, &[])]
+                .concat();
+        let bundle = (p.bundle.as_bytes(), Path::new("bundle.pem"));
+        let checked = check_crl_body(body.as_bytes(), bundle, "https://ca", None).unwrap();
+        assert_eq!(checked.ignored.len(), 1, "{:?}", checked.ignored);
+        assert_eq!(crate::encoding::pem::find_all(&checked.pem, "X509 CRL").unwrap().len(), 3);
+        // Master 1's previous CRL is numbered 4: fetched 3 is a rollback, of that CA only.
+        let previous = [crl(&p, Some(0), 4, &[]), crl(&p, Some(1), 4, &[])].concat();
+        let e = check_crl_body(body.as_bytes(), bundle, "https://ca", Some((previous.as_bytes(), Path::new("f"))))
+            .unwrap_err();
+        assert!(matches!(&e, Error::CrlRollback { fetched, current, .. } if fetched == "3" && current == "4"), "{e}");
+        // A CRL of a master outside the bundle (named alike, numbered 90) is no measure.
+        let previous = [crl(&p, Some(2), 90, &[]), crl(&p, Some(1), 3, &[])].concat();
+        check_crl_body(body.as_bytes(), bundle, "https://ca", Some((previous.as_bytes(), Path::new("f")))).unwrap();
     }
 }

@@ -3,4 +3,5 @@
 //! Puppet Server's own CA directory (`enc --puppet-cadir`).
 
 pub mod autosign;
+pub mod ca_chain;
 pub mod puppet_cadir;

@@ -55,15 +55,22 @@ pub fn verified_signed_cert(cadir: &Path, certname: &str, now: OffsetDateTime) -
     let bundle = read(&bundle_path)?;
     let crl = read(&crl_path)?;
     let der = read_leaf(&leaf_path, certname)?;
-    verify_leaf(&der, certname, (&bundle, &bundle_path), &[(&crl, &crl_path)], CrlExpiry::Ignore, now)?;
+    for warning in verify_leaf(&der, certname, (&bundle, &bundle_path), &[(&crl, &crl_path)], CrlExpiry::Ignore, now)? {
+        eprintln!("vouch: warning: {warning}");
+    }
     Ok(der)
 }
 
 /// Verifies a node certificate (DER) for `certname`: it chains to a self-signed certificate
 /// of the bundle (PEM, through the others there), is valid at `now` for client
 /// authentication, is on no CRL of any of `crls` (each a PEM file's bytes and its path;
-/// every certificate of the chain must be covered by a CRL of each; a CRL past its
-/// nextUpdate counts or is refused as `expiry` says), and names `certname` as its only CN.
+/// every CA of the chain must have signed a CRL in each; a CRL past its nextUpdate counts or
+/// is refused as `expiry` says), and names `certname` as its only CN.
+///
+/// The chain and the CRLs are matched by signature (see [`super::ca_chain`]): a bundle may
+/// hold several CAs of one name, and a CRL file CRLs of several CAs. A CRL that no CA of the
+/// bundle signed is ignored; the returned warnings say so, one per such CRL. A CA of the
+/// chain without a CRL it signed is [`Error::CrlNotFromBundle`].
 pub fn verify_leaf(
     der: &[u8],
     certname: &str,
@@ -71,24 +78,79 @@ pub fn verify_leaf(
     crls: &[(&[u8], &Path)],
     expiry: CrlExpiry,
     now: OffsetDateTime,
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
     let (bundle_pem, bundle_path) = bundle;
     let bundle_ders =
         crate::encoding::pem::find_all(bundle_pem, "CERTIFICATE").map_err(|e| ca_error(bundle_path, e.to_string()))?;
-    let trust = trust_of(&bundle_ders, bundle_path)?;
+    let cas = super::ca_chain::parse_bundle(&bundle_ders).map_err(|e| ca_error(bundle_path, e))?;
     let leaf = Leaf { der, certname, now };
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| leaf.not_valid(format!("unreadable certificate: {e}")))?;
+    // The chain by signature; without one, webpki says why (against the whole bundle).
+    let chain = super::ca_chain::chain_of(&cert, &cas);
+    let trust = match &chain {
+        Some(path) => trust_of_chain(&cas, path, bundle_path)?,
+        None => trust_of(&bundle_ders, bundle_path)?,
+    };
+    if chain.is_none() {
+        // Not chained by the signatures vouch reads: webpki's verdict on the chain alone
+        // comes first (the cause is the certificate, not the CRLs).
+        verify_chain(&leaf, &trust, None, bundle_path, bundle_path)?;
+    }
+    let mut warnings = Vec::new();
     for (crl_pem, crl_path) in crls {
         let crl_ders =
             crate::encoding::pem::find_all(crl_pem, "X509 CRL").map_err(|e| ca_error(crl_path, e.to_string()))?;
         if crl_ders.is_empty() {
             return Err(ca_error(crl_path, "it holds no CRL"));
         }
-        let parsed = crls_of(&crl_ders, crl_path)?;
+        let sorted = super::ca_chain::sort_crls(&crl_ders, &cas).map_err(|e| ca_error(crl_path, e))?;
+        warnings.extend(sorted.foreign.iter().map(|issuer| {
+            format!(
+                "{}: a CRL of {issuer} that no CA of {} signed is ignored",
+                crl_path.display(),
+                bundle_path.display()
+            )
+        }));
+        let missing = |ca: Option<String>| Error::CrlNotFromBundle {
+            source: crl_path.display().to_string(),
+            ca,
+            bundle: bundle_path.to_path_buf(),
+            foreign: sorted.foreign.clone(),
+        };
+        // The CRLs the chain needs (each CA's newest), or without a chain every verified one.
+        let wanted: Vec<usize> = chain.clone().unwrap_or_else(|| (0..cas.len()).collect());
+        let mut selected: Vec<&[u8]> = Vec::new();
+        for i in wanted {
+            match (sorted.of(i), chain.is_some()) {
+                (Some(crl), _) => selected.push(crl.der),
+                (None, true) => return Err(missing(cas.get(i).map(super::ca_chain::Ca::name))),
+                (None, false) => {}
+            }
+        }
+        if selected.is_empty() {
+            return Err(missing(None));
+        }
+        let parsed = crls_of(&selected, crl_path)?;
         let crl_refs: Vec<&webpki::CertRevocationList<'_>> = parsed.iter().collect();
         let revocation = revocation_options(&crl_refs, crl_path, expiry)?;
-        verify_chain(&leaf, &trust, revocation, bundle_path, crl_path)?;
+        verify_chain(&leaf, &trust, Some(revocation), bundle_path, crl_path)?;
     }
-    check_common_name(&leaf)
+    check_common_name(&leaf)?;
+    Ok(warnings)
+}
+
+/// Only the CAs of the node's chain: webpki picks a CRL by its issuer's name, and other CAs
+/// of that name (other masters) would meet the wrong one.
+fn trust_of_chain<'a>(cas: &[super::ca_chain::Ca<'a>], path: &[usize], bundle_path: &Path) -> Result<Trust<'a>, Error> {
+    let ders: Vec<&'a [u8]> = path.iter().filter_map(|i| cas.get(*i)).map(|ca| ca.der).collect();
+    let (anchor, intermediates) = ders.split_last().ok_or_else(|| ca_error(bundle_path, "an empty chain"))?;
+    let cd = CertificateDer::from(*anchor);
+    let anchor = webpki::anchor_from_trusted_cert(&cd).map_err(|e| ca_error(bundle_path, format!("{e:?}")))?;
+    Ok(Trust {
+        anchors: vec![anchor.to_owned()],
+        intermediates: intermediates.iter().map(|d| CertificateDer::from(*d)).collect(),
+    })
 }
 
 /// The CA bundle split into trust anchors (its self-signed certificates) and intermediates.
@@ -116,9 +178,9 @@ fn trust_of<'a>(bundle: &'a [Vec<u8>], bundle_path: &Path) -> Result<Trust<'a>, 
     Ok(Trust { anchors, intermediates })
 }
 
-fn crls_of<'a>(crl_ders: &'a [Vec<u8>], crl_path: &Path) -> Result<Vec<webpki::CertRevocationList<'a>>, Error> {
+fn crls_of<'a>(crl_ders: &[&'a [u8]], crl_path: &Path) -> Result<Vec<webpki::CertRevocationList<'a>>, Error> {
     let mut crls = Vec::new();
-    for d in crl_ders {
+    for d in crl_ders.iter().copied() {
         let crl = webpki::BorrowedCertRevocationList::from_der(d).map_err(|e| ca_error(crl_path, format!("{e:?}")))?;
         crls.push(webpki::CertRevocationList::from(crl));
     }
@@ -173,7 +235,7 @@ impl Leaf<'_> {
 fn verify_chain(
     leaf: &Leaf<'_>,
     trust: &Trust<'_>,
-    revocation: webpki::RevocationOptions<'_>,
+    revocation: Option<webpki::RevocationOptions<'_>>,
     bundle_path: &Path,
     crl_path: &Path,
 ) -> Result<(), Error> {
@@ -187,7 +249,7 @@ fn verify_chain(
         &trust.intermediates,
         UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs)),
         webpki::KeyUsage::client_auth(),
-        Some(revocation),
+        revocation,
         None,
     )
     .map_err(|e| match e {
