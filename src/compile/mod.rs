@@ -241,7 +241,7 @@ pub fn fetch_crl(ca: &CaService, bundle: (&[u8], &Path), out: &Path) -> Result<F
     let settled = last_modified
         .as_deref()
         .and_then(crate::encoding::time::parse_http_date)
-        .is_some_and(|t| t + time::Duration::seconds(2) <= OffsetDateTime::now_utc());
+        .is_some_and(|t| t.checked_add(time::Duration::seconds(2)).is_some_and(|t| t <= OffsetDateTime::now_utc()));
     let new_state = FetchState {
         last_modified: last_modified.clone().filter(|_| settled),
         sha256: crate::encoding::sha256_hex(&checked.pem),
