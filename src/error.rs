@@ -349,6 +349,11 @@ pub enum Error {
         name: String,
         serial: String,
     },
+    /// `vouch serve --server-name NAME` where NAME is the certname (first name) of another
+    /// master's service sharing the store: each master's first name is its own.
+    ServerNameOfAnotherMaster {
+        name: String,
+    },
     /// `vouch conductor publish-crl` in a data directory without a root CRL.
     RootCrlMissing {
         path: PathBuf,
@@ -685,6 +690,11 @@ impl std::fmt::Display for Error {
                  tell a conductor from another master CA under this root (on the root's CRL, every node certificate \
                  under that master would fail the chain's revocation check); nothing was revoked",
                 issued.display()
+            ),
+            Error::ServerNameOfAnotherMaster { name } => write!(
+                f,
+                "--server-name {name}: {name} is the certname of another master's service sharing this store; a \
+                 service that carries it would answer as that master; nothing was issued"
             ),
             Error::ServerNameOfANode { name, serial } => write!(
                 f,
@@ -1055,6 +1065,10 @@ impl Error {
             Error::ConductorRevokeUnknownSerial { .. } => {
                 "give the conductor's certificate with --cert FILE: vouch checks that this root issued it, that it \
                  is a conductor (extended key usage 1.3.6.1.4.1.34380.2.0) and that it is not a CA"
+            }
+            Error::ServerNameOfAnotherMaster { .. } => {
+                "give each master its own first --server-name; a name the masters share (the load balancer's) \
+                 comes after it, on every master (docs/ldap.md, 'One name, one load balancer')"
             }
             Error::ServerNameOfANode { .. } => {
                 "choose another --server-name (a load balancer's name the masters share must be no node's), or \

@@ -439,6 +439,33 @@ fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("web00.fleet.test is a node's certname"), "{}", text(&o));
+    // Nor another master's first name (as an alias: the service would answer as master 1).
+    let o = v(&slapd, &d2)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--server-name",
+            "ca2.fleet.test",
+            "--server-name",
+            "ca1.fleet.test",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("another master's service"), "{}", text(&o));
+
+    // A running master's CA entry removed (a retirement begun before it was stopped): it
+    // registers its CA again, and says so.
+    let id1 = vouch::store::ca_id(
+        &vouch::encoding::pem::find(&std::fs::read(d1.join("ca/ca_crt.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1,
+    );
+    let dn = format!("vouchCa={id1},ou=cas,{BASE}");
+    let o = slapd.ldap_tool("ldapdelete", &["-r", &dn], None);
+    assert!(o.success(), "{o}");
+    wait_until(Duration::from_secs(15), "master 1 registers its CA again", || {
+        m1.log().contains("\"event\":\"master-ca-registered-again\"") && slapd.has_dn(&dn)
+    });
 }
 
 fn serial_of_pem(pem: &[u8]) -> String {

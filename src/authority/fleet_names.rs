@@ -137,6 +137,14 @@ impl Authority {
         Ok(())
     }
 
+    /// Whether `name` is the certname (first name, the CN) of another master's service, as
+    /// that master published it.
+    pub fn another_masters_certname(&self, name: &str) -> bool {
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        let names = self.fleet.names.lock().unwrap_or_else(|e| e.into_inner());
+        names.values().any(|n| n.first().is_some_and(|cn| cn.to_ascii_lowercase() == name))
+    }
+
     /// Whose name `name` is, if it is reserved here: this master's own, or another master's.
     pub fn reserved_holder(&self, name: &str) -> Option<Holder> {
         self.reserved.holder(name).or_else(|| self.fleet_names.read().ok().and_then(|f| f.holder(name)))

@@ -269,7 +269,11 @@ impl Authority {
         let root = read_root_der(&self.dir)
             .map_err(|detail| crate::error::Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
         let root_crl = self.policy.trust.own_crl.get();
-        let (siblings, foreign) = fleet_masters(&root, &self.ca.cert_der, self.store.issuers()?, root_crl.as_deref());
+        let found = self.store.issuers()?;
+        if !found.contains(&self.ca.cert_der) {
+            self.register_again();
+        }
+        let (siblings, foreign) = fleet_masters(&root, &self.ca.cert_der, found, root_crl.as_deref());
         foreign.iter().for_each(warn_foreign);
         out.foreign = foreign;
         out.siblings = siblings.len();
@@ -299,6 +303,23 @@ impl Authority {
         let root = read_root_der(&self.dir)
             .map_err(|detail| crate::error::Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
         Ok(bundle_text(&root, &self.ca.cert_der, &self.fleet.get()))
+    }
+
+    /// This master's CA entry is gone from the store while it runs (removed by hand, as if to
+    /// retire it): registered again, and said, since it still issues and its certificates
+    /// need their CA in the store (a master is retired once stopped: docs/ldap.md).
+    fn register_again(&self) {
+        let pem = crate::encoding::pem::encode("CERTIFICATE", &self.ca.cert_der);
+        let result = self.store.register_ca(&pem);
+        crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Fleet);
+        tracing::warn!(
+            event = "master-ca-registered-again",
+            ca = %self.ca_id(),
+            registered = result.as_ref().is_ok_and(|added| *added),
+            error = result.err().map(|e| e.to_string()),
+            detail = "this master's CA was gone from the store's ou=cas while it runs: registered again",
+            hint = "to retire a master, stop it first, then remove its entries (docs/ldap.md, 'A master lost for good')",
+        );
     }
 
     /// Takes each sibling's CRL from the store where it is newer than the one held, and says

@@ -236,8 +236,8 @@ impl AdminCredential<'_> {
             if let Some(other) = rec.issuer.as_ref().filter(|i| **i != self.auth.ca_id()) {
                 return Ok(Step::Missing(format!(
                     "no administrator credential in {}: {ADMIN_NAME} is the administrator of another master \
-                     sharing this store (master CA {other}), and an administrator certificate works only at the \
-                     master that issued it; make this master's own with 'vouch admin new NAME'",
+                     sharing this store (master CA {other}), and an administrator of any master of the fleet is \
+                     one at every master, so none was made here; 'vouch admin new NAME' makes another",
                     self.cert.parent().unwrap_or(self.cert).display(),
                 )));
             }
@@ -374,6 +374,9 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     for name in &opts.server_names {
         if let Some(serial) = auth.name_of_a_node(name, now)? {
             return Err(Error::ServerNameOfANode { name: name.clone(), serial });
+        }
+        if auth.another_masters_certname(name) {
+            return Err(Error::ServerNameOfAnotherMaster { name: name.clone() });
         }
     }
     let served = server_credential(&auth, &dir, opts, now, &mut notes.lines)?;

@@ -578,6 +578,12 @@ pub trait Store: Send + Sync {
         let _ = (ca_id, der, replaces);
         Ok(Published::NotShared)
     }
+    /// Registers this master's CA (PEM) in the shared store again where its entry is gone
+    /// (removed while the master runs): whether it was added. The file store: nothing.
+    fn register_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
+        let _ = ca_cert_pem;
+        Ok(false)
+    }
     /// Publishes the certificate (DER) the service of master CA `ca_id` presents, in place
     /// of the one published before: every master reserves its names. The file store: nothing.
     fn publish_service_certificate(&self, ca_id: &str, der: &[u8]) -> Result<Published, StoreError> {

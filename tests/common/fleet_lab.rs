@@ -28,7 +28,7 @@ impl Haproxy {
         let port = free_port();
         let mut cfg = format!(
             "global\n  maxconn 512\n\ndefaults\n  mode tcp\n  timeout connect 2s\n  timeout client 60s\n  \
-             timeout server 60s\n\nfrontend ca\n  bind 127.0.0.1:{port}\n  default_backend masters\n\n\
+             timeout server 60s\n  retries 3\n  option redispatch\n\nfrontend ca\n  bind 127.0.0.1:{port}\n  default_backend masters\n\n\
              backend masters\n  balance roundrobin\n"
         );
         for (i, b) in backends.iter().enumerate() {

@@ -140,7 +140,7 @@ impl Pool {
         let text = e.to_string();
         if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
             return StoreError::Ldap {
-                op: "verify the TLS certificate of",
+                op: "TLS verification",
                 dn: self.server.address.clone(),
                 detail: format!("{text}: the server's certificate must chain to --ldap-ca and name the URL's host"),
             };

@@ -1400,6 +1400,10 @@ impl Store for LdapStore {
         self.publish_crl_entry(&self.root_crl_dn(), "root-crl", der, replaces)
     }
 
+    fn register_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
+        self.open_ca(ca_cert_pem)
+    }
+
     fn publish_service_certificate(&self, ca_id: &str, der: &[u8]) -> Result<Published, StoreError> {
         check_hex("master CA id", ca_id)?;
         self.publish_crl_entry(&self.service_dn(ca_id), &format!("{SERVICE_PREFIX}{ca_id}"), der, &|_| true)
