@@ -734,7 +734,7 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
     let newest =
         vouch::encoding::pem::find(&std::fs::read(d2.join("ca/ca_crl.pem")).unwrap(), &["X509 CRL"]).unwrap().1;
     put_master_crl(&slapd, &id2, &newest, before);
-    wait_until(Duration::from_secs(80), "master 1 serves n1's revocation despite the revision set back", || {
+    wait_until(Duration::from_secs(200), "master 1 serves n1's revocation despite the revision set back", || {
         served_by_1().contains(&serials[1].1)
     });
 

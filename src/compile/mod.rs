@@ -177,7 +177,10 @@ pub fn check_crl_body(
     Ok(CheckedCrls { pem, ignored })
 }
 
-/// Refuses a fetched CRL older than the same CA's CRL in the file it would replace.
+/// Refuses a fetched CRL older than the same CA's CRL in the file it would replace, and a
+/// body without a CRL of a CA of this bundle whose CRL that file holds (left out once, the
+/// CA's CRL would have nothing to be measured against at the next fetch: a rollback in two
+/// steps).
 fn check_rollback(
     fetched: &ca_chain::SortedCrls<'_>,
     previous: &[u8],
@@ -189,7 +192,15 @@ fn check_rollback(
     // An unreadable previous file is no measure (it is replaced).
     let Ok(kept) = ca_chain::sort_crls(&previous_ders, cas) else { return Ok(()) };
     for i in 0..cas.len() {
-        let (Some(crl), Some(current)) = (fetched.of(i), kept.of(i)) else { continue };
+        let (crl, Some(current)) = (fetched.of(i), kept.of(i)) else { continue };
+        let Some(crl) = crl else {
+            return Err(Error::CrlLeftOut {
+                url: url.to_string(),
+                path: path.to_path_buf(),
+                issuer: current.issuer(),
+                current: current.number().unwrap_or_else(|| "none".into()),
+            });
+        };
         if crl.numbered_below(current) {
             return Err(Error::CrlRollback {
                 url: url.to_string(),
@@ -322,5 +333,40 @@ mod tests {
         // A CRL of a master outside the bundle (named alike, numbered 90) is no measure.
         let previous = [crl(&p, Some(2), 90, &[]), crl(&p, Some(1), 3, &[])].concat();
         check_crl_body(body.as_bytes(), bundle, "https://ca", Some((previous.as_bytes(), Path::new("f")))).unwrap();
+    }
+
+    /// Review of issue 36: a CA server that leaves a CA's CRL out of one answer, then answers
+    /// its older CRL, rolled that CA's CRL back in two steps (a node it revoked valid again).
+    #[test]
+    fn review_a_crl_left_out_of_an_answer_is_refused_so_no_rollback_takes_two_steps() {
+        use crate::hook::ca_chain::tests::{crl, pki};
+        let p = pki(2, 2);
+        let bundle = (p.bundle.as_bytes(), Path::new("bundle.pem"));
+        let (m0, root) = (crl(&p, Some(0), 5, &[]), crl(&p, None, 2, &[]));
+        let (old, new) = (crl(&p, Some(1), 3, &[]), crl(&p, Some(1), 4, &[b"\x42"]));
+        let file0 = [m0.clone(), new, root.clone()].concat();
+        let step1 = [m0.clone(), root.clone()].concat();
+        let e = check_crl_body(step1.as_bytes(), bundle, "u", Some((file0.as_bytes(), Path::new("f0")))).unwrap_err();
+        assert!(matches!(e, Error::CrlLeftOut { .. }), "{e}");
+        let step2 = [m0, old, root].concat();
+        let e = check_crl_body(step2.as_bytes(), bundle, "u", Some((file0.as_bytes(), Path::new("f0")))).unwrap_err();
+        assert!(matches!(e, Error::CrlRollback { .. }), "{e}");
+    }
+
+    /// Review of issue 36: a CRL with bytes after it was taken by the header's reading and
+    /// refused by webpki later (every node refused): now the answer is refused where it is
+    /// read, and the file left as it was.
+    #[test]
+    fn review_a_crl_with_trailing_bytes_is_no_crl() {
+        use crate::hook::ca_chain::tests::{crl, pki};
+        let p = pki(1, 1);
+        let bundle = (p.bundle.as_bytes(), Path::new("bundle.pem"));
+        let (m, root) = (crl(&p, Some(0), 5, &[]), crl(&p, None, 2, &[]));
+        let mut der = crate::encoding::pem::find_all(m.as_bytes(), "X509 CRL").unwrap().remove(0);
+        der.extend_from_slice(b"\x00\x00junk");
+        assert!(crate::hook::ca_chain::Crl::from_der(&der).is_err());
+        let body = crate::encoding::pem::encode("X509 CRL", &der) + &root;
+        let e = check_crl_body(body.as_bytes(), bundle, "u", None).unwrap_err().to_string();
+        assert!(e.contains("trailing"), "refused where it is read, not written: {e}");
     }
 }

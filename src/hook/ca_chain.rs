@@ -104,7 +104,10 @@ impl<'a> Crl<'a> {
     pub fn from_der(der: &'a [u8]) -> Result<Crl<'a>, String> {
         use crate::encoding::der::Reader;
         let e = |e: crate::encoding::der::DerError| e.to_string();
-        let list = Reader::new(der).next_tag(0x30, "CertificateList").map_err(e)?;
+        let mut outer = Reader::new(der);
+        let list = outer.next_tag(0x30, "CertificateList").map_err(e)?;
+        // Nothing after it: webpki refuses a CRL with trailing data, so must this reading.
+        outer.finish("CRL").map_err(e)?;
         let mut r = Reader::new(list.content);
         let tbs = r.next_tag(0x30, "tbsCertList").map_err(e)?;
         let algorithm = r.next_tag(0x30, "signatureAlgorithm").map_err(e)?;

@@ -113,7 +113,11 @@ impl PerAddress {
             }
         }
         *open.address.entry(address).or_insert(0) += 1;
-        *open.network.entry(network).or_insert(0) += 1;
+        // A network counts each of its addresses up to the address's share only: one address
+        // holding many (before the server was busy) does not use up its neighbours' share.
+        if from_address < self.address_share {
+            *open.network.entry(network).or_insert(0) += 1;
+        }
         open.total = open.total.saturating_add(1);
         Ok(PeerSlot { table: self.clone(), address, network })
     }
@@ -137,8 +141,11 @@ fn give_back(map: &mut HashMap<IpAddr, usize>, key: IpAddr) {
 impl Drop for PeerSlot {
     fn drop(&mut self) {
         let mut open = self.table.lock();
+        let from_address = open.address.get(&self.address).copied().unwrap_or(0);
         give_back(&mut open.address, self.address);
-        give_back(&mut open.network, self.network);
+        if from_address <= self.table.address_share {
+            give_back(&mut open.network, self.network);
+        }
         open.total = open.total.saturating_sub(1);
     }
 }
@@ -156,6 +163,10 @@ mod tests {
         assert_eq!(t.take(ip("192.0.2.1")).err(), Some(Crowded::Address(12)), "a mapped address is the same");
         held.extend((0..4).map(|_| t.take(ip("192.0.3.1")).unwrap()));
         assert_eq!(t.take(ip("192.0.3.1")).err(), Some(Crowded::AddressShare(2)), "busy: the share counts");
+        // 192.0.2.1's 12 count 2 (its share) in its /24: its neighbours still get in.
+        for n in 2..5 {
+            held.extend((0..2).map(|_| t.take(ip(&format!("192.0.2.{n}"))).unwrap()));
+        }
         assert_eq!(t.take(ip("192.0.2.9")).err(), Some(Crowded::NetworkShare(8)), "busy: the /24 is over its share");
         held.push(t.take(ip("192.0.4.1")).unwrap());
         held.push(t.take(ip("192.0.4.1")).unwrap());
@@ -164,5 +175,8 @@ mod tests {
         assert_eq!(network_key(ip("2001:db8:0:1::1")), network_key(ip("2001:db8:0:2::1")));
         held.truncate(8);
         assert!(t.take(ip("192.0.3.1")).is_ok(), "slots are given back: not busy any more");
+        drop(held);
+        let open = t.lock();
+        assert!(open.network.is_empty() && open.address.is_empty(), "every count back to none");
     }
 }
