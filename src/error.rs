@@ -178,14 +178,6 @@ pub enum Error {
     },
     /// `vouch crl --fetch` was answered a CRL older (lower CRL number) than the one of the
     /// same issuer in the file it would replace: a rollback, refused.
-    /// `vouch crl --fetch` (and the classifier's cache): the CA's answer holds no CRL of a CA
-    /// of the bundle whose CRL the file it would replace holds.
-    CrlLeftOut {
-        url: String,
-        path: PathBuf,
-        issuer: String,
-        current: String,
-    },
     CrlRollback {
         url: String,
         path: PathBuf,
@@ -602,14 +594,6 @@ impl std::fmt::Display for Error {
             }
             Error::PuppetCa { path, detail } => write!(f, "Puppet Server CA file {}: {detail}", path.display()),
             Error::Remote { url, detail } => write!(f, "the CA at {url}: {detail}"),
-            Error::CrlLeftOut { url, path, issuer, current } => write!(
-                f,
-                "the CA at {url} answered no CRL of {issuer}, whose CRL {} holds (number {current}): refusing an \
-                 answer that would drop it (the next answer's older CRL would then have nothing to be measured \
-                 against); {} is unchanged",
-                path.display(),
-                path.display()
-            ),
             Error::CrlRollback { url, path, issuer, fetched, current } => write!(
                 f,
                 "the CA at {url} answered a CRL of {issuer} numbered {fetched}, older than the one in {} \
@@ -974,10 +958,6 @@ impl Error {
             Error::PuppetCa { .. } => {
                 "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
                  it holds ca_crt.pem, ca_crl.pem and signed/"
-            }
-            Error::CrlLeftOut { .. } => {
-                "check that --ca-url is the fleet's current CA (every master serves every master's CRL); a CA \
-                 retired from the fleet leaves the file once --cacert no longer names it"
             }
             Error::CrlRollback { .. } => {
                 "an older CRL may miss revocations: check that --ca-url is the fleet's current CA (not a \

@@ -719,7 +719,7 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
         "master 1 serves master 2's older CRL again"
     );
     // Master 2 puts its own back within a minute (its full reading), and master 1 takes it.
-    wait_until(Duration::from_secs(80), "master 1 serves n0's revocation again", || {
+    wait_until(Duration::from_secs(200), "master 1 serves n0's revocation again", || {
         served_by_1().contains(&serials[0].1)
     });
 

@@ -156,15 +156,19 @@ pub fn check_crl_body(
             foreign: sorted.foreign,
         });
     }
-    if let Some((previous, path)) = previous {
-        check_rollback(&sorted, previous, &cas, url, path)?;
-    }
-    let ignored = sorted
+    let carried = match previous {
+        Some((previous, path)) => check_rollback(&sorted, previous, &cas, url, path)?,
+        None => Vec::new(),
+    };
+    let mut ignored: Vec<String> = sorted
         .foreign
         .iter()
         .map(|issuer| format!("{url}: a CRL of {issuer} that no CA of {} signed is left out", bundle_path.display()))
         .collect();
-    let pem = if sorted.verified.iter().all(|v| *v) {
+    ignored.extend(carried.iter().map(|(issuer, _)| {
+        format!("{url}: the answer holds no CRL of {issuer}: the one held before is kept (no older one replaces it)")
+    }));
+    let mut pem = if sorted.verified.iter().all(|v| *v) {
         body.to_vec()
     } else {
         ders.iter()
@@ -174,32 +178,33 @@ pub fn check_crl_body(
             .collect::<String>()
             .into_bytes()
     };
+    for (_, der) in &carried {
+        pem.extend_from_slice(crate::encoding::pem::encode("X509 CRL", der).as_bytes());
+    }
     Ok(CheckedCrls { pem, ignored })
 }
 
-/// Refuses a fetched CRL older than the same CA's CRL in the file it would replace, and a
-/// body without a CRL of a CA of this bundle whose CRL that file holds (left out once, the
-/// CA's CRL would have nothing to be measured against at the next fetch: a rollback in two
-/// steps).
+/// Refuses a fetched CRL older than the same CA's CRL in the file it would replace. A CA of
+/// this bundle whose CRL that file holds and the answer does not (a master that answers only
+/// its own, or an answer cut short): that CRL is carried into the new file, returned with its
+/// issuer (dropped once, an older CRL of that CA would have nothing to be measured against
+/// at the next fetch: a rollback in two steps).
 fn check_rollback(
     fetched: &ca_chain::SortedCrls<'_>,
     previous: &[u8],
     cas: &[ca_chain::Ca<'_>],
     url: &str,
     path: &Path,
-) -> Result<(), Error> {
+) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let previous_ders = crate::encoding::pem::find_all(previous, "X509 CRL").unwrap_or_default();
     // An unreadable previous file is no measure (it is replaced).
-    let Ok(kept) = ca_chain::sort_crls(&previous_ders, cas) else { return Ok(()) };
+    let Ok(kept) = ca_chain::sort_crls(&previous_ders, cas) else { return Ok(Vec::new()) };
+    let mut carried = Vec::new();
     for i in 0..cas.len() {
         let (crl, Some(current)) = (fetched.of(i), kept.of(i)) else { continue };
         let Some(crl) = crl else {
-            return Err(Error::CrlLeftOut {
-                url: url.to_string(),
-                path: path.to_path_buf(),
-                issuer: current.issuer(),
-                current: current.number().unwrap_or_else(|| "none".into()),
-            });
+            carried.push((current.issuer(), current.der.to_vec()));
+            continue;
         };
         if crl.numbered_below(current) {
             return Err(Error::CrlRollback {
@@ -211,7 +216,7 @@ fn check_rollback(
             });
         }
     }
-    Ok(())
+    Ok(carried)
 }
 
 /// `vouch crl --fetch`: fetches the CA's CRLs into `out` (see [`Fetched`]), checked against
@@ -338,7 +343,7 @@ mod tests {
     /// Review of issue 36: a CA server that leaves a CA's CRL out of one answer, then answers
     /// its older CRL, rolled that CA's CRL back in two steps (a node it revoked valid again).
     #[test]
-    fn review_a_crl_left_out_of_an_answer_is_refused_so_no_rollback_takes_two_steps() {
+    fn review_a_crl_left_out_of_an_answer_is_kept_so_no_rollback_takes_two_steps() {
         use crate::hook::ca_chain::tests::{crl, pki};
         let p = pki(2, 2);
         let bundle = (p.bundle.as_bytes(), Path::new("bundle.pem"));
@@ -346,10 +351,13 @@ mod tests {
         let (old, new) = (crl(&p, Some(1), 3, &[]), crl(&p, Some(1), 4, &[b"\x42"]));
         let file0 = [m0.clone(), new, root.clone()].concat();
         let step1 = [m0.clone(), root.clone()].concat();
-        let e = check_crl_body(step1.as_bytes(), bundle, "u", Some((file0.as_bytes(), Path::new("f0")))).unwrap_err();
-        assert!(matches!(e, Error::CrlLeftOut { .. }), "{e}");
+        // Left out of an answer: the CRL held is carried into the new file, and said.
+        let file1 = check_crl_body(step1.as_bytes(), bundle, "u", Some((file0.as_bytes(), Path::new("f0")))).unwrap();
+        assert_eq!(file1.ignored.len(), 1, "{:?}", file1.ignored);
+        assert_eq!(crate::encoding::pem::find_all(&file1.pem, "X509 CRL").unwrap().len(), 3);
+        // So its older CRL next is a rollback still.
         let step2 = [m0, old, root].concat();
-        let e = check_crl_body(step2.as_bytes(), bundle, "u", Some((file0.as_bytes(), Path::new("f0")))).unwrap_err();
+        let e = check_crl_body(step2.as_bytes(), bundle, "u", Some((&file1.pem, Path::new("f1")))).unwrap_err();
         assert!(matches!(e, Error::CrlRollback { .. }), "{e}");
     }
 
