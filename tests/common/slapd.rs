@@ -417,7 +417,13 @@ impl Slapd {
             );
             std::thread::sleep(POLL);
         }
-        let recorded = fs::read_to_string(d.join("slapd.pid")).unwrap_or_default();
+        // slapd may answer before it has written its pid file (seen once on a loaded machine).
+        let written = Instant::now() + Duration::from_secs(5);
+        let mut recorded = fs::read_to_string(d.join("slapd.pid")).unwrap_or_default();
+        while recorded.trim().is_empty() && Instant::now() < written {
+            std::thread::sleep(POLL);
+            recorded = fs::read_to_string(d.join("slapd.pid")).unwrap_or_default();
+        }
         assert_eq!(recorded.trim(), pid.to_string(), "{}: slapd.pid does not name the slapd started", self.name);
         let probe = root_dse(&self.ldapi_url(""));
         assert!(
