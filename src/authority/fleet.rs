@@ -263,20 +263,12 @@ fn read_inventory(opts: &ReconcileOptions) -> Result<(HashSet<Key>, Spool), Erro
     }
 }
 
-impl Authority {
-    /// `vouch reconcile`: plans, and with `confirm` (if not refused) applies.
-    pub fn reconcile(&self, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Plan, Error> {
-        // 1. The inventory: a digest set, and the names spooled for the "no certificate" pass.
-        // A node that enrolls while it is read (a slow `cmd:` inventory) may be missing from
-        // it: no certificate issued after this moment (the real clock's) is an orphan.
-        let snapshot = OffsetDateTime::now_utc();
-        // A shared store: the other masters' service names, never orphans (read only).
-        self.read_fleet_names()?;
-        let (mut unseen, mut names) = read_inventory(opts)?;
-        // 2. The store's certificates, one at a time.
-        let mut plan = Plan {
+impl Plan {
+    /// A plan of nothing yet, for an inventory of `inventory` distinct names.
+    fn empty(opts: &ReconcileOptions, inventory: u64) -> Result<Plan, Error> {
+        Ok(Plan {
             source: opts.source_text.clone(),
-            inventory: unseen.len() as u64,
+            inventory,
             certificates: 0,
             valid: 0,
             pending: 0,
@@ -293,7 +285,22 @@ impl Authority {
             prune: opts.prune,
             pending_older_than: opts.pending_older_than,
             applied: None,
-        };
+        })
+    }
+}
+
+impl Authority {
+    /// `vouch reconcile`: plans, and with `confirm` (if not refused) applies.
+    pub fn reconcile(&self, opts: &ReconcileOptions, now: OffsetDateTime) -> Result<Plan, Error> {
+        // 1. The inventory: a digest set, and the names spooled for the "no certificate" pass.
+        // A node that enrolls while it is read (a slow `cmd:` inventory) may be missing from
+        // it: no certificate issued after this moment (the real clock's) is an orphan.
+        let snapshot = OffsetDateTime::now_utc();
+        // A shared store: the other masters' service names, never orphans (read only).
+        self.read_fleet_names()?;
+        let (mut unseen, mut names) = read_inventory(opts)?;
+        // 2. The store's certificates, one at a time.
+        let mut plan = Plan::empty(opts, unseen.len() as u64)?;
         self.walk_certificates(&mut unseen, &mut plan, opts.progress, (now, snapshot))?;
         if plan.inventory == 0 && !opts.force {
             return Err(Error::InventoryEmpty { source: opts.source_text.clone(), fleet: plan.certificates });

@@ -48,4 +48,9 @@ impl Authority {
         };
         set.contains(value(raw))
     }
+
+    /// [`Authority::on_a_served_crl`] of a certificate (DER); one that does not parse is not.
+    pub(super) fn der_on_a_served_crl(&self, der: &[u8]) -> bool {
+        x509_parser::parse_x509_certificate(der).is_ok_and(|(_, c)| self.on_a_served_crl(c.raw_serial()))
+    }
 }

@@ -66,8 +66,7 @@ impl Authority {
         }
         // Revoked by its record, or on a CRL this master serves (a record edited back to issued
         // does not make a revoked certificate renewable).
-        let on_crl = x509_parser::parse_x509_certificate(&der).is_ok_and(|(_, c)| self.on_a_served_crl(c.raw_serial()));
-        if revoked || on_crl {
+        if revoked || self.der_on_a_served_crl(&der) {
             return Err(unrenewable(Unrenewable::Revoked));
         }
         if crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now) {

@@ -148,13 +148,7 @@ impl FileStore {
             }
             let listed = if !repeated.maybe(line.certname.as_bytes()) && !revoked.maybe(line.serial.as_bytes()) {
                 // The certname's only line, never revoked: its current certificate.
-                Listed {
-                    certname: line.certname.to_string(),
-                    serial: line.serial.to_string(),
-                    not_after: line.not_after.to_string(),
-                    revoked: false,
-                    issuer: None,
-                }
+                file_listed(line.certname.to_string(), line.serial.to_string(), line.not_after, false)
             } else {
                 // Listed only if this line is the certname's current certificate (none:
                 // cleaned; another serial: a later line is).
@@ -163,13 +157,8 @@ impl FileStore {
                     Err(StoreError::CertnameInvalid { .. }) => return Ok(ControlFlow::Continue(())),
                     Err(_) => {
                         let revoked = matches!(self.record(line.serial), Ok(Some(r)) if r.state == State::Revoked);
-                        let listed = Listed {
-                            certname: line.certname.to_string(),
-                            serial: line.serial.to_string(),
-                            not_after: line.not_after.to_string(),
-                            revoked,
-                            issuer: None,
-                        };
+                        let listed =
+                            file_listed(line.certname.to_string(), line.serial.to_string(), line.not_after, revoked);
                         match unreadable.iter_mut().find(|u| u.certname == listed.certname) {
                             Some(u) => *u = listed,
                             None => unreadable.push(listed),
@@ -187,13 +176,7 @@ impl FileStore {
                     State::Revoked => true,
                     State::Intent | State::Abandoned => return Ok(ControlFlow::Continue(())),
                 };
-                Listed {
-                    certname: rec.certname,
-                    serial: rec.serial,
-                    not_after: line.not_after.to_string(),
-                    revoked,
-                    issuer: None,
-                }
+                file_listed(rec.certname, rec.serial, line.not_after, revoked)
             };
             let flow = f(listed);
             stopped = flow.is_break();
@@ -232,6 +215,11 @@ impl FileStore {
         }
         Ok(n)
     }
+}
+
+/// A certificate the file store lists (its own master CA's: no issuer named).
+fn file_listed(certname: String, serial: String, not_after: &str, revoked: bool) -> Listed {
+    Listed { certname, serial, not_after: not_after.to_string(), revoked, issuer: None }
 }
 
 #[cfg(test)]
