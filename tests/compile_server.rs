@@ -17,29 +17,12 @@ mod common;
 
 use common::processes::{free_port, read, run_guarded, Guard};
 use common::*;
-use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
 const MARKER: &str = "VOUCHCOMPILE-MARKER";
-
-/// This machine's host name, which the compile server gets as its alt name: agents on this
-/// machine reach it under that name without touching /etc/hosts. It must resolve to an
-/// address of this machine (Puppet Server listens there).
-fn host_name_and_address() -> (String, std::net::IpAddr) {
-    let name = read(Path::new("/proc/sys/kernel/hostname")).trim().to_ascii_lowercase();
-    let addr = (name.as_str(), 0u16)
-        .to_socket_addrs()
-        .unwrap_or_else(|e| panic!("this test needs the host name {name:?} to resolve (/etc/hosts): {e}"))
-        .map(|a| a.ip())
-        .find(|ip| ip.is_ipv4())
-        .unwrap_or_else(|| panic!("the host name {name:?} has no IPv4 address"));
-    std::net::TcpListener::bind((addr, 0))
-        .unwrap_or_else(|e| panic!("the host name {name:?} resolves to {addr}, not an address of this machine: {e}"));
-    (name, addr)
-}
 
 struct Lab {
     tmp: PathBuf,
@@ -140,7 +123,7 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     require("openssl", "openssl");
     require("ruby", "ruby");
     assert!(Path::new(JAR).exists(), "this test needs {JAR}: apt-get install -y puppetserver (.ci/run installs it)");
-    let (alt_name, alt_addr) = host_name_and_address();
+    let (alt_name, alt_addr) = common::processes::host_name_and_address();
 
     let tmp = tempfile::Builder::new().prefix("vouch-compile").tempdir().unwrap();
     let t = tmp.path();

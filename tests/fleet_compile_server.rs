@@ -14,26 +14,12 @@ use common::ldap_lab::{slapd_opts, store_env, Master};
 use common::processes::{free_port, read, run_guarded, Guard};
 use common::slapd::Slapd;
 use common::{ok, require, root, s, vouch};
-use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
 const MARKER: &str = "VOUCHFLEET-MARKER";
-
-/// This machine's host name and an IPv4 address of it: the compile server's alt name, which
-/// agents use as `server`.
-fn host_name_and_address() -> (String, std::net::IpAddr) {
-    let name = read(Path::new("/proc/sys/kernel/hostname")).trim().to_ascii_lowercase();
-    let addr = (name.as_str(), 0u16)
-        .to_socket_addrs()
-        .unwrap_or_else(|e| panic!("this test needs the host name {name:?} to resolve (/etc/hosts): {e}"))
-        .map(|a| a.ip())
-        .find(|ip| ip.is_ipv4())
-        .unwrap_or_else(|| panic!("the host name {name:?} has no IPv4 address"));
-    (name, addr)
-}
 
 fn puppet(confdir: &Path, args: &[&str], dir: &Path, tag: &str) -> (i32, String) {
     let mut c = Command::new("puppet");
@@ -123,7 +109,7 @@ fn a_compile_server_enrolled_at_one_master_serves_an_agent_of_the_other() {
     require("java", "puppetserver");
     require("openssl", "openssl");
     assert!(Path::new(JAR).exists(), "this test needs {JAR}: apt-get install -y puppetserver (.ci/run installs it)");
-    let (alt_name, alt_addr) = host_name_and_address();
+    let (alt_name, alt_addr) = common::processes::host_name_and_address();
     let slapd = Slapd::start(&slapd_opts());
     let env = store_env(&slapd);
     ok(&vouch()

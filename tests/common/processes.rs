@@ -68,3 +68,20 @@ pub fn run_guarded(mut cmd: Command, dir: &Path, tag: &str, limit: Duration) -> 
         read(&out).lines().filter(|l| !l.contains("/proc/1/environ")).map(|l| format!("{l}\n")).collect();
     (status.code().unwrap_or(-1), text)
 }
+
+/// This machine's host name and an IPv4 address of it (a compile server's alt name, which
+/// agents on this machine reach without touching /etc/hosts). It must resolve to an address
+/// of this machine (Puppet Server listens there).
+pub fn host_name_and_address() -> (String, std::net::IpAddr) {
+    use std::net::ToSocketAddrs;
+    let name = read(Path::new("/proc/sys/kernel/hostname")).trim().to_ascii_lowercase();
+    let addr = (name.as_str(), 0u16)
+        .to_socket_addrs()
+        .unwrap_or_else(|e| panic!("this test needs the host name {name:?} to resolve (/etc/hosts): {e}"))
+        .map(|a| a.ip())
+        .find(|ip| ip.is_ipv4())
+        .unwrap_or_else(|| panic!("the host name {name:?} has no IPv4 address"));
+    std::net::TcpListener::bind((addr, 0))
+        .unwrap_or_else(|e| panic!("the host name {name:?} resolves to {addr}, not an address of this machine: {e}"));
+    (name, addr)
+}
