@@ -6,21 +6,23 @@
 //! variant's as `_0`, `_1`…): a format string names them (`"cannot {op} {}: {source}"`), and
 //! format arguments or a `with =` expression use them (`path.display()`, `io_hint(source)`).
 //!
-//! - `#[derive(Message)]`: `Display`, from each variant's `#[message("format", args…)]`
-//!   (the arguments of `write!`).
+//! - `#[derive(Message)]`: `Display`, from each variant's `#[message = "format"]` or
+//!   `#[message("format", args…)]` (the arguments of `write!`).
 //! - `#[derive(Hint)]`: `pub fn hint(&self) -> &'static str`, from each variant's
-//!   `#[hint("text")]` or `#[hint(with = EXPR)]` (a hint that depends on a field: a call of a
+//!   `#[hint = "text"]` or `#[hint(with = EXPR)]` (a hint that depends on a field: a call of a
 //!   small named function). With `#[hint(optional)]` on the enum it returns
 //!   `Option<&'static str>`: `"text"` is `Some("text")`, and `with =` gives the `Option`.
-//! - `#[derive(Code)]`: `pub fn code(&self) -> &'static str`, from each variant's `#[code("…")]`.
+//! - `#[derive(Code)]`: `pub fn code(&self) -> &'static str`, from each variant's `#[code = "…"]`.
+//!
+//! (`#[x = "text"]` rather than `#[x("text")]`: rustfmt leaves a long text where it is written.)
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
-use syn::{parse_macro_input, Attribute, Data, DeriveInput, Expr, Fields, Ident, LitStr, Token, Variant};
+use syn::{parse_macro_input, Attribute, Data, DeriveInput, Expr, Fields, Ident, LitStr, Meta, Token, Variant};
 
-/// `Display` from each variant's `#[message("format", args…)]`.
+/// `Display` from each variant's `#[message = "format"]` or `#[message("format", args…)]`.
 #[proc_macro_derive(Message, attributes(message))]
 pub fn derive_message(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -28,7 +30,10 @@ pub fn derive_message(input: TokenStream) -> TokenStream {
         let arms = variants
             .iter()
             .map(|v| {
-                let args = attr(v, "message")?.meta.require_list()?.tokens.clone();
+                let args = match &attr(v, "message")?.meta {
+                    Meta::NameValue(text) => text.value.to_token_stream(),
+                    meta => meta.require_list()?.tokens.clone(),
+                };
                 let pattern = pattern(v);
                 Ok(quote!(#pattern => ::core::write!(__formatter, #args),))
             })
@@ -44,7 +49,7 @@ pub fn derive_message(input: TokenStream) -> TokenStream {
     })
 }
 
-/// `pub fn hint(&self)` from each variant's `#[hint("text")]` or `#[hint(with = EXPR)]`.
+/// `pub fn hint(&self)` from each variant's `#[hint = "text"]` or `#[hint(with = EXPR)]`.
 #[proc_macro_derive(Hint, attributes(hint))]
 pub fn derive_hint(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -64,7 +69,11 @@ pub fn derive_hint(input: TokenStream) -> TokenStream {
             .iter()
             .map(|v| {
                 let pattern = pattern(v);
-                let hint = match attr(v, "hint")?.parse_args::<HintAttr>()? {
+                let hint = match &attr(v, "hint")?.meta {
+                    Meta::NameValue(text) => HintAttr::Text(syn::parse2(text.value.to_token_stream())?),
+                    meta => meta.require_list()?.parse_args::<HintAttr>()?,
+                };
+                let hint = match hint {
                     HintAttr::Text(text) if optional => quote!(::core::option::Option::Some(#text)),
                     HintAttr::Text(text) => quote!(#text),
                     HintAttr::With(expr) => quote!(#expr),
@@ -88,7 +97,7 @@ pub fn derive_hint(input: TokenStream) -> TokenStream {
     })
 }
 
-/// `pub fn code(&self) -> &'static str` from each variant's `#[code("…")]`.
+/// `pub fn code(&self) -> &'static str` from each variant's `#[code = "…"]`.
 #[proc_macro_derive(Code, attributes(code))]
 pub fn derive_code(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -96,7 +105,10 @@ pub fn derive_code(input: TokenStream) -> TokenStream {
         let arms = variants
             .iter()
             .map(|v| {
-                let code = attr(v, "code")?.parse_args::<LitStr>()?;
+                let code: LitStr = match &attr(v, "code")?.meta {
+                    Meta::NameValue(text) => syn::parse2(text.value.to_token_stream())?,
+                    meta => meta.require_list()?.parse_args()?,
+                };
                 let pattern = pattern(v);
                 Ok(quote!(#pattern => #code,))
             })
@@ -113,7 +125,7 @@ pub fn derive_code(input: TokenStream) -> TokenStream {
     })
 }
 
-/// A variant's `#[hint(…)]`: its text, or the expression that gives it.
+/// A variant's hint: its text, or the expression that gives it.
 enum HintAttr {
     Text(LitStr),
     With(Expr),
@@ -126,7 +138,7 @@ impl Parse for HintAttr {
         }
         let with: Ident = input.parse()?;
         if with != "with" {
-            return Err(syn::Error::new(with.span(), "expected #[hint(\"text\")] or #[hint(with = EXPR)]"));
+            return Err(syn::Error::new(with.span(), "expected #[hint = \"text\"] or #[hint(with = EXPR)]"));
         }
         input.parse::<Token![=]>()?;
         Ok(HintAttr::With(input.parse()?))

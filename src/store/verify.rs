@@ -12,45 +12,45 @@ use vouch_derive::{Hint, Message};
 pub enum Finding {
     /// A certname's current certificate cannot be read (no record for its serial, not a
     /// certificate, a damaged entry).
-    #[message("{certname}: its current certificate cannot be read: {detail}")]
+    #[message = "{certname}: its current certificate cannot be read: {detail}"]
     #[hint(with = current_unreadable_hint(detail))]
     CurrentUnreadable { certname: String, detail: String },
     /// A certname the store lists (its inventory, its entry) has no current certificate to read.
-    #[message("{certname}: listed with certificate {serial}, but the store has no current certificate for it")]
+    #[message = "{certname}: listed with certificate {serial}, but the store has no current certificate for it"]
     #[hint(with = RESTORE_CURRENT)]
     CurrentMissing { certname: String, serial: String },
     /// The listing names another serial than the certname's current certificate's.
-    #[message("{certname}: listed with certificate {listed}, but its current certificate is {current}")]
+    #[message = "{certname}: listed with certificate {listed}, but its current certificate is {current}"]
     #[hint(with = NOT_NEWEST)]
     ListedNotCurrent { certname: String, listed: String, current: String },
     /// An issued, unexpired certificate that is not its certname's current one (the
     /// certname's file holds another, or none).
-    #[message("{certname}: certificate {serial} is issued and unexpired, but the certname's file holds {file}")]
+    #[message = "{certname}: certificate {serial} is issued and unexpired, but the certname's file holds {file}"]
     #[hint(with = NOT_NEWEST)]
     IssuedNotCurrent { certname: String, serial: String, file: String },
     /// The current certificate's PEM is not one whole X.509 certificate.
-    #[message("{certname}: its current certificate is not a whole certificate: {detail}")]
+    #[message = "{certname}: its current certificate is not a whole certificate: {detail}"]
     #[hint(with = RESTORE_ALL)]
     CertificateDamaged { certname: String, detail: String },
     /// The certificate's serial is not its record's.
-    #[message("{certname}: the certificate's serial is {certificate}, its record's {record}")]
+    #[message = "{certname}: the certificate's serial is {certificate}, its record's {record}"]
     #[hint(with = RESTORE_ALL)]
     SerialMismatch { certname: String, certificate: String, record: String },
     /// The certificate's CN, or its record's certname, is not the certname it is stored under.
-    #[message("{certname}: stored under this name, the certificate names {certificate:?} and its record {record:?}")]
+    #[message = "{certname}: stored under this name, the certificate names {certificate:?} and its record {record:?}"]
     #[hint(with = ANOTHER_NODES)]
     NameMismatch { certname: String, certificate: String, record: String },
     /// The certificate's signature does not verify with the key of any master CA of the store.
-    #[message("{certname}: certificate {serial} is not signed by a master CA of this store: {detail}")]
+    #[message = "{certname}: certificate {serial} is not signed by a master CA of this store: {detail}"]
     #[hint(with = NOT_OURS)]
     NotSignedByCa { certname: String, serial: String, detail: String },
     /// The record's notAfter is not the certificate's.
-    #[message("{certname}: certificate {serial} expires {certificate}, its record says {record}")]
+    #[message = "{certname}: certificate {serial} expires {certificate}, its record says {record}"]
     #[hint(with = RESTORE_ALL)]
     NotAfterMismatch { certname: String, serial: String, certificate: String, record: String },
     /// A current certificate whose record is neither issued nor revoked, or whose listing
     /// disagrees with its record.
-    #[message("{certname}: serial {serial}: {detail}")]
+    #[message = "{certname}: serial {serial}: {detail}"]
     #[hint(with = RESTORE_ALL)]
     StateMismatch { certname: String, serial: String, detail: String },
     /// Two certnames' current certificates carry one serial.
@@ -58,136 +58,116 @@ pub enum Finding {
     #[hint(with = ANOTHER_NODES)]
     SerialTwice { serial: String, certnames: Vec<String> },
     /// A serial twice in the inventory.
-    #[message("serial {serial} is in the inventory twice")]
+    #[message = "serial {serial} is in the inventory twice"]
     #[hint(with = INVENTORY_CHANGED)]
     InventorySerialTwice { serial: String },
     /// An inventory line whose serial has no record.
-    #[message("the inventory lists serial {serial} ({certname}), which has no record")]
+    #[message = "the inventory lists serial {serial} ({certname}), which has no record"]
     #[hint(with = INVENTORY_CHANGED)]
     InventoryWithoutRecord { serial: String, certname: String },
     /// An inventory line that its serial's record contradicts.
-    #[message("the inventory's line for serial {serial}: {detail}")]
+    #[message = "the inventory's line for serial {serial}: {detail}"]
     #[hint(with = inventory_disagrees_hint(detail))]
     InventoryDisagrees { serial: String, detail: String },
     /// A current certificate the inventory does not list.
-    #[message("{certname}: its current certificate {serial} is not in the inventory")]
+    #[message = "{certname}: its current certificate {serial} is not in the inventory"]
     #[hint(with = INVENTORY_CHANGED)]
     NotInInventory { certname: String, serial: String },
     /// A revoked certificate that no revocation lists: the CRL would not name it.
-    #[message("{certname}: certificate {serial} is revoked in its record, but no revocation lists it")]
-    #[hint(
-        "`vouch revoke --serial SERIAL` records the revocation again (its first time and \
-         reason): until then the next CRL leaves the certificate out"
-    )]
+    #[message = "{certname}: certificate {serial} is revoked in its record, but no revocation lists it"]
+    #[hint = "`vouch revoke --serial SERIAL` records the revocation again (its first time and \
+              reason): until then the next CRL leaves the certificate out"]
     RevokedNotRecorded { certname: String, serial: String },
     /// A revocation that disagrees with its serial's record (its notAfter).
-    #[message("revocation of serial {serial}: {detail}")]
-    #[hint(
-        "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \
-         CRL may drop a revoked certificate early"
-    )]
+    #[message = "revocation of serial {serial}: {detail}"]
+    #[hint = "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \
+              CRL may drop a revoked certificate early"]
     RevocationDisagrees { serial: String, detail: String },
     /// The inventory cannot be read at all.
-    #[message("the inventory cannot be read: {detail}")]
+    #[message = "the inventory cannot be read: {detail}"]
     #[hint(with = inventory_unreadable_hint(detail))]
     InventoryUnreadable { detail: String },
     /// The CRL on disk is past its nextUpdate.
-    #[message("the CRL expired at {next_update} (its nextUpdate)")]
-    #[hint(
-        "`vouch crl` writes a new CRL now; relying parties refuse every certificate while \
-         the CRL they hold is expired"
-    )]
+    #[message = "the CRL expired at {next_update} (its nextUpdate)"]
+    #[hint = "`vouch crl` writes a new CRL now; relying parties refuse every certificate while \
+              the CRL they hold is expired"]
     CrlExpired { next_update: String },
     /// A CRL that is due (a revocation since, its nextUpdate near, missing) cannot be
     /// written: the one on disk stays as it is until it expires.
-    #[message("{crl} is due and cannot be written: {detail}")]
-    #[hint(
-        "fix the cause named, then `vouch crl`: until then the CRL on disk lists no revocation made \
-         since it was written, and relying parties refuse every certificate once it expires"
-    )]
+    #[message = "{crl} is due and cannot be written: {detail}"]
+    #[hint = "fix the cause named, then `vouch crl`: until then the CRL on disk lists no revocation made \
+              since it was written, and relying parties refuse every certificate once it expires"]
     CrlNotWritten { crl: String, detail: String },
     /// A master CA the store names that the fleet's root did not sign.
-    #[message("the store names {subject} as a master CA, but the fleet's root did not sign it: {detail}")]
+    #[message = "the store names {subject} as a master CA, but the fleet's root did not sign it: {detail}"]
     #[hint(with = NOT_OURS)]
     ForeignIssuer { subject: String, detail: String },
     /// A trust file is not what vouch wrote: the CA bundle agents are given (this master CA,
     /// then the root) or the root certificate (the root alone).
-    #[message("{path}: {detail}")]
-    #[hint(
-        "a trust file holds what vouch did not write (agents or conductors may trust another \
-         CA): restore it from a backup (ca_bundle.pem: this master CA's certificate, then \
-         the root's; root_crt.pem: the root alone), and find who wrote it"
-    )]
+    #[message = "{path}: {detail}"]
+    #[hint = "a trust file holds what vouch did not write (agents or conductors may trust another \
+              CA): restore it from a backup (ca_bundle.pem: this master CA's certificate, then \
+              the root's; root_crt.pem: the root alone), and find who wrote it"]
     BundleMismatch { path: String, detail: String },
     /// A revocation whose serial's record still says issued.
-    #[message("serial {serial} ({certname}) is listed as revoked, but its record says issued")]
-    #[hint(
-        "the revocation list holds the serial, so every CRL from now on lists it; its \
-         record says issued: `vouch revoke --serial SERIAL` makes the record say revoked"
-    )]
+    #[message = "serial {serial} ({certname}) is listed as revoked, but its record says issued"]
+    #[hint = "the revocation list holds the serial, so every CRL from now on lists it; its \
+              record says issued: `vouch revoke --serial SERIAL` makes the record say revoked"]
     RevocationNotInRecord { serial: String, certname: String },
     /// A revoked serial the CRL should list and does not.
-    #[message("serial {serial} ({certname}) is revoked, but the CRL does not list it")]
+    #[message = "serial {serial} ({certname}) is revoked, but the CRL does not list it"]
     #[hint(with = WRITE_CRL)]
     RevokedNotOnCrl { serial: String, certname: String },
     /// The CRL cannot be read, or is not signed by this master CA.
-    #[message("the CRL: {detail}")]
+    #[message = "the CRL: {detail}"]
     #[hint(with = WRITE_CRL)]
     CrlUnreadable { detail: String },
     /// The root CRL (`DIR/ca/root_crl.pem`) is there but cannot count: it does not read, or
     /// the data directory's root did not sign it. Every conductor of this root is refused.
-    #[message("the root CRL cannot count, and no conductor of this root is accepted until it does: {detail}")]
-    #[hint(
-        "every conductor of this root is refused (conductor-revocation-unknown) until it counts: copy the \
-         root's own CRL (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's ca_crl.pem is not it) \
-         over DIR/ca/root_crl.pem; where the root key is, verify (as any command that touches the store) \
-         writes it again"
-    )]
+    #[message = "the root CRL cannot count, and no conductor of this root is accepted until it does: {detail}"]
+    #[hint = "every conductor of this root is refused (conductor-revocation-unknown) until it counts: copy the \
+              root's own CRL (ROOT_DIR/ca/root_crl.pem, signed by the root; a master CA's ca_crl.pem is not it) \
+              over DIR/ca/root_crl.pem; where the root key is, verify (as any command that touches the store) \
+              writes it again"]
     RootCrlUnreadable { detail: String },
     /// An operation a killed process left half-done, still there after recovery.
-    #[message("{path}: an operation left half-done is still there after recovery")]
+    #[message = "{path}: an operation left half-done is still there after recovery"]
     #[hint(with = RECOVERY_UNFINISHED)]
     OperationLeftHalfDone { path: String },
     /// A serial's record that does not parse.
-    #[message("{path}: {detail}")]
+    #[message = "{path}: {detail}"]
     #[hint(with = record_damaged_hint(detail))]
     RecordDamaged { path: String, detail: String },
     /// A serial reserved before signing whose fate recovery never settled.
-    #[message("serial {serial} ({certname}) is still reserved (intent) after recovery")]
+    #[message = "serial {serial} ({certname}) is still reserved (intent) after recovery"]
     #[hint(with = RECOVERY_UNFINISHED)]
     IntentLeft { serial: String, certname: String },
     /// Two certificates of one certname both issued and unexpired: the older one should have
     /// been revoked as superseded.
     #[message("{certname} has {} unexpired certificates that are not revoked: {}", serials.len(), serials.join(", "))]
-    #[hint(
-        "`vouch revoke --serial SERIAL` revokes the one that should not be valid (the older \
-         one, superseded, as a renewal would have); `vouch revoke CERTNAME` revokes the current one"
-    )]
+    #[hint = "`vouch revoke --serial SERIAL` revokes the one that should not be valid (the older \
+              one, superseded, as a renewal would have); `vouch revoke CERTNAME` revokes the current one"]
     TwoValidCertificates { certname: String, serials: Vec<String> },
     /// An issued or revoked record the inventory does not list.
-    #[message("serial {serial} ({certname}) has a record but no inventory line")]
+    #[message = "serial {serial} ({certname}) has a record but no inventory line"]
     #[hint(with = INVENTORY_CHANGED)]
     RecordNotInInventory { serial: String, certname: String },
     /// An inventory line that is not whole (four fields: 0x-serial, two times, /CN=certname).
-    #[message("inventory line {line} is not whole: {text:?}")]
-    #[hint(
-        "vouch only appends whole lines, so this one was changed outside vouch: write it back \
-         as '0xSERIAL NOTBEFORE NOTAFTER /CN=CERTNAME' from its serial's record \
-         (serials/<ab>/<serial>.json), or restore inventory.txt from a backup; the records, \
-         not the inventory, say what was issued"
-    )]
+    #[message = "inventory line {line} is not whole: {text:?}"]
+    #[hint = "vouch only appends whole lines, so this one was changed outside vouch: write it back \
+              as '0xSERIAL NOTBEFORE NOTAFTER /CN=CERTNAME' from its serial's record \
+              (serials/<ab>/<serial>.json), or restore inventory.txt from a backup; the records, \
+              not the inventory, say what was issued"]
     InventoryLineDamaged { line: usize, text: String },
     /// A line of the revocation list that does not read as a revocation: the CRL leaves it out.
-    #[message("revocation list line {line} is not a revocation: {text:?}")]
-    #[hint(
-        "the CRL leaves out what it cannot read: write the line back as 'SERIAL TIME REASON \
-         CERTNAME' (or remove it), then `vouch revoke --serial SERIAL` for its certificate \
-         if its record does not say revoked; or restore revocations.txt from a backup"
-    )]
+    #[message = "revocation list line {line} is not a revocation: {text:?}"]
+    #[hint = "the CRL leaves out what it cannot read: write the line back as 'SERIAL TIME REASON \
+              CERTNAME' (or remove it), then `vouch revoke --serial SERIAL` for its certificate \
+              if its record does not say revoked; or restore revocations.txt from a backup"]
     RevocationLineDamaged { line: usize, text: String },
     /// An entry with no usable name (see `vouch reconcile`).
     #[message("{name} ({kind} with no usable name: {}): {detail}", files.join(", "))]
-    #[hint("`vouch purge NAME` shows what it would remove; `--confirm` removes it")]
+    #[hint = "`vouch purge NAME` shows what it would remove; `--confirm` removes it"]
     Junk { name: String, kind: String, detail: String, files: Vec<String> },
 }
 
