@@ -1,12 +1,13 @@
 //! Errors of vouch's commands (not decisions: refusals are [`crate::decision::Refusal`]).
 //! Each variant states its message (`#[message]`, its `Display`) and its hint (`#[hint]`)
-//! where it is declared; the few that depend on a field call a named function of [`wording`].
+//! where it is declared; the few that depend on a field call a named function of `error/wording.rs`.
 #![deny(clippy::arithmetic_side_effects)]
 
 mod why;
 mod wording;
 
 pub use why::{AdminNameTaken, Unrenewable};
+pub use wording::LISTEN_FLAG;
 
 use crate::decision::Refusal;
 use crate::files::input::{read_bounded, read_path, Kind};
@@ -16,9 +17,6 @@ use wording::{
     crl_not_from_bundle, current_missing, io_hint, listen_hint, listen_message, policy_hint, reconcile_crl_not_written,
     store_hint, CRL_AFTER_REVOCATION,
 };
-
-/// The flag of `vouch serve`'s own address (see [`Error::Listen`]).
-pub const LISTEN_FLAG: &str = "--listen";
 
 /// A command failed. Each variant has a message and a hint.
 #[derive(Debug, Message, Hint)]

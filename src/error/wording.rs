@@ -2,9 +2,11 @@
 //! error's kind, an optional path, a list): one named function each, called from the
 //! variant's `#[message]` or `#[hint]`.
 
-use super::{Error, LISTEN_FLAG};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// The flag of `vouch serve`'s own address (see [`super::Error::Listen`]).
+pub const LISTEN_FLAG: &str = "--listen";
 
 /// The hint of a revocation stored whose CRL could not be written after it.
 pub(super) const CRL_AFTER_REVOCATION: &str =
@@ -12,7 +14,7 @@ pub(super) const CRL_AFTER_REVOCATION: &str =
      the CRL (any command that touches the store also writes it; until then `vouch store verify` \
      reports the certificate as revoked-not-on-crl)";
 
-/// [`Error::Io`]'s hint, by the kind of the I/O error.
+/// [`super::Error::Io`]'s hint, by the kind of the I/O error.
 pub(super) fn io_hint(source: &std::io::Error) -> &'static str {
     match source.kind() {
         std::io::ErrorKind::FileTooLarge => {
@@ -25,7 +27,7 @@ pub(super) fn io_hint(source: &std::io::Error) -> &'static str {
     }
 }
 
-/// [`Error::Policy`]'s hint, by its message: a file another user could change, one that
+/// [`super::Error::Policy`]'s hint, by its message: a file another user could change, one that
 /// cannot be read, or a key to fix.
 pub(super) fn policy_hint(e: &crate::policy::PolicyError) -> &'static str {
     if e.message.contains("; fix: ") {
@@ -39,7 +41,7 @@ pub(super) fn policy_hint(e: &crate::policy::PolicyError) -> &'static str {
     }
 }
 
-/// [`Error::Store`]'s hint: a damaged store is restored, anything else retried.
+/// [`super::Error::Store`]'s hint: a damaged store is restored, anything else retried.
 pub(super) fn store_hint(detail: &str) -> &'static str {
     if detail.contains("is damaged") {
         "running the command again cannot help: `vouch store verify` names what is damaged; restore the named \
@@ -50,7 +52,7 @@ pub(super) fn store_hint(detail: &str) -> &'static str {
     }
 }
 
-/// [`Error::Listen`]'s message, by the kind of the I/O error; the service's own address is
+/// [`super::Error::Listen`]'s message, by the kind of the I/O error; the service's own address is
 /// "the" address, another one says which it is.
 pub(super) fn listen_message(addr: &std::net::SocketAddr, flag: &str, source: &std::io::Error) -> String {
     let which = if flag == LISTEN_FLAG { String::new() } else { format!(" ({flag})") };
@@ -64,7 +66,7 @@ pub(super) fn listen_message(addr: &std::net::SocketAddr, flag: &str, source: &s
     }
 }
 
-/// [`Error::Listen`]'s hint, by the flag that gave the address and the kind of the I/O error.
+/// [`super::Error::Listen`]'s hint, by the flag that gave the address and the kind of the I/O error.
 pub(super) fn listen_hint(flag: &str, source: &std::io::Error) -> &'static str {
     if flag != LISTEN_FLAG {
         return match source.kind() {
@@ -94,7 +96,7 @@ pub(super) fn listen_hint(flag: &str, source: &std::io::Error) -> &'static str {
     }
 }
 
-/// [`Error::CurrentMissing`]'s message: where the store keeps the certificate, when it is a file.
+/// [`super::Error::CurrentMissing`]'s message: where the store keeps the certificate, when it is a file.
 pub(super) fn current_missing(certname: &str, serial: &str, file: &Option<PathBuf>) -> String {
     let missing = format!(
         "the inventory lists {certname} (serial {serial}) but its current certificate is missing from the store"
@@ -105,7 +107,7 @@ pub(super) fn current_missing(certname: &str, serial: &str, file: &Option<PathBu
     }
 }
 
-/// [`Error::CrlNotFromBundle`]'s message: the CA whose CRL is missing (or any), and the
+/// [`super::Error::CrlNotFromBundle`]'s message: the CA whose CRL is missing (or any), and the
 /// issuers of the CRLs there that no CA of the bundle signed.
 pub(super) fn crl_not_from_bundle(source: &str, ca: &Option<String>, bundle: &Path, foreign: &[String]) -> String {
     let mut m = match ca {
@@ -121,14 +123,14 @@ pub(super) fn crl_not_from_bundle(source: &str, ca: &Option<String>, bundle: &Pa
     m
 }
 
-/// [`Error::ReconcileCrlNotWritten`]'s message: the first certificates revoked by name, then
+/// [`super::Error::ReconcileCrlNotWritten`]'s message: the first certificates revoked by name, then
 /// how many more.
 pub(super) fn reconcile_crl_not_written(
     revoked: u64,
     named: &[(String, String)],
     cleaned: u64,
     requests_dropped: u64,
-    error: &Error,
+    error: &impl std::fmt::Display,
 ) -> String {
     let mut names: Vec<String> =
         named.iter().map(|(certname, serial)| format!("{certname} (serial {serial})")).collect();
