@@ -76,6 +76,31 @@ pub(super) fn appended_id(f: &File, generation: [u8; 32]) -> Option<WalId> {
     })
 }
 
+/// Each line of `bytes` as its span (start, end past its newline); bytes after the last
+/// newline are in none.
+fn line_spans(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while let Some(n) = bytes.get(start..).and_then(|rest| rest.iter().position(|b| *b == b'\n')) {
+        lines.push((start, start + n + 1));
+        start += n + 1;
+    }
+    lines
+}
+
+/// Whether a commit line starting after byte `a` of the log verifies over its own batch.
+fn a_later_batch_verifies(bytes: &[u8], lines: &[(usize, usize)], a: usize) -> bool {
+    lines.iter().enumerate().any(|(j, &(x, y))| {
+        x > a
+            && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok_and(|c| {
+                // It verifies over its own batch: the lines just before it.
+                j.checked_sub(c.batch)
+                    .and_then(|k| lines.get(k))
+                    .is_some_and(|&(s0, _)| s0 > a && c.sha256 == crate::encoding::sha256_hex(&bytes[s0..x]))
+            })
+    })
+}
+
 impl FileStore {
     /// Opens the log to read it: never through a link, never waiting on a FIFO; only a
     /// regular file (`None`: there is none).
@@ -130,12 +155,7 @@ impl FileStore {
         };
         f.read_to_end(&mut bytes).map_err(io_err(&path, "read"))?;
         let corrupt = |detail: String| StoreError::Corrupt { path: path.clone(), detail };
-        let mut lines = Vec::new();
-        let mut start = 0;
-        while let Some(n) = bytes.get(start..).and_then(|rest| rest.iter().position(|b| *b == b'\n')) {
-            lines.push((start, start + n + 1));
-            start += n + 1;
-        }
+        let lines = line_spans(&bytes);
         let Some(&(h0, h1)) = lines.first() else { return Err(corrupt("no header".into())) };
         let header: WalHeader = serde_json::from_slice(&bytes[h0..h1]).map_err(|e| corrupt(format!("header: {e}")))?;
         if header.wal != WAL_VERSION {
@@ -158,15 +178,7 @@ impl FileStore {
                 if !whole {
                     // Damage followed by a later commit: that batch was written after this one
                     // was synced, so this is not a torn write but a damaged log.
-                    let later = lines.iter().enumerate().any(|(j, &(x, y))| {
-                        x > a
-                            && serde_json::from_slice::<WalCommit>(&bytes[x..y]).is_ok_and(|c| {
-                                // It verifies over its own batch: the lines just before it.
-                                j.checked_sub(c.batch).and_then(|k| lines.get(k)).is_some_and(|&(s0, _)| {
-                                    s0 > a && c.sha256 == crate::encoding::sha256_hex(&bytes[s0..x])
-                                })
-                            })
-                    });
+                    let later = a_later_batch_verifies(&bytes, &lines, a);
                     if later {
                         let at = damaged.take().unwrap_or_else(|| format!("the batch ending at byte {b}"));
                         return Err(corrupt(format!("{at} does not match its commit line")));

@@ -7,8 +7,10 @@ use super::journals_of;
 use crate::store::{Issuance, StoreError};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::path::PathBuf;
 
 impl FileStore {
+    /// At lock time: a log this process did not leave is re-applied and checkpointed.
     pub(in crate::store::file) fn recover_wal(&self) -> Result<(), StoreError> {
         let Some(id) = self.wal_id()? else { return self.reset_wal() };
         if self.known() == Some(id) {
@@ -19,21 +21,7 @@ impl FileStore {
         // writes no mark, such as an older vouch, is noticed here when it touched the log).
         self.forget_everything();
         let (header, mut entries, end) = self.read_wal()?;
-        for (named, used) in self.place_journals(&mut entries)? {
-            tracing::warn!(
-                event = "warning",
-                what = "replay journal",
-                detail = %format!(
-                    "the write-ahead log ({}) names the replay journal {}, another data directory's (an older \
-                     vouch's log, in a data directory moved or copied here before it was checkpointed): its \
-                     claims are marked in this store's journal {} instead, and nothing is written to {}",
-                    self.wal_path().display(),
-                    named.display(),
-                    used.display(),
-                    named.display()
-                ),
-            );
-        }
+        self.warn_foreign_journals(self.place_journals(&mut entries)?);
         if entries.is_empty() {
             // Lines appended to the inventory since the header was written (an import, an
             // older vouch's redo): a new header records them, after a flush makes them
@@ -53,31 +41,7 @@ impl FileStore {
         // A writer killed between its write and its fdatasync left entries that only the
         // page cache holds: make them durable before anything is applied from them.
         File::open(self.wal_path()).and_then(|f| f.sync_data()).map_err(io_err(&self.wal_path(), "sync"))?;
-        let inv = self.p("inventory.txt");
-        if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > header.inventory_len {
-            let kept = self.inventory_lines_not_logged(header.inventory_len, &entries)?;
-            if kept.is_empty() {
-                let f = crate::files::durable::open_nofollow(OpenOptions::new().write(true), &inv)
-                    .map_err(io_err(&inv, "open"))?;
-                f.set_len(header.inventory_len).map_err(io_err(&inv, "truncate"))?;
-            } else {
-                // Lines to write back: the cut inventory with them, written whole and synced
-                // before it replaces the old one, so that a process dying in this replay loses
-                // none of them (the next replay finds them past the header's length again).
-                let len = usize::try_from(header.inventory_len)
-                    .map_err(|_| StoreError::Corrupt { path: inv.clone(), detail: "too long".into() })?;
-                let mut whole = Vec::with_capacity(len.saturating_add(kept.len()));
-                crate::files::durable::open_regular(&inv)
-                    .and_then(|f| f.take(header.inventory_len).read_to_end(&mut whole))
-                    .map_err(io_err(&inv, "read"))?;
-                if whole.len() != len {
-                    return Err(StoreError::Corrupt { path: inv, detail: "shorter than the log's header says".into() });
-                }
-                whole.extend_from_slice(&kept);
-                crate::files::durable::write_replace_in(&self.p("tmp"), &inv, &whole, 0o644)
-                    .map_err(io_err(&inv, "write"))?;
-            }
-        }
+        self.cut_inventory_to(header.inventory_len, &entries)?;
         self.forget_everything();
         let mut inventory = std::io::BufWriter::with_capacity(64 << 10, self.open_inventory()?);
         for e in &entries {
@@ -87,7 +51,57 @@ impl FileStore {
         self.checkpoint_now(&journals_of(&entries))
     }
 
-    /// At lock time: a log this process did not leave is re-applied and checkpointed.
+    /// Says, for each journal path an older vouch's log names in another data directory,
+    /// which journal its claims are marked in instead ([`FileStore::place_journals`]).
+    fn warn_foreign_journals(&self, moved: Vec<(PathBuf, PathBuf)>) {
+        for (named, used) in moved {
+            tracing::warn!(
+                event = "warning",
+                what = "replay journal",
+                detail = %format!(
+                    "the write-ahead log ({}) names the replay journal {}, another data directory's (an older \
+                     vouch's log, in a data directory moved or copied here before it was checkpointed): its \
+                     claims are marked in this store's journal {} instead, and nothing is written to {}",
+                    self.wal_path().display(),
+                    named.display(),
+                    used.display(),
+                    named.display()
+                ),
+            );
+        }
+    }
+
+    /// Before a replay: the inventory cut back to `inventory_len` (the log's header's), the
+    /// lines appended past it that the log's `entries` do not hold written back after it.
+    fn cut_inventory_to(&self, inventory_len: u64, entries: &[Issuance]) -> Result<(), StoreError> {
+        let inv = self.p("inventory.txt");
+        if fs::metadata(&inv).map(|m| m.len()).unwrap_or(0) > inventory_len {
+            let kept = self.inventory_lines_not_logged(inventory_len, entries)?;
+            if kept.is_empty() {
+                let f = crate::files::durable::open_nofollow(OpenOptions::new().write(true), &inv)
+                    .map_err(io_err(&inv, "open"))?;
+                f.set_len(inventory_len).map_err(io_err(&inv, "truncate"))?;
+            } else {
+                // Lines to write back: the cut inventory with them, written whole and synced
+                // before it replaces the old one, so that a process dying in this replay loses
+                // none of them (the next replay finds them past the header's length again).
+                let len = usize::try_from(inventory_len)
+                    .map_err(|_| StoreError::Corrupt { path: inv.clone(), detail: "too long".into() })?;
+                let mut whole = Vec::with_capacity(len.saturating_add(kept.len()));
+                crate::files::durable::open_regular(&inv)
+                    .and_then(|f| f.take(inventory_len).read_to_end(&mut whole))
+                    .map_err(io_err(&inv, "read"))?;
+                if whole.len() != len {
+                    return Err(StoreError::Corrupt { path: inv, detail: "shorter than the log's header says".into() });
+                }
+                whole.extend_from_slice(&kept);
+                crate::files::durable::write_replace_in(&self.p("tmp"), &inv, &whole, 0o644)
+                    .map_err(io_err(&inv, "write"))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The inventory's lines after `from` (the log's header's length) that the log's
     /// `entries` do not hold, and that stand for a certificate the store knows (the line
     /// its serial's record says, as vouch writes it; once, and not already before `from`):
