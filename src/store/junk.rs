@@ -119,124 +119,156 @@ fn signed_problem(file_name: &OsStr, content: &[u8]) -> Option<String> {
 /// Every junk entry of the file store under `root` (`DIR/ca`), handed to `f`.
 pub fn scan(root: &Path, f: &mut dyn FnMut(Junk) -> Result<(), StoreError>) -> Result<(), StoreError> {
     let signed = root.join("signed");
-    each_name(&signed, |name| {
-        let path = signed.join(name);
-        let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path, "stat"))?;
-        let rel = format!("signed/{}", name.to_string_lossy());
-        if !meta.is_file() {
-            // A directory or link where a certificate belongs: named by its path alone.
-            return f(Junk {
+    each_name(&signed, |name| signed_entry(&signed, name, f))?;
+    let requests = root.join("requests");
+    each_name(&requests, |name| request_entry(&requests, name, f))
+}
+
+/// The entry `name` of `signed/` (the directory `signed`), handed to `f` if it is junk.
+fn signed_entry(
+    signed: &Path,
+    name: &OsStr,
+    f: &mut dyn FnMut(Junk) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let path = signed.join(name);
+    let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path, "stat"))?;
+    let rel = format!("signed/{}", name.to_string_lossy());
+    if !meta.is_file() {
+        // A directory or link where a certificate belongs: named by its path alone.
+        return f(Junk {
+            name: generated_name(&[(&rel, b"")]),
+            kind: "signed".into(),
+            detail: "not a regular file".into(),
+            files: vec![rel],
+        });
+    }
+    let Some(content) = read(&path)? else {
+        // Not read (vouch may not, or it is gone): junk by its name alone, if that is no
+        // certname's (no check of a certname's certificate would name it); otherwise
+        // those checks name it as unreadable.
+        let still_there = std::fs::symlink_metadata(&path).is_ok();
+        return match signed_name_problem(name).filter(|_| still_there) {
+            Some(detail) => f(Junk {
                 name: generated_name(&[(&rel, b"")]),
                 kind: "signed".into(),
-                detail: "not a regular file".into(),
+                detail: format!("{detail} (not readable by vouch)"),
                 files: vec![rel],
-            });
-        }
-        let Some(content) = read(&path)? else {
-            // Not read (vouch may not, or it is gone): junk by its name alone, if that is no
-            // certname's (no check of a certname's certificate would name it); otherwise
-            // those checks name it as unreadable.
-            let still_there = std::fs::symlink_metadata(&path).is_ok();
-            return match signed_name_problem(name).filter(|_| still_there) {
-                Some(detail) => f(Junk {
-                    name: generated_name(&[(&rel, b"")]),
-                    kind: "signed".into(),
-                    detail: format!("{detail} (not readable by vouch)"),
-                    files: vec![rel],
-                }),
-                None => Ok(()),
-            };
-        };
-        let problem = if meta.len() > MAX_READ {
-            Some("larger than any certificate".into())
-        } else {
-            signed_problem(name, &content)
-        };
-        match problem {
-            Some(detail) => {
-                f(Junk { name: generated_name(&[(&rel, &content)]), kind: "signed".into(), detail, files: vec![rel] })
-            }
+            }),
             None => Ok(()),
-        }
-    })?;
-    let requests = root.join("requests");
-    each_name(&requests, |name| {
-        let n = name.to_string_lossy();
-        let (stem, ext) = match n.rsplit_once('.') {
-            Some((s, e @ ("json" | "pem"))) => (s.to_string(), e),
-            _ => ("".to_string(), ""),
         };
-        let path = requests.join(name);
-        let rel = format!("requests/{n}");
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(StoreError::Io { path, op: "stat", source: e }),
+    };
+    let problem =
+        if meta.len() > MAX_READ { Some("larger than any certificate".into()) } else { signed_problem(name, &content) };
+    match problem {
+        Some(detail) => {
+            f(Junk { name: generated_name(&[(&rel, &content)]), kind: "signed".into(), detail, files: vec![rel] })
+        }
+        None => Ok(()),
+    }
+}
+
+/// The entry `name` of `requests/` (the directory `requests`), handed to `f` if it is junk.
+fn request_entry(
+    requests: &Path,
+    name: &OsStr,
+    f: &mut dyn FnMut(Junk) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let n = name.to_string_lossy();
+    let (stem, ext) = match n.rsplit_once('.') {
+        Some((s, e @ ("json" | "pem"))) => (s.to_string(), e),
+        _ => ("".to_string(), ""),
+    };
+    let path = requests.join(name);
+    let rel = format!("requests/{n}");
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::Io { path, op: "stat", source: e }),
+    };
+    if !meta.is_file() {
+        // A directory, link or FIFO where a request belongs: never opened (a FIFO would
+        // block, a link would be followed); named by its path alone.
+        return f(Junk {
+            name: generated_name(&[(&rel, b"")]),
+            kind: "request".into(),
+            detail: "not a regular file".into(),
+            files: vec![rel],
+        });
+    }
+    if ext.is_empty() {
+        let content = read(&path)?.unwrap_or_default();
+        return f(Junk {
+            name: generated_name(&[(&rel, &content)]),
+            kind: "request".into(),
+            detail: "neither a request's .json nor its .pem".into(),
+            files: vec![rel],
+        });
+    }
+    let valid = crate::decision::check_certname(&stem);
+    if ext == "pem" {
+        return request_pem_entry(requests, &stem, &path, rel, &valid, f);
+    }
+    request_json_entry(requests, &stem, &path, rel, &valid, f)
+}
+
+/// A request's `.pem` at `path` (`rel` in the store), junk when the name is no certname's
+/// and it has no `.json` (else it is reported with its `.json`, if it has one).
+fn request_pem_entry(
+    requests: &Path,
+    stem: &str,
+    path: &Path,
+    rel: String,
+    valid: &Result<(), crate::decision::CertnameProblem>,
+    f: &mut dyn FnMut(Junk) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    // Reported with its .json, if it has one.
+    let json = requests.join(format!("{stem}.json"));
+    if valid.is_err() && !json.exists() {
+        let content = read(path)?.unwrap_or_default();
+        let detail = match valid {
+            Err(p) => format!("a request for a name Puppet refuses: {p}"),
+            Ok(()) => String::new(),
         };
-        if !meta.is_file() {
-            // A directory, link or FIFO where a request belongs: never opened (a FIFO would
-            // block, a link would be followed); named by its path alone.
-            return f(Junk {
-                name: generated_name(&[(&rel, b"")]),
-                kind: "request".into(),
-                detail: "not a regular file".into(),
-                files: vec![rel],
-            });
-        }
-        if ext.is_empty() {
-            let content = read(&path)?.unwrap_or_default();
-            return f(Junk {
-                name: generated_name(&[(&rel, &content)]),
-                kind: "request".into(),
-                detail: "neither a request's .json nor its .pem".into(),
-                files: vec![rel],
-            });
-        }
-        let valid = crate::decision::check_certname(&stem);
-        if ext == "pem" {
-            // Reported with its .json, if it has one.
-            let json = requests.join(format!("{stem}.json"));
-            if valid.is_err() && !json.exists() {
-                let content = read(&path)?.unwrap_or_default();
-                let detail = match &valid {
-                    Err(p) => format!("a request for a name Puppet refuses: {p}"),
-                    Ok(()) => String::new(),
-                };
-                return f(Junk {
-                    name: generated_name(&[(&rel, &content)]),
-                    kind: "request".into(),
-                    detail,
-                    files: vec![rel],
-                });
-            }
-            return Ok(());
-        }
-        // Not read (vouch may not, or it is gone): what it holds is unknown, so a request
-        // with a valid name is not junk (`vouch purge` would remove it); one whose name
-        // Puppet refuses is, by its name alone.
-        let Some(content) = read(&path)?.or_else(|| valid.is_err().then(Vec::new)) else { return Ok(()) };
-        let detail = match &valid {
-            Err(p) => Some(format!("a request for a name Puppet refuses: {p}")),
-            Ok(()) => match serde_json::from_slice::<super::PendingRequest>(&content) {
-                Err(e) => Some(format!("its .json does not parse: {e}")),
-                Ok(r) if r.certname != stem => Some(format!("its .json names {:?}", r.certname)),
-                Ok(_) => None,
-            },
-        };
-        let Some(detail) = detail else { return Ok(()) };
-        let pem_rel = format!("requests/{stem}.pem");
-        let pem = read(&requests.join(format!("{stem}.pem")))?;
-        let mut files: Vec<(&str, &[u8])> = vec![(&rel, &content)];
-        if let Some(p) = &pem {
-            files.push((&pem_rel, p));
-        }
-        let name = generated_name(&files);
-        let mut listed = vec![rel.clone()];
-        if pem.is_some() {
-            listed.push(pem_rel.clone());
-        }
-        f(Junk { name, kind: "request".into(), detail, files: listed })
-    })
+        return f(Junk { name: generated_name(&[(&rel, &content)]), kind: "request".into(), detail, files: vec![rel] });
+    }
+    Ok(())
+}
+
+/// A request's `.json` at `path` (`rel` in the store), junk when the name is no certname's
+/// or it does not parse or names another certname: reported with its `.pem`, if any.
+fn request_json_entry(
+    requests: &Path,
+    stem: &str,
+    path: &Path,
+    rel: String,
+    valid: &Result<(), crate::decision::CertnameProblem>,
+    f: &mut dyn FnMut(Junk) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    // Not read (vouch may not, or it is gone): what it holds is unknown, so a request
+    // with a valid name is not junk (`vouch purge` would remove it); one whose name
+    // Puppet refuses is, by its name alone.
+    let Some(content) = read(path)?.or_else(|| valid.is_err().then(Vec::new)) else { return Ok(()) };
+    let detail = match valid {
+        Err(p) => Some(format!("a request for a name Puppet refuses: {p}")),
+        Ok(()) => match serde_json::from_slice::<super::PendingRequest>(&content) {
+            Err(e) => Some(format!("its .json does not parse: {e}")),
+            Ok(r) if r.certname != stem => Some(format!("its .json names {:?}", r.certname)),
+            Ok(_) => None,
+        },
+    };
+    let Some(detail) = detail else { return Ok(()) };
+    let pem_rel = format!("requests/{stem}.pem");
+    let pem = read(&requests.join(format!("{stem}.pem")))?;
+    let mut files: Vec<(&str, &[u8])> = vec![(&rel, &content)];
+    if let Some(p) = &pem {
+        files.push((&pem_rel, p));
+    }
+    let name = generated_name(&files);
+    let mut listed = vec![rel.clone()];
+    if pem.is_some() {
+        listed.push(pem_rel.clone());
+    }
+    f(Junk { name, kind: "request".into(), detail, files: listed })
 }
 
 /// Removes the files of `junk` (paths inside `root`), each through its directory's

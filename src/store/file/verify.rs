@@ -13,11 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 impl FileStore {
     pub(super) fn check_files(&self, now: time::OffsetDateTime, f: &mut dyn FnMut(Finding)) -> Result<(), StoreError> {
-        let pending = self.p("pending");
-        let dir = crate::files::durable::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
-        for name in dir.names().map_err(io_err(&pending, "read directory"))? {
-            f(Finding::OperationLeftHalfDone { path: dir.path_of(&name).display().to_string() });
-        }
+        self.check_pending(f)?;
 
         // The inventory's lines, read as written (Store::inventory leaves a damaged line out).
         // One that cannot be read (its mode, a disk error) is a finding, and what is checked
@@ -34,6 +30,45 @@ impl FileStore {
             }
             Err(e) => return Err(e),
         };
+        self.check_signed_listed(&mut inv, readable, f)?;
+        let revoked = self.check_revocation_lines(f)?;
+        let mut pass = RecordPass {
+            now,
+            inv: &mut inv,
+            readable,
+            revoked: &revoked,
+            valid: HashMap::new(),
+            twice: HashMap::new(),
+        };
+        self.check_records(&mut pass, f)?;
+        let RecordPass { valid, twice, .. } = pass;
+        drop(valid);
+        let mut twice: Vec<(String, Vec<String>)> = twice.into_iter().collect();
+        twice.sort();
+        for (certname, mut serials) in twice {
+            serials.sort();
+            f(Finding::TwoValidCertificates { certname, serials });
+        }
+        self.check_junk(&inv, readable, f)
+    }
+
+    /// Reports every operation marker left under `pending/`.
+    fn check_pending(&self, f: &mut dyn FnMut(Finding)) -> Result<(), StoreError> {
+        let pending = self.p("pending");
+        let dir = crate::files::durable::NoFollowDir::open(&pending).map_err(io_err(&pending, "open"))?;
+        for name in dir.names().map_err(io_err(&pending, "read directory"))? {
+            f(Finding::OperationLeftHalfDone { path: dir.path_of(&name).display().to_string() });
+        }
+        Ok(())
+    }
+
+    /// Reports a certificate file under `signed/` whose certname the inventory does not list.
+    fn check_signed_listed(
+        &self,
+        inv: &mut InventorySeen,
+        readable: bool,
+        f: &mut dyn FnMut(Finding),
+    ) -> Result<(), StoreError> {
         // Every certificate file names a certname the inventory knows (the listing, and so the
         // checks over the trait, start from the inventory: a file it lacks is seen only here).
         let signed = self.p("signed");
@@ -47,7 +82,11 @@ impl FileStore {
             let serial = self.file_serial(certname).unwrap_or_else(|| "(unreadable)".into());
             f(Finding::NotInInventory { certname: certname.to_string(), serial });
         }
+        Ok(())
+    }
 
+    /// Reports each damaged line of the revocation list; returns the serials it revokes.
+    fn check_revocation_lines(&self, f: &mut dyn FnMut(Finding)) -> Result<HashSet<Key>, StoreError> {
         // The revocation list's lines (Store::revocations leaves out one it cannot read).
         let text = self.read_or_empty("revocations.txt")?;
         let mut revoked: HashSet<Key> = HashSet::new();
@@ -63,11 +102,11 @@ impl FileStore {
                 });
             }
         }
+        Ok(revoked)
+    }
 
-        // Every record: one shard directory at a time.
-        // Each certname's first unexpired issued serial; a certname met again goes to `twice`.
-        let mut valid: HashMap<Key, String> = HashMap::new();
-        let mut twice: HashMap<String, Vec<String>> = HashMap::new();
+    /// Checks every record: one shard directory at a time.
+    fn check_records(&self, pass: &mut RecordPass, f: &mut dyn FnMut(Finding)) -> Result<(), StoreError> {
         let serials = self.p("serials");
         let shards = crate::files::durable::NoFollowDir::open(&serials).map_err(io_err(&serials, "open"))?;
         for shard in shards.names().map_err(io_err(&serials, "read directory"))? {
@@ -81,83 +120,87 @@ impl FileStore {
             };
             for name in dir.names().map_err(io_err(&shard_path, "read directory"))? {
                 let path = dir.path_of(&name);
-                if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                    continue; // a temporary file a killed writer left: never read as a record
-                }
-                let rec = match Self::read_json::<CertRecord>(&path) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        f(Finding::RecordDamaged {
-                            path: path.display().to_string(),
-                            detail: format!("not a readable record: {e}"),
-                        });
-                        continue;
-                    }
-                };
-                if path.file_stem().and_then(|s| s.to_str()) != Some(rec.serial.as_str()) {
-                    f(Finding::RecordDamaged {
-                        path: path.display().to_string(),
-                        detail: format!("a whole record, but of serial {}, not of its file name's", rec.serial),
-                    });
-                    continue;
-                }
-                if rec.state == State::Revoked && !revoked.contains(&key(rec.serial.as_bytes())) {
-                    f(Finding::RevokedNotRecorded { certname: rec.certname.clone(), serial: rec.serial.clone() });
-                }
-                match rec.state {
-                    State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
-                    State::Abandoned => {}
-                    State::Issued | State::Revoked => {
-                        if readable && !inv.serial_or_newer(self, &rec.serial, f) {
-                            f(Finding::RecordNotInInventory {
-                                serial: rec.serial.clone(),
-                                certname: rec.certname.clone(),
-                            });
-                        }
-                        if rec.state == State::Issued && unexpired(&rec.not_after, now) {
-                            // A certname with one inventory line is checked through the listing;
-                            // one with several (renewed, re-enrolled) is listed by its file, so
-                            // the file is checked against the newest certificate here.
-                            let lines = inv.names.get(&key(rec.certname.as_bytes())).copied().unwrap_or(0);
-                            if lines > 1 {
-                                match self.file_serial(&rec.certname) {
-                                    None if !self.signed_path(&rec.certname).is_ok_and(|p| p.exists()) => {
-                                        f(Finding::CurrentMissing {
-                                            certname: rec.certname.clone(),
-                                            serial: rec.serial.clone(),
-                                        })
-                                    }
-                                    Some(held) if held == rec.serial => {}
-                                    held => f(Finding::IssuedNotCurrent {
-                                        certname: rec.certname.clone(),
-                                        serial: rec.serial.clone(),
-                                        file: held.unwrap_or_else(|| "no readable certificate".into()),
-                                    }),
-                                }
-                            }
-                            match valid.entry(key(rec.certname.as_bytes())) {
-                                std::collections::hash_map::Entry::Vacant(v) => {
-                                    v.insert(rec.serial);
-                                }
-                                std::collections::hash_map::Entry::Occupied(o) => {
-                                    let serials = twice.entry(rec.certname).or_insert_with(|| vec![o.get().clone()]);
-                                    serials.push(rec.serial);
-                                }
-                            }
-                        }
-                    }
+                if let Some(rec) = Self::record_in_shard(&path, f) {
+                    self.check_record(rec, pass, f);
                 }
             }
         }
-        drop(valid);
-        let mut twice: Vec<(String, Vec<String>)> = twice.into_iter().collect();
-        twice.sort();
-        for (certname, mut serials) in twice {
-            serials.sort();
-            f(Finding::TwoValidCertificates { certname, serials });
-        }
+        Ok(())
+    }
 
+    /// The record at `path` in a shard directory, if it is one: a temporary file is skipped,
+    /// and a record that does not read, or is of another serial than its file name's, is
+    /// reported.
+    fn record_in_shard(path: &std::path::Path, f: &mut dyn FnMut(Finding)) -> Option<CertRecord> {
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            return None; // a temporary file a killed writer left: never read as a record
+        }
+        let rec = match Self::read_json::<CertRecord>(path) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                f(Finding::RecordDamaged {
+                    path: path.display().to_string(),
+                    detail: format!("not a readable record: {e}"),
+                });
+                return None;
+            }
+        };
+        if path.file_stem().and_then(|s| s.to_str()) != Some(rec.serial.as_str()) {
+            f(Finding::RecordDamaged {
+                path: path.display().to_string(),
+                detail: format!("a whole record, but of serial {}, not of its file name's", rec.serial),
+            });
+            return None;
+        }
+        Some(rec)
+    }
+
+    /// Checks one record: settled, revoked in the revocation list if so, listed in the
+    /// inventory, and, issued and unexpired, the certname's current file and its only one.
+    fn check_record(&self, rec: CertRecord, pass: &mut RecordPass, f: &mut dyn FnMut(Finding)) {
+        if rec.state == State::Revoked && !pass.revoked.contains(&key(rec.serial.as_bytes())) {
+            f(Finding::RevokedNotRecorded { certname: rec.certname.clone(), serial: rec.serial.clone() });
+        }
+        match rec.state {
+            State::Intent => f(Finding::IntentLeft { serial: rec.serial, certname: rec.certname }),
+            State::Abandoned => {}
+            State::Issued | State::Revoked => {
+                if pass.readable && !pass.inv.serial_or_newer(self, &rec.serial, f) {
+                    f(Finding::RecordNotInInventory { serial: rec.serial.clone(), certname: rec.certname.clone() });
+                }
+                if rec.state == State::Issued && unexpired(&rec.not_after, pass.now) {
+                    self.check_current_file(&rec, pass.inv, f);
+                    pass.note_valid(rec);
+                }
+            }
+        }
+    }
+
+    /// For an unexpired issued record of a certname with several inventory lines: the
+    /// certname's file holds this certificate.
+    fn check_current_file(&self, rec: &CertRecord, inv: &InventorySeen, f: &mut dyn FnMut(Finding)) {
+        // A certname with one inventory line is checked through the listing;
+        // one with several (renewed, re-enrolled) is listed by its file, so
+        // the file is checked against the newest certificate here.
+        let lines = inv.names.get(&key(rec.certname.as_bytes())).copied().unwrap_or(0);
+        if lines > 1 {
+            match self.file_serial(&rec.certname) {
+                None if !self.signed_path(&rec.certname).is_ok_and(|p| p.exists()) => {
+                    f(Finding::CurrentMissing { certname: rec.certname.clone(), serial: rec.serial.clone() })
+                }
+                Some(held) if held == rec.serial => {}
+                held => f(Finding::IssuedNotCurrent {
+                    certname: rec.certname.clone(),
+                    serial: rec.serial.clone(),
+                    file: held.unwrap_or_else(|| "no readable certificate".into()),
+                }),
+            }
+        }
+    }
+
+    /// Reports the junk the store holds.
+    fn check_junk(&self, inv: &InventorySeen, readable: bool, f: &mut dyn FnMut(Finding)) -> Result<(), StoreError> {
         // Junk; a damaged certificate file of a certname the inventory lists is not (the
         // checks of each current certificate name it, and `vouch purge` would remove the
         // certname's certificate). With the inventory unread, any certname's may be listed.
@@ -177,6 +220,34 @@ impl FileStore {
             }
             Ok(())
         })
+    }
+}
+
+/// The record pass's state: what each record is checked against (read before it), and what
+/// it gathers.
+struct RecordPass<'a> {
+    now: time::OffsetDateTime,
+    inv: &'a mut InventorySeen,
+    /// Whether the inventory was read (else nothing is checked against it).
+    readable: bool,
+    revoked: &'a HashSet<Key>,
+    /// Each certname's first unexpired issued serial; a certname met again goes to `twice`.
+    valid: HashMap<Key, String>,
+    twice: HashMap<String, Vec<String>>,
+}
+
+impl RecordPass<'_> {
+    /// Notes an unexpired issued record: its certname's first, or one more of it.
+    fn note_valid(&mut self, rec: CertRecord) {
+        match self.valid.entry(key(rec.certname.as_bytes())) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(rec.serial);
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let serials = self.twice.entry(rec.certname).or_insert_with(|| vec![o.get().clone()]);
+                serials.push(rec.serial);
+            }
+        }
     }
 }
 
