@@ -6,8 +6,6 @@ mod credentials;
 mod files;
 mod lock;
 mod service_cert;
-#[cfg(test)]
-mod tests;
 
 use super::ServeOptions;
 use crate::authority::Authority;
@@ -250,3 +248,6 @@ fn report(
         notes,
     })
 }
+
+#[cfg(test)]
+mod tests;
