@@ -3,10 +3,10 @@
 
 /// The rule for every file vouch writes, shown in each output option's help.
 pub(super) const OUTPUT_RULE: &str = "Outputs: - is stdout; a device or FIFO is written through; a symbolic link or \
-                           directory is refused; a regular file is written atomically (temporary file, \
-                           rename). A private key, and the certificate or CSR made with it, never \
-                           replace an existing file; every other output (attributes, certificates, \
-                           CRLs) replaces it.";
+                                      directory is refused; a regular file is written atomically (temporary file, \
+                                      rename). A private key, and the certificate or CSR made with it, never \
+                                      replace an existing file; every other output (attributes, certificates, \
+                                      CRLs) replaces it.";
 
 /// Upper bounds of `vouch serve`'s numeric limits (each also at least 1).
 pub const MAX_BODY_LIMIT: u64 = 64 * 1024 * 1024;
