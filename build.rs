@@ -5,14 +5,14 @@
 //! `vouch-serve.1`, `vouch-ca-init.1`, ...) and `$OUT_DIR/completions/` (`vouch.bash`, `_vouch`,
 //! `vouch.fish`), then copied to `target/<profile>/assets/` (the profile directory that
 //! holds the binary, found from OUT_DIR), where `[package.metadata.deb]` and
-//! `scripts/package` find them. Reruns only when `src/cli/args.rs` (or this file) changes.
+//! `scripts/package` find them. Reruns only when `src/cli/args.rs`, `src/cli/args/` (or this file) changes.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "src/cli/args.rs"]
 mod args;
 
@@ -32,6 +32,7 @@ fn io(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> Failure {
 
 fn main() -> Result<(), Failure> {
     println!("cargo:rerun-if-changed=src/cli/args.rs");
+    println!("cargo:rerun-if-changed=src/cli/args");
     println!("cargo:rerun-if-changed=src/encoding/server_name.rs");
     println!("cargo:rerun-if-changed=build.rs");
     let out_dir = std::env::var_os("OUT_DIR")

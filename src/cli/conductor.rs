@@ -46,19 +46,7 @@ pub(super) fn new(
 /// certificates it vouched for are current, and how to list them (never revoked here).
 pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reason: &str) -> Result<i32, Error> {
     let reason = super::certs::canonical_reason(reason)?;
-    let der = match cert {
-        Some(path) => {
-            let bytes = read_file(path, crate::files::input::Kind::Cert)?;
-            Some(if bytes.first() == Some(&0x30) {
-                bytes
-            } else {
-                crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
-                    .map(|(_, d)| d)
-                    .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
-            })
-        }
-        None => None,
-    };
+    let der = cert.map(read_conductor_der).transpose()?;
     let auth = crate::authority::Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
     let target = crate::authority::RootTarget { cert: cert.zip(der.as_deref()), serial };
@@ -83,26 +71,7 @@ pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reaso
     // The nodes it vouched for: counted, listed by command, never revoked here. The revocation
     // above is done whatever this walk meets.
     let at_dir = cli.dir.as_ref().map(|d| format!(" --dir {}", d.display())).unwrap_or_default();
-    match auth.vouched_by(&r.serial, r.fingerprint.as_deref(), now) {
-        Ok(v) => {
-            let fingerprint = r.fingerprint.clone().or_else(|| v.conductor.as_ref().map(|(_, fp)| fp.clone()));
-            if v.current == 0 {
-                sayln!("No current node certificate names it as the conductor that vouched for it.")?;
-            } else {
-                sayln!(
-                    "{} current node certificate{} vouched for by it stay{} valid (not revoked by this command):",
-                    v.current,
-                    if v.current == 1 { "" } else { "s" },
-                    if v.current == 1 { "s" } else { "" }
-                )?;
-                if let Some(fp) = fingerprint {
-                    sayln!("  list them:   vouch{at_dir} list --all --conductor {fp}")?;
-                }
-                sayln!("  revoke each: vouch{at_dir} revoke CERTNAME --reason key-compromise")?;
-            }
-        }
-        Err(e) => note(&format!("vouch: warning: the node certificates it vouched for could not be counted: {e}")),
-    }
+    say_vouched_nodes(&auth, &r.serial, r.fingerprint.as_deref(), now, &at_dir)?;
     if auth.store.shares_root_crl() {
         let (published, number) = auth.publish_root_crl().map_err(|error| Error::Partial {
             done: format!(
@@ -129,6 +98,51 @@ pub(super) fn revoke(cli: &Cli, cert: Option<&Path>, serial: Option<&str>, reaso
         )?;
     }
     Ok(EXIT_OK)
+}
+
+/// The conductor's certificate at `path`, DER (read as DER when it starts as one, else from PEM).
+fn read_conductor_der(path: &Path) -> Result<Vec<u8>, Error> {
+    let bytes = read_file(path, crate::files::input::Kind::Cert)?;
+    Ok(if bytes.first() == Some(&0x30) {
+        bytes
+    } else {
+        crate::encoding::pem::find(&bytes, &["CERTIFICATE"])
+            .map(|(_, d)| d)
+            .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?
+    })
+}
+
+/// How many current node certificates the revoked conductor vouched for, and how to list and
+/// revoke them (a count that fails is a warning: the revocation is done).
+fn say_vouched_nodes(
+    auth: &crate::authority::Authority,
+    serial: &str,
+    fingerprint: Option<&str>,
+    now: OffsetDateTime,
+    at_dir: &str,
+) -> Result<(), Error> {
+    match auth.vouched_by(serial, fingerprint, now) {
+        Ok(v) => {
+            let fingerprint =
+                fingerprint.map(str::to_string).or_else(|| v.conductor.as_ref().map(|(_, fp)| fp.clone()));
+            if v.current == 0 {
+                sayln!("No current node certificate names it as the conductor that vouched for it.")?;
+            } else {
+                sayln!(
+                    "{} current node certificate{} vouched for by it stay{} valid (not revoked by this command):",
+                    v.current,
+                    if v.current == 1 { "" } else { "s" },
+                    if v.current == 1 { "s" } else { "" }
+                )?;
+                if let Some(fp) = fingerprint {
+                    sayln!("  list them:   vouch{at_dir} list --all --conductor {fp}")?;
+                }
+                sayln!("  revoke each: vouch{at_dir} revoke CERTNAME --reason key-compromise")?;
+            }
+        }
+        Err(e) => note(&format!("vouch: warning: the node certificates it vouched for could not be counted: {e}")),
+    }
+    Ok(())
 }
 
 /// `vouch conductor publish-crl`: the root CRL into the shared store.

@@ -1,5 +1,5 @@
 // The name rule for `--server-name` (the service certificate's names). This file is
-// `include!`d by src/cli/args.rs (clap's value parser; build.rs compiles that file alone),
+// `include!`d by src/cli/args/values.rs (clap's value parser; build.rs compiles that file alone),
 // so it uses std only and has no inner attributes or `//!` comments.
 
 /// A `--server-name`: an IP address, or a DNS host name (the service certificate's SAN,

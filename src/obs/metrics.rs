@@ -332,7 +332,17 @@ impl Metrics {
     /// and `(labels, value)` per series: the CRLs' ages, computed by the caller).
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::with_capacity(4096);
-        header(&mut out, "vouch_http_requests_total", "Requests answered, by route and HTTP status.", "counter");
+        self.render_requests(&mut out);
+        self.render_decisions(&mut out);
+        self.render_storing(&mut out);
+        self.render_open(&mut out);
+        render_gauges(&mut out, gauges);
+        out
+    }
+
+    /// The requests answered, and the operations sent to the LDAP store.
+    fn render_requests(&self, out: &mut String) {
+        header(out, "vouch_http_requests_total", "Requests answered, by route and HTTP status.", "counter");
         for route in Route::ALL {
             for (i, n) in self.requests[route as usize].iter().enumerate() {
                 let n = n.load(Relaxed);
@@ -347,7 +357,7 @@ impl Metrics {
             }
         }
         header(
-            &mut out,
+            out,
             "vouch_ldap_operations_total",
             "Operations sent to the LDAP store, by kind (a shared store only; each is one round trip).",
             "counter",
@@ -355,11 +365,15 @@ impl Metrics {
         for (op, n) in LDAP_OPS.iter().zip(&self.ldap) {
             let _ = writeln!(out, "vouch_ldap_operations_total{{op=\"{op}\"}} {}", n.load(Relaxed));
         }
-        header(&mut out, "vouch_decisions_total", "Decisions on certificate requests, by outcome.", "counter");
+    }
+
+    /// The decisions by outcome, and the refusals by code.
+    fn render_decisions(&self, out: &mut String) {
+        header(out, "vouch_decisions_total", "Decisions on certificate requests, by outcome.", "counter");
         let _ = writeln!(out, "vouch_decisions_total{{outcome=\"granted\"}} {}", self.granted.load(Relaxed));
         let _ = writeln!(out, "vouch_decisions_total{{outcome=\"refused\"}} {}", self.refused.load(Relaxed));
         header(
-            &mut out,
+            out,
             "vouch_refusals_total",
             "Refused decisions by refusal code; a decision refused for several reasons counts under each code.",
             "counter",
@@ -367,53 +381,64 @@ impl Metrics {
         self.refusals.each(|code, n| {
             let _ = writeln!(out, "vouch_refusals_total{{code=\"{}\"}} {n}", escape(code));
         });
+    }
+
+    /// Issuance times, group commits and store failures.
+    fn render_storing(&self, out: &mut String) {
         self.issuance.render(
-            &mut out,
+            out,
             "vouch_issuance_duration_seconds",
             "Time to decide, sign and durably store one issued certificate (requests that issued one).",
         );
         self.batches.render(
-            &mut out,
+            out,
             "vouch_group_commit_batch_size",
             "Issuances stored per group commit (two synchronous writes each: the audit log's and the store's).",
         );
         header(
-            &mut out,
+            out,
             "vouch_group_commit_busy_seconds_total",
             "Time spent running group-commit batches (one at a time: taking the store's lock, then storing with it held); a rate near 1 means issuance waits on this serial part. Always 0 on a shared (LDAP) store, which stores each request on its own.",
             "counter",
         );
         let _ =
             writeln!(out, "vouch_group_commit_busy_seconds_total {}", self.batch_busy_ns.load(Relaxed) as f64 / 1e9);
-        header(&mut out, "vouch_store_errors_total", "Store failures, by stage.", "counter");
+        header(out, "vouch_store_errors_total", "Store failures, by stage.", "counter");
         for stage in StoreStage::ALL {
             let n = self.store_errors[stage as usize].load(Relaxed);
             let _ = writeln!(out, "vouch_store_errors_total{{stage=\"{}\"}} {n}", stage.label());
         }
-        header(&mut out, "vouch_open_connections", "HTTPS connections open now.", "gauge");
+    }
+
+    /// What is open or due now: connections, other masters' CRLs.
+    fn render_open(&self, out: &mut String) {
+        header(out, "vouch_open_connections", "HTTPS connections open now.", "gauge");
         let _ = writeln!(out, "vouch_open_connections {}", self.connections.load(Relaxed).max(0));
         header(
-            &mut out,
+            out,
             "vouch_master_crls_due",
             "Other masters' CRLs (shared store) missing here or within crl.refresh_before of their nextUpdate.",
             "gauge",
         );
         let _ = writeln!(out, "vouch_master_crls_due {}", self.fleet_crls_due.load(Relaxed).max(0));
-        for g in gauges {
-            header(&mut out, g.name, g.help, "gauge");
-            for (labels, value) in &g.series {
-                let _ = write!(out, "{}", g.name);
-                if !labels.is_empty() {
-                    out.push('{');
-                    for (i, (k, v)) in labels.iter().enumerate() {
-                        let _ = write!(out, "{}{k}=\"{}\"", if i > 0 { "," } else { "" }, escape(v));
-                    }
-                    out.push('}');
+    }
+}
+
+/// The gauges computed by the caller, as they are (see [`Metrics::render`]).
+fn render_gauges(out: &mut String, gauges: &[Gauge]) {
+    for g in gauges {
+        header(out, g.name, g.help, "gauge");
+        for (labels, value) in &g.series {
+            let _ = write!(out, "{}", g.name);
+            if !labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in labels.iter().enumerate() {
+                    let _ = write!(out, "{}{k}=\"{}\"", if i > 0 { "," } else { "" }, escape(v));
                 }
-                let _ = writeln!(out, " {value}");
+                out.push('}');
             }
+            let _ = writeln!(out, " {value}");
         }
-        out
     }
 }
 

@@ -2,7 +2,7 @@
 //! on the blocking pool, the answer's headers, the request's log line and metrics.
 
 use super::api::{self, ApiRequest, ApiResponse, Client, Event};
-use super::server::Shared;
+use super::shared::Shared;
 use crate::authority::Authority;
 use crate::encoding::time::{format_http_date, parse_http_date};
 use crate::error::Error;

@@ -16,6 +16,7 @@ mod peers;
 pub mod rate;
 mod server;
 pub mod setup;
+mod shared;
 mod tls;
 
 use crate::error::Error;

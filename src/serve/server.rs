@@ -6,6 +6,7 @@ use super::banner::banner;
 use super::http::serve_http;
 use super::peers::{PeerSlot, PerAddress};
 use super::setup::SetupReport;
+use super::shared::Shared;
 use super::tls::tls_config;
 use super::ServeOptions;
 use crate::authority::Authority;
@@ -18,33 +19,6 @@ use std::sync::{Arc, RwLock};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-
-/// What every connection shares. SIGHUP swaps the authority (policy) and TLS config.
-pub(super) struct Shared {
-    pub(super) opts: ServeOptions,
-    /// Open connections per client address and network (`opts.max_per_peer`; shares of
-    /// `opts.max_connections` once half are in use).
-    per_peer: Arc<PerAddress>,
-    /// Refused requests kept per client address (`requests.kept_per_minute`), across reloads.
-    pub(super) kept_rate: Arc<super::rate::KeptRate>,
-    authority: RwLock<Arc<Authority>>,
-    tls: RwLock<Arc<rustls::ServerConfig>>,
-}
-
-impl Shared {
-    pub(super) fn authority(&self) -> Arc<Authority> {
-        match self.authority.read() {
-            Ok(a) => a.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-    fn tls(&self) -> Arc<rustls::ServerConfig> {
-        match self.tls.read() {
-            Ok(a) => a.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-}
 
 /// Accepts until SIGTERM or SIGINT, then lets requests in flight finish (10 s at most).
 pub(super) async fn serve(
