@@ -5,6 +5,8 @@
 //! the order of the steps.
 
 mod crl;
+mod crl_der;
+mod crl_files;
 pub mod documents;
 pub mod fleet;
 mod fleet_names;
@@ -16,27 +18,33 @@ pub mod masters;
 mod migrate;
 mod on_crl;
 mod overrides;
+mod own_crl;
 mod pending;
 mod renew;
 mod replay;
 mod reserved;
+mod revocation_input;
+mod revoke;
+mod root_crl;
 mod root_crl_share;
+mod root_revocations;
 mod root_revoke;
+mod signed;
 mod verify;
 
-pub use crl::{ALREADY_REVOKED, REASONS};
 pub use issue::{IssueOutcome, Stored};
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
 pub use overrides::{enc_json_with_source, Source};
+pub use own_crl::{count_own_crl, read_own_crl, read_root_der, NOT_SIGNED_BY_ROOT};
 pub use pending::{keep_always, KeepGate};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
+pub use revocation_input::REASONS;
+pub use revoke::ALREADY_REVOKED;
 pub use root_crl_share::{take_shared_root_crl, Taken};
-pub use root_revoke::{
-    count_own_crl, read_own_crl, read_root_der, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT,
-    ROOT_REVOCATIONS,
-};
+pub use root_revocations::{RootRevocation, ROOT_REVOCATIONS};
+pub use root_revoke::{RootRevoked, RootTarget, Vouched};
 pub use verify::Verified;
 
 use crate::decision;
@@ -315,7 +323,7 @@ impl Authority {
             Err(Error::NotValid { .. }) if !self.store.batches() => {
                 // A master that joined since: read them again (one search), then decide. Only
                 // the master CAs this fleet's root signed count ([`masters::fleet_masters`]).
-                let root = root_revoke::read_root_der(&self.dir)
+                let root = own_crl::read_root_der(&self.dir)
                     .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
                 let root_crl = self.policy.trust.own_crl.get();
                 let (fresh, _) =

@@ -10,8 +10,9 @@
 //! stays, and a warning says so once per distinct value (never less strict: a forged or an
 //! older CRL could only drop revocations).
 
-use super::crl::{crl_number_in, CrlNumber};
-use super::root_revoke::{read_root_der, signed_by_root, MAX_ROOT_CRL};
+use super::crl_der::{crl_number_in, CrlNumber};
+use super::own_crl::{read_root_der, MAX_ROOT_CRL};
+use super::signed::signed_by_root;
 use super::Authority;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
@@ -244,7 +245,7 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
     }
     let path = dir.file(bootstrap::ROOT_CRL);
     let pem = crate::encoding::pem::encode("X509 CRL", &der);
-    let dated = super::crl::after_second(super::crl::modified_second(&path));
+    let dated = super::crl_files::after_second(super::crl_files::modified_second(&path));
     if let Err(e) = crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated) {
         return failed(format!(
             "the root CRL from {} could not be written to {}: {e}",

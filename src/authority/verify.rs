@@ -8,6 +8,8 @@
 //! holding the lock, so that what it reports is of a settled store (taking the lock first
 //! finishes any recovery, as every command that takes it does).
 
+use super::own_crl::root_crl_problem;
+use super::signed::signed_by_one_of;
 use super::Authority;
 use crate::error::Error;
 use crate::store::verify::Finding;
@@ -58,30 +60,6 @@ fn facts(pem: &str) -> Result<(CertFacts, Vec<u8>), String> {
     let cn = cert.subject().iter_common_name().next().and_then(|c| c.as_str().ok()).map(str::to_string);
     let not_after = crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime());
     Ok((CertFacts { serial, cn, not_after }, der))
-}
-
-/// Whether `cert_der`'s signature verifies with the key of one of `cas` (DER), by the
-/// algorithms vouch accepts on a CSR.
-pub(super) fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).map_err(|e| e.to_string())?;
-    let mut last = "no master CA certificate to check it with".to_string();
-    for ca_der in cas {
-        let Ok((_, ca)) = x509_parser::parse_x509_certificate(ca_der) else { continue };
-        if ca.subject().as_raw() != cert.issuer().as_raw() {
-            last = format!("its issuer is {}", cert.issuer());
-            continue;
-        }
-        match crate::encoding::verify_x509_signature(
-            &cert.signature_algorithm,
-            &ca,
-            cert.tbs_certificate.as_ref(),
-            &cert.signature_value.data,
-        ) {
-            Ok(()) => return Ok(()),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 /// A certificate's subject, for a message.
@@ -204,7 +182,7 @@ impl Authority {
         }
         // The root CRL the decision counts for conductors: one that does not read, or that the
         // root did not sign (a master CA's CRL copied there), refuses every conductor of the root.
-        if let Some(detail) = super::root_revoke::root_crl_problem(&self.dir) {
+        if let Some(detail) = root_crl_problem(&self.dir) {
             say(Finding::RootCrlUnreadable { detail }, &mut seen);
         }
         let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
