@@ -4,12 +4,14 @@
 //! knows no keys; the issuer knows no policy; this module joins them and owns
 //! the order of the steps.
 
+mod cpu_gate;
 mod crl;
 mod crl_der;
 mod crl_files;
 pub mod documents;
 pub mod fleet;
 mod fleet_names;
+mod group_commit;
 pub mod inventory;
 mod issue;
 mod list;
@@ -17,6 +19,7 @@ mod local;
 pub mod masters;
 mod migrate;
 mod on_crl;
+mod outcome;
 mod overrides;
 mod own_crl;
 mod pending;
@@ -32,9 +35,9 @@ mod root_revoke;
 mod signed;
 mod verify;
 
-pub use issue::{IssueOutcome, Stored};
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
+pub use outcome::{IssueOutcome, Stored};
 pub use overrides::{enc_json_with_source, Source};
 pub use own_crl::{count_own_crl, read_own_crl, read_root_der, NOT_SIGNED_BY_ROOT};
 pub use pending::{keep_always, KeepGate};
@@ -80,7 +83,7 @@ pub struct Authority {
     shared_journal: Option<Arc<dyn ReplayJournal>>,
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
-    group: GroupCommit<issue::Job, Result<issue::Committed, Error>>,
+    group: GroupCommit<group_commit::Job, Result<group_commit::Committed, Error>>,
     /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::issue`].
     maintained: std::sync::atomic::AtomicI64,
     /// The names on the service's and the administrator's certificates: never a node's.
@@ -155,7 +158,7 @@ impl Authority {
             dir: dir.clone(),
             policy,
             ca,
-            group: GroupCommit::new(issue::MAX_BATCH),
+            group: GroupCommit::new(group_commit::MAX_BATCH),
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
             fleet: Arc::new(masters::Siblings::default()),
