@@ -162,6 +162,14 @@ impl Authority {
         let serial = normal_serial(given).ok_or_else(|| Error::SerialInvalid { given: given.to_string() })?;
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
+        let rec = self.record_by_serial(serial)?;
+        self.revoke_found(&lock, rec, reason, now)
+    }
+
+    /// The certificate `vouch revoke --serial` names (`serial`, or the same with a leading
+    /// zero octet): its record, else its inventory line; a record that does not read, a
+    /// conductor's serial and an unknown one are errors.
+    fn record_by_serial(&self, serial: String) -> Result<CertRecord, Error> {
         let candidates = [serial.clone(), format!("00{serial}")];
         let mut rec = None;
         // A record that does not read: the inventory line may still name the certificate.
@@ -199,6 +207,18 @@ impl Authority {
                 });
             }
         };
+        Ok(rec)
+    }
+
+    /// `vouch revoke --serial` once its certificate `rec` is found, under `lock`: revoked, or
+    /// what was revoked before put on the CRL (recorded again where no revocation lists it).
+    fn revoke_found(
+        &self,
+        lock: &WriteLock,
+        rec: CertRecord,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
         // The certname's current certificate, when it is this one and can be read: revoked as
         // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
         let expected = match self.store.current(&rec.certname) {
@@ -213,7 +233,7 @@ impl Authority {
             // revocations.txt: recorded again, at its first time and reason).
             State::Revoked if another_ca || self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
                 if !another_ca {
-                    self.crl_for_revoked(&lock, &rec.certname, &rec.serial, false, now)?;
+                    self.crl_for_revoked(lock, &rec.certname, &rec.serial, false, now)?;
                 }
                 return Ok(format!("serial {} ({}) {ALREADY_REVOKED}", rec.serial, rec.certname));
             }
@@ -224,8 +244,8 @@ impl Authority {
                     rec.reason.clone().unwrap_or_else(|| reason.to_string()),
                     false,
                 );
-                self.store.revoke(&lock, &rev, &rec, None)?;
-                self.finish_revocation(&lock, &rev, now)?;
+                self.store.revoke(lock, &rev, &rec, None)?;
+                self.finish_revocation(lock, &rev, now)?;
                 return Ok(format!(
                     "serial {} ({}) was revoked by its record, but no revocation listed it: recorded again, \
                      on the CRL now",
@@ -247,14 +267,14 @@ impl Authority {
         // the record is made to say it, at its time and reason, as the CRL carries it.
         if let Some(listed) = self.store.revocations()?.into_iter().find(|r| r.serial == rec.serial) {
             let rev = Revocation::of(&rec, listed.time, listed.reason, false);
-            self.store.revoke(&lock, &rev, &rec, expected.as_ref())?;
-            self.finish_revocation(&lock, &rev, now)?;
+            self.store.revoke(lock, &rev, &rec, expected.as_ref())?;
+            self.finish_revocation(lock, &rev, now)?;
             return Ok(format!(
                 "serial {} ({}) was listed as revoked, its record said issued: it says revoked now",
                 rec.serial, rec.certname
             ));
         }
-        self.revoke_locked(&lock, &rec, expected.as_ref(), reason, false, now)?;
+        self.revoke_locked(lock, &rec, expected.as_ref(), reason, false, now)?;
         Ok(format!("revoked serial {} ({})", rec.serial, rec.certname))
     }
 
