@@ -16,6 +16,7 @@ use crate::issuance::root_issued::{self, Kind};
 use crate::store::{CertRecord, StoreError};
 use std::path::Path;
 use time::OffsetDateTime;
+use x509_parser::certificate::X509Certificate;
 
 /// What `vouch conductor revoke` is given: a certificate, a serial, or both.
 #[derive(Debug, Clone, Copy)]
@@ -148,80 +149,98 @@ impl Authority {
             }
             None => None,
         };
-        let serial_of =
-            |c: &x509_parser::certificate::X509Certificate<'_>| serial_value(&crate::encoding::hex(c.raw_serial()));
         let master_der = self.ca.cert_der.as_slice();
         let (_, master) = x509_parser::parse_x509_certificate(master_der)
             .map_err(|e| Error::Store { detail: format!("the master CA's certificate: {e}") })?;
-        let ca_refused = |serial: String, what: String| Error::ConductorRevokeCa { serial, what };
         if let Some((path, der)) = target.cert {
-            let (_, cert) = x509_parser::parse_x509_certificate(der)
-                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
-            let serial = serial_of(&cert);
-            if let Some(g) = given.as_ref().filter(|g| **g != serial) {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "--serial {g} is not the serial of {} (its serial is {serial}); give one of the two, or both \
-                         of the same certificate",
-                        path.display()
-                    ),
-                });
-            }
-            if der == root_der.as_slice() {
-                return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
-            }
-            if let Err(detail) = signed_by_one_of(der, std::slice::from_ref(&root_der)) {
-                let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
-                    let instead = match [serial.clone(), format!("00{serial}")]
-                        .iter()
-                        .find_map(|c| self.store.record(c).ok().flatten())
-                    {
-                        Some(rec) => self.revoke_serial_would(&rec, Some(der)),
-                        None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
-                    };
-                    format!(
-                        "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
-                         certificate). {instead}"
-                    )
-                } else {
-                    detail
-                };
-                return Err(Error::ConductorNotOurs {
-                    path: path.to_path_buf(),
-                    root: root.subject().to_string(),
-                    detail,
-                });
-            }
-            let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
-            if der == master_der || is_ca {
-                let what = if der == master_der {
-                    format!("this master CA ({})", cert.subject())
-                } else {
-                    format!("a CA certificate under the root ({})", cert.subject())
-                };
-                return Err(ca_refused(serial, what));
-            }
-            if !has_conductor_eku(&cert) {
-                return Err(Error::NotAConductor {
-                    path: path.to_path_buf(),
-                    subject: cert.subject().to_string(),
-                    serial,
-                });
-            }
-            let fingerprint = crate::encoding::sha256_hex(der);
-            return Ok(Target { serial, what: format!("conductor {}", cert.subject()), fingerprint, held: true });
+            return self.target_by_cert(path, der, given.as_deref(), &root_der, &root, &master);
         }
         let Some(serial) = given else {
             return Err(Error::Usage {
                 detail: "give the conductor's certificate (--cert FILE) or its --serial".into(),
             });
         };
-        // What the root issued that this directory holds: the root itself, this master CA, the
-        // masters sharing the store, and the conductor `vouch serve`'s first run made.
-        if serial_of(&root) == serial {
+        self.refuse_ca_serial(&serial, &root, &master)?;
+        self.refuse_store_serial(&serial)?;
+        self.conductor_by_given_serial(serial, &root_der, now)
+    }
+
+    /// [`Authority::root_target`] given the certificate (`der`, read from `path`; `given`: the
+    /// --serial given with it): a conductor the root (`root_der`, `root`) issued, else refused.
+    fn target_by_cert(
+        &self,
+        path: &Path,
+        der: &[u8],
+        given: Option<&str>,
+        root_der: &Vec<u8>,
+        root: &X509Certificate<'_>,
+        master: &X509Certificate<'_>,
+    ) -> Result<Target, Error> {
+        let master_der = self.ca.cert_der.as_slice();
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
+        let serial = serial_of(&cert);
+        if let Some(g) = given.as_ref().filter(|g| **g != serial) {
+            return Err(Error::Usage {
+                detail: format!(
+                    "--serial {g} is not the serial of {} (its serial is {serial}); give one of the two, or both \
+                     of the same certificate",
+                    path.display()
+                ),
+            });
+        }
+        if der == root_der.as_slice() {
             return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
         }
-        if serial_of(&master) == serial && master.issuer().as_raw() == root.subject().as_raw() {
+        if let Err(detail) = signed_by_one_of(der, std::slice::from_ref(root_der)) {
+            let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
+                let instead = match [serial.clone(), format!("00{serial}")]
+                    .iter()
+                    .find_map(|c| self.store.record(c).ok().flatten())
+                {
+                    Some(rec) => self.revoke_serial_would(&rec, Some(der)),
+                    None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+                };
+                format!(
+                    "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
+                     certificate). {instead}"
+                )
+            } else {
+                detail
+            };
+            return Err(Error::ConductorNotOurs { path: path.to_path_buf(), root: root.subject().to_string(), detail });
+        }
+        let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        if der == master_der || is_ca {
+            let what = if der == master_der {
+                format!("this master CA ({})", cert.subject())
+            } else {
+                format!("a CA certificate under the root ({})", cert.subject())
+            };
+            return Err(ca_refused(serial, what));
+        }
+        if !has_conductor_eku(&cert) {
+            return Err(Error::NotAConductor { path: path.to_path_buf(), subject: cert.subject().to_string(), serial });
+        }
+        let fingerprint = crate::encoding::sha256_hex(der);
+        Ok(Target { serial, what: format!("conductor {}", cert.subject()), fingerprint, held: true })
+    }
+
+    /// A serial given alone that names a CA the root issued (the root itself, this master CA,
+    /// a master CA sharing the store): refused.
+    fn refuse_ca_serial(
+        &self,
+        serial: &str,
+        root: &X509Certificate<'_>,
+        master: &X509Certificate<'_>,
+    ) -> Result<(), Error> {
+        let serial = serial.to_string();
+        // What the root issued that this directory holds: the root itself, this master CA, the
+        // masters sharing the store, and the conductor `vouch serve`'s first run made.
+        if serial_of(root) == serial {
+            return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
+        }
+        if serial_of(master) == serial && master.issuer().as_raw() == root.subject().as_raw() {
             return Err(ca_refused(serial, format!("this master CA ({})", master.subject())));
         }
         for other in self.store.issuers()? {
@@ -230,6 +249,13 @@ impl Authority {
                 return Err(ca_refused(serial, format!("the master CA {} sharing this store", c.subject())));
             }
         }
+        Ok(())
+    }
+
+    /// A serial given alone that names a certificate this CA's store holds (by its record, or
+    /// by its inventory line): refused, with what `vouch revoke --serial` would do instead.
+    fn refuse_store_serial(&self, serial: &str) -> Result<(), Error> {
+        let serial = serial.to_string();
         // A certificate this store holds is a master CA's (a node's, the service's, an
         // administrator's), never a conductor: on the root CRL it would revoke nothing, and
         // the operator would believe it revoked.
@@ -262,6 +288,17 @@ impl Authority {
             let instead = self.revoke_serial_would(&rec, None);
             return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname, instead });
         }
+        Ok(())
+    }
+
+    /// A serial given alone, once no CA's and no store's: the conductor this data directory
+    /// knows by it (`root_issued.txt`, the service's own, the store's records), else refused.
+    fn conductor_by_given_serial(
+        &self,
+        serial: String,
+        root_der: &Vec<u8>,
+        now: OffsetDateTime,
+    ) -> Result<Target, Error> {
         // What the root key issued here: a master CA refused, a conductor known.
         let issued = self.dir.file(root_issued::ROOT_ISSUED);
         if let Some(i) = root_issued::find(&self.dir.ca(), &serial)? {
@@ -283,7 +320,7 @@ impl Authority {
         if let Ok(pem) = crate::files::durable::read_regular(&local) {
             if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
                 if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
-                    if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(&root_der)) {
+                    if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(root_der)) {
                         return Ok(Target {
                             serial,
                             what: format!("conductor {}, the service's own at {}", c.subject(), local.display()),
@@ -425,6 +462,16 @@ fn is_conductor_of(c: &x509_parser::certificate::X509Certificate<'_>, der: &[u8]
 fn has_conductor_eku(c: &x509_parser::certificate::X509Certificate<'_>) -> bool {
     matches!(c.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(crate::encoding::oids::EKU_CONDUCTOR.iter().copied()))))
+}
+
+/// A certificate's serial as its value (no leading zero octet).
+fn serial_of(c: &X509Certificate<'_>) -> String {
+    serial_value(&crate::encoding::hex(c.raw_serial()))
+}
+
+/// `vouch conductor revoke` refused for a CA's serial.
+fn ca_refused(serial: String, what: String) -> Error {
+    Error::ConductorRevokeCa { serial, what }
 }
 
 /// The conductor `vouch conductor revoke` is given.
