@@ -34,6 +34,7 @@ mod root_revocations;
 mod root_revoke;
 mod signed;
 mod verify;
+mod verify_files;
 
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
