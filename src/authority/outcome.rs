@@ -6,6 +6,8 @@ use crate::error::Error;
 use crate::issuance::certificate::Issued;
 
 /// The outcome of [`Authority::issue`].
+///
+/// [`Authority::issue`]: super::Authority::issue
 #[derive(Debug)]
 pub enum IssueOutcome {
     Issued(Issued),
@@ -13,6 +15,8 @@ pub enum IssueOutcome {
 }
 
 /// A certificate stored by [`Authority::issue_locked`] (a renewal, a local certificate).
+///
+/// [`Authority::issue_locked`]: super::Authority::issue_locked
 #[derive(Debug)]
 pub struct Stored {
     pub issued: Issued,
