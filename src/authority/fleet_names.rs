@@ -50,7 +50,7 @@ impl Authority {
         if !self.store.shares_root_crl() {
             return Ok(());
         }
-        let root = super::root_revoke::read_root_der(&self.dir)
+        let root = super::own_crl::read_root_der(&self.dir)
             .map_err(|detail| Error::Cert { path: self.dir.file(crate::issuance::bootstrap::ROOT_CERT), detail })?;
         let root_crl = self.policy.trust.own_crl.get();
         let (siblings, _) =
@@ -122,7 +122,7 @@ impl Authority {
 
     /// Whether `der` is a service certificate the master CA `ca` issued, valid at `now`.
     fn service_certificate_of(&self, der: &[u8], ca: &[u8], now: OffsetDateTime) -> Result<(), String> {
-        super::verify::signed_by_one_of(der, &[ca.to_vec()])
+        super::signed::signed_by_one_of(der, &[ca.to_vec()])
             .map_err(|e| format!("that master CA did not issue it ({e})"))?;
         let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
         let until = cert.validity().not_after.to_datetime();

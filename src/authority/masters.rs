@@ -22,10 +22,11 @@
 //! [`Authority::refresh_fleet`] does all of it: in `vouch serve`'s start and maintenance
 //! (every 5 s), and in `vouch crl --fetch`'s local form.
 
-use super::crl::{crl_number_in, CrlNumber};
+use super::crl_der::{crl_number_in, CrlNumber};
 use super::documents::{file_id, FileId};
+use super::own_crl::read_root_der;
 use super::root_crl_share::first_time;
-use super::root_revoke::{read_root_der, signed_by_root};
+use super::signed::signed_by_root;
 use super::Authority;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::policy::RootCrl;
@@ -120,7 +121,7 @@ fn master_of(der: &[u8], root: &[u8]) -> Result<(), String> {
     if !is_ca {
         return Err("it is no CA certificate (basicConstraints without cA)".into());
     }
-    super::verify::signed_by_one_of(der, &[root.to_vec()])
+    super::signed::signed_by_one_of(der, &[root.to_vec()])
         .map_err(|e| format!("this fleet's root did not sign it ({e})"))
 }
 

@@ -4,10 +4,14 @@
 //! knows no keys; the issuer knows no policy; this module joins them and owns
 //! the order of the steps.
 
+mod cpu_gate;
 mod crl;
+mod crl_der;
+mod crl_files;
 pub mod documents;
 pub mod fleet;
 mod fleet_names;
+mod group_commit;
 pub mod inventory;
 mod issue;
 mod list;
@@ -15,28 +19,36 @@ mod local;
 pub mod masters;
 mod migrate;
 mod on_crl;
+mod outcome;
 mod overrides;
+mod own_crl;
 mod pending;
 mod renew;
 mod replay;
 mod reserved;
+mod revocation_input;
+mod revoke;
+mod root_crl;
 mod root_crl_share;
+mod root_revocations;
 mod root_revoke;
+mod signed;
 mod verify;
+mod verify_files;
 
-pub use crl::{ALREADY_REVOKED, REASONS};
-pub use issue::{IssueOutcome, Stored};
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
+pub use outcome::{IssueOutcome, Stored};
 pub use overrides::{enc_json_with_source, Source};
+pub use own_crl::{count_own_crl, read_own_crl, read_root_der, NOT_SIGNED_BY_ROOT};
 pub use pending::{keep_always, KeepGate};
 pub use replay::{claim_once, hold_refused, peek_replay};
 pub use reserved::{host_name, names_on_certificate, Holder, ReservedNames};
+pub use revocation_input::REASONS;
+pub use revoke::ALREADY_REVOKED;
 pub use root_crl_share::{take_shared_root_crl, Taken};
-pub use root_revoke::{
-    count_own_crl, read_own_crl, read_root_der, RootRevocation, RootRevoked, RootTarget, Vouched, NOT_SIGNED_BY_ROOT,
-    ROOT_REVOCATIONS,
-};
+pub use root_revocations::{RootRevocation, ROOT_REVOCATIONS};
+pub use root_revoke::{RootRevoked, RootTarget, Vouched};
 pub use verify::Verified;
 
 use crate::decision;
@@ -72,7 +84,7 @@ pub struct Authority {
     shared_journal: Option<Arc<dyn ReplayJournal>>,
     ca: MasterCa,
     /// Vouched issuances from concurrent callers (`vouch serve`), stored in batches.
-    group: GroupCommit<issue::Job, Result<issue::Committed, Error>>,
+    group: GroupCommit<group_commit::Job, Result<group_commit::Committed, Error>>,
     /// The second (Unix time) of the last [`Authority::maintain`] from [`Authority::issue`].
     maintained: std::sync::atomic::AtomicI64,
     /// The names on the service's and the administrator's certificates: never a node's.
@@ -147,7 +159,7 @@ impl Authority {
             dir: dir.clone(),
             policy,
             ca,
-            group: GroupCommit::new(issue::MAX_BATCH),
+            group: GroupCommit::new(group_commit::MAX_BATCH),
             maintained: std::sync::atomic::AtomicI64::new(i64::MIN),
             reserved: ReservedNames::load(dir),
             fleet: Arc::new(masters::Siblings::default()),
@@ -315,7 +327,7 @@ impl Authority {
             Err(Error::NotValid { .. }) if !self.store.batches() => {
                 // A master that joined since: read them again (one search), then decide. Only
                 // the master CAs this fleet's root signed count ([`masters::fleet_masters`]).
-                let root = root_revoke::read_root_der(&self.dir)
+                let root = own_crl::read_root_der(&self.dir)
                     .map_err(|detail| Error::Cert { path: self.dir.file(bootstrap::ROOT_CERT), detail })?;
                 let root_crl = self.policy.trust.own_crl.get();
                 let (fresh, _) =

@@ -6,7 +6,7 @@
 //! address). A request beyond either is refused all the same and not kept
 //! ([`Error::Limited`]). Granted requests never come here.
 
-use super::issue::IssueOutcome;
+use super::outcome::IssueOutcome;
 use super::replay::hold_refused;
 use super::{Authority, KEEP_UNVOUCHED_MAX};
 use crate::decision::{self, Refusal, Refused};

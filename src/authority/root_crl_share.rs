@@ -10,8 +10,9 @@
 //! stays, and a warning says so once per distinct value (never less strict: a forged or an
 //! older CRL could only drop revocations).
 
-use super::crl::{crl_number_in, CrlNumber};
-use super::root_revoke::{read_root_der, signed_by_root, MAX_ROOT_CRL};
+use super::crl_der::{crl_number_in, CrlNumber};
+use super::own_crl::{read_root_der, MAX_ROOT_CRL};
+use super::signed::signed_by_root;
 use super::Authority;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
@@ -175,14 +176,32 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
     if !store.shares_root_crl() || dir.file(bootstrap::ROOT_KEY).exists() {
         return Taken::NotShared;
     }
+    let (der, root, number) = match shared_root_crl_checked(dir, store) {
+        Ok(checked) => checked,
+        Err(taken) => return taken,
+    };
+    // The local file compared and replaced in one step: two processes of this master taking
+    // at once (the hook and `vouch serve`'s maintenance) could otherwise write an older CRL
+    // over the newer one the other wrote meanwhile. Without the lock (a filesystem without
+    // flock on a directory), taken as before.
+    let _held = lock_ca_dir(dir);
+    if let Some(kept) = local_kept(dir, store, &root, &der, number) {
+        return kept;
+    }
+    write_taken(dir, store, &der, number)
+}
+
+/// The root CRL the shared `store` holds (DER), `dir`'s root certificate (DER) and the CRL's
+/// number, once it verifies with that root; else what [`take_shared_root_crl`] answers.
+fn shared_root_crl_checked(dir: &DataDir, store: &dyn Store) -> Result<(Vec<u8>, Vec<u8>, u128), Taken> {
     let der = match store.shared_root_crl() {
         Ok(Some(der)) => der,
-        Ok(None) => return Taken::Nothing,
-        Err(e) => return failed(format!("the root CRL in {} could not be read: {e}", store.describe())),
+        Ok(None) => return Err(Taken::Nothing),
+        Err(e) => return Err(failed(format!("the root CRL in {} could not be read: {e}", store.describe()))),
     };
     let root = match read_root_der(dir) {
         Ok(r) => r,
-        Err(e) => return failed(format!("the shared root CRL cannot be checked: {e}")),
+        Err(e) => return Err(failed(format!("the shared root CRL cannot be checked: {e}"))),
     };
     let checked = if u64::try_from(der.len()).unwrap_or(u64::MAX) > MAX_ROOT_CRL {
         Err(format!("it is larger than any root CRL vouch reads ({} bytes)", der.len()))
@@ -191,29 +210,33 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
     };
     let number = match checked {
         Ok(n) => n,
-        Err(why) => return refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()),
+        Err(why) => {
+            return Err(refused(format!("the root CRL in {}: {why}", store.describe()), &der, &store.describe()))
+        }
     };
-    // The local file compared and replaced in one step: two processes of this master taking
-    // at once (the hook and `vouch serve`'s maintenance) could otherwise write an older CRL
-    // over the newer one the other wrote meanwhile. Without the lock (a filesystem without
-    // flock on a directory), taken as before.
-    let _held = lock_ca_dir(dir);
-    match local_number(dir, &root) {
-        Ok(Some((local, _))) if local == number => return Taken::Same,
+    Ok((der, root, number))
+}
+
+/// Whether the local root CRL stays (`Some`: what [`take_shared_root_crl`] answers): the
+/// store's `der` (numbered `number`) is the same, lower, drops a conductor it revokes, or
+/// the local one does not read.
+fn local_kept(dir: &DataDir, store: &dyn Store, root: &[u8], der: &[u8], number: u128) -> Option<Taken> {
+    match local_number(dir, root) {
+        Ok(Some((local, _))) if local == number => return Some(Taken::Same),
         Ok(Some((local, _))) if local > number => {
-            return refused(
+            return Some(refused(
                 format!(
                     "the root CRL in {} is numbered {number}, lower than this directory's ({local}): an older one",
                     store.describe()
                 ),
-                &der,
+                der,
                 &store.describe(),
-            )
+            ))
         }
-        Ok(Some((local, local_der))) => match dropped_serials(&local_der, &der) {
+        Ok(Some((local, local_der))) => match dropped_serials(&local_der, der) {
             Ok(dropped) if dropped.is_empty() => {}
             Ok(dropped) => {
-                return refused(
+                return Some(refused(
                     format!(
                         "the root CRL in {} (number {number}) does not list {} conductor(s) this directory's \
                          (number {local}) revokes (serial {}): taken, it would undo their revocation",
@@ -221,30 +244,35 @@ pub fn take_shared_root_crl(dir: &DataDir, store: &dyn Store) -> Taken {
                         dropped.len(),
                         dropped.join(", ")
                     ),
-                    &der,
+                    der,
                     &store.describe(),
-                )
+                ))
             }
             Err(why) => {
-                return refused(
+                return Some(refused(
                     format!("the local root CRL is kept: its revocations do not read ({why})"),
-                    &der,
+                    der,
                     &store.describe(),
-                )
+                ))
             }
         },
         Ok(None) => {}
         Err(why) => {
-            return refused(
+            return Some(refused(
                 format!("the local root CRL is kept: {why}; the store's (number {number}) is not taken in its place"),
-                &der,
+                der,
                 &store.describe(),
-            )
+            ))
         }
     }
+    None
+}
+
+/// Writes the store's root CRL `der` (numbered `number`) to `DIR/ca/root_crl.pem`.
+fn write_taken(dir: &DataDir, store: &dyn Store, der: &[u8], number: u128) -> Taken {
     let path = dir.file(bootstrap::ROOT_CRL);
-    let pem = crate::encoding::pem::encode("X509 CRL", &der);
-    let dated = super::crl::after_second(super::crl::modified_second(&path));
+    let pem = crate::encoding::pem::encode("X509 CRL", der);
+    let dated = super::crl_files::after_second(super::crl_files::modified_second(&path));
     if let Err(e) = crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated) {
         return failed(format!(
             "the root CRL from {} could not be written to {}: {e}",

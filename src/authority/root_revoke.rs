@@ -4,253 +4,19 @@
 //! The decision counts that CRL whatever the policy lists ([`crate::policy::OwnCrl`]): the
 //! authority reads it when it opens, and again whenever the file changes.
 
-use super::crl::{normal_serial, reason_code, REASONS};
-use super::documents::{file_id, FileId};
+use super::revocation_input::{normal_serial, reason_code, REASONS};
+use super::root_revocations::{append_root_revocation, read_root_revocations, serial_value, RootRevocation};
+use super::signed::signed_by_one_of;
 use super::Authority;
 use super::Holder;
 use crate::encoding::time::format_rfc3339;
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, DataDir};
 use crate::issuance::root_issued::{self, Kind};
-use crate::policy::{Policy, RootCrl};
 use crate::store::{CertRecord, StoreError};
 use std::path::Path;
-use std::sync::Arc;
 use time::OffsetDateTime;
-
-pub use crate::policy::own_crl::{NOT_SIGNED_BY_ROOT, ROOT_REVOCATIONS};
-/// The size of [`ROOT_REVOCATIONS`] the root CRL on disk covers (`DIR/ca/`).
-pub(super) const ROOT_CRL_STAMP: &str = "root_crl_revocations_size";
-
-/// One line of `root_revocations.txt`: `SERIAL TIME REASON[ fingerprint=HEX]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RootRevocation {
-    /// The serial's value: lowercase hex, an even number of digits, no leading zero octet.
-    pub serial: String,
-    /// RFC 3339.
-    pub time: String,
-    /// As RFC 5280 names it (keyCompromise).
-    pub reason: String,
-    /// The revoked certificate's SHA-256 (lowercase hex), when its certificate was given.
-    pub fingerprint: Option<String>,
-}
-
-impl RootRevocation {
-    fn line(&self) -> String {
-        let mut line = format!("{} {} {}", self.serial, self.time, self.reason);
-        if let Some(fp) = &self.fingerprint {
-            line.push_str(" fingerprint=");
-            line.push_str(fp);
-        }
-        line
-    }
-
-    /// A line as [`RootRevocation::line`] writes it; `None`: no serial a CRL could hold. The
-    /// serial is whole only where a space follows it: a line cut off inside its serial (an
-    /// even number of digits left) would otherwise put another serial on the CRL.
-    fn parse(line: &str) -> Option<Self> {
-        let (serial, rest) = line.split_once(' ')?;
-        if serial.is_empty()
-            || serial.len() % 2 != 0
-            || serial.len() > 40
-            || !serial.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return None;
-        }
-        let serial = serial.to_ascii_lowercase();
-        let mut fields = rest.split(' ');
-        let time = fields.next().unwrap_or_default().to_string();
-        let reason = fields.next().unwrap_or_default().to_string();
-        let fingerprint = fields.find_map(|f| f.strip_prefix("fingerprint=")).map(str::to_string);
-        Some(RootRevocation { serial: serial_value(&serial), time, reason, fingerprint })
-    }
-
-    /// The serial's octets, for the CRL.
-    pub(super) fn serial_bytes(&self) -> Vec<u8> {
-        hex_octets(&self.serial)
-    }
-}
-
-fn hex_octets(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).filter_map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
-}
-
-/// A serial (lowercase hex, an even number of digits) as its value: without the leading zero
-/// octets DER puts before a serial whose first bit is set (`openssl x509 -serial` prints
-/// none; the certificate's own bytes carry one), so that both forms name one serial.
-fn serial_value(hex: &str) -> String {
-    crate::issuance::root_issued::serial_value(hex)
-}
-
-/// A value that changes whenever a root revocation is recorded: the size of the list.
-pub(super) fn revocations_stamp(dir: &DataDir) -> String {
-    std::fs::symlink_metadata(dir.file(ROOT_REVOCATIONS)).map(|m| m.len()).unwrap_or(0).to_string()
-}
-
-/// Every root revocation recorded, in order (none without the file). A line that names no
-/// serial a CRL could hold is left out, with a `root-revocation-lines-damaged` warning.
-pub(super) fn read_root_revocations(dir: &DataDir) -> Result<Vec<RootRevocation>, Error> {
-    let path = dir.file(ROOT_REVOCATIONS);
-    let text = match super::crl::read_text(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(Error::Io { path, op: "read", source }),
-    };
-    let mut damaged = 0usize;
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match RootRevocation::parse(line.trim()) {
-            Some(r) => out.push(r),
-            None => damaged = damaged.saturating_add(1),
-        }
-    }
-    if damaged > 0 {
-        tracing::warn!(
-            event = "root-revocation-lines-damaged",
-            path = %path.display(),
-            lines = damaged,
-            detail = "lines that name no serial are left off the root CRL",
-        );
-    }
-    Ok(out)
-}
-
-/// Appends one root revocation, synced, on a line of its own (after a last line cut short).
-fn append_root_revocation(dir: &DataDir, r: &RootRevocation) -> Result<(), Error> {
-    let path = dir.file(ROOT_REVOCATIONS);
-    let before = match super::crl::read_text(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(Error::Io { path, op: "read", source }),
-    };
-    let line = if before.is_empty() || before.ends_with('\n') { r.line() } else { format!("\n{}", r.line()) };
-    crate::files::durable::append_line(&path, &line).map_err(|source| Error::Io { path, op: "append to", source })
-}
-
-/// The most vouch reads of a root CRL: it lists conductors only (some 40 bytes each).
-pub(super) const MAX_ROOT_CRL: u64 = 16 << 20;
-
-/// What the decision counts in `dir` ([`crate::policy::OwnCrl`]): the root CRL
-/// (`DIR/ca/root_crl.pem`, PEM or DER; a link there is followed, as for the root certificate:
-/// an operator may link the copy) and the root revocations recorded beside it
-/// (`root_revocations.txt`, where the root key is), with the root certificate. `None` when
-/// neither file exists (not an error: a further master before a root CRL is copied there).
-/// A file that exists but does not read (cut short, not a regular file, not a CRL, too large)
-/// is no error either: it is what the decision is told ([`RootCrl::unreadable`]), and every
-/// conductor of this root is refused until it reads.
-pub fn read_own_crl(dir: &DataDir) -> Option<Arc<RootCrl>> {
-    let root = read_root_der(dir);
-    let crl = read_root_crl(dir, root.as_deref().ok());
-    let recorded = match read_root_revocations(dir) {
-        Ok(list) => Ok(list.iter().map(|r| r.serial_bytes()).collect::<std::collections::HashSet<_>>()),
-        Err(e) => Err(e.to_string()),
-    };
-    if matches!((&crl, &recorded), (Ok(None), Ok(r)) if r.is_empty()) {
-        return None;
-    }
-    let problems: Vec<String> =
-        [crl.as_ref().err(), recorded.as_ref().err(), root.as_ref().err()].into_iter().flatten().cloned().collect();
-    Some(Arc::new(RootCrl {
-        root: root.ok(),
-        crl: crl.ok().flatten(),
-        recorded: recorded.unwrap_or_default(),
-        unreadable: (!problems.is_empty()).then(|| problems.join("; ")),
-    }))
-}
-
-/// The data directory's root certificate (DER), or why it does not read.
-pub fn read_root_der(dir: &DataDir) -> Result<Vec<u8>, String> {
-    let root_path = dir.file(bootstrap::ROOT_CERT);
-    crate::files::durable::read_regular_followed(&root_path)
-        .map_err(|e| format!("cannot read {}: {e}", root_path.display()))
-        .and_then(|pem| {
-            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-                .map(|(_, der)| der)
-                .map_err(|e| format!("{}: {e}", root_path.display()))
-        })
-}
-
-/// `DIR/ca/root_crl.pem` as a CRL; `Ok(None)`: there is none; `Err`: it is there and does not
-/// read as a CRL, or (deny by default) it is not the root's: its issuer is not `root`'s
-/// subject or its signature does not verify with `root`'s key (a master CA's `ca_crl.pem`
-/// copied there by mistake would otherwise count as a root CRL that lists nothing). Without
-/// `root` (it did not read), the CRL is read unchecked: the root's own problem refuses every
-/// conductor of this root anyway.
-fn read_root_crl(dir: &DataDir, root: Option<&[u8]>) -> Result<Option<webpki::CertRevocationList<'static>>, String> {
-    let path = dir.file(bootstrap::ROOT_CRL);
-    let bytes = match crate::files::durable::read_regular_followed_at_most(&path, MAX_ROOT_CRL) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    let der = if bytes.first() == Some(&0x30) {
-        bytes
-    } else {
-        crate::encoding::pem::find(&bytes, &["X509 CRL"])
-            .map(|(_, d)| d)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-    };
-    let crl = webpki::OwnedCertRevocationList::from_der(&der)
-        .map_err(|e| format!("{} is not a CRL vouch can read: {e:?}", path.display()))?;
-    if let Some(root) = root {
-        signed_by_root(&der, root).map_err(|why| format!("{} {NOT_SIGNED_BY_ROOT} ({why})", path.display()))?;
-    }
-    Ok(Some(crl.into()))
-}
-
-/// Whether the CRL `der` names `root` (DER) as its issuer and its signature verifies with
-/// `root`'s key; else why not.
-pub(super) fn signed_by_root(der: &[u8], root: &[u8]) -> Result<(), String> {
-    let (_, root) = x509_parser::parse_x509_certificate(root).map_err(|e| format!("the root certificate: {e}"))?;
-    let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| format!("the CRL: {e}"))?;
-    if crl.issuer().as_raw() != root.subject().as_raw() {
-        return Err(format!("its issuer is {}, the root is {}", crl.issuer(), root.subject()));
-    }
-    crate::encoding::verify_x509_signature(
-        &crl.signature_algorithm,
-        &root,
-        crl.tbs_cert_list.as_ref(),
-        &crl.signature_value.data,
-    )
-    .map_err(|e| format!("it names the root {} as its issuer, but its signature does not verify: {e}", root.subject()))
-}
-
-/// Whether `dir`'s root CRL exists, reads as a CRL and is the root's (see [`read_own_crl`]).
-pub(super) fn root_crl_reads(dir: &DataDir) -> bool {
-    let root = read_root_der(dir);
-    matches!(read_root_crl(dir, root.as_deref().ok()), Ok(Some(_)))
-}
-
-/// Why `dir`'s root CRL, where there is one, cannot count (`vouch store verify`'s
-/// `root-crl-unreadable`): it does not read, or the root did not sign it. `None`: there is
-/// none, or it is the root's.
-pub(super) fn root_crl_problem(dir: &DataDir) -> Option<String> {
-    let root = read_root_der(dir).ok();
-    read_root_crl(dir, root.as_deref()).err()
-}
-
-/// The decision of `policy` counts the root CRL and the root revocations of `dir` (`vouch
-/// autosign --dir`, `vouch check --dir`, as the CA does). One that cannot be read is a
-/// `root-crl-unreadable` warning, and every conductor of this root is refused.
-pub fn count_own_crl(dir: &DataDir, policy: &Policy) {
-    let own = read_own_crl(dir);
-    if let Some(detail) = own.as_ref().and_then(|o| o.unreadable.as_deref()) {
-        unreadable(detail);
-    }
-    policy.trust.own_crl.set(own);
-}
-
-fn unreadable(detail: &str) {
-    tracing::warn!(
-        event = "root-crl-unreadable",
-        detail,
-        hint = "every conductor of this root is refused (conductor-revocation-unknown) until it reads: where the \
-                root key is, any command that touches the store (`vouch list`) writes the root CRL again (with \
-                --store ldap://..., `vouch conductor publish-crl` there publishes it to every master sharing the \
-                store); a master on a file store needs a copy of the root's own (ROOT_DIR/ca/root_crl.pem, signed \
-                by the root; a master CA's ca_crl.pem is not it) here",
-    );
-}
+use x509_parser::certificate::X509Certificate;
 
 /// What `vouch conductor revoke` is given: a certificate, a serial, or both.
 #[derive(Debug, Clone, Copy)]
@@ -291,32 +57,6 @@ pub struct Vouched {
 }
 
 impl Authority {
-    /// Reads `DIR/ca/root_crl.pem` and `DIR/ca/root_revocations.txt` again if either changed
-    /// since they were last read (one `stat` each when they did not), for the decisions to
-    /// count ([`crate::policy::OwnCrl`]). One that cannot be read is a `root-crl-unreadable`
-    /// warning, and every conductor of this root is refused until it reads (deny by default:
-    /// at the first read there is nothing older to keep, and a copy that arrived damaged
-    /// must not leave its revocations uncounted).
-    pub fn refresh_own_crl(&self) {
-        let ids = (file_id(&self.dir.file(bootstrap::ROOT_CRL)), file_id(&self.dir.file(ROOT_REVOCATIONS)));
-        let ids: Option<(Option<FileId>, Option<FileId>)> = match ids {
-            (Ok(a), Ok(b)) => Some((a, b)),
-            // A `stat` that fails: read again (and fail closed) at every decision.
-            _ => None,
-        };
-        let mut seen = self.own_crl_seen.lock().unwrap_or_else(|e| e.into_inner());
-        if ids.is_some() && *seen == ids {
-            return;
-        }
-        // The identities are taken before the read: a file replaced meanwhile is read again.
-        *seen = ids;
-        let own = read_own_crl(&self.dir);
-        if let Some(detail) = own.as_ref().and_then(|o| o.unreadable.as_deref()) {
-            unreadable(detail);
-        }
-        self.policy.trust.own_crl.set(own);
-    }
-
     /// `vouch conductor revoke`: puts a certificate the root issued (a conductor) on the
     /// root's CRL, recorded in `root_revocations.txt`, and writes the root CRL at once.
     /// Needs the root key. A serial revoked before is not recorded again (its CRL written if
@@ -409,80 +149,98 @@ impl Authority {
             }
             None => None,
         };
-        let serial_of =
-            |c: &x509_parser::certificate::X509Certificate<'_>| serial_value(&crate::encoding::hex(c.raw_serial()));
         let master_der = self.ca.cert_der.as_slice();
         let (_, master) = x509_parser::parse_x509_certificate(master_der)
             .map_err(|e| Error::Store { detail: format!("the master CA's certificate: {e}") })?;
-        let ca_refused = |serial: String, what: String| Error::ConductorRevokeCa { serial, what };
         if let Some((path, der)) = target.cert {
-            let (_, cert) = x509_parser::parse_x509_certificate(der)
-                .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
-            let serial = serial_of(&cert);
-            if let Some(g) = given.as_ref().filter(|g| **g != serial) {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "--serial {g} is not the serial of {} (its serial is {serial}); give one of the two, or both \
-                         of the same certificate",
-                        path.display()
-                    ),
-                });
-            }
-            if der == root_der.as_slice() {
-                return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
-            }
-            if let Err(detail) = super::verify::signed_by_one_of(der, std::slice::from_ref(&root_der)) {
-                let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
-                    let instead = match [serial.clone(), format!("00{serial}")]
-                        .iter()
-                        .find_map(|c| self.store.record(c).ok().flatten())
-                    {
-                        Some(rec) => self.revoke_serial_would(&rec, Some(der)),
-                        None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
-                    };
-                    format!(
-                        "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
-                         certificate). {instead}"
-                    )
-                } else {
-                    detail
-                };
-                return Err(Error::ConductorNotOurs {
-                    path: path.to_path_buf(),
-                    root: root.subject().to_string(),
-                    detail,
-                });
-            }
-            let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
-            if der == master_der || is_ca {
-                let what = if der == master_der {
-                    format!("this master CA ({})", cert.subject())
-                } else {
-                    format!("a CA certificate under the root ({})", cert.subject())
-                };
-                return Err(ca_refused(serial, what));
-            }
-            if !has_conductor_eku(&cert) {
-                return Err(Error::NotAConductor {
-                    path: path.to_path_buf(),
-                    subject: cert.subject().to_string(),
-                    serial,
-                });
-            }
-            let fingerprint = crate::encoding::sha256_hex(der);
-            return Ok(Target { serial, what: format!("conductor {}", cert.subject()), fingerprint, held: true });
+            return self.target_by_cert(path, der, given.as_deref(), &root_der, &root, &master);
         }
         let Some(serial) = given else {
             return Err(Error::Usage {
                 detail: "give the conductor's certificate (--cert FILE) or its --serial".into(),
             });
         };
-        // What the root issued that this directory holds: the root itself, this master CA, the
-        // masters sharing the store, and the conductor `vouch serve`'s first run made.
-        if serial_of(&root) == serial {
+        self.refuse_ca_serial(&serial, &root, &master)?;
+        self.refuse_store_serial(&serial)?;
+        self.conductor_by_given_serial(serial, &root_der, now)
+    }
+
+    /// [`Authority::root_target`] given the certificate (`der`, read from `path`; `given`: the
+    /// --serial given with it): a conductor the root (`root_der`, `root`) issued, else refused.
+    fn target_by_cert(
+        &self,
+        path: &Path,
+        der: &[u8],
+        given: Option<&str>,
+        root_der: &Vec<u8>,
+        root: &X509Certificate<'_>,
+        master: &X509Certificate<'_>,
+    ) -> Result<Target, Error> {
+        let master_der = self.ca.cert_der.as_slice();
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| Error::Cert { path: path.to_path_buf(), detail: e.to_string() })?;
+        let serial = serial_of(&cert);
+        if let Some(g) = given.as_ref().filter(|g| **g != serial) {
+            return Err(Error::Usage {
+                detail: format!(
+                    "--serial {g} is not the serial of {} (its serial is {serial}); give one of the two, or both \
+                     of the same certificate",
+                    path.display()
+                ),
+            });
+        }
+        if der == root_der.as_slice() {
             return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
         }
-        if serial_of(&master) == serial && master.issuer().as_raw() == root.subject().as_raw() {
+        if let Err(detail) = signed_by_one_of(der, std::slice::from_ref(root_der)) {
+            let detail = if cert.issuer().as_raw() == master.subject().as_raw() {
+                let instead = match [serial.clone(), format!("00{serial}")]
+                    .iter()
+                    .find_map(|c| self.store.record(c).ok().flatten())
+                {
+                    Some(rec) => self.revoke_serial_would(&rec, Some(der)),
+                    None => format!("`vouch revoke --serial {serial}` revokes it (on this CA's CRL)"),
+                };
+                format!(
+                    "this CA's master CA issued it, not the root (a node's, the service's or an administrator's \
+                     certificate). {instead}"
+                )
+            } else {
+                detail
+            };
+            return Err(Error::ConductorNotOurs { path: path.to_path_buf(), root: root.subject().to_string(), detail });
+        }
+        let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        if der == master_der || is_ca {
+            let what = if der == master_der {
+                format!("this master CA ({})", cert.subject())
+            } else {
+                format!("a CA certificate under the root ({})", cert.subject())
+            };
+            return Err(ca_refused(serial, what));
+        }
+        if !has_conductor_eku(&cert) {
+            return Err(Error::NotAConductor { path: path.to_path_buf(), subject: cert.subject().to_string(), serial });
+        }
+        let fingerprint = crate::encoding::sha256_hex(der);
+        Ok(Target { serial, what: format!("conductor {}", cert.subject()), fingerprint, held: true })
+    }
+
+    /// A serial given alone that names a CA the root issued (the root itself, this master CA,
+    /// a master CA sharing the store): refused.
+    fn refuse_ca_serial(
+        &self,
+        serial: &str,
+        root: &X509Certificate<'_>,
+        master: &X509Certificate<'_>,
+    ) -> Result<(), Error> {
+        let serial = serial.to_string();
+        // What the root issued that this directory holds: the root itself, this master CA, the
+        // masters sharing the store, and the conductor `vouch serve`'s first run made.
+        if serial_of(root) == serial {
+            return Err(ca_refused(serial, format!("the root CA itself ({})", root.subject())));
+        }
+        if serial_of(master) == serial && master.issuer().as_raw() == root.subject().as_raw() {
             return Err(ca_refused(serial, format!("this master CA ({})", master.subject())));
         }
         for other in self.store.issuers()? {
@@ -491,6 +249,13 @@ impl Authority {
                 return Err(ca_refused(serial, format!("the master CA {} sharing this store", c.subject())));
             }
         }
+        Ok(())
+    }
+
+    /// A serial given alone that names a certificate this CA's store holds (by its record, or
+    /// by its inventory line): refused, with what `vouch revoke --serial` would do instead.
+    fn refuse_store_serial(&self, serial: &str) -> Result<(), Error> {
+        let serial = serial.to_string();
         // A certificate this store holds is a master CA's (a node's, the service's, an
         // administrator's), never a conductor: on the root CRL it would revoke nothing, and
         // the operator would believe it revoked.
@@ -523,6 +288,17 @@ impl Authority {
             let instead = self.revoke_serial_would(&rec, None);
             return Err(Error::ConductorRevokeStoreSerial { serial: e.serial, certname: e.certname, instead });
         }
+        Ok(())
+    }
+
+    /// A serial given alone, once no CA's and no store's: the conductor this data directory
+    /// knows by it (`root_issued.txt`, the service's own, the store's records), else refused.
+    fn conductor_by_given_serial(
+        &self,
+        serial: String,
+        root_der: &Vec<u8>,
+        now: OffsetDateTime,
+    ) -> Result<Target, Error> {
         // What the root key issued here: a master CA refused, a conductor known.
         let issued = self.dir.file(root_issued::ROOT_ISSUED);
         if let Some(i) = root_issued::find(&self.dir.ca(), &serial)? {
@@ -544,7 +320,7 @@ impl Authority {
         if let Ok(pem) = crate::files::durable::read_regular(&local) {
             if let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) {
                 if let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) {
-                    if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(&root_der)) {
+                    if serial_of(&c) == serial && is_conductor_of(&c, &der, std::slice::from_ref(root_der)) {
                         return Ok(Target {
                             serial,
                             what: format!("conductor {}, the service's own at {}", c.subject(), local.display()),
@@ -680,12 +456,22 @@ impl Authority {
 /// signed by the root's key, the extended key usage 1.3.6.1.4.1.34380.2.0, no CA.
 fn is_conductor_of(c: &x509_parser::certificate::X509Certificate<'_>, der: &[u8], root: &[Vec<u8>]) -> bool {
     let is_ca = matches!(c.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
-    !is_ca && has_conductor_eku(c) && super::verify::signed_by_one_of(der, root).is_ok()
+    !is_ca && has_conductor_eku(c) && signed_by_one_of(der, root).is_ok()
 }
 
 fn has_conductor_eku(c: &x509_parser::certificate::X509Certificate<'_>) -> bool {
     matches!(c.extended_key_usage(), Ok(Some(eku))
         if eku.value.other.iter().any(|o| o.iter().is_some_and(|arcs| arcs.eq(crate::encoding::oids::EKU_CONDUCTOR.iter().copied()))))
+}
+
+/// A certificate's serial as its value (no leading zero octet).
+fn serial_of(c: &X509Certificate<'_>) -> String {
+    serial_value(&crate::encoding::hex(c.raw_serial()))
+}
+
+/// `vouch conductor revoke` refused for a CA's serial.
+fn ca_refused(serial: String, what: String) -> Error {
+    Error::ConductorRevokeCa { serial, what }
 }
 
 /// The conductor `vouch conductor revoke` is given.
@@ -711,33 +497,4 @@ fn root_der_of(dir: &DataDir) -> Result<Vec<u8>, Error> {
         .map_err(|e| Error::Cert { path: path.clone(), detail: e.to_string() })?;
     x509_parser::parse_x509_certificate(&der).map_err(|e| Error::Cert { path, detail: e.to_string() })?;
     Ok(der)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{serial_value, RootRevocation};
-
-    #[test]
-    fn a_root_revocation_line_reads_back_and_serials_compare_by_value() {
-        let r = RootRevocation {
-            serial: "8a01".into(),
-            time: "2030-01-01T00:00:00Z".into(),
-            reason: "keyCompromise".into(),
-            fingerprint: Some("ab".repeat(32)),
-        };
-        assert_eq!(RootRevocation::parse(&r.line()), Some(r.clone()));
-        let bare = RootRevocation { fingerprint: None, ..r.clone() };
-        assert_eq!(RootRevocation::parse(&bare.line()), Some(bare));
-        // The certificate's bytes (a leading zero octet) and openssl's form name one serial.
-        assert_eq!(serial_value("008a01"), "8a01");
-        assert_eq!(serial_value("00"), "00");
-        assert_eq!(
-            RootRevocation::parse("008a01 2030-01-01T00:00:00Z keyCompromise").map(|r| r.serial_bytes()),
-            Some(vec![0x8a, 0x01])
-        );
-        // Cut off inside its serial: no space after it, no serial.
-        for bad in ["", "8a01", "xyz 2030 keyCompromise", "8a0 2030 keyCompromise", &format!("{} x", "ab".repeat(21))] {
-            assert_eq!(RootRevocation::parse(bad), None, "{bad:?}");
-        }
-    }
 }

@@ -8,11 +8,14 @@
 //! holding the lock, so that what it reports is of a settled store (taking the lock first
 //! finishes any recovery, as every command that takes it does).
 
+use super::own_crl::root_crl_problem;
+use super::signed::signed_by_one_of;
 use super::Authority;
 use crate::error::Error;
 use crate::store::verify::Finding;
 use crate::store::{CertRecord, Listed, State, StoreError};
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use time::OffsetDateTime;
 
 /// How much `vouch store verify` read.
@@ -60,30 +63,6 @@ fn facts(pem: &str) -> Result<(CertFacts, Vec<u8>), String> {
     Ok((CertFacts { serial, cn, not_after }, der))
 }
 
-/// Whether `cert_der`'s signature verifies with the key of one of `cas` (DER), by the
-/// algorithms vouch accepts on a CSR.
-pub(super) fn signed_by_one_of(cert_der: &[u8], cas: &[Vec<u8>]) -> Result<(), String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).map_err(|e| e.to_string())?;
-    let mut last = "no master CA certificate to check it with".to_string();
-    for ca_der in cas {
-        let Ok((_, ca)) = x509_parser::parse_x509_certificate(ca_der) else { continue };
-        if ca.subject().as_raw() != cert.issuer().as_raw() {
-            last = format!("its issuer is {}", cert.issuer());
-            continue;
-        }
-        match crate::encoding::verify_x509_signature(
-            &cert.signature_algorithm,
-            &ca,
-            cert.tbs_certificate.as_ref(),
-            &cert.signature_value.data,
-        ) {
-            Ok(()) => return Ok(()),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
 /// A certificate's subject, for a message.
 fn subject_of(der: &[u8]) -> String {
     x509_parser::parse_x509_certificate(der)
@@ -97,6 +76,113 @@ fn same_time(a: &str, b: &str) -> bool {
     match (crate::encoding::time::parse_rfc3339(a), crate::encoding::time::parse_rfc3339(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
+    }
+}
+
+/// One reading's count, and where its findings go.
+struct Pass<'a> {
+    seen: Verified,
+    report: &'a mut dyn FnMut(Finding),
+    /// A first reading, without the lock: it stops at the first finding.
+    first_only: bool,
+}
+
+impl Pass<'_> {
+    /// Counts a finding and reports it.
+    fn say(&mut self, f: Finding) {
+        self.seen.findings += 1;
+        (self.report)(f);
+    }
+
+    /// Whether a first reading has what it looks for: the rest is read again with the lock.
+    fn done(&self) -> bool {
+        self.first_only && self.seen.findings > 0
+    }
+}
+
+/// What the layout check found that the checks after it take into account.
+struct Layout {
+    /// The revoked serials it found missing from the revocation list (not named twice).
+    unrecorded: HashSet<String>,
+    /// It could not read the inventory (named once).
+    inventory_unreadable: bool,
+}
+
+/// A current certificate's facts (`cert`, DER `der`) against its record `rec` and its
+/// listing `l`: serial, name, issuer (one of `cas`) and notAfter.
+fn compare_with_record(
+    pass: &mut Pass<'_>,
+    l: &Listed,
+    rec: &CertRecord,
+    cert: &CertFacts,
+    der: &[u8],
+    cas: &[Vec<u8>],
+) {
+    if l.serial != rec.serial {
+        pass.say(Finding::ListedNotCurrent {
+            certname: l.certname.clone(),
+            listed: l.serial.clone(),
+            current: rec.serial.clone(),
+        });
+    }
+    if cert.serial != rec.serial {
+        pass.say(Finding::SerialMismatch {
+            certname: l.certname.clone(),
+            certificate: cert.serial.clone(),
+            record: rec.serial.clone(),
+        });
+    }
+    if cert.cn.as_deref() != Some(l.certname.as_str()) || rec.certname != l.certname {
+        pass.say(Finding::NameMismatch {
+            certname: l.certname.clone(),
+            certificate: cert.cn.clone().unwrap_or_default(),
+            record: rec.certname.clone(),
+        });
+    }
+    if let Err(detail) = signed_by_one_of(der, cas) {
+        pass.say(Finding::NotSignedByCa { certname: l.certname.clone(), serial: cert.serial.clone(), detail });
+    }
+    if !same_time(&cert.not_after, &rec.not_after) {
+        pass.say(Finding::NotAfterMismatch {
+            certname: l.certname.clone(),
+            serial: cert.serial.clone(),
+            certificate: cert.not_after.clone(),
+            record: rec.not_after.clone(),
+        });
+    }
+}
+
+/// A current certificate's record state against its listing `l`; and a revoked one of this
+/// master CA (`own_id`) on the revocation list (`revoked_serials`).
+fn check_record_state(
+    pass: &mut Pass<'_>,
+    l: &Listed,
+    rec: &CertRecord,
+    own_id: &str,
+    layout: &Layout,
+    revoked_serials: &HashSet<&str>,
+) {
+    let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
+    let state_problem = match rec.state {
+        State::Issued if l.revoked => Some("listed as revoked, its record says issued"),
+        State::Revoked if !l.revoked => Some("listed as signed, its record says revoked"),
+        State::Issued | State::Revoked => None,
+        State::Intent => Some("its record is an intent (reserved, never settled)"),
+        State::Abandoned => Some("its record says abandoned (never issued)"),
+    };
+    if let Some(detail) = state_problem {
+        pass.say(Finding::StateMismatch {
+            certname: l.certname.clone(),
+            serial: rec.serial.clone(),
+            detail: detail.to_string(),
+        });
+    }
+    if rec.state == State::Revoked
+        && ours(rec)
+        && !layout.unrecorded.contains(&rec.serial)
+        && !revoked_serials.contains(rec.serial.as_str())
+    {
+        pass.say(Finding::RevokedNotRecorded { certname: l.certname.clone(), serial: rec.serial.clone() });
     }
 }
 
@@ -184,31 +270,62 @@ impl Authority {
         now: OffsetDateTime,
         report: &mut dyn FnMut(Finding),
     ) -> Result<Verified, Error> {
-        let first_only = lock.is_none();
-        let mut seen = Verified::default();
-        let mut say = |f: Finding, seen: &mut Verified| {
-            seen.findings += 1;
-            report(f);
-        };
-        // Whether a first reading has what it looks for: the rest is read again with the lock.
-        let done = |seen: &Verified| first_only && seen.findings > 0;
-        let own_id = crate::store::ca_id(&self.ca.cert_der);
+        let mut pass = Pass { seen: Verified::default(), report, first_only: lock.is_none() };
         // The other master CAs the store names count only if the fleet's root signed them.
-        let root = self.root_der(&mut |f| say(f, &mut seen))?;
-        let mut cas = vec![self.ca.cert_der.clone()];
-        for other in self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der) {
-            match signed_by_one_of(&other, std::slice::from_ref(&root)) {
-                Ok(()) => cas.push(other),
-                Err(detail) => say(Finding::ForeignIssuer { subject: subject_of(&other), detail }, &mut seen),
-            }
-        }
+        let root = self.root_der(&mut |f| pass.say(f))?;
+        let cas = self.trusted_cas(&root, &mut pass)?;
         // The root CRL the decision counts for conductors: one that does not read, or that the
         // root did not sign (a master CA's CRL copied there), refuses every conductor of the root.
-        if let Some(detail) = super::root_revoke::root_crl_problem(&self.dir) {
-            say(Finding::RootCrlUnreadable { detail }, &mut seen);
+        if let Some(detail) = root_crl_problem(&self.dir) {
+            pass.say(Finding::RootCrlUnreadable { detail });
         }
-        let ours = |rec: &CertRecord| rec.issuer.as_deref().is_none_or(|i| i == own_id);
+        let layout = self.check_store_layout(lock, now, &mut pass)?;
+        if pass.done() {
+            return Ok(pass.seen);
+        }
 
+        let revocations = self.store.revocations()?;
+        let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
+        pass.seen.revocations = revoked_serials.len() as u64;
+
+        let listed = self.listed_certnames(layout.inventory_unreadable)?;
+        if self.check_current_certificates(&mut pass, &listed, &cas, &layout, &revoked_serials).is_break() {
+            return Ok(pass.seen);
+        }
+        if self.check_inventory(&mut pass, &listed, layout.inventory_unreadable).is_break() {
+            return Ok(pass.seen);
+        }
+        if self.check_revocation_records(&mut pass, &revocations).is_break() {
+            return Ok(pass.seen);
+        }
+
+        // The CRL this master serves lists every revocation that is still due on it.
+        self.verify_crl(now, &revocations, &mut |f| pass.say(f))?;
+        self.check_bundle(&root, &mut |f| pass.say(f));
+        Ok(pass.seen)
+    }
+
+    /// The master CAs a current certificate may be signed by: this one, and the others the
+    /// store names that the fleet's root (`root`) signed (any other is a finding).
+    fn trusted_cas(&self, root: &Vec<u8>, pass: &mut Pass<'_>) -> Result<Vec<Vec<u8>>, Error> {
+        let mut cas = vec![self.ca.cert_der.clone()];
+        for other in self.store.issuers()?.into_iter().filter(|d| *d != self.ca.cert_der) {
+            match signed_by_one_of(&other, std::slice::from_ref(root)) {
+                Ok(()) => cas.push(other),
+                Err(detail) => pass.say(Finding::ForeignIssuer { subject: subject_of(&other), detail }),
+            }
+        }
+        Ok(cas)
+    }
+
+    /// The store's own layout ([`crate::store::Store::check_layout`]), its findings reported,
+    /// with what the checks after it take into account.
+    fn check_store_layout(
+        &self,
+        lock: Option<&crate::store::WriteLock>,
+        now: OffsetDateTime,
+        pass: &mut Pass<'_>,
+    ) -> Result<Layout, Error> {
         // The store's own layout first: a damaged record explains what follows. The revoked
         // serials it finds missing from the revocation list are not named twice below.
         // An inventory the layout check could not read is named once (the file store's
@@ -220,16 +337,14 @@ impl Authority {
                 unrecorded.insert(serial.clone());
             }
             inventory_unreadable |= matches!(f, Finding::InventoryUnreadable { .. });
-            say(f, &mut seen)
+            pass.say(f)
         })?;
-        if done(&seen) {
-            return Ok(seen);
-        }
+        Ok(Layout { unrecorded, inventory_unreadable })
+    }
 
-        let revocations = self.store.revocations()?;
-        let revoked_serials: HashSet<&str> = revocations.iter().map(|r| r.serial.as_str()).collect();
-        seen.revocations = revoked_serials.len() as u64;
-
+    /// Every certname's current certificate as the store lists it (certname and serial), each
+    /// certname once; none when the listing reads the inventory the layout check could not.
+    fn listed_certnames(&self, inventory_unreadable: bool) -> Result<Vec<Listed>, Error> {
         // Every certname's current certificate. The listing is collected (certname and serial
         // only) so that no read of the store runs inside the store's own walk.
         // A certname listed twice (the file store lists each inventory line that is the
@@ -249,311 +364,163 @@ impl Authority {
             Err(e) => return Err(e.into()),
         }
         drop(names);
+        Ok(listed)
+    }
+
+    /// Each listed current certificate against its record ([`Authority::check_current`]),
+    /// then the serials more than one certname lists. `Break`: a first reading found something.
+    fn check_current_certificates(
+        &self,
+        pass: &mut Pass<'_>,
+        listed: &[Listed],
+        cas: &[Vec<u8>],
+        layout: &Layout,
+        revoked_serials: &HashSet<&str>,
+    ) -> ControlFlow<()> {
+        let own_id = crate::store::ca_id(&self.ca.cert_der);
         let mut by_serial: HashMap<&str, Vec<&str>> = HashMap::with_capacity(listed.len());
-        for l in &listed {
-            if done(&seen) {
-                return Ok(seen);
+        for l in listed {
+            if pass.done() {
+                return ControlFlow::Break(());
             }
-            seen.certificates += 1;
+            pass.seen.certificates += 1;
             by_serial.entry(l.serial.as_str()).or_default().push(l.certname.as_str());
-            let current = match self.store.current(&l.certname) {
-                Ok(Some(c)) => c,
-                // Listed with the lock held, so not cleaned since (on LDAP, another master may
-                // have cleaned it meanwhile: the message says to run again).
-                Ok(None) => {
-                    say(Finding::CurrentMissing { certname: l.certname.clone(), serial: l.serial.clone() }, &mut seen);
-                    continue;
-                }
-                Err(e) => {
-                    say(Finding::CurrentUnreadable { certname: l.certname.clone(), detail: e.to_string() }, &mut seen);
-                    continue;
-                }
-            };
-            let rec = &current.record;
-            let (cert, der) = match facts(&current.pem) {
-                Ok(x) => x,
-                Err(detail) => {
-                    say(Finding::CertificateDamaged { certname: l.certname.clone(), detail }, &mut seen);
-                    continue;
-                }
-            };
-            if l.serial != rec.serial {
-                say(
-                    Finding::ListedNotCurrent {
-                        certname: l.certname.clone(),
-                        listed: l.serial.clone(),
-                        current: rec.serial.clone(),
-                    },
-                    &mut seen,
-                );
-            }
-            if cert.serial != rec.serial {
-                say(
-                    Finding::SerialMismatch {
-                        certname: l.certname.clone(),
-                        certificate: cert.serial.clone(),
-                        record: rec.serial.clone(),
-                    },
-                    &mut seen,
-                );
-            }
-            if cert.cn.as_deref() != Some(l.certname.as_str()) || rec.certname != l.certname {
-                say(
-                    Finding::NameMismatch {
-                        certname: l.certname.clone(),
-                        certificate: cert.cn.clone().unwrap_or_default(),
-                        record: rec.certname.clone(),
-                    },
-                    &mut seen,
-                );
-            }
-            if let Err(detail) = signed_by_one_of(&der, &cas) {
-                say(
-                    Finding::NotSignedByCa { certname: l.certname.clone(), serial: cert.serial.clone(), detail },
-                    &mut seen,
-                );
-            }
-            if !same_time(&cert.not_after, &rec.not_after) {
-                say(
-                    Finding::NotAfterMismatch {
-                        certname: l.certname.clone(),
-                        serial: cert.serial.clone(),
-                        certificate: cert.not_after.clone(),
-                        record: rec.not_after.clone(),
-                    },
-                    &mut seen,
-                );
-            }
-            let state_problem = match rec.state {
-                State::Issued if l.revoked => Some("listed as revoked, its record says issued"),
-                State::Revoked if !l.revoked => Some("listed as signed, its record says revoked"),
-                State::Issued | State::Revoked => None,
-                State::Intent => Some("its record is an intent (reserved, never settled)"),
-                State::Abandoned => Some("its record says abandoned (never issued)"),
-            };
-            if let Some(detail) = state_problem {
-                say(
-                    Finding::StateMismatch {
-                        certname: l.certname.clone(),
-                        serial: rec.serial.clone(),
-                        detail: detail.to_string(),
-                    },
-                    &mut seen,
-                );
-            }
-            if rec.state == State::Revoked
-                && ours(rec)
-                && !unrecorded.contains(&rec.serial)
-                && !revoked_serials.contains(rec.serial.as_str())
-            {
-                say(
-                    Finding::RevokedNotRecorded { certname: l.certname.clone(), serial: rec.serial.clone() },
-                    &mut seen,
-                );
-            }
+            self.check_current(pass, l, cas, &own_id, layout, revoked_serials);
         }
         for (serial, mut certnames) in by_serial.into_iter().filter(|(_, c)| c.len() > 1) {
             certnames.sort();
             let certnames = certnames.into_iter().map(str::to_string).collect();
-            say(Finding::SerialTwice { serial: serial.to_string(), certnames }, &mut seen);
+            pass.say(Finding::SerialTwice { serial: serial.to_string(), certnames });
         }
+        ControlFlow::Continue(())
+    }
 
+    /// One listed certname's current certificate: it reads, is whole, and agrees with its
+    /// record and with the listing.
+    fn check_current(
+        &self,
+        pass: &mut Pass<'_>,
+        l: &Listed,
+        cas: &[Vec<u8>],
+        own_id: &str,
+        layout: &Layout,
+        revoked_serials: &HashSet<&str>,
+    ) {
+        let current = match self.store.current(&l.certname) {
+            Ok(Some(c)) => c,
+            // Listed with the lock held, so not cleaned since (on LDAP, another master may
+            // have cleaned it meanwhile: the message says to run again).
+            Ok(None) => {
+                pass.say(Finding::CurrentMissing { certname: l.certname.clone(), serial: l.serial.clone() });
+                return;
+            }
+            Err(e) => {
+                pass.say(Finding::CurrentUnreadable { certname: l.certname.clone(), detail: e.to_string() });
+                return;
+            }
+        };
+        let rec = &current.record;
+        let (cert, der) = match facts(&current.pem) {
+            Ok(x) => x,
+            Err(detail) => {
+                pass.say(Finding::CertificateDamaged { certname: l.certname.clone(), detail });
+                return;
+            }
+        };
+        compare_with_record(pass, l, rec, &cert, &der, cas);
+        check_record_state(pass, l, rec, own_id, layout, revoked_serials);
+    }
+
+    /// The inventory against the records, then every listed certificate in the inventory.
+    /// `Break`: a first reading found something.
+    fn check_inventory(&self, pass: &mut Pass<'_>, listed: &[Listed], inventory_unreadable: bool) -> ControlFlow<()> {
         // The inventory against the records (read once the listing's names are dropped). One
         // that cannot be read is a finding: the checks after it still run.
         let inventory = match self.store.inventory() {
             Ok(i) => i,
             Err(_) if inventory_unreadable => Vec::new(),
             Err(e) => {
-                say(Finding::InventoryUnreadable { detail: e.to_string() }, &mut seen);
+                pass.say(Finding::InventoryUnreadable { detail: e.to_string() });
                 Vec::new()
             }
         };
         let mut inventory_serials: HashSet<&str> = HashSet::with_capacity(inventory.len());
         for e in &inventory {
-            if done(&seen) {
-                return Ok(seen);
+            if pass.done() {
+                return ControlFlow::Break(());
             }
-            seen.inventory += 1;
+            pass.seen.inventory += 1;
             if !inventory_serials.insert(e.serial.as_str()) {
-                say(Finding::InventorySerialTwice { serial: e.serial.clone() }, &mut seen);
+                pass.say(Finding::InventorySerialTwice { serial: e.serial.clone() });
                 continue;
             }
-            match self.store.record(&e.serial) {
-                Ok(None) => say(
-                    Finding::InventoryWithoutRecord { serial: e.serial.clone(), certname: e.certname.clone() },
-                    &mut seen,
-                ),
-                Ok(Some(rec)) => {
-                    let detail = if rec.certname != e.certname {
-                        Some(format!("it names {:?}, the record {:?}", e.certname, rec.certname))
-                    } else if !matches!(rec.state, State::Issued | State::Revoked) {
-                        Some(format!("the record's state is {:?}, not issued or revoked", rec.state))
-                    } else {
-                        None
-                    };
-                    if let Some(detail) = detail {
-                        say(Finding::InventoryDisagrees { serial: e.serial.clone(), detail }, &mut seen);
-                    }
-                }
-                // One unreadable record is a finding, not the end of the check.
-                Err(err) => say(
-                    Finding::InventoryDisagrees { serial: e.serial.clone(), detail: format!("its record: {err}") },
-                    &mut seen,
-                ),
-            }
+            self.check_inventory_line(pass, e);
         }
-        for l in &listed {
+        for l in listed {
             if !inventory_serials.contains(l.serial.as_str()) {
-                say(Finding::NotInInventory { certname: l.certname.clone(), serial: l.serial.clone() }, &mut seen);
+                pass.say(Finding::NotInInventory { certname: l.certname.clone(), serial: l.serial.clone() });
             }
         }
+        ControlFlow::Continue(())
+    }
 
+    /// One inventory line against the record of its serial.
+    fn check_inventory_line(&self, pass: &mut Pass<'_>, e: &crate::store::InventoryEntry) {
+        match self.store.record(&e.serial) {
+            Ok(None) => {
+                pass.say(Finding::InventoryWithoutRecord { serial: e.serial.clone(), certname: e.certname.clone() })
+            }
+            Ok(Some(rec)) => {
+                let detail = if rec.certname != e.certname {
+                    Some(format!("it names {:?}, the record {:?}", e.certname, rec.certname))
+                } else if !matches!(rec.state, State::Issued | State::Revoked) {
+                    Some(format!("the record's state is {:?}, not issued or revoked", rec.state))
+                } else {
+                    None
+                };
+                if let Some(detail) = detail {
+                    pass.say(Finding::InventoryDisagrees { serial: e.serial.clone(), detail });
+                }
+            }
+            // One unreadable record is a finding, not the end of the check.
+            Err(err) => {
+                pass.say(Finding::InventoryDisagrees { serial: e.serial.clone(), detail: format!("its record: {err}") })
+            }
+        }
+    }
+
+    /// Every revocation against its record. `Break`: a first reading found something.
+    fn check_revocation_records(
+        &self,
+        pass: &mut Pass<'_>,
+        revocations: &[crate::store::Revocation],
+    ) -> ControlFlow<()> {
         // Every revocation's record says revoked (a revocation with no record of its own, as
         // older versions and supersede marks left, is allowed).
         // Its notAfter is the record's: the CRL drops an entry by it.
         let mut checked = HashSet::new();
         for r in revocations.iter().filter(|r| checked.insert(r.serial.as_str())) {
-            if done(&seen) {
-                return Ok(seen);
+            if pass.done() {
+                return ControlFlow::Break(());
             }
             if let Ok(Some(rec)) = self.store.record(&r.serial) {
                 if rec.state == State::Issued {
-                    say(
-                        Finding::RevocationNotInRecord { serial: r.serial.clone(), certname: r.certname.clone() },
-                        &mut seen,
-                    );
+                    pass.say(Finding::RevocationNotInRecord { serial: r.serial.clone(), certname: r.certname.clone() });
                 }
                 if let Some(t) = r.not_after.as_deref().filter(|_| !rec.not_after.is_empty()) {
                     if !same_time(t, &rec.not_after) {
-                        say(
-                            Finding::RevocationDisagrees {
-                                serial: r.serial.clone(),
-                                detail: format!(
-                                    "the revocation list says the certificate expires {t}, its record {}: \
-                                     the CRL drops the entry by the list's",
-                                    rec.not_after
-                                ),
-                            },
-                            &mut seen,
-                        );
+                        pass.say(Finding::RevocationDisagrees {
+                            serial: r.serial.clone(),
+                            detail: format!(
+                                "the revocation list says the certificate expires {t}, its record {}: \
+                                 the CRL drops the entry by the list's",
+                                rec.not_after
+                            ),
+                        });
                     }
                 }
             }
         }
-
-        // The CRL this master serves lists every revocation that is still due on it.
-        self.verify_crl(now, &revocations, &mut |f| say(f, &mut seen))?;
-        // The CA bundle agents are given on their first run: this master CA, then the root.
-        let path = self.dir.file(crate::issuance::bootstrap::CA_BUNDLE);
-        let bundle = crate::files::durable::read_regular_followed(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| crate::encoding::pem::find_all(&b, "CERTIFICATE").map_err(|e| e.to_string()));
-        let problem = match bundle {
-            Err(e) => Some(e),
-            Ok(certs) if certs.first() != Some(&self.ca.cert_der) => {
-                Some("its first certificate is not this master CA's".to_string())
-            }
-            Ok(certs) if certs.get(1) != Some(&root) => {
-                Some("its second certificate is not the fleet's root".to_string())
-            }
-            Ok(certs) if certs.len() != 2 => Some(format!(
-                "it holds {} certificates: agents trust each, and vouch writes two (this master CA, the root)",
-                certs.len()
-            )),
-            Ok(_) => None,
-        };
-        if let Some(detail) = problem {
-            say(Finding::BundleMismatch { path: path.display().to_string(), detail }, &mut seen);
-        }
-        Ok(seen)
+        ControlFlow::Continue(())
     }
-
-    /// The root certificate (DER) of this data directory. Its file holds the root alone (a
-    /// further certificate there would be one more trust anchor for conductors, as the
-    /// default policy reads every certificate in it), self-issued: else a finding.
-    fn root_der(&self, say: &mut dyn FnMut(Finding)) -> Result<Vec<u8>, Error> {
-        let path = self.dir.file(crate::issuance::bootstrap::ROOT_CERT);
-        let pem = crate::files::durable::read_regular_followed(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            op: "read",
-            source,
-        })?;
-        let all = crate::encoding::pem::find_all(&pem, "CERTIFICATE")
-            .map_err(|e| Error::Store { detail: format!("the root certificate: {e}") })?;
-        let Some(root) = all.first().cloned() else {
-            return Err(Error::Store { detail: format!("{}: no certificate", path.display()) });
-        };
-        // Self-issued, as `vouch ca init --root-cert` requires (its signature may use an
-        // algorithm vouch does not verify, such as ecdsa-with-SHA512: not checked here).
-        let self_issued = x509_parser::parse_x509_certificate(&root)
-            .map(|(_, c)| c.subject().as_raw() == c.issuer().as_raw())
-            .unwrap_or(false);
-        let problem = if all.len() != 1 {
-            Some(format!("it holds {} certificates: the fleet's root alone is expected", all.len()))
-        } else if !self_issued {
-            Some("its certificate is not self-issued (a root's subject is its issuer)".to_string())
-        } else {
-            None
-        };
-        if let Some(detail) = problem {
-            say(Finding::BundleMismatch { path: path.display().to_string(), detail });
-        }
-        Ok(root)
-    }
-
-    /// The CRL file against the revocations: signed by this master CA, and listing every
-    /// revocation whose certificate has not been expired for a CRL period.
-    fn verify_crl(
-        &self,
-        now: OffsetDateTime,
-        revocations: &[crate::store::Revocation],
-        say: &mut dyn FnMut(Finding),
-    ) -> Result<(), Error> {
-        let due: Vec<&crate::store::Revocation> = revocations.iter().filter(|r| !self.off_the_crl(r, now)).collect();
-        let path = self.dir.file("ca_crl.pem");
-        let pem = match crate::files::durable::read_regular(&path) {
-            Ok(p) => p,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && due.is_empty() => return Ok(()),
-            Err(e) => {
-                say(Finding::CrlUnreadable { detail: format!("{}: {e}", path.display()) });
-                return Ok(());
-            }
-        };
-        let listed = match crl_serials(&pem, &self.ca.cert_der) {
-            Ok((s, next)) => {
-                if let Some(next) = next.filter(|t| *t < now) {
-                    say(Finding::CrlExpired { next_update: crate::encoding::time::format_rfc3339(next) });
-                }
-                s
-            }
-            Err(detail) => {
-                say(Finding::CrlUnreadable { detail: format!("{}: {detail}", path.display()) });
-                return Ok(());
-            }
-        };
-        for r in due {
-            if !listed.contains(&r.serial) {
-                say(Finding::RevokedNotOnCrl { serial: r.serial.clone(), certname: r.certname.clone() });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The serials (lowercase hex) a PEM CRL lists and its nextUpdate, once its signature
-/// verified with `ca_der`'s key.
-fn crl_serials(pem: &[u8], ca_der: &[u8]) -> Result<(HashSet<String>, Option<OffsetDateTime>), String> {
-    use x509_parser::prelude::FromDer;
-    let (_, der) = crate::encoding::pem::find(pem, &["X509 CRL"]).map_err(|e| e.to_string())?;
-    let (_, crl) = x509_parser::revocation_list::CertificateRevocationList::from_der(&der)
-        .map_err(|e| format!("not a CRL: {e}"))?;
-    let (_, ca) = x509_parser::parse_x509_certificate(ca_der).map_err(|e| e.to_string())?;
-    crate::encoding::verify_x509_signature(
-        &crl.signature_algorithm,
-        &ca,
-        crl.tbs_cert_list.as_ref(),
-        &crl.signature_value.data,
-    )?;
-    let next = crl.next_update().map(|t| t.to_datetime());
-    Ok((crl.iter_revoked_certificates().map(|r| crate::encoding::hex(r.raw_serial())).collect(), next))
 }
