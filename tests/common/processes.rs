@@ -1,8 +1,11 @@
 //! Processes a test starts (a Puppet Server, agents, `vouch serve`): stopped by PID, whatever
-//! happens to the test, and commands run with a deadline.
+//! happens to the test, and commands run with a deadline; and waits with a deadline, for a
+//! condition or for a process to end.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A process the test started: SIGTERM, then SIGKILL after `grace`, on drop, by its PID.
@@ -84,4 +87,135 @@ pub fn host_name_and_address() -> (String, std::net::IpAddr) {
     std::net::TcpListener::bind((addr, 0))
         .unwrap_or_else(|e| panic!("the host name {name:?} resolves to {addr}, not an address of this machine: {e}"));
     (name, addr)
+}
+
+/// A wait with a deadline for a condition ([`Wait::until`]): how long at most, how often to
+/// look (200 ms unless told), and what to show beside the failure (a server's log).
+pub struct Wait<'a> {
+    limit: Duration,
+    every: Duration,
+    show: Option<Box<dyn Fn() -> String + 'a>>,
+}
+
+impl<'a> Wait<'a> {
+    /// A wait of `limit` at most, looking every 200 ms.
+    pub fn up_to(limit: Duration) -> Wait<'a> {
+        Wait { limit, every: Duration::from_millis(200), show: None }
+    }
+
+    /// Looks every `every` in place of 200 ms.
+    pub fn every(self, every: Duration) -> Wait<'a> {
+        Wait { every, ..self }
+    }
+
+    /// On failure, the message ends with what `show` returns then (a log, the state seen).
+    pub fn showing(self, show: impl Fn() -> String + 'a) -> Wait<'a> {
+        Wait { show: Some(Box::new(show)), ..self }
+    }
+
+    /// Waits until `done` holds: the time that took. Past the limit it panics, saying what
+    /// it waited for (`what`) and what [`Wait::showing`] gives.
+    pub fn until(self, what: &str, mut done: impl FnMut() -> bool) -> Duration {
+        let t = Instant::now();
+        while !done() {
+            if t.elapsed() >= self.limit {
+                let shown = self.show.as_ref().map(|f| format!("\n{}", f())).unwrap_or_default();
+                panic!("still not so after {:?}: {what}{shown}", self.limit);
+            }
+            std::thread::sleep(self.every);
+        }
+        t.elapsed()
+    }
+}
+
+/// Waits until `f` holds (checked every 200 ms), at most `limit`; panics with `what` after.
+pub fn wait_until(limit: Duration, what: &str, f: impl FnMut() -> bool) -> Duration {
+    Wait::up_to(limit).until(what, f)
+}
+
+/// `child`'s status if it ends within `limit` (looked at every 50 ms); None if it is still
+/// running then (left running: the caller decides).
+pub fn ended_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let t = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if t.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for `child` to end, `limit` at most: its status. Past the limit it kills it and
+/// panics, saying that `what` did not end.
+pub fn wait_within(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    ended_within(child, limit).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what} did not end within {limit:?}");
+    })
+}
+
+/// Runs `cmd`, its stdout and stderr piped: its output, or, if it is still running after
+/// `limit`, Err(what it wrote until it was killed) for the caller's failure message.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, Output> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    match ended_within(&mut child, limit) {
+        Some(_) => Ok(child.wait_with_output().unwrap()),
+        None => {
+            let _ = child.kill();
+            Err(child.wait_with_output().unwrap())
+        }
+    }
+}
+
+/// Kills a process the test started (SIGKILL, by its PID) if the test still runs after a
+/// limit, so that a hung `vouch serve` fails the test instead of blocking it. Dropped, it
+/// stands down.
+pub struct Watchdog {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Watches `pid` (`what`, for the message said when it is killed) for `limit`.
+    pub fn kill_after(pid: i32, what: &'static str, limit: Duration) -> Watchdog {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            while !flag.load(Ordering::SeqCst) {
+                if start.elapsed() > limit {
+                    eprintln!("{what} (pid {pid}): the test still runs after {limit:?}: SIGKILL");
+                    // SAFETY: kill(2) on the PID of a process this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Watchdog { done, thread: Some(thread) }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether `/proc/locks` shows process `pid` waiting (a `->` line) for a `flock` on the inode `ino`.
+pub fn waits_for_flock(pid: u32, ino: u64) -> bool {
+    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->")
+            && f.get(2) == Some(&"FLOCK")
+            && f.get(5) == Some(&pid.to_string().as_str())
+            && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
+    })
 }
