@@ -219,3 +219,50 @@ pub fn waits_for_flock(pid: u32, ino: u64) -> bool {
             && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
     })
 }
+
+/// A child's stderr read on a thread of its own: each line as it comes
+/// ([`StderrLines::wait_for`]), and all of them once it has ended ([`StderrLines::all`]).
+pub struct StderrLines {
+    seen: std::sync::mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl StderrLines {
+    /// Takes `child`'s stderr (piped) and reads it.
+    pub fn follow(child: &mut Child) -> StderrLines {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().expect("the child's stderr piped");
+        let (lines, seen) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let line = line.unwrap();
+                let _ = lines.send(line.clone());
+                all.push(line);
+            }
+            all
+        });
+        StderrLines { seen, reader }
+    }
+
+    /// The next line that contains `needle`, waiting `limit` at most for each line. If none
+    /// comes (the limit passed, or stderr closed), kills `child` and panics, saying what it
+    /// waited for (`what`).
+    pub fn wait_for(&self, child: &mut Child, needle: &str, limit: Duration, what: &str) -> String {
+        loop {
+            match self.seen.recv_timeout(limit) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => continue,
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("{what}: no line with {needle:?} on its stderr ({e})");
+                }
+            }
+        }
+    }
+
+    /// Every line, once stderr has closed.
+    pub fn all(self) -> Vec<String> {
+        self.reader.join().unwrap()
+    }
+}
