@@ -266,3 +266,35 @@ impl StderrLines {
         self.reader.join().unwrap()
     }
 }
+
+/// Starts the Puppet Server in `server` (its `start.sh`, a 512 MB heap, its output in
+/// `log/stdout.log`) and waits until `log/puppetserver.log` says it has started, 300 s at
+/// most; the guard stops it whatever happens to the test. Panics, with the logs, if it exits
+/// first or does not start in time.
+pub fn start_puppetserver(server: &Path) -> Guard {
+    let stdout = std::fs::File::create(server.join("log/stdout.log")).unwrap();
+    let start = Instant::now();
+    let child = Command::new(server.join("start.sh"))
+        .env("HEAP", "512m")
+        .stdin(Stdio::null())
+        .stdout(stdout.try_clone().unwrap())
+        .stderr(stdout)
+        .spawn()
+        .unwrap();
+    let mut guard = Guard { child, what: "puppetserver (java)", grace: Duration::from_secs(30) };
+    let log = || read(&server.join("log/puppetserver.log"));
+    while !log().contains("Puppet Server has successfully started") {
+        if let Some(st) = guard.child.try_wait().unwrap() {
+            panic!("Puppet Server exited ({st}) before it was ready:\n{}", read(&server.join("log/stdout.log")));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "Puppet Server did not start in 300 s:\n{}\nits stdout:\n{}",
+            log(),
+            read(&server.join("log/stdout.log"))
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("Puppet Server (pid {}) ready after {:.1} s", guard.pid(), start.elapsed().as_secs_f64());
+    guard
+}
