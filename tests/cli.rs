@@ -1464,17 +1464,9 @@ fn run_killed_after(cmd: &mut Command, stdin: Stdio) -> Output {
 /// Runs `cmd` with `stdin`; after `ticks` tenths of a second it is killed and the test fails
 /// with `what`, the command and its stderr.
 fn run_with_deadline(cmd: &mut Command, stdin: Stdio, ticks: u32, what: &str) -> Output {
-    cmd.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    for _ in 0..ticks {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    panic!("{what}: {:?}: {}", cmd, String::from_utf8_lossy(&out.stderr));
+    let limit = std::time::Duration::from_millis(100 * u64::from(ticks));
+    common::processes::output_within(cmd.stdin(stdin), limit)
+        .unwrap_or_else(|out| panic!("{what}: {:?}: {}", cmd, String::from_utf8_lossy(&out.stderr)))
 }
 
 fn dev_zero() -> Stdio {

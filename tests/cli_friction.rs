@@ -6,7 +6,8 @@
 mod common;
 
 use common::gen_store;
-use common::{cli_vouched_csr, ok, run, s, text, vouch};
+use common::processes::{wait_within, Guard, StderrLines};
+use common::{cli_vouched_csr, ok, run, s, serve_cmd, spawn_serve, start_serve, text, vouch};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
@@ -19,6 +20,10 @@ fn ca_with(tmp: &Path, n: usize) -> PathBuf {
     gen_store::fill(&dir, &names, OffsetDateTime::now_utc(), &|_| false);
     dir
 }
+
+/// How long a command waiting for the store's lock is given to say so, and to end once it is
+/// released: a deadline for a test that would otherwise hang, not a timing assertion.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Starts `cmd` with no stdin and its stdout and stderr piped.
 fn piped(cmd: &mut std::process::Command) -> std::process::Child {
@@ -379,22 +384,6 @@ fn a_revocation_whose_crl_cannot_be_written_says_it_is_revoked_and_exits_3() {
     ok(&ca.run(&["store", "verify"]));
 }
 
-/// Waits for `child` to end, `limit` at most (then kills it and fails): its status.
-fn wait_within(child: &mut std::process::Child, limit: std::time::Duration, what: &str) -> std::process::ExitStatus {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not end within {limit:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
 /// A command that needs the store's lock while another process holds it waited without a
 /// word (a hang, to whoever ran it). After a second of waiting it now says so, once, naming
 /// the holder (here this test process, by its pid: not a vouch process), and goes on
@@ -407,28 +396,9 @@ fn a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it() {
     rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
 
     let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["revoke", "a.example.test"]));
-    let stderr = child.stderr.take().unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        for line in std::io::BufReader::new(stderr).lines() {
-            let line = line.unwrap();
-            let _ = lines.send(line.clone());
-            all.push(line);
-        }
-        all
-    });
+    let stderr = StderrLines::follow(&mut child);
     // A deadline for a test that would otherwise hang, not a timing assertion.
-    let notice = loop {
-        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
-            Ok(l) if l.contains("waiting for the store's lock") => break l,
-            Ok(_) => continue,
-            Err(e) => {
-                let _ = child.kill();
-                panic!("no notice of the wait ({e})");
-            }
-        }
-    };
+    let notice = stderr.wait_for(&mut child, "waiting for the store's lock", LOCK_WAIT, "no notice of the wait");
     let holder = format!("vouch: waiting for the store's lock (held by another process: pid {}, `", std::process::id());
     assert!(notice.starts_with(&holder), "{notice}");
     assert!(notice.ends_with(&format!("`) on {}", lock_path.display())), "{notice}");
@@ -438,10 +408,10 @@ fn a_command_waiting_for_the_stores_lock_says_so_and_who_holds_it() {
     assert!(!revocations.contains("a.example.test"), "revoked without the lock: {revocations}");
 
     drop(held);
-    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch revoke");
+    let status = wait_within(&mut child, LOCK_WAIT, "vouch revoke");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
-    let all = reader.join().unwrap();
+    let all = stderr.all();
     assert!(status.success(), "{status:?}: {all:?}");
     assert!(out.starts_with("revoked a.example.test (serial "), "{out}");
     assert_eq!(all.iter().filter(|l| l.contains("waiting for the store's lock")).count(), 1, "{all:?}");
@@ -550,15 +520,7 @@ fn admin_new_refuses_a_name_that_is_not_free_and_writes_nothing() {
     ok(&ca.run(&["revoke", "b.example.test"]));
     // `vouch serve` started once, under its own name: its certificate, and DIR/admin's.
     let log = ca.w.join("serve.log");
-    let mut serve = vouch()
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    common::serve_ready(&mut serve, &log);
+    let (mut serve, _, _) = start_serve(serve_cmd(&ca.dir).args(["--server-name", "svc.example.test"]), &log);
     serve.kill().unwrap();
     serve.wait().unwrap();
     let (a, b, adm) = (ca.serial("a.example.test"), ca.serial("b.example.test"), ca.serial("vouch-admin"));
@@ -822,42 +784,29 @@ fn review_a_kept_entry_whose_record_says_issued_leaves_once_expired() {
 fn review_a_lock_wait_never_names_a_pid_that_does_not_hold_the_lock() {
     let ca = Ca::with(&["a.example.test"]);
     let lock_path = ca.ca_file(".lock");
-    let mut holder = piped(
+    let holder = piped(
         std::process::Command::new("sh")
             .args(["-c", "exec 9<>\"$1\"; flock 9; echo locked; exec sleep 120", "sh"])
             .arg(&lock_path),
     );
+    // Killed by its PID if the test fails before it does.
+    let mut holder = Guard { child: holder, what: "the lock's holder (sh)", grace: std::time::Duration::from_secs(1) };
     let mut locked = String::new();
-    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut locked).unwrap();
+    std::io::BufReader::new(holder.child.stdout.take().unwrap()).read_line(&mut locked).unwrap();
     assert_eq!(locked, "locked\n");
 
     let mut child = piped(vouch().arg("--dir").arg(&ca.dir).args(["crl", "--out", s(&ca.w.join("crl.pem"))]));
-    let stderr = child.stderr.take().unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let _ = lines.send(line.unwrap());
-        }
-    });
+    let stderr = StderrLines::follow(&mut child);
     // A deadline for a test that would otherwise hang, not a timing assertion.
-    let notice = loop {
-        match seen.recv_timeout(std::time::Duration::from_secs(120)) {
-            Ok(l) if l.contains("waiting for the store's lock") => break l,
-            Ok(_) => continue,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = holder.kill();
-                panic!("no notice of the wait ({e})");
-            }
-        }
-    };
-    holder.kill().unwrap();
-    holder.wait().unwrap();
-    let status = wait_within(&mut child, std::time::Duration::from_secs(120), "vouch crl");
-    reader.join().unwrap();
+    let notice = stderr.wait_for(&mut child, "waiting for the store's lock", LOCK_WAIT, "no notice of the wait");
+    holder.child.kill().unwrap();
+    holder.child.wait().unwrap();
+    let status = wait_within(&mut child, LOCK_WAIT, "vouch crl");
+    stderr.all();
     assert!(status.success(), "{status:?}");
     let named = notice.split("pid ").nth(1).map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>());
-    assert!(named.is_none_or(|p| p == holder.id().to_string()), "holder pid {}: {notice}", holder.id());
+    let holder = holder.child.id();
+    assert!(named.is_none_or(|p| p == holder.to_string()), "holder pid {holder}: {notice}");
 }
 
 /// Review (cli-frictions): `vouch admin new NAME` refuses a node's certname while the node has
@@ -1244,18 +1193,17 @@ fn revoke_says_what_makes_the_revocation_count_everywhere() {
     let ca = Ca::with(&["a.example.test", "b.example.test", "c.example.test"]);
     let log = ca.w.join("serve.log");
     // A deadline for vouch serve: timeout(1) kills it whatever happens to the test.
-    let child = std::process::Command::new("timeout")
-        .args(["-s", "KILL", "300"])
-        .arg(env!("CARGO_BIN_EXE_vouch"))
-        .arg("--dir")
-        .arg(&ca.dir)
-        .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut serve = common::processes::Guard { child, what: "vouch serve", grace: std::time::Duration::from_secs(10) };
+    let child = spawn_serve(
+        std::process::Command::new("timeout")
+            .args(["-s", "KILL", "300"])
+            .arg(env!("CARGO_BIN_EXE_vouch"))
+            .arg("--dir")
+            .arg(&ca.dir)
+            .args(["serve", "--listen", "127.0.0.1:0", "--server-name", "svc.example.test"])
+            .stdin(std::process::Stdio::null()),
+        &log,
+    );
+    let mut serve = Guard { child, what: "vouch serve", grace: std::time::Duration::from_secs(10) };
     let (_, port) = common::serve_ready(&mut serve.child, &log);
     let hostcrl = ca.w.join("hostcrl.pem");
     let url = format!("https://127.0.0.1:{port}");

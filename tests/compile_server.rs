@@ -15,10 +15,10 @@
 
 mod common;
 
-use common::processes::{free_port, read, run_guarded, Guard};
+use common::processes::{free_port, read, run_guarded, start_puppetserver, Guard, Wait};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
@@ -144,13 +144,7 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     std::fs::write(&policy, text).unwrap();
     // vouch serve on loopback, named localhost only (so the host name is free for the compile server).
     let serve_log = t.join("serve.log");
-    let mut child = vouch()
-        .args(["--dir", s(&v), "serve", "--listen", "127.0.0.1:0", "--server-name", "localhost"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&serve_log).unwrap())
-        .spawn()
-        .unwrap();
-    let (banner, vouch_port) = serve_ready(&mut child, &serve_log);
+    let (child, banner, vouch_port) = start_serve(serve_cmd(&v).args(["--server-name", "localhost"]), &serve_log);
     let serve = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
     let fingerprint = banner
         .lines()
@@ -331,24 +325,7 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     );
 
     // 3. Puppet Server starts with vouch's certificates and the CA service disabled.
-    let stdout = std::fs::File::create(sv.join("log/stdout.log")).unwrap();
-    let start = Instant::now();
-    let child = Command::new(sv.join("start.sh"))
-        .env("HEAP", "512m")
-        .stdin(Stdio::null())
-        .stdout(stdout.try_clone().unwrap())
-        .stderr(stdout)
-        .spawn()
-        .unwrap();
-    let mut server = Guard { child, what: "puppetserver (java)", grace: Duration::from_secs(30) };
-    while !lab.log().contains("Puppet Server has successfully started") {
-        if let Some(st) = server.child.try_wait().unwrap() {
-            panic!("Puppet Server exited ({st}) before it was ready:\n{}", read(&sv.join("log/stdout.log")));
-        }
-        assert!(start.elapsed() < Duration::from_secs(300), "Puppet Server did not start in 300 s:\n{}", lab.log());
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!("Puppet Server (pid {}) ready after {:.1} s", server.pid(), start.elapsed().as_secs_f64());
+    let server = start_puppetserver(sv);
     assert!(lab.log().contains("CA disabled"), "the CA service still runs:\n{}", lab.log());
 
     // 4. A vouched agent bootstraps against vouch and runs against the compile server by its
@@ -398,10 +375,9 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
         .unwrap());
     assert!(fetched.contains("wrote"), "{fetched}");
     let fetched_after = revoked_at.elapsed();
-    while handshake(&lab, &cert01, &key01) {
-        assert!(revoked_at.elapsed() < Duration::from_secs(30), "Puppet Server still accepts web01 after 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    Wait::up_to(Duration::from_secs(30).saturating_sub(revoked_at.elapsed()))
+        .every(Duration::from_millis(20))
+        .until("Puppet Server refuses web01", || !handshake(&lab, &cert01, &key01));
     eprintln!(
         "revocation to refusal on the compile server: {:.2} s (vouch revoke + vouch crl --fetch: {:.2} s)",
         revoked_at.elapsed().as_secs_f64(),

@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::processes::Guard;
+use common::processes::{wait_within, Guard, StderrLines, Watchdog};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A CA (`ca init`) in `t/vouch` with two conductors, `c1` and `c2`, their files in `t`.
 struct Ca {
@@ -472,30 +472,10 @@ fn a_running_server_refuses_a_conductor_revoked_beside_it_without_a_restart() {
     ));
 
     let log = t.path().join("serve.log");
-    let child = vouch()
-        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let child = spawn_serve(&mut serve_cmd(&dir), &log);
     let mut server = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
     // A deadline for the whole test: a server that hangs is killed, and the test fails.
-    let pid = server.pid();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                if start.elapsed() > Duration::from_secs(120) {
-                    // SAFETY: kill(2) on the PID of the server this test started.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let watchdog = Watchdog::kill_after(server.pid(), "vouch serve", Duration::from_secs(120));
     let (_, port) = serve_ready(&mut server.child, &log);
     let bundle = std::fs::read(dir.join("ca/ca_bundle.pem")).unwrap();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
@@ -541,8 +521,7 @@ fn a_running_server_refuses_a_conductor_revoked_beside_it_without_a_restart() {
     assert!(log_text.contains("conductor-revoked"), "the refusals are logged: {log_text}");
     assert!(!log_text.contains("\"reload\""), "no reload happened: {log_text}");
 
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    watchdog.join().unwrap();
+    drop(watchdog);
     drop(server);
 }
 
@@ -700,7 +679,6 @@ fn a_serial_of_this_cas_store_is_refused_by_conductor_revoke() {
 /// same root, same key), and releases the lock: the request is refused under the lock.
 #[test]
 fn a_request_decided_before_a_revocation_is_not_issued_after_it() {
-    use std::io::BufRead;
     let ca = Ca::new();
     ok(&ca.vouch(&["list"]));
     let copy = ca.work.join("copy");
@@ -721,28 +699,10 @@ fn a_request_decided_before_a_revocation_is_not_issued_after_it() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr_pipe = child.stderr.take().unwrap();
-    let (lines, seen) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        for line in std::io::BufReader::new(stderr_pipe).lines() {
-            let line = line.unwrap();
-            let _ = lines.send(line.clone());
-            all.push(line);
-        }
-        all
-    });
+    let stderr = StderrLines::follow(&mut child);
     // A deadline for a test that would otherwise hang, not a timing assertion.
-    loop {
-        match seen.recv_timeout(Duration::from_secs(120)) {
-            Ok(l) if l.contains("waiting for the store's lock") => break,
-            Ok(_) => continue,
-            Err(e) => {
-                let _ = child.kill();
-                panic!("vouch sign never waited for the lock ({e})");
-            }
-        }
-    }
+    let lock = "waiting for the store's lock";
+    stderr.wait_for(&mut child, lock, Duration::from_secs(120), "vouch sign never waited for the lock");
     // What `vouch conductor revoke` writes, each file replaced by rename as vouch does.
     for f in ["root_revocations.txt", "root_crl.pem", "root_crl_number", "root_crl_revocations_size"] {
         let tmp = ca.ca_file(&format!("{f}.new"));
@@ -750,18 +710,8 @@ fn a_request_decided_before_a_revocation_is_not_issued_after_it() {
         std::fs::rename(&tmp, ca.ca_file(f)).unwrap();
     }
     drop(held);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("vouch sign did not end");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let all = reader.join().unwrap().join("\n");
+    let status = wait_within(&mut child, Duration::from_secs(120), "vouch sign");
+    let all = stderr.all().join("\n");
     assert_eq!(status.code(), Some(1), "issued after the revocation: {all}");
     assert!(all.contains("[conductor-revoked]"), "{all}");
     assert!(!n1.with_extension("pem").exists());
@@ -1084,32 +1034,11 @@ fn revoke_serial_of_a_conductor_names_conductor_revoke_and_service_or_admin_seri
 
     // The service's own TLS certificate, made by `vouch serve`'s first run.
     let log = ca.work.join("serve.log");
-    let child = vouch()
-        .args(["--dir", s(&ca.dir), "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let child = spawn_serve(&mut serve_cmd(&ca.dir), &log);
     let mut server = Guard { child, what: "vouch serve", grace: Duration::from_secs(10) };
-    let pid = server.pid();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                if start.elapsed() > Duration::from_secs(60) {
-                    // SAFETY: kill(2) on the PID of the server this test started.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
+    let watchdog = Watchdog::kill_after(server.pid(), "vouch serve", Duration::from_secs(60));
     serve_ready(&mut server.child, &log);
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    watchdog.join().unwrap();
+    drop(watchdog);
     drop(server);
     let (service, _) = serial_and_fingerprint(&ca.dir.join("server/server_crt.pem"));
     for args in [["--serial", service.as_str()], ["--cert", s(&ca.dir.join("server/server_crt.pem"))]] {

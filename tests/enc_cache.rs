@@ -10,19 +10,14 @@ mod common;
 use common::processes::{free_port, read, Guard};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 /// `vouch --dir DIR serve --listen 127.0.0.1:PORT`, ready; stopped (SIGTERM) on drop.
 fn serve(dir: &Path, port: u16) -> Guard {
     let log = dir.with_extension(format!("{port}.log"));
-    let mut child = vouch()
-        .args(["--dir", s(dir), "serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    serve_ready(&mut child, &log);
+    let (child, _, _) =
+        start_serve(vouch().args(["--dir", s(dir), "serve", "--listen", &format!("127.0.0.1:{port}")]), &log);
     Guard { child, what: "vouch serve", grace: Duration::from_secs(15) }
 }
 

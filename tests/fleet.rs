@@ -547,17 +547,8 @@ fn a_dry_run_does_not_write_a_due_crl() {
 
 /// Runs `cmd`, killed after `secs` (a hang is a failure, not a stuck test run).
 fn run_within(cmd: &mut std::process::Command, secs: u64) -> Output {
-    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let t = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > std::time::Duration::from_secs(secs) {
-            child.kill().unwrap();
-            let o = child.wait_with_output().unwrap();
-            panic!("hung for {secs} s: {}", text(&o));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+    common::processes::output_within(cmd, std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|o| panic!("hung for {secs} s: {}", text(&o)))
 }
 
 /// Security review, issue 18 #9: a directory, a link and a FIFO in requests/ are junk: they

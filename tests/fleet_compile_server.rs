@@ -11,12 +11,12 @@
 mod common;
 
 use common::ldap_lab::{slapd_opts, store_env, Master};
-use common::processes::{free_port, read, run_guarded, Guard};
+use common::processes::{free_port, read, run_guarded, start_puppetserver, Wait};
 use common::slapd::Slapd;
 use common::{ok, require, root, s, vouch};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
 const MARKER: &str = "VOUCHFLEET-MARKER";
@@ -142,13 +142,10 @@ fn a_compile_server_enrolled_at_one_master_serves_an_agent_of_the_other() {
     let m2 = Master::start_env(&d2, "ca2.fleet.test", &env, &[]);
     let ca_url = format!("https://localhost:{}", m1.port);
     // Both serve the fleet's bundle before anyone enrols.
-    let t0 = Instant::now();
-    while read(&d1.join("ca/fleet_bundle.pem")).matches("BEGIN CERTIFICATE").count() != 3
-        || read(&d1.join("ca/fleet_crls.pem")).matches("BEGIN X509 CRL").count() != 1
-    {
-        assert!(t0.elapsed() < Duration::from_secs(30), "master 1 does not know master 2:\n{}", m1.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Wait::up_to(Duration::from_secs(30)).showing(|| m1.log()).until("master 1 knows master 2", || {
+        read(&d1.join("ca/fleet_bundle.pem")).matches("BEGIN CERTIFICATE").count() == 3
+            && read(&d1.join("ca/fleet_crls.pem")).matches("BEGIN X509 CRL").count() == 1
+    });
 
     // The compile server enrols at master 1.
     let sv = t.join("server");
@@ -184,25 +181,8 @@ fn a_compile_server_enrolled_at_one_master_serves_an_agent_of_the_other() {
     assert_eq!(read(&ssl.join("crl.pem")).matches("BEGIN X509 CRL").count(), 3, "every master's CRL and the root's");
 
     // Puppet Server starts with vouch's certificates and the CA service disabled.
-    let stdout = std::fs::File::create(sv.join("log/stdout.log")).unwrap();
-    let start = Instant::now();
-    let child = Command::new(sv.join("start.sh"))
-        .env("HEAP", "512m")
-        .stdin(Stdio::null())
-        .stdout(stdout.try_clone().unwrap())
-        .stderr(stdout)
-        .spawn()
-        .unwrap();
-    let mut server = Guard { child, what: "puppetserver (java)", grace: Duration::from_secs(30) };
+    let _server = start_puppetserver(&sv);
     let log = || read(&sv.join("log/puppetserver.log"));
-    while !log().contains("Puppet Server has successfully started") {
-        if let Some(st) = server.child.try_wait().unwrap() {
-            panic!("Puppet Server exited ({st}) before it was ready:\n{}", read(&sv.join("log/stdout.log")));
-        }
-        assert!(start.elapsed() < Duration::from_secs(300), "Puppet Server did not start in 300 s:\n{}", log());
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!("Puppet Server ready after {:.1} s", start.elapsed().as_secs_f64());
 
     // An agent of master 2 runs against the compile server: classified from its certificate.
     let web_yaml = t.join("web.yaml");
@@ -226,17 +206,15 @@ fn a_compile_server_enrolled_at_one_master_serves_an_agent_of_the_other() {
     // Revoked at master 2: once the compile server's CRL is fetched again from master 1, its
     // next run is refused, and so is its classification.
     ok(&vouch().envs(env.iter().map(|(k, v)| (k, v))).args(["--dir", s(&d2), "revoke", web]).output().unwrap());
-    let t0 = Instant::now();
-    loop {
-        fetch();
-        let (code, _) = puppet(&a, &["agent", "--test"], t, "web21-probe");
-        if code == 1 {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "the compile server still serves the revoked {web}");
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    eprintln!("revoked at master 2: refused by the compile server after {:.1} s", t0.elapsed().as_secs_f64());
+    let took = Wait::up_to(Duration::from_secs(60)).every(Duration::from_secs(2)).until(
+        &format!("the compile server refuses the revoked {web}"),
+        || {
+            fetch();
+            let (code, _) = puppet(&a, &["agent", "--test"], t, "web21-probe");
+            code == 1
+        },
+    );
+    eprintln!("revoked at master 2: refused by the compile server after {:.1} s", took.as_secs_f64());
     let o = Command::new(&enc).arg(web).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "the ENC still classifies {web}: {}", String::from_utf8_lossy(&o.stdout));
 }

@@ -5,6 +5,7 @@ mod common;
 
 use common::agents::{csr_for, p256};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
 use std::path::Path;
@@ -194,17 +195,12 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
     let crl2 = ok(&v(&slapd, &m2.dir).args(["crl"]).output().unwrap());
     assert!(!crl_serials(crl2.as_bytes()).contains(&serial2));
     // Master 1's service learns of it without a command on its side (its maintenance).
-    let t = Instant::now();
-    loop {
+    let took = wait_until(Duration::from_secs(30), &format!("master 1's served CRL lists {serial2}"), || {
         let mut c = m1.client();
         let r = c.request("GET", "/puppet-ca/v1/certificate_revocation_list/ca", None, b"").unwrap();
-        if crl_serials(&r.body).contains(&serial2) {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "master 1's served CRL never listed {serial2}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    eprintln!("a revocation at master 2 reached master 1's served CRL in {:?}", t.elapsed());
+        crl_serials(&r.body).contains(&serial2)
+    });
+    eprintln!("a revocation at master 2 reached master 1's served CRL in {took:?}");
 
     // `vouch store verify` on the shared store: nothing to find at either master (their
     // certificates signed by two master CAs, a revocation and a clean across masters).
@@ -309,11 +305,9 @@ fn a_conductor_revoked_at_the_root_keys_master_is_refused_by_the_other_through_t
     assert_refused(&slapd, &d1, "m1-after.example.test", &enroll_at(&m1, "m1-after.example.test"), "conductor-revoked");
     // Master 2 takes the root CRL from the store in its maintenance (every 5 s): nothing copied.
     let want = std::fs::read(d1.join("ca/root_crl.pem")).unwrap();
-    let start = Instant::now();
-    while std::fs::read(d2.join("ca/root_crl.pem")).ok().as_deref() != Some(want.as_slice()) {
-        assert!(start.elapsed() < Duration::from_secs(60), "master 2 took no root CRL: {}", m2.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Wait::up_to(Duration::from_secs(60)).showing(|| m2.log()).until("master 2 takes the root CRL", || {
+        std::fs::read(d2.join("ca/root_crl.pem")).ok().as_deref() == Some(want.as_slice())
+    });
     let r = enroll_at(&m2, "m2-after.example.test");
     assert_refused(&slapd, &d2, "m2-after.example.test", &r, "conductor-revoked");
 }

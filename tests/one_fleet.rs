@@ -7,11 +7,11 @@
 mod common;
 
 use common::fleet_lab::{
-    agent_conf, bootstrap, conductor_sign, hosts_file, issuer_of, wait_until, with_hosts, Haproxy, SHARED_NAME,
+    agent_conf, bootstrap, conductor_sign, hosts_file, issuer_of, with_hosts, Haproxy, SHARED_NAME,
 };
 use common::ldap_lab::{slapd_opts, store_env, Master, BASE};
 use common::slapd::Slapd;
-use common::{ok, root, s, text, vouch};
+use common::{ok, processes::wait_until, root, s, text, vouch};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -11,10 +11,10 @@
 
 mod common;
 
-use common::processes::{free_port, read, run_guarded, Guard};
+use common::processes::{free_port, read, run_guarded, start_puppetserver};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const JAR: &str = "/usr/share/puppetserver/puppetserver.jar";
@@ -235,32 +235,8 @@ fn the_seeds_story_on_a_stock_puppet_server() {
     std::fs::write(lab.tmp.join("web.yaml"), classification).unwrap();
 
     // Start it; the guard stops it whatever happens below.
-    let stdout = std::fs::File::create(lab.server.join("log/stdout.log")).unwrap();
-    let start = Instant::now();
-    let child = Command::new(lab.server.join("start.sh"))
-        .env("HEAP", "512m")
-        .stdin(Stdio::null())
-        .stdout(stdout.try_clone().unwrap())
-        .stderr(stdout)
-        .spawn()
-        .unwrap();
-    let mut server = Guard { child, what: "puppetserver (java)", grace: Duration::from_secs(30) };
-    while !lab.log().contains("Puppet Server has successfully started") {
-        if let Some(st) = server.child.try_wait().unwrap() {
-            panic!("Puppet Server exited ({st}) before it was ready:\n{}", read(&lab.server.join("log/stdout.log")));
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "Puppet Server did not start in 300 s:\n{}",
-            read(&lab.server.join("log/stdout.log"))
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!(
-        "Puppet Server (pid {}) ready on 127.0.0.1:{port} after {:.1} s",
-        server.pid(),
-        start.elapsed().as_secs_f64()
-    );
+    let server = start_puppetserver(&lab.server);
+    eprintln!("Puppet Server listens on 127.0.0.1:{port}");
     let cadir = lab.cadir();
 
     // 1. The conductor vouches for web01; a real agent with that csr_attributes.yaml runs.

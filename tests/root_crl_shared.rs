@@ -7,6 +7,7 @@
 mod common;
 
 use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::processes::{waits_for_flock, Wait, Watchdog};
 use common::slapd::Slapd;
 use common::{cli_vouched_csr, ok, run, s, text, vouch};
 use std::path::{Path, PathBuf};
@@ -129,25 +130,6 @@ fn refused_with(o: &Output, code: &str) {
     assert!(text(o).contains(&format!("[{code}]")), "{}", text(o));
 }
 
-/// Kills `pid` (a `vouch serve` this test started) if the test is still running after
-/// `limit`; the test then fails.
-fn deadline(pid: i32, limit: Duration) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = done.clone();
-    let h = std::thread::spawn(move || {
-        let start = Instant::now();
-        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
-            if start.elapsed() > limit {
-                // SAFETY: kill(2) on the PID of the server this test started.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
-    (done, h)
-}
-
 /// The security gap: a master without the root key kept granting what a revoked conductor
 /// vouched for until someone copied the root CRL to it by hand. Now the revocation made at A
 /// with --store publishes the root CRL, and B (no root key, nothing copied) refuses the
@@ -165,7 +147,7 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
         None,
     ));
     let server = Master::start(&f.slapd, &b2, "ca-b2.test");
-    let (done, watchdog) = deadline(server.pid(), Duration::from_secs(180));
+    let watchdog = Watchdog::kill_after(server.pid(), "vouch serve", Duration::from_secs(180));
 
     // Before: B's hook and B2's server grant what c1 vouches for.
     ok(&f.autosign(&f.b, "c1", "n1.example.test"));
@@ -186,11 +168,9 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
     ok(&f.autosign(&f.b, "c2", "n4.example.test"));
 
     // B2's server takes it in its maintenance (no restart): its file appears, then c1 is refused.
-    let start = Instant::now();
-    while !b2.join("ca/root_crl.pem").exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "no root CRL taken by the server: {}", server.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Wait::up_to(Duration::from_secs(60))
+        .showing(|| server.log())
+        .until("a root CRL taken by the server", || b2.join("ca/root_crl.pem").exists());
     let (status, said, cert) = enroll(&server, "n5.example.test", &f.csr("c1", "n5.example.test"));
     assert_eq!(status, 200, "{said}");
     assert!(cert.is_none(), "no certificate for a node the revoked conductor vouched for");
@@ -206,17 +186,14 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
     // put in the store: the server's maintenance refuses it, says so, counts it; c1 stays refused.
     let held = std::fs::read(b2.join("ca/root_crl.pem")).unwrap();
     f.put_in_store(&forged_crl(&f.a));
-    let start = Instant::now();
-    while !server.log().contains("shared-root-crl-refused") {
-        assert!(start.elapsed() < Duration::from_secs(60), "no refusal logged: {}", server.log());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    Wait::up_to(Duration::from_secs(60))
+        .showing(|| server.log())
+        .until("a refusal logged", || server.log().contains("shared-root-crl-refused"));
     assert_eq!(std::fs::read(b2.join("ca/root_crl.pem")).unwrap(), held, "B2's root CRL unchanged");
     let (_, said, cert) = enroll(&server, "n7.example.test", &f.csr("c1", "n7.example.test"));
     assert!(cert.is_none(), "c1 stays refused: {said}");
 
-    done.store(true, std::sync::atomic::Ordering::SeqCst);
-    watchdog.join().unwrap();
+    drop(watchdog);
     drop(server);
 }
 
@@ -367,17 +344,6 @@ fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken() {
     refused_with(&o, "conductor-revoked");
     assert!(text(&o).contains("shared-root-crl-refused") && text(&o).contains("does not list"), "{}", text(&o));
     assert_eq!(crl_der(&f.b.join("ca/root_crl.pem")), listing_c1);
-}
-
-/// Whether `/proc/locks` shows process `pid` waiting (a `->` line) for a `flock` on the inode `ino`.
-fn waits_for_flock(pid: u32, ino: u64) -> bool {
-    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.get(1) == Some(&"->")
-            && f.get(2) == Some(&"FLOCK")
-            && f.get(5) == Some(&pid.to_string().as_str())
-            && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
-    })
 }
 
 /// Review: two processes of one master take the store's root CRL at once (the hook and

@@ -6,6 +6,7 @@
 mod common;
 
 use common::agents::{csr_for, p256};
+use common::processes::{ended_within, wait_within, waits_for_flock, Wait};
 use common::*;
 use std::io::Read;
 use std::net::SocketAddr;
@@ -34,15 +35,7 @@ impl Server {
     /// [`Server::start`] with these environment variables set.
     fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let log = dir.with_extension("log");
-        let mut child = vouch()
-            .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let (banner, port) = common::serve_ready(&mut child, &log);
+        let (child, banner, port) = start_serve(serve_cmd(dir).args(extra).envs(env.iter().copied()), &log);
         Server { child: Some(child), port, dir: dir.to_path_buf(), log, banner }
     }
 
@@ -69,14 +62,10 @@ impl Server {
 
     /// Waits until the log has a line for which `f` holds (10 s at most).
     fn wait_log(&self, what: &str, f: impl Fn(&serde_json::Value) -> bool) {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if self.log().iter().any(&f) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("no log line for {what}:\n{}", std::fs::read_to_string(&self.log).unwrap());
+        Wait::up_to(Duration::from_secs(10))
+            .every(Duration::from_millis(50))
+            .showing(|| std::fs::read_to_string(&self.log).unwrap())
+            .until(&format!("a log line for {what}"), || self.log().iter().any(&f));
     }
 
     /// Edits the policy and reloads it (SIGHUP), waiting until the server says it did.
@@ -85,23 +74,17 @@ impl Server {
         let before = self.log().iter().filter(|v| v["event"] == "reload" && v["ok"] == true).count();
         std::fs::write(&path, edit(&std::fs::read_to_string(&path).unwrap())).unwrap();
         self.signal(libc::SIGHUP);
-        let t = Instant::now();
-        while self.log().iter().filter(|v| v["event"] == "reload" && v["ok"] == true).count() == before {
-            assert!(t.elapsed() < Duration::from_secs(10), "the policy was not reloaded");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        Wait::up_to(Duration::from_secs(10)).every(Duration::from_millis(50)).until("the policy reloaded", || {
+            self.log().iter().filter(|v| v["event"] == "reload" && v["ok"] == true).count() != before
+        });
     }
 
     /// SIGTERM; returns whether it exited 0 within 15 s.
     fn stop(mut self) -> bool {
         self.signal(libc::SIGTERM);
         let mut child = self.child.take().unwrap();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(15) {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st.success();
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Some(st) = ended_within(&mut child, Duration::from_secs(15)) {
+            return st.success();
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -1364,23 +1347,13 @@ fn a_second_serve_on_a_running_servers_data_directory_is_refused_and_changes_not
     let first = Server::start(&dir, &["--server-name", "ca-a.example.test", "--server-name", "localhost"]);
     let served = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
     let revocations = std::fs::read(dir.join("ca/revocations.txt")).unwrap_or_default();
-    let mut second = vouch()
-        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "ca-b.example.test"])
+    let mut second = serve_cmd(&dir)
+        .args(["--server-name", "ca-b.example.test"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = second.try_wait().unwrap() {
-            break st;
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            let _ = second.kill();
-            panic!("the second vouch serve kept running");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_within(&mut second, Duration::from_secs(60), "the second vouch serve (kept running?)");
     let o = second.wait_with_output().unwrap();
     assert_eq!(status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr).to_string();
@@ -1407,22 +1380,13 @@ fn a_second_serve_is_refused_even_after_the_lock_file_was_removed() {
     let first = Server::start(&dir, &["--server-name", "ca-a.example.test", "--server-name", "localhost"]);
     let served = std::fs::read(dir.join("server/server_crt.pem")).unwrap();
     let _ = std::fs::remove_file(dir.join("serve.lock"));
-    let mut second = vouch()
-        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "ca-b.example.test"])
+    let mut second = serve_cmd(&dir)
+        .args(["--server-name", "ca-b.example.test"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = second.try_wait().unwrap() {
-            break Some(st);
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = ended_within(&mut second, Duration::from_secs(60));
     if status.is_none() {
         // SAFETY: kill(2) on our own child's PID.
         unsafe { libc::kill(second.id() as i32, libc::SIGTERM) };
@@ -1451,21 +1415,9 @@ fn a_server_name_that_is_an_administrators_is_refused_and_the_administrator_kept
         .output()
         .unwrap());
     let admin = serial_of_current(&dir, "alice");
-    let mut child = vouch()
-        .args(["--dir", s(&dir), "serve", "--listen", "127.0.0.1:0", "--server-name", "alice"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the service started under the administrator's name");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child =
+        serve_cmd(&dir).args(["--server-name", "alice"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_within(&mut child, Duration::from_secs(30), "vouch serve under the administrator's name (it started?)");
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("is an administrator's name"), "{}", text(&o));
@@ -1532,19 +1484,15 @@ fn an_idle_server_refreshes_its_crl_on_its_own_schedule() {
     let crl = dir.join("ca/ca_crl.pem");
     let first = crl_dates(&crl);
     // No client connects: only the server's own schedule can renew the CRL.
-    let t = Instant::now();
-    let renewed = loop {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = crl_dates(&crl);
-        if now != first {
-            break now;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(180),
-            "the idle server never renewed its CRL ({first}):\n{}",
-            std::fs::read_to_string(&server.log).unwrap()
-        );
-    };
+    let mut renewed = first.clone();
+    std::thread::sleep(Duration::from_secs(1));
+    Wait::up_to(Duration::from_secs(180))
+        .every(Duration::from_secs(1))
+        .showing(|| std::fs::read_to_string(&server.log).unwrap())
+        .until(&format!("the idle server renews its CRL ({first})"), || {
+            renewed = crl_dates(&crl);
+            renewed != first
+        });
     assert!(
         !server.log().iter().any(|v| v["event"] == "request" || v["event"] == "tls"),
         "a client connected: the test no longer shows an idle server"
@@ -2222,21 +2170,19 @@ fn one_address_cannot_hold_every_metrics_connection() {
         "a fifth connection from one address was served"
     );
     drop(idle);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ok = std::net::TcpStream::connect(free).ok().and_then(|mut c| {
-            c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-            write!(c, "GET /metrics HTTP/1.1\r\nHost: {free}\r\nConnection: close\r\n\r\n").ok()?;
-            let mut raw = String::new();
-            c.read_to_string(&mut raw).ok()?;
-            Some(raw.starts_with("HTTP/1.1 200"))
-        });
-        if ok == Some(true) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "scrapes did not come back after the idle connections closed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    Wait::up_to(Duration::from_secs(10)).every(Duration::from_millis(100)).until(
+        "scrapes come back after the idle connections closed",
+        || {
+            let ok = std::net::TcpStream::connect(free).ok().and_then(|mut c| {
+                c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+                write!(c, "GET /metrics HTTP/1.1\r\nHost: {free}\r\nConnection: close\r\n\r\n").ok()?;
+                let mut raw = String::new();
+                c.read_to_string(&mut raw).ok()?;
+                Some(raw.starts_with("HTTP/1.1 200"))
+            });
+            ok == Some(true)
+        },
+    );
 }
 
 /// A busy --metrics-listen address is refused before anything is created, like --listen's.
@@ -2308,12 +2254,11 @@ fn logs_are_json_lines_at_info_and_rust_log_or_vouch_log_keeps_only_warnings() {
 
     let server = Server::start(&tmp.path().join("text"), &["--log-format", "text"]);
     assert_eq!(server.client(None).request("GET", "/status/v1/simple", None, b"").unwrap().status, 200);
-    let t = Instant::now();
     let read = || std::fs::read_to_string(&server.log).unwrap();
-    while !read().contains("event=\"request\"") {
-        assert!(t.elapsed() < Duration::from_secs(10), "no request line:\n{}", read());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Wait::up_to(Duration::from_secs(10))
+        .every(Duration::from_millis(50))
+        .showing(read)
+        .until("a request line", || read().contains("event=\"request\""));
     let text_log = read();
     assert!(text_log.lines().any(|l| l.contains(" INFO ") && l.contains("event=\"listening\"")), "{text_log}");
     assert!(text_log.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_err()), "{text_log}");
@@ -2728,38 +2673,20 @@ fn the_server_prunes_expired_replay_buckets_in_its_maintenance() {
         }
     }
     let server = Server::start(&dir, &[]);
-    let t = Instant::now();
-    while old.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "never pruned:\n{}",
-            std::fs::read_to_string(&server.log).unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    Wait::up_to(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .showing(|| std::fs::read_to_string(&server.log).unwrap())
+        .until("the old bucket pruned", || !old.exists());
     assert_eq!(std::fs::read_dir(&current).unwrap().count(), 300, "the current hour's bucket is kept");
-    let t = Instant::now();
-    let said = loop {
-        if let Some(v) = server.log().into_iter().find(|v| v["event"] == "journal-pruned") {
-            break v;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "no journal-pruned line");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let mut said = None;
+    Wait::up_to(Duration::from_secs(10)).every(Duration::from_millis(100)).until("a journal-pruned line", || {
+        said = server.log().into_iter().find(|v| v["event"] == "journal-pruned");
+        said.is_some()
+    });
+    let said = said.unwrap();
     assert_eq!(said["removed"], 300, "{said}");
     assert_eq!(said["more_left"], false, "{said}");
     assert!(server.stop());
-}
-
-/// Whether `/proc/locks` shows process `pid` waiting (a `->` line) for a `flock` on the inode `ino`.
-fn waits_for_flock(pid: i32, ino: u64) -> bool {
-    std::fs::read_to_string("/proc/locks").unwrap().lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.get(1) == Some(&"->")
-            && f.get(2) == Some(&"FLOCK")
-            && f.get(5) == Some(&pid.to_string().as_str())
-            && f.get(6).and_then(|id| id.rsplit(':').next()) == Some(ino.to_string().as_str())
-    })
 }
 
 /// The command line's commands say when they wait for the store's lock for more than a
@@ -2784,11 +2711,9 @@ fn a_request_waiting_for_the_stores_lock_is_not_announced_by_serve() {
     });
     // Until the server waits in flock (a deadline, not a timing assertion), then long past
     // the second after which a command says so.
-    let start = Instant::now();
-    while !waits_for_flock(server.pid(), ino) {
-        assert!(start.elapsed() < Duration::from_secs(60), "the server never waited for the lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    Wait::up_to(Duration::from_secs(60))
+        .every(Duration::from_millis(20))
+        .until("the server waits for the lock", || waits_for_flock(server.pid() as u32, ino));
     std::thread::sleep(Duration::from_millis(2500));
     drop(held);
     let (status, body) = put.join().unwrap();

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::processes::{ended_within, output_within, wait_within};
 use common::{cli_vouched_csr, ok, run, s, text, vouch};
 use std::path::{Path, PathBuf};
 
@@ -297,14 +298,7 @@ fn a_fifo_in_the_store_never_hangs_verify() {
     mkfifo(&record);
     // verify with a deadline: a hang fails the test instead of blocking it.
     let mut child = spawn_verify(&ca);
-    let t = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("vouch store verify hangs on a FIFO");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_within(&mut child, std::time::Duration::from_secs(60), "vouch store verify on a FIFO (it hangs?)");
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -866,15 +860,7 @@ fn review2_a_stalled_reader_of_verify_does_not_hold_the_store() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let t = std::time::Instant::now();
-    let mut done = None;
-    while t.elapsed() < std::time::Duration::from_secs(20) {
-        if let Some(s) = revoke.try_wait().unwrap() {
-            done = Some(s);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let done = ended_within(&mut revoke, std::time::Duration::from_secs(20));
     let _ = revoke.kill();
     let _ = revoke.wait();
     let _ = verify.kill();
@@ -942,22 +928,7 @@ fn review2_superseding_a_certname_whose_file_is_another_nodes_is_refused() {
 /// `cmd` with a deadline: Some(output), or None if it was still running after `secs`
 /// seconds (then killed).
 fn within(cmd: &mut std::process::Command, secs: u64) -> Option<std::process::Output> {
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > std::time::Duration::from_secs(secs) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Some(child.wait_with_output().unwrap())
+    output_within(cmd.stdin(std::process::Stdio::null()), std::time::Duration::from_secs(secs)).ok()
 }
 
 /// The FIFO commits say a FIFO planted where the file store reads (the inventory, the

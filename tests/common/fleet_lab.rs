@@ -3,12 +3,12 @@
 //! reach it by the masters' shared name through a private `/etc/hosts` (a mount namespace of
 //! their own: nothing of the machine's is changed).
 
-use super::processes::{free_port, read, run_guarded, Guard};
+use super::processes::{free_port, read, run_guarded, Guard, Wait};
 use super::{ok, require, s, vouch};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The name both masters carry besides their own (`--server-name`): the load balancer's.
 pub const SHARED_NAME: &str = "puppet-ca.fleet.test";
@@ -47,15 +47,10 @@ impl Haproxy {
             .spawn()
             .unwrap();
         let guard = Guard { child, what: "haproxy", grace: Duration::from_secs(5) };
-        let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "haproxy did not listen:\n{}",
-                read(&dir.join("haproxy.log"))
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        Wait::up_to(Duration::from_secs(10))
+            .every(Duration::from_millis(50))
+            .showing(|| read(&dir.join("haproxy.log")))
+            .until("haproxy listens", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
         Haproxy { port, _guard: guard }
     }
 }
@@ -123,14 +118,4 @@ pub fn issuer_of(cert: &Path) -> String {
     require("openssl", "openssl");
     let o = Command::new("openssl").args(["x509", "-in", s(cert), "-noout", "-issuer"]).output().unwrap();
     String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-/// Waits until `f` holds (checked every 200 ms), at most `limit`; panics with `what` after.
-pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < limit, "still not so after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    t.elapsed()
 }

@@ -1,12 +1,13 @@
 //! The LDAP store's test lab: a private slapd with vouch's schema, the environment that
 //! points vouch at it, and `vouch serve` masters on it.
 
+use super::processes::ended_within;
 use super::slapd::{Slapd, SlapdOpts};
-use super::{ok, s, vouch};
+use super::{ok, s, serve_cmd, start_serve, vouch};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 use vouch::serve::client::{tls_config, Client};
 
 /// The base DN of the store in every test.
@@ -46,16 +47,13 @@ impl Master {
 
     pub fn start_env(dir: &Path, name: &str, env: &[(String, String)], extra: &[&str]) -> Master {
         let log = dir.with_extension("log");
-        let mut child = vouch()
-            .args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0", "--server-name", name])
-            .args(["--server-name", "localhost"])
-            .args(extra)
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let (banner, port) = super::serve_ready(&mut child, &log);
+        let (child, banner, port) = start_serve(
+            serve_cmd(dir)
+                .args(["--server-name", name, "--server-name", "localhost"])
+                .args(extra)
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            &log,
+        );
         Master { child: Some(child), port, dir: dir.to_path_buf(), log, banner }
     }
 
@@ -99,12 +97,8 @@ impl Drop for Master {
         if let Some(mut c) = self.child.take() {
             // SAFETY: kill(2) on our own child's PID.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(5) {
-                if c.try_wait().ok().flatten().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            if ended_within(&mut c, Duration::from_secs(5)).is_some() {
+                return;
             }
             let _ = c.kill();
             let _ = c.wait();

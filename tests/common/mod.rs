@@ -226,6 +226,28 @@ pub fn require(tool: &str, package: &str) {
     assert!(found, "this test needs `{tool}`: apt-get install -y {package} (.ci/run installs it)");
 }
 
+/// `vouch --dir DIR serve --listen 127.0.0.1:0`: a `vouch serve` on a free loopback port;
+/// more arguments follow.
+pub fn serve_cmd(dir: &Path) -> Command {
+    let mut c = vouch();
+    c.args(["--dir", s(dir), "serve", "--listen", "127.0.0.1:0"]);
+    c
+}
+
+/// Starts `cmd` (a `vouch serve`), its stdout piped and its stderr written to `log`, and waits
+/// until it is ready ([`serve_ready`]): the child, its banner and its `ca_port`.
+pub fn start_serve(cmd: &mut Command, log: &Path) -> (std::process::Child, String, u16) {
+    let mut child = spawn_serve(cmd, log);
+    let (banner, port) = serve_ready(&mut child, log);
+    (child, banner, port)
+}
+
+/// Spawns `cmd` (a `vouch serve`), its stdout piped (for [`serve_ready`]) and its stderr
+/// written to `log`; not yet ready.
+pub fn spawn_serve(cmd: &mut Command, log: &Path) -> std::process::Child {
+    cmd.stdout(Stdio::piped()).stderr(std::fs::File::create(log).unwrap()).spawn().unwrap()
+}
+
 /// Reads a starting `vouch serve`'s banner up to its last line: (the banner, its `ca_port`).
 /// Panics with the server's log if it ends first.
 pub fn serve_ready(child: &mut std::process::Child, log: &Path) -> (String, u16) {
