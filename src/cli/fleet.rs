@@ -261,81 +261,15 @@ fn policy_log(cli: &Cli) -> Result<PathBuf, Error> {
 pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
     match c {
         AuditCommand::Verify { files, checkpoint, from_checkpoint, ca_cert, output } => {
-            // By default the policy's log with its rotated files (`<log>.N … <log>.1`, oldest
-            // first, uncompressed): the chain starts in the oldest.
-            let files = if files.is_empty() {
-                let log = policy_log(cli)?;
-                let mut all = Vec::new();
-                let mut n = 1u32;
-                loop {
-                    let mut r = log.clone().into_os_string();
-                    r.push(format!(".{n}"));
-                    let r = PathBuf::from(r);
-                    if !r.exists() {
-                        break;
-                    }
-                    all.push(r);
-                    n = n.saturating_add(1);
-                }
-                all.reverse();
-                all.push(log);
-                all
-            } else {
-                files.clone()
-            };
-            let ca_path = match ca_cert {
-                Some(p) => Some(p.clone()),
-                // The autosign hook's log (no CA here) has no checkpoints: the chain alone.
-                None => Some(dir(cli)?.file(crate::issuance::bootstrap::CA_CERT)).filter(|p| p.exists()),
-            };
-            let ca_der = match &ca_path {
-                Some(path) => {
-                    let pem = crate::error::read_input(path, crate::files::input::Kind::Cert)?;
-                    crate::encoding::pem::find(&pem, &["CERTIFICATE"])
-                        .map_err(|e| Error::Cert { path: path.clone(), detail: e.to_string() })?
-                        .1
-                }
-                None => Vec::new(),
-            };
-            let read_line = |p: &Option<PathBuf>| -> Result<Option<String>, Error> {
-                Ok(match p {
-                    Some(p) => Some(
-                        String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?)
-                            .trim()
-                            .to_string(),
-                    ),
-                    None => None,
-                })
-            };
-            let published = read_line(checkpoint)?;
-            let from = read_line(from_checkpoint)?;
+            let files = audit_files(cli, files)?;
+            let ca_der = audit_ca_der(cli, ca_cert)?;
+            let published = checkpoint_line(checkpoint)?;
+            let from = checkpoint_line(from_checkpoint)?;
             let v = crate::store::audit::verify(&files, &ca_der, published.as_deref(), from.as_deref())
                 .map_err(|source| Error::Io { path: files.first().cloned().unwrap_or_default(), op: "read", source })?;
             let text = match output {
                 OutFormat::Json => serde_json::to_string_pretty(&v).unwrap_or_default(),
-                OutFormat::Text => match &v.broken {
-                    Some(b) => format!(
-                        "BROKEN: {}{}: {}: {}",
-                        b.file.display(),
-                        if b.line > 0 { format!(":{}", b.line) } else { String::new() },
-                        b.kind,
-                        b.detail
-                    ),
-                    None => format!(
-                        "ok: {} lines{}, chain intact{}; {} checkpoints{}",
-                        v.lines,
-                        if v.unchained > 0 { format!(" ({} before the chain began, unprotected)", v.unchained) } else { String::new() },
-                        match (v.first_seq, v.last_seq) {
-                            (Some(a), Some(b)) => format!(" from seq {a} to {b}"),
-                            _ => String::new(),
-                        },
-                        v.checkpoints,
-                        match &v.last_checkpoint {
-                            Some((s, t)) => format!(", the last at seq {s} ({t}): lines after it are protected only by the chain until the next"),
-                            None => String::new(),
-                        }
-                    ),
-                },
+                OutFormat::Text => verified_text(&v),
             };
             super::say(&format!("{text}\n"))?;
             Ok(if v.broken.is_some() { EXIT_REFUSED } else { EXIT_OK })
@@ -347,16 +281,7 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
             };
             let since = match since {
                 None => None,
-                Some(s) => Some(match crate::encoding::time::parse_rfc3339(s) {
-                    Ok(t) => t,
-                    Err(_) => {
-                        let d = crate::policy::parse_duration(s).ok_or_else(|| Error::Usage {
-                            detail: format!("--since {s:?} is neither RFC 3339 nor a duration such as 24h or 7d"),
-                        })?;
-                        let back = time::Duration::try_from(d).unwrap_or(time::Duration::MAX);
-                        now(cli)?.checked_sub(back).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
-                    }
-                }),
+                Some(s) => Some(since_time(cli, s)?),
             };
             show(&path, certname.as_deref(), since, *output)
         }
@@ -372,6 +297,106 @@ pub(super) fn audit(cli: &Cli, c: &AuditCommand) -> Result<i32, Error> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// The files `vouch audit verify` reads: those given, or by default the policy's log with its
+/// rotated files (`<log>.N … <log>.1`, oldest first, uncompressed): the chain starts in the oldest.
+fn audit_files(cli: &Cli, files: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    if !files.is_empty() {
+        return Ok(files.to_vec());
+    }
+    let log = policy_log(cli)?;
+    let mut all = Vec::new();
+    let mut n = 1u32;
+    loop {
+        let mut r = log.clone().into_os_string();
+        r.push(format!(".{n}"));
+        let r = PathBuf::from(r);
+        if !r.exists() {
+            break;
+        }
+        all.push(r);
+        n = n.saturating_add(1);
+    }
+    all.reverse();
+    all.push(log);
+    Ok(all)
+}
+
+/// The CA certificate (DER) the checkpoints are verified against: `--ca-cert`, else the data
+/// directory's if it has one; empty for none.
+fn audit_ca_der(cli: &Cli, ca_cert: &Option<PathBuf>) -> Result<Vec<u8>, Error> {
+    let ca_path = match ca_cert {
+        Some(p) => Some(p.clone()),
+        // The autosign hook's log (no CA here) has no checkpoints: the chain alone.
+        None => Some(dir(cli)?.file(crate::issuance::bootstrap::CA_CERT)).filter(|p| p.exists()),
+    };
+    Ok(match &ca_path {
+        Some(path) => {
+            let pem = crate::error::read_input(path, crate::files::input::Kind::Cert)?;
+            crate::encoding::pem::find(&pem, &["CERTIFICATE"])
+                .map_err(|e| Error::Cert { path: path.clone(), detail: e.to_string() })?
+                .1
+        }
+        None => Vec::new(),
+    })
+}
+
+/// A checkpoint line given in a file (`--checkpoint`, `--from-checkpoint`), trimmed.
+fn checkpoint_line(p: &Option<PathBuf>) -> Result<Option<String>, Error> {
+    Ok(match p {
+        Some(p) => Some(
+            String::from_utf8_lossy(&crate::error::read_input(p, crate::files::input::Kind::Cert)?).trim().to_string(),
+        ),
+        None => None,
+    })
+}
+
+/// `vouch audit verify`'s text: the first break, or what was verified.
+fn verified_text(v: &crate::store::audit::Verified) -> String {
+    match &v.broken {
+        Some(b) => format!(
+            "BROKEN: {}{}: {}: {}",
+            b.file.display(),
+            if b.line > 0 { format!(":{}", b.line) } else { String::new() },
+            b.kind,
+            b.detail
+        ),
+        None => format!(
+            "ok: {} lines{}, chain intact{}; {} checkpoints{}",
+            v.lines,
+            if v.unchained > 0 {
+                format!(" ({} before the chain began, unprotected)", v.unchained)
+            } else {
+                String::new()
+            },
+            match (v.first_seq, v.last_seq) {
+                (Some(a), Some(b)) => format!(" from seq {a} to {b}"),
+                _ => String::new(),
+            },
+            v.checkpoints,
+            match &v.last_checkpoint {
+                Some((s, t)) => format!(
+                    ", the last at seq {s} ({t}): lines after it are protected only by the chain until the next"
+                ),
+                None => String::new(),
+            }
+        ),
+    }
+}
+
+/// `--since`: an RFC 3339 time, or a duration back from now.
+fn since_time(cli: &Cli, s: &str) -> Result<time::OffsetDateTime, Error> {
+    Ok(match crate::encoding::time::parse_rfc3339(s) {
+        Ok(t) => t,
+        Err(_) => {
+            let d = crate::policy::parse_duration(s).ok_or_else(|| Error::Usage {
+                detail: format!("--since {s:?} is neither RFC 3339 nor a duration such as 24h or 7d"),
+            })?;
+            let back = time::Duration::try_from(d).unwrap_or(time::Duration::MAX);
+            now(cli)?.checked_sub(back).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        }
+    })
 }
 
 /// `vouch audit show`: the log's lines (streamed), filtered.

@@ -64,38 +64,14 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
     use std::io::Write;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
     let now = now(cli)?;
-    // The findings go to an unnamed temporary file while the store's lock is held, and to
-    // stdout after it is released: a reader that stalls (`| less` left open) never holds up
-    // issuance.
-    // Without a usable temporary directory ($TMPDIR), in memory instead: a whole store is
-    // checked whatever the environment.
-    let spool: Box<dyn Spool> = match tempfile::tempfile() {
-        Ok(f) => Box::new(f),
-        Err(_) => Box::new(std::io::Cursor::new(Vec::new())),
-    };
-    let mut out = std::io::BufWriter::new(spool);
+    let mut out = std::io::BufWriter::new(new_spool());
     let mut failed: Option<std::io::Error> = None;
     let mut kinds: Vec<(&'static str, &'static str)> = Vec::new();
     let verified = auth.verify_store(now, &mut |finding| {
         if !kinds.iter().any(|(k, _)| *k == finding.kind()) {
             kinds.push((finding.kind(), finding.hint()));
         }
-        let line = match format {
-            // One line per finding: a control character from the store (a planted record's
-            // certname) is shown escaped, never written.
-            VerifyFormat::Text => format!("{}: {finding}", finding.kind())
-                .chars()
-                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-                .collect(),
-            VerifyFormat::Jsonl => {
-                let mut v = serde_json::to_value(&finding).unwrap_or_default();
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("message".into(), finding.to_string().into());
-                    o.insert("hint".into(), finding.hint().into());
-                }
-                v.to_string()
-            }
-        };
+        let line = finding_line(&finding, format);
         if failed.is_none() {
             failed = writeln!(out, "{line}").err();
         }
@@ -113,6 +89,53 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     std::io::copy(&mut spool, &mut out).map_err(write_err)?;
+    write_summary(&mut out, format, &auth, &verified, &kinds).map_err(write_err)?;
+    out.flush().map_err(write_err)?;
+    Ok(if verified.findings == 0 { EXIT_OK } else { super::EXIT_REFUSED })
+}
+
+/// Where the findings wait while the store's lock is held.
+fn new_spool() -> Box<dyn Spool> {
+    // The findings go to an unnamed temporary file while the store's lock is held, and to
+    // stdout after it is released: a reader that stalls (`| less` left open) never holds up
+    // issuance.
+    // Without a usable temporary directory ($TMPDIR), in memory instead: a whole store is
+    // checked whatever the environment.
+    match tempfile::tempfile() {
+        Ok(f) => Box::new(f),
+        Err(_) => Box::new(std::io::Cursor::new(Vec::new())),
+    }
+}
+
+/// One finding as `vouch store verify` writes it, in `format`.
+fn finding_line(finding: &crate::store::verify::Finding, format: VerifyFormat) -> String {
+    match format {
+        // One line per finding: a control character from the store (a planted record's
+        // certname) is shown escaped, never written.
+        VerifyFormat::Text => format!("{}: {finding}", finding.kind())
+            .chars()
+            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .collect(),
+        VerifyFormat::Jsonl => {
+            let mut v = serde_json::to_value(finding).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("message".into(), finding.to_string().into());
+                o.insert("hint".into(), finding.hint().into());
+            }
+            v.to_string()
+        }
+    }
+}
+
+/// `vouch store verify`'s summary after the findings: what was checked, and each kind of
+/// finding's hint (text); one `summary` object (JSON lines).
+fn write_summary(
+    out: &mut impl std::io::Write,
+    format: VerifyFormat,
+    auth: &Authority,
+    verified: &crate::authority::Verified,
+    kinds: &[(&'static str, &'static str)],
+) -> std::io::Result<()> {
     match format {
         VerifyFormat::Text => {
             let found = match verified.findings {
@@ -127,10 +150,9 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
                 verified.certificates,
                 verified.inventory,
                 verified.revocations
-            )
-            .map_err(write_err)?;
-            for (kind, hint) in &kinds {
-                writeln!(out, "  {kind}: {hint}").map_err(write_err)?;
+            )?;
+            for (kind, hint) in kinds {
+                writeln!(out, "  {kind}: {hint}")?;
             }
         }
         VerifyFormat::Jsonl => {
@@ -138,11 +160,10 @@ fn verify(cli: &Cli, format: VerifyFormat) -> Result<i32, Error> {
             if let Some(m) = summary.as_object_mut() {
                 m.insert("store".into(), serde_json::Value::String(auth.store.describe()));
             }
-            writeln!(out, "{}", serde_json::json!({ "summary": summary })).map_err(write_err)?;
+            writeln!(out, "{}", serde_json::json!({ "summary": summary }))?;
         }
     }
-    out.flush().map_err(write_err)?;
-    Ok(if verified.findings == 0 { EXIT_OK } else { super::EXIT_REFUSED })
+    Ok(())
 }
 
 pub(super) fn override_cmd(cli: &Cli, c: &OverrideCommand) -> Result<i32, Error> {

@@ -1,0 +1,220 @@
+//! The certname registry (`ou=certnames`): each certname's current certificate, written by
+//! compare-and-swap (an add where no entry was expected, else a modify asserting the serial
+//! and revision admission read), with the supersede mark an issuance leaves until the
+//! certificate it replaced is revoked; and the reads of certificates across the store.
+
+use super::conn::rc;
+use super::entry::{check_certname, check_hex, gtime, set, Entry};
+use super::replicas::Written;
+use super::LdapStore;
+use crate::encoding::time::parse_rfc3339;
+use crate::store::{CertRecord, Expected, InventoryEntry, Issuance, State, StoreError, Supersede};
+use ldap3::{Mod, Scope};
+use std::collections::HashSet;
+
+/// The conflict a registry write that lost its race reports.
+fn changed_meanwhile(certname: &str) -> String {
+    format!(
+        "the certificate of {certname} was changed by someone else meanwhile (a concurrent request or another master)"
+    )
+}
+
+impl LdapStore {
+    /// The registry entry's attributes for a certificate.
+    fn registry_attrs(rec: &CertRecord, pem: &str, revision: u64) -> Result<Vec<(&'static str, Vec<u8>)>, StoreError> {
+        let json = serde_json::to_vec(rec).map_err(|e| StoreError::Ldap {
+            op: "encode",
+            dn: rec.certname.clone(),
+            detail: e.to_string(),
+        })?;
+        let mut v = vec![
+            ("vouchRevision", revision.to_string().into_bytes()),
+            ("vouchState", if rec.state == State::Revoked { b"revoked".to_vec() } else { b"issued".to_vec() }),
+            ("vouchSerial", rec.serial.clone().into_bytes()),
+            ("vouchCa", rec.issuer.clone().unwrap_or_default().into_bytes()),
+            ("vouchRecord", json),
+            ("vouchCertificate", pem.as_bytes().to_vec()),
+        ];
+        if let Ok(t) = parse_rfc3339(&rec.not_after) {
+            v.push(("vouchNotAfter", gtime(t).into_bytes()));
+        }
+        if let Some(c) = &rec.claim {
+            check_hex("claim", c)?;
+            v.push(("vouchKey", c.clone().into_bytes()));
+        }
+        Ok(v)
+    }
+
+    /// Writes one issuance to the registry: an add if no entry was expected, else a modify
+    /// asserting the expected serial and revision. [`StoreError::Conflict`] if another
+    /// writer got there first.
+    pub(super) fn register(&self, iss: &Issuance) -> Result<(), StoreError> {
+        let mut rec = iss.record.clone();
+        check_certname(&rec.certname)?;
+        check_hex("serial", &rec.serial)?;
+        rec.issuer = Some(self.own_ca()?.to_string());
+        let dn = self.registry_dn(&rec.certname);
+        let supersedes = match &iss.supersedes {
+            Some(s) => Some(self.supersede_mark(s)?),
+            None => None,
+        };
+        match &iss.expected {
+            None => self.register_new(&dn, &rec, &iss.pem, supersedes.as_deref())?,
+            Some(exp) => self.register_over(&dn, &rec, &iss.pem, supersedes.as_deref(), exp)?,
+        }
+        let serial = rec.serial.clone();
+        self.confirm_on_replicas_that(&dn, Written::Change, |e| {
+            e.text("vouchSerial").as_deref() == Some(serial.as_str())
+        })?;
+        if let (Some(s), Some(_)) = (&iss.supersedes, &supersedes) {
+            crate::store::crash_point("ldap:registered");
+            self.revoke_superseded(&dn, s, &rec.serial)?;
+        }
+        Ok(())
+    }
+
+    /// The `vouchSupersedes` mark of the certificate an issuance supersedes:
+    /// `<ca>:<serial>[:<claim>]`.
+    fn supersede_mark(&self, s: &Supersede) -> Result<String, StoreError> {
+        let ca = s.record.issuer.clone().unwrap_or(self.own_ca()?.to_string());
+        check_hex("CA id", &ca)?;
+        check_hex("serial", &s.revocation.serial)?;
+        match &s.record.claim {
+            Some(c) => {
+                check_hex("claim", c)?;
+                Ok(format!("{ca}:{}:{c}", s.revocation.serial))
+            }
+            None => Ok(format!("{ca}:{}", s.revocation.serial)),
+        }
+    }
+
+    /// The registry write where no entry was expected: one add (an entry there already is
+    /// another writer's: a conflict).
+    fn register_new(&self, dn: &str, rec: &CertRecord, pem: &str, supersedes: Option<&str>) -> Result<(), StoreError> {
+        let mut attrs: Vec<(&str, HashSet<Vec<u8>>)> =
+            vec![("objectClass", set("vouchRegistered")), ("vouchCertname", set(rec.certname.as_bytes().to_vec()))];
+        for (k, v) in Self::registry_attrs(rec, pem, 1)? {
+            attrs.push((k, set(v)));
+        }
+        if let Some(m) = supersedes {
+            attrs.push(("vouchSupersedes", set(m.as_bytes().to_vec())));
+        }
+        if self.add(dn, attrs)? == rc::ALREADY_EXISTS {
+            return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) });
+        }
+        Ok(())
+    }
+
+    /// The registry write over the entry admission read: one modify asserting its serial
+    /// and revision (and no unfinished mark), every attribute replaced.
+    fn register_over(
+        &self,
+        dn: &str,
+        rec: &CertRecord,
+        pem: &str,
+        supersedes: Option<&str>,
+        exp: &Expected,
+    ) -> Result<(), StoreError> {
+        check_hex("serial", &exp.serial)?;
+        let next = exp
+            .revision
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Conflict { what: changed_meanwhile(&rec.certname) })?;
+        let mut mods: Vec<Mod<Vec<u8>>> = Self::registry_attrs(rec, pem, next)?
+            .into_iter()
+            .map(|(k, v)| Mod::Replace(k.as_bytes().to_vec(), set(v)))
+            .collect();
+        for attr in [&b"vouchNotAfter"[..], b"vouchKey"] {
+            if !mods.iter().any(|m| matches!(m, Mod::Replace(k, _) if k == attr)) {
+                mods.push(Mod::Replace(attr.to_vec(), HashSet::new()));
+            }
+        }
+        mods.push(Mod::Replace(
+            b"vouchSupersedes".to_vec(),
+            supersedes.map(|m| set(m.as_bytes().to_vec())).unwrap_or_default(),
+        ));
+        // Never over an unfinished mark of another writer (it would be lost): completed first.
+        let assertion =
+            format!("(&(vouchSerial={})(vouchRevision={})(!(vouchSupersedes=*)))", exp.serial, exp.revision);
+        if self.modify(dn, mods, Some(&assertion))? != rc::SUCCESS {
+            return Err(self.conflict_at(dn, changed_meanwhile(&rec.certname)));
+        }
+        Ok(())
+    }
+
+    /// After the registry write: the superseded certificate's revocation, then the mark
+    /// removed (while the entry still holds the new certificate, `serial`). A failure here
+    /// is [`StoreError::AfterCommit`]: the new certificate stands.
+    fn revoke_superseded(&self, dn: &str, s: &Supersede, serial: &str) -> Result<(), StoreError> {
+        // The certname is the new certificate's: now the old one's revocation, then the mark.
+        let after = (|| {
+            self.add_revocation(&s.revocation, &s.record)?;
+            self.modify(
+                dn,
+                vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],
+                Some(&format!("(vouchSerial={})", serial)),
+            )
+        })();
+        if let Err(e) = after {
+            return Err(StoreError::AfterCommit { source: Box::new(e) });
+        }
+        Ok(())
+    }
+
+    /// One search over the whole store: a revoked serial's revocation entry (under whichever
+    /// master CA issued it) wins over the registry entry that may still name it.
+    pub(super) fn record_by_serial(&self, serial: &str) -> Result<Option<CertRecord>, StoreError> {
+        if check_hex("serial", serial).is_err() {
+            return Ok(None);
+        }
+        let found = self.search(
+            &self.base,
+            Scope::Subtree,
+            &format!("(&(|(objectClass=vouchRevocation)(objectClass=vouchRegistered))(vouchSerial={serial}))"),
+            &["objectClass", "vouchRecord"],
+        )?;
+        let revoked = |e: &Entry| {
+            e.attrs.get("objectclass").is_some_and(|v| v.iter().any(|c| c.eq_ignore_ascii_case(b"vouchRevocation")))
+        };
+        let Some(e) = found.iter().find(|e| revoked(e)).or_else(|| found.first()) else { return Ok(None) };
+        if !revoked(e) {
+            return Ok(Some(e.record()?));
+        }
+        let v: serde_json::Value = serde_json::from_slice(e.bytes("vouchRecord").unwrap_or_default())
+            .map_err(|err| e.damaged(format!("vouchRecord: {err}")))?;
+        serde_json::from_value(v["record"].clone()).map(Some).map_err(|err| e.damaged(format!("vouchRecord: {err}")))
+    }
+
+    /// [`Store::inventory`](crate::store::Store::inventory): every certificate the registry
+    /// and the revocation entries name, once each, oldest first.
+    pub(super) fn inventory_entries(&self) -> Result<Vec<InventoryEntry>, StoreError> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let registered = self.search(
+            &self.container("certnames"),
+            Scope::OneLevel,
+            "(objectClass=vouchRegistered)",
+            &["vouchRecord"],
+        )?;
+        let revoked =
+            self.search(&self.container("cas"), Scope::Subtree, "(objectClass=vouchRevocation)", &["vouchRecord"])?;
+        for e in registered.iter().chain(revoked.iter()) {
+            let rec = match e.bytes("vouchRecord").and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok()) {
+                Some(v) if v.get("record").is_some() => {
+                    serde_json::from_value::<CertRecord>(v["record"].clone()).map_err(|x| e.damaged(x.to_string()))?
+                }
+                _ => e.record()?,
+            };
+            if seen.insert(rec.serial.clone()) && !rec.not_before.is_empty() {
+                out.push(InventoryEntry {
+                    serial: rec.serial,
+                    not_before: rec.not_before,
+                    not_after: rec.not_after,
+                    certname: rec.certname,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.not_before.cmp(&b.not_before).then_with(|| a.serial.cmp(&b.serial)));
+        Ok(out)
+    }
+}
