@@ -73,3 +73,18 @@ fn a_missing_tree_is_said() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a directory"));
 }
+
+#[test]
+fn the_readme_shows_the_rooms_as_they_are() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("scripts/module-deps")).output().expect("scripts/module-deps runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("$ scripts/module-deps\n").expect("README.md shows scripts/module-deps") + 22;
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert_eq!(
+        shown,
+        String::from_utf8_lossy(&out.stdout),
+        "README.md's table of rooms is not scripts/module-deps' output"
+    );
+}
