@@ -7,6 +7,7 @@
 mod crl;
 pub mod documents;
 pub mod fleet;
+mod fleet_apply;
 mod fleet_names;
 pub mod inventory;
 mod issue;
