@@ -12,7 +12,7 @@ use super::inventory::{self, Source};
 use super::Authority;
 use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::error::Error;
-use crate::store::{Junk, Listed, Revocation, State, StoreError, StoreUrl};
+use crate::store::{Junk, Listed, StoreError, StoreUrl};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::HashSet;
 use std::io::{BufRead, BufWriter, Seek, Write};
@@ -154,9 +154,6 @@ pub struct Stale {
     pub time: String,
 }
 
-/// How many of the certificates `--confirm` revoked [`Error::ReconcileCrlNotWritten`] names.
-const NAMED_REVOCATIONS: usize = 10;
-
 /// What `--confirm` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Applied {
@@ -220,19 +217,6 @@ fn spinner(on: bool, what: &str) -> Option<indicatif::ProgressBar> {
     }
     pb.set_message(what.to_string());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    Some(pb)
-}
-
-fn bar(on: bool, len: u64, what: &str) -> Option<indicatif::ProgressBar> {
-    if !on {
-        return None;
-    }
-    let pb = indicatif::ProgressBar::new(len);
-    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})") {
-        pb.set_style(style);
-    }
-    pb.set_message(what.to_string());
     Some(pb)
 }
 
@@ -440,8 +424,6 @@ impl Authority {
         matches!(self.store.current(certname), Ok(Some(c)) if self.is_admin_certificate(&c.pem))
     }
 
-    /// Revokes (with `--prune`: and forgets) the plan's orphans and drops its stale requests,
-    /// under the store's lock; one CRL at the end.
     /// Whether the certificate `serial` was issued after `t` (its record's notBefore, which
     /// the profile backdates, plus that backdate). A record that cannot be read says no: the
     /// apply step reads it again, under the lock.
@@ -449,139 +431,11 @@ impl Authority {
         matches!(self.store.record(serial), Ok(Some(rec)) if self.record_issued_after(&rec, t))
     }
 
-    fn record_issued_after(&self, rec: &crate::store::CertRecord, t: OffsetDateTime) -> bool {
+    /// [`Authority::issued_after`] for a record already read.
+    pub(super) fn record_issued_after(&self, rec: &crate::store::CertRecord, t: OffsetDateTime) -> bool {
         let backdate = time::Duration::try_from(self.policy.profile.backdate).unwrap_or(time::Duration::DAY);
         // A notBefore too late to add the backdate to (a damaged record) is after any `t`.
         parse_rfc3339(&rec.not_before).is_ok_and(|nb| nb.checked_add(backdate).is_none_or(|issued| issued > t))
-    }
-
-    fn apply(
-        &self,
-        plan: &mut Plan,
-        opts: &ReconcileOptions,
-        now: OffsetDateTime,
-        snapshot: OffsetDateTime,
-    ) -> Result<Applied, Error> {
-        let mut done = Applied::default();
-        let lock = self.store.lock()?;
-        let pb = bar(opts.progress, plan.changes, "applying");
-        let mut revoked_any = false;
-        // The first certificates revoked, named in the error if the CRL cannot be written.
-        let mut named: Vec<(String, String)> = Vec::new();
-        let result = plan.orphans.each(|o: Orphan| {
-            if o.revoked && !opts.prune {
-                return Ok(());
-            }
-            if let Some(pb) = &pb {
-                pb.inc(1);
-            }
-            let Some(current) = self.store.current(&o.certname)? else {
-                done.skipped.push(o.certname);
-                return Ok(());
-            };
-            if self.is_admin_certificate(&current.pem) {
-                done.skipped.push(o.certname);
-                return Ok(());
-            }
-            let expected = current.expected();
-            let rec = current.record;
-            let unchanged = rec.serial == o.serial && (rec.state == State::Revoked) == o.revoked;
-            if !unchanged || self.record_issued_after(&rec, snapshot) {
-                done.skipped.push(o.certname);
-                return Ok(());
-            }
-            let rev = Revocation {
-                certname: o.certname.clone(),
-                ..Revocation::of(
-                    &rec,
-                    if o.revoked {
-                        rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now))
-                    } else {
-                        format_rfc3339(now)
-                    },
-                    if o.revoked {
-                        rec.reason.clone().unwrap_or_else(|| RECONCILE_REASON.into())
-                    } else {
-                        RECONCILE_REASON.into()
-                    },
-                    opts.prune,
-                )
-            };
-            match self.store.revoke(&lock, &rev, &rec, Some(&expected)) {
-                Ok(()) => {}
-                Err(StoreError::Conflict { .. }) => {
-                    done.skipped.push(o.certname);
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
-            }
-            if !o.revoked {
-                revoked_any = true;
-                done.revoked = done.revoked.saturating_add(1);
-                if named.len() < NAMED_REVOCATIONS {
-                    named.push((rev.certname.clone(), rev.serial.clone()));
-                }
-            }
-            if opts.prune {
-                done.cleaned = done.cleaned.saturating_add(1);
-            }
-            self.audit(serde_json::json!({
-                "time": rev.time, "event": if rev.cleaned { "cleaned" } else { "revoked" },
-                "certname": rev.certname, "serial": rev.serial, "reason": rev.reason, "by": "reconcile",
-            }))
-        });
-        let result = result.and_then(|()| {
-            plan.stale.each(|s: Stale| {
-                if let Some(pb) = &pb {
-                    pb.inc(1);
-                }
-                // Under the lock: only the request listed (the agent may have sent a new one
-                // since the plan: it is left alone).
-                match self.store.request(&s.certname)? {
-                    Some((r, _)) if r.time != s.time => {
-                        done.skipped.push(s.certname);
-                        return Ok(());
-                    }
-                    _ => {}
-                }
-                self.store.remove_request(&s.certname)?;
-                done.requests_dropped = done.requests_dropped.saturating_add(1);
-                self.audit(serde_json::json!({
-                    "time": format_rfc3339(now), "event": "request-dropped", "certname": s.certname,
-                    "requested": s.time, "by": "reconcile",
-                }))
-            })
-        });
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        // What was done stays done: the CRL lists it, written even after a failure.
-        let crl = if revoked_any { self.write_crl_locked(&lock, now) } else { Ok(()) };
-        let stopped = |error: Error| Error::Unfinished {
-            done: format!(
-                "reconcile revoked {}, forgot {} and dropped {} requests before it stopped",
-                done.revoked, done.cleaned, done.requests_dropped
-            ),
-            error: Box::new(error),
-        };
-        match (result, crl) {
-            (Ok(()), Ok(())) => Ok(done),
-            (Err(error), Ok(())) => Err(stopped(error)),
-            // The revocations are stored and the CRL does not list them: as `vouch revoke`
-            // says of one, exit 3 (an earlier failure is a warning, the CRL the error).
-            (result, Err(error)) => {
-                if let Err(e) = result {
-                    super::warn("reconcile", &stopped(e).to_string());
-                }
-                Err(Error::ReconcileCrlNotWritten {
-                    revoked: done.revoked,
-                    named,
-                    cleaned: done.cleaned,
-                    requests_dropped: done.requests_dropped,
-                    error: Box::new(error),
-                })
-            }
-        }
     }
 
     /// `vouch purge NAME…`: the junk entries named (all must exist now); with `confirm`,

@@ -223,6 +223,26 @@ fn entry_values(e: &ldap3::ResultEntry, attr: &str) -> Result<Vec<String>, Strin
 /// a program writing more never blocks or dies of a closed pipe).
 const STDERR_KEPT: usize = 4096;
 
+/// The child, shared with the watchdog: it is reaped (try_wait) under the lock, and the
+/// watchdog kills its group only while it is not (never a reused process id).
+struct Shared {
+    child: std::process::Child,
+    status: Option<std::process::ExitStatus>,
+    timed_out: bool,
+}
+
+type SharedChild = std::sync::Arc<std::sync::Mutex<Shared>>;
+
+/// Kills the child's process group `pid` (and the child), unless it was reaped.
+fn kill_group(g: &mut Shared, pid: u32) {
+    if g.status.is_none() {
+        if let Some(p) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+        let _ = g.child.kill();
+    }
+}
+
 /// `cmd:PROGRAM ARGS…`: its stdout's names; in a process group of its own, killed with the
 /// group after `timeout`; its stderr drained on a thread (the last [`STDERR_KEPT`] bytes kept).
 fn read_cmd(
@@ -231,118 +251,23 @@ fn read_cmd(
     timeout: std::time::Duration,
     f: &mut (dyn FnMut(String) + Send),
 ) -> Result<(), Error> {
-    use std::os::unix::process::CommandExt;
     use std::sync::{Arc, Mutex};
     let shown = std::iter::once(program).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
-    let child = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Error::InventoryCommand { command: shown.clone(), detail: format!("cannot run it: {e}") })?;
+    let child = spawn_cmd(program, args, &shown)?;
     let pid = child.id();
-    // The child, shared with the watchdog: it is reaped (try_wait) under the lock, and the
-    // watchdog kills its group only while it is not (never a reused process id).
-    struct Shared {
-        child: std::process::Child,
-        status: Option<std::process::ExitStatus>,
-        timed_out: bool,
-    }
     let shared = Arc::new(Mutex::new(Shared { child, status: None, timed_out: false }));
     let (out, err) = {
         let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
         (g.child.stdout.take(), g.child.stderr.take())
     };
-    let kill_group = move |g: &mut Shared| {
-        if g.status.is_none() {
-            if let Some(p) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
-                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-            }
-            let _ = g.child.kill();
-        }
-    };
-    let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
-    let watchdog = {
-        let shared = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(timeout) {
-                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-                if g.status.is_none() {
-                    g.timed_out = true;
-                    kill_group(&mut g);
-                }
-            }
-        })
-    };
-    // Its stderr read to the end on a thread of its own, the last STDERR_KEPT bytes kept.
-    let errs = std::thread::spawn(move || {
-        let mut kept: Vec<u8> = Vec::new();
-        if let Some(mut e) = err {
-            let mut buf = [0u8; 8192];
-            loop {
-                match e.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        kept.extend_from_slice(buf.get(..n).unwrap_or_default());
-                        if kept.len() > STDERR_KEPT {
-                            kept.drain(..kept.len().saturating_sub(STDERR_KEPT));
-                        }
-                    }
-                }
-            }
-        }
-        String::from_utf8_lossy(&kept).trim().to_string()
-    });
-    let mut failed: Option<String> = None;
-    if let Some(out) = out {
-        let mut r = std::io::BufReader::new(out);
-        let mut number = 0u64;
-        loop {
-            match read_line_bounded(&mut r, MAX_NAME_LINE) {
-                Ok(None) => break,
-                Ok(Some(l)) => {
-                    number = number.saturating_add(1);
-                    match line_text(l, number) {
-                        Ok(l) => {
-                            if let Some(n) = name_of(&l) {
-                                f(n);
-                            }
-                        }
-                        Err(d) => {
-                            // Its output is no inventory: stop it (it may never end).
-                            failed = Some(d);
-                            break;
-                        }
-                    }
-                }
-                Err(e) => {
-                    failed = Some(format!("reading its output: {e}"));
-                    break;
-                }
-            }
-        }
-    }
+    let (cancel, watchdog) = start_watchdog(&shared, pid, timeout);
+    let errs = drain_stderr(err);
+    let failed = out.and_then(|out| read_cmd_names(out, f));
     if failed.is_some() {
         let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-        kill_group(&mut g);
+        kill_group(&mut g, pid);
     }
-    // Reaped under the lock (polling): the watchdog may still kill it meanwhile.
-    let status = loop {
-        {
-            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-            match g.child.try_wait() {
-                Ok(Some(st)) => {
-                    g.status = Some(st);
-                    break Ok(st);
-                }
-                Ok(None) => {}
-                Err(e) => break Err(e),
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = reap(&shared);
     let _ = cancel.send(());
     let _ = watchdog.join();
     // A background child of its group may still hold stderr: the group is killed if it timed out.
@@ -366,6 +291,113 @@ fn read_cmd(
         return Err(Error::InventoryCommand { command: shown, detail: format!("{how}{said}") });
     }
     Ok(())
+}
+
+/// Starts the program (`shown`: its command line, for messages) in a process group of its
+/// own, stdin empty, stdout and stderr piped.
+fn spawn_cmd(program: &str, args: &[String], shown: &str) -> Result<std::process::Child, Error> {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::InventoryCommand { command: shown.to_string(), detail: format!("cannot run it: {e}") })
+}
+
+/// The watchdog: kills the group `pid` after `timeout` (marking it timed out) unless it was
+/// reaped, or cancelled first (by sending on the channel returned).
+fn start_watchdog(
+    shared: &SharedChild,
+    pid: u32,
+    timeout: std::time::Duration,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (cancel, cancelled) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let shared = std::sync::Arc::clone(shared);
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(timeout) {
+                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                if g.status.is_none() {
+                    g.timed_out = true;
+                    kill_group(&mut g, pid);
+                }
+            }
+        })
+    };
+    (cancel, watchdog)
+}
+
+/// Its stderr read to the end on a thread of its own, the last [`STDERR_KEPT`] bytes kept.
+fn drain_stderr(err: Option<std::process::ChildStderr>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::new();
+        if let Some(mut e) = err {
+            let mut buf = [0u8; 8192];
+            loop {
+                match e.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        kept.extend_from_slice(buf.get(..n).unwrap_or_default());
+                        if kept.len() > STDERR_KEPT {
+                            kept.drain(..kept.len().saturating_sub(STDERR_KEPT));
+                        }
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&kept).trim().to_string()
+    })
+}
+
+/// The names of the program's output, each handed to `f`; why the output is no inventory,
+/// if it is not (the reading stops there).
+fn read_cmd_names(out: std::process::ChildStdout, f: &mut (dyn FnMut(String) + Send)) -> Option<String> {
+    let mut r = std::io::BufReader::new(out);
+    let mut number = 0u64;
+    loop {
+        match read_line_bounded(&mut r, MAX_NAME_LINE) {
+            Ok(None) => break,
+            Ok(Some(l)) => {
+                number = number.saturating_add(1);
+                match line_text(l, number) {
+                    Ok(l) => {
+                        if let Some(n) = name_of(&l) {
+                            f(n);
+                        }
+                    }
+                    Err(d) => {
+                        // Its output is no inventory: stop it (it may never end).
+                        return Some(d);
+                    }
+                }
+            }
+            Err(e) => {
+                return Some(format!("reading its output: {e}"));
+            }
+        }
+    }
+    None
+}
+
+/// Reaped under the lock (polling): the watchdog may still kill it meanwhile.
+fn reap(shared: &SharedChild) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        {
+            let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+            match g.child.try_wait() {
+                Ok(Some(st)) => {
+                    g.status = Some(st);
+                    break Ok(st);
+                }
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// The values of `search.attribute` of every entry `search` finds, handed to `f` page by

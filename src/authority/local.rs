@@ -54,97 +54,18 @@ impl Authority {
     ) -> Result<Issued, Error> {
         let LocalSpec { certname, role, dns_names, ip_addresses, key_type: _, replace } = *spec;
         let admin = role == certificate::LocalRole::Admin;
-        let refused = |why| Error::AdminNameRefused { name: certname.to_string(), why };
-        if admin {
-            super::check_name(certname)?;
-            if decision::is_reserved_certname(certname) {
-                return Err(refused(AdminNameTaken::Puppet));
-            }
-            if self.reserved.holder(certname) == Some(super::Holder::Service) {
-                return Err(refused(AdminNameTaken::Service));
-            }
-            if let Some(detail) = self.server_name(certname) {
-                return Err(refused(AdminNameTaken::Server { detail }));
-            }
-        }
-        decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
-        if decision::is_reserved_certname(certname) {
-            return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
-        }
+        self.check_local_name(certname, admin)?;
         let spki = rcgen::PublicKeyData::subject_public_key_info(key);
         let key_kind = crate::encoding::csr::spki_kind(&spki).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let lock = self.store.lock()?;
         let current = self.current_checked(certname)?;
-        let mut supersede = false;
-        match (admin, &current) {
-            (true, Some(c)) => {
-                if let Some(why) = self.taken_from_administrators(c, now) {
-                    return Err(refused(why));
-                }
-            }
-            // A certname the store lists whose current certificate is missing (a damaged
-            // store): a node's, whose certificate may be valid: refused, as revoke refuses it.
-            (true, None) => {
-                let file =
-                    self.shared_journal.is_none().then(|| self.dir.ca().join("signed").join(format!("{certname}.pem")));
-                if let e @ Error::CurrentMissing { .. } = self.no_current(certname, file) {
-                    return Err(e);
-                }
-            }
-            (false, _) => {}
+        if admin {
+            self.check_admin_name_free(certname, current.as_ref(), now)?;
         }
-        if let Some(crate::store::Current { record: rec, .. }) = &current {
-            let valid = rec.state == State::Issued
-                && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
-            if valid && !replace {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "{certname} already has a valid certificate (serial {}); revoke or clean it first",
-                        rec.serial
-                    ),
-                });
-            }
-            // `replace` supersedes vouch's own certificate for that name (the service's
-            // previous one), never a node's: a --server-name naming a node must not revoke it.
-            if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some()) {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "{certname} is a node's certname: it has a valid certificate (serial {}) a conductor \
-                         vouched for, which vouch will not revoke to take the name; choose another --server-name, \
-                         or revoke or clean the node first ('vouch revoke {certname}')",
-                        rec.serial
-                    ),
-                });
-            }
-            // A shared store: another master's service (or administrator) certificate under
-            // this name is never superseded (each would revoke the other's at every start).
-            let own = crate::store::ca_id(&self.ca.cert_der);
-            if valid && rec.issuer.as_ref().is_some_and(|i| *i != own) {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "{certname} has a valid certificate (serial {}) from another master CA sharing this \
-                         store; give each master its own name (--server-name for vouch serve; \
-                         'vouch admin new NAME' for administrators)",
-                        rec.serial
-                    ),
-                });
-            }
-            // Nor an administrator's: the service taking an administrator's name would revoke
-            // that credential (and the administrator's `vouch revoke NAME` then the service's).
-            let pem = current.as_ref().map(|c| c.pem.as_bytes()).unwrap_or_default();
-            let der = crate::encoding::pem::find(pem, &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
-            if valid && role != certificate::LocalRole::Admin && super::reserved::carries_cli_auth(&der) {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "{certname} is an administrator's name: it has a valid administrator certificate (serial {}), \
-                         which vouch will not revoke to take the name; choose another --server-name, or revoke the \
-                         administrator first ('vouch revoke {certname}')",
-                        rec.serial
-                    ),
-                });
-            }
-            supersede = valid;
-        }
+        let supersede = match &current {
+            Some(c) => local_supersedes(c, certname, role, replace, &self.ca.cert_der, now)?,
+            None => false,
+        };
         let proof = certificate::LocalProof {
             certname: certname.to_string(),
             spki,
@@ -163,6 +84,55 @@ impl Authority {
             now,
         )
         .map(|stored| stored.issued)
+    }
+
+    /// The name of a certificate of vouch's own: a certname, not Puppet's reserved one; an
+    /// administrator's also no name the service or a Puppet server goes by.
+    fn check_local_name(&self, certname: &str, admin: bool) -> Result<(), Error> {
+        if admin {
+            super::check_name(certname)?;
+            if decision::is_reserved_certname(certname) {
+                return Err(admin_name_refused(certname, AdminNameTaken::Puppet));
+            }
+            if self.reserved.holder(certname) == Some(super::Holder::Service) {
+                return Err(admin_name_refused(certname, AdminNameTaken::Service));
+            }
+            if let Some(detail) = self.server_name(certname) {
+                return Err(admin_name_refused(certname, AdminNameTaken::Server { detail }));
+            }
+        }
+        decision::check_certname(certname).map_err(|r| Error::Usage { detail: format!("{r}") })?;
+        if decision::is_reserved_certname(certname) {
+            return Err(Error::Usage { detail: format!("{certname:?} is reserved by Puppet for the CA itself") });
+        }
+        Ok(())
+    }
+
+    /// Under the lock: a new administrator's name is not held by the store's `current`
+    /// certificate of it ([`Authority::taken_from_administrators`]), nor listed without one.
+    fn check_admin_name_free(
+        &self,
+        certname: &str,
+        current: Option<&crate::store::Current>,
+        now: OffsetDateTime,
+    ) -> Result<(), Error> {
+        match current {
+            Some(c) => {
+                if let Some(why) = self.taken_from_administrators(c, now) {
+                    return Err(admin_name_refused(certname, why));
+                }
+            }
+            // A certname the store lists whose current certificate is missing (a damaged
+            // store): a node's, whose certificate may be valid: refused, as revoke refuses it.
+            None => {
+                let file =
+                    self.shared_journal.is_none().then(|| self.dir.ca().join("signed").join(format!("{certname}.pem")));
+                if let e @ Error::CurrentMissing { .. } = self.no_current(certname, file) {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Why `name` is a Puppet server's, if it is: `puppet` (the server agents ask for by
@@ -268,4 +238,73 @@ impl Authority {
         });
         Ok(Presented { certname, serial, cli_auth, fingerprint: bootstrap::fingerprint(der) })
     }
+}
+
+/// A new administrator refused the name `certname`, and why.
+fn admin_name_refused(certname: &str, why: AdminNameTaken) -> Error {
+    Error::AdminNameRefused { name: certname.to_string(), why }
+}
+
+/// Whether a new certificate of vouch's own for `certname` supersedes its current one `c`
+/// (a valid one); refused when `c` is valid and not `replace`, or is a node's, another
+/// master's, or (for the service) an administrator's. `own_ca`: this master CA (DER).
+fn local_supersedes(
+    c: &crate::store::Current,
+    certname: &str,
+    role: certificate::LocalRole,
+    replace: bool,
+    own_ca: &[u8],
+    now: OffsetDateTime,
+) -> Result<bool, Error> {
+    let rec = &c.record;
+    let valid = rec.state == State::Issued
+        && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
+    if valid && !replace {
+        return Err(Error::Usage {
+            detail: format!(
+                "{certname} already has a valid certificate (serial {}); revoke or clean it first",
+                rec.serial
+            ),
+        });
+    }
+    // `replace` supersedes vouch's own certificate for that name (the service's
+    // previous one), never a node's: a --server-name naming a node must not revoke it.
+    if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some()) {
+        return Err(Error::Usage {
+            detail: format!(
+                "{certname} is a node's certname: it has a valid certificate (serial {}) a conductor \
+                 vouched for, which vouch will not revoke to take the name; choose another --server-name, \
+                 or revoke or clean the node first ('vouch revoke {certname}')",
+                rec.serial
+            ),
+        });
+    }
+    // A shared store: another master's service (or administrator) certificate under
+    // this name is never superseded (each would revoke the other's at every start).
+    let own = crate::store::ca_id(own_ca);
+    if valid && rec.issuer.as_ref().is_some_and(|i| *i != own) {
+        return Err(Error::Usage {
+            detail: format!(
+                "{certname} has a valid certificate (serial {}) from another master CA sharing this \
+                 store; give each master its own name (--server-name for vouch serve; \
+                 'vouch admin new NAME' for administrators)",
+                rec.serial
+            ),
+        });
+    }
+    // Nor an administrator's: the service taking an administrator's name would revoke
+    // that credential (and the administrator's `vouch revoke NAME` then the service's).
+    let pem = c.pem.as_bytes();
+    let der = crate::encoding::pem::find(pem, &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+    if valid && role != certificate::LocalRole::Admin && super::reserved::carries_cli_auth(&der) {
+        return Err(Error::Usage {
+            detail: format!(
+                "{certname} is an administrator's name: it has a valid administrator certificate (serial {}), \
+                 which vouch will not revoke to take the name; choose another --server-name, or revoke the \
+                 administrator first ('vouch revoke {certname}')",
+                rec.serial
+            ),
+        });
+    }
+    Ok(valid)
 }

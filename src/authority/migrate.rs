@@ -4,7 +4,8 @@
 
 use super::Authority;
 use crate::error::Error;
-use crate::store::{Store, StoreUrl};
+use crate::store::ldap::LdapStore;
+use crate::store::{Store, StoreUrl, WriteLock};
 use time::OffsetDateTime;
 
 #[derive(Default)]
@@ -37,12 +38,28 @@ impl Authority {
         target.open_ca(&crate::encoding::pem::encode("CERTIFICATE", &self.ca.cert_der))?;
         let mut report = format!("migrating {} into {} as master CA {ca}\n", self.store.describe(), target.describe());
         let mut conflicts = Vec::new();
+        report.push_str(&self.copy_certificates(&target, &ca, &mut conflicts)?.line("certificates"));
+        report.push_str(&self.copy_revocations(&target, &ca)?.line("revocations"));
+        // The LDAP store's lock from the requests on, to the end of the copy.
+        let lock = target.lock()?;
+        report.push_str(&self.copy_requests(&target, &lock)?.line("pending requests"));
+        report.push_str(&self.copy_overrides(&target, now)?.line("overrides"));
+        report.push_str(&self.copy_claims(&target, now)?.line("replay-journal entries"));
+        for c in &conflicts {
+            report.push_str(&format!("conflict: {c}\n"));
+        }
+        report.push_str(&format!("done. Point every master at the LDAP store: --store {} (or VOUCH_STORE)\n", to.url));
+        Ok(report)
+    }
 
+    /// Each certname's current certificate, recorded as issued by master CA `ca`; a different
+    /// serial already there is kept, and said in `conflicts`.
+    fn copy_certificates(&self, target: &LdapStore, ca: &str, conflicts: &mut Vec<String>) -> Result<Counts, Error> {
         let mut certs = Counts::default();
         // Streamed: one certificate in memory at a time, whatever the fleet.
         self.for_each_certificate(|l| -> Result<(), Error> {
             let Some(mut c) = self.store.current(&l.certname)? else { return Ok(()) };
-            c.record.issuer = Some(ca.clone());
+            c.record.issuer = Some(ca.to_string());
             match target.import_current(&c)? {
                 None => certs.copied += 1,
                 Some(serial) if serial == c.record.serial => certs.present += 1,
@@ -53,8 +70,12 @@ impl Authority {
             }
             Ok(())
         })?;
-        report.push_str(&certs.line("certificates"));
+        Ok(certs)
+    }
 
+    /// The revocations, each with its certificate's record (a bare one when there is none),
+    /// recorded as master CA `ca`'s.
+    fn copy_revocations(&self, target: &LdapStore, ca: &str) -> Result<Counts, Error> {
         let mut revs = Counts::default();
         for r in self.store.revocations()? {
             let mut rec = self.store.record(&r.serial)?.unwrap_or_else(|| crate::store::CertRecord {
@@ -62,28 +83,33 @@ impl Authority {
                 reason: Some(r.reason.clone()),
                 ..crate::store::CertRecord::bare(&r.serial, &r.certname, crate::store::State::Revoked)
             });
-            rec.issuer = Some(ca.clone());
+            rec.issuer = Some(ca.to_string());
             if target.import_revocation(&r, &rec)? {
                 revs.copied += 1;
             } else {
                 revs.present += 1;
             }
         }
-        report.push_str(&revs.line("revocations"));
+        Ok(revs)
+    }
 
+    /// The pending requests the LDAP store does not hold, under its `lock`.
+    fn copy_requests(&self, target: &LdapStore, lock: &WriteLock) -> Result<Counts, Error> {
         let mut reqs = Counts::default();
-        let lock = target.lock()?;
         for req in self.store.requests()? {
             let Some((req, csr)) = self.store.request(&req.certname)? else { continue };
             if target.request(&req.certname)?.is_some() {
                 reqs.present += 1;
             } else {
-                target.put_request(&lock, &req, &csr)?;
+                target.put_request(lock, &req, &csr)?;
                 reqs.copied += 1;
             }
         }
-        report.push_str(&reqs.line("pending requests"));
+        Ok(reqs)
+    }
 
+    /// The overrides (those with a classification) the LDAP store does not hold.
+    fn copy_overrides(&self, target: &LdapStore, now: OffsetDateTime) -> Result<Counts, Error> {
         let mut overrides = Counts::default();
         for name in self.override_names()? {
             let Some(o) = self.store.get_override(&name)? else { continue };
@@ -94,8 +120,11 @@ impl Authority {
                 overrides.copied += 1;
             }
         }
-        report.push_str(&overrides.line("overrides"));
+        Ok(overrides)
+    }
 
+    /// The file journal's unexpired entries ([`journal_entries`]), when there is a journal.
+    fn copy_claims(&self, target: &LdapStore, now: OffsetDateTime) -> Result<Counts, Error> {
         let mut claims = Counts::default();
         if let Some(dir) = &self.policy.replay_journal {
             for (digest, entry) in journal_entries(dir, now)? {
@@ -106,12 +135,7 @@ impl Authority {
                 }
             }
         }
-        report.push_str(&claims.line("replay-journal entries"));
-        for c in &conflicts {
-            report.push_str(&format!("conflict: {c}\n"));
-        }
-        report.push_str(&format!("done. Point every master at the LDAP store: --store {} (or VOUCH_STORE)\n", to.url));
-        Ok(report)
+        Ok(claims)
     }
 
     /// The certnames with an override file (file store).

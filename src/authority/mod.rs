@@ -10,6 +10,7 @@ mod crl_der;
 mod crl_files;
 pub mod documents;
 pub mod fleet;
+mod fleet_apply;
 mod fleet_names;
 mod group_commit;
 pub mod inventory;

@@ -50,28 +50,7 @@ impl Authority {
         }
         let (_, der) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
-        let unrenewable = |why| Error::NotRenewable { certname: certname.to_string(), serial: rec.serial.clone(), why };
-        // vouch's own certificates (no conductor, no attributes, no classification) are never
-        // a node's to renew.
-        let revoked = rec.state != State::Issued;
-        if rec.conductor.is_none()
-            && rec.attributes_expiry.is_none()
-            && certificate::classification_of(&der, &self.policy.mirror_oid).ok().flatten().is_none()
-        {
-            return Err(unrenewable(if super::reserved::carries_cli_auth(&der) {
-                Unrenewable::Administrator { revoked }
-            } else {
-                Unrenewable::Service { revoked }
-            }));
-        }
-        // Revoked by its record, or on a CRL this master serves (a record edited back to issued
-        // does not make a revoked certificate renewable).
-        if revoked || self.der_on_a_served_crl(&der) {
-            return Err(unrenewable(Unrenewable::Revoked));
-        }
-        if crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now) {
-            return Err(unrenewable(Unrenewable::Expired { not_after: rec.not_after.clone() }));
-        }
+        self.check_renewable(certname, &rec, &der, now)?;
         self.verify_ours(&der, now)?;
         let (_, cert) = x509_parser::parse_x509_certificate(&der)
             .map_err(|e| Error::Store { detail: format!("{certname}: {e}") })?;
@@ -116,6 +95,34 @@ impl Authority {
             rec.conductor_cert.clone(),
             now,
         )
+    }
+
+    /// Whether `certname`'s certificate `der` (its record `rec`) is a node's to renew: not one
+    /// of vouch's own, not revoked (by its record or on a CRL this master serves), not expired.
+    fn check_renewable(&self, certname: &str, rec: &CertRecord, der: &[u8], now: OffsetDateTime) -> Result<(), Error> {
+        let unrenewable = |why| Error::NotRenewable { certname: certname.to_string(), serial: rec.serial.clone(), why };
+        // vouch's own certificates (no conductor, no attributes, no classification) are never
+        // a node's to renew.
+        let revoked = rec.state != State::Issued;
+        if rec.conductor.is_none()
+            && rec.attributes_expiry.is_none()
+            && certificate::classification_of(der, &self.policy.mirror_oid).ok().flatten().is_none()
+        {
+            return Err(unrenewable(if super::reserved::carries_cli_auth(der) {
+                Unrenewable::Administrator { revoked }
+            } else {
+                Unrenewable::Service { revoked }
+            }));
+        }
+        // Revoked by its record, or on a CRL this master serves (a record edited back to issued
+        // does not make a revoked certificate renewable).
+        if revoked || self.der_on_a_served_crl(der) {
+            return Err(unrenewable(Unrenewable::Revoked));
+        }
+        if crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_none_or(|t| t <= now) {
+            return Err(unrenewable(Unrenewable::Expired { not_after: rec.not_after.clone() }));
+        }
+        Ok(())
     }
 
     /// Renewal: refuses (audited) unless the conductor recorded for `rec` passes

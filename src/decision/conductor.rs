@@ -60,7 +60,7 @@ pub fn recheck_conductor(
         }
     }
     // A server's alt names must still be allowed.
-    super::check_server_names(&info, certname, alt_names, policy, &mut reasons);
+    super::extensions::check_server_names(&info, certname, alt_names, policy, &mut reasons);
     if reasons.is_empty() {
         Ok(info)
     } else {

@@ -1,177 +1,26 @@
-//! The CA's own keys and certificates: `ca init` and `conductor new`.
+//! `ca init`: the CA's own keys and certificates (a new root and master CA, or a further master
+//! CA under an existing root) and the default policy, in a new data directory. The data
+//! directory itself (`data_dir`), `conductor new` (`conductor`) and what the CA's own
+//! certificates are made of (`cert_parts`) have modules of their own, re-exported here.
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::encoding::oids;
+pub use super::cert_parts::{add_time, fingerprint, load_cert_and_key, random_serial, sub_time, CertAndKey};
+pub use super::conductor::{
+    check_conductor_name, issue_conductor, new_conductor, new_conductor_for_key, require_root_key, ConductorSpec,
+    NewConductor, MAX_COMMON_NAME,
+};
+pub use super::data_dir::{
+    create_private_dir, DataDir, ADMIN_CERT, ADMIN_KEY, CA_BUNDLE, CA_CERT, CA_KEY, CONDUCTOR_CERT, CONDUCTOR_KEY,
+    POLICY, ROOT_CERT, ROOT_CRL, ROOT_KEY, SERVER_CERT, SERVER_KEY,
+};
+
+use super::cert_parts::{crypto, name};
 use crate::error::Error;
 use crate::issuance::keys::KeyType;
 use crate::issuance::root_issued::{self, Issued, Kind, ROOT_ISSUED};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SerialNumber,
-};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use std::path::{Path, PathBuf};
 use time::{Duration, OffsetDateTime};
-
-/// File names inside `DIR/ca/`, after Puppet's cadir.
-pub const ROOT_CERT: &str = "root_crt.pem";
-pub const ROOT_KEY: &str = "root_key.pem";
-pub const CA_CERT: &str = "ca_crt.pem";
-pub const CA_KEY: &str = "ca_key.pem";
-pub const CA_BUNDLE: &str = "ca_bundle.pem";
-/// The root's CRL (the master CA's is `ca_crl.pem`).
-pub const ROOT_CRL: &str = "root_crl.pem";
-pub const POLICY: &str = "policy.toml";
-
-/// Credentials `vouch serve` keeps in the data directory (paths relative to it).
-pub const SERVER_CERT: &str = "server/server_crt.pem";
-pub const SERVER_KEY: &str = "server/server_key.pem";
-pub const ADMIN_CERT: &str = "admin/admin_crt.pem";
-pub const ADMIN_KEY: &str = "admin/admin_key.pem";
-pub const CONDUCTOR_CERT: &str = "conductor/conductor_crt.pem";
-pub const CONDUCTOR_KEY: &str = "conductor/conductor_key.pem";
-
-/// Paths of a CA data directory.
-#[derive(Debug, Clone)]
-pub struct DataDir {
-    pub dir: PathBuf,
-}
-
-impl DataDir {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DataDir { dir: dir.into() }
-    }
-    pub fn ca(&self) -> PathBuf {
-        self.dir.join("ca")
-    }
-    pub fn file(&self, name: &str) -> PathBuf {
-        self.ca().join(name)
-    }
-    pub fn policy(&self) -> PathBuf {
-        self.dir.join(POLICY)
-    }
-
-    /// Refuses a DIR that exists but is no directory, or that this user may not reach;
-    /// a missing DIR is fine (commands that create one do).
-    pub fn usable(&self) -> Result<(), Error> {
-        let unusable = |detail: String| Error::DataDir { dir: self.dir.clone(), detail };
-        match std::fs::metadata(&self.dir) {
-            Ok(m) if !m.is_dir() => Err(unusable("it is not a directory".into())),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(unusable(format!(
-                "permission denied: user {} may not reach it (a directory on its path is closed to it)",
-                crate::files::trust::user_name(crate::files::trust::euid())
-            ))),
-            Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::NOTDIR) => {
-                Err(unusable("a component of its path is not a directory".into()))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Requires the CA's `name` file in `ca/` (the master CA's or the root's certificate):
-    /// when it is not there, says why: DIR is not a directory, this user may not enter
-    /// it (and who owns it), or there is simply no CA yet.
-    pub fn require(&self, name: &str) -> Result<(), Error> {
-        use std::os::unix::fs::MetadataExt;
-        let file = self.file(name);
-        let e = match std::fs::metadata(&file) {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        self.usable()?;
-        let unusable = |detail: String| Error::DataDir { dir: self.dir.clone(), detail };
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            // Which directory refused: DIR itself, else ca/.
-            let closed = [self.dir.clone(), self.ca()]
-                .into_iter()
-                .find(|d| std::fs::read_dir(d).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied))
-                .unwrap_or_else(|| self.ca());
-            let owner = std::fs::metadata(&closed)
-                .map(|m| {
-                    format!("owned by {} (mode {:04o})", crate::files::trust::user_name(m.uid()), m.mode() & 0o7777)
-                })
-                .unwrap_or_else(|_| "not this user's".into());
-            return Err(unusable(format!(
-                "permission denied: {} is {owner} and vouch runs as {}: run vouch as its owner (sudo -u OWNER vouch …)",
-                closed.display(),
-                crate::files::trust::user_name(crate::files::trust::euid())
-            )));
-        }
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return Err(Error::NoCa { dir: self.dir.clone() });
-        }
-        Err(Error::Io { path: file, op: "read", source: e })
-    }
-
-    /// Refuses a data directory that a user other than root or the one running vouch
-    /// could change: DIR (and the directory holding it), `ca/` and the master CA's key
-    /// (owned by root or this user, not writable by group or others; the key not readable
-    /// by them either). The policy is checked where it is loaded ([`crate::Policy::load`]).
-    pub fn check(&self) -> Result<(), Error> {
-        crate::files::trust::check_trusted(&self.dir)?;
-        crate::files::trust::check_trusted(&self.ca())?;
-        crate::files::trust::check_private_key(&self.file(CA_KEY))?;
-        // The store's own directories: whoever may write signed/ or serials/ plants
-        // certificates and records; the store creates them, so a missing one is fine.
-        // Never a link either (the store refuses one at every lock too; this also covers
-        // what commands read before they lock, such as clean's look-up).
-        for sub in ["signed", "requests", "serials", "pending", "tmp"] {
-            let p = self.ca().join(sub);
-            if std::fs::symlink_metadata(&p).is_ok() {
-                crate::files::durable::refuse_link(&p).map_err(|source| Error::Io {
-                    path: p.clone(),
-                    op: "use directory",
-                    source,
-                })?;
-                crate::files::trust::check_trusted(&p)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `t + d`, or an error naming `what` when the result leaves the representable range.
-pub fn add_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
-    t.checked_add(d).ok_or_else(|| Error::Date {
-        detail: format!("{what}: {} plus {d} is past the year 9999", crate::encoding::time::format_rfc3339(t)),
-    })
-}
-
-/// `t - d`, or an error naming `what` when the result leaves the representable range.
-pub fn sub_time(t: OffsetDateTime, d: Duration, what: &str) -> Result<OffsetDateTime, Error> {
-    t.checked_sub(d).ok_or_else(|| Error::Date {
-        detail: format!("{what}: {} minus {d} is before the year 1", crate::encoding::time::format_rfc3339(t)),
-    })
-}
-
-/// Creates a data directory (and missing parents) 0700: the one rule for a new DIR,
-/// whether `ca init`, `vouch serve` or anything else makes it.
-pub fn create_private_dir(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        op: "create directory",
-        source,
-    })
-}
-
-/// A random positive serial of 128 bits (at least 64 bits of entropy, RFC 5280 ≤ 20 octets).
-pub fn random_serial() -> Result<SerialNumber, Error> {
-    let mut b = [0u8; 16];
-    aws_lc_rs::rand::fill(&mut b).map_err(|_| Error::Crypto { detail: "no randomness available".into() })?;
-    b[0] &= 0x7f;
-    b[0] |= 0x40; // keep 16 octets, positive
-    Ok(SerialNumber::from_slice(&b))
-}
-
-fn name(cn: &str) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, cn);
-    dn
-}
-
-fn crypto(e: rcgen::Error) -> Error {
-    Error::Crypto { detail: e.to_string() }
-}
 
 /// What `ca init` made.
 #[derive(Debug)]
@@ -184,16 +33,6 @@ pub struct InitReport {
     pub master_not_after: OffsetDateTime,
     /// The master CA's 15 years reached past the root's notAfter, which it now ends at.
     pub master_capped: bool,
-}
-
-/// SHA-256 fingerprint as Puppet prints it: `AB:CD:…`.
-pub fn fingerprint(der: &[u8]) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// Creates the root CA, the master CA and the default policy. Refuses to
@@ -540,170 +379,6 @@ fn write_default_policy(dir: &DataDir) -> Result<PathBuf, Error> {
         }
     })?;
     Ok(policy)
-}
-
-/// A certificate and its private key, as [`load_cert_and_key`] reads them.
-pub struct CertAndKey {
-    /// The certificate, DER.
-    pub cert_der: Vec<u8>,
-    pub key: KeyPair,
-}
-
-/// Loads a certificate (first PEM block) and a key from files.
-pub fn load_cert_and_key(cert: &Path, key: &Path) -> Result<CertAndKey, Error> {
-    let cert_bytes = crate::error::read_input(cert, crate::files::input::Kind::Cert)?;
-    let der = if cert_bytes.first() == Some(&0x30) {
-        cert_bytes
-    } else {
-        crate::encoding::pem::find(&cert_bytes, &["CERTIFICATE"])
-            .map(|(_, d)| d)
-            .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?
-    };
-    x509_parser::parse_x509_certificate(&der)
-        .map_err(|e| Error::Cert { path: cert.to_path_buf(), detail: e.to_string() })?;
-    let key_text = crate::files::input::read_path_text(key, crate::files::input::Kind::Key)
-        .map_err(|source| Error::Io { path: key.to_path_buf(), op: "read", source })?;
-    let kp =
-        crate::issuance::keys::load_pem(&key_text).map_err(|detail| Error::Key { path: key.to_path_buf(), detail })?;
-    Ok(CertAndKey { cert_der: der, key: kp })
-}
-
-/// What `conductor new` wants.
-pub struct ConductorSpec<'a> {
-    pub name: &'a str,
-    pub key_type: KeyType,
-    /// Validity in days, at least 1; capped at the root's notAfter.
-    pub days: u32,
-}
-
-/// What `conductor new` made.
-#[derive(Debug)]
-pub struct NewConductor {
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub fingerprint: String,
-    pub not_after: OffsetDateTime,
-    /// The validity asked for reached past the root's notAfter, which it now ends at.
-    pub capped: bool,
-}
-
-/// Issues a conductor certificate from the root: EKU .2.0, key usage digitalSignature.
-/// Returns (certificate PEM, key PEM, fingerprint).
-pub fn new_conductor(
-    dir: &DataDir,
-    spec: &ConductorSpec<'_>,
-    now: OffsetDateTime,
-) -> Result<(String, String, String), Error> {
-    let c = issue_conductor(dir, spec, now)?;
-    Ok((c.cert_pem, c.key_pem, c.fingerprint))
-}
-
-/// [`new_conductor`] for a key that already exists (`spec.key_type` is not used): a start of
-/// `vouch serve` completing a credential whose key was written before its certificate.
-/// Returns (certificate PEM, fingerprint).
-pub fn new_conductor_for_key(
-    dir: &DataDir,
-    spec: &ConductorSpec<'_>,
-    key: &KeyPair,
-    now: OffsetDateTime,
-) -> Result<(String, String), Error> {
-    let c = issue_conductor_with(dir, spec, key, now)?;
-    Ok((c.cert_pem, c.fingerprint))
-}
-
-/// [`new_conductor`], with the validity it got and whether the root's notAfter capped it.
-pub fn issue_conductor(dir: &DataDir, spec: &ConductorSpec<'_>, now: OffsetDateTime) -> Result<NewConductor, Error> {
-    let key = spec.key_type.generate().map_err(crypto)?;
-    issue_conductor_with(dir, spec, &key, now)
-}
-
-/// X.509's upper bound for a commonName (RFC 5280 ub-common-name), in characters.
-pub const MAX_COMMON_NAME: usize = 64;
-
-/// A conductor's name becomes its certificate's CN: not empty (nor only spaces), at most
-/// 64 characters, no control characters.
-pub fn check_conductor_name(name: &str) -> Result<(), Error> {
-    let bad = |why: String| Err(Error::Usage { detail: format!("conductor name {name:?}: {why}") });
-    if name.trim().is_empty() {
-        return bad("it is empty; give the name its certificate's CN carries, e.g. cloud1".into());
-    }
-    let n = name.chars().count();
-    if n > MAX_COMMON_NAME {
-        return bad(format!("it has {n} characters; a certificate's CN holds at most {MAX_COMMON_NAME} (RFC 5280)"));
-    }
-    if name.chars().any(char::is_control) {
-        return bad("it holds a control character".into());
-    }
-    Ok(())
-}
-
-/// The root key is in `DIR/ca/`, else [`Error::RootKeyElsewhere`]: a master CA made with
-/// `ca init --root-key` never had it there, and an operator may have moved it off the host.
-pub fn require_root_key(dir: &DataDir) -> Result<(), Error> {
-    match std::fs::symlink_metadata(dir.file(ROOT_KEY)) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Error::RootKeyElsewhere { dir: dir.dir.clone(), key: dir.file(ROOT_KEY) })
-        }
-        _ => Ok(()),
-    }
-}
-
-fn issue_conductor_with(
-    dir: &DataDir,
-    spec: &ConductorSpec<'_>,
-    key: &KeyPair,
-    now: OffsetDateTime,
-) -> Result<NewConductor, Error> {
-    check_conductor_name(spec.name)?;
-    dir.require(ROOT_CERT)?;
-    if spec.days == 0 {
-        return Err(Error::Usage {
-            detail: "--days 0 would make a certificate that has already expired; give at least 1".into(),
-        });
-    }
-    crate::files::trust::check_trusted(&dir.dir)?;
-    crate::files::trust::check_trusted(&dir.ca())?;
-    require_root_key(dir)?;
-    crate::files::trust::check_private_key(&dir.file(ROOT_KEY))?;
-    let CertAndKey { cert_der: root_der, key: root_key } =
-        load_cert_and_key(&dir.file(ROOT_CERT), &dir.file(ROOT_KEY))?;
-    let root_pem = crate::encoding::pem::encode("CERTIFICATE", &root_der);
-    let issuer = Issuer::from_ca_cert_pem(&root_pem, &root_key).map_err(crypto)?;
-    let mut p = CertificateParams::default();
-    p.distinguished_name = name(spec.name);
-    p.serial_number = Some(random_serial()?);
-    p.not_before = sub_time(now, Duration::minutes(5), "the conductor's notBefore")?;
-    let (_, root) = x509_parser::parse_x509_certificate(&root_der)
-        .map_err(|e| Error::Cert { path: dir.file(ROOT_CERT), detail: e.to_string() })?;
-    let root_not_after = root.validity().not_after.to_datetime();
-    if root_not_after <= now {
-        return Err(Error::NotValid {
-            certname: "the root CA".into(),
-            detail: format!("it expired at {}", crate::encoding::time::format_rfc3339(root_not_after)),
-        });
-    }
-    // Past the year 9999 is past the root's notAfter too: capped alike.
-    let asked = now.checked_add(Duration::days(i64::from(spec.days)));
-    let capped = asked.is_none_or(|t| t > root_not_after);
-    p.not_after = match asked {
-        Some(t) if !capped => t,
-        _ => root_not_after,
-    };
-    p.is_ca = IsCa::ExplicitNoCa;
-    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::Other(oids::EKU_CONDUCTOR.to_vec())];
-    p.use_authority_key_identifier_extension = true;
-    let not_after = p.not_after;
-    let cert = p.signed_by(key, &issuer).map_err(crypto)?;
-    // Recorded before it leaves: `vouch conductor revoke --serial` knows it by this line.
-    root_issued::record(&dir.ca(), cert.der(), Kind::Conductor)?;
-    Ok(NewConductor {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        fingerprint: fingerprint(cert.der()),
-        not_after,
-        capped,
-    })
 }
 
 #[cfg(test)]

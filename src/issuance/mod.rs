@@ -1,9 +1,13 @@
 //! Issuance: the node certificate profile ([`certificate`]: prepare, then sign once),
-//! the key types ([`keys`]), the CA's creation and data directory ([`bootstrap`]), and what
+//! the key types ([`keys`]), the CA's creation and data directory ([`bootstrap`], which
+//! re-exports its data directory's, conductors' and certificate parts' modules), and what
 //! the root key issued ([`root_issued`]).
 //! Knows no policy decision: it consumes an authorization only the decision can make.
 
 pub mod bootstrap;
+mod cert_parts;
 pub mod certificate;
+mod conductor;
+mod data_dir;
 pub mod keys;
 pub mod root_issued;

@@ -11,6 +11,7 @@ mod duration;
 pub mod own_crl;
 mod parse;
 mod pattern;
+mod raw;
 mod requests;
 
 pub use chain_cache::{ChainCache, Window};

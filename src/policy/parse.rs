@@ -1,123 +1,15 @@
 //! Reading a policy file: TOML into raw sections, each validated into [`Policy`].
 
+use super::raw::{
+    RawAttributes, RawAudit, RawClassification, RawConductors, RawExtensions, RawIssuance, RawPolicy, RawReplay,
+    RawScope, RawServe,
+};
 use super::{duration_problem, parse_duration, ChainCache};
 use super::{OnExisting, Pattern, Policy, PolicyError, Profile, Scope, TrustBundle, DEFAULT_MIRROR_OID};
 use crate::encoding::oids;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPolicy {
-    conductors: RawConductors,
-    #[serde(default)]
-    attributes: RawAttributes,
-    #[serde(default)]
-    classification: RawClassification,
-    #[serde(default)]
-    extensions: RawExtensions,
-    #[serde(default)]
-    audit: RawAudit,
-    #[serde(default)]
-    issuance: RawIssuance,
-    #[serde(default)]
-    crl: RawCrl,
-    #[serde(default)]
-    replay: RawReplay,
-    #[serde(default)]
-    conductor: Vec<RawScope>,
-    #[serde(default)]
-    serve: RawServe,
-    #[serde(default)]
-    requests: super::requests::RawRequests,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawServe {
-    admins: Option<toml::Spanned<Vec<String>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScope {
-    name: String,
-    fingerprint: Option<Spanned<String>>,
-    subject: Option<Spanned<String>>,
-    issuer: Option<Spanned<String>>,
-    certnames: Option<Vec<String>>,
-    classes: Option<Vec<String>>,
-    environments: Option<Vec<String>>,
-    parameters: Option<Vec<String>>,
-    max_lifetime: Option<Spanned<String>>,
-    servers: Option<Vec<String>>,
-    dns_alt_names: Option<Vec<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawReplay {
-    enabled: Option<bool>,
-    journal: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawIssuance {
-    cap_at_conductor: Option<bool>,
-    renewal_min_age: Option<Spanned<String>>,
-    validity: Option<Spanned<String>>,
-    backdate: Option<Spanned<String>>,
-    on_existing: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawCrl {
-    validity: Option<Spanned<String>>,
-    refresh_before: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConductors {
-    trusted_roots: Vec<Spanned<String>>,
-    #[serde(default)]
-    intermediates: Vec<Spanned<String>>,
-    #[serde(default)]
-    crls: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawAttributes {
-    versions: Option<Spanned<Vec<u32>>>,
-    max_lifetime: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawClassification {
-    max_bytes: Option<Spanned<i64>>,
-    mirror_oid: Option<Spanned<String>>,
-    mirror_required: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawExtensions {
-    allow_subject_alt_names: Option<Spanned<bool>>,
-    #[serde(default)]
-    allow: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawAudit {
-    log: Option<String>,
-}
 
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1

@@ -1,0 +1,179 @@
+//! Steps 10 and 11 of the decision: the extension requests a node makes, and the alt names
+//! only a server may carry (each allowed by its conductor's scope).
+
+use super::attributes::AttributeValues;
+use super::certname::check_certname;
+use super::conductor::Conductor;
+use super::refusal::Refusal;
+use super::scope::scope_applies;
+use super::signer::Signer;
+use crate::encoding::csr::Csr;
+use crate::encoding::oids;
+use crate::policy::Policy;
+
+/// Step 10: extension requests, which the node controls entirely: none twice, none
+/// critical, no subjectAltName unless allowed, nothing in ppAuthCertExt, the mirror equal
+/// to the signed classification, anything else only if the policy allows it.
+pub(super) fn check_extension_requests(
+    csr: &Csr,
+    signed_classification: Option<&str>,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
+    let mut seen: std::collections::HashSet<&[u64]> = std::collections::HashSet::new();
+    let mut mirror_seen = false;
+    for ext in &csr.extensions {
+        let shown = oids::display(&ext.oid);
+        if !seen.insert(ext.oid.as_slice()) {
+            reasons.push(Refusal::ExtensionDuplicated { oid: shown });
+            continue;
+        }
+        // Whatever the extension, a node does not get to make it critical: Puppet Server
+        // (hook mode) copies the flag, and relying parties must then understand it or fail.
+        if ext.critical {
+            reasons.push(Refusal::ExtensionCritical { oid: shown.clone() });
+        }
+        if ext.oid == oids::SUBJECT_ALT_NAME {
+            // Judged in step 11, against the conductor's scope.
+        } else if oids::is_under(&ext.oid, oids::PP_AUTH) {
+            reasons.push(Refusal::AuthorizationExtensionRequested { oid: shown });
+        } else if ext.oid == policy.mirror_oid {
+            mirror_seen = true;
+            let matches = match (signed_classification, ext.utf8_value()) {
+                (Some(signed), Some(requested)) => signed == requested,
+                _ => false,
+            };
+            if !matches {
+                reasons.push(Refusal::MirrorMismatch { oid: shown });
+            }
+        } else if policy.allowed_extensions.contains(&ext.oid) {
+        } else if oids::is_under(&ext.oid, oids::PUPPET) {
+            reasons.push(Refusal::PuppetExtensionNotAllowed { oid: shown });
+        } else {
+            reasons.push(Refusal::ExtensionNotAllowed { oid: shown });
+        }
+    }
+    if policy.mirror_required && !mirror_seen {
+        reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
+    }
+}
+
+/// The DNS names a CSR's subjectAltName request holds (at most one request: step 10
+/// refuses duplicates), or why vouch will not issue them. IP addresses, e-mail addresses,
+/// URIs and the like are never issued; each DNS name must pass the certname rules (so no
+/// wildcard, no uppercase, no trailing dot).
+pub fn requested_alt_names(csr: &Csr) -> Result<Vec<String>, Refusal> {
+    use x509_parser::extensions::GeneralName;
+    use x509_parser::prelude::FromDer;
+    let mut names = Vec::new();
+    for ext in csr.extensions.iter().filter(|e| e.oid == oids::SUBJECT_ALT_NAME) {
+        let (rest, san) = x509_parser::extensions::SubjectAlternativeName::from_der(&ext.value)
+            .map_err(|e| Refusal::AltNameUnsupported { detail: format!("unreadable subjectAltName: {e}") })?;
+        if !rest.is_empty() {
+            return Err(Refusal::AltNameUnsupported { detail: "bytes after the subjectAltName".into() });
+        }
+        for n in &san.general_names {
+            match n {
+                GeneralName::DNSName(d) => {
+                    check_certname(d).map_err(|p| Refusal::AltNameUnsupported {
+                        detail: format!("DNS name {d:?} is not a valid host name: {p}"),
+                    })?;
+                    // "10.0.0.5" as a dNSName matches the address for some clients: an
+                    // address is never issued, under either name form.
+                    if d.parse::<std::net::IpAddr>().is_ok() {
+                        return Err(Refusal::AltNameUnsupported {
+                            detail: format!("DNS name {d:?} is an IP address; vouch issues DNS names only"),
+                        });
+                    }
+                    if !names.iter().any(|k| k == d) {
+                        names.push(d.to_string());
+                    }
+                }
+                other => {
+                    return Err(Refusal::AltNameUnsupported {
+                        detail: format!("{other} is not a DNS name; vouch issues DNS names only"),
+                    })
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Step 11: the alt names requested (besides the certname, which every certificate carries)
+/// are issued only to a server: a certname the conductor's scope lists in `servers`, each
+/// name matching the scope's `dns_alt_names`. Returns the names to issue.
+pub(super) fn check_alt_names(
+    csr: &Csr,
+    signer: &Signer,
+    values: &AttributeValues,
+    version: Option<u32>,
+    certname: &str,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) -> Vec<String> {
+    if !csr.extensions.iter().any(|e| e.oid == oids::SUBJECT_ALT_NAME) {
+        return Vec::new();
+    }
+    // A policy with no scope listing dns_alt_names allows none: the request is not even read.
+    if !policy.scopes.iter().any(|s| s.dns_alt_names.is_some()) {
+        reasons.push(Refusal::SubjectAltNameRequested);
+        return Vec::new();
+    }
+    let requested = match requested_alt_names(csr) {
+        Ok(n) => n,
+        Err(r) => {
+            reasons.push(r);
+            return Vec::new();
+        }
+    };
+    // Puppet lists the certname itself among the alt names it asks for.
+    let extra: Vec<String> = requested.into_iter().filter(|n| n != certname).collect();
+    if extra.is_empty() {
+        return extra;
+    }
+    // The `servers` patterns judge the certname, so a conductor must have signed it (version
+    // 2, .2.6; a different one is refused in step 3): in version 1 it is only the CN the node chose.
+    if !values.is_v2 || values.certname.is_none() {
+        reasons.push(Refusal::AltNamesCertnameNotVouched {
+            certname: certname.to_string(),
+            version: version.unwrap_or(1),
+        });
+        return Vec::new();
+    }
+    // An untrusted or unreadable conductor is refused already (steps 6, 9); no scope is judged.
+    let (Some(c), true) = (&signer.conductor, signer.trusted) else { return Vec::new() };
+    check_server_names(c, certname, &extra, policy, reasons);
+    extra
+}
+
+/// Whether the scope applying to conductor `c` lets `certname` (a server) carry `names`
+/// besides its certname; pushes the reasons it does not. A conductor matching no scope is
+/// refused for that elsewhere.
+pub(crate) fn check_server_names(
+    c: &Conductor,
+    certname: &str,
+    names: &[String],
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
+    if names.is_empty() {
+        return;
+    }
+    let Some(scope) = policy.scopes.iter().find(|sc| scope_applies(sc, c)) else {
+        if policy.scopes.is_empty() {
+            reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: None });
+        }
+        return;
+    };
+    let is_server = scope.servers.as_ref().is_some_and(|s| s.iter().any(|p| p.is_match(certname)));
+    let Some(allowed) = scope.dns_alt_names.as_ref().filter(|_| is_server) else {
+        reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: Some(scope.name.clone()) });
+        return;
+    };
+    for name in names {
+        if !allowed.iter().any(|p| p.is_match(name)) {
+            reasons.push(Refusal::AltNameOutOfScope { scope: scope.name.clone(), name: name.clone() });
+        }
+    }
+}
