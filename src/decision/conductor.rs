@@ -1,7 +1,7 @@
 //! Who vouched: the conductor certificate's chain to the policy's trust, its EKU, its
 //! CRLs, and the attributes' signature.
 
-use super::scope::{check_scope, scope_applies};
+use super::scope::{check_scope, check_server_names, scope_applies};
 use super::{Refusal, Refused};
 use crate::encoding::csr::{self, KeyKind};
 use crate::encoding::oids;
@@ -60,7 +60,7 @@ pub fn recheck_conductor(
         }
     }
     // A server's alt names must still be allowed.
-    super::extensions::check_server_names(&info, certname, alt_names, policy, &mut reasons);
+    check_server_names(&info, certname, alt_names, policy, &mut reasons);
     if reasons.is_empty() {
         Ok(info)
     } else {

@@ -3,9 +3,8 @@
 
 use super::attributes::AttributeValues;
 use super::certname::check_certname;
-use super::conductor::Conductor;
 use super::refusal::Refusal;
-use super::scope::scope_applies;
+use super::scope::check_server_names;
 use super::signer::Signer;
 use crate::encoding::csr::Csr;
 use crate::encoding::oids;
@@ -145,35 +144,4 @@ pub(super) fn check_alt_names(
     let (Some(c), true) = (&signer.conductor, signer.trusted) else { return Vec::new() };
     check_server_names(c, certname, &extra, policy, reasons);
     extra
-}
-
-/// Whether the scope applying to conductor `c` lets `certname` (a server) carry `names`
-/// besides its certname; pushes the reasons it does not. A conductor matching no scope is
-/// refused for that elsewhere.
-pub(crate) fn check_server_names(
-    c: &Conductor,
-    certname: &str,
-    names: &[String],
-    policy: &Policy,
-    reasons: &mut Vec<Refusal>,
-) {
-    if names.is_empty() {
-        return;
-    }
-    let Some(scope) = policy.scopes.iter().find(|sc| scope_applies(sc, c)) else {
-        if policy.scopes.is_empty() {
-            reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: None });
-        }
-        return;
-    };
-    let is_server = scope.servers.as_ref().is_some_and(|s| s.iter().any(|p| p.is_match(certname)));
-    let Some(allowed) = scope.dns_alt_names.as_ref().filter(|_| is_server) else {
-        reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: Some(scope.name.clone()) });
-        return;
-    };
-    for name in names {
-        if !allowed.iter().any(|p| p.is_match(name)) {
-            reasons.push(Refusal::AltNameOutOfScope { scope: scope.name.clone(), name: name.clone() });
-        }
-    }
 }

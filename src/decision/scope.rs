@@ -2,7 +2,7 @@
 //! conductor may vouch for.
 
 use super::{Conductor, Refusal};
-use crate::policy::Scope;
+use crate::policy::{Policy, Scope};
 use crate::vouching::classification::Classification;
 use time::OffsetDateTime;
 
@@ -74,6 +74,37 @@ pub(super) fn check_scope(
                     reasons.push(Refusal::ParameterOutOfScope { scope: name.clone(), parameter: k.to_string() });
                 }
             }
+        }
+    }
+}
+
+/// Whether the scope applying to conductor `c` lets `certname` (a server) carry `names`
+/// besides its certname; pushes the reasons it does not. A conductor matching no scope is
+/// refused for that elsewhere.
+pub(crate) fn check_server_names(
+    c: &Conductor,
+    certname: &str,
+    names: &[String],
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) {
+    if names.is_empty() {
+        return;
+    }
+    let Some(scope) = policy.scopes.iter().find(|sc| scope_applies(sc, c)) else {
+        if policy.scopes.is_empty() {
+            reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: None });
+        }
+        return;
+    };
+    let is_server = scope.servers.as_ref().is_some_and(|s| s.iter().any(|p| p.is_match(certname)));
+    let Some(allowed) = scope.dns_alt_names.as_ref().filter(|_| is_server) else {
+        reasons.push(Refusal::AltNamesNotServer { certname: certname.to_string(), scope: Some(scope.name.clone()) });
+        return;
+    };
+    for name in names {
+        if !allowed.iter().any(|p| p.is_match(name)) {
+            reasons.push(Refusal::AltNameOutOfScope { scope: scope.name.clone(), name: name.clone() });
         }
     }
 }
