@@ -33,7 +33,16 @@ fn the_repository_keeps_the_house_rules() {
 fn each_breach_is_named_and_fails() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
-    write(&src, "lib.rs", "pub mod a;\npub mod long_file;\npub mod long_fn;\npub mod room;\n");
+    write(&src, "lib.rs", "pub mod a;\npub mod hidden;\npub mod long_file;\npub mod long_fn;\npub mod room;\n");
+    // What must not hide a long function: a one-line test item before it, a comment after its
+    // closing brace, a `tests.rs` that is compiled into the product.
+    let commented = function("commented", 79).replace("\n}\n", "\n} // commented\n");
+    write(
+        &src,
+        "hidden/mod.rs",
+        &format!("pub mod tests;\n#[cfg(test)]\nfn helper() {{}}\n\n{}{commented}", function("after_a_test_item", 79)),
+    );
+    write(&src, "hidden/tests.rs", &function("in_a_product_tests_rs", 79));
     // Two sibling files that name each other: a circle.
     write(&src, "a/mod.rs", "pub mod x;\npub mod y;\npub use x::X;\n");
     write(&src, "a/x.rs", "use super::y::Y;\npub struct X(pub Y);\n");
@@ -58,7 +67,10 @@ fn each_breach_is_named_and_fails() {
         "import circle between files: src/a/x.rs ↔ src/a/y.rs",
         "`fn src/long_fn.rs fits` no longer needs an exception",
         "file src/a/x.rs has no reason",
-        "house rules: 5 problem(s)",
+        "fn after_a_test_item is 81 lines",
+        "fn commented is 81 lines",
+        "fn in_a_product_tests_rs is 81 lines",
+        "house rules: 8 problem(s)",
     ] {
         assert!(stderr.contains(want), "wanted {want:?} in:\n{stderr}");
     }
