@@ -494,6 +494,22 @@ fn the_cas_own_certificates_are_never_orphans() {
     assert!(list.lines().any(|l| l.contains("vouch-admin") && !l.contains("revoked")), "{list}");
 }
 
+/// An inventory that writes names as fully qualified DNS names (`web01.example.com.`, in
+/// upper case) names the same nodes: none is an orphan, `--confirm` revokes nothing.
+#[test]
+fn dns_names_with_the_roots_trailing_dot_are_the_nodes_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = ca_with(tmp.path(), 5);
+    let inv = tmp.path().join("inv.txt");
+    std::fs::write(&inv, (0..5).map(|i| format!("{}.\n", name(i).to_uppercase())).collect::<String>()).unwrap();
+    let src = format!("file:{}", s(&inv));
+    let plan = json(&reconcile(&dir, &["--inventory", &src, "-o", "json"]));
+    assert_eq!(plan["changes"], 0, "{plan}");
+    assert!(names_in(&plan, "orphans", Some("certname")).is_empty(), "{plan}");
+    let done = json(&reconcile(&dir, &["--inventory", &src, "--confirm", "--force", "-o", "json"]));
+    assert_eq!(done["applied"]["revoked"], 0, "{done}");
+}
+
 /// Administrators made with `vouch admin new NAME` under any name (not only the one in
 /// DIR/admin) are no orphans either: the dry run does not offer them, `--confirm` does not
 /// revoke them (it revoked every one but `vouch-admin` before).

@@ -6,7 +6,8 @@
 //! - `ldap:URL` with an RFC 4516 URL `ldap://HOST:PORT/BASE?ATTRIBUTE?SCOPE?FILTER`: the
 //!   values of ATTRIBUTE of every entry the search finds (paged, 1,000 a page).
 //!
-//! Names are trimmed and lowercased (Puppet lowercases certnames). Each is handed to a
+//! Names are trimmed and lowercased (Puppet lowercases certnames), a trailing dot dropped
+//! (a fully qualified DNS name's root). Each is handed to a
 //! callback as it arrives: nothing keeps the whole inventory.
 
 use crate::error::Error;
@@ -117,9 +118,12 @@ fn line_text(line: Line, number: u64) -> Result<String, String> {
     }
 }
 
-/// One name as the inventory gives it: trimmed, lowercased; `None` for nothing.
+/// One name as the inventory gives it: trimmed, lowercased, without the DNS root's trailing
+/// dot (`web01.example.com.` is `web01.example.com`: no certname ends in a dot, so the dotted
+/// form would make every node an orphan); `None` for nothing.
 fn name_of(line: &str) -> Option<String> {
     let t = line.trim();
+    let t = t.strip_suffix('.').unwrap_or(t);
     (!t.is_empty()).then(|| t.to_ascii_lowercase())
 }
 
