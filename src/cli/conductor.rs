@@ -317,7 +317,9 @@ pub(super) fn warn_if_policy_refuses(cli: &Cli, expiry: OffsetDateTime, now: Off
              expiring more than {} ahead (attributes.max_lifetime): sign with a shorter --expires-in, \
              or raise that limit on the CA",
             crate::encoding::time::format_rfc3339(expiry),
-            policy::format_duration(std::time::Duration::from_secs(u64::try_from(ahead.whole_seconds()).unwrap_or(0))),
+            policy::format_duration_roughly(std::time::Duration::from_secs(
+                u64::try_from(ahead.whole_seconds()).unwrap_or(0)
+            )),
             policy::format_duration(max)
         ));
     }

@@ -28,8 +28,27 @@ pub fn duration_problem(s: &str, examples: &str) -> String {
         format!("'{s}' is negative: a duration must be positive, like {examples}")
     } else if parse_duration(t).is_some_and(|d| d.is_zero()) {
         format!("'{s}' is zero: a duration must be positive, like {examples}")
+    } else if parse_duration(t).is_none() && well_formed(t) {
+        format!("'{s}' is too large a duration: give one like {examples}")
     } else {
         format!("'{s}' is not a duration like {examples}")
+    }
+}
+
+/// Digits then one unit: the shape of a duration, whatever its size.
+fn well_formed(t: &str) -> bool {
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && matches!(t.get(digits..), Some("s" | "m" | "h" | "d" | "w" | "y"))
+}
+
+/// A duration for people, in the largest unit it fills: `1d`, or `about 7972y` for a span
+/// that is no whole number of any unit but seconds.
+pub fn format_duration_roughly(d: Duration) -> String {
+    let exact = format_duration(d);
+    let s = d.as_secs();
+    match [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)].iter().find(|(_, n)| s >= *n) {
+        Some((unit, n)) if exact.ends_with('s') => format!("about {}{unit}", s / n),
+        _ => exact,
     }
 }
 

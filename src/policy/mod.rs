@@ -18,7 +18,7 @@ pub use chain_cache::{ChainCache, Window};
 pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
 pub use digest_map::digest;
-pub use duration::{duration_problem, format_duration, parse_duration};
+pub use duration::{duration_problem, format_duration, format_duration_roughly, parse_duration};
 pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
 pub use requests::RequestLimits;
@@ -319,5 +319,18 @@ mod tests {
         assert_eq!(parse_duration("5x"), None);
         assert_eq!(parse_duration("5y"), Some(Duration::from_secs(5 * 365 * 86400)));
         assert_eq!(format_duration(Duration::from_secs(86400)), "1d");
+        assert_eq!(format_duration_roughly(Duration::from_secs(86400)), "1d");
+        assert_eq!(format_duration_roughly(Duration::from_secs(251_606_285_846)), "about 7978y");
+        assert_eq!(format_duration_roughly(Duration::from_secs(59)), "59s");
+        assert_eq!(
+            duration_problem("99999999999999999999h", "2h"),
+            "'99999999999999999999h' is too large a duration: give one like 2h"
+        );
+        assert_eq!(
+            duration_problem("9999999999999999h", "2h"),
+            "'9999999999999999h' is too large a duration: give one like 2h"
+        );
+        assert_eq!(duration_problem("2x", "2h"), "'2x' is not a duration like 2h");
+        assert_eq!(duration_problem("h", "2h"), "'h' is not a duration like 2h");
     }
 }
