@@ -33,7 +33,11 @@ fn the_repository_keeps_the_house_rules() {
 fn each_breach_is_named_and_fails() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
-    write(&src, "lib.rs", "pub mod a;\npub mod hidden;\npub mod long_file;\npub mod long_fn;\npub mod room;\n");
+    write(
+        &src,
+        "lib.rs",
+        "pub mod a;\npub mod hidden;\npub mod hidden2;\npub mod long_file;\npub mod long_fn;\npub mod one;\npub mod room;\npub mod two;\npub mod unended;\n",
+    );
     // What must not hide a long function: a one-line test item before it, a comment after its
     // closing brace, a `tests.rs` that is compiled into the product.
     let commented = function("commented", 79).replace("\n}\n", "\n} // commented\n");
@@ -43,6 +47,23 @@ fn each_breach_is_named_and_fails() {
         &format!("pub mod tests;\n#[cfg(test)]\nfn helper() {{}}\n\n{}{commented}", function("after_a_test_item", 79)),
     );
     write(&src, "hidden/tests.rs", &function("in_a_product_tests_rs", 79));
+    // A multi-line test constant before a long function; a comment that names a test module.
+    write(
+        &src,
+        "hidden2/mod.rs",
+        &format!(
+            "// the tests were once `#[cfg(test)] mod tests;`\npub mod tests;\n#[cfg(test)]\nconst NAMES: &[&str] = &[\n    \"a}}\",\n];\n\n{}",
+            function("after_a_test_const", 79)
+        ),
+    );
+    write(&src, "hidden2/tests.rs", &function("behind_a_comment", 79));
+    // A 601st line without its newline.
+    write(&src, "unended.rs", &format!("{}// the last line", "// a line\n".repeat(600)));
+    // Two rooms that name each other through super::super.
+    write(&src, "one/mod.rs", "pub mod x;\n");
+    write(&src, "one/x.rs", "use super::super::two::y::Y;\npub struct X(pub Y);\n");
+    write(&src, "two/mod.rs", "pub mod y;\n");
+    write(&src, "two/y.rs", "pub struct Y;\npub fn f(_: super::super::one::x::X) {}\n");
     // Two sibling files that name each other: a circle.
     write(&src, "a/mod.rs", "pub mod x;\npub mod y;\npub use x::X;\n");
     write(&src, "a/x.rs", "use super::y::Y;\npub struct X(pub Y);\n");
@@ -70,7 +91,12 @@ fn each_breach_is_named_and_fails() {
         "fn after_a_test_item is 81 lines",
         "fn commented is 81 lines",
         "fn in_a_product_tests_rs is 81 lines",
-        "house rules: 8 problem(s)",
+        "fn after_a_test_const is 81 lines",
+        "fn behind_a_comment is 81 lines",
+        "src/unended.rs: 601 lines",
+        "import circle between rooms",
+        "import circle between files: src/one/x.rs ↔ src/two/y.rs",
+        "house rules: 13 problem(s)",
     ] {
         assert!(stderr.contains(want), "wanted {want:?} in:\n{stderr}");
     }

@@ -41,16 +41,27 @@ fn well_formed(t: &str) -> bool {
     digits > 0 && matches!(t.get(digits..), Some("s" | "m" | "h" | "d" | "w" | "y"))
 }
 
-/// A duration for people, in the largest unit it fills: `1d`, or `about 7972y` for a span
-/// that is no whole number of any unit but seconds.
+/// A duration for people: exact when it is a whole number of one unit (`1w`), else its two
+/// largest units, `about` when seconds are left out (`about 1w 5h`, never `about 1w`, which
+/// would read as no more than a week).
 pub fn format_duration_roughly(d: Duration) -> String {
     let exact = format_duration(d);
     let s = d.as_secs();
-    match [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)].iter().find(|(_, n)| s >= *n) {
-        Some((unit, n)) if exact.ends_with('s') => format!("about {}{unit}", s / n),
-        _ => exact,
+    let Some((unit, n)) = UNITS.iter().find(|(_, n)| s >= *n) else { return exact };
+    if !exact.ends_with('s') {
+        return exact;
+    }
+    let rest = s % n;
+    match UNITS.iter().find(|(_, m)| rest >= *m) {
+        Some((second, m)) => {
+            let approx = if rest % m == 0 { "" } else { "about " };
+            format!("{approx}{}{unit} {}{second}", s / n, rest / m)
+        }
+        None => format!("{}{unit} {rest}s", s / n),
     }
 }
+
+const UNITS: [(&str, u64); 5] = [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)];
 
 /// Formats a duration in the largest whole unit.
 pub fn format_duration(d: Duration) -> String {

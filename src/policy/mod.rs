@@ -320,7 +320,10 @@ mod tests {
         assert_eq!(parse_duration("5y"), Some(Duration::from_secs(5 * 365 * 86400)));
         assert_eq!(format_duration(Duration::from_secs(86400)), "1d");
         assert_eq!(format_duration_roughly(Duration::from_secs(86400)), "1d");
-        assert_eq!(format_duration_roughly(Duration::from_secs(251_606_285_846)), "about 7978y");
+        assert_eq!(format_duration_roughly(Duration::from_secs(251_606_285_846)), "about 7978y 19w");
+        assert_eq!(format_duration_roughly(Duration::from_secs(7 * 86400 + 5 * 3600)), "173h");
+        assert_eq!(format_duration_roughly(Duration::from_secs(7 * 86400 + 5 * 3600 + 7)), "about 1w 5h");
+        assert_eq!(format_duration_roughly(Duration::from_secs(7 * 86400 + 30)), "1w 30s");
         assert_eq!(format_duration_roughly(Duration::from_secs(59)), "59s");
         assert_eq!(
             duration_problem("99999999999999999999h", "2h"),
