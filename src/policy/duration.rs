@@ -4,10 +4,16 @@ use std::time::Duration;
 
 /// Parses a duration like `90s`, `30m`, `24h`, `7d`, `2w`.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, mult) = shape(s.trim())?;
+    let n: u64 = digits.parse().ok()?;
+    n.checked_mul(mult).map(Duration::from_secs)
+}
+
+/// A duration's digits and its unit in seconds, whatever the number's size: `None` for
+/// anything that is not digits then one unit.
+fn shape(s: &str) -> Option<(&str, u64)> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0)?;
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
     let mult = match unit {
         "s" => 1,
         "m" => 60,
@@ -17,7 +23,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "y" => 365 * 86_400,
         _ => return None,
     };
-    n.checked_mul(mult).map(Duration::from_secs)
+    Some((num, mult))
 }
 
 /// Why `s` is not a usable (positive) duration, for messages: zero and negative durations
@@ -25,20 +31,13 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 pub fn duration_problem(s: &str, examples: &str) -> String {
     let t = s.trim();
     if t.strip_prefix('-').is_some_and(|rest| parse_duration(rest).is_some()) {
-        format!("'{s}' is negative: a duration must be positive, like {examples}")
-    } else if parse_duration(t).is_some_and(|d| d.is_zero()) {
-        format!("'{s}' is zero: a duration must be positive, like {examples}")
-    } else if parse_duration(t).is_none() && well_formed(t) {
-        format!("'{s}' is too large a duration: give one like {examples}")
-    } else {
-        format!("'{s}' is not a duration like {examples}")
+        return format!("'{s}' is negative: a duration must be positive, like {examples}");
     }
-}
-
-/// Digits then one unit: the shape of a duration, whatever its size.
-fn well_formed(t: &str) -> bool {
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    digits > 0 && matches!(t.get(digits..), Some("s" | "m" | "h" | "d" | "w" | "y"))
+    match parse_duration(t) {
+        Some(d) if d.is_zero() => format!("'{s}' is zero: a duration must be positive, like {examples}"),
+        None if shape(t).is_some() => format!("'{s}' is too large a duration: give one like {examples}"),
+        _ => format!("'{s}' is not a duration like {examples}"),
+    }
 }
 
 /// A duration for people: exact when it is a whole number of one unit (`1w`), else its two
@@ -61,12 +60,13 @@ pub fn format_duration_roughly(d: Duration) -> String {
     }
 }
 
+/// The units a duration is written in, largest first (seconds aside).
 const UNITS: [(&str, u64); 5] = [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)];
 
 /// Formats a duration in the largest whole unit.
 pub fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
-    for (unit, n) in [("y", 365 * 86_400), ("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)] {
+    for (unit, n) in UNITS {
         if s >= n && s % n == 0 {
             return format!("{}{unit}", s / n);
         }
