@@ -2,6 +2,7 @@
 //! written from the revocation log (entries of the previous CRL the log lost kept on it).
 
 use super::crl_der::crl_serials;
+use super::crl_expiry::{warn_kept_by_certificate, Certified};
 use super::crl_files::{after_second, modified_second, next_crl_number, read_text};
 use super::revocation_input::reason_code;
 use super::Authority;
@@ -147,7 +148,11 @@ impl Authority {
                 // Its notAfter is the certificate's whatever the record's state (one restored
                 // from an older backup says issued): expired a period ago, no relying party
                 // takes it, and only this lets the entry ever leave.
-                Ok(Some(rec)) => self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now),
+                // The record's notAfter is the store's: the certificate must say so too.
+                Ok(Some(rec)) => {
+                    self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now)
+                        && self.certified_expiry(&hex, &rec.certname, now)? == Certified::Off
+                }
                 Ok(None) => false,
                 Err(e @ crate::store::StoreError::Unavailable { .. }) => return Err(e.into()),
                 Err(_) => false,
@@ -178,19 +183,36 @@ impl Authority {
         Ok(kept)
     }
 
-    pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
-        let number_path = self.dir.file("crl_number");
-        let number = next_crl_number(&number_path, &self.dir.file("ca_crl.pem"), now)?;
-        // Read before the revocations: one recorded meanwhile makes the next CRL due.
-        let stamp = self.store.revocations_stamp()?;
+    /// The CRL's entries from the revocation log, and every serial it names (lowercase hex).
+    /// A certificate that expired more than a CRL period ago leaves the CRL: every CRL
+    /// issued while it was valid, and a whole period of CRLs after, listed it (RFC 5280
+    /// 5.1.2.6 requires one). Short lifetimes keep a churning fleet's CRL small. The expiry a
+    /// revocation states is the store's, which any writer of the store may change: a serial
+    /// the previous CRL listed leaves only when its certificate says so too
+    /// ([`Authority::certified_expiry`]); so only the serials leaving at this write are
+    /// checked, and one without a certificate to tell stays (said once per CRL).
+    fn revoked_entries(
+        &self,
+        now: OffsetDateTime,
+    ) -> Result<(Vec<rcgen::RevokedCertParams>, std::collections::HashSet<String>), Error> {
         let mut seen = std::collections::HashSet::new();
         let mut revoked = Vec::new();
-        // A certificate that expired more than a CRL period ago leaves the CRL: every CRL
-        // issued while it was valid, and a whole period of CRLs after, listed it (RFC 5280
-        // 5.1.2.6 requires one). Short lifetimes keep a churning fleet's CRL small.
+        let mut previous: Option<std::collections::HashSet<String>> = None;
+        let mut kept = Vec::new();
         for r in self.store.revocations()? {
-            if !seen.insert(r.serial.clone()) || self.off_the_crl(&r, now) {
+            if !seen.insert(r.serial.clone()) {
                 continue;
+            }
+            if self.off_the_crl(&r, now) {
+                let previous = previous.get_or_insert_with(|| self.previous_crl_serials());
+                if !previous.contains(&r.serial) {
+                    continue;
+                }
+                match self.certified_expiry(&r.serial, &r.certname, now)? {
+                    Certified::Off => continue,
+                    Certified::Due(t) => kept.push((r.serial.clone(), format!("its certificate expires {t}"))),
+                    Certified::Unknown(why) => kept.push((r.serial.clone(), why)),
+                }
             }
             let serial = (0..r.serial.len())
                 .step_by(2)
@@ -203,6 +225,16 @@ impl Authority {
                 invalidity_date: None,
             });
         }
+        warn_kept_by_certificate(&kept);
+        Ok((revoked, seen))
+    }
+
+    pub(super) fn write_crl_locked(&self, _lock: &WriteLock, now: OffsetDateTime) -> Result<(), Error> {
+        let number_path = self.dir.file("crl_number");
+        let number = next_crl_number(&number_path, &self.dir.file("ca_crl.pem"), now)?;
+        // Read before the revocations: one recorded meanwhile makes the next CRL due.
+        let stamp = self.store.revocations_stamp()?;
+        let (mut revoked, seen) = self.revoked_entries(now)?;
         let kept = self.kept_from_previous_crl(&seen, now)?;
         if !kept.is_empty() {
             let named: Vec<&str> = kept.iter().take(5).map(|(hex, _)| hex.as_str()).collect();

@@ -7,6 +7,7 @@
 mod cpu_gate;
 mod crl;
 mod crl_der;
+mod crl_expiry;
 mod crl_files;
 pub mod documents;
 pub mod fleet;

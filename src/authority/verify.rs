@@ -503,6 +503,7 @@ impl Authority {
             if pass.done() {
                 return ControlFlow::Break(());
             }
+            self.check_revocation_certificate(pass, r);
             if let Ok(Some(rec)) = self.store.record(&r.serial) {
                 if rec.state == State::Issued {
                     pass.say(Finding::RevocationNotInRecord { serial: r.serial.clone(), certname: r.certname.clone() });
@@ -522,5 +523,27 @@ impl Authority {
             }
         }
         ControlFlow::Continue(())
+    }
+}
+
+impl Authority {
+    /// A revocation's expiry against its certificate's, where the store still holds the
+    /// certificate (the certname's current one is this serial): a revocation recorded by an
+    /// older version, with no expiry, is not compared.
+    fn check_revocation_certificate(&self, pass: &mut Pass<'_>, r: &crate::store::Revocation) {
+        let Some(stated) = r.not_after.as_deref() else { return };
+        let Ok(Some(current)) = self.store.current(&r.certname) else { return };
+        if current.record.serial != r.serial {
+            return;
+        }
+        let Ok((cert, _)) = facts(&current.pem) else { return };
+        if cert.serial == r.serial && !same_time(stated, &cert.not_after) {
+            pass.say(Finding::RevocationNotAfterMismatch {
+                serial: r.serial.clone(),
+                certname: r.certname.clone(),
+                revocation: stated.to_string(),
+                certificate: cert.not_after,
+            });
+        }
     }
 }

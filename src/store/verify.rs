@@ -83,6 +83,15 @@ pub enum Finding {
     #[hint = "restore revocations.txt from a backup of DIR/ca, then `vouch crl`: until then the \
               CRL may drop a revoked certificate early"]
     RevocationDisagrees { serial: String, detail: String },
+    /// A revocation whose expiry is not its certificate's: the CRL keeps the serial until the
+    /// certificate itself expired, but a writer of the store changed the revocation.
+    #[message = "revocation of serial {serial} ({certname}) says the certificate expires {revocation}, the \
+                 certificate itself {certificate}"]
+    #[hint = "the store's revocation was changed outside vouch (an earlier date would have taken the serial \
+              off the CRL; the CRL keeps it until the certificate itself expired): treat it as tampering \
+              (who can write the store?), and restore the revocation from a backup (the file store: its \
+              line in revocations.txt; LDAP: the revocation entry's vouchRecord)"]
+    RevocationNotAfterMismatch { serial: String, certname: String, revocation: String, certificate: String },
     /// The inventory cannot be read at all.
     #[message = "the inventory cannot be read: {detail}"]
     #[hint(with = inventory_unreadable_hint(detail))]
@@ -263,6 +272,7 @@ impl Finding {
             Finding::ListedNotCurrent { .. } => "listed-not-current",
             Finding::IssuedNotCurrent { .. } => "issued-not-current",
             Finding::RevocationDisagrees { .. } => "revocation-disagrees",
+            Finding::RevocationNotAfterMismatch { .. } => "revocation-not-after-mismatch",
             Finding::InventoryUnreadable { .. } => "inventory-unreadable",
             Finding::CrlExpired { .. } => "crl-expired",
             Finding::CrlNotWritten { .. } => "crl-not-written",
