@@ -351,3 +351,61 @@ fn refused_requests_kept_in_the_file_store_are_bounded_too() {
     assert_eq!(kept, 10, "five requests, two files each");
     assert!(m.log().contains("requests.max_pending"), "{}", m.log());
 }
+
+/// Issue 33, finding 4: an LDAP writer with no CA key (here bound as the masters are)
+/// changed `not_after` in a revocation entry to a date long past: the next CRL dropped the
+/// serial with no warning, and `vouch store verify` was silent (the store's record of a
+/// revoked serial is the revocation entry's). The CRL now keeps a serial the previous CRL
+/// listed until its certificate (signed by this CA) says it expired; verify names it.
+#[test]
+fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_named() {
+    use base64::Engine;
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "undone.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.expect("a certificate");
+    drop(m1);
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
+    let crl = d1.join("ca/ca_crl.pem");
+    let openssl_lists = || {
+        let t = ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&crl)]), None));
+        let value = serial.trim_start_matches("00").to_ascii_uppercase();
+        t.lines().any(|l| l.trim() == format!("Serial Number: {value}"))
+    };
+    assert!(openssl_lists(), "revoked, not on the CRL");
+    // The revocation entry, its record's not_after moved back to 2001.
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
+    let found = found.ok().to_string();
+    let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    let record = found.lines().find_map(|l| l.strip_prefix("vouchRecord:: ")).expect("its record");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(record.trim()).unwrap()).unwrap();
+    assert!(json["record"]["not_after"].is_string(), "{json}");
+    json["record"]["not_after"] = "2001-01-01T00:00:00Z".into();
+    let edited = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&json).unwrap());
+    let changed =
+        slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {edited}\n-\n"));
+    assert!(changed.success(), "{}", changed.stderr);
+    let o = v(&slapd, &d1).arg("crl").output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("crl-entry-kept"), "{}", text(&o));
+    assert!(openssl_lists(), "the revoked, unexpired certificate is off the CRL");
+    ok(&v(&slapd, &d1).arg("crl").output().unwrap());
+    assert!(openssl_lists(), "off the CRL at the second write");
+    let o = v(&slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines().any(|l| l.contains("\"finding\":\"revocation-not-after-mismatch\"") && l.contains(&serial)),
+        "{}",
+        text(&o)
+    );
+}

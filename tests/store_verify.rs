@@ -395,21 +395,64 @@ fn review_a_superseded_certificates_revocation_removed_from_the_list_is_found() 
     ca.finds_serial(&old);
 }
 
-/// A revocation line's `not_after=` moved into the past: the CRL drops the entry as long
-/// expired (off_the_crl reads the line's date, never the record's or the certificate's),
-/// and verify, which uses the same date to decide what is due, agrees with the CRL.
+/// What `openssl crl -text` (an independent reader of the CRL) lists of `serial`.
+fn openssl_lists(crl: &Path, serial: &str) -> bool {
+    let o = run(std::process::Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(crl)]), None);
+    let t = ok(&o);
+    let value = serial.trim_start_matches("00").to_ascii_uppercase();
+    t.lines().any(|l| l.trim() == format!("Serial Number: {value}"))
+}
+
+/// Issue 33, finding 4: a revocation line's `not_after=` moved into the past (a writer of
+/// the store, no CA key needed) took the serial off the next CRL as long expired (the CRL
+/// dropped an entry by the line's date alone), and verify, which used the same date to decide
+/// what is due, said nothing. The CRL now keeps a serial its previous CRL listed until the
+/// certificate itself (signed by this CA) expired, saying so on stderr; verify names the
+/// revocation whose expiry is not its certificate's.
 #[test]
 fn review_a_revocations_not_after_moved_back_is_found() {
     let ca = Ca::with(&["a.example.test", "b.example.test"]);
     let b = ca.serial_of("b.example.test");
     ok(&ca.run(&["revoke", "b.example.test"], &[]));
+    assert!(openssl_lists(&ca.ca("ca_crl.pem"), &b), "revoked, not on the CRL");
     let revs = std::fs::read_to_string(ca.ca("revocations.txt")).unwrap();
     let line = revs.lines().find(|l| l.starts_with(&b)).unwrap().to_string();
     let (head, _) = line.split_once(" not_after=").unwrap();
     ca.edit("revocations.txt", |t| t.replace(&line, &format!("{head} not_after=2001-01-01T00:00:00Z")));
+    let o = ca.run(&["crl"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("crl-entry-kept"), "{}", text(&o));
+    assert!(openssl_lists(&ca.ca("ca_crl.pem"), &b), "b's unexpired, revoked certificate is off the CRL");
+    // Written again (the CRL just written is the previous one now): still listed.
     ok(&ca.run(&["crl"], &[]));
-    assert!(!ca.crl_lists(&b), "b's unexpired, revoked certificate is off the CRL");
+    assert!(openssl_lists(&ca.ca("ca_crl.pem"), &b), "b left the CRL at the second write");
+    ca.finds(&["revocation-not-after-mismatch", "revocation-disagrees"]);
     ca.finds_serial(&b);
+}
+
+/// The other side of the above: a revoked certificate that did expire leaves the CRL a CRL
+/// period after (its certificate says so), and one whose certificate the store no longer
+/// holds (cleaned) stays, said: a CRL that keeps an expired serial is harmless.
+#[test]
+fn an_expired_certificates_revocation_still_leaves_the_crl() {
+    let ca = Ca::with(&["a.example.test", "b.example.test"]);
+    let a = ca.serial_of("a.example.test");
+    let b = ca.serial_of("b.example.test");
+    ok(&ca.run(&["revoke", "a.example.test"], &[]));
+    ok(&ca.run(&["clean", "b.example.test"], &[]));
+    assert!(openssl_lists(&ca.ca("ca_crl.pem"), &a) && openssl_lists(&ca.ca("ca_crl.pem"), &b));
+    let pem = std::fs::read(ca.ca("signed/a.example.test.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let gone =
+        vouch::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime() + time::Duration::days(400));
+    let out = ca.w.join("crl.pem");
+    let o = ca.run(&["--now", &gone, "crl", "--out"], &[&out]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!openssl_lists(&out, &a), "a certificate expired 400 days ago stays on the CRL");
+    assert!(openssl_lists(&out, &b), "a cleaned certificate left the CRL by its revocation's date alone");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("crl-entry-kept") && said.contains(&b) && !said.contains(&a), "{}", text(&o));
 }
 
 /// A renewed certname's certificate file deleted. The listing lists a certname with more

@@ -38,7 +38,12 @@ impl Authority {
     /// What the certificate of `serial` (of `certname`) says: the store's certificate of the
     /// certname (the only certificate either store keeps), if it is this serial, signed by
     /// this master CA. The store's PEM can be changed too, but a certificate cannot be forged.
-    pub(super) fn certified_expiry(&self, serial: &str, certname: &str, now: OffsetDateTime) -> Result<Certified, Error> {
+    pub(super) fn certified_expiry(
+        &self,
+        serial: &str,
+        certname: &str,
+        now: OffsetDateTime,
+    ) -> Result<Certified, Error> {
         let current = match self.store.current(certname) {
             Ok(Some(c)) if c.record.serial == serial => c,
             Ok(_) => return Ok(Certified::Unknown("the store holds no certificate of it".into())),
