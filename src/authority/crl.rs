@@ -105,8 +105,9 @@ impl Authority {
     /// publish a CRL without them, and the certificates would be valid again for every
     /// relying party. An entry leaves only when the store's record of its serial (whatever its
     /// state) says it expired more than a CRL period ago ([`Self::off_the_crl`], as for a
-    /// logged one) and its certificate agrees ([`Authority::certified_expiry`]); anything else (no record, an unreadable one, one without a notAfter) keeps
-    /// it, as the previous CRL had it (its revocation time and reason). No previous CRL, or
+    /// logged one) and its certificate agrees ([`Authority::certified_expiry`]); anything
+    /// else (no record, an unreadable one, one without a notAfter, no certificate to tell)
+    /// keeps it, as the previous CRL had it (its revocation time and reason). No previous CRL, or
     /// one that does not read as this CA's: nothing kept.
     fn kept_from_previous_crl(
         &self,
