@@ -416,3 +416,37 @@ fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_na
         text(&o)
     );
 }
+
+/// The other side of the above, on LDAP: a cleaned node's certificate (its registry entry
+/// gone) is kept in its revocation entry, so once it expired its serial leaves the CRL by the
+/// certificate; a CRL written before it expired still lists it.
+#[test]
+fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "cleaned.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.expect("a certificate");
+    drop(m1);
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(parsed.raw_serial());
+    let not_after = parsed.validity().not_after.to_datetime();
+    ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
+    let out = tmp.path().join("crl.pem");
+    let lists = |at: OffsetDateTime| {
+        let o = v(&slapd, &d1).args(["--now", &rfc3339(at), "crl", "--out", s(&out)]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let t = ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&out)]), None));
+        let value = serial.trim_start_matches("00").to_ascii_uppercase();
+        (t.lines().any(|l| l.trim() == format!("Serial Number: {value}")), text(&o))
+    };
+    assert!(lists(not_after + time::Duration::days(1)).0, "expired, but not a CRL period ago: off");
+    let (listed, said) = lists(not_after + time::Duration::days(400));
+    assert!(!listed, "a cleaned certificate expired 400 days ago stays on the CRL: {said}");
+    assert!(!said.contains("crl-entry-kept"), "{said}");
+}

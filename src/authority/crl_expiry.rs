@@ -36,21 +36,28 @@ impl Authority {
     }
 
     /// What the certificate of `serial` (of `certname`) says: the store's certificate of the
-    /// certname (the only certificate either store keeps), if it is this serial, signed by
-    /// this master CA. The store's PEM can be changed too, but a certificate cannot be forged.
+    /// certname, if it is this serial, or else the one its revocation keeps (the LDAP store),
+    /// signed by this master CA. The store's PEM can be changed too, but a certificate cannot be forged.
     pub(super) fn certified_expiry(
         &self,
         serial: &str,
         certname: &str,
         now: OffsetDateTime,
     ) -> Result<Certified, Error> {
-        let current = match self.store.current(certname) {
-            Ok(Some(c)) if c.record.serial == serial => c,
-            Ok(_) => return Ok(Certified::Unknown("the store holds no certificate of it".into())),
+        let pem = match self.store.current(certname) {
+            Ok(Some(c)) if c.record.serial == serial => Some(c.pem),
+            Ok(_) => None,
             Err(e @ StoreError::Unavailable { .. }) => return Err(e.into()),
             Err(e) => return Ok(Certified::Unknown(format!("its certificate cannot be read: {e}"))),
         };
-        let Ok((_, der)) = crate::encoding::pem::find(current.pem.as_bytes(), &["CERTIFICATE"]) else {
+        // Or the one its revocation keeps (the LDAP store: cleaned, or replaced since).
+        let pem = match pem.map_or_else(|| self.store.revoked_certificate(serial), |p| Ok(Some(p))) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(Certified::Unknown("the store holds no certificate of it".into())),
+            Err(e @ StoreError::Unavailable { .. }) => return Err(e.into()),
+            Err(e) => return Ok(Certified::Unknown(format!("its certificate cannot be read: {e}"))),
+        };
+        let Ok((_, der)) = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]) else {
             return Ok(Certified::Unknown("its certificate is not PEM".into()));
         };
         let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
@@ -86,6 +93,7 @@ pub(super) fn warn_kept_by_certificate(kept: &[(String, String)]) {
         hint = "the store says these revoked certificates expired a CRL period ago, and their certificates do \
                 not show it: they stay on the CRL. If the store's expiry was changed (`vouch store verify` \
                 names a revocation-not-after-mismatch), treat it as tampering and restore the revocation; a \
-                certificate the store no longer holds (cleaned, superseded) keeps its serial on the CRL",
+                certificate the store no longer holds (the file store: cleaned or superseded; LDAP: superseded, or \
+                revoked by an older version) keeps its serial on the CRL (docs/limitations.md)",
     );
 }

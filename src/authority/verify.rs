@@ -528,15 +528,16 @@ impl Authority {
 
 impl Authority {
     /// A revocation's expiry against its certificate's, where the store still holds the
-    /// certificate (the certname's current one is this serial): a revocation recorded by an
-    /// older version, with no expiry, is not compared.
+    /// certificate (the certname's current one is this serial, or the revocation keeps it):
+    /// a revocation recorded by an older version, with no expiry, is not compared.
     fn check_revocation_certificate(&self, pass: &mut Pass<'_>, r: &crate::store::Revocation) {
         let Some(stated) = r.not_after.as_deref() else { return };
-        let Ok(Some(current)) = self.store.current(&r.certname) else { return };
-        if current.record.serial != r.serial {
-            return;
-        }
-        let Ok((cert, _)) = facts(&current.pem) else { return };
+        let pem = match self.store.current(&r.certname) {
+            Ok(Some(current)) if current.record.serial == r.serial => Some(current.pem),
+            _ => self.store.revoked_certificate(&r.serial).ok().flatten(),
+        };
+        let Some(pem) = pem else { return };
+        let Ok((cert, _)) = facts(&pem) else { return };
         if cert.serial == r.serial && !same_time(stated, &cert.not_after) {
             pass.say(Finding::RevocationNotAfterMismatch {
                 serial: r.serial.clone(),

@@ -239,6 +239,14 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The revocations of this CA's serials (what its CRL lists), oldest first.
     fn revocations(&self) -> Result<Vec<Revocation>, StoreError>;
+    /// The certificate (PEM) a revocation of this CA's serial `serial` keeps beside it, where
+    /// the store keeps one (the LDAP store, for a certificate revoked while it was its
+    /// certname's current one): unchecked, whoever reads it checks its signature. `None`
+    /// by default (the file store keeps none).
+    fn revoked_certificate(&self, serial: &str) -> Result<Option<String>, StoreError> {
+        let _ = serial;
+        Ok(None)
+    }
     /// A value that changes whenever [`Store::revocations`] does (the CRL is due then).
     fn revocations_stamp(&self) -> Result<String, StoreError>;
     /// All issued certificates, oldest first.

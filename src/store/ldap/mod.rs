@@ -193,6 +193,10 @@ impl Store for LdapStore {
         self.record_by_serial(serial)
     }
 
+    fn revoked_certificate(&self, serial: &str) -> Result<Option<String>, StoreError> {
+        self.revocation_certificate(serial)
+    }
+
     fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
         for iss in batch {
             self.register(iss)?;

@@ -110,6 +110,18 @@ impl LdapStore {
     /// that CA's entry (its CRL is then due). An existing entry is kept (idempotent), and
     /// made `cleaned` if this revocation is.
     pub(super) fn add_revocation(&self, rev: &Revocation, rec: &CertRecord) -> Result<bool, StoreError> {
+        self.add_revocation_with(rev, rec, None)
+    }
+
+    /// [`LdapStore::add_revocation`], the revoked certificate (`pem`, when known) kept in
+    /// the entry: what lets its serial leave the CRL once it expired, whatever the entry's
+    /// record says (crate::authority's `certified_expiry`).
+    pub(super) fn add_revocation_with(
+        &self,
+        rev: &Revocation,
+        rec: &CertRecord,
+        pem: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
         let ca = match &rec.issuer {
             Some(ca) => ca.clone(),
             None => self.own_ca()?.to_string(),
@@ -134,6 +146,9 @@ impl LdapStore {
             ("vouchTime", set(gtime(time))),
             ("vouchRecord", set(json.clone())),
         ];
+        if let Some(pem) = pem {
+            attrs.push(("vouchCertificate", set(pem.to_vec())));
+        }
         // The claim that vouched for it stays spent (LdapStore::claim_issued finds it here).
         if let Some(c) = &rec.claim {
             check_hex("claim", c)?;
@@ -186,7 +201,15 @@ impl LdapStore {
         expected: Option<&Expected>,
     ) -> Result<(), StoreError> {
         check_certname(&rev.certname)?;
-        self.add_revocation(rev, rec)?;
+        // The certname's certificate, when it is the one revoked: kept in the revocation.
+        let pem = match expected {
+            Some(exp) if exp.serial == rev.serial => self
+                .read_attrs(&self.primary, &self.registry_dn(&rev.certname), &["vouchSerial", "vouchCertificate"])?
+                .filter(|e| e.text("vouchSerial").as_deref() == Some(rev.serial.as_str()))
+                .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)),
+            _ => None,
+        };
+        self.add_revocation_with(rev, rec, pem.as_deref())?;
         let Some(exp) = expected else { return Ok(()) };
         // The registry entry of the certificate being revoked (a superseded one is not it).
         check_hex("serial", &exp.serial)?;
@@ -256,5 +279,14 @@ impl LdapStore {
         })?;
         out.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.serial.cmp(&b.serial)));
         Ok(out)
+    }
+
+    /// The certificate a revocation entry of this CA's serial keeps (PEM), if any.
+    pub(super) fn revocation_certificate(&self, serial: &str) -> Result<Option<String>, StoreError> {
+        check_hex("serial", serial)?;
+        let dn = self.revocation_dn(self.own_ca()?, serial);
+        Ok(self
+            .read_attrs(&self.primary, &dn, &["vouchCertificate"])?
+            .and_then(|e| e.bytes("vouchCertificate").map(|b| String::from_utf8_lossy(b).into_owned())))
     }
 }
