@@ -450,3 +450,43 @@ fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired
     assert!(!listed, "a cleaned certificate expired 400 days ago stays on the CRL: {said}");
     assert!(!said.contains("crl-entry-kept"), "{said}");
 }
+
+/// And a renewal's: on LDAP the certificate a renewal supersedes is kept in its revocation
+/// entry, so its serial leaves the CRL once it expired (by its certificate, not the entry's
+/// word), with nothing to warn about; until then it stays.
+#[test]
+fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "renewed.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.expect("a certificate");
+    drop(m1);
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(parsed.raw_serial());
+    let not_after = parsed.validity().not_after.to_datetime();
+    ok(&v(&slapd, &d1).args(["renew", name, "--out", s(&tmp.path().join("new.pem"))]).output().unwrap());
+    let found = slapd.ldapsearch(
+        BASE,
+        &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
+        &["vouchCertificate"],
+    );
+    assert!(found.ok().contains("vouchCertificate"), "the superseded certificate is not kept: {}", found.ok());
+    let out = tmp.path().join("crl.pem");
+    let lists = |at: OffsetDateTime| {
+        let o = v(&slapd, &d1).args(["--now", &rfc3339(at), "crl", "--out", s(&out)]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let t = ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&out)]), None));
+        let value = serial.trim_start_matches("00").to_ascii_uppercase();
+        (t.lines().any(|l| l.trim() == format!("Serial Number: {value}")), text(&o))
+    };
+    assert!(lists(OffsetDateTime::now_utc()).0, "superseded: listed");
+    let (listed, said) = lists(not_after + time::Duration::days(400));
+    assert!(!listed, "a superseded certificate expired 400 days ago stays on the CRL: {said}");
+    assert!(!said.contains("crl-entry-kept"), "{said}");
+}

@@ -197,6 +197,10 @@ impl Store for LdapStore {
         self.revocation_certificate(serial)
     }
 
+    fn keeps_revoked_certificates(&self) -> bool {
+        true
+    }
+
     fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
         for iss in batch {
             self.register(iss)?;
