@@ -490,3 +490,41 @@ fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired
     assert!(!listed, "a superseded certificate expired 400 days ago stays on the CRL: {said}");
     assert!(!said.contains("crl-entry-kept"), "{said}");
 }
+
+/// A write sent again after its answer was lost, that the server had applied: the pool sends
+/// a request again on a fresh connection when the first timed out, and the second then finds
+/// its own first as another writer's. A renewal's registry write (a compare-and-swap) was
+/// answered as a lost race (exit 75) although its new certificate was stored and the old one
+/// revoked: the node never got the certificate that replaced its own. Now the entry is read
+/// after a resent write that "lost", and when it is this write's, it stands.
+#[test]
+fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "resent.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    let proxy = common::ldap_proxy::LdapProxy::start(slapd.port());
+    proxy.lose_answer_to_modify_of(&format!("vouchCertname={name}"));
+    let new = tmp.path().join("new.pem");
+    let o = v(&slapd, &d1)
+        .env("VOUCH_STORE", format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+        .args(["renew", name, "--out", s(&new)])
+        .output()
+        .unwrap();
+    assert_eq!(proxy.lost(), 1, "the registry write's answer was not lost: {}", text(&o));
+    assert!(o.status.success(), "a renewal the store holds was answered as failed: {}", text(&o));
+    let pem = std::fs::read(&new).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    let found = slapd.ldapsearch(BASE, &format!("(vouchCertname={name})"), &["vouchSerial"]);
+    assert!(
+        found.ok().lines().any(|l| l.trim() == format!("vouchSerial: {serial}")),
+        "the certificate handed out is not the one stored: {}",
+        found.ok()
+    );
+}

@@ -51,6 +51,7 @@ mod overrides;
 mod registry;
 mod replicas;
 mod requests;
+mod resent;
 mod revocations;
 pub mod schema;
 mod setup;
