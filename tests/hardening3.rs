@@ -528,3 +528,60 @@ fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate
         found.ok()
     );
 }
+
+/// The CRL-regeneration counter on a promoted standby: a master's CRL is due when its CA
+/// entry's revocation counter is not the value it recorded with its last CRL. A standby
+/// promoted without the primary's last increment, then one more revocation there, brings the
+/// counter back to the recorded value with another revocation behind it: the master saw
+/// nothing due and served a CRL without it until its refresh days later. Here the lost
+/// increment is made by hand, and the revocation by another master.
+#[test]
+fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m2 = Master::start(&slapd, &d2, "ca2.test");
+    let mut serials = Vec::new();
+    for name in ["first.example.test", "second.example.test"] {
+        let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+        let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        let cert = cert.expect("a certificate");
+        let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+        serials.push(vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial()));
+    }
+    drop((m1, m2));
+    ok(&v(&slapd, &d1).args(["revoke", "first.example.test"]).output().unwrap());
+    // Master 1's CA entry and its counter, as the CRL just written recorded it.
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={}))", serials[0]), &["dn"]);
+    let found = found.ok().to_string();
+    let rev_dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    let ca_dn = rev_dn.split_once(',').map(|(_, rest)| rest.to_string()).unwrap();
+    let counter = || {
+        let o = slapd.ldapsearch(&ca_dn, "(objectClass=vouchIssuer)", &["vouchRevision"]);
+        let n: u64 = o.ok().lines().find_map(|l| l.strip_prefix("vouchRevision: ")).unwrap().trim().parse().unwrap();
+        n
+    };
+    let recorded = counter();
+    // The standby promoted without the last increment.
+    let back = slapd.ldapmodify(&format!(
+        "dn: {ca_dn}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: {}\n-\n",
+        recorded - 1
+    ));
+    assert!(back.success(), "{}", back.stderr);
+    // Another second: the server's modifyTimestamp has one-second steps.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(&v(&slapd, &d2).args(["revoke", "second.example.test"]).output().unwrap());
+    assert_eq!(counter(), recorded, "the counter is back at the value master 1 recorded");
+    // Any command of master 1 that keeps its CRL.
+    ok(&v(&slapd, &d1).args(["list", "--all"]).output().unwrap());
+    let t =
+        ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&d1.join("ca/ca_crl.pem"))]), None));
+    let value = serials[1].trim_start_matches("00").to_ascii_uppercase();
+    assert!(
+        t.lines().any(|l| l.trim() == format!("Serial Number: {value}")),
+        "master 1's CRL lacks the revocation made on the promoted standby:\n{t}"
+    );
+}
