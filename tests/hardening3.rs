@@ -359,7 +359,6 @@ fn refused_requests_kept_in_the_file_store_are_bounded_too() {
 /// listed until its certificate (signed by this CA) says it expired; verify names it.
 #[test]
 fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_named() {
-    use base64::Engine;
     let slapd = store();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
@@ -381,26 +380,7 @@ fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_na
     };
     assert!(openssl_lists(), "revoked, not on the CRL");
     // The revocation entry, its record's not_after moved back to 2001.
-    let found =
-        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
-    let found = found.ok().to_string();
-    let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
-    // LDIF: the value as it is when it is safe text, else base64.
-    let record = found
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("vouchRecord:: ")
-                .map(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).unwrap())
-                .or_else(|| l.strip_prefix("vouchRecord: ").map(|t| t.as_bytes().to_vec()))
-        })
-        .unwrap_or_else(|| panic!("no record: {found}"));
-    let mut json: serde_json::Value = serde_json::from_slice(&record).unwrap();
-    assert!(json["record"]["not_after"].is_string(), "{json}");
-    json["record"]["not_after"] = "2001-01-01T00:00:00Z".into();
-    let edited = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&json).unwrap());
-    let changed =
-        slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {edited}\n-\n"));
-    assert!(changed.success(), "{}", changed.stderr);
+    edit_revocation_record(&slapd, &serial, |json| json["record"]["not_after"] = "2001-01-01T00:00:00Z".into());
     let o = v(&slapd, &d1).arg("crl").output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(openssl_lists(), "the revoked, unexpired certificate is off the CRL");
@@ -584,4 +564,88 @@ fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() 
         t.lines().any(|l| l.trim() == format!("Serial Number: {value}")),
         "master 1's CRL lacks the revocation made on the promoted standby:\n{t}"
     );
+}
+
+/// Rewrites the record (`vouchRecord`) of the revocation entry of `serial` with `edit`, as a
+/// writer of the store with no CA key can.
+fn edit_revocation_record(slapd: &Slapd, serial: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    use base64::Engine;
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
+    let found = found.ok().to_string();
+    let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    // LDIF: the value as it is when it is safe text, else base64.
+    let record = found
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("vouchRecord:: ")
+                .map(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).unwrap())
+                .or_else(|| l.strip_prefix("vouchRecord: ").map(|t| t.as_bytes().to_vec()))
+        })
+        .unwrap_or_else(|| panic!("no record: {found}"));
+    let mut json: serde_json::Value = serde_json::from_slice(&record).unwrap();
+    assert!(json["record"]["not_after"].is_string(), "{json}");
+    edit(&mut json);
+    let edited = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&json).unwrap());
+    let changed =
+        slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {edited}\n-\n"));
+    assert!(changed.success(), "{}", changed.stderr);
+}
+
+/// A writer of the store with no CA key moved a revocation's time into the future: the CRL
+/// listed the serial with that date, and a relying party that reads the date (Java's, so
+/// Puppet Server's) took the certificate as valid until then. A CRL's revocation date is
+/// never later than the time it is written.
+#[test]
+fn a_revocation_time_moved_into_the_future_is_not_put_on_the_crl() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "future.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    let cert = cert.expect("a certificate");
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
+    edit_revocation_record(&slapd, &serial, |json| json["record"]["revoked_at"] = "2999-01-01T00:00:00Z".into());
+    ok(&v(&slapd, &d1).arg("crl").output().unwrap());
+    let crl = std::fs::read(d1.join("ca/ca_crl.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
+    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+    let entry = crl
+        .iter_revoked_certificates()
+        .find(|r| vouch::encoding::hex(r.raw_serial()) == serial)
+        .expect("the revoked serial is on the CRL");
+    let date = entry.revocation_date.to_datetime();
+    assert!(date <= OffsetDateTime::now_utc(), "the CRL says {serial} is revoked only from {date}");
+}
+
+/// A revocation recorded by an older version keeps no certificate; `vouch clean` then removed
+/// the registry entry that still held it, and the serial stayed on the CRL for good. Now the
+/// clean gives the revocation entry the certificate first.
+#[test]
+fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "older.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
+    let filter = format!("(&(objectClass=vouchRevocation)(vouchCertname={name}))");
+    let found = slapd.ldapsearch(BASE, &filter, &["dn"]);
+    let dn = found.ok().lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    // As an older version wrote it.
+    let older = slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\ndelete: vouchCertificate\n-\n"));
+    assert!(older.success(), "{}", older.stderr);
+    ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
+    let found = slapd.ldapsearch(BASE, &filter, &["vouchCertificate"]);
+    assert!(found.ok().contains("vouchCertificate"), "the cleaned certificate is nowhere: {}", found.ok());
 }

@@ -224,7 +224,10 @@ impl Authority {
                 .collect::<Vec<u8>>();
             revoked.push(rcgen::RevokedCertParams {
                 serial_number: rcgen::SerialNumber::from_slice(&serial),
-                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().unwrap_or(now),
+                // Never later than now: a relying party that reads the date (Java's, Puppet
+                // Server's) takes a certificate revoked in the future as valid until then, and
+                // the date is the store's, which a writer without the CA key may change.
+                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().map_or(now, |t| t.min(now)),
                 reason_code: reason_code(&r.reason),
                 invalidity_date: None,
             });
