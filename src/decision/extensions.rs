@@ -1,5 +1,6 @@
-//! Steps 10 and 11 of the decision: the extension requests a node makes, and the alt names
-//! only a server may carry (each allowed by its conductor's scope).
+//! Steps 10 and 11 of the decision: the extension requests a node makes (a signed trusted
+//! fact only with its signed value), and the alt names only a server may carry (each allowed
+//! by its conductor's scope).
 
 use super::attributes::AttributeValues;
 use super::certname::check_certname;
@@ -9,13 +10,16 @@ use super::signer::Signer;
 use crate::encoding::csr::Csr;
 use crate::encoding::oids;
 use crate::policy::Policy;
+use crate::vouching::classification::trusted::TrustedFact;
 
 /// Step 10: extension requests, which the node controls entirely: none twice, none
 /// critical, no subjectAltName unless allowed, nothing in ppAuthCertExt, the mirror equal
-/// to the signed classification, anything else only if the policy allows it.
+/// to the signed classification, a registered extension the classification names (`pp_role`)
+/// equal to its signed value, anything else only if the policy allows it.
 pub(super) fn check_extension_requests(
     csr: &Csr,
     signed_classification: Option<&str>,
+    trusted: &[TrustedFact],
     policy: &Policy,
     reasons: &mut Vec<Refusal>,
 ) {
@@ -45,6 +49,16 @@ pub(super) fn check_extension_requests(
             if !matches {
                 reasons.push(Refusal::MirrorMismatch { oid: shown });
             }
+        } else if let Some(fact) = trusted.iter().find(|f| f.oid == ext.oid) {
+            // Signed: the request may repeat the value (Puppet Server, in hook mode, copies
+            // it), never ask for another.
+            if ext.utf8_value() != Some(fact.value.as_str()) {
+                reasons.push(Refusal::TrustedFactMismatch {
+                    name: fact.name.to_string(),
+                    requested: ext.utf8_value().map_or_else(|| "(not a UTF8String)".to_string(), str::to_string),
+                    signed: fact.value.clone(),
+                });
+            }
         } else if policy.allowed_extensions.contains(&ext.oid) {
         } else if oids::is_under(&ext.oid, oids::PUPPET) {
             reasons.push(Refusal::PuppetExtensionNotAllowed { oid: shown });
@@ -54,6 +68,40 @@ pub(super) fn check_extension_requests(
     }
     if policy.mirror_required && !mirror_seen {
         reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
+    }
+}
+
+/// The trusted facts (`pp_role`, …) of a classification that parsed (so its `extensions` did
+/// too; refused on doubt all the same).
+pub(super) fn signed_trusted_facts(
+    classification: Option<&crate::vouching::classification::Classification>,
+    reasons: &mut Vec<Refusal>,
+) -> Vec<TrustedFact> {
+    match classification.map(|c| crate::vouching::classification::trusted::trusted_facts(&c.value)) {
+        Some(Ok(t)) => t,
+        Some(Err(error)) => {
+            reasons.push(Refusal::ClassificationInvalid { error });
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Whether the agent says it renews its own certificate, as Puppet 8 and OpenVox 8 agents do
+/// (`hostcert_renewal_interval` > 0): one `pp_auth_auto_renew` attribute
+/// (1.3.6.1.4.1.34380.1.3.2, an attribute, not an extension request) holding one text value
+/// `true`. Any other form is not asking (Puppet Server reads the first value; vouch reads
+/// only the exact form), and is not a refusal: it only chooses between two lifetimes the
+/// policy gives.
+pub fn asks_auto_renewal(csr: &Csr) -> bool {
+    use crate::encoding::der::tag;
+    let found: Vec<_> = csr.attributes_with(oids::PP_AUTH_AUTO_RENEW).collect();
+    match found.as_slice() {
+        [a] => match a.values.as_slice() {
+            [v] => matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) && v.bytes == b"true",
+            _ => false,
+        },
+        _ => false,
     }
 }
 
