@@ -18,6 +18,7 @@ use common::{fixture, fixture_now, ok, require, run, s, vouch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+const PP_ROLE: &str = "1.3.6.1.4.1.34380.1.1.13";
 const WEB: &str = "web01.example.test";
 const ROLE_WEB: &str = "classes:\n  - profile::web\nenvironment: production\n\
                         extensions:\n  pp_role: web\n  pp_environment: production\n";
@@ -70,12 +71,14 @@ impl Ca {
         }
     }
 
-    /// A CSR made as a Puppet agent makes it from `attrs` plus the extension requests `extra`
-    /// (`name: value` lines appended under `extension_requests`).
+    /// A CSR made as a Puppet agent makes it from `attrs` with the extension requests `extra`
+    /// (`OID: value`, replacing the same OID's line, under `extension_requests`).
     fn csr(&self, certname: &str, attrs: &Path, extra: &[(&str, &str)], tag: &str) -> PathBuf {
         let mut text = std::fs::read_to_string(attrs).unwrap();
         for (k, v) in extra {
-            text.push_str(&format!("  '{k}': '{v}'\n"));
+            let key = format!("  '{k}': ");
+            let kept: Vec<&str> = text.lines().filter(|l| !l.starts_with(&key)).collect();
+            text = format!("{}\n{key}'{v}'\n", kept.join("\n"));
         }
         let edited = self.work.join(format!("{certname}-{tag}.attrs.yaml"));
         std::fs::write(&edited, text).unwrap();
@@ -164,6 +167,9 @@ fn assert_role_web(pem: &Path) {
 fn signed_pp_role_reaches_trusted_extensions_and_renewal_keeps_it() {
     let ca = Ca::new();
     let attrs = ca.sign_attributes(WEB, ROLE_WEB).unwrap();
+    // The conductor's csr_attributes.yaml requests them too, for Puppet Server as the CA.
+    let written = std::fs::read_to_string(&attrs).unwrap();
+    assert!(written.contains("  '1.3.6.1.4.1.34380.1.1.13': 'web'\n"), "{written}");
     let csr = ca.csr(WEB, &attrs, &[], "plain");
     let out = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
     let cert = first_cert(&out, &ca.work.join("web01.pem"));
@@ -180,7 +186,7 @@ fn a_node_asking_for_another_pp_role_than_signed_is_refused() {
     let ca = Ca::new();
     let attrs = ca.sign_attributes(WEB, ROLE_WEB).unwrap();
     // Another value: refused with its own code.
-    let other = ca.csr(WEB, &attrs, &[("pp_role", "db")], "db");
+    let other = ca.csr(WEB, &attrs, &[(PP_ROLE, "db")], "db");
     let out = ca.vouch(&["check", "--csr", s(&other)]);
     let err = said(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -189,14 +195,14 @@ fn a_node_asking_for_another_pp_role_than_signed_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     // A registered extension the classification does not name: as before, the policy's
     // extensions.allow decides (empty: refused).
-    let zone = ca.csr(WEB, &attrs, &[("pp_zone", "a")], "zone");
+    let zone = ca.csr(WEB, &attrs, &[("1.3.6.1.4.1.34380.1.1.20", "a")], "zone");
     let out = ca.vouch(&["check", "--csr", s(&zone)]);
     let err = said(&out);
     assert!(err.contains("[puppet-extension-not-allowed]") && !err.contains("trusted-fact"), "{err}");
     // The same value (what Puppet Server in hook mode would copy): granted, written once
     // (with new attributes: the refused request holds the first ones).
     let attrs = ca.sign_attributes(WEB, ROLE_WEB).unwrap();
-    let same = ca.csr(WEB, &attrs, &[("pp_role", "web")], "same");
+    let same = ca.csr(WEB, &attrs, &[(PP_ROLE, "web")], "same");
     let out = ok(&ca.vouch(&["sign", "--csr", s(&same)]));
     assert_role_web(&first_cert(&out, &ca.work.join("same.pem")));
 }

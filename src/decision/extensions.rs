@@ -193,3 +193,76 @@ pub(super) fn check_alt_names(
     check_server_names(c, certname, &extra, policy, reasons);
     extra
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::csr::{self, build, printable, CsrSpec};
+    use crate::vouching::classification::trusted::registered_oid;
+
+    fn policy(extra: &str) -> Policy {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let root = rcgen::CertificateParams::new(vec!["r".to_string()]).unwrap().self_signed(&key).unwrap();
+        let pem = crate::encoding::pem::encode("CERTIFICATE", root.der());
+        let text = format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n{extra}");
+        Policy::parse(std::path::Path::new("/etc/vouch/policy.toml"), &text, move |_| Ok(pem.clone().into_bytes()))
+            .unwrap()
+    }
+
+    fn request(spec: CsrSpec) -> Csr {
+        let key = rcgen::KeyPair::generate().unwrap();
+        csr::parse(&build(&spec, &key).unwrap()).unwrap()
+    }
+
+    fn role(value: &str) -> (Vec<u64>, String) {
+        (registered_oid("pp_role").unwrap().1, value.to_string())
+    }
+
+    fn signed_role(value: &str) -> Vec<TrustedFact> {
+        vec![TrustedFact { name: "pp_role", oid: role(value).0, value: value.to_string() }]
+    }
+
+    fn codes(csr: &Csr, trusted: &[TrustedFact], policy: &Policy) -> Vec<&'static str> {
+        let mut reasons = Vec::new();
+        check_extension_requests(csr, None, trusted, policy, &mut reasons);
+        reasons.iter().map(Refusal::code).collect()
+    }
+
+    #[test]
+    fn a_signed_pp_role_may_be_requested_with_its_value_only() {
+        let p = policy("");
+        let web = request(CsrSpec { extension_requests: vec![role("web")], ..Default::default() });
+        let db = request(CsrSpec { extension_requests: vec![role("db")], ..Default::default() });
+        assert!(codes(&web, &signed_role("web"), &p).is_empty());
+        assert_eq!(codes(&db, &signed_role("web"), &p), ["trusted-fact-mismatch"]);
+        // Not signed: today's rule, the policy's extensions.allow (empty here).
+        assert_eq!(codes(&web, &[], &p), ["puppet-extension-not-allowed"]);
+        // Allowed by the policy, but signed otherwise: the signed value wins.
+        let allowing = policy("[extensions]\nallow = [\"pp_role\"]\n");
+        assert!(codes(&db, &[], &allowing).is_empty());
+        assert_eq!(codes(&db, &signed_role("web"), &allowing), ["trusted-fact-mismatch"]);
+    }
+
+    #[test]
+    fn a_mismatch_names_both_values() {
+        let db = request(CsrSpec { extension_requests: vec![role("db")], ..Default::default() });
+        let mut reasons = Vec::new();
+        check_extension_requests(&db, None, &signed_role("web"), &policy(""), &mut reasons);
+        assert_eq!(
+            reasons,
+            [Refusal::TrustedFactMismatch { name: "pp_role".into(), requested: "db".into(), signed: "web".into() }]
+        );
+    }
+
+    #[test]
+    fn auto_renewal_is_asked_only_in_puppet_8s_form() {
+        let with = |values: Vec<Vec<u8>>| {
+            request(CsrSpec { attributes: vec![(oids::PP_AUTH_AUTO_RENEW.to_vec(), values)], ..Default::default() })
+        };
+        assert!(asks_auto_renewal(&with(vec![printable("true")])));
+        assert!(!asks_auto_renewal(&with(vec![printable("false")])));
+        assert!(!asks_auto_renewal(&with(vec![printable("TRUE")])));
+        assert!(!asks_auto_renewal(&with(vec![printable("true"), printable("true")])));
+        assert!(!asks_auto_renewal(&request(CsrSpec::default())));
+    }
+}
