@@ -16,6 +16,8 @@ mod refusal;
 mod scope;
 mod signer;
 
+/// A signed trusted fact (`pp_role`, …), as grants and renewals carry it.
+pub use crate::vouching::classification::trusted::TrustedFact;
 pub use certname::{check_certname, is_reserved_certname, CertnameProblem, MAX_CERTNAME, RESERVED_CERTNAMES};
 pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
 pub use extensions::{asks_auto_renewal, requested_alt_names};
@@ -28,7 +30,6 @@ use signer::{check_conductor_scope, check_signer, read_classification, Signer};
 use crate::encoding::csr::{self, Csr, CsrError};
 use crate::policy::Policy;
 use crate::vouching::attrs;
-use crate::vouching::classification::trusted::TrustedFact;
 use crate::vouching::classification::Classification;
 use time::OffsetDateTime;
 

@@ -72,7 +72,7 @@ pub struct RenewalProof {
     /// Extensions of the current certificate that the policy allows (OID, DER value).
     pub(crate) extra: Vec<(Vec<u64>, Vec<u8>)>,
     /// The signed trusted facts of the classification it carries (`pp_role`, …).
-    pub(crate) trusted: Vec<crate::vouching::classification::trusted::TrustedFact>,
+    pub(crate) trusted: Vec<crate::decision::TrustedFact>,
     /// The agent renews itself (`POST certificate_renewal`): the policy's auto-renewal lifetime.
     pub(crate) auto_renew: bool,
     /// The current certificate's DNS names besides the certname, allowed again by the
@@ -146,7 +146,7 @@ impl Authorization {
         }
     }
     /// The signed trusted facts (`pp_role`, …), each written as Puppet's own extension.
-    fn trusted_facts(&self) -> &[crate::vouching::classification::trusted::TrustedFact] {
+    fn trusted_facts(&self) -> &[crate::decision::TrustedFact] {
         match self {
             Authorization::Vouched(g) => g.trusted_facts(),
             Authorization::Renewal(r) => &r.trusted,
