@@ -9,8 +9,9 @@
 //!
 //! The Puppet 8-form CSRs in fixtures/puppet8/ (made by its make.sh with `openssl req`) carry
 //! the `pp_auth_auto_renew` attribute as Puppet 8 sends it; such an agent gets the policy's
-//! `issuance.auto_renewal_validity`. Needs `openssl` and `ruby` with Puppet (`puppet-agent`):
-//! missing, the tests fail, never skip.
+//! `issuance.auto_renewal_validity`, and so does every renewal a node asks `vouch serve` for
+//! (`POST certificate_renewal`, sent with `curl`). Needs `openssl`, `curl` and `ruby` with
+//! Puppet (`puppet-agent`): missing, the tests fail, never skip.
 
 mod common;
 
@@ -257,4 +258,56 @@ fn a_puppet8_auto_renewing_agent_gets_the_auto_renewal_lifetime() {
     let out = ok(&ca.vouch(&["--now", &now, "sign", "--csr", s(&p7), "--certname", WEB]));
     let cert = first_cert(&out, &ca.work.join("p7.pem"));
     assert!(not_after(&cert).ends_with("2035 GMT"), "{}", not_after(&cert));
+}
+
+/// Stops the `vouch serve` this test started, by its own handle, however the test ends.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_node_renewing_itself_gets_the_auto_renewal_lifetime_and_keeps_its_pp_role() {
+    require("curl", "curl");
+    let ca = Ca::new();
+    let policy = ca.dir.join("policy.toml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("renewal_min_age = \"1h\""), "{text}");
+    let text = text.replace("renewal_min_age = \"1h\"", "renewal_min_age = \"0s\"\nauto_renewal_validity = \"90d\"");
+    std::fs::write(&policy, text).unwrap();
+    // A Puppet 7 agent's request (no pp_auth_auto_renew): issuance.validity, 5 years.
+    let attrs = ca.sign_attributes(WEB, ROLE_WEB).unwrap();
+    let csr = ca.csr(WEB, &attrs, &[], "api");
+    let out = ok(&ca.vouch(&["sign", "--csr", s(&csr)]));
+    let cert = first_cert(&out, &ca.work.join("api.pem"));
+    let log = ca.work.join("serve.log");
+    let (child, _, port) = common::start_serve(&mut common::serve_cmd(&ca.dir), &log);
+    let serve = Serve(child);
+    // The node renews itself (POST certificate_renewal, mutual TLS with its certificate), as
+    // a Puppet 8 agent does: the new certificate lives 90 days, and keeps the signed pp_role.
+    let chain = ca.work.join("chain.pem");
+    let bundle = ["ca_crt.pem", "root_crt.pem"].map(|f| std::fs::read_to_string(ca.dir.join("ca").join(f)).unwrap());
+    std::fs::write(&chain, bundle.concat()).unwrap();
+    let renewed = ca.work.join("renewed-api.pem");
+    let key = ca.work.join(format!("{WEB}-api.key"));
+    let out = Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--cacert", s(&chain), "--cert", s(&cert), "--key", s(&key)])
+        .args(["-X", "POST", "-H", "Content-Type: text/plain", "-H", "Accept: text/plain", "-o", s(&renewed)])
+        .arg(format!("https://localhost:{port}/puppet-ca/v1/certificate_renewal"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", said(&out), std::fs::read_to_string(&log).unwrap_or_default());
+    drop(serve);
+    // openssl -checkend N: whether the certificate is still valid N seconds from now.
+    let valid_in = |pem: &Path, days: u64| {
+        let secs = (days * 86_400).to_string();
+        Command::new("openssl").args(["x509", "-noout", "-checkend", &secs, "-in", s(pem)]).status().unwrap().success()
+    };
+    assert!(valid_in(&cert, 4 * 365), "issued for 5 years: {}", not_after(&cert));
+    assert!(valid_in(&renewed, 89) && !valid_in(&renewed, 91), "renewed for 90 days: {}", not_after(&renewed));
+    assert_role_web(&renewed);
 }
