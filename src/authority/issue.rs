@@ -43,6 +43,11 @@ impl Authority {
     /// conductor's notAfter when the policy says so), with a fresh serial; not yet signed.
     fn prepare(&self, auth: Authorization, now: OffsetDateTime) -> Result<certificate::Prepared, Error> {
         let mut profile = self.policy.profile;
+        // An agent that renews itself gets the auto-renewal lifetime (Puppet Server's
+        // auto-renewal-cert-ttl), when the policy sets one.
+        if let (true, Some(v)) = (auth.auto_renew(), profile.auto_renewal_validity) {
+            profile.validity = v;
+        }
         if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
             profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
         }

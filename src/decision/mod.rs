@@ -16,13 +16,15 @@ mod refusal;
 mod scope;
 mod signer;
 
+/// A signed trusted fact (`pp_role`, …), as grants and renewals carry it.
+pub use crate::vouching::classification::trusted::TrustedFact;
 pub use certname::{check_certname, is_reserved_certname, CertnameProblem, MAX_CERTNAME, RESERVED_CERTNAMES};
 pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
-pub use extensions::requested_alt_names;
+pub use extensions::{asks_auto_renewal, requested_alt_names};
 pub use refusal::Refusal;
 
 use attributes::{check_expiry, check_names, check_no_stray_requests, check_version, read_attributes, AttributeValues};
-use extensions::{check_alt_names, check_extension_requests};
+use extensions::{check_alt_names, check_extension_requests, signed_trusted_facts};
 use signer::{check_conductor_scope, check_signer, read_classification, Signer};
 
 use crate::encoding::csr::{self, Csr, CsrError};
@@ -46,9 +48,19 @@ pub struct Grant {
     signed_digest: String,
     conductor_der: Vec<u8>,
     alt_names: Vec<String>,
+    trusted: Vec<TrustedFact>,
+    auto_renew: bool,
 }
 
 impl Grant {
+    /// The signed trusted facts (`pp_role`, …) the certificate carries as Puppet's extensions.
+    pub fn trusted_facts(&self) -> &[TrustedFact] {
+        &self.trusted
+    }
+    /// The agent renews its own certificate (`pp_auth_auto_renew`, Puppet 8).
+    pub fn auto_renew(&self) -> bool {
+        self.auto_renew
+    }
     /// The DNS names besides the certname that the certificate carries: requested by a
     /// server and each allowed by its scope's `dns_alt_names` (step 11).
     pub fn alt_names(&self) -> &[String] {
@@ -170,8 +182,9 @@ pub fn decide_parsed(
     let classification = read_classification(&signer, values.classification.as_deref(), policy, &mut reasons);
     // 9. Per-conductor scope.
     check_conductor_scope(&signer, req.certname, expiry, now, classification.as_ref(), policy, &mut reasons);
-    // 10. Extension requests.
-    check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
+    // 10. Extension requests (a signed trusted fact only with its signed value).
+    let trusted = signed_trusted_facts(classification.as_ref(), &mut reasons);
+    check_extension_requests(&csr, values.classification.as_deref(), &trusted, policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
     let alt_names = check_alt_names(&csr, &signer, &values, version, req.certname, policy, &mut reasons);
 
@@ -183,6 +196,7 @@ pub fn decide_parsed(
         (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
         _ => None,
     };
+    let auto_renew = extensions::asks_auto_renewal(&csr);
     match (classification, values.classification, signer.conductor, expiry, version, values.signature) {
         (
             Some(classification),
@@ -204,6 +218,8 @@ pub fn decide_parsed(
             signed_digest: signer.signed_digest,
             conductor_der: signer.conductor_der,
             alt_names,
+            trusted,
+            auto_renew,
         }),
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => Err(Refused {
