@@ -649,3 +649,63 @@ fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate() {
     let found = slapd.ldapsearch(BASE, &filter, &["vouchCertificate"]);
     assert!(found.ok().contains("vouchCertificate"), "the cleaned certificate is nowhere: {}", found.ok());
 }
+
+/// The autosign hook runs on every Puppet Server that uses it, so it should not hold the
+/// masters' account, which may write every certificate, revocation and override. docs/ldap.md
+/// gives the hooks a bind DN of their own that may write the replay journal only; here that
+/// ACL, as documented, lets the hook decide and claim (the claim shared with the masters),
+/// and refuses the same account a change to a certname's certificate or a revocation.
+#[test]
+fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
+    const HOOK: &str = "cn=vouch-hook,dc=vouch,dc=test";
+    let mut opts = common::ldap_lab::slapd_opts();
+    opts.database.extend([
+        format!("access to dn.subtree=\"ou=journal,{BASE}\" by dn.exact=\"{HOOK}\" write by * break"),
+        format!("access to dn.subtree=\"{BASE}\" by dn.exact=\"{HOOK}\" read by * break"),
+        format!("access to dn.exact=\"{HOOK}\" attrs=userPassword by anonymous auth by * none"),
+    ]);
+    let slapd = Slapd::start(&opts);
+    ok(&v(&slapd, slapd.dir()).args(["ldap", "init", "--create-base"]).output().unwrap());
+    let added = slapd.ldapadd(&format!(
+        "dn: {HOOK}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\ncn: vouch-hook\n\
+         userPassword: hook-secret\n"
+    ));
+    assert!(added.success(), "{}", added.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = tmp.path().join("hook.pw");
+    std::fs::write(&pw, "hook-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let (name, other) = ("hooked.example.test", "other.example.test");
+    let (put, why, _) = enroll(
+        &m1,
+        other,
+        &csr_for(other, &attributes(&d1, Some(other), OffsetDateTime::now_utc() + time::Duration::hours(1)), &p256()),
+    );
+    assert_eq!(put, 200, "{why}");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let hook_env = [
+        ("VOUCH_STORE", slapd.url(BASE)),
+        ("VOUCH_LDAP_BIND_DN", HOOK.to_string()),
+        ("VOUCH_LDAP_PASSWORD_FILE", s(&pw).to_string()),
+    ];
+    let hook = run(
+        vouch().envs(hook_env.clone()).args(["--dir", s(&d1), "autosign", name]),
+        Some(&csr_for(name, &attrs, &p256())),
+    );
+    assert!(hook.status.success(), "the hook under its own bind DN: {}", text(&hook));
+    // Its claim is the fleet's: the same attributes on another key, at the master, are a replay.
+    let (_, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert!(cert.is_none(), "spent attributes granted again at the master: {why}");
+    drop(m1);
+    // And the hook's account cannot change a certificate or a revocation.
+    let registry = format!("vouchCertname={other},ou=certnames,{BASE}");
+    let modify = |ldif: String| {
+        let mut c = Command::new("ldapmodify");
+        c.args(["-x", "-H", &slapd.url(""), "-D", HOOK, "-y", s(&pw)]);
+        run(&mut c, Some(ldif.as_bytes()))
+    };
+    let o = modify(format!("dn: {registry}\nchangetype: modify\nreplace: vouchState\nvouchState: revoked\n-\n"));
+    assert_eq!(o.status.code(), Some(50), "the hook's account changed a certname's certificate: {}", text(&o));
+}
