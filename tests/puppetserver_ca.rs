@@ -66,11 +66,16 @@ impl Lab {
 
     /// Turns `issuance.admin_approval` on or off and reloads the policy (SIGHUP).
     fn approval(&self, on: bool) {
+        let (from, to) = if on { ("false", "true") } else { ("true", "false") };
+        self.edit_policy(&format!("admin_approval = {from}"), &format!("admin_approval = {to}"));
+    }
+
+    /// Replaces `from` by `to` in the policy and reloads it (SIGHUP).
+    fn edit_policy(&self, from: &str, to: &str) {
         let path = self.dir.join("policy.toml");
         let policy = std::fs::read_to_string(&path).unwrap();
-        let (from, to) = if on { ("false", "true") } else { ("true", "false") };
-        let edited = policy.replace(&format!("admin_approval = {from}"), &format!("admin_approval = {to}"));
-        assert_ne!(policy, edited, "the default policy names admin_approval");
+        let edited = policy.replace(from, to);
+        assert_ne!(policy, edited, "the default policy has {from:?}");
         std::fs::write(&path, edited).unwrap();
         let reloads = || read_log(&self.log).matches("\"event\":\"reload\"").count();
         let before = reloads();
@@ -336,6 +341,21 @@ fn sign_all_several_ttl_revoke_and_clean_behave_as_puppet_server() {
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(out(&o).contains("code: 400") && out(&o).contains("approval-ttl-too-long"), "{}", out(&o));
     assert!(lab.certificate(e).is_none());
+    // A request asking for other names: refused, whatever the override says.
+    let f = "f.example.test";
+    lab.bare_request(f, &["subjectAltName=DNS:f.example.test,DNS:puppet.example.test"]);
+    lab.override_set(f, METAL);
+    let o = lab.ca("sign", &["--certname", f]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("approval-alt-names") && out(&o).contains("puppet.example.test"), "{}", out(&o));
+    // A second request under a name with a valid certificate (kept under on_existing =
+    // "supersede"): an approval never replaces the certificate.
+    lab.edit_policy("on_existing = \"refuse\"", "on_existing = \"supersede\"");
+    lab.bare_request(c, &[]);
+    let o = lab.ca("sign", &["--certname", c]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("approval-certificate-exists"), "{}", out(&o));
+    ok(&vouch().args(["--dir", s(&lab.dir), "clean", f]).output().unwrap());
     // An unknown name: Puppet's words for a 404.
     let o = lab.ca("sign", &["--certname", "nobody.example.test"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
@@ -360,6 +380,8 @@ fn sign_all_several_ttl_revoke_and_clean_behave_as_puppet_server() {
     assert_eq!(states["requested"], serde_json::json!([e]), "{states}");
     assert_eq!(states["revoked"], serde_json::json!([a]), "{states}");
     assert!(!states["signed"].as_array().unwrap().contains(&b.into()), "{states}");
+    // c, with a request kept beside its certificate, is listed once.
+    assert_eq!(states["signed"].as_array().unwrap().iter().filter(|n| **n == c).count(), 1, "{states}");
     // The node of a name cleaned gets its own classification: the override went with it.
     let o = vouch().args(["--dir", s(&lab.dir), "override", "show", b]).output().unwrap();
     assert!(!out(&o).contains("role::metal"), "{}", out(&o));

@@ -176,12 +176,15 @@ pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Err
     }
     let all = state.as_deref() != Some("requested");
     let mut out = Vec::new();
+    // A name listed twice (a request kept beside its certificate, as `on_existing =
+    // "supersede"` keeps one) is answered once, as `status_of` answers it.
+    let mut seen = std::collections::HashSet::new();
     for entry in auth.list(all)? {
         let want = match state.as_deref() {
             None => true,
             Some(s) => entry.state == s,
         };
-        if want {
+        if want && seen.insert(entry.name.clone()) {
             if let Some(v) = status_of(auth, &entry.name)? {
                 if state.as_deref().is_none_or(|s| v["state"] == s) {
                     out.push(v);
