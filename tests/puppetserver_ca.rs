@@ -285,6 +285,10 @@ fn sign_approves_a_bare_request_only_with_the_policy_and_an_override() {
     assert!(valid_in(&cert2, 29 * 86_400) && !valid_in(&cert2, 31 * 86_400), "--ttl 30d");
     let by = lab.audit().into_iter().find(|v| v["event"] == "approved" && v["certname"] == other).unwrap();
     assert!(by["by"].as_str().unwrap().starts_with("local:"), "{by}");
+    // An approval does not renew (no conductor to check again): approved anew.
+    let o = vouch().args(["--dir", s(&lab.dir), "renew", other]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(out(&o).contains("approved by an administrator") && out(&o).contains("vouch approve"), "{}", out(&o));
     // Nothing pending any more: refused, saying so.
     let o = vouch().args(["--dir", s(&lab.dir), "approve", other]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
