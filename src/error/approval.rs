@@ -54,9 +54,9 @@ pub enum NotApprovable {
     #[message = "it already has a valid certificate (serial {serial})"]
     #[hint = "`vouch clean NAME` first if the node was rebuilt with a new key"]
     CertificateExists { serial: String },
-    /// `cert_ttl` / `--ttl` asks for longer than the policy's certificate lifetime.
+    /// `cert_ttl` / `--ttl` asks for longer than the policy's certificate lifetime (or for none).
     #[code = "approval-ttl-too-long"]
-    #[message = "a lifetime of {asked_secs}s is longer than the policy allows ({max_secs}s, issuance.validity)"]
+    #[message = "a lifetime of {asked_secs}s is not one the policy allows (1s to {max_secs}s, issuance.validity)"]
     #[hint = "ask for at most issuance.validity (`--ttl` takes 30d, 1y, …), or leave --ttl out for the policy's \
               lifetime"]
     TtlTooLong { asked_secs: u64, max_secs: u64 },
