@@ -3,9 +3,11 @@
 //! where it is declared; the few that depend on a field call a named function of `error/wording.rs`.
 #![deny(clippy::arithmetic_side_effects)]
 
+mod approval;
 mod why;
 mod wording;
 
+pub use approval::NotApprovable;
 pub use why::{AdminNameTaken, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
@@ -192,6 +194,10 @@ pub enum Error {
     #[message = "refusing to make an administrator certificate for {name}: {why}; nothing was written"]
     #[hint(with = Some(why.hint()))]
     AdminNameRefused { name: String, why: AdminNameTaken },
+    /// `vouch approve NAME` (an administrator's approval): nothing was issued.
+    #[message = "cannot approve {certname}: {why}; nothing was issued"]
+    #[hint(with = Some(why.hint()))]
+    NotApproved { certname: String, why: NotApprovable },
     /// A command that must pass a policy check was refused (renewal); exit 1 with the reasons.
     #[message("{certname}: refused: {}", refused.tagged_reasons().join("; "))]
     #[hint(with = refused.reasons.first().map(Refusal::hint))]

@@ -41,7 +41,13 @@ impl Authority {
 
     /// The certificate `auth` allows, under the policy's profile (capped at the vouching
     /// conductor's notAfter when the policy says so), with a fresh serial; not yet signed.
-    fn prepare(&self, auth: Authorization, now: OffsetDateTime) -> Result<certificate::Prepared, Error> {
+    /// `ttl`: a shorter lifetime an administrator asked for (an approval carries its own).
+    fn prepare(
+        &self,
+        auth: Authorization,
+        ttl: Option<std::time::Duration>,
+        now: OffsetDateTime,
+    ) -> Result<certificate::Prepared, Error> {
         let mut profile = self.policy.profile;
         // An agent that renews itself gets the auto-renewal lifetime (Puppet Server's
         // auto-renewal-cert-ttl), when the policy sets one.
@@ -50,6 +56,14 @@ impl Authority {
         }
         if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
             profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
+        }
+        // An administrator may ask for less than the policy's lifetime, never more.
+        let ttl = match &auth {
+            Authorization::Approved(proof) => proof.ttl,
+            _ => ttl,
+        };
+        if let Some(ttl) = ttl {
+            profile.validity = profile.validity.min(ttl);
         }
         certificate::prepare(
             auth,
@@ -86,7 +100,7 @@ impl Authority {
         conductor_cert: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Stored, Error> {
-        let mut prepared = self.prepare(auth, now)?;
+        let mut prepared = self.prepare(auth, None, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         while self.store.record(&prepared.serial_hex)?.is_some() && tries < 4 {
@@ -159,6 +173,18 @@ impl Authority {
         self.issue_gated(csr, parsed, certname, now, &keep_always)
     }
 
+    /// [`Authority::issue`] with a lifetime shorter than the policy's, if `ttl` (an
+    /// administrator's `puppetserver ca sign --ttl`, checked by [`Authority::check_ttl`]).
+    pub fn issue_with_ttl(
+        &self,
+        csr: &[u8],
+        certname: Option<&str>,
+        ttl: Option<std::time::Duration>,
+        now: OffsetDateTime,
+    ) -> Result<IssueOutcome, Error> {
+        self.issue_inner(csr, None, certname, now, &keep_always, ttl)
+    }
+
     /// [`Authority::issue_parsed`] where a refused request is kept only if `gate` allows
     /// (`vouch serve`: the client address's rate); a grant never asks it.
     pub fn issue_gated(
@@ -168,6 +194,18 @@ impl Authority {
         certname: Option<&str>,
         now: OffsetDateTime,
         gate: KeepGate<'_>,
+    ) -> Result<IssueOutcome, Error> {
+        self.issue_inner(csr, parsed, certname, now, gate, None)
+    }
+
+    fn issue_inner(
+        &self,
+        csr: &[u8],
+        parsed: Option<crate::encoding::csr::Csr>,
+        certname: Option<&str>,
+        now: OffsetDateTime,
+        gate: KeepGate<'_>,
+        ttl: Option<std::time::Duration>,
     ) -> Result<IssueOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
@@ -204,7 +242,7 @@ impl Authority {
             }
             Ok(g) => g,
         };
-        let job = self.prepare_job(grant, &certname, now);
+        let job = self.prepare_job(grant, &certname, ttl, now);
         drop(permit);
         let job = job?;
         let outcome = if self.store.batches() {
@@ -244,6 +282,7 @@ impl Authority {
         &self,
         grant: decision::Grant,
         certname: &str,
+        ttl: Option<std::time::Duration>,
         now: OffsetDateTime,
     ) -> Result<Job, Error> {
         use base64::Engine;
@@ -258,7 +297,7 @@ impl Authority {
         let conductor_der = grant.conductor_der().to_vec();
         let conductor_cert = base64::engine::general_purpose::STANDARD.encode(&conductor_der);
         let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
-        let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), now)?;
+        let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), ttl, now)?;
         let mut record = Self::issued_record(
             &prepared,
             Some(format_rfc3339(replay.expiry)),

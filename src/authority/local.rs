@@ -269,11 +269,17 @@ fn local_supersedes(
     }
     // `replace` supersedes vouch's own certificate for that name (the service's
     // previous one), never a node's: a --server-name naming a node must not revoke it.
-    if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some()) {
+    // A node's: vouched for, or approved (it carries a classification, as no certificate of
+    // vouch's own does).
+    let pem = c.pem.as_bytes();
+    let der = crate::encoding::pem::find(pem, &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
+    let classified = || certificate::classification_of(&der, crate::encoding::oids::ATTR_CLASSIFICATION);
+    if valid && (rec.conductor.is_some() || rec.attributes_expiry.is_some() || classified().ok().flatten().is_some()) {
         return Err(Error::Usage {
             detail: format!(
                 "{certname} is a node's certname: it has a valid certificate (serial {}) a conductor \
-                 vouched for, which vouch will not revoke to take the name; choose another --server-name, \
+                 vouched for (or an administrator approved), which vouch will not revoke to take the name; \
+                 choose another --server-name, \
                  or revoke or clean the node first ('vouch revoke {certname}')",
                 rec.serial
             ),
@@ -294,8 +300,6 @@ fn local_supersedes(
     }
     // Nor an administrator's: the service taking an administrator's name would revoke
     // that credential (and the administrator's `vouch revoke NAME` then the service's).
-    let pem = c.pem.as_bytes();
-    let der = crate::encoding::pem::find(pem, &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
     if valid && role != certificate::LocalRole::Admin && super::reserved::carries_cli_auth(&der) {
         return Err(Error::Usage {
             detail: format!(

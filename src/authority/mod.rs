@@ -4,6 +4,7 @@
 //! knows no keys; the issuer knows no policy; this module joins them and owns
 //! the order of the steps.
 
+mod approve;
 mod cpu_gate;
 mod crl;
 mod crl_der;
@@ -38,6 +39,7 @@ mod signed;
 mod verify;
 mod verify_files;
 
+pub use approve::{carries_attributes, Approval};
 pub use list::{normal_fingerprint, ListEntry};
 pub use local::{LocalSpec, Presented};
 pub use outcome::{IssueOutcome, Stored};

@@ -129,6 +129,10 @@ impl Authority {
                 Unrenewable::Service { revoked }
             }));
         }
+        // An administrator's approval: no conductor to check again; approved anew, not renewed.
+        if rec.conductor.is_none() && rec.attributes_expiry.is_none() && !revoked {
+            return Err(unrenewable(Unrenewable::Approved));
+        }
         // Revoked by its record, or on a CRL this master serves (a record edited back to issued
         // does not make a revoked certificate renewable).
         if revoked || self.der_on_a_served_crl(der) {

@@ -175,8 +175,8 @@ fn requested_alt_names(csr: &crate::encoding::csr::Csr) -> Vec<String> {
 
 impl Authority {
     /// Whether a stored certificate is the service's or an administrator's: issued here for
-    /// vouch itself (no conductor, no attributes: `vouch serve`'s certificates and `vouch
-    /// admin new`), the certificate the service presents, or listed in `[serve] admins`.
+    /// vouch itself (no conductor, no attributes, no classification: `vouch serve`'s
+    /// certificates and `vouch admin new`), the certificate the service presents, or listed in `[serve] admins`.
     pub fn protected(&self, rec: &CertRecord, pem: &str) -> Option<Holder> {
         // The certificate is decoded only where it is looked at (a node's certificate, fetched
         // by every agent, usually is not).
@@ -189,8 +189,14 @@ impl Authority {
         if let Some(h) = self.reserved.holder(&rec.certname) {
             return Some(h);
         }
+        // No conductor, no attributes and no classification (an administrator's approval
+        // gives a node one): vouch's own.
         if rec.conductor.is_none() && rec.attributes_expiry.is_none() {
-            return Some(if carries_cli_auth(&der()) { Holder::Admin } else { Holder::Service });
+            let der = der();
+            let classified = crate::issuance::certificate::classification_of(&der, &self.policy.mirror_oid);
+            if classified.ok().flatten().is_none() {
+                return Some(if carries_cli_auth(&der) { Holder::Admin } else { Holder::Service });
+            }
         }
         None
     }

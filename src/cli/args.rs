@@ -7,6 +7,8 @@
 // mount this file with `#[path]` to generate man pages and shell completions.
 // The command code (`src/cli/`) converts the value enums into the library's types.
 
+#[path = "args/approve.rs"]
+mod approve;
 #[path = "args/authority.rs"]
 mod authority;
 #[path = "args/decide.rs"]
@@ -22,6 +24,7 @@ mod serve;
 #[path = "args/values.rs"]
 mod values;
 
+pub use approve::ApproveArgs;
 pub use authority::{AdminCommand, CaCommand, ConductorCommand, ConductorSignArgs};
 pub use decide::{AutosignArgs, CheckArgs, CsrArgs, SignArgs};
 pub use enc::EncRemoteArgs;
@@ -194,6 +197,10 @@ pub enum Command {
         /// The node to revoke and forget.
         certname: String,
     },
+    /// Approve a node no conductor launched: issue its pending request with the
+    /// classification set for it (`vouch override set`); only under `issuance.admin_approval`.
+    /// Exit 2 when refused (the reason and what to do on stderr).
+    Approve(ApproveArgs),
     /// Regenerate the CRL (signed by the master CA) and print or write it.
     Crl {
         /// Write the CRL here (an existing file is replaced; - or no --out: stdout).

@@ -25,6 +25,7 @@ macro_rules! say_done {
 }
 
 mod admin;
+mod approve;
 pub mod args;
 #[cfg(feature = "bench")]
 mod bench;
@@ -264,6 +265,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             Err(Error::Usage { detail: "give a certname or --serial".into() })
         }
         Command::Clean { certname } => certs::clean(cli, certname),
+        Command::Approve(a) => approve::approve(cli, a),
         Command::Crl { out, fetch: true, ca_url: Some(url), cacert: Some(cacert) } => {
             compile::crl_fetch(url, cacert, out.as_deref().unwrap_or(Path::new("-")))
         }

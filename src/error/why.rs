@@ -31,6 +31,12 @@ pub enum Unrenewable {
               it starts (30 days before its expiry, once it is revoked, or when --server-name changes): restart \
               `vouch serve`"]
     Service { revoked: bool },
+    /// A node certificate an administrator approved (`vouch approve`): no conductor to check again.
+    #[message = "was approved by an administrator (no conductor vouched for it), and approvals do not renew"]
+    #[hint = "before it expires, approve the node again: `vouch clean NAME`, let the node send a new request \
+              (`puppet ssl bootstrap`), then `vouch approve NAME` (its classification set with `vouch override \
+              set`)"]
+    Approved,
 }
 
 /// The end of an [`Unrenewable`]'s words for a certificate that is revoked too.

@@ -102,6 +102,21 @@ pub struct LocalProof {
     pub(crate) ip_addresses: Vec<std::net::IpAddr>,
 }
 
+/// Proof that an administrator approved a pending request no conductor vouched for, under a
+/// policy that allows it (`issuance.admin_approval`): the certificate carries the
+/// classification the administrators set for its name, nothing the request asked for but
+/// its key and name. Only the authority constructs it (`vouch approve`).
+#[derive(Debug)]
+pub struct ApprovalProof {
+    pub(crate) certname: String,
+    pub(crate) spki: Vec<u8>,
+    pub(crate) key_kind: KeyKind,
+    /// The administrators' classification (their override of the name), base64.
+    pub(crate) classification_b64: String,
+    /// A lifetime shorter than the policy's (`puppetserver ca sign --ttl`), if asked for.
+    pub(crate) ttl: Option<std::time::Duration>,
+}
+
 /// What entitles a certificate to be issued.
 #[derive(Debug)]
 pub enum Authorization {
@@ -111,6 +126,8 @@ pub enum Authorization {
     Renewal(RenewalProof),
     /// A service or admin certificate made on the CA's machine.
     Local(LocalProof),
+    /// An administrator's approval of a node no conductor launched.
+    Approved(ApprovalProof),
 }
 
 impl Authorization {
@@ -119,6 +136,7 @@ impl Authorization {
             Authorization::Vouched(g) => g.certname(),
             Authorization::Renewal(r) => &r.certname,
             Authorization::Local(l) => &l.certname,
+            Authorization::Approved(a) => &a.certname,
         }
     }
     pub fn spki(&self) -> &[u8] {
@@ -126,6 +144,7 @@ impl Authorization {
             Authorization::Vouched(g) => &g.csr().spki,
             Authorization::Renewal(r) => &r.spki,
             Authorization::Local(l) => &l.spki,
+            Authorization::Approved(a) => &a.spki,
         }
     }
     /// The classification the certificate carries; none for service and admin certificates.
@@ -134,6 +153,7 @@ impl Authorization {
             Authorization::Vouched(g) => Some(g.classification_base64()),
             Authorization::Renewal(r) => Some(&r.classification_b64),
             Authorization::Local(_) => None,
+            Authorization::Approved(a) => Some(&a.classification_b64),
         }
     }
     /// Whether the certificate is for an agent that renews itself (Puppet 8's
@@ -142,7 +162,8 @@ impl Authorization {
         match self {
             Authorization::Vouched(g) => g.auto_renew(),
             Authorization::Renewal(r) => r.auto_renew,
-            Authorization::Local(_) => false,
+            // An approved node does not renew (no conductor to check again).
+            Authorization::Local(_) | Authorization::Approved(_) => false,
         }
     }
     /// The signed trusted facts (`pp_role`, …), each written as Puppet's own extension.
@@ -150,7 +171,8 @@ impl Authorization {
         match self {
             Authorization::Vouched(g) => g.trusted_facts(),
             Authorization::Renewal(r) => &r.trusted,
-            Authorization::Local(_) => &[],
+            // No conductor signed any (the override's `extensions` are not written).
+            Authorization::Local(_) | Authorization::Approved(_) => &[],
         }
     }
     /// Requested extensions the policy allows, to copy into the certificate (OID, DER value).
@@ -164,7 +186,8 @@ impl Authorization {
                 .map(|e| (e.oid.clone(), e.value.clone()))
                 .collect(),
             Authorization::Renewal(r) => r.extra.clone(),
-            Authorization::Local(_) => Vec::new(),
+            // An approval copies nothing the request asked for (its pp_* requests included).
+            Authorization::Local(_) | Authorization::Approved(_) => Vec::new(),
         }
     }
     fn key_kind(&self) -> KeyKind {
@@ -172,6 +195,7 @@ impl Authorization {
             Authorization::Vouched(g) => g.csr().key_kind,
             Authorization::Renewal(r) => r.key_kind,
             Authorization::Local(l) => l.key_kind,
+            Authorization::Approved(a) => a.key_kind,
         }
     }
 }
@@ -285,7 +309,7 @@ fn subject_alt_names(auth: &Authorization, certname: &str) -> Result<Vec<SanType
     let alt: &[String] = match auth {
         Authorization::Vouched(g) => g.alt_names(),
         Authorization::Renewal(r) => &r.alt_names,
-        Authorization::Local(_) => &[],
+        Authorization::Local(_) | Authorization::Approved(_) => &[],
     };
     for n in alt.iter().filter(|n| **n != certname) {
         names.push(dns_name(n)?);

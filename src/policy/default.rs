@@ -65,6 +65,11 @@ on_existing = "refuse"
 # node's identity should not lapse with the launcher's; turn on for fleets that
 # treat the conductor's lifetime as the upper bound of trust.
 cap_at_conductor = false
+# A node no conductor launched (a bare-metal host): an administrator may approve its
+# pending request ('vouch approve NAME', 'puppetserver ca sign --certname NAME') once
+# its classification is set ('vouch override set NAME --classification FILE'). Off:
+# only what a conductor vouched for is ever signed.
+admin_approval = false
 # vouch serve: a node renewing itself (POST certificate_renewal) must hold its
 # certificate at least this long (each renewal adds a CRL entry). Operators'
 # `vouch renew` is not limited.

@@ -92,6 +92,9 @@ pub struct Policy {
     pub on_existing: OnExisting,
     /// End node certificates no later than the conductor certificate that vouched for them.
     pub cap_at_conductor: bool,
+    /// An administrator may approve a pending request no conductor vouched for, issuing
+    /// the classification the administrators set for its name (`vouch approve`). Off by default.
+    pub admin_approval: bool,
     /// `POST certificate_renewal` (a node renewing itself) is refused for a certificate
     /// issued less than this long ago: each renewal adds a CRL entry (superseded).
     pub renewal_min_age: Duration,

@@ -102,6 +102,7 @@ impl Policy {
             profile: issuance.profile,
             on_existing: issuance.on_existing,
             cap_at_conductor: issuance.cap_at_conductor,
+            admin_approval: issuance.admin_approval,
             crl_validity,
             crl_refresh_before,
             scopes,
@@ -144,6 +145,7 @@ struct IssuanceSection {
     profile: Profile,
     on_existing: OnExisting,
     cap_at_conductor: bool,
+    admin_approval: bool,
 }
 
 impl PolicyFile<'_> {
@@ -430,6 +432,7 @@ impl PolicyFile<'_> {
             profile,
             on_existing,
             cap_at_conductor: raw.cap_at_conductor.unwrap_or(false),
+            admin_approval: raw.admin_approval.unwrap_or(false),
         })
     }
 

@@ -63,6 +63,7 @@ pub(super) struct RawReplay {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawIssuance {
     pub(super) cap_at_conductor: Option<bool>,
+    pub(super) admin_approval: Option<bool>,
     pub(super) renewal_min_age: Option<Spanned<String>>,
     pub(super) validity: Option<Spanned<String>>,
     pub(super) auto_renewal_validity: Option<Spanned<String>>,

@@ -6,13 +6,15 @@
 //! `mod.rs` holds the types, the routing and the answers every endpoint shares; one file
 //! per group of endpoints: `ca` (the CA bundle, the CRLs, expirations), `certificate`
 //! (a node's certificate), `request` (certificate requests: submitted, read back),
-//! `status` (the administrators' certificate_status and certificate_statuses), `renewal`.
+//! `status` (the administrators' certificate_status and certificate_statuses), `sign` (an
+//! administrator's signing: a decision again, or an approval), `renewal`.
 
 mod ca;
 mod certificate;
 mod overrides;
 mod renewal;
 mod request;
+mod sign;
 mod status;
 
 use crate::authority::{Authority, Presented};

@@ -1,8 +1,8 @@
 //! `certificate_status/NAME` (GET, PUT, DELETE) and `certificate_statuses/any`: what an
 //! administrator sees and does, as Puppet Server's JSON.
 
-use super::{certname_ok, not_found, refused_event, ApiRequest, ApiResponse, Event};
-use crate::authority::{Authority, IssueOutcome};
+use super::{certname_ok, not_found, ApiRequest, ApiResponse, Event};
+use crate::authority::Authority;
 use crate::error::Error;
 use crate::store::State;
 use time::OffsetDateTime;
@@ -176,12 +176,15 @@ pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Err
     }
     let all = state.as_deref() != Some("requested");
     let mut out = Vec::new();
+    // A name listed twice (a request kept beside its certificate, as `on_existing =
+    // "supersede"` keeps one) is answered once, as `status_of` answers it.
+    let mut seen = std::collections::HashSet::new();
     for entry in auth.list(all)? {
         let want = match state.as_deref() {
             None => true,
             Some(s) => entry.state == s,
         };
-        if want {
+        if want && seen.insert(entry.name.clone()) {
             if let Some(v) = status_of(auth, &entry.name)? {
                 if state.as_deref().is_none_or(|s| v["state"] == s) {
                     out.push(v);
@@ -203,10 +206,8 @@ pub(super) fn status_put(
     if let Err(resp) = certname_ok(name) {
         return Ok(resp);
     }
-    let desired = serde_json::from_slice::<serde_json::Value>(&req.body)
-        .ok()
-        .and_then(|v| v.get("desired_state").and_then(|s| s.as_str()).map(str::to_string));
-    let Some(desired) = desired else {
+    let body = serde_json::from_slice::<serde_json::Value>(&req.body).unwrap_or_default();
+    let Some(desired) = body.get("desired_state").and_then(|s| s.as_str()).map(str::to_string) else {
         return Ok(ApiResponse::text(
             400,
             "Bad Request: the body must be JSON like {\"desired_state\":\"signed\"} or {\"desired_state\":\"revoked\"}",
@@ -214,40 +215,18 @@ pub(super) fn status_put(
     };
     events.push(Event::Admin { client: who.to_string(), action: desired.clone(), certname: name.to_string() });
     match desired.as_str() {
-        "signed" => {
-            // An administrator asks vouch to decide again (after fixing the policy, say):
-            // the pending CSR is judged by the current policy like any other. vouch
-            // never signs what no conductor vouched for.
-            let Some((_, pem)) = auth.request(name)? else {
-                return Ok(match auth.certificate(name)? {
-                    Some((rec, _)) if rec.state == State::Issued => {
-                        ApiResponse::text(409, format!("{name} is already signed (serial {})", rec.serial))
-                    }
-                    _ => not_found("certificate_request", name),
-                });
-            };
-            // Its alt names too: only a server's scope allows them, never an administrator
-            // (there is no `--allow-dns-alt-names` here).
-            match auth.issue(&pem, Some(name), now)? {
-                IssueOutcome::Issued(i) => {
-                    events.push(Event::Decision {
-                        certname: name.to_string(),
-                        granted: true,
-                        serial: Some(i.serial_hex),
-                        reasons: vec![],
-                        codes: vec![],
-                    });
-                    Ok(ApiResponse::empty(204))
-                }
-                IssueOutcome::Refused(r) => {
-                    let body = format!("Conflict: {name} cannot be signed: {}", r.tagged_reasons().join("; "));
-                    events.push(refused_event(name, &r));
-                    Ok(ApiResponse::text(409, body))
-                }
-            }
-        }
+        "signed" => match super::sign::cert_ttl(&body, name) {
+            Ok(ttl) => super::sign::sign(auth, name, who, ttl, now, events),
+            Err(resp) => Ok(resp),
+        },
         "revoked" => match auth.revoke(name, "unspecified", false, now) {
             Ok(_) => Ok(ApiResponse::empty(204)),
+            // Only a request: nothing to revoke (Puppet Server answers 409 too, and
+            // `puppetserver ca clean` then deletes the request).
+            Err(Error::NotFound { .. }) if auth.request(name)?.is_some() => Ok(ApiResponse::text(
+                409,
+                format!("Cannot revoke certificate for host {name} without a signed certificate"),
+            )),
             Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
             Err(e) => Err(e),
         },
