@@ -28,6 +28,13 @@ pub(super) fn import(cli: &Cli, a: &ImportArgs) -> Result<i32, Error> {
             a.puppet_cadir.display()
         ));
     }
+    for name in &r.cli_auth {
+        note(&format!(
+            "vouch: note: {name}'s certificate carries pp_cli_auth (Puppet Server's own): vouch keeps it as an \
+             administrator's certificate, and `vouch serve --server-name {name}` refuses to take its name while it is \
+             valid; once that Puppet Server runs no more, `vouch revoke {name}` frees the name"
+        ));
+    }
     if let Some(e) = &r.crl_error {
         note(&format!("vouch: warning: the CA is imported but its first CRL was not written ({e}): run `vouch crl`"));
     }

@@ -18,6 +18,9 @@ pub struct Signed {
     pub digest: String,
     pub not_before: String,
     pub not_after: String,
+    /// It carries `pp_cli_auth` (Puppet Server's own certificate): vouch keeps it as an
+    /// administrator's, whose name `vouch serve` does not take over while it is valid.
+    pub cli_auth: bool,
 }
 
 /// A revocation on the CA's CRL.
@@ -247,6 +250,9 @@ fn check_signed(files: &[(String, Vec<u8>)], ca: &X509Certificate<'_>) -> Result
             digest: crate::encoding::sha256_hex(&der),
             not_before: format_rfc3339(c.validity().not_before.to_datetime()),
             not_after: format_rfc3339(c.validity().not_after.to_datetime()),
+            cli_auth: c
+                .iter_extensions()
+                .any(|e| e.oid.iter().is_some_and(|arcs| arcs.eq(crate::encoding::oids::PP_CLI_AUTH.iter().copied()))),
         });
     }
     Ok(out)
@@ -393,5 +399,60 @@ fn reason_name(code: Option<u8>) -> &'static str {
         Some(5) => "cessationOfOperation",
         Some(9) => "privilegeWithdrawn",
         _ => "unspecified",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn puppet_serials_become_the_stores_der_hex() {
+        assert_eq!(store_serial("0x0003").as_deref(), Some("03"));
+        assert_eq!(store_serial("0006\n").as_deref(), Some("06"));
+        assert_eq!(store_serial("0x0080").as_deref(), Some("0080"), "a positive DER integer keeps its 00");
+        assert_eq!(store_serial("0x123").as_deref(), Some("0123"));
+        assert_eq!(store_serial("0x0").as_deref(), Some("00"));
+        for bad in ["", "0x", "zz", "0x12 34", &"f".repeat(41)] {
+            assert_eq!(store_serial(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn inventory_lines_are_read_in_puppets_format_only() {
+        let ok = parse_inventory("0x0002 2026-11-28T06:59:55UTC 2031-11-28T06:59:55UTC /CN=agent3.example.test\n\n")
+            .unwrap();
+        assert_eq!(
+            ok,
+            vec![InventoryLine {
+                serial: "02".into(),
+                not_before: "2026-11-28T06:59:55Z".into(),
+                not_after: "2031-11-28T06:59:55Z".into(),
+                certname: "agent3.example.test".into(),
+            }]
+        );
+        for bad in [
+            "0002 2026-11-28T06:59:55UTC 2031-11-28T06:59:55UTC /CN=a",
+            "0x0002 yesterday 2031-11-28T06:59:55UTC /CN=a",
+            "0x0002 2026-11-28T06:59:55UTC 2031-11-28T06:59:55UTC CN=a",
+            "0x0002 2026-11-28T06:59:55UTC",
+        ] {
+            assert!(matches!(parse_inventory(bad), Err(PuppetCaDefect::Inventory { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_serial_file_must_be_above_every_inventory_serial() {
+        let line = |serial: &str| InventoryLine {
+            serial: serial.into(),
+            not_before: String::new(),
+            not_after: String::new(),
+            certname: "a".into(),
+        };
+        assert_eq!(check_serial("0006\n", &[line("05"), line("03")]).unwrap(), "06");
+        assert_eq!(check_serial("0100", &[line("00ff")]).unwrap(), "0100");
+        assert!(matches!(check_serial("0005", &[line("05")]), Err(PuppetCaDefect::Serial { .. })));
+        assert!(matches!(check_serial("00ff", &[line("0100")]), Err(PuppetCaDefect::Serial { .. })));
+        assert!(matches!(check_serial("x", &[]), Err(PuppetCaDefect::Serial { .. })));
     }
 }

@@ -32,6 +32,8 @@ pub struct ImportReport {
     pub certificates: usize,
     pub revocations: usize,
     pub inventory_lines: usize,
+    /// The certnames whose certificates carry `pp_cli_auth` (Puppet Server's own).
+    pub cli_auth: Vec<String>,
     /// Pending requests left behind in Puppet's `requests/`.
     pub requests_left: usize,
     /// Puppet's next serial (hex) and its CRL's number.
@@ -76,6 +78,7 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
         certificates: plan.signed.len(),
         revocations: plan.revoked.len(),
         inventory_lines: plan.inventory.len(),
+        cli_auth: plan.signed.iter().filter(|s| s.cli_auth).map(|s| s.certname.clone()).collect(),
         requests_left: files.requests,
         puppet_next_serial: plan.next_serial,
         puppet_crl_number: plan.crl_number,
