@@ -128,6 +128,40 @@ fn a_puppet_ca_directory_is_imported_whole_listed_revocable_and_never_overwritte
     assert!(!after.status.success() && text(&after).contains("certificate revoked"), "{}", text(&after));
 }
 
+/// The layout Debian's puppetserver 7.9.5 makes on its first start without `puppetserver ca
+/// setup`: one self-signed CA, no root key. It is imported as its own root; the store agrees
+/// with itself, openssl verifies its chain and CRL, and conductors cannot be made here.
+#[test]
+fn a_self_signed_puppet_ca_is_imported_as_its_own_root_without_a_conductor_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let o = import(&dir, &fixture("puppet-cadir-self-signed-ca"));
+    assert!(o.status.success() && text(&o).contains("cannot make conductors"), "{}", text(&o));
+    let verify = ok(&vouch().args(["--dir", s(&dir), "store", "verify"]).output().unwrap());
+    assert!(verify.contains("no findings"), "{verify}");
+    let ca = dir.join("ca");
+    let check = |name: &str| {
+        openssl(&[
+            "verify",
+            "-crl_check_all",
+            "-CRLfile",
+            s(&ca.join("ca_crl.pem")),
+            "-CAfile",
+            s(&ca.join("ca_bundle.pem")),
+            s(&ca.join(format!("signed/{name}.pem"))),
+        ])
+    };
+    ok(&check("agent1.example.test"));
+    let revoked = check("agent2.example.test");
+    assert!(!revoked.status.success() && text(&revoked).contains("certificate revoked"), "{}", text(&revoked));
+    let c = vouch()
+        .args(["--dir", s(&dir), "conductor", "new", "cloud1", "--cert-out", s(&tmp.path().join("c.pem"))])
+        .args(["--key-out", s(&tmp.path().join("c.key"))])
+        .output()
+        .unwrap();
+    assert!(!c.status.success() && text(&c).contains("root CA's key is not in"), "{}", text(&c));
+}
+
 /// A private agent confdir for `certname` against localhost:`port`.
 fn agent_dir(base: &Path, certname: &str, port: u16) -> PathBuf {
     let a = base.join(format!("agent-{certname}"));

@@ -27,7 +27,8 @@ fn write(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<(), Error> {
 pub fn write_ca_files(staging: &Path, plan: &Plan, note: &str) -> Result<(), Error> {
     let pem = |der: &[u8]| crate::encoding::pem::encode("CERTIFICATE", der);
     let (ca, root) = (pem(&plan.ca_der), pem(&plan.root_der));
-    let bundle = if plan.self_signed { ca.clone() } else { format!("{ca}{root}") };
+    // The CA, then its root, as vouch's bundle always is (a self-signed CA twice).
+    let bundle = format!("{ca}{root}");
     write(staging, ROOT_CERT, root.as_bytes(), 0o644)?;
     write(staging, CA_CERT, ca.as_bytes(), 0o644)?;
     write(staging, CA_KEY, plan.ca_key.as_bytes(), 0o600)?;
@@ -53,12 +54,19 @@ pub fn write_ca_files(staging: &Path, plan: &Plan, note: &str) -> Result<(), Err
     let gone: String = plan
         .inventory
         .iter()
-        .filter(|l| !current.contains(l.serial.as_str()))
+        .filter(|l| kept(l, &current))
         .map(|l| format!("0x{} {} {} /CN={}\n", l.serial, l.not_before, l.not_after, l.certname))
         .collect();
     write(staging, "inventory.txt", gone.as_bytes(), 0o644)?;
     write_gone_records(staging, plan, &current)?;
     write(staging, IMPORT_NOTE, note.as_bytes(), 0o644)
+}
+
+/// Whether an inventory line of a certificate no longer in `signed/` is kept: one whose name
+/// is a certname (the line of Puppet's own CA certificate, `/CN=Puppet CA: HOST`, is not: its
+/// serial is Puppet's, below any vouch draws, see puppet-ca-migration.md).
+fn kept(l: &super::check::InventoryLine, current: &std::collections::HashSet<&str>) -> bool {
+    !current.contains(l.serial.as_str()) && crate::decision::check_certname(&l.certname).is_ok()
 }
 
 /// A record for each certificate of the inventory that left `signed/` (as the file store
@@ -67,7 +75,7 @@ pub fn write_ca_files(staging: &Path, plan: &Plan, note: &str) -> Result<(), Err
 /// (the revocation fills in when and why), else issued.
 fn write_gone_records(staging: &Path, plan: &Plan, current: &std::collections::HashSet<&str>) -> Result<(), Error> {
     let revoked: std::collections::HashSet<&str> = plan.revoked.iter().map(|r| r.serial.as_str()).collect();
-    for l in plan.inventory.iter().filter(|l| !current.contains(l.serial.as_str())) {
+    for l in plan.inventory.iter().filter(|l| kept(l, current)) {
         let state = if revoked.contains(l.serial.as_str()) { State::Revoked } else { State::Issued };
         let rec = CertRecord {
             not_before: l.not_before.clone(),
