@@ -235,7 +235,8 @@ fn agents_of_a_real_puppet_server_keep_working_against_vouch_serve_after_the_imp
     let log = tmp.path().join("serve.log");
     let mut cmd = vouch();
     cmd.args(["--dir", s(&dir), "serve", "--listen", &format!("127.0.0.1:{port}"), "--server-name", "localhost"]);
-    let (mut serve, banner, _) = start_serve(&mut cmd, &log);
+    let (serve, banner, _) = start_serve(&mut cmd, &log);
+    let _serve = KillOnDrop(serve);
     // The same agent, nothing changed on its side: its certificate, CA bundle and CRL verify.
     let v = puppet(&agent, &["ssl", "verify"]);
     assert!(v.status.success(), "ssl verify against vouch serve: {}\n{banner}\n{}", text(&v), read(&log));
@@ -278,6 +279,14 @@ fn agents_of_a_real_puppet_server_keep_working_against_vouch_serve_after_the_imp
     let x = ok(&openssl(&["x509", "-in", s(&new_cert), "-noout", "-text"]));
     assert!(x.contains("1.3.6.1.4.1.34380.2.5") && x.contains("Puppet CA: localhost"), "{x}");
     ok(&verify_with_crls(&dir, &new_cert));
-    let _ = serve.kill();
-    let _ = serve.wait();
+}
+
+/// Stops `vouch serve` however the test ends (a failed assertion too).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
