@@ -4,10 +4,12 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 mod approval;
+mod puppet_ca;
 mod why;
 mod wording;
 
 pub use approval::NotApprovable;
+pub use puppet_ca::PuppetCaDefect;
 pub use why::{AdminNameTaken, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
@@ -207,6 +209,11 @@ pub enum Error {
     #[hint = "point --puppet-cadir at Puppet Server's cadir ('puppet config print cadir --section server'); \
               it holds ca_crt.pem, ca_crl.pem and signed/"]
     PuppetCa { path: PathBuf, detail: String },
+    /// `vouch import --puppet-cadir`: the Puppet CA directory cannot be taken over as it is;
+    /// nothing was written.
+    #[message("cannot import the Puppet CA in {}: [{}] {defect}; nothing was written", cadir.display(), defect.code())]
+    #[hint(with = Some(defect.hint()))]
+    PuppetImport { cadir: PathBuf, defect: PuppetCaDefect },
     /// The CA service at `--ca-url` could not be asked, or answered what vouch cannot use
     /// (`vouch enc --ca-url`, `vouch crl --fetch`).
     #[message = "the CA at {url}: {detail}"]

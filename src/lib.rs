@@ -21,6 +21,7 @@
 //!   conductors) and its data directory.
 //! - [`authority`]: decide → claim → sign → commit, renewal, revocation, CRLs.
 //! - [`hook`]: Puppet Server mode (its CA directory, for `enc --puppet-cadir`).
+//! - [`import`]: `vouch import --puppet-cadir`: an existing Puppet CA taken over.
 //! - [`serve`]: `vouch serve`, the Puppet CA API over HTTPS, and (feature `bench`) its client.
 //! - `bench`: `vouch bench` (feature `bench`: not in a plain build).
 //! - [`cli`]: the command line.
@@ -40,6 +41,7 @@ pub mod encoding;
 pub mod error;
 pub mod files;
 pub mod hook;
+pub mod import;
 pub mod issuance;
 pub mod limits;
 pub mod obs;

@@ -1,6 +1,20 @@
 //! What vouch reads of a CRL's DER by walking its headers, without parsing it whole: its
 //! number (the crlNumber extension) and the serials of its entries.
 
+/// The key identifier a CRL of the CA `ca_der` (DER) carries as its authorityKeyIdentifier:
+/// the CA certificate's own subjectKeyIdentifier, whatever way it was derived (a CA imported
+/// from Puppet has SHA-1 identifiers), else rcgen's SHA-256 one (what vouch's own CAs carry).
+/// A CRL whose identifier is not its CA's is not found by OpenSSL ("unable to get certificate CRL").
+pub(crate) fn key_id_of(ca_der: &[u8]) -> rcgen::KeyIdMethod {
+    let ski = x509_parser::parse_x509_certificate(ca_der).ok().and_then(|(_, c)| {
+        c.iter_extensions().find_map(|e| match e.parsed_extension() {
+            x509_parser::extensions::ParsedExtension::SubjectKeyIdentifier(k) => Some(k.0.to_vec()),
+            _ => None,
+        })
+    });
+    ski.map_or(rcgen::KeyIdMethod::Sha256, rcgen::KeyIdMethod::PreSpecified)
+}
+
 /// What the first CRL in a PEM file says its number is.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum CrlNumber {

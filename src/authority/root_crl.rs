@@ -75,7 +75,7 @@ impl Authority {
             crl_number: rcgen::SerialNumber::from_slice(&number.to_be_bytes()),
             issuing_distribution_point: None,
             revoked_certs: revoked,
-            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+            key_identifier_method: super::crl_der::key_id_of(&root_der),
         };
         let crl = params.signed_by(&issuer).map_err(|e| Error::Crypto { detail: e.to_string() })?;
         let pem = crl.pem().map_err(|e| Error::Crypto { detail: e.to_string() })?;

@@ -17,6 +17,8 @@ mod decide;
 mod enc;
 #[path = "args/formats.rs"]
 mod formats;
+#[path = "args/import.rs"]
+mod import;
 #[path = "args/keeping.rs"]
 mod keeping;
 #[path = "args/serve.rs"]
@@ -31,6 +33,7 @@ pub use enc::EncRemoteArgs;
 pub use formats::{
     CertEncodingArg, FormatArg, KeyTypeArg, ListFormat, LogFormatArg, OutFormat, ReportFormat, VerifyFormat,
 };
+pub use import::ImportArgs;
 pub use keeping::{AuditCommand, LdapCommand, OverrideCommand, ReconcileArgs, StoreCommand};
 #[cfg(feature = "bench")]
 pub use serve::BenchCommand;
@@ -238,6 +241,10 @@ pub enum Command {
     /// Administrators' classifications: they override the certificate's in `vouch enc`.
     #[command(subcommand)]
     Override(OverrideCommand),
+    /// Take over an existing Puppet 7/8 (or OpenVox) CA in a new data directory: its CA and
+    /// keys, every signed certificate (listed and revocable), its revocations and CRL numbers;
+    /// agents it enrolled keep working against `vouch serve`. Refuses to overwrite a CA.
+    Import(ImportArgs),
     /// Copy this data directory's file store (certificates, revocations, pending requests,
     /// overrides, unexpired replay-journal entries) into the LDAP store --to names;
     /// idempotent and resumable.

@@ -36,6 +36,7 @@ mod conductor;
 mod csr;
 mod fleet;
 mod hook;
+mod import;
 mod output;
 mod serve;
 mod store;
@@ -274,6 +275,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Ldap(c) => store::ldap(cli, c),
         Command::Store(c) => store::store_cmd(cli, c),
         Command::Override(c) => store::override_cmd(cli, c),
+        Command::Import(a) => import::import(cli, a),
         Command::Migrate { to } => store::migrate(cli, to),
         Command::Reconcile(a) => fleet::reconcile(cli, a),
         Command::Purge { names, confirm } => fleet::purge(cli, names, *confirm),

@@ -114,7 +114,7 @@ pub fn root_key_ca_dir(key: &Path) -> Option<PathBuf> {
 
 /// A data directory `ca init` may create a CA in: usable, without a CA or a policy, and (if it
 /// exists) trusted. Nothing is created.
-fn check_new_data_dir(dir: &DataDir) -> Result<(), Error> {
+pub(crate) fn check_new_data_dir(dir: &DataDir) -> Result<(), Error> {
     dir.usable()?;
     for existing in [dir.ca(), dir.policy()] {
         if existing.exists() {
@@ -368,7 +368,7 @@ fn write_ca_files(staging: &Path, ca: &CaFiles) -> Result<(), Error> {
 }
 
 /// The default policy, trusting the new root, as `DIR/policy.toml` (never over an existing one).
-fn write_default_policy(dir: &DataDir) -> Result<PathBuf, Error> {
+pub(crate) fn write_default_policy(dir: &DataDir) -> Result<PathBuf, Error> {
     let policy_text = crate::policy::default_policy_text(&format!("ca/{ROOT_CERT}"));
     let policy = dir.policy();
     crate::files::durable::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {

@@ -1,0 +1,99 @@
+//! The files of a Puppet 7/8 (or OpenVox) CA directory, read as they are: the only I/O of
+//! the import's reading side. What they mean is [`super::check`]'s.
+
+use crate::error::{Error, PuppetCaDefect};
+use crate::files::input::{read_path, Kind};
+use std::path::{Path, PathBuf};
+
+/// What a Puppet CA directory holds that the import takes over.
+#[derive(Debug, Default)]
+pub struct CadirFiles {
+    /// `ca_crt.pem`: the CA's certificate, then its root's (one certificate: a self-signed CA).
+    pub ca_crt: Vec<u8>,
+    pub ca_key: String,
+    /// `root_key.pem`: `puppetserver ca setup` keeps it; an operator may have moved it away.
+    pub root_key: Option<String>,
+    /// `ca_crl.pem`: the CA's CRL, then its root's.
+    pub ca_crl: Vec<u8>,
+    pub inventory: String,
+    pub serial: String,
+    /// `signed/*.pem`: (file name, bytes), sorted by name.
+    pub signed: Vec<(String, Vec<u8>)>,
+    /// How many pending requests `requests/` holds (not imported).
+    pub requests: usize,
+}
+
+/// The error for `cadir` and `defect`.
+pub fn refuse(cadir: &Path, defect: PuppetCaDefect) -> Error {
+    Error::PuppetImport { cadir: cadir.to_path_buf(), defect }
+}
+
+/// Reads `cadir`'s files; a missing one is [`PuppetCaDefect::Missing`].
+pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
+    let file = |name: &str, kind: Kind| -> Result<Option<Vec<u8>>, Error> {
+        let p = cadir.join(name);
+        match read_path(&p, kind) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::Io { path: p, op: "read", source }),
+        }
+    };
+    let need = |name: &str, kind: Kind| -> Result<Vec<u8>, Error> {
+        file(name, kind)?.ok_or_else(|| refuse(cadir, PuppetCaDefect::Missing { file: name.into() }))
+    };
+    let text = |name: &str, bytes: Vec<u8>| -> Result<String, Error> {
+        String::from_utf8(bytes).map_err(|_| {
+            refuse(cadir, PuppetCaDefect::Unreadable { file: name.into(), detail: "it is not UTF-8 text".into() })
+        })
+    };
+    let dir_meta =
+        std::fs::metadata(cadir).map_err(|source| Error::Io { path: cadir.to_path_buf(), op: "read", source })?;
+    if !dir_meta.is_dir() {
+        return Err(Error::Io {
+            path: cadir.to_path_buf(),
+            op: "read",
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory"),
+        });
+    }
+    let ca_crt = need("ca_crt.pem", Kind::Cert)?;
+    let ca_key = text("ca_key.pem", need("ca_key.pem", Kind::Key)?)?;
+    let root_key = file("root_key.pem", Kind::Key)?.map(|b| text("root_key.pem", b)).transpose()?;
+    let ca_crl = need("ca_crl.pem", Kind::TrustFile)?;
+    let inventory = text("inventory.txt", need("inventory.txt", Kind::TrustFile)?)?;
+    let serial = text("serial", need("serial", Kind::Cert)?)?;
+    let signed = read_signed(cadir)?;
+    let requests = count_dir(&cadir.join("requests"));
+    Ok(CadirFiles { ca_crt, ca_key, root_key, ca_crl, inventory, serial, signed, requests })
+}
+
+/// `signed/*.pem`, sorted by file name; anything else there is left alone.
+fn read_signed(cadir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let dir = cadir.join("signed");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(cadir, PuppetCaDefect::Missing { file: "signed/".into() }))
+        }
+        Err(source) => return Err(Error::Io { path: dir, op: "read", source }),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| Error::Io { path: dir.clone(), op: "read", source })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".pem") {
+            continue;
+        }
+        let p: PathBuf = entry.path();
+        let bytes = read_path(&p, Kind::Cert).map_err(|source| Error::Io { path: p, op: "read", source })?;
+        out.push((name, bytes));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// How many `.pem` files `dir` holds (0 when it cannot be read).
+fn count_dir(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|e| e.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".pem")).count())
+        .unwrap_or(0)
+}

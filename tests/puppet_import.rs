@@ -1,0 +1,292 @@
+//! `vouch import --puppet-cadir`: an existing Puppet CA taken over. The fixtures were made
+//! by Debian's puppetserver 7.9.5 (`puppetserver ca setup`, then four agents bootstrapped
+//! with `puppet ssl bootstrap`, agent3 revoked, agent4 cleaned); the defective copies are
+//! named by their defect. The end-to-end test runs a real Puppet Server CA, enrolls a real
+//! agent, stops the server, imports its CA directory, and starts `vouch serve` on the same
+//! name and port: the same agent verifies unchanged, its certificate is listed and revoked
+//! through vouch, and a new node enrolls vouched for by a conductor.
+
+mod common;
+
+use common::processes::{free_port, read, start_puppetserver};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn import(dir: &Path, cadir: &Path) -> Output {
+    vouch().args(["--dir", s(dir), "import", "--puppet-cadir", s(cadir)]).output().unwrap()
+}
+
+fn openssl(args: &[&str]) -> Output {
+    require("openssl", "openssl");
+    Command::new("openssl").args(args).output().unwrap()
+}
+
+/// `openssl verify` of `cert` against the data directory's bundle and both its CRLs (the
+/// whole chain checked for revocation, as a Puppet agent does).
+fn verify_with_crls(dir: &Path, cert: &Path) -> Output {
+    let ca = dir.join("ca");
+    let crls = dir.join("crls.pem");
+    let mut both = std::fs::read_to_string(ca.join("ca_crl.pem")).unwrap();
+    both.push_str(&std::fs::read_to_string(ca.join("root_crl.pem")).unwrap());
+    std::fs::write(&crls, both).unwrap();
+    openssl(&["verify", "-crl_check_all", "-CRLfile", s(&crls), "-CAfile", s(&ca.join("ca_bundle.pem")), s(cert)])
+}
+
+/// Every file under `dir` with its content, to show nothing changed.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Each defective Puppet CA directory is refused with its own code, and nothing is written:
+/// the data directory is not even created.
+#[test]
+fn each_defective_puppet_ca_directory_is_refused_by_name_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, code) in [
+        ("puppet-cadir-missing-ca-key", "puppet-ca-incomplete"),
+        ("puppet-cadir-ca-key-not-matching", "puppet-ca-key-mismatch"),
+        ("puppet-cadir-inventory-missing-a-signed-certificate", "puppet-ca-inventory-disagrees"),
+        ("puppet-cadir-crl-truncated", "puppet-ca-unreadable"),
+        ("puppet-cadir-serial-behind-inventory", "puppet-ca-serial-behind"),
+        ("puppet-cadir-signed-under-another-name", "puppet-ca-signed-invalid"),
+    ] {
+        let dir = tmp.path().join(name);
+        let o = import(&dir, &fixture(name));
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).contains(&format!("[{code}]")), "{name}: not {code}: {}", text(&o));
+        assert!(text(&o).contains("nothing was written"), "{name}: {}", text(&o));
+        assert!(!dir.exists(), "{name}: {} was created", dir.display());
+    }
+}
+
+/// The fixture imported: every signed certificate listed, Puppet's revocations on vouch's
+/// CRL (numbered above Puppet's), the chain and CRLs verified by openssl, the store
+/// consistent, a Puppet certificate revocable, and a second import refused with nothing changed.
+#[test]
+fn a_puppet_ca_directory_is_imported_whole_listed_revocable_and_never_overwritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let cadir = fixture("puppet-cadir");
+    let out = ok(&import(&dir, &cadir));
+    assert!(out.contains("3 certificates") || out.contains("4 certificates"), "{out}");
+    assert!(out.contains("2 revocations"), "{out}");
+    let list = ok(&vouch().args(["--dir", s(&dir), "list", "--all", "--format", "json"]).output().unwrap());
+    let list: Vec<serde_json::Value> = serde_json::from_str(&list).unwrap();
+    let state = |name: &str| {
+        list.iter().find(|v| v["name"] == name).map(|v| v["state"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(state("agent1.example.test").as_deref(), Some("signed"), "{list:?}");
+    assert_eq!(state("agent2.example.test").as_deref(), Some("signed"), "{list:?}");
+    assert_eq!(state("agent3.example.test").as_deref(), Some("revoked"), "{list:?}");
+    // The CRL is vouch's now, numbered above Puppet's, listing Puppet's revocations (agent3,
+    // and agent4 whose certificate Puppet cleaned).
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    let puppet_crl = ok(&openssl(&["crl", "-in", s(&cadir.join("ca_crl.pem")), "-noout", "-crlnumber"]));
+    let number = |t: &str| {
+        let n = t.lines().find_map(|l| l.trim().strip_prefix("crlNumber=")).unwrap().trim().to_string();
+        u128::from_str_radix(n.trim_start_matches("0x"), 16).unwrap()
+    };
+    let ours = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-crlnumber"]));
+    assert!(number(&ours) > number(&puppet_crl), "{ours} vs Puppet's {puppet_crl}");
+    for serial in ["Serial Number: 02", "Serial Number: 05"] {
+        assert!(crl.contains(serial), "{serial} not on vouch's CRL:\n{crl}");
+    }
+    ok(&verify_with_crls(&dir, &dir.join("ca/signed/agent1.example.test.pem")));
+    let revoked = verify_with_crls(&dir, &cadir.join("signed/agent3.example.test.pem"));
+    assert!(!revoked.status.success() && text(&revoked).contains("certificate revoked"), "{}", text(&revoked));
+    let verify = ok(&vouch().args(["--dir", s(&dir), "store", "verify"]).output().unwrap());
+    assert!(verify.contains("no findings"), "{verify}");
+
+    // Imported twice: refused, nothing changed.
+    let before = snapshot(&dir);
+    let again = import(&dir, &cadir);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("already exists"), "{}", text(&again));
+    assert!(before == snapshot(&dir), "the second import changed the data directory");
+
+    // A Puppet certificate revoked through vouch: on the next CRL, openssl refuses it.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "agent1.example.test"]).output().unwrap());
+    let after = verify_with_crls(&dir, &dir.join("ca/signed/agent1.example.test.pem"));
+    assert!(!after.status.success() && text(&after).contains("certificate revoked"), "{}", text(&after));
+}
+
+/// The layout Debian's puppetserver 7.9.5 makes on its first start without `puppetserver ca
+/// setup`: one self-signed CA, no root key. It is imported as its own root; the store agrees
+/// with itself, openssl verifies its chain and CRL, and conductors cannot be made here.
+#[test]
+fn a_self_signed_puppet_ca_is_imported_as_its_own_root_without_a_conductor_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let o = import(&dir, &fixture("puppet-cadir-self-signed-ca"));
+    assert!(o.status.success() && text(&o).contains("cannot make conductors"), "{}", text(&o));
+    let verify = ok(&vouch().args(["--dir", s(&dir), "store", "verify"]).output().unwrap());
+    assert!(verify.contains("no findings"), "{verify}");
+    let ca = dir.join("ca");
+    let check = |name: &str| {
+        openssl(&[
+            "verify",
+            "-crl_check_all",
+            "-CRLfile",
+            s(&ca.join("ca_crl.pem")),
+            "-CAfile",
+            s(&ca.join("ca_bundle.pem")),
+            s(&ca.join(format!("signed/{name}.pem"))),
+        ])
+    };
+    ok(&check("agent1.example.test"));
+    let revoked = check("agent2.example.test");
+    assert!(!revoked.status.success() && text(&revoked).contains("certificate revoked"), "{}", text(&revoked));
+    let c = vouch()
+        .args(["--dir", s(&dir), "conductor", "new", "cloud1", "--cert-out", s(&tmp.path().join("c.pem"))])
+        .args(["--key-out", s(&tmp.path().join("c.key"))])
+        .output()
+        .unwrap();
+    assert!(!c.status.success() && text(&c).contains("root CA's key is not in"), "{}", text(&c));
+}
+
+/// A private agent confdir for `certname` against localhost:`port`.
+fn agent_dir(base: &Path, certname: &str, port: u16) -> PathBuf {
+    let a = base.join(format!("agent-{certname}"));
+    std::fs::create_dir_all(&a).unwrap();
+    let mut conf = format!("[main]\nserver = localhost\nserverport = {port}\ncertname = {certname}\n");
+    for d in ["ssldir:ssl", "vardir:var", "rundir:run", "logdir:log", "publicdir:public", "codedir:code"] {
+        let (k, v) = d.split_once(':').unwrap();
+        conf.push_str(&format!("{k} = {}\n", a.join(v).display()));
+    }
+    std::fs::write(a.join("puppet.conf"), conf).unwrap();
+    a
+}
+
+fn puppet(confdir: &Path, args: &[&str]) -> Output {
+    Command::new("puppet").args(args).args(["--confdir", s(confdir), "--color", "false"]).output().unwrap()
+}
+
+/// `puppet ssl bootstrap`, retried while the server is still warming up (at most 10 times).
+fn bootstrap(confdir: &Path) -> Output {
+    let mut o = puppet(confdir, &["ssl", "bootstrap", "--waitforcert", "0"]);
+    for _ in 0..10 {
+        if o.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        o = puppet(confdir, &["ssl", "bootstrap", "--waitforcert", "0"]);
+    }
+    o
+}
+
+#[test]
+fn agents_of_a_real_puppet_server_keep_working_against_vouch_serve_after_the_import() {
+    require("puppet", "puppet-agent");
+    require("java", "puppetserver");
+    require("puppetserver", "puppetserver");
+    let tmp = tempfile::Builder::new().prefix("vouch-puppet-import").tempdir().unwrap();
+    let (server, port) = (tmp.path().join("server"), free_port());
+    ok(&Command::new("bash")
+        .arg(root().join("tests/support/puppetserver/setup.sh"))
+        .arg(&server)
+        .arg(port.to_string())
+        .output()
+        .unwrap());
+    let conf = server.join("etc/puppet.conf");
+    let mut c = std::fs::read_to_string(&conf).unwrap();
+    c.push_str("[server]\nautosign = true\n");
+    std::fs::write(&conf, c).unwrap();
+    // Puppet 7's layout: a root and an intermediate ("Puppet CA: localhost"), root_key.pem kept.
+    ok(&Command::new("puppetserver").args(["ca", "setup", "--config", s(&conf)]).output().unwrap());
+    let agent = agent_dir(tmp.path(), "old1.example.test", port);
+    {
+        let _puppetserver = start_puppetserver(&server);
+        let o = bootstrap(&agent);
+        assert!(o.status.success(), "bootstrap against Puppet Server: {}", text(&o));
+        ok(&puppet(&agent, &["ssl", "verify"]));
+    } // Puppet Server stops here.
+    let agent_before = snapshot(&agent.join("ssl"));
+
+    let dir = tmp.path().join("vouch");
+    let out = ok(&import(&dir, &server.join("etc/puppetserver/ca")));
+    assert!(out.contains("Imported the Puppet CA CN=Puppet CA: localhost"), "{out}");
+    // Puppet Server's own certificate (pp_cli_auth) holds the name vouch serve takes over:
+    // the import says so, and the retired server's certificate is revoked to free it.
+    let said = import(&tmp.path().join("again"), &server.join("etc/puppetserver/ca"));
+    assert!(text(&said).contains("localhost's certificate carries pp_cli_auth"), "{}", text(&said));
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "localhost"]).output().unwrap());
+    let cert = agent.join("ssl/certs/old1.example.test.pem");
+    ok(&verify_with_crls(&dir, &cert));
+
+    // vouch serve on the same name and port.
+    let log = tmp.path().join("serve.log");
+    let mut cmd = vouch();
+    cmd.args(["--dir", s(&dir), "serve", "--listen", &format!("127.0.0.1:{port}"), "--server-name", "localhost"]);
+    let (serve, banner, _) = start_serve(&mut cmd, &log);
+    let _serve = KillOnDrop(serve);
+    // The same agent, nothing changed on its side: its certificate, CA bundle and CRL verify.
+    let v = puppet(&agent, &["ssl", "verify"]);
+    assert!(v.status.success(), "ssl verify against vouch serve: {}\n{banner}\n{}", text(&v), read(&log));
+    assert!(snapshot(&agent.join("ssl")) == agent_before, "the agent's ssldir changed");
+    // The agent takes vouch's CRL when it refreshes it (its key identifier is the CA's).
+    let mut c = std::fs::read_to_string(agent.join("puppet.conf")).unwrap();
+    c.push_str("crl_refresh_interval = 1s\n");
+    std::fs::write(agent.join("puppet.conf"), c).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let v = puppet(&agent, &["ssl", "bootstrap", "--waitforcert", "0"]);
+    assert!(v.status.success(), "with vouch's CRL: {}\n{}", text(&v), read(&log));
+
+    // Listed, and revocable: the agent then fails as revoked.
+    let list = ok(&vouch().args(["--dir", s(&dir), "list", "--all"]).output().unwrap());
+    assert!(list.contains("old1.example.test"), "{list}");
+    // A second apart from the agent's last CRL fetch: HTTP dates count whole seconds, and a
+    // CRL changed in the second the agent fetched the previous one reads as unmodified.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "old1.example.test"]).output().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let v = puppet(&agent, &["ssl", "bootstrap", "--waitforcert", "0"]);
+    assert!(!v.status.success() && text(&v).contains("revoked"), "{}", text(&v));
+
+    // A new node, vouched for by a conductor of the imported root, enrolls as usual.
+    let (cc, ck) = (tmp.path().join("cloud1.pem"), tmp.path().join("cloud1.key"));
+    ok(&vouch()
+        .args(["--dir", s(&dir), "conductor", "new", "cloud1", "--cert-out", s(&cc), "--key-out", s(&ck)])
+        .output()
+        .unwrap());
+    let fresh = agent_dir(tmp.path(), "new1.example.test", port);
+    ok(&vouch()
+        .args(["conductor", "sign", "--cert", s(&cc), "--key", s(&ck), "--classification"])
+        .args([s(&fixture("classification.yaml")), "--certname", "new1.example.test", "--expires-in", "30m"])
+        .args(["--format", "puppet-yaml", "--out", s(&fresh.join("csr_attributes.yaml"))])
+        .output()
+        .unwrap());
+    let o = puppet(&fresh, &["ssl", "bootstrap", "--waitforcert", "0"]);
+    assert!(o.status.success(), "a new node: {}\n{}", text(&o), read(&log));
+    let new_cert = fresh.join("ssl/certs/new1.example.test.pem");
+    let x = ok(&openssl(&["x509", "-in", s(&new_cert), "-noout", "-text"]));
+    assert!(x.contains("1.3.6.1.4.1.34380.2.5") && x.contains("Puppet CA: localhost"), "{x}");
+    ok(&verify_with_crls(&dir, &new_cert));
+}
+
+/// Stops `vouch serve` however the test ends (a failed assertion too).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
