@@ -429,3 +429,37 @@ fn a_real_agent_without_attributes_is_approved_and_bootstraps() {
     let enc = ok(&vouch().args(["--dir", s(&lab.dir), "enc", name]).output().unwrap());
     assert!(enc.contains("role::metal") && enc.contains("\"vouch_source\": \"override\""), "{enc}");
 }
+
+/// The public key of a PEM key or certificate, as openssl prints it.
+fn public_key(path: &Path, cert: bool) -> String {
+    let mut c = Command::new("openssl");
+    if cert {
+        c.args(["x509", "-pubkey", "-noout", "-in", s(path)]);
+    } else {
+        c.args(["pkey", "-pubout", "-in", s(path)]);
+    }
+    ok(&c.output().unwrap())
+}
+
+/// Anyone could send a request of their own under a name whose bare request an administrator
+/// had listed: it replaced the listed one, and `puppetserver ca sign` (which names no
+/// fingerprint) issued the newcomer's key with the administrator's classification. As Puppet
+/// Server does, the first bare request of a name stays; the same key may send it again.
+#[test]
+fn a_bare_request_pending_is_not_replaced_by_another_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lab = Lab::start(tmp.path());
+    lab.approval(true);
+    let name = "listed.example.test";
+    let first = lab.bare_request(name, &[]);
+    let listed = tmp.path().join("listed.key");
+    std::fs::rename(&first, &listed).unwrap();
+    // The newcomer's request, under the same name: answered as any refused request, not kept.
+    let _theirs = lab.bare_request(name, &[]);
+    lab.override_set(name, "classes:\n  - role::metal\n");
+    let o = lab.ca("sign", &["--certname", name]);
+    assert!(o.status.success(), "{}", out(&o));
+    let cert = lab.certificate(name).expect("the approved certificate");
+    assert_eq!(public_key(&cert, true), public_key(&listed, false), "the newcomer's key was approved");
+    assert!(read_log(&lab.log).contains("request-not-replaced"), "{}", read_log(&lab.log));
+}

@@ -65,8 +65,10 @@ impl Authority {
         }
         self.check_ttl(certname, a.ttl)?;
         let (classification, revision) = self.approved_classification(certname)?;
-        // Under the store's lock: the request read here is the one issued (a node sending
-        // another meanwhile waits), and the name's certificate is read as issuance reads it.
+        // Under the store's lock: the name's certificate is read as issuance reads it, and the
+        // key issued is the one of the request checked here. (On the LDAP store the lock is
+        // this master's only: another master may keep a newer request meanwhile, which is
+        // why the request is removed below only while it is still this one.)
         let lock = self.store.lock()?;
         let csr = self.pending_for_approval(certname, a.fingerprint)?;
         let current = self.current_checked(certname)?;
@@ -93,8 +95,17 @@ impl Authority {
             now,
         )?;
         let issued = stored.issued;
-        if let Err(e) = self.store.remove_request(certname) {
-            super::warn("store", &format!("the approved request of {certname} stays listed: {e}"));
+        let still_pending = self
+            .store
+            .request(certname)
+            .ok()
+            .flatten()
+            .and_then(|(_, pem)| crate::encoding::csr::parse(&pem).ok())
+            .is_some_and(|p| p.der == csr.der);
+        if still_pending {
+            if let Err(e) = self.store.remove_request(certname) {
+                super::warn("store", &format!("the approved request of {certname} stays listed: {e}"));
+            }
         }
         self.audit(serde_json::json!({
             "time": format_rfc3339(now), "event": "approved", "certname": certname, "by": a.by,
@@ -141,6 +152,10 @@ impl Authority {
         }
         if let Some(r) = self.reserved_refusal(certname, Some(&csr)) {
             return Err(refuse(NotApprovable::Unusable { detail: r.to_string() }));
+        }
+        // Puppet's own reserved names (`ca`): no decision grants them, nor does an approval.
+        if crate::decision::is_reserved_certname(certname) {
+            return Err(refuse(NotApprovable::Unusable { detail: format!("{certname} is a name Puppet reserves") }));
         }
         if carries_attributes(&csr) {
             return Err(refuse(NotApprovable::CarriesAttributes));

@@ -64,6 +64,9 @@ impl Authority {
             return Ok(IssueOutcome::Refused(refused));
         }
         self.room_for(&lock, certname, gate)?;
+        if self.would_replace_a_bare_request(certname, csr)? {
+            return Ok(IssueOutcome::Refused(refused));
+        }
         let pem = match crate::encoding::csr::parse(csr) {
             Ok(c) => crate::encoding::pem::encode("CERTIFICATE REQUEST", &c.der),
             Err(_) => String::from_utf8_lossy(csr).into_owned(),
@@ -92,6 +95,30 @@ impl Authority {
             }
         }
         Ok(())
+    }
+
+    /// Whether keeping `csr` would replace a pending request of `certname` that carries no
+    /// conductor's attributes (one only an administrator's approval can issue) with another
+    /// key's: it is not kept, as Puppet Server keeps the first request of a name ("already
+    /// has a requested certificate"), so that the request an administrator listed is the one
+    /// `puppetserver ca sign` approves. A request carrying attributes (decided again, never
+    /// approved), or the same key's, replaces it as before.
+    fn would_replace_a_bare_request(&self, certname: &str, csr: &[u8]) -> Result<bool, Error> {
+        let Some((_, pending)) = self.store.request(certname)? else { return Ok(false) };
+        let Ok(pending) = crate::encoding::csr::parse(&pending) else { return Ok(false) };
+        if super::approve::carries_attributes(&pending) {
+            return Ok(false);
+        }
+        let same_key = crate::encoding::csr::parse(csr).is_ok_and(|new| new.spki == pending.spki);
+        if !same_key {
+            tracing::warn!(
+                event = "request-not-replaced",
+                certname,
+                hint = "a request without attributes is pending under this name from another key: it stays (an \
+                        administrator approves the one listed); `vouch clean NAME` removes it",
+            );
+        }
+        Ok(!same_key)
     }
 
     /// Whether the store may keep a request under `certname`: one pending already is

@@ -243,6 +243,26 @@ mod tests {
     }
 
     #[test]
+    fn a_mirror_on_a_trusted_fact_and_a_longer_auto_renewal_lifetime_are_refused() {
+        let e = parse(
+            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[classification]\nmirror_oid = \"1.3.6.1.4.1.34380.1.1.13\"\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
+        assert!(e.to_string().contains("pp_role"), "{e}");
+        let e = parse(
+            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[issuance]\nvalidity = \"30d\"\nauto_renewal_validity = \"90d\"\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(5), Some("issuance.auto_renewal_validity")));
+        let p = parse(
+            "[conductors]\ntrusted_roots = [\"r.pem\"]\n[issuance]\nvalidity = \"90d\"\nauto_renewal_validity = \"30d\"\n",
+        )
+        .unwrap();
+        assert_eq!(p.profile.auto_renewal_validity, Some(Duration::from_secs(30 * 86400)));
+    }
+
+    #[test]
     fn scope_names_are_parsed_distinguished_names() {
         let scope = |m: &str| format!("[conductors]\ntrusted_roots = [\"r.pem\"]\n[[conductor]]\nname = \"x\"\n{m}\n");
         let p = parse(&scope("subject = \"CN=launcher\\\\, O=Example\"")).unwrap();

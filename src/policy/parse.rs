@@ -296,6 +296,18 @@ impl PolicyFile<'_> {
                             .into(),
                     ));
                 }
+                // A registered name is a trusted fact a conductor signs (`extensions:`): the
+                // mirror there would be checked instead of the fact, and written in its place.
+                if let Some(name) = crate::vouching::classification::trusted::registered_name(&o) {
+                    return Err(self.err(
+                        Some(s.span()),
+                        "classification.mirror_oid",
+                        format!(
+                            "is {name}'s OID, a registered trusted fact a classification signs: take one \
+                             under ppPrivCertExt (1.3.6.1.4.1.34380.1.2), the default 1.3.6.1.4.1.34380.1.2.5"
+                        ),
+                    ));
+                }
                 o
             }
         };
@@ -416,6 +428,24 @@ impl PolicyFile<'_> {
             },
             cap: None,
         };
+        // A node chooses to ask for auto-renewal (`pp_auth_auto_renew`): a longer lifetime for
+        // it would be any node's for the asking.
+        if let (Some(auto), Some(span)) =
+            (profile.auto_renewal_validity, raw.auto_renewal_validity.as_ref().map(|v| v.span()))
+        {
+            if auto > profile.validity {
+                return Err(self.err(
+                    Some(span),
+                    "issuance.auto_renewal_validity",
+                    format!(
+                        "{} is longer than issuance.validity ({}): any node gets it by asking for auto-renewal; \
+                         make it at most issuance.validity",
+                        crate::policy::format_duration(auto),
+                        crate::policy::format_duration(profile.validity)
+                    ),
+                ));
+            }
+        }
         let on_existing = match raw.on_existing.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
             None | Some(("refuse", _)) => OnExisting::Refuse,
             Some(("supersede", _)) => OnExisting::Supersede,
