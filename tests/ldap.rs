@@ -4,7 +4,8 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
@@ -16,7 +17,7 @@ use vouch::serve::client::{tls_config, Client};
 const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: front\n";
 
 /// `vouch` on the LDAP store of `slapd`, in data directory `dir`.
-fn v(slapd: &Slapd, dir: &Path) -> Command {
+fn v(slapd: &dyn Directory, dir: &Path) -> Command {
     let mut c = vouch();
     c.envs(store_env(slapd)).args(["--dir", s(dir)]);
     c
@@ -40,7 +41,7 @@ fn store() -> Slapd {
 
 /// Two masters' data directories: D1 made by `vouch serve`'s first run (root, master,
 /// conductor), D2 a further master under D1's root (`vouch ca init --root-cert --root-key`).
-fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
+fn two_masters(slapd: &dyn Directory, base: &Path) -> (Master, Master) {
     let (d1, d2) = (base.join("m1"), base.join("m2"));
     let m1 = Master::start(slapd, &d1, "ca1.test");
     ok(&vouch()
@@ -70,7 +71,7 @@ fn serial_of(pem: &[u8]) -> String {
 }
 
 /// The reasons a pending request under `name` was refused for (as `vouch list` shows them).
-fn pending_reasons(slapd: &Slapd, dir: &Path, name: &str) -> String {
+fn pending_reasons(slapd: &dyn Directory, dir: &Path, name: &str) -> String {
     let l = serde_json::from_str::<Vec<serde_json::Value>>(&ok(&v(slapd, dir)
         .args(["list", "--format", "json"])
         .output()
@@ -81,14 +82,14 @@ fn pending_reasons(slapd: &Slapd, dir: &Path, name: &str) -> String {
 
 /// Refused as Puppet Server answers a refusing hook: 200, no certificate, the request
 /// pending with `code` among its reasons.
-fn assert_refused(slapd: &Slapd, dir: &Path, name: &str, r: &(u16, String, Option<Vec<u8>>), code: &str) {
+fn assert_refused(slapd: &dyn Directory, dir: &Path, name: &str, r: &(u16, String, Option<Vec<u8>>), code: &str) {
     assert_eq!(r.0, 200, "{name}: {}", r.1);
     assert!(r.2.is_none(), "{name}: a certificate was issued");
     let reasons = pending_reasons(slapd, dir, name);
     assert!(reasons.contains(code), "{name}: pending for {reasons}, not {code}");
 }
 
-fn list(slapd: &Slapd, dir: &Path) -> Vec<serde_json::Value> {
+fn list(slapd: &dyn Directory, dir: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&ok(&v(slapd, dir).args(["list", "--all", "--format", "json"]).output().unwrap())).unwrap()
 }
 
@@ -110,7 +111,16 @@ fn crl_serials(pem: &[u8]) -> Vec<String> {
 
 #[test]
 fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
-    let slapd = store();
+    share_names_claims_revocations_and_crls(&store());
+}
+
+#[test]
+fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls_on_389ds() {
+    share_names_claims_revocations_and_crls(&Ds389::store("share_names_claims_revocations_and_crls"));
+}
+
+fn share_names_claims_revocations_and_crls(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let d1 = m1.dir.clone();
@@ -211,7 +221,7 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
     }
     // One entry's certificate replaced by another node's: found, exit 1.
     let pem = slapd.ldapsearch(
-        &format!("vouchCertname=race1.example.test,ou=certnames,{BASE}"),
+        &format!("vouchCertname=race1.example.test,ou=certnames,{base}"),
         "(objectClass=*)",
         &["vouchCertificate"],
     );
@@ -223,7 +233,7 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
         .to_string();
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCertname=race0.example.test,ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            "dn: vouchCertname=race0.example.test,ou=certnames,{base}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
         ))
         .ok();
     let o = v(&slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
@@ -401,7 +411,15 @@ fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once
 
 #[test]
 fn the_hook_and_a_serve_master_share_one_time_use() {
-    let slapd = store();
+    hook_and_master_share_one_time_use(&store());
+}
+
+#[test]
+fn the_hook_and_a_serve_master_share_one_time_use_on_389ds() {
+    hook_and_master_share_one_time_use(&Ds389::store("hook_and_master_share_one_time_use"));
+}
+
+fn hook_and_master_share_one_time_use(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -429,7 +447,15 @@ fn the_hook_and_a_serve_master_share_one_time_use() {
 
 #[test]
 fn overrides_compare_and_swap_with_sixteen_racing_writers_on_both_stores() {
-    let slapd = store();
+    overrides_compare_and_swap(&store());
+}
+
+#[test]
+fn overrides_compare_and_swap_with_sixteen_racing_writers_on_both_stores_on_389ds() {
+    overrides_compare_and_swap(&Ds389::store("overrides_compare_and_swap"));
+}
+
+fn overrides_compare_and_swap(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
@@ -768,7 +794,16 @@ fn du(dir: &Path) -> u64 {
 /// revocation and the CRL lists it. Renewal itself works on the shared store.
 #[test]
 fn both_crash_windows_of_the_ldap_store_are_recovered() {
-    let slapd = store();
+    both_crash_windows_recovered(&store());
+}
+
+#[test]
+fn both_crash_windows_of_the_ldap_store_are_recovered_on_389ds() {
+    both_crash_windows_recovered(&Ds389::store("both_crash_windows_recovered"));
+}
+
+fn both_crash_windows_recovered(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
@@ -807,12 +842,12 @@ fn both_crash_windows_of_the_ldap_store_are_recovered() {
     let listed = list(&slapd, &d1);
     let now = listed.iter().find(|e| e["name"] == name).unwrap();
     assert_ne!(now["serial"], first.as_str(), "the renewal was not registered");
-    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{base}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
     assert!(marked.stdout.contains(&first), "no mark of the superseded certificate: {}", marked.stdout);
     // The next command completes it: the old certificate is revoked and on the CRL.
     let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
     assert!(crl_serials(crl.as_bytes()).contains(&first), "the superseded {first} is not on the CRL");
-    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{base}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
     assert!(!marked.stdout.contains("vouchSupersedes:"), "the mark stayed: {}", marked.stdout);
     // An ordinary renewal: the previous certificate revoked at once, the new one current.
     let second = now["serial"].as_str().unwrap().to_string();
