@@ -1424,3 +1424,93 @@ fn review7_revoke_by_serial_of_another_masters_certificate_on_the_shared_store()
     drop(m1);
     drop(m2);
 }
+
+/// A revocation cut short between its two writes (the revocation entry added under the CA,
+/// the process killed before the certname's entry says revoked): the CRL lists the serial
+/// while the listing still shows the certificate as valid. `vouch store verify` names it
+/// (revocation-unfinished, exit 1), and `vouch revoke NAME` run again finishes it.
+#[test]
+fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again() {
+    revocation_cut_short(&store());
+}
+
+#[test]
+fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again_on_389ds() {
+    revocation_cut_short(&Ds389::store("revocation_cut_short"));
+}
+
+fn revocation_cut_short(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    let name = "cut1.example.test";
+    let csr = tmp.path().join("cut1.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    ok(&v(slapd, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap());
+    let serial = serial_of(&std::fs::read(csr.with_extension("pem")).unwrap());
+    let died =
+        v(slapd, &d1).args(["revoke", name]).env("VOUCH_TEST_ABORT_AT", "ldap:revocation-added").output().unwrap();
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    let crl = ok(&v(slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl.as_bytes()).contains(&serial), "the CRL lacks {serial}");
+    let listed = list(slapd, &d1);
+    let entry = listed.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(entry["serial"], serial.as_str(), "{entry}");
+    assert_eq!(entry["state"], "signed", "the listing already says revoked: {entry}");
+    let o = v(slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    assert!(found.contains("\"finding\":\"revocation-unfinished\"") && found.contains(&serial), "{found}");
+    // Revoking again finishes it: the name's entry says revoked, verify finds nothing.
+    ok(&v(slapd, &d1).args(["revoke", name]).output().unwrap());
+    let o = v(slapd, &d1).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
+    let shown = ok(&v(slapd, &d1).args(["list", "--all", "--format", "json"]).output().unwrap());
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&shown).unwrap();
+    assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "revoked"), "{shown}");
+}
+
+/// Bad set-ups of 389 Directory Server are refused by name, with nothing written: a base DN
+/// that does not exist, and a bind DN without the ACI (it may neither read nor create the
+/// store). A slapd without vouch's schema is refused naming each server's way to load it.
+#[test]
+fn bad_directory_set_ups_are_refused_naming_the_fix() {
+    let ds = Ds389::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let none = tmp.path().join("none");
+    let store = common::ds389::Ds389Store { ds, base: "ou=missing,dc=vouch,dc=test".into() };
+    let typo = v(&store, &none).args(["ldap", "init"]).output().unwrap();
+    assert_eq!(typo.status.code(), Some(2), "{}", text(&typo));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--create-base"), "{}", text(&typo));
+    // A bind DN of its own without the ACI docs/ldap.md gives.
+    let pw = tmp.path().join("pw");
+    std::fs::write(&pw, "no-rights-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let add = ds.manager(
+        "ldapmodify",
+        &[],
+        Some(
+            "dn: cn=norights,dc=vouch,dc=test\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+             objectClass: simpleSecurityObject\ncn: norights\nuserPassword: no-rights-secret\n",
+        ),
+    );
+    assert!(add.success(), "{add}");
+    let mut c = vouch();
+    c.args(["--dir", s(&none), "ldap", "init", "--create-base"])
+        .env("VOUCH_STORE", ds.url("ou=norights,dc=vouch,dc=test"))
+        .env("VOUCH_LDAP_BIND_DN", "cn=norights,dc=vouch,dc=test")
+        .env("VOUCH_LDAP_PASSWORD_FILE", s(&pw));
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("ACI") || said.contains("may not read"), "{}", text(&o));
+    let there = ds.manager("ldapsearch", &["-LLL", "-b", "ou=norights,dc=vouch,dc=test", "-s", "base", "1.1"], None);
+    assert!(!there.stdout.contains("dn:"), "something was written: {there}");
+
+    // A slapd without vouch's schema.
+    let bare = Slapd::start(&common::slapd::SlapdOpts::default());
+    let o = v(&bare, &none).args(["ldap", "init", "--create-base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("vouch ldap schema --ldif") && said.contains("--format 389ds"), "{}", text(&o));
+}

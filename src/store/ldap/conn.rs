@@ -48,6 +48,7 @@ pub mod rc {
     pub const TYPE_OR_VALUE_EXISTS: u32 = 20;
     pub const NO_SUCH_OBJECT: u32 = 32;
     pub const INVALID_CREDENTIALS: u32 = 49;
+    pub const INSUFFICIENT_ACCESS: u32 = 50;
     pub const BUSY: u32 = 51;
     pub const UNAVAILABLE: u32 = 52;
     pub const UNWILLING: u32 = 53;

@@ -19,6 +19,16 @@ fn failed(op: &'static str, dn: &str, res: &ldap3::LdapResult) -> StoreError {
         rc::BUSY | rc::UNAVAILABLE | rc::UNWILLING => {
             StoreError::Unavailable { detail: format!("LDAP {op} of {dn:?}: result {}: {}", res.rc, res.text) }
         }
+        rc::INSUFFICIENT_ACCESS => StoreError::Ldap {
+            op,
+            dn: dn.to_string(),
+            detail: format!(
+                "insufficient access (50): the bind DN may not do this here ({}): give it read, search, add, \
+                 write and delete under the base DN (OpenLDAP: slapd's ACL; 389 Directory Server: an ACI on the \
+                 base DN; docs/ldap.md)",
+                res.text
+            ),
+        },
         code => StoreError::Ldap { op, dn: dn.to_string(), detail: format!("result {code}: {}", res.text) },
     }
 }
