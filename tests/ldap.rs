@@ -1514,3 +1514,65 @@ fn bad_directory_set_ups_are_refused_naming_the_fix() {
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("vouch ldap schema --ldif") && said.contains("--format 389ds"), "{}", text(&o));
 }
+
+/// The one-writer rule with a confirmed standby on 389 Directory Server: a supplier and a
+/// consumer replicating it. Every certificate acknowledged by a master writing to the
+/// supplier with `--store-confirm-replicas` is on the consumer; after the supplier dies and
+/// the consumer is promoted (`dsconf replication promote`), every one of them is there and
+/// its attributes stay spent. A consumer that does not answer: nothing is signed (503).
+#[test]
+fn a_389ds_consumer_is_a_confirmed_standby_and_keeps_every_acknowledged_certificate() {
+    let (supplier, consumer) = Ds389::pair();
+    let tmp = tempfile::tempdir().unwrap();
+    let primary = supplier.store_here("repl");
+    let standby = common::ds389::Ds389Store { ds: &consumer, base: primary.base.clone() };
+    let d1 = tmp.path().join("m1");
+    let confirm = ["--store-replica", &standby.url(&standby.base), "--store-confirm-replicas"];
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&primary), &confirm);
+    let mut issued = Vec::new();
+    for i in 0..10 {
+        let name = format!("fo{i:02}.example.test");
+        let attrs = vouched(&d1, &name);
+        let (put, why, cert) = enroll(&m1, &name, &csr_for(&name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        let serial = serial_of(&cert.unwrap());
+        // Confirmed before the answer: the consumer shows it now.
+        let there = standby.ldapsearch(
+            &format!("vouchCertname={name},ou=certnames,{}", standby.base),
+            "(objectClass=*)",
+            &["vouchSerial"],
+        );
+        assert!(there.stdout.contains(&serial), "{name}: {serial} not on the consumer when acknowledged: {there}");
+        issued.push((name, attrs, serial));
+    }
+    // The supplier dies (fenced); the consumer is promoted; the master moves to it.
+    drop(m1);
+    supplier.stop();
+    consumer.dsconf(
+        &consumer.url(""),
+        &["replication", "promote", "--suffix", common::ds389::SUFFIX, "--newrole", "supplier", "--replica-id", "2"],
+    );
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&standby), &[]);
+    let listed = list(&standby, &d1);
+    for (name, attrs, serial) in &issued {
+        assert!(
+            listed.iter().any(|e| e["name"] == name.as_str() && e["serial"] == serial.as_str()),
+            "{name}: certificate {serial} lost in the failover"
+        );
+        let (put, why, _) = enroll(&m1, name, &csr_for(name, attrs, &p256()));
+        assert_eq!(put, 400, "{name}: {why}");
+    }
+    // A standby that does not answer (the dead supplier as the replica): 503, nothing signed.
+    drop(m1);
+    let dead = supplier.url(&primary.base);
+    let m1 = Master::start_env(
+        &d1,
+        "ca1.test",
+        &store_env(&standby),
+        &["--store-replica", &dead, "--store-confirm-replicas"],
+    );
+    let name = "unconfirmed.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 503, "{why}\n{}", m1.log());
+    assert!(cert.is_none(), "a certificate was signed for an unconfirmed claim");
+}

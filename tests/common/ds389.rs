@@ -44,9 +44,9 @@ pub struct Ds389 {
     child: Mutex<Option<Child>>,
 }
 
-/// One test's store on the shared instance: its own base DN.
-pub struct Ds389Store {
-    pub ds: &'static Ds389,
+/// One test's store on an instance: its own base DN.
+pub struct Ds389Store<'a> {
+    pub ds: &'a Ds389,
     pub base: String,
 }
 
@@ -54,13 +54,118 @@ impl Ds389 {
     /// The test binary's instance, created at the first call.
     pub fn shared() -> &'static Ds389 {
         static ONE: OnceLock<Ds389> = OnceLock::new();
-        ONE.get_or_init(Ds389::create)
+        ONE.get_or_init(|| {
+            let ds = Ds389::create("shared");
+            ds.set_up();
+            ds
+        })
     }
 
-    /// A base DN of its own for the test `name` (created: `ou=NAME` under the suffix, by
-    /// `vouch ldap init --create-base`, which also creates the containers).
-    pub fn store(name: &str) -> Ds389Store {
-        let ds = Ds389::shared();
+    /// A base DN of its own for the test `name` on the shared instance (created: `ou=NAME`
+    /// under the suffix, by `vouch ldap init --create-base`, which also creates the containers).
+    pub fn store(name: &str) -> Ds389Store<'static> {
+        Ds389::shared().store_here(name)
+    }
+
+    /// A supplier and a consumer that replicates it (`dsconf replication`: the consumer's
+    /// replication manager, both replicas, one agreement, the consumer initialised). The
+    /// supplier is set up as [`Ds389::shared`] is; the consumer has vouch's schema, and
+    /// receives the bind DN, its ACI and everything else by replication. Each instance is
+    /// stopped and removed when dropped.
+    pub fn pair() -> (Ds389, Ds389) {
+        let (supplier, consumer) = std::thread::scope(|sc| {
+            let a = sc.spawn(|| Ds389::create("supplier"));
+            let b = sc.spawn(|| Ds389::create("consumer"));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        // One bind DN and password for both: the entry replicates from the supplier.
+        fs::copy(supplier.password_file(), consumer.password_file()).expect("copy the password");
+        supplier.set_up();
+        consumer.apply_schema();
+        let repl_pw = random_password();
+        let consumer_url = consumer.url("");
+        let supplier_url = supplier.url("");
+        let consumer_port = consumer.port.to_string();
+        let steps: [(&str, Vec<&str>); 4] = [
+            (
+                &consumer_url,
+                vec!["replication", "create-manager", "--name", "replication manager", "--passwd", &repl_pw],
+            ),
+            (
+                &consumer_url,
+                vec![
+                    "replication",
+                    "enable",
+                    "--suffix",
+                    SUFFIX,
+                    "--role",
+                    "consumer",
+                    "--bind-dn",
+                    "cn=replication manager,cn=config",
+                ],
+            ),
+            (
+                &supplier_url,
+                vec!["replication", "enable", "--suffix", SUFFIX, "--role", "supplier", "--replica-id", "1"],
+            ),
+            (
+                &supplier_url,
+                vec![
+                    "repl-agmt",
+                    "create",
+                    "--suffix",
+                    SUFFIX,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &consumer_port,
+                    "--conn-protocol",
+                    "LDAP",
+                    "--bind-dn",
+                    "cn=replication manager,cn=config",
+                    "--bind-passwd",
+                    &repl_pw,
+                    "--bind-method",
+                    "SIMPLE",
+                    "--init",
+                    "to-consumer",
+                ],
+            ),
+        ];
+        for (url, args) in steps {
+            let ds = if url == &supplier_url { &supplier } else { &consumer };
+            ds.dsconf(url, &args);
+        }
+        // The initialisation has reached the consumer once the bind DN shows there.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !consumer.manager("ldapsearch", &["-LLL", "-b", VOUCH_DN, "-s", "base", "1.1"], None).success() {
+            assert!(Instant::now() < deadline, "the consumer was not initialised within 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (supplier, consumer)
+    }
+
+    /// `dsconf` as the Directory Manager against `url`; panics if it fails.
+    pub fn dsconf(&self, url: &str, args: &[&str]) {
+        let pw = fs::read_to_string(self.dir.join("manager-password")).expect("password");
+        let out = Command::new("dsconf")
+            .args(["-D", MANAGER, "-w", &pw, url])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("dsconf: {e}: {INSTALL}"));
+        assert!(
+            out.status.success(),
+            "dsconf {args:?}: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.errors_log()
+        );
+    }
+
+    /// A base DN of its own for the test `name` on this instance (see [`Ds389::store`]).
+    pub fn store_here(&self, name: &str) -> Ds389Store<'_> {
+        let ds = self;
         let store = Ds389Store { ds, base: format!("ou={name},{SUFFIX}") };
         let out = vouch()
             .envs(super::ldap_lab::store_env(&store))
@@ -71,15 +176,15 @@ impl Ds389 {
         store
     }
 
-    fn create() -> Ds389 {
+    fn create(tag: &str) -> Ds389 {
         require_tools();
         let tmp = std::env::temp_dir();
         remove_stale(&tmp);
-        let dir = tmp.join(format!("vouch-389ds.{}", std::process::id()));
+        let dir = tmp.join(format!("vouch-389ds.{}.{tag}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("share/dirsrv/inf")).expect("mkdir");
         write_private(&dir.join("share/dirsrv/inf/defaults.inf"), &private_defaults(&dir));
-        let name = format!("v{}", std::process::id());
+        let name = format!("v{}{}", std::process::id(), &tag[..1]);
         let [port, tls_port] = free_ports::<2>();
         let password = random_password();
         write_private(&dir.join("manager-password"), &password);
@@ -108,7 +213,6 @@ impl Ds389 {
         eprintln!("389 Directory Server instance {name} created in {:?}", started.elapsed());
         let ds = Ds389 { dir, name, port, child: Mutex::new(None) };
         ds.launch();
-        ds.set_up();
         ds
     }
 
@@ -145,6 +249,21 @@ impl Ds389 {
     /// vouch's schema, indexes and reindex (`vouch ldap schema --format 389ds`); the bind DN
     /// of vouch with its password, search limits and ACI (docs/ldap.md).
     fn set_up(&self) {
+        self.apply_schema();
+        let password = fs::read_to_string(self.password_file()).expect("password");
+        let ldif = format!(
+            "dn: {VOUCH_DN}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+             objectClass: simpleSecurityObject\ncn: vouch\nuserPassword: {password}\n\
+             nsSizeLimit: -1\nnsLookThroughLimit: -1\nnsPagedSizeLimit: -1\nnsPagedLookThroughLimit: -1\n\n\
+             dn: {SUFFIX}\nchangetype: modify\nadd: aci\naci: {}\n",
+            aci(VOUCH_DN)
+        );
+        let out = self.manager("ldapmodify", &[], Some(&ldif));
+        assert!(out.success(), "the bind DN, its limits and ACI: {out}\n{}", self.errors_log());
+    }
+
+    /// `vouch ldap schema --format 389ds` applied, its reindex task waited for.
+    fn apply_schema(&self) {
         let schema = ok(&vouch().args(["ldap", "schema", "--format", "389ds"]).output().unwrap());
         let out = self.manager("ldapmodify", &[], Some(&schema));
         assert!(out.success(), "applying vouch ldap schema --format 389ds: {out}\n{}", self.errors_log());
@@ -163,16 +282,6 @@ impl Ds389 {
             assert!(Instant::now() < deadline, "the reindex task did not end within 60 s: {task}");
             std::thread::sleep(Duration::from_millis(100));
         }
-        let password = fs::read_to_string(self.password_file()).expect("password");
-        let ldif = format!(
-            "dn: {VOUCH_DN}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
-             objectClass: simpleSecurityObject\ncn: vouch\nuserPassword: {password}\n\
-             nsSizeLimit: -1\nnsLookThroughLimit: -1\nnsPagedSizeLimit: -1\nnsPagedLookThroughLimit: -1\n\n\
-             dn: {SUFFIX}\nchangetype: modify\nadd: aci\naci: {}\n",
-            aci(VOUCH_DN)
-        );
-        let out = self.manager("ldapmodify", &[], Some(&ldif));
-        assert!(out.success(), "the bind DN, its limits and ACI: {out}\n{}", self.errors_log());
     }
 
     /// An ldap tool bound as the Directory Manager.
@@ -210,7 +319,16 @@ impl Ds389 {
     }
 }
 
-impl Directory for Ds389Store {
+impl Drop for Ds389 {
+    /// A pair's instance: stopped, its directory removed (the shared one is never dropped:
+    /// it dies with the test process, and the next one removes its directory).
+    fn drop(&mut self) {
+        self.stop();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Directory for Ds389Store<'_> {
     fn url(&self, base: &str) -> String {
         self.ds.url(base)
     }
@@ -271,7 +389,9 @@ fn remove_stale(tmp: &Path) {
     let Ok(entries) = fs::read_dir(tmp) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("vouch-389ds.").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let pid =
+            name.strip_prefix("vouch-389ds.").and_then(|p| p.split('.').next()).and_then(|p| p.parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = fs::remove_dir_all(e.path());
         }
