@@ -133,7 +133,7 @@ impl Ds389 {
             ),
         ];
         for (url, args) in steps {
-            let ds = if url == &supplier_url { &supplier } else { &consumer };
+            let ds = if *url == supplier_url { &supplier } else { &consumer };
             ds.dsconf(url, &args);
         }
         // The initialisation has reached the consumer once the bind DN shows there.
