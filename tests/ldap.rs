@@ -1576,3 +1576,85 @@ fn a_389ds_consumer_is_a_confirmed_standby_and_keeps_every_acknowledged_certific
     assert_eq!(put, 503, "{why}\n{}", m1.log());
     assert!(cert.is_none(), "a certificate was signed for an unconfirmed claim");
 }
+
+/// BER: one TLV.
+fn ber(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    match content.len() {
+        n if n < 128 => out.push(n as u8),
+        n => {
+            let bytes: Vec<u8> = n.to_be_bytes().iter().copied().skip_while(|b| *b == 0).collect();
+            out.push(0x80 | bytes.len() as u8);
+            out.extend(bytes);
+        }
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// A server that speaks just enough LDAP to answer every search with a root DSE listing
+/// `controls` (no paged results) and nothing else, and every bind with success.
+fn fake_ldap_server(controls: &'static [&'static str]) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || loop {
+                let mut head = [0u8; 2];
+                if conn.read_exact(&mut head).is_err() {
+                    return;
+                }
+                let len = if head[1] & 0x80 == 0 {
+                    head[1] as usize
+                } else {
+                    let mut l = vec![0u8; (head[1] & 0x7f) as usize];
+                    if conn.read_exact(&mut l).is_err() {
+                        return;
+                    }
+                    l.iter().fold(0usize, |a, b| a << 8 | *b as usize)
+                };
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).is_err() {
+                    return;
+                }
+                // messageID (INTEGER), then the operation's tag.
+                let id = &body[..2 + body[1] as usize];
+                let op = body[id.len()];
+                let result = [ber(0x0a, &[0]), ber(0x04, b""), ber(0x04, b"")].concat();
+                let reply = match op {
+                    0x60 => ber(0x30, &[id, &ber(0x61, &result)].concat()),
+                    0x63 => {
+                        let vals: Vec<u8> = controls.iter().flat_map(|c| ber(0x04, c.as_bytes())).collect();
+                        let attr = ber(0x30, &[ber(0x04, b"supportedControl"), ber(0x31, &vals)].concat());
+                        let entry = ber(0x64, &[ber(0x04, b""), ber(0x30, &attr)].concat());
+                        [ber(0x30, &[id, &entry].concat()), ber(0x30, &[id, &ber(0x65, &result)].concat())].concat()
+                    }
+                    _ => continue,
+                };
+                if conn.write_all(&reply).is_err() {
+                    return;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A server whose root DSE lacks what vouch needs (the paged results control) is refused by
+/// `vouch ldap init` and by a master's start, naming the control, before anything is written.
+#[test]
+fn a_server_without_paged_results_is_refused_naming_the_control() {
+    let port = fake_ldap_server(&["1.3.6.1.1.12", "1.3.6.1.1.13.1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("ldap://127.0.0.1:{port}/{BASE}");
+    ok(&vouch().args(["ca", "init", "--dir", s(tmp.path())]).output().unwrap());
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"];
+    for args in [vec!["ldap", "init", "--create-base"], vec!["list", "--all"], serve.to_vec()] {
+        let o = vouch().args(["--dir", s(tmp.path()), "--store", &url]).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("paged results") && said.contains("1.2.840.113556.1.4.319"), "{args:?}: {}", text(&o));
+    }
+}
