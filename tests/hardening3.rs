@@ -450,3 +450,138 @@ fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired
     assert!(!listed, "a cleaned certificate expired 400 days ago stays on the CRL: {said}");
     assert!(!said.contains("crl-entry-kept"), "{said}");
 }
+
+/// And a renewal's: on LDAP the certificate a renewal supersedes is kept in its revocation
+/// entry, so its serial leaves the CRL once it expired (by its certificate, not the entry's
+/// word), with nothing to warn about; until then it stays.
+#[test]
+fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "renewed.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.expect("a certificate");
+    drop(m1);
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(parsed.raw_serial());
+    let not_after = parsed.validity().not_after.to_datetime();
+    ok(&v(&slapd, &d1).args(["renew", name, "--out", s(&tmp.path().join("new.pem"))]).output().unwrap());
+    let found = slapd.ldapsearch(
+        BASE,
+        &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
+        &["vouchCertificate"],
+    );
+    assert!(found.ok().contains("vouchCertificate"), "the superseded certificate is not kept: {}", found.ok());
+    let out = tmp.path().join("crl.pem");
+    let lists = |at: OffsetDateTime| {
+        let o = v(&slapd, &d1).args(["--now", &rfc3339(at), "crl", "--out", s(&out)]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let t = ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&out)]), None));
+        let value = serial.trim_start_matches("00").to_ascii_uppercase();
+        (t.lines().any(|l| l.trim() == format!("Serial Number: {value}")), text(&o))
+    };
+    assert!(lists(OffsetDateTime::now_utc()).0, "superseded: listed");
+    let (listed, said) = lists(not_after + time::Duration::days(400));
+    assert!(!listed, "a superseded certificate expired 400 days ago stays on the CRL: {said}");
+    assert!(!said.contains("crl-entry-kept"), "{said}");
+}
+
+/// A write sent again after its answer was lost, that the server had applied: the pool sends
+/// a request again on a fresh connection when the first timed out, and the second then finds
+/// its own first as another writer's. A renewal's registry write (a compare-and-swap) was
+/// answered as a lost race (exit 75) although its new certificate was stored and the old one
+/// revoked: the node never got the certificate that replaced its own. Now the entry is read
+/// after a resent write that "lost", and when it is this write's, it stands.
+#[test]
+fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "resent.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    let proxy = common::ldap_proxy::LdapProxy::start(slapd.port());
+    proxy.lose_answer_to_modify_of(&format!("vouchCertname={name}"));
+    let new = tmp.path().join("new.pem");
+    let o = v(&slapd, &d1)
+        .env("VOUCH_STORE", format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+        .args(["renew", name, "--out", s(&new)])
+        .output()
+        .unwrap();
+    assert_eq!(proxy.lost(), 1, "the registry write's answer was not lost: {}", text(&o));
+    assert!(o.status.success(), "a renewal the store holds was answered as failed: {}", text(&o));
+    let pem = std::fs::read(&new).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    let found = slapd.ldapsearch(BASE, &format!("(vouchCertname={name})"), &["vouchSerial"]);
+    assert!(
+        found.ok().lines().any(|l| l.trim() == format!("vouchSerial: {serial}")),
+        "the certificate handed out is not the one stored: {}",
+        found.ok()
+    );
+}
+
+/// The CRL-regeneration counter on a promoted standby: a master's CRL is due when its CA
+/// entry's revocation counter is not the value it recorded with its last CRL. A standby
+/// promoted without the primary's last increment, then one more revocation there, brings the
+/// counter back to the recorded value with another revocation behind it: the master saw
+/// nothing due and served a CRL without it until its refresh days later. Here the lost
+/// increment is made by hand, and the revocation by another master.
+#[test]
+fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m2 = Master::start(&slapd, &d2, "ca2.test");
+    let mut serials = Vec::new();
+    for name in ["first.example.test", "second.example.test"] {
+        let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+        let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        let cert = cert.expect("a certificate");
+        let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+        serials.push(vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial()));
+    }
+    drop((m1, m2));
+    ok(&v(&slapd, &d1).args(["revoke", "first.example.test"]).output().unwrap());
+    // Master 1's CA entry and its counter, as the CRL just written recorded it.
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={}))", serials[0]), &["dn"]);
+    let found = found.ok().to_string();
+    let rev_dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    let ca_dn = rev_dn.split_once(',').map(|(_, rest)| rest.to_string()).unwrap();
+    let counter = || {
+        let o = slapd.ldapsearch(&ca_dn, "(objectClass=vouchIssuer)", &["vouchRevision"]);
+        let n: u64 = o.ok().lines().find_map(|l| l.strip_prefix("vouchRevision: ")).unwrap().trim().parse().unwrap();
+        n
+    };
+    let recorded = counter();
+    // The standby promoted without the last increment.
+    let back = slapd.ldapmodify(&format!(
+        "dn: {ca_dn}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: {}\n-\n",
+        recorded - 1
+    ));
+    assert!(back.success(), "{}", back.stderr);
+    // Another second: the server's modifyTimestamp has one-second steps.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(&v(&slapd, &d2).args(["revoke", "second.example.test"]).output().unwrap());
+    assert_eq!(counter(), recorded, "the counter is back at the value master 1 recorded");
+    // Any command of master 1 that keeps its CRL.
+    ok(&v(&slapd, &d1).args(["list", "--all"]).output().unwrap());
+    let t =
+        ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&d1.join("ca/ca_crl.pem"))]), None));
+    let value = serials[1].trim_start_matches("00").to_ascii_uppercase();
+    assert!(
+        t.lines().any(|l| l.trim() == format!("Serial Number: {value}")),
+        "master 1's CRL lacks the revocation made on the promoted standby:\n{t}"
+    );
+}

@@ -92,7 +92,7 @@ impl Authority {
         // A renewal keeps the claim of the attributes that vouched for the original.
         record.claim = replacing.and_then(|(c, _)| c.record.claim.clone()).filter(|_| record.conductor.is_some());
         let issued = prepared.issue(&self.ca)?;
-        let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, now));
+        let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, &c.pem, now));
         let iss = Issuance {
             record,
             pem: issued.pem.clone(),
@@ -129,11 +129,12 @@ impl Authority {
         Ok(Stored { issued, superseded_crl })
     }
 
-    /// The revocation of `rec` as superseded at `now`.
-    pub(super) fn supersede(rec: &CertRecord, now: OffsetDateTime) -> Supersede {
+    /// The revocation of `rec` (its certificate `pem`) as superseded at `now`.
+    pub(super) fn supersede(rec: &CertRecord, pem: &str, now: OffsetDateTime) -> Supersede {
         Supersede {
             revocation: Revocation::of(rec, format_rfc3339(now), "superseded".into(), false),
             record: rec.clone(),
+            certificate: Some(pem.to_string()),
         }
     }
 

@@ -138,8 +138,8 @@ impl ReplayJournal for LdapStore {
             ClaimUse::Reusable => "claimed",
             ClaimUse::Once => "spent",
         };
-        // A held or stale claim is taken over by a guarded modify; a writer racing us makes
-        // the assertion fail, and we read again (bounded).
+        // A held or stale claim is taken over by a compare-and-swap modify; a writer racing us
+        // makes it fail (no such value), and we read again (bounded).
         for _ in 0..8 {
             let code = self.add(&dn, Self::claim_attrs(&digest, certname, holder, state, serial, expiry, now))?;
             if code == rc::SUCCESS {

@@ -7,6 +7,7 @@
 
 use super::conn::rc;
 use super::entry::Entry;
+use super::resent::lost_race;
 use super::{LdapStore, Pool};
 use crate::store::StoreError;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
@@ -139,7 +140,10 @@ impl LdapStore {
         let attrs: Vec<(Vec<u8>, HashSet<Vec<u8>>)> =
             attrs.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect();
         crate::obs::metrics::METRICS.ldap("add");
-        let res = self.primary.run(|c| c.add(dn, attrs.clone()))?;
+        let (res, resent) = self.primary.run_write(|c| c.add(dn, attrs.clone()))?;
+        if resent && res.rc == rc::ALREADY_EXISTS && self.add_landed(dn, &attrs)? {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::ALREADY_EXISTS => Ok(res.rc),
             _ => Err(failed("add", dn, &res)),
@@ -153,7 +157,10 @@ impl LdapStore {
     /// Server both implement (neither the assertion control nor the increment operation).
     pub(super) fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("modify");
-        let res = self.primary.run(|c: &mut LdapConn| c.modify(dn, mods.clone()))?;
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| c.modify(dn, mods.clone()))?;
+        if resent && lost_race(res.rc) && self.modify_landed(dn, &mods)? {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::NO_SUCH_OBJECT | rc::NO_SUCH_ATTRIBUTE | rc::TYPE_OR_VALUE_EXISTS => Ok(res.rc),
             _ => Err(failed("modify", dn, &res)),
@@ -163,7 +170,11 @@ impl LdapStore {
     /// An unconditional delete: success or "no such object".
     pub(super) fn delete(&self, dn: &str) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("delete");
-        let res = self.primary.run(|c: &mut LdapConn| c.delete(dn))?;
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| c.delete(dn))?;
+        // Sent twice and gone now: the first one deleted it.
+        if resent && res.rc == rc::NO_SUCH_OBJECT {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::NO_SUCH_OBJECT => Ok(res.rc),
             _ => Err(failed("delete", dn, &res)),
