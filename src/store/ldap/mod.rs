@@ -46,7 +46,7 @@
 //!   revocation entry is added next and the mark removed; a process that died between
 //!   leaves the mark, and [`LdapStore::complete`] (run on every first lock and once a minute)
 //!   finishes the revocation.
-//! - A revocation: its entry under the CA, then the registry entry, then the CA's count; one
+//! - A revocation: its entry under the CA and the CA's count, then the registry entry; one
 //!   cut short in between is named by `vouch store verify` (`layout.rs`) and finished by
 //!   revoking again.
 //!

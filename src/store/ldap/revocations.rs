@@ -244,13 +244,14 @@ impl LdapStore {
         Ok((ca, true))
     }
 
-    /// [`Store::revoke`](crate::store::Store::revoke): the revocation's entry, then the
-    /// registry entry of the certificate revoked (marked revoked, or made a tombstone if
-    /// `cleaned`: [`CLEANED`]), only while it is still `expected`, then the count in the CA's
-    /// entry. In that order, so that a step that fails (the server gone, the process killed)
-    /// leaves at worst a revocation entry whose registry entry still says issued: the CRL
-    /// lists it, `vouch store verify` names it (revocation-unfinished) and `vouch revoke
-    /// CERTNAME` run again finishes it, changing nothing twice.
+    /// [`Store::revoke`](crate::store::Store::revoke): the revocation's entry (counted in the
+    /// CA's entry, confirmed on the replicas), then the registry entry of the certificate
+    /// revoked (marked revoked, or made a tombstone if `cleaned`: [`CLEANED`]), only while it
+    /// is still `expected`. In that order, so that a step that fails (the server gone, the
+    /// process killed, a standby that did not show it) leaves at worst a revocation entry
+    /// whose registry entry still says issued: the CRL lists it, `vouch store verify` names
+    /// it (revocation-unfinished) and `vouch revoke CERTNAME` run again finishes it, changing
+    /// nothing twice.
     pub(super) fn revoke_registered(
         &self,
         rev: &Revocation,
@@ -274,16 +275,14 @@ impl LdapStore {
             .filter(|e| e.text("vouchSerial").as_deref() == Some(rev.serial.as_str()))
             .filter(|e| e.text("vouchState").as_deref() != Some(CLEANED))
             .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec));
-        let (ca, _) = self.add_revocation_entry(rev, rec, pem.as_deref())?;
+        // The entry, counted and confirmed on the replicas first: a retry after a standby that
+        // did not show it finds the certname's entry still issued, and confirms again.
+        self.add_revocation_with(rev, rec, pem.as_deref())?;
         crate::store::crash_point("ldap:revocation-added");
-        let marked = match expected {
+        match expected {
             Some(exp) => self.mark_revoked(&dn, rev, rec, exp, now.as_ref()),
             None => Ok(()),
-        };
-        // Counted whatever became of the registry entry: the revocation entry stands.
-        self.count_revocation(&ca)?;
-        self.confirm_on_replicas(&self.revocation_dn(&ca, &rev.serial), Written::Change)?;
-        marked
+        }
     }
 
     /// The registry entry `dn` (read as `now`) says revoked, or is made a tombstone when the
