@@ -308,9 +308,15 @@ impl Store for LdapStore {
         self.write_request(req, csr_pem)
     }
 
+    /// A read first: usually there is no pending request, and a read of nothing costs a server
+    /// less than a delete of nothing (389 Directory Server: 9 ms against 74 ms, measured under
+    /// load; docs/benchmarks.md). A request added between the two is another request's.
     fn remove_request(&self, certname: &str) -> Result<(), StoreError> {
         check_certname(certname)?;
-        self.delete(&self.request_dn(certname))?;
+        let dn = self.request_dn(certname);
+        if self.read_attrs(&self.primary, &dn, &["1.1"])?.is_some() {
+            self.delete(&dn)?;
+        }
         Ok(())
     }
 
