@@ -6,7 +6,8 @@
 //!
 //! Nothing outside that directory is touched: lib389 takes its paths from the `defaults.inf`
 //! under `$PREFIX/share/dirsrv/inf`, so a copy there whose paths all lead into the
-//! directory (and `with_systemd = 0`: no systemctl) makes the instance private. A directory a
+//! directory (and `with_systemd = 0`: no systemctl) makes the instance private. The shared
+//! instance is stopped and its directory removed when the test process exits; a directory a
 //! killed test process left behind is removed by the next one.
 //!
 //! The instance is set up as docs/ldap.md tells an operator: vouch's schema, indexes and
@@ -54,9 +55,18 @@ impl Ds389 {
     /// The test binary's instance, created at the first call.
     pub fn shared() -> &'static Ds389 {
         static ONE: OnceLock<Ds389> = OnceLock::new();
+        /// At the test process's exit: the shared instance stopped, its directory removed.
+        extern "C" fn remove_shared() {
+            if let Some(ds) = ONE.get() {
+                ds.stop();
+                let _ = fs::remove_dir_all(&ds.dir);
+            }
+        }
         ONE.get_or_init(|| {
             let ds = Ds389::create("shared");
             ds.set_up();
+            // SAFETY: registers a plain function, called once at exit.
+            unsafe { libc::atexit(remove_shared) };
             ds
         })
     }
