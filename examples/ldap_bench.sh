@@ -10,6 +10,8 @@
 #
 #   cargo build --release --features bench    # `vouch bench` is only in a build with it
 #   examples/ldap_bench.sh                       # AGENTS=8,64,256 PER_AGENT=4 KEYS="p256 rsa4096"
+#   SERVER=389ds examples/ldap_bench.sh          # the same on a private 389 Directory Server
+#   SKIP_FILES=1                                 # without the file store's rows
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 AGENTS=${AGENTS:-8,64,256}
@@ -17,6 +19,7 @@ PER_AGENT=${PER_AGENT:-4}
 KEYS=${KEYS:-p256 rsa4096}
 VOUCH=${VOUCH:-${CARGO_TARGET_DIR:-$here/target}/release/vouch}
 SLAPD=${SLAPD:-/usr/sbin/slapd}
+SERVER=${SERVER:-openldap}   # or 389ds (389-ds-base: a private instance, as docs/ldap.md sets one up)
 [ -x "$VOUCH" ] || { echo "no $VOUCH: run cargo build --release --features bench (or set VOUCH)" >&2; exit 2; }
 "$VOUCH" bench --help >/dev/null 2>&1 ||
   { echo "$VOUCH has no bench command: run cargo build --release --features bench" >&2; exit 2; }
@@ -35,8 +38,52 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "slapd: $("$SLAPD" -VV 2>&1 | head -1 | sed 's/^@(#) \$//')"
+[ "$SERVER" = 389ds ] || echo "slapd: $("$SLAPD" -VV 2>&1 | head -1 | sed 's/^@(#) \$//')"
 
+if [ "$SERVER" = 389ds ]; then
+# --- a private 389 Directory Server (docs/ldap.md, "On 389 Directory Server"): lib389's paths
+# all under $work/ds (PREFIX), no systemd; vouch's schema, indexes and reindex from `vouch ldap
+# schema --format 389ds`; vouch binds as a DN of its own with the ACI and lifted search limits.
+port=$(free_port); tport=$(free_port)
+ds=$work/ds; mkdir -p "$ds/share/dirsrv/inf"
+awk -v d="$ds" -F' = ' 'BEGIN {OFS=" = "} $1 == "with_systemd" {$2 = 0}
+  $1 != "sysconf_dir" && $2 ~ /^\/(etc|var|run|dev\/shm)/ {$2 = d $2} $1 == "inst_dir" {$2 = d $2} {print}' \
+  /usr/share/dirsrv/inf/defaults.inf > "$ds/share/dirsrv/inf/defaults.inf"
+printf '[general]\nfull_machine_name = localhost\nstrict_host_checking = False\nstart = False\nselinux = False\n[slapd]\ninstance_name = vbench\nport = %s\nsecure_port = %s\nroot_dn = cn=Directory Manager\nroot_password = secret-secret\nself_sign_cert = False\nuser = root\ngroup = root\n[backend-userroot]\nsample_entries = no\nsuffix = dc=vouch,dc=test\ncreate_suffix_entry = True\n' "$port" "$tport" > "$ds/inst.inf"
+PREFIX=$ds dscreate from-file "$ds/inst.inf" >/dev/null
+/usr/sbin/ns-slapd -D "$ds/etc/dirsrv/slapd-vbench" -i "$ds/run/dirsrv/slapd-vbench.pid" -d 0 >"$ds/out" 2>&1 &
+pids+=($!)
+printf 'secret-secret' > "$work/dm"; chmod 600 "$work/dm"
+M=(-x -H "ldap://127.0.0.1:$port" -D "cn=Directory Manager" -y "$work/dm")
+for _ in $(seq 200); do ldapsearch "${M[@]}" -b "" -s base vendorVersion >/dev/null 2>&1 && break; sleep 0.1; done
+echo "389 DS: $(ldapsearch "${M[@]}" -LLL -b "" -s base vendorVersion | sed -n 's/^vendorVersion: //p')"
+"$VOUCH" ldap schema --format 389ds | ldapmodify -c "${M[@]}" >/dev/null
+for _ in $(seq 600); do ldapsearch "${M[@]}" -LLL -b cn=vouch-reindex,cn=index,cn=tasks,cn=config -s base nsTaskExitCode |
+  grep -q 'nsTaskExitCode: 0' && break; sleep 0.1; done
+printf 'secret' > "$work/pw"; chmod 600 "$work/pw"
+ldapmodify "${M[@]}" >/dev/null <<LDIF
+dn: cn=vouch,dc=vouch,dc=test
+changetype: add
+objectClass: top
+objectClass: applicationProcess
+objectClass: simpleSecurityObject
+cn: vouch
+userPassword: secret
+nsSizeLimit: -1
+nsLookThroughLimit: -1
+nsPagedSizeLimit: -1
+nsPagedLookThroughLimit: -1
+
+dn: dc=vouch,dc=test
+changetype: modify
+add: aci
+aci: (targetattr="*")(version 3.0; acl "vouch masters"; allow (read, search, compare, add, delete, write) userdn="ldap:///cn=vouch,dc=vouch,dc=test";)
+LDIF
+L=(ldapadd "${M[@]}")
+export VOUCH_STORE="ldap://127.0.0.1:$port/ou=vouch,dc=vouch,dc=test"
+export VOUCH_LDAP_BIND_DN=cn=vouch,dc=vouch,dc=test VOUCH_LDAP_PASSWORD_FILE=$work/pw
+"$VOUCH" ldap init --create-base >/dev/null
+else
 # --- a private slapd with vouch's schema (synced: every write fdatasync'ed, mdb's default)
 port=$(free_port)
 mkdir -p "$work/slapd/db"
@@ -67,13 +114,15 @@ export VOUCH_STORE="ldap://127.0.0.1:$port/ou=vouch,dc=vouch,dc=test"
 export VOUCH_LDAP_BIND_DN=cn=admin,dc=vouch,dc=test VOUCH_LDAP_PASSWORD_FILE=$work/pw
 "$VOUCH" ldap init --create-base >/dev/null
 
+fi
+
 # slapd's own synced add rate, one connection, measured now (the ceiling a write costs).
 { printf 'dn: ou=addrate,dc=vouch,dc=test\nobjectClass: organizationalUnit\nou: addrate\n\n'
   for i in $(seq 3000); do printf 'dn: ou=a%s,ou=addrate,dc=vouch,dc=test\nobjectClass: organizationalUnit\nou: a%s\n\n' "$i" "$i"; done
 } > "$work/adds.ldif"
 t0=$(date +%s.%N); "${L[@]}" -f "$work/adds.ldif" >/dev/null; t1=$(date +%s.%N)
 addrate=$(python3 -c "print(round(3001/($t1-$t0)))")
-echo "slapd synced adds/s (one connection, ldapadd): $addrate"
+echo "$SERVER synced adds/s (one connection, ldapadd): $addrate"
 
 ldap_ops() { # METRICS_ADDR -> "adds modifies reads searches deletes binds"
   curl -s "http://$1/metrics" | awk '/^vouch_ldap_operations_total/ {split($1,a,"\""); v[a[2]]=$2}
@@ -85,6 +134,7 @@ wait_listening() { for _ in $(seq 200); do grep -q '"event":"listening"' "$1" &&
 for key in $KEYS; do
   echo
   echo "================ CA key: $key"
+  if [ -z "${SKIP_FILES:-}" ]; then
   # --- one master on the file store
   fp=$(free_port)
   VOUCH_STORE=files "$VOUCH" --dir "$work/f-$key" serve --key-type "$key" --listen "127.0.0.1:$fp" \
@@ -96,6 +146,7 @@ for key in $KEYS; do
   "$VOUCH" bench serve --addr "127.0.0.1:$fp" --dir "$work/f-$key" --agents "$AGENTS" --per-agent "$PER_AGENT" \
     --server-pid "$fpid"
   kill -TERM "$fpid"; wait "$fpid" 2>/dev/null || true
+  fi
 
   # --- two masters on the LDAP store
   p1=$(free_port); p2=$(free_port); q1=$(free_port); q2=$(free_port)

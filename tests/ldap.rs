@@ -4,7 +4,8 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
@@ -16,7 +17,7 @@ use vouch::serve::client::{tls_config, Client};
 const CLASSIFICATION: &str = "classes:\n  - role::web\nparameters:\n  tier: front\n";
 
 /// `vouch` on the LDAP store of `slapd`, in data directory `dir`.
-fn v(slapd: &Slapd, dir: &Path) -> Command {
+fn v(slapd: &dyn Directory, dir: &Path) -> Command {
     let mut c = vouch();
     c.envs(store_env(slapd)).args(["--dir", s(dir)]);
     c
@@ -40,7 +41,7 @@ fn store() -> Slapd {
 
 /// Two masters' data directories: D1 made by `vouch serve`'s first run (root, master,
 /// conductor), D2 a further master under D1's root (`vouch ca init --root-cert --root-key`).
-fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
+fn two_masters(slapd: &dyn Directory, base: &Path) -> (Master, Master) {
     let (d1, d2) = (base.join("m1"), base.join("m2"));
     let m1 = Master::start(slapd, &d1, "ca1.test");
     ok(&vouch()
@@ -70,7 +71,7 @@ fn serial_of(pem: &[u8]) -> String {
 }
 
 /// The reasons a pending request under `name` was refused for (as `vouch list` shows them).
-fn pending_reasons(slapd: &Slapd, dir: &Path, name: &str) -> String {
+fn pending_reasons(slapd: &dyn Directory, dir: &Path, name: &str) -> String {
     let l = serde_json::from_str::<Vec<serde_json::Value>>(&ok(&v(slapd, dir)
         .args(["list", "--format", "json"])
         .output()
@@ -81,14 +82,14 @@ fn pending_reasons(slapd: &Slapd, dir: &Path, name: &str) -> String {
 
 /// Refused as Puppet Server answers a refusing hook: 200, no certificate, the request
 /// pending with `code` among its reasons.
-fn assert_refused(slapd: &Slapd, dir: &Path, name: &str, r: &(u16, String, Option<Vec<u8>>), code: &str) {
+fn assert_refused(slapd: &dyn Directory, dir: &Path, name: &str, r: &(u16, String, Option<Vec<u8>>), code: &str) {
     assert_eq!(r.0, 200, "{name}: {}", r.1);
     assert!(r.2.is_none(), "{name}: a certificate was issued");
     let reasons = pending_reasons(slapd, dir, name);
     assert!(reasons.contains(code), "{name}: pending for {reasons}, not {code}");
 }
 
-fn list(slapd: &Slapd, dir: &Path) -> Vec<serde_json::Value> {
+fn list(slapd: &dyn Directory, dir: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&ok(&v(slapd, dir).args(["list", "--all", "--format", "json"]).output().unwrap())).unwrap()
 }
 
@@ -110,7 +111,16 @@ fn crl_serials(pem: &[u8]) -> Vec<String> {
 
 #[test]
 fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
-    let slapd = store();
+    share_names_claims_revocations_and_crls(&store());
+}
+
+#[test]
+fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls_on_389ds() {
+    share_names_claims_revocations_and_crls(&Ds389::store("share_names_claims_revocations_and_crls"));
+}
+
+fn share_names_claims_revocations_and_crls(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let d1 = m1.dir.clone();
@@ -211,7 +221,7 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
     }
     // One entry's certificate replaced by another node's: found, exit 1.
     let pem = slapd.ldapsearch(
-        &format!("vouchCertname=race1.example.test,ou=certnames,{BASE}"),
+        &format!("vouchCertname=race1.example.test,ou=certnames,{base}"),
         "(objectClass=*)",
         &["vouchCertificate"],
     );
@@ -223,7 +233,7 @@ fn two_masters_on_one_slapd_share_names_claims_revocations_and_crls() {
         .to_string();
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCertname=race0.example.test,ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            "dn: vouchCertname=race0.example.test,ou=certnames,{base}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
         ))
         .ok();
     let o = v(&slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
@@ -401,7 +411,15 @@ fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once
 
 #[test]
 fn the_hook_and_a_serve_master_share_one_time_use() {
-    let slapd = store();
+    hook_and_master_share_one_time_use(&store());
+}
+
+#[test]
+fn the_hook_and_a_serve_master_share_one_time_use_on_389ds() {
+    hook_and_master_share_one_time_use(&Ds389::store("hook_and_master_share_one_time_use"));
+}
+
+fn hook_and_master_share_one_time_use(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -429,7 +447,15 @@ fn the_hook_and_a_serve_master_share_one_time_use() {
 
 #[test]
 fn overrides_compare_and_swap_with_sixteen_racing_writers_on_both_stores() {
-    let slapd = store();
+    overrides_compare_and_swap(&store());
+}
+
+#[test]
+fn overrides_compare_and_swap_with_sixteen_racing_writers_on_both_stores_on_389ds() {
+    overrides_compare_and_swap(&Ds389::store("overrides_compare_and_swap"));
+}
+
+fn overrides_compare_and_swap(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
@@ -768,7 +794,16 @@ fn du(dir: &Path) -> u64 {
 /// revocation and the CRL lists it. Renewal itself works on the shared store.
 #[test]
 fn both_crash_windows_of_the_ldap_store_are_recovered() {
-    let slapd = store();
+    both_crash_windows_recovered(&store());
+}
+
+#[test]
+fn both_crash_windows_of_the_ldap_store_are_recovered_on_389ds() {
+    both_crash_windows_recovered(&Ds389::store("both_crash_windows_recovered"));
+}
+
+fn both_crash_windows_recovered(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
@@ -807,12 +842,12 @@ fn both_crash_windows_of_the_ldap_store_are_recovered() {
     let listed = list(&slapd, &d1);
     let now = listed.iter().find(|e| e["name"] == name).unwrap();
     assert_ne!(now["serial"], first.as_str(), "the renewal was not registered");
-    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{base}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
     assert!(marked.stdout.contains(&first), "no mark of the superseded certificate: {}", marked.stdout);
     // The next command completes it: the old certificate is revoked and on the CRL.
     let crl = ok(&v(&slapd, &d1).args(["crl"]).output().unwrap());
     assert!(crl_serials(crl.as_bytes()).contains(&first), "the superseded {first} is not on the CRL");
-    let marked = slapd.ldapsearch(&format!("ou=certnames,{BASE}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
+    let marked = slapd.ldapsearch(&format!("ou=certnames,{base}"), "(vouchSupersedes=*)", &["vouchSupersedes"]);
     assert!(!marked.stdout.contains("vouchSupersedes:"), "the mark stayed: {}", marked.stdout);
     // An ordinary renewal: the previous certificate revoked at once, the new one current.
     let second = now["serial"].as_str().unwrap().to_string();
@@ -1388,4 +1423,238 @@ fn review7_revoke_by_serial_of_another_masters_certificate_on_the_shared_store()
     }
     drop(m1);
     drop(m2);
+}
+
+/// A revocation cut short between its two writes (the revocation entry added under the CA,
+/// the process killed before the certname's entry says revoked): the CRL lists the serial
+/// while the listing still shows the certificate as valid. `vouch store verify` names it
+/// (revocation-unfinished, exit 1), and `vouch revoke NAME` run again finishes it.
+#[test]
+fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again() {
+    revocation_cut_short(&store());
+}
+
+#[test]
+fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again_on_389ds() {
+    revocation_cut_short(&Ds389::store("revocation_cut_short"));
+}
+
+fn revocation_cut_short(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    let name = "cut1.example.test";
+    let csr = tmp.path().join("cut1.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    ok(&v(slapd, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap());
+    let serial = serial_of(&std::fs::read(csr.with_extension("pem")).unwrap());
+    let died =
+        v(slapd, &d1).args(["revoke", name]).env("VOUCH_TEST_ABORT_AT", "ldap:revocation-added").output().unwrap();
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    let crl = ok(&v(slapd, &d1).args(["crl"]).output().unwrap());
+    assert!(crl_serials(crl.as_bytes()).contains(&serial), "the CRL lacks {serial}");
+    let listed = list(slapd, &d1);
+    let entry = listed.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(entry["serial"], serial.as_str(), "{entry}");
+    assert_eq!(entry["state"], "signed", "the listing already says revoked: {entry}");
+    let o = v(slapd, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout);
+    assert!(found.contains("\"finding\":\"revocation-unfinished\"") && found.contains(&serial), "{found}");
+    // Revoking again finishes it: the name's entry says revoked, verify finds nothing.
+    ok(&v(slapd, &d1).args(["revoke", name]).output().unwrap());
+    let o = v(slapd, &d1).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
+    let shown = ok(&v(slapd, &d1).args(["list", "--all", "--format", "json"]).output().unwrap());
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&shown).unwrap();
+    assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "revoked"), "{shown}");
+}
+
+/// Bad set-ups of 389 Directory Server are refused by name, with nothing written: a base DN
+/// that does not exist, and a bind DN without the ACI (it may neither read nor create the
+/// store). A slapd without vouch's schema is refused naming each server's way to load it.
+#[test]
+fn bad_directory_set_ups_are_refused_naming_the_fix() {
+    let ds = Ds389::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let none = tmp.path().join("none");
+    let store = common::ds389::Ds389Store { ds, base: "ou=missing,dc=vouch,dc=test".into() };
+    let typo = v(&store, &none).args(["ldap", "init"]).output().unwrap();
+    assert_eq!(typo.status.code(), Some(2), "{}", text(&typo));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--create-base"), "{}", text(&typo));
+    // A bind DN of its own without the ACI docs/ldap.md gives.
+    let pw = tmp.path().join("pw");
+    std::fs::write(&pw, "no-rights-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let add = ds.manager(
+        "ldapmodify",
+        &[],
+        Some(
+            "dn: cn=norights,dc=vouch,dc=test\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+             objectClass: simpleSecurityObject\ncn: norights\nuserPassword: no-rights-secret\n",
+        ),
+    );
+    assert!(add.success(), "{add}");
+    let mut c = vouch();
+    c.args(["--dir", s(&none), "ldap", "init", "--create-base"])
+        .env("VOUCH_STORE", ds.url("ou=norights,dc=vouch,dc=test"))
+        .env("VOUCH_LDAP_BIND_DN", "cn=norights,dc=vouch,dc=test")
+        .env("VOUCH_LDAP_PASSWORD_FILE", s(&pw));
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("ACI") || said.contains("may not read"), "{}", text(&o));
+    let there = ds.manager("ldapsearch", &["-LLL", "-b", "ou=norights,dc=vouch,dc=test", "-s", "base", "1.1"], None);
+    assert!(!there.stdout.contains("dn:"), "something was written: {there}");
+
+    // A slapd without vouch's schema.
+    let bare = Slapd::start(&common::slapd::SlapdOpts::default());
+    let o = v(&bare, &none).args(["ldap", "init", "--create-base"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("vouch ldap schema --ldif") && said.contains("--format 389ds"), "{}", text(&o));
+}
+
+/// The one-writer rule with a confirmed standby on 389 Directory Server: a supplier and a
+/// consumer replicating it. Every certificate acknowledged by a master writing to the
+/// supplier with `--store-confirm-replicas` is on the consumer; after the supplier dies and
+/// the consumer is promoted (`dsconf replication promote`), every one of them is there and
+/// its attributes stay spent. A consumer that does not answer: nothing is signed (503).
+#[test]
+fn a_389ds_consumer_is_a_confirmed_standby_and_keeps_every_acknowledged_certificate() {
+    let (supplier, consumer) = Ds389::pair();
+    let tmp = tempfile::tempdir().unwrap();
+    let primary = supplier.store_here("repl");
+    let standby = common::ds389::Ds389Store { ds: &consumer, base: primary.base.clone() };
+    let d1 = tmp.path().join("m1");
+    let confirm = ["--store-replica", &standby.url(&standby.base), "--store-confirm-replicas"];
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&primary), &confirm);
+    let mut issued = Vec::new();
+    for i in 0..10 {
+        let name = format!("fo{i:02}.example.test");
+        let attrs = vouched(&d1, &name);
+        let (put, why, cert) = enroll(&m1, &name, &csr_for(&name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        let serial = serial_of(&cert.unwrap());
+        // Confirmed before the answer: the consumer shows it now.
+        let there = standby.ldapsearch(
+            &format!("vouchCertname={name},ou=certnames,{}", standby.base),
+            "(objectClass=*)",
+            &["vouchSerial"],
+        );
+        assert!(there.stdout.contains(&serial), "{name}: {serial} not on the consumer when acknowledged: {there}");
+        issued.push((name, attrs, serial));
+    }
+    // The supplier dies (fenced); the consumer is promoted; the master moves to it.
+    drop(m1);
+    supplier.stop();
+    consumer.dsconf(
+        &consumer.url(""),
+        &["replication", "promote", "--suffix", common::ds389::SUFFIX, "--newrole", "supplier", "--replica-id", "2"],
+    );
+    let m1 = Master::start_env(&d1, "ca1.test", &store_env(&standby), &[]);
+    let listed = list(&standby, &d1);
+    for (name, attrs, serial) in &issued {
+        assert!(
+            listed.iter().any(|e| e["name"] == name.as_str() && e["serial"] == serial.as_str()),
+            "{name}: certificate {serial} lost in the failover"
+        );
+        let (put, why, _) = enroll(&m1, name, &csr_for(name, attrs, &p256()));
+        assert_eq!(put, 400, "{name}: {why}");
+    }
+    // A standby that does not answer (the dead supplier as the replica): 503, nothing signed.
+    drop(m1);
+    let dead = supplier.url(&primary.base);
+    let m1 = Master::start_env(
+        &d1,
+        "ca1.test",
+        &store_env(&standby),
+        &["--store-replica", &dead, "--store-confirm-replicas"],
+    );
+    let name = "unconfirmed.example.test";
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    assert_eq!(put, 503, "{why}\n{}", m1.log());
+    assert!(cert.is_none(), "a certificate was signed for an unconfirmed claim");
+}
+
+/// BER: one TLV.
+fn ber(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    match content.len() {
+        n if n < 128 => out.push(n as u8),
+        n => {
+            let bytes: Vec<u8> = n.to_be_bytes().iter().copied().skip_while(|b| *b == 0).collect();
+            out.push(0x80 | bytes.len() as u8);
+            out.extend(bytes);
+        }
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// A server that speaks just enough LDAP to answer every search with a root DSE listing
+/// `controls` (no paged results) and nothing else, and every bind with success.
+fn fake_ldap_server(controls: &'static [&'static str]) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || loop {
+                let mut head = [0u8; 2];
+                if conn.read_exact(&mut head).is_err() {
+                    return;
+                }
+                let len = if head[1] & 0x80 == 0 {
+                    head[1] as usize
+                } else {
+                    let mut l = vec![0u8; (head[1] & 0x7f) as usize];
+                    if conn.read_exact(&mut l).is_err() {
+                        return;
+                    }
+                    l.iter().fold(0usize, |a, b| a << 8 | *b as usize)
+                };
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).is_err() {
+                    return;
+                }
+                // messageID (INTEGER), then the operation's tag.
+                let id = &body[..2 + body[1] as usize];
+                let op = body[id.len()];
+                let result = [ber(0x0a, &[0]), ber(0x04, b""), ber(0x04, b"")].concat();
+                let reply = match op {
+                    0x60 => ber(0x30, &[id, &ber(0x61, &result)].concat()),
+                    0x63 => {
+                        let vals: Vec<u8> = controls.iter().flat_map(|c| ber(0x04, c.as_bytes())).collect();
+                        let attr = ber(0x30, &[ber(0x04, b"supportedControl"), ber(0x31, &vals)].concat());
+                        let entry = ber(0x64, &[ber(0x04, b""), ber(0x30, &attr)].concat());
+                        [ber(0x30, &[id, &entry].concat()), ber(0x30, &[id, &ber(0x65, &result)].concat())].concat()
+                    }
+                    _ => continue,
+                };
+                if conn.write_all(&reply).is_err() {
+                    return;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A server whose root DSE lacks what vouch needs (the paged results control) is refused by
+/// `vouch ldap init` and by a master's start, naming the control, before anything is written.
+#[test]
+fn a_server_without_paged_results_is_refused_naming_the_control() {
+    let port = fake_ldap_server(&["1.3.6.1.1.12", "1.3.6.1.1.13.1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("ldap://127.0.0.1:{port}/{BASE}");
+    ok(&vouch().args(["ca", "init", "--dir", s(tmp.path())]).output().unwrap());
+    let serve = ["serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"];
+    for args in [vec!["ldap", "init", "--create-base"], vec!["list", "--all"], serve.to_vec()] {
+        let o = vouch().args(["--dir", s(tmp.path()), "--store", &url]).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("paged results") && said.contains("1.2.840.113556.1.4.319"), "{args:?}: {}", text(&o));
+    }
 }

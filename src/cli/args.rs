@@ -34,7 +34,7 @@ pub use formats::{
     CertEncodingArg, FormatArg, KeyTypeArg, ListFormat, LogFormatArg, OutFormat, ReportFormat, VerifyFormat,
 };
 pub use import::ImportArgs;
-pub use keeping::{AuditCommand, LdapCommand, OverrideCommand, ReconcileArgs, StoreCommand};
+pub use keeping::{AuditCommand, LdapCommand, OverrideCommand, ReconcileArgs, SchemaFormat, StoreCommand};
 #[cfg(feature = "bench")]
 pub use serve::BenchCommand;
 pub use serve::ServeArgs;

@@ -1,6 +1,6 @@
 //! `vouch ldap`, `vouch override`, `vouch migrate`: the store's own commands.
 
-use super::args::{LdapCommand, OutFormat, OverrideCommand, StoreCommand, VerifyFormat};
+use super::args::{LdapCommand, OutFormat, OverrideCommand, SchemaFormat, StoreCommand, VerifyFormat};
 use super::output::say;
 use super::{dir, now, read_file, Cli, EXIT_OK};
 use crate::authority::Authority;
@@ -30,9 +30,12 @@ impl Cli {
 
 pub(super) fn ldap(cli: &Cli, c: &LdapCommand) -> Result<i32, Error> {
     match c {
-        LdapCommand::Schema { ldif } => {
-            let text =
-                if *ldif { crate::store::ldap::schema::ldif() } else { crate::store::ldap::schema::slapd_conf() };
+        LdapCommand::Schema { ldif, format } => {
+            let text = match (format, ldif) {
+                (Some(SchemaFormat::CnConfig), _) | (None, true) => crate::store::ldap::schema::ldif(),
+                (Some(SchemaFormat::Ds389), _) => crate::store::ldap::schema::ds389(),
+                (Some(SchemaFormat::SlapdConf), _) | (None, false) => crate::store::ldap::schema::slapd_conf(),
+            };
             say(&text)?;
         }
         LdapCommand::Init { create_base } => {

@@ -8,7 +8,8 @@
 /// revoke:record, revoke:log, revoke:forget (and issue:* for markers older
 /// versions left); the LDAP store's: ldap:claimed (a CA's journal add done, nothing
 /// registered), ldap:registered (a certificate registered that supersedes another, whose
-/// revocation is not written yet); root-issued:recorded (a root-issued certificate's line
+/// revocation is not written yet), ldap:revocation-added (a revocation's entry added, the
+/// certname's entry not yet marked revoked); root-issued:recorded (a root-issued certificate's line
 /// appended, the certificate not yet written), conductor-revoke:recorded.
 ///
 /// Only in a vouch built with the `fault-injection` feature (the tests' build: see

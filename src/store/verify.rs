@@ -123,6 +123,14 @@ pub enum Finding {
     #[hint = "the revocation list holds the serial, so every CRL from now on lists it; its \
               record says issued: `vouch revoke --serial SERIAL` makes the record say revoked"]
     RevocationNotInRecord { serial: String, certname: String },
+    /// The shared store: a revocation entry (the CRL lists the serial) whose certname's
+    /// registry entry still holds the certificate as issued (a revocation cut short).
+    #[message = "{certname}: certificate {serial} is revoked (the CRL lists it), but the certname's entry still \
+                 says issued"]
+    #[hint = "a revocation stopped between its two writes (the server gone, the process killed): \
+              `vouch revoke CERTNAME` finishes it (the revocation entry is kept as it is); until then \
+              listings and certificate_status show the certificate as valid"]
+    RevocationUnfinished { serial: String, certname: String },
     /// A revoked serial the CRL should list and does not.
     #[message = "serial {serial} ({certname}) is revoked, but the CRL does not list it"]
     #[hint(with = WRITE_CRL)]
@@ -291,6 +299,7 @@ impl Finding {
             Finding::NotInInventory { .. } => "not-in-inventory",
             Finding::RevokedNotRecorded { .. } => "revoked-not-recorded",
             Finding::RevocationNotInRecord { .. } => "revocation-not-in-record",
+            Finding::RevocationUnfinished { .. } => "revocation-unfinished",
             Finding::RevokedNotOnCrl { .. } => "revoked-not-on-crl",
             Finding::CrlUnreadable { .. } => "crl-unreadable",
             Finding::RootCrlUnreadable { .. } => "root-crl-unreadable",

@@ -2,7 +2,7 @@
 //! points vouch at it, and `vouch serve` masters on it.
 
 use super::processes::ended_within;
-use super::slapd::{Slapd, SlapdOpts};
+use super::slapd::{LdapOutput, Slapd, SlapdOpts};
 use super::{ok, s, serve_cmd, start_serve, vouch};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,12 +21,80 @@ pub fn slapd_opts() -> SlapdOpts {
     SlapdOpts { schema: Some(schema), indexes, ..Default::default() }
 }
 
-/// The environment that points vouch at `slapd`'s store (simple bind, password file).
-pub fn store_env(slapd: &Slapd) -> Vec<(String, String)> {
+/// A directory server holding one store, as the tests use it: a private slapd (the store at
+/// [`BASE`], vouch bound as its root DN) or one test's base DN on the shared private 389
+/// Directory Server (`super::ds389`, vouch bound as a DN of its own).
+pub trait Directory: Sync {
+    /// `ldap://127.0.0.1:PORT/BASE`.
+    fn url(&self, base: &str) -> String;
+    /// The store's base DN.
+    fn base(&self) -> String;
+    /// The DN vouch binds as.
+    fn bind_dn(&self) -> String;
+    /// Its password, alone in a file.
+    fn password_file(&self) -> PathBuf;
+    /// `ldapsearch -LLL` as the server's administrator.
+    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput;
+    /// `ldapmodify` as the server's administrator.
+    fn ldapmodify(&self, ldif: &str) -> LdapOutput;
+    /// "openldap" or "389ds", for messages.
+    fn server(&self) -> &'static str;
+}
+
+impl Directory for Slapd {
+    fn url(&self, base: &str) -> String {
+        Slapd::url(self, base)
+    }
+    fn base(&self) -> String {
+        BASE.into()
+    }
+    fn bind_dn(&self) -> String {
+        Slapd::bind_dn(self).into()
+    }
+    fn password_file(&self) -> PathBuf {
+        Slapd::password_file(self)
+    }
+    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
+        Slapd::ldapsearch(self, base, filter, attrs)
+    }
+    fn ldapmodify(&self, ldif: &str) -> LdapOutput {
+        Slapd::ldapmodify(self, ldif)
+    }
+    fn server(&self) -> &'static str {
+        "openldap"
+    }
+}
+
+impl<T: Directory + ?Sized> Directory for &T {
+    fn url(&self, base: &str) -> String {
+        (**self).url(base)
+    }
+    fn base(&self) -> String {
+        (**self).base()
+    }
+    fn bind_dn(&self) -> String {
+        (**self).bind_dn()
+    }
+    fn password_file(&self) -> PathBuf {
+        (**self).password_file()
+    }
+    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
+        (**self).ldapsearch(base, filter, attrs)
+    }
+    fn ldapmodify(&self, ldif: &str) -> LdapOutput {
+        (**self).ldapmodify(ldif)
+    }
+    fn server(&self) -> &'static str {
+        (**self).server()
+    }
+}
+
+/// The environment that points vouch at a directory's store (simple bind, password file).
+pub fn store_env<D: Directory + ?Sized>(d: &D) -> Vec<(String, String)> {
     vec![
-        ("VOUCH_STORE".into(), slapd.url(BASE)),
-        ("VOUCH_LDAP_BIND_DN".into(), slapd.bind_dn().into()),
-        ("VOUCH_LDAP_PASSWORD_FILE".into(), s(&slapd.password_file()).into()),
+        ("VOUCH_STORE".into(), d.url(&d.base())),
+        ("VOUCH_LDAP_BIND_DN".into(), d.bind_dn()),
+        ("VOUCH_LDAP_PASSWORD_FILE".into(), s(&d.password_file()).into()),
     ]
 }
 
@@ -41,7 +109,7 @@ pub struct Master {
 }
 
 impl Master {
-    pub fn start(slapd: &Slapd, dir: &Path, name: &str) -> Master {
+    pub fn start(slapd: &dyn Directory, dir: &Path, name: &str) -> Master {
         Master::start_env(dir, name, &store_env(slapd), &[])
     }
 

@@ -514,24 +514,24 @@ fn require_tools() {
 }
 
 /// `N` distinct loopback ports that were free a moment ago (all held at once while chosen).
-fn free_ports<const N: usize>() -> [u16; N] {
+pub fn free_ports<const N: usize>() -> [u16; N] {
     let held: Vec<std::net::TcpListener> =
         (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")).collect();
     std::array::from_fn(|i| held[i].local_addr().expect("local_addr").port())
 }
 
-fn random_password() -> String {
+pub fn random_password() -> String {
     let mut bytes = [0u8; 24];
     fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).expect("/dev/urandom");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn write_private(path: &Path, text: &str) {
+pub fn write_private(path: &Path, text: &str) {
     let mut f = fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path).expect("create");
     f.write_all(text.as_bytes()).expect("write");
 }
 
-fn path_str(p: &Path) -> &str {
+pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
@@ -542,7 +542,7 @@ fn signal(pid: u32, sig: Signal) {
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps it.
-fn terminate(mut child: Child, name: &str) -> ExitStatus {
+pub fn terminate(mut child: Child, name: &str) -> ExitStatus {
     if let Ok(Some(status)) = child.try_wait() {
         return status;
     }
@@ -562,7 +562,7 @@ fn terminate(mut child: Child, name: &str) -> ExitStatus {
 /// Spawns `cmd` from one thread that lives as long as the test process, with SIGKILL as its
 /// parent-death signal: a slapd outlives neither the process (if it dies without dropping the
 /// [`Slapd`]) nor, because that thread never exits, dies early with the test thread that started it.
-fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
+pub fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
     type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {

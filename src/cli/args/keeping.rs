@@ -105,12 +105,17 @@ pub enum StoreCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum LdapCommand {
-    /// Print vouch's LDAP schema: for slapd.conf (include it after core.schema), or with
-    /// --ldif for cn=config (ldapadd -Y EXTERNAL -H ldapi:/// -f FILE).
+    /// Print vouch's LDAP schema: for slapd.conf (include it after core.schema), with
+    /// --ldif (or --format cn-config) for cn=config (ldapadd -Y EXTERNAL -H ldapi:/// -f FILE),
+    /// or with --format 389ds for 389 Directory Server (ldapmodify -c -D "cn=Directory
+    /// Manager" -W -f FILE: the schema into cn=schema, the indexes and their reindex task).
     Schema {
-        /// The cn=config LDIF form.
-        #[arg(long)]
+        /// The cn=config LDIF form (the same as --format cn-config).
+        #[arg(long, conflicts_with = "format")]
         ldif: bool,
+        /// Which server's form: slapd-conf (the default), cn-config, 389ds.
+        #[arg(long, value_enum)]
+        format: Option<SchemaFormat>,
     },
     /// Create the store's containers under --store's base DN (which must exist). Idempotent.
     Init {
@@ -118,6 +123,18 @@ pub enum LdapCommand {
         #[arg(long)]
         create_base: bool,
     },
+}
+
+/// The forms `vouch ldap schema` prints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaFormat {
+    /// OpenLDAP's slapd.conf (`include`).
+    SlapdConf,
+    /// OpenLDAP's cn=config (an LDIF entry for ldapadd).
+    CnConfig,
+    /// 389 Directory Server (an LDIF of changes for ldapmodify as cn=Directory Manager).
+    #[value(name = "389ds")]
+    Ds389,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,10 +1,11 @@
 //! One-time use in the shared store (`ou=journal`): each claim of vouched attributes is the
 //! add of the entry named by its key's digest (exactly one add of a DN succeeds), taken
-//! over by a guarded modify only by the same key and certname while the claim is held or
+//! over by a compare-and-swap modify only by the same key and certname while the claim is held or
 //! no certificate was stored for it; expired entries are pruned now and then.
 
 use super::conn::rc;
 use super::entry::{check_certname, check_hex, gtime, gtime_to_rfc3339, set, Entry};
+use super::ops::cas;
 use super::replicas::Written;
 use super::LdapStore;
 use crate::store::journal::Claim;
@@ -76,7 +77,7 @@ impl LdapStore {
             &["1.1"],
         )?;
         for e in old {
-            self.delete(&e.dn, None)?;
+            self.delete(&e.dn)?;
         }
         Ok(())
     }
@@ -137,8 +138,8 @@ impl ReplayJournal for LdapStore {
             ClaimUse::Reusable => "claimed",
             ClaimUse::Once => "spent",
         };
-        // A held or stale claim is taken over by a guarded modify; a writer racing us makes
-        // the assertion fail, and we read again (bounded).
+        // A held or stale claim is taken over by a compare-and-swap modify; a writer racing us
+        // makes it fail (no such value), and we read again (bounded).
         for _ in 0..8 {
             let code = self.add(&dn, Self::claim_attrs(&digest, certname, holder, state, serial, expiry, now))?;
             if code == rc::SUCCESS {
@@ -160,17 +161,17 @@ impl ReplayJournal for LdapStore {
             if !(same && open) {
                 return Ok(Self::used(&prior));
             }
-            let mut mods = vec![
-                Mod::Replace(b"vouchState".to_vec(), set(state)),
-                Mod::Replace(b"vouchTime".to_vec(), set(gtime(now))),
-            ];
+            // Only while the entry still is in the state read and this holder's (ops::cas: the
+            // values read deleted, the new ones added, in one modify): `open` holds only for a
+            // held or claimed entry.
+            let mut mods = cas("vouchState", prior_state.as_str(), state).to_vec();
+            mods.extend(cas("vouchHolder", holder, holder));
+            mods.push(Mod::Replace(b"vouchTime".to_vec(), set(gtime(now))));
             mods.push(Mod::Replace(
                 b"vouchSerial".to_vec(),
                 serial.map(|s| set(s.as_bytes().to_vec())).unwrap_or_default(),
             ));
-            // `open` holds only for a held or claimed entry: the assertion names one of those.
-            let assertion = format!("(&(vouchState={prior_state})(vouchHolder={holder}))");
-            if self.modify(&dn, mods, Some(&assertion))? == rc::SUCCESS {
+            if self.modify(&dn, mods)? == rc::SUCCESS {
                 self.confirm_on_replicas(&dn, Written::Claim)?;
                 return Ok(Claim::Fresh);
             }

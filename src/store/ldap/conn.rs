@@ -41,18 +41,18 @@ pub struct Server {
     pub timeout: Duration,
 }
 
-/// LDAP result codes vouch acts on (RFC 4511, RFC 4528).
+/// LDAP result codes vouch acts on (RFC 4511).
 pub mod rc {
     pub const SUCCESS: u32 = 0;
     pub const NO_SUCH_ATTRIBUTE: u32 = 16;
     pub const TYPE_OR_VALUE_EXISTS: u32 = 20;
     pub const NO_SUCH_OBJECT: u32 = 32;
     pub const INVALID_CREDENTIALS: u32 = 49;
+    pub const INSUFFICIENT_ACCESS: u32 = 50;
     pub const BUSY: u32 = 51;
     pub const UNAVAILABLE: u32 = 52;
     pub const UNWILLING: u32 = 53;
     pub const ALREADY_EXISTS: u32 = 68;
-    pub const ASSERTION_FAILED: u32 = 122;
 }
 
 /// A pool of bound connections to one server. A connection that fails is dropped; the

@@ -8,12 +8,13 @@
 //! there (numbered lower, or not the signer's), by compare-and-swap: one modify that deletes
 //! the exact value read and adds the new one. If another master changed it meanwhile, the
 //! delete finds no such value, nothing is written, and the entry is read again (at most
-//! [`CRL_TRIES`] times). The revision is replaced with the one read plus one (a value that
-//! does not read as a number, or none, by the time in seconds), never incremented by the
-//! server: a value someone put there that the server cannot increment blocks nothing.
+//! [`CRL_TRIES`] times). The revision read is swapped the same way for the one read plus one
+//! (a value that does not read as a number by the time in seconds), never incremented by
+//! the server (389 Directory Server does not implement the increment).
 //! Only the attributes vouch uses are read (an entry given other, large attributes costs
 //! nothing more).
 
+use super::ops::cas;
 use super::{conn::rc, set, LdapStore, SERVICE_PREFIX};
 use crate::store::{Published, StoreError};
 use ldap3::{Mod, Scope};
@@ -84,23 +85,21 @@ impl LdapStore {
                 continue;
             };
             let next = next_revision(entry.revision().ok()).to_string().into_bytes();
-            let mods = match entry.bytes("vouchCertificate") {
+            // The revision read is swapped too (ops::cas): an entry any other writer changed
+            // meanwhile is left as it is, and read again.
+            let mut mods: Vec<Mod<Vec<u8>>> = match entry.bytes("vouchRevision") {
+                Some(old) => cas("vouchRevision", old.to_vec(), next).to_vec(),
+                None => vec![Mod::Replace(b"vouchRevision".to_vec(), set(next))],
+            };
+            match entry.bytes("vouchCertificate") {
                 Some(old) if old == der => return Ok(Published::Same),
                 Some(old) if !replaces(old) => return Ok(Published::Kept),
-                Some(old) => vec![
-                    Mod::Delete(b"vouchCertificate".to_vec(), set(old.to_vec())),
-                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Replace(b"vouchRevision".to_vec(), set(next)),
-                ],
-                // An entry left without a value (an operator's edit): filled only while empty.
-                None => vec![
-                    Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec())),
-                    Mod::Replace(b"vouchRevision".to_vec(), set(next)),
-                ],
+                Some(old) => mods.extend(cas("vouchCertificate", old.to_vec(), der.to_vec())),
+                // An entry left without a value (an operator's edit): filled only while empty
+                // (a value added meanwhile makes the add fail: the one attribute takes one).
+                None => mods.push(Mod::Add(b"vouchCertificate".to_vec(), set(der.to_vec()))),
             };
-            let assertion =
-                if entry.bytes("vouchCertificate").is_none() { Some("(!(vouchCertificate=*))") } else { None };
-            match self.modify(dn, mods, assertion)? {
+            match self.modify(dn, mods)? {
                 rc::SUCCESS => {
                     self.confirm_on_replicas(dn, super::replicas::Written::Change)?;
                     return Ok(Published::Stored);

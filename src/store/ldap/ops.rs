@@ -1,7 +1,9 @@
 //! The LDAP operations the store is made of, each one request to the primary: a read, a
-//! paged search, an add, a modify or a delete (the last two optionally guarded by an
-//! assertion, RFC 4528), with the result codes each caller decides on; any other result is
-//! an error ([`failed`]).
+//! paged search, an add, a modify or a delete, with the result codes each caller decides
+//! on; any other result is an error ([`failed`]). And [`cas`], the compare-and-swap every
+//! conditional write is made of: one modify deleting the exact value read and adding the
+//! new one (RFC 4511 applies a modify whole or not at all; a value no longer there fails it
+//! with "no such attribute").
 
 use super::conn::rc;
 use super::entry::Entry;
@@ -18,6 +20,16 @@ fn failed(op: &'static str, dn: &str, res: &ldap3::LdapResult) -> StoreError {
         rc::BUSY | rc::UNAVAILABLE | rc::UNWILLING => {
             StoreError::Unavailable { detail: format!("LDAP {op} of {dn:?}: result {}: {}", res.rc, res.text) }
         }
+        rc::INSUFFICIENT_ACCESS => StoreError::Ldap {
+            op,
+            dn: dn.to_string(),
+            detail: format!(
+                "insufficient access (50): the bind DN may not do this here ({}): give it read, search, add, \
+                 write and delete under the base DN (OpenLDAP: slapd's ACL; 389 Directory Server: an ACI on the \
+                 base DN; docs/ldap.md)",
+                res.text
+            ),
+        },
         code => StoreError::Ldap { op, dn: dn.to_string(), detail: format!("result {code}: {}", res.text) },
     }
 }
@@ -138,54 +150,43 @@ impl LdapStore {
         }
     }
 
-    /// The assertion control (RFC 4528) for `filter`, marked critical: a server that does not
-    /// implement it refuses the operation instead of applying it unguarded. The filter is
-    /// parsed first (ldap3 panics on one it cannot parse): one that does not parse is an error.
-    fn assertion(dn: &str, filter: &str) -> Result<ldap3::controls::RawControl, StoreError> {
-        if ldap3::parse_filter(filter).is_err() {
-            return Err(StoreError::Ldap {
-                op: "build an assertion",
-                dn: dn.to_string(),
-                detail: format!("{filter:?} is not a filter"),
-            });
-        }
-        let mut c = ldap3::controls::Assertion::new(filter);
-        c.crit = true;
-        Ok(c)
-    }
-
-    /// A modify, guarded by `assertion` (a filter the entry must match) if given. Returns
-    /// the result code: success, or "assertion failed" / "no such object" (the caller decides).
-    pub(super) fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>, assertion: Option<&str>) -> Result<u32, StoreError> {
+    /// A modify (one atomic operation). Returns the result code: success, or one that says
+    /// a compare-and-swap lost its race ([`cas`]: "no such attribute", a value deleted that is
+    /// not there; "no such object"; "type or value exists", a value added that another writer
+    /// added first): the caller decides. No control is sent: what OpenLDAP and 389 Directory
+    /// Server both implement (neither the assertion control nor the increment operation).
+    pub(super) fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("modify");
-        let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
-        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| match &control {
-            Some(a) => c.with_controls(a.clone()).modify(dn, mods.clone()),
-            None => c.modify(dn, mods.clone()),
-        })?;
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| c.modify(dn, mods.clone()))?;
         if resent && lost_race(res.rc) && self.modify_landed(dn, &mods)? {
             return Ok(rc::SUCCESS);
         }
         match res.rc {
-            rc::SUCCESS | rc::ASSERTION_FAILED | rc::NO_SUCH_OBJECT | rc::NO_SUCH_ATTRIBUTE => Ok(res.rc),
+            rc::SUCCESS | rc::NO_SUCH_OBJECT | rc::NO_SUCH_ATTRIBUTE | rc::TYPE_OR_VALUE_EXISTS => Ok(res.rc),
             _ => Err(failed("modify", dn, &res)),
         }
     }
 
-    pub(super) fn delete(&self, dn: &str, assertion: Option<&str>) -> Result<u32, StoreError> {
+    /// An unconditional delete: success or "no such object".
+    pub(super) fn delete(&self, dn: &str) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("delete");
-        let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
-        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| match &control {
-            Some(a) => c.with_controls(a.clone()).delete(dn),
-            None => c.delete(dn),
-        })?;
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| c.delete(dn))?;
         // Sent twice and gone now: the first one deleted it.
         if resent && res.rc == rc::NO_SUCH_OBJECT {
             return Ok(rc::SUCCESS);
         }
         match res.rc {
-            rc::SUCCESS | rc::ASSERTION_FAILED | rc::NO_SUCH_OBJECT => Ok(res.rc),
+            rc::SUCCESS | rc::NO_SUCH_OBJECT => Ok(res.rc),
             _ => Err(failed("delete", dn, &res)),
         }
     }
+}
+
+/// The two modifications of a compare-and-swap on `attr`: its value `old` (exactly as read)
+/// deleted and `new` added, in the one modify they are part of. If another writer changed
+/// the value meanwhile, the delete finds no such value and the server applies nothing of
+/// that modify. `old` and `new` may be equal (a check that the value is still there).
+pub(super) fn cas(attr: &str, old: impl Into<Vec<u8>>, new: impl Into<Vec<u8>>) -> [Mod<Vec<u8>>; 2] {
+    let name = attr.as_bytes().to_vec();
+    [Mod::Delete(name.clone(), HashSet::from([old.into()])), Mod::Add(name, HashSet::from([new.into()]))]
 }

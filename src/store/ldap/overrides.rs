@@ -1,8 +1,10 @@
 //! Administrators' classifications (`ou=overrides`): one entry per certname, its revision
-//! counting every set and clear, changed by compare-and-swap on that revision.
+//! counting every set and clear, changed by compare-and-swap on that revision (the old
+//! value deleted and the new one added in one modify).
 
 use super::conn::rc;
 use super::entry::{check_certname, gtime, set};
+use super::ops::cas;
 use super::LdapStore;
 use crate::encoding::time::format_rfc3339;
 use crate::store::{Override, Store, StoreError};
@@ -47,20 +49,18 @@ impl LdapStore {
                 if let Some(c) = classification {
                     attrs.push(("vouchClassification", set(c.as_bytes().to_vec())));
                 }
-                match self.add(&dn, attrs)? {
-                    rc::SUCCESS => rc::SUCCESS,
-                    _ => rc::ASSERTION_FAILED,
-                }
+                self.add(&dn, attrs)?
             } else {
-                let mods = vec![
-                    Mod::Replace(b"vouchRevision".to_vec(), set(next.to_string())),
+                // Compare-and-swap on the revision (ops::cas): a stale writer changes nothing.
+                let mut mods = cas("vouchRevision", current.to_string(), next.to_string()).to_vec();
+                mods.extend([
                     Mod::Replace(b"vouchTime".to_vec(), set(gtime(now))),
                     Mod::Replace(
                         b"vouchClassification".to_vec(),
                         classification.map(|c| set(c.as_bytes().to_vec())).unwrap_or_default(),
                     ),
-                ];
-                self.modify(&dn, mods, Some(&format!("(vouchRevision={current})")))?
+                ]);
+                self.modify(&dn, mods)?
             };
             if code == rc::SUCCESS {
                 return Ok(done);

@@ -1,12 +1,13 @@
 //! The certname registry (`ou=certnames`): each certname's current certificate, written by
-//! compare-and-swap (an add where no entry was expected, else a modify asserting the serial
-//! and revision admission read), with the supersede mark an issuance leaves until the
+//! compare-and-swap (an add where no entry was expected, else a modify swapping the revision
+//! admission read for the next: ops::cas), with the supersede mark an issuance leaves until the
 //! certificate it replaced is revoked; and the reads of certificates across the store.
 
 use super::conn::rc;
 use super::entry::{check_certname, check_hex, gtime, set, Entry};
+use super::ops::cas;
 use super::replicas::Written;
-use super::LdapStore;
+use super::{LdapStore, CLEANED};
 use crate::encoding::time::parse_rfc3339;
 use crate::store::{CertRecord, Expected, InventoryEntry, Issuance, State, StoreError, Supersede};
 use ldap3::{Mod, Scope};
@@ -66,9 +67,9 @@ impl LdapStore {
         self.confirm_on_replicas_that(&dn, Written::Change, |e| {
             e.text("vouchSerial").as_deref() == Some(serial.as_str())
         })?;
-        if let (Some(s), Some(_)) = (&iss.supersedes, &supersedes) {
+        if let (Some(s), Some(mark)) = (&iss.supersedes, &supersedes) {
             crate::store::crash_point("ldap:registered");
-            self.revoke_superseded(&dn, s, &rec.serial)?;
+            self.revoke_superseded(&dn, s, mark, &rec.serial)?;
         }
         Ok(())
     }
@@ -99,14 +100,29 @@ impl LdapStore {
         if let Some(m) = supersedes {
             attrs.push(("vouchSupersedes", set(m.as_bytes().to_vec())));
         }
-        if self.add(dn, attrs)? == rc::ALREADY_EXISTS {
+        if self.add(dn, attrs)? != rc::ALREADY_EXISTS {
+            return Ok(());
+        }
+        // A cleaned certname's entry stays as a tombstone (LdapStore::clean_registered): the
+        // new certificate replaces it by compare-and-swap on the revision read. Any other
+        // entry is another writer's.
+        let Some(e) = self.read_attrs(&self.primary, dn, &["vouchState", "vouchSerial", "vouchRevision"])? else {
+            return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) });
+        };
+        if e.text("vouchState").as_deref() != Some(CLEANED) {
             return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) });
         }
-        Ok(())
+        let exp = Expected { serial: e.need("vouchSerial")?, revision: e.revision()? };
+        self.register_over(dn, rec, pem, supersedes, &exp)
     }
 
-    /// The registry write over the entry admission read: one modify asserting its serial
-    /// and revision (and no unfinished mark), every attribute replaced.
+    /// The registry write over the entry admission read: one modify that swaps the revision
+    /// it read for the next (ops::cas; every change of a registry entry's certificate or
+    /// state bumps its revision), every other attribute replaced. Before it, one read: the
+    /// entry must still hold the serial and revision expected, and no unfinished supersede
+    /// mark of another writer (it would be lost: completed first, and a conflict reported).
+    /// A mark is only ever set by a write that bumps the revision, so an entry still at the
+    /// revision read when the modify applies has no mark.
     fn register_over(
         &self,
         dn: &str,
@@ -120,10 +136,19 @@ impl LdapStore {
             .revision
             .checked_add(1)
             .ok_or_else(|| StoreError::Conflict { what: changed_meanwhile(&rec.certname) })?;
-        let mut mods: Vec<Mod<Vec<u8>>> = Self::registry_attrs(rec, pem, next)?
-            .into_iter()
-            .map(|(k, v)| Mod::Replace(k.as_bytes().to_vec(), set(v)))
-            .collect();
+        let now = self.read_attrs(&self.primary, dn, &["vouchSerial", "vouchRevision", "vouchSupersedes"])?;
+        let unchanged = now.as_ref().is_some_and(|e| {
+            e.text("vouchSerial").as_deref() == Some(exp.serial.as_str()) && e.revision().ok() == Some(exp.revision)
+        });
+        if !unchanged || now.as_ref().is_some_and(|e| e.bytes("vouchSupersedes").is_some()) {
+            return Err(self.conflict_at(dn, changed_meanwhile(&rec.certname)));
+        }
+        let mut mods: Vec<Mod<Vec<u8>>> = cas("vouchRevision", exp.revision.to_string(), next.to_string()).to_vec();
+        for (k, v) in Self::registry_attrs(rec, pem, next)? {
+            if k != "vouchRevision" {
+                mods.push(Mod::Replace(k.as_bytes().to_vec(), set(v)));
+            }
+        }
         for attr in [&b"vouchNotAfter"[..], b"vouchKey"] {
             if !mods.iter().any(|m| matches!(m, Mod::Replace(k, _) if k == attr)) {
                 mods.push(Mod::Replace(attr.to_vec(), HashSet::new()));
@@ -133,10 +158,7 @@ impl LdapStore {
             b"vouchSupersedes".to_vec(),
             supersedes.map(|m| set(m.as_bytes().to_vec())).unwrap_or_default(),
         ));
-        // Never over an unfinished mark of another writer (it would be lost): completed first.
-        let assertion =
-            format!("(&(vouchSerial={})(vouchRevision={})(!(vouchSupersedes=*)))", exp.serial, exp.revision);
-        if self.modify(dn, mods, Some(&assertion))? != rc::SUCCESS {
+        if self.modify(dn, mods)? != rc::SUCCESS {
             return Err(self.conflict_at(dn, changed_meanwhile(&rec.certname)));
         }
         Ok(())
@@ -145,17 +167,13 @@ impl LdapStore {
     /// After the registry write: the superseded certificate's revocation, then the mark
     /// removed (while the entry still holds the new certificate, `serial`). A failure here
     /// is [`StoreError::AfterCommit`]: the new certificate stands.
-    fn revoke_superseded(&self, dn: &str, s: &Supersede, serial: &str) -> Result<(), StoreError> {
+    fn revoke_superseded(&self, dn: &str, s: &Supersede, mark: &str, serial: &str) -> Result<(), StoreError> {
         // The certname is the new certificate's: now the old one's revocation, then the mark.
         let after = (|| {
             // The superseded certificate stays with its revocation: what lets its serial leave
             // the CRL once it expired (crate::authority's certified_expiry).
             self.add_revocation_with(&s.revocation, &s.record, s.certificate.as_deref().map(str::as_bytes))?;
-            self.modify(
-                dn,
-                vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],
-                Some(&format!("(vouchSerial={})", serial)),
-            )
+            self.remove_mark(dn, mark, serial)
         })();
         if let Err(e) = after {
             return Err(StoreError::AfterCommit { source: Box::new(e) });

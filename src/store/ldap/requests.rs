@@ -39,7 +39,6 @@ impl LdapStore {
                     Mod::Replace(b"vouchData".to_vec(), set(reasons)),
                     Mod::Replace(b"vouchCsr".to_vec(), set(csr_pem.to_vec())),
                 ],
-                None,
             )?;
         }
         Ok(())

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 
 /// The results of a modify that a first, applied attempt of the same modify would cause.
 pub(super) fn lost_race(code: u32) -> bool {
-    matches!(code, rc::ASSERTION_FAILED | rc::NO_SUCH_ATTRIBUTE | rc::TYPE_OR_VALUE_EXISTS)
+    matches!(code, rc::NO_SUCH_ATTRIBUTE | rc::TYPE_OR_VALUE_EXISTS)
 }
 
 /// Whether `entry` holds every value of attribute `name` in `values`.
@@ -35,9 +35,18 @@ fn holds_any(entry: &Entry, name: &[u8], values: &HashSet<Vec<u8>>) -> bool {
 }
 
 /// Whether `entry` is what the modifications `mods` leave: each value added or replaced is
-/// there (a replacement exactly), each value deleted is not. An increment cannot be told.
+/// there (a replacement exactly), each value deleted is not, unless the same modify adds it
+/// back (a compare-and-swap of a value for itself: a check that it is still there). An
+/// increment cannot be told.
 fn shows(entry: &Entry, mods: &[Mod<Vec<u8>>]) -> bool {
+    let added_back = |name: &[u8], v: &Vec<u8>| {
+        mods.iter().any(|m| matches!(m, Mod::Add(n, vals) if n.as_slice() == name && vals.contains(v)))
+    };
     mods.iter().all(|m| match m {
+        Mod::Delete(name, values) if !values.is_empty() => {
+            let gone: HashSet<Vec<u8>> = values.iter().filter(|v| !added_back(name, v)).cloned().collect();
+            gone.is_empty() || !holds_any(entry, name, &gone)
+        }
         Mod::Add(name, values) => holds_all(entry, name, values),
         Mod::Replace(name, values) if values.is_empty() => !holds_any(entry, name, values),
         Mod::Replace(name, values) => {

@@ -5,14 +5,27 @@
 
 use super::conn::rc;
 use super::entry::{check_certname, check_hex, gtime, set, Entry};
+use super::ops::cas;
 use super::replicas::Written;
-use super::LdapStore;
+use super::{LdapStore, CLEANED};
 use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use crate::store::{CertRecord, Expected, Revocation, State, StoreError};
 use ldap3::{Mod, Scope};
-use std::collections::HashSet;
 use std::ops::ControlFlow;
 use time::OffsetDateTime;
+
+/// How many times a revocation is counted again after other writers changed the CA's
+/// revision first ([`LdapStore::count_revocation`]).
+const COUNT_TRIES: u32 = 64;
+
+/// The pause before the next attempt of a compare-and-swap that lost: random, up to 2^n ms
+/// (at most 32 ms), so that writers that collided do not collide again in step.
+fn backoff(attempt: u32) -> std::time::Duration {
+    use std::hash::BuildHasher;
+    let ceiling = 1u64 << attempt.min(5);
+    let r = std::collections::hash_map::RandomState::new().hash_one(attempt) % ceiling.saturating_add(1);
+    std::time::Duration::from_millis(r)
+}
 
 impl LdapStore {
     /// Finishes what a process that died left: the revocation of every certificate a
@@ -68,12 +81,43 @@ impl LdapStore {
             not_after: None,
         };
         self.add_revocation(&rev, &old)?;
-        self.modify(
-            &e.dn,
-            vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],
-            Some(&format!("(vouchSerial={serial_now})")),
-        )?;
+        self.remove_mark(&e.dn, &mark, &serial_now)?;
         Ok(true)
+    }
+
+    /// Removes the supersede mark `mark` from the registry entry `dn` while the entry still
+    /// holds the certificate `serial` that set it: one modify deleting that exact mark and
+    /// checking the serial (ops::cas of the serial for itself). A mark already removed, or an
+    /// entry that moved on, is left as it is (the modify applies nothing).
+    pub(super) fn remove_mark(&self, dn: &str, mark: &str, serial: &str) -> Result<u32, StoreError> {
+        let mut mods = vec![Mod::Delete(b"vouchSupersedes".to_vec(), set(mark.as_bytes().to_vec()))];
+        mods.extend(cas("vouchSerial", serial, serial));
+        self.modify(dn, mods)
+    }
+
+    /// Counts a revocation in the entry of the CA `ca` (its CRL is then due at every master
+    /// that issues for it): the revision read swapped for the next (ops::cas), read again
+    /// while other writers win (bounded, with a growing random pause). No entry for the CA:
+    /// nothing to count.
+    pub(super) fn count_revocation(&self, ca: &str) -> Result<(), StoreError> {
+        let dn = self.ca_dn(ca);
+        for attempt in 0..COUNT_TRIES {
+            let Some(e) = self.read_attrs(&self.primary, &dn, &["vouchRevision"])? else { return Ok(()) };
+            let mods = match e.bytes("vouchRevision") {
+                Some(old) => {
+                    let next = e.revision().map(|n| n.saturating_add(1)).unwrap_or(1);
+                    cas("vouchRevision", old.to_vec(), next.to_string()).to_vec()
+                }
+                None => vec![Mod::Replace(b"vouchRevision".to_vec(), set("1"))],
+            };
+            match self.modify(&dn, mods)? {
+                rc::SUCCESS | rc::NO_SUCH_OBJECT => return Ok(()),
+                _ => std::thread::sleep(backoff(attempt)),
+            }
+        }
+        Err(StoreError::Conflict {
+            what: format!("the revision of {dn} kept changing under {COUNT_TRIES} attempts to count a revocation"),
+        })
     }
 
     /// After a compare-and-swap on the registry entry `dn` failed: completes a mark a process
@@ -122,6 +166,23 @@ impl LdapStore {
         rec: &CertRecord,
         pem: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
+        let (ca, added) = self.add_revocation_entry(rev, rec, pem)?;
+        // Counted again if an earlier attempt wrote the entry and died before counting it
+        // (one more CRL is harmless; a revocation missing from it is not), and confirmed on
+        // the replicas before the answer, as the first attempt would have.
+        self.count_revocation(&ca)?;
+        self.confirm_on_replicas(&self.revocation_dn(&ca, &rev.serial), Written::Change)?;
+        Ok(added)
+    }
+
+    /// The revocation entry of `rev` (added, or made `cleaned` where it exists): the CA it
+    /// is under, and whether it was added. Not counted ([`LdapStore::count_revocation`]).
+    fn add_revocation_entry(
+        &self,
+        rev: &Revocation,
+        rec: &CertRecord,
+        pem: Option<&[u8]>,
+    ) -> Result<(String, bool), StoreError> {
         let ca = match &rec.issuer {
             Some(ca) => ca.clone(),
             None => self.own_ca()?.to_string(),
@@ -176,25 +237,22 @@ impl LdapStore {
                         dn: dn.clone(),
                         detail: e.to_string(),
                     })?;
-                    self.modify(&dn, vec![Mod::Replace(b"vouchRecord".to_vec(), set(bytes))], None)?;
+                    self.modify(&dn, vec![Mod::Replace(b"vouchRecord".to_vec(), set(bytes))])?;
                 }
             }
-            // Written by an earlier attempt that may have died before counting it: counted
-            // again (one more CRL is harmless; a revocation missing from it is not), and
-            // confirmed on the replicas before the answer, as the first attempt would have.
-            self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
-            self.confirm_on_replicas(&dn, Written::Change)?;
-            return Ok(false);
+            return Ok((ca, false));
         }
-        // The CA's counter: its CRL is due at every master that issues for it.
-        self.modify(&self.ca_dn(&ca), vec![Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec())], None)?;
-        self.confirm_on_replicas(&dn, Written::Change)?;
-        Ok(true)
+        Ok((ca, true))
     }
 
-    /// [`Store::revoke`](crate::store::Store::revoke): the revocation's entry, then the
-    /// registry entry of the certificate revoked (marked revoked, or removed if `cleaned`),
-    /// only while it is still `expected`.
+    /// [`Store::revoke`](crate::store::Store::revoke): the revocation's entry (counted in the
+    /// CA's entry, confirmed on the replicas), then the registry entry of the certificate
+    /// revoked (marked revoked, or made a tombstone if `cleaned`: [`CLEANED`]), only while it
+    /// is still `expected`. In that order, so that a step that fails (the server gone, the
+    /// process killed, a standby that did not show it) leaves at worst a revocation entry
+    /// whose registry entry still says issued: the CRL lists it, `vouch store verify` names
+    /// it (revocation-unfinished) and `vouch revoke CERTNAME` run again finishes it, changing
+    /// nothing twice.
     pub(super) fn revoke_registered(
         &self,
         rev: &Revocation,
@@ -202,52 +260,77 @@ impl LdapStore {
         expected: Option<&Expected>,
     ) -> Result<(), StoreError> {
         check_certname(&rev.certname)?;
-        // The certname's certificate, when it is the one revoked (expected, or a revocation
-        // recorded again by serial): kept in the revocation.
-        let pem = match expected {
-            Some(exp) if exp.serial != rev.serial => None,
-            _ => self
-                .read_attrs(&self.primary, &self.registry_dn(&rev.certname), &["vouchSerial", "vouchCertificate"])?
-                .filter(|e| e.text("vouchSerial").as_deref() == Some(rev.serial.as_str()))
-                .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)),
-        };
-        self.add_revocation_with(rev, rec, pem.as_deref())?;
-        let Some(exp) = expected else { return Ok(()) };
-        // The registry entry of the certificate being revoked (a superseded one is not it).
-        check_hex("serial", &exp.serial)?;
         let dn = self.registry_dn(&rev.certname);
-        // Only while it is still the certname's certificate. If another writer replaced it
-        // meanwhile (a renewal with the same key racing a revocation for key compromise), the
-        // revocation entry above stands and the caller is told of the conflict: it reads the
-        // certname again and revokes what is current now.
-        let code = if rev.cleaned {
-            // A delete would erase an unfinished supersede mark: only without one.
-            self.delete(&dn, Some(&format!("(&(vouchSerial={})(!(vouchSupersedes=*)))", exp.serial)))?
-        } else {
-            let mut r = rec.clone();
-            r.state = State::Revoked;
-            r.revoked_at = Some(rev.time.clone());
-            r.reason = Some(rev.reason.clone());
-            let json = serde_json::to_vec(&r).map_err(|e| StoreError::Ldap {
-                op: "encode",
-                dn: dn.clone(),
-                detail: e.to_string(),
-            })?;
-            self.modify(
-                &dn,
-                vec![
-                    Mod::Replace(b"vouchState".to_vec(), set("revoked")),
-                    Mod::Replace(b"vouchRecord".to_vec(), set(json)),
-                    Mod::Increment(b"vouchRevision".to_vec(), b"1".to_vec()),
-                ],
-                Some(&format!("(vouchSerial={})", exp.serial)),
-            )?
+        // The registry entry as it is now: its certificate, when it is the one revoked (also
+        // for a revocation recorded again by serial, with nothing expected), is kept in the
+        // revocation; its revision is what the registry write swaps.
+        if let Some(exp) = expected {
+            check_hex("serial", &exp.serial)?;
+        }
+        let attrs = ["vouchSerial", "vouchRevision", "vouchState", "vouchCertificate"];
+        let now = self.read_attrs(&self.primary, &dn, &attrs)?;
+        let pem = now
+            .as_ref()
+            .filter(|e| e.text("vouchSerial").as_deref() == Some(rev.serial.as_str()))
+            .filter(|e| e.text("vouchState").as_deref() != Some(CLEANED))
+            .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec));
+        // The entry, counted and confirmed on the replicas first: a retry after a standby that
+        // did not show it finds the certname's entry still issued, and confirms again.
+        self.add_revocation_with(rev, rec, pem.as_deref())?;
+        crate::store::crash_point("ldap:revocation-added");
+        match expected {
+            Some(exp) => self.mark_revoked(&dn, rev, rec, exp, now.as_ref()),
+            None => Ok(()),
+        }
+    }
+
+    /// The registry entry `dn` (read as `now`) says revoked, or is made a tombstone when the
+    /// revocation is `cleaned`, by compare-and-swap on its revision (ops::cas): only while it
+    /// is still the certificate `exp`. If another writer replaced it meanwhile (a renewal
+    /// with the same key racing a revocation for key compromise), the caller is told of the
+    /// conflict: it reads the certname again and revokes what is current now.
+    fn mark_revoked(
+        &self,
+        dn: &str,
+        rev: &Revocation,
+        rec: &CertRecord,
+        exp: &Expected,
+        now: Option<&Entry>,
+    ) -> Result<(), StoreError> {
+        let conflict = || {
+            format!(
+                "the certificate of {} was changed by someone else meanwhile (a concurrent request or another master)",
+                rev.certname
+            )
         };
-        match code {
-            rc::SUCCESS => Ok(()),
+        let Some(e) = now.filter(|e| e.text("vouchSerial").as_deref() == Some(exp.serial.as_str())) else {
             // Already forgotten (a clean that raced another clean): nothing more to do.
-            rc::NO_SUCH_OBJECT if rev.cleaned => Ok(()),
-            _ => Err(self.conflict_at(&dn, format!("the certificate of {} was changed by someone else meanwhile (a concurrent request or another master)", rev.certname))),
+            if now.is_none() && rev.cleaned {
+                return Ok(());
+            }
+            return Err(self.conflict_at(dn, conflict()));
+        };
+        let cleaned_before = e.text("vouchState").as_deref() == Some(CLEANED);
+        if cleaned_before {
+            return if rev.cleaned { Ok(()) } else { Err(StoreError::Conflict { what: conflict() }) };
+        }
+        let revision = e.revision()?;
+        let mut r = rec.clone();
+        r.state = State::Revoked;
+        r.revoked_at = Some(rev.time.clone());
+        r.reason = Some(rev.reason.clone());
+        let json = serde_json::to_vec(&r).map_err(|err| StoreError::Ldap {
+            op: "encode",
+            dn: dn.to_string(),
+            detail: err.to_string(),
+        })?;
+        let state = if rev.cleaned { CLEANED } else { "revoked" };
+        let mut mods = cas("vouchRevision", revision.to_string(), revision.saturating_add(1).to_string()).to_vec();
+        mods.push(Mod::Replace(b"vouchState".to_vec(), set(state)));
+        mods.push(Mod::Replace(b"vouchRecord".to_vec(), set(json)));
+        match self.modify(dn, mods)? {
+            rc::SUCCESS => Ok(()),
+            _ => Err(self.conflict_at(dn, conflict())),
         }
     }
 
@@ -292,7 +375,7 @@ impl LdapStore {
         if held.is_some_and(|e| e.bytes("vouchCertificate").is_none()) {
             // A concurrent writer that added one first wins (the add of a value already
             // there fails); either is a certificate of this serial or is ignored when read.
-            let added = self.modify(dn, vec![Mod::Add(b"vouchCertificate".to_vec(), set(pem.to_vec()))], None);
+            let added = self.modify(dn, vec![Mod::Add(b"vouchCertificate".to_vec(), set(pem.to_vec()))]);
             if let Err(e @ StoreError::Unavailable { .. }) = added {
                 return Err(e);
             }

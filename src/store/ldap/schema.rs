@@ -1,5 +1,7 @@
 //! vouch's LDAP schema: its attribute types and object classes, printed by `vouch ldap
-//! schema` for slapd.conf (`include`) or, with `--ldif`, for cn=config (`ldapadd`).
+//! schema` for slapd.conf (`include`), with `--ldif` for cn=config (`ldapadd`), or with
+//! `--format 389ds` for 389 Directory Server (`ldapmodify` of cn=schema, with the indexes
+//! vouch's searches use and the task that builds them).
 //!
 //! Names are case-insensitive in LDAP; vouch lower-cases certnames (Puppet's rule) and
 //! every other value it names entries by is lowercase hex, so the case-ignoring matching
@@ -159,6 +161,61 @@ pub fn ldif() -> String {
     }
     for c in CLASSES {
         out.push_str(&format!("olcObjectClasses: {}\n", object_class(c)));
+    }
+    out
+}
+
+/// The attributes 389 Directory Server indexes for vouch (name, index types), in the
+/// backend's `cn=index` (slapd's [`INDEXES`], and vouchKey, which the claims' check searches).
+pub const DS389_INDEXES: &[(&str, &[&str])] = &[
+    ("vouchSerial", &["eq"]),
+    ("vouchCertname", &["eq"]),
+    ("vouchKey", &["eq"]),
+    ("vouchExpiry", &["eq"]),
+    ("vouchSupersedes", &["pres"]),
+];
+
+/// The schema for 389 Directory Server: values added to `cn=schema` (it takes schema over
+/// LDAP, and keeps it in the instance's 99user.ldif), then an index entry per attribute of
+/// [`DS389_INDEXES`] in the backend `userRoot`, then a reindex task (389 DS uses an index
+/// only once it is built). `ldapmodify -c -H URL -D "cn=Directory Manager" -W -f FILE`.
+pub fn ds389() -> String {
+    let mut out = String::from(
+        "# vouch's LDAP schema for 389 Directory Server (vouch ldap schema --format 389ds).\n\
+         # Apply as the Directory Manager; -c goes on past what an earlier run added already:\n\
+         #   ldapmodify -c -H ldap://HOST:389 -D \"cn=Directory Manager\" -W -f vouch-389ds.ldif\n\
+         # The indexes are the backend userRoot's (the default): for another backend, replace\n\
+         # cn=userRoot and nsInstance below with its name. The bind DN's rights and search\n\
+         # limits: docs/ldap.md.\n\
+         dn: cn=schema\nchangetype: modify\nadd: attributeTypes\n",
+    );
+    for a in ATTRS {
+        out.push_str(&format!("attributeTypes: {}\n", attribute_type(a)));
+    }
+    out.push_str("-\nadd: objectClasses\n");
+    for c in CLASSES {
+        out.push_str(&format!("objectClasses: {}\n", object_class(c)));
+    }
+    out.push_str("-\n");
+    for (attr, types) in DS389_INDEXES {
+        out.push_str(&format!(
+            "\ndn: cn={attr},cn=index,cn=userRoot,cn=ldbm database,cn=plugins,cn=config\nchangetype: add\n\
+             objectClass: top\nobjectClass: nsIndex\ncn: {attr}\nnsSystemIndex: false\n"
+        ));
+        for t in *types {
+            out.push_str(&format!("nsIndexType: {t}\n"));
+        }
+    }
+    out.push_str(
+        "\n# Builds the indexes above from the entries already there (389 DS uses an index only\n\
+         # once it is built; the task entry removes itself when done).\n\
+         dn: cn=vouch-reindex,cn=index,cn=tasks,cn=config\nchangetype: add\nobjectClass: top\n\
+         objectClass: extensibleObject\ncn: vouch-reindex\nnsInstance: userRoot\n",
+    );
+    for (attr, types) in DS389_INDEXES {
+        for t in *types {
+            out.push_str(&format!("nsIndexAttribute: {attr}:{t}\n"));
+        }
     }
     out
 }

@@ -1,6 +1,7 @@
 //! Setting the store up: `vouch ldap init` (the containers under the base DN, on a server
 //! that has vouch's schema), and a master's opening of the store (the containers are there;
-//! its CA registered).
+//! its CA registered); both first read the server's root DSE and refuse one that lacks what
+//! vouch needs.
 
 use super::conn::rc;
 use super::entry::{set, Entry};
@@ -8,13 +9,20 @@ use super::{LdapStore, CONTAINERS};
 use crate::store::StoreError;
 use ldap3::{Scope, SearchEntry};
 
+/// The controls vouch needs of a server (OID, what it is), checked against its root DSE
+/// before any write ([`LdapStore::check_server`]). Nothing else: every write is a plain add,
+/// modify or delete (no assertion control, no increment, no transaction).
+pub const NEEDED_CONTROLS: &[(&str, &str)] =
+    &[("1.2.840.113556.1.4.319", "the paged results control (RFC 2696), which every listing of the store uses")];
+
 impl LdapStore {
     /// `vouch ldap init`: the containers under the base DN (and, with `create_base`, the base
     /// entry itself if it is an `ou=` under an existing parent: never by default, so that a
     /// mistyped base DN is an error, not a second, empty store). Refuses a server without
     /// vouch's schema. Idempotent. Returns what it created.
     pub fn init(&self, create_base: bool) -> Result<Vec<String>, StoreError> {
-        self.check_schema()?;
+        let subschema = self.check_server()?;
+        self.check_schema(&subschema)?;
         let mut created = Vec::new();
         if self.read(&self.primary, &self.base)?.is_none() {
             let rdn = self.base.split(',').next().unwrap_or_default();
@@ -48,11 +56,52 @@ impl LdapStore {
         Ok(created)
     }
 
+    /// Discovers what the server implements (its root DSE, RFC 4512 5.1) and refuses one that
+    /// lacks something vouch needs ([`NEEDED_CONTROLS`]), naming it. Returns the DN of its
+    /// subschema entry (OpenLDAP's `cn=Subschema`, 389 Directory Server's `cn=schema`).
+    pub(super) fn check_server(&self) -> Result<String, StoreError> {
+        let attrs = vec!["supportedControl", "subschemaSubentry", "vendorName", "vendorVersion"];
+        let res = self.primary.run(|c| c.search("", Scope::Base, "(objectClass=*)", attrs.clone()))?;
+        let (entries, result) = (res.0, res.1);
+        let refuse = |detail: String| StoreError::Ldap {
+            op: "check the server",
+            dn: self.primary.server.address.clone(),
+            detail,
+        };
+        let root = entries.into_iter().next().map(|e| Entry::from(SearchEntry::construct(e)));
+        let Some(root) = root.filter(|_| result.rc == rc::SUCCESS) else {
+            return Err(refuse(format!(
+                "its root DSE (the entry with the empty DN) cannot be read (result {}: {}): vouch reads its \
+                 supportedControl to check the server implements what vouch needs; allow the bind DN (and \
+                 anonymous) to read the root DSE",
+                result.rc, result.text
+            )));
+        };
+        let controls: Vec<String> = root
+            .attrs
+            .get("supportedcontrol")
+            .map(|v| v.iter().map(|c| String::from_utf8_lossy(c).trim().to_string()).collect())
+            .unwrap_or_default();
+        let server = match (root.text("vendorName"), root.text("vendorVersion")) {
+            (_, Some(v)) => v,
+            (Some(n), None) => n,
+            (None, None) => "this LDAP server".into(),
+        };
+        for (oid, what) in NEEDED_CONTROLS {
+            if !controls.iter().any(|c| c == oid) {
+                return Err(refuse(format!(
+                    "{server} does not implement {what} (control {oid}, missing from its root DSE's \
+                     supportedControl): vouch needs it; use OpenLDAP 2.5+ or 389 Directory Server 2.x"
+                )));
+            }
+        }
+        Ok(root.text("subschemaSubentry").unwrap_or_else(|| "cn=Subschema".into()))
+    }
+
     /// Refuses a server whose schema lacks vouch's object classes (read from its subschema
-    /// entry; a server that will not show it is given the benefit of the doubt).
-    fn check_schema(&self) -> Result<(), StoreError> {
-        let res =
-            self.primary.run(|c| c.search("cn=Subschema", Scope::Base, "(objectClass=*)", vec!["objectClasses"]))?;
+    /// entry `subschema`; a server that will not show it is given the benefit of the doubt).
+    fn check_schema(&self, subschema: &str) -> Result<(), StoreError> {
+        let res = self.primary.run(|c| c.search(subschema, Scope::Base, "(objectClass=*)", vec!["objectClasses"]))?;
         let (entries, result) = (res.0, res.1);
         if result.rc != rc::SUCCESS {
             return Ok(());
@@ -70,9 +119,10 @@ impl LdapStore {
         Err(StoreError::Ldap {
             op: "use",
             dn: self.primary.server.address.clone(),
-            detail: "this LDAP server does not have vouch's schema (no vouchRegistered object class): include \
-                     the output of 'vouch ldap schema' in slapd.conf, or load 'vouch ldap schema --ldif' into \
-                     cn=config, then restart it (docs/ldap.md)"
+            detail: "this LDAP server does not have vouch's schema (no vouchRegistered object class): OpenLDAP: \
+                     include the output of 'vouch ldap schema' in slapd.conf, or load 'vouch ldap schema --ldif' \
+                     into cn=config, then restart it; 389 Directory Server: apply 'vouch ldap schema --format \
+                     389ds' with ldapmodify as cn=Directory Manager (docs/ldap.md)"
                 .into(),
         })
     }
@@ -81,6 +131,7 @@ impl LdapStore {
     /// CA (its entry holds its certificate and the counter of its revocations). True the
     /// first time this CA is registered.
     pub fn open_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
+        self.check_server()?;
         for c in CONTAINERS {
             let dn = self.container(c);
             if self.read(&self.primary, &dn)?.is_none() {
