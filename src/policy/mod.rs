@@ -8,6 +8,7 @@ mod classification_cache;
 mod default;
 mod digest_map;
 mod duration;
+pub mod identity;
 pub mod own_crl;
 mod parse;
 mod pattern;
@@ -19,6 +20,7 @@ pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
 pub use digest_map::digest;
 pub use duration::{duration_problem, format_duration, format_duration_roughly, parse_duration};
+pub use identity::AwsIdentityRule;
 pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
 pub use requests::RequestLimits;
@@ -113,6 +115,9 @@ pub struct Policy {
     /// `vouch serve`: SHA-256 fingerprints (`AB:CD:…`) of client certificates that may
     /// administer the CA besides those carrying `pp_cli_auth`.
     pub admin_fingerprints: Vec<String>,
+    /// `[[identity.aws]]`: who signs the identity documents of instances a bound template
+    /// names, and which accounts, regions and certnames each entry allows.
+    pub identity: Vec<AwsIdentityRule>,
 }
 
 /// Node certificate validity settings: validated with the policy, read by issuance

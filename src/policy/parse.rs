@@ -82,6 +82,9 @@ impl Policy {
         let requests = super::requests::limits(&raw.requests, &|span, key, m| file.err(span, key, m))?;
         let crl_validity = file.duration(&raw.crl.validity, "crl.validity", 30 * 86_400)?;
         let crl_refresh_before = file.duration(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?;
+        let identity = super::identity::rules(raw.identity, &|span, key, m| file.err(span, key, m), &|items, key| {
+            file.certificates(items, key)
+        })?;
         let scopes = raw.conductor.into_iter().map(|sc| file.scope(sc)).collect::<Result<Vec<_>, _>>()?;
         Ok(Policy {
             chain_cache: ChainCache::default(),
@@ -106,6 +109,7 @@ impl Policy {
             crl_refresh_before,
             scopes,
             replay_journal: places.replay_journal,
+            identity,
         })
     }
 }

@@ -28,6 +28,8 @@ pub(super) struct RawPolicy {
     pub(super) serve: RawServe,
     #[serde(default)]
     pub(super) requests: super::requests::RawRequests,
+    #[serde(default)]
+    pub(super) identity: super::identity::RawIdentity,
 }
 
 #[derive(Deserialize, Default)]
