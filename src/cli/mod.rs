@@ -35,6 +35,7 @@ mod conductor;
 mod csr;
 mod fleet;
 mod hook;
+mod identity;
 mod output;
 mod serve;
 mod store;
@@ -250,6 +251,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Csr(a) => csr::make(a),
         Command::Autosign(a) => hook::autosign(cli, a),
         Command::Check(a) => certs::check(cli, a),
+        Command::Identity(c) => identity::run(cli, c),
         Command::Sign(a) => certs::sign(cli, a),
         Command::Serve(a) => serve::serve(cli, a),
         #[cfg(feature = "bench")]

@@ -8,7 +8,7 @@
 //! Two environment variables, for tests and unusual images (docs/operator-guide.md):
 //! `VOUCH_IMDS_ENDPOINT` (default `http://169.254.169.254`) and `VOUCH_PUPPET_CONFDIR`
 //! (default `/etc/puppetlabs/puppet`: `csr_attributes.yaml` there, and `puppet config set
-//! --confdir` on it). It needs python3 and its yaml module (cloud-init's own) and `puppet`.
+//! --confdir` on it). It needs /usr/bin/python3 with its yaml module (cloud-init's own) and `puppet`.
 
 use super::attribute::OID;
 use super::instance::INSTANCE_ID;
@@ -59,7 +59,7 @@ pub fn runcmd(template: &str) -> String {
 
 /// One `runcmd` list entry (YAML, indented two spaces) running the script.
 pub fn runcmd_entry(template: &str) -> String {
-    let mut out = String::from("  - - python3\n    - -c\n    - |\n");
+    let mut out = String::from("  - - /usr/bin/python3\n    - -c\n    - |\n");
     for line in script().lines() {
         if line.is_empty() {
             out.push('\n');

@@ -158,7 +158,7 @@ fn the_cloud_init_part_is_yaml_with_the_script() {
     let part = cloud_init::runcmd("{instance-id}.web.asg.example.com");
     let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&part).unwrap();
     let cmd = &v["runcmd"][0];
-    assert_eq!(cmd[0].as_str(), Some("python3"));
+    assert_eq!(cmd[0].as_str(), Some("/usr/bin/python3"));
     assert!(cmd[2].as_str().unwrap().contains("1.3.6.1.4.1.34380.2.11"));
     assert_eq!(cmd[3].as_str(), Some("{instance-id}.web.asg.example.com"));
 }

@@ -1,0 +1,206 @@
+//! Templates bound to the instance, through the real binary: identity documents from a test
+//! cloud that plays AWS (tests/common/cloud.rs: its own signing certificate, a loopback
+//! IMDSv2 metadata server per instance), checked by `vouch identity check`, and the node's
+//! cloud-init part (`vouch identity cloud-config`) run by the real cloud-init, with the real
+//! `puppet config set` it calls.
+
+mod common;
+
+use common::cloud::{document, Metadata, Signer};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BINDING: &str = "aws:{instance-id}.web.asg.example.com";
+const ACCOUNT: &str = "111122223333";
+const REGION: &str = "eu-west-1";
+
+struct Cloud {
+    dir: tempfile::TempDir,
+    signer: Signer,
+    other: Signer,
+    policy: PathBuf,
+}
+
+/// A test cloud and a policy that trusts its certificate for `*.web.asg.example.com` in one
+/// account and region.
+fn cloud() -> Cloud {
+    require("openssl", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(dir.path(), "cloud");
+    let other = Signer::new(dir.path(), "other");
+    std::fs::copy(fixture("pki/root_crt.pem"), dir.path().join("root.pem")).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n\n[[identity.aws]]\nname = \"web\"\n\
+             certificates = [\"cloud.pem\"]\naccounts = [\"{ACCOUNT}\"]\nregions = [\"{REGION}\"]\n\
+             certname_patterns = [\"*.web.asg.example.com\"]\n"
+        ),
+    )
+    .unwrap();
+    Cloud { dir, signer, other, policy }
+}
+
+impl Cloud {
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// `vouch identity check --format json` on `doc`: its JSON answer and exit status.
+    fn check(&self, doc: &Path, certname: Option<&str>) -> (serde_json::Value, Option<i32>) {
+        let mut cmd = vouch();
+        cmd.args(["identity", "check", "--binding", BINDING, "--format", "json", "--policy", s(&self.policy)]);
+        cmd.args(["--document", s(doc)]);
+        if let Some(c) = certname {
+            cmd.args(["--certname", c]);
+        }
+        let out = run(&mut cmd, None);
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out), String::from_utf8_lossy(&out.stderr)));
+        (v, out.status.code())
+    }
+
+    fn refused(&self, doc: &Path, certname: Option<&str>) -> String {
+        let (v, status) = self.check(doc, certname);
+        assert_eq!(status, Some(1), "{v}");
+        assert_eq!(v["verified"], false, "{v}");
+        assert!(!v["hint"].as_str().unwrap().is_empty(), "{v}");
+        v["code"].as_str().unwrap().to_string()
+    }
+}
+
+#[test]
+fn documents_of_the_test_cloud_verify_and_each_bad_one_has_its_own_code() {
+    let c = cloud();
+    let id = "i-0a1b2c3d4e5f60718";
+    let good = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    // As the metadata service serves it (base64 lines) and as raw DER.
+    let served = c.write("served.txt", common::cloud::served_base64(&good).as_bytes());
+    let certname = format!("{id}.web.asg.example.com");
+    let (v, status) = c.check(&served, Some(&certname));
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(v["instance_id"], id);
+    assert_eq!(v["certname"], certname.as_str());
+    assert_eq!((v["account"].as_str(), v["region"].as_str()), (Some(ACCOUNT), Some(REGION)));
+    assert_eq!(c.check(&c.write("good.p7", &good), None).1, Some(0));
+
+    let other_key = c.other.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    assert_eq!(c.refused(&c.write("other-key.p7", &other_key), None), "identity-unknown-signer");
+    let account = c.signer.sign(c.dir.path(), &document(id, "999988887777", REGION));
+    assert_eq!(c.refused(&c.write("account.p7", &account), None), "identity-account-not-allowed");
+    let region = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, "us-east-1"));
+    assert_eq!(c.refused(&c.write("region.p7", &region), None), "identity-region-not-allowed");
+    let good_path = c.write("good2.p7", &good);
+    assert_eq!(c.refused(&good_path, Some("web01.web.asg.example.com")), "identity-certname-not-derived");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_reason() {
+    let c = cloud();
+    let id = "i-0a1b2c3d4e5f60718";
+    let good = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    // Not PKCS#7: the plain JSON document, and a cut one.
+    let json = c.write("doc.json", document(id, ACCOUNT, REGION).as_bytes());
+    assert_eq!(c.refused(&json, None), "identity-document-not-base64");
+    let json_b64 = common::cloud::served_base64(document(id, ACCOUNT, REGION).as_bytes());
+    assert_eq!(c.refused(&c.write("doc.b64", json_b64.as_bytes()), None), "identity-not-pkcs7");
+    let cut = c.write("cut.p7", &good[..good.len() / 2]);
+    assert_eq!(c.refused(&cut, None), "identity-not-pkcs7");
+    let (v, _) = c.check(&cut, None);
+    assert!(v["message"].as_str().unwrap().contains("not a PKCS#7"), "{v}");
+    // A signature over other bytes: one character of the document changed, same length.
+    let mut other_bytes = good.clone();
+    let at = other_bytes.windows(id.len()).position(|w| w == id.as_bytes()).unwrap();
+    other_bytes[at + id.len() - 1] = b'9';
+    assert_eq!(c.refused(&c.write("other-bytes.p7", &other_bytes), None), "identity-digest-mismatch");
+    // A huge document, as DER and as base64 text: refused on its size.
+    let mut huge = good.clone();
+    huge.resize(200_000, 0);
+    assert_eq!(c.refused(&c.write("huge.p7", &huge), None), "identity-document-too-large");
+    let huge_text = "A".repeat(200_000);
+    assert_eq!(c.refused(&c.write("huge.txt", huge_text.as_bytes()), None), "identity-document-too-large");
+}
+
+#[test]
+fn a_policy_entry_lists_accounts_and_regions_or_is_refused() {
+    let c = cloud();
+    let text = std::fs::read_to_string(&c.policy).unwrap().replace(&format!("[\"{REGION}\"]"), "[]");
+    std::fs::write(&c.policy, text).unwrap();
+    let good = c.signer.sign(c.dir.path(), &document("i-0a1b2c3d4e5f60718", ACCOUNT, REGION));
+    let mut cmd = vouch();
+    cmd.args(["identity", "check", "--binding", BINDING, "--policy", s(&c.policy), "--document"]);
+    let out = run(cmd.arg(c.write("good.p7", &good)), None);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("identity.aws.regions"), "{err}");
+}
+
+/// cloud-init keeps its scripts under /var/lib/cloud whatever the user-data says: one run at
+/// a time, across the test binaries too.
+fn cloud_init_lock() -> std::fs::File {
+    let f = std::fs::OpenOptions::new().create(true).append(true).open("/tmp/vouch-tests-cloud-init.lock").unwrap();
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    f
+}
+
+/// Runs `user_data` as cloud-init runs user-data at boot: its `runcmd` module writes the
+/// script into the instance's scripts directory, and the `scripts_user` module's runner
+/// (`cloudinit.subp.runparts`, called as that module calls it) runs it, with `env`. (The
+/// module itself, run alone with `cloud-init single`, finds no current instance without the
+/// boot's `init` stage, which would change the machine's users, keys and host name.)
+fn cloud_init(user_data: &Path, env: &[(&str, &str)]) {
+    let _lock = cloud_init_lock();
+    let mut cmd = Command::new("cloud-init");
+    cmd.arg("--file").arg(user_data).args(["single", "--name", "runcmd", "--frequency", "always"]);
+    let out = cmd.output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && !all.contains("Traceback"), "cloud-init runcmd: {all}");
+    let instances = Path::new("/var/lib/cloud/instances");
+    let scripts = std::fs::read_dir(instances).unwrap().flatten().map(|e| e.path().join("scripts"));
+    let scripts = scripts.into_iter().find(|p| p.join("runcmd").exists()).expect("cloud-init wrote no runcmd script");
+    let runparts = format!("from cloudinit import subp; subp.runparts({:?})", s(&scripts));
+    let out = Command::new("/usr/bin/python3").args(["-c", &runparts]).envs(env.iter().copied()).output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the runcmd script: {all}");
+    assert!(all.contains("identity document for"), "{all}");
+}
+
+#[test]
+fn cloud_init_adds_each_instances_document_and_derived_certname() {
+    require("cloud-init", "cloud-init");
+    require("puppet", "puppet-agent");
+    let c = cloud();
+    let out = run(vouch().args(["identity", "cloud-config", "--binding", BINDING]), None);
+    let user_data = c.write("user-data", ok(&out).as_bytes());
+    let schema = Command::new("cloud-init").args(["schema", "--config-file", s(&user_data)]).output().unwrap();
+    assert!(schema.status.success(), "cloud-init schema: {}", String::from_utf8_lossy(&schema.stderr));
+    let ids = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"];
+    for id in ids {
+        let signed = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+        let imds = Metadata::start(document(id, ACCOUNT, REGION), &signed);
+        let confdir = c.dir.path().join(id);
+        std::fs::create_dir(&confdir).unwrap();
+        // What cloud-init's puppet module wrote first: the template's signed attributes stay.
+        std::fs::write(confdir.join("csr_attributes.yaml"), "custom_attributes:\n  1.3.6.1.4.1.34380.2.1: '3'\n")
+            .unwrap();
+        cloud_init(&user_data, &[("VOUCH_IMDS_ENDPOINT", &imds.endpoint), ("VOUCH_PUPPET_CONFDIR", s(&confdir))]);
+        let yaml = std::fs::read_to_string(confdir.join("csr_attributes.yaml")).unwrap();
+        let attrs: serde_yaml_ng::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        let custom = &attrs["custom_attributes"];
+        assert_eq!(custom["1.3.6.1.4.1.34380.2.1"].as_str(), Some("3"), "{yaml}");
+        let doc = custom["1.3.6.1.4.1.34380.2.11"].as_str().unwrap_or_else(|| panic!("{yaml}"));
+        let printed = Command::new("puppet")
+            .args(["config", "print", "certname", "--section", "main", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        let certname = String::from_utf8_lossy(&printed.stdout).trim().to_string();
+        assert_eq!(certname, format!("{id}.web.asg.example.com"));
+        let (v, status) = c.check(&c.write(&format!("{id}.attr"), doc.as_bytes()), Some(&certname));
+        assert_eq!(status, Some(0), "{v}");
+        assert_eq!(v["instance_id"], id);
+    }
+}
