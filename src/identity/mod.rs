@@ -12,6 +12,7 @@ mod document;
 mod instance;
 mod pkcs7;
 mod refusal;
+mod request;
 
 pub mod attribute;
 
@@ -19,6 +20,7 @@ pub use aws::{AwsIdentity, MAX_DOCUMENT_BYTES};
 pub use document::AwsDocument;
 pub use instance::{Binding, InstanceIdentity, VerifiedInstance, INSTANCE_ID};
 pub use refusal::IdentityRefusal;
+pub use request::Providers;
 
 #[cfg(test)]
 mod tests;

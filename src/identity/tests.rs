@@ -162,3 +162,18 @@ fn the_cloud_init_part_is_yaml_with_the_script() {
     assert!(cmd[2].as_str().unwrap().contains("1.3.6.1.4.1.34380.2.11"));
     assert_eq!(cmd[3].as_str(), Some("{instance-id}.web.asg.example.com"));
 }
+
+#[test]
+fn a_request_is_judged_by_its_binding() {
+    let rules = [rule(&[CLOUD])];
+    let p = Providers { aws: &rules };
+    let doc = attribute::encode(GOOD);
+    let certname = "i-0123456789abcdef0.web.asg.example.com";
+    assert_eq!(p.judge("", Some(&doc), certname, NOW).unwrap(), None);
+    assert_eq!(p.judge(BINDING, Some(&doc), certname, NOW).unwrap().unwrap().certname, certname);
+    let code = |b: &str, d: Option<&str>, c: &str| p.judge(b, d, c, NOW).unwrap_err().code();
+    assert_eq!(code(BINDING, None, certname), "identity-document-missing");
+    assert_eq!(code(BINDING, Some(&doc), "web01.web.asg.example.com"), "identity-certname-not-derived");
+    assert_eq!(code("azure:{instance-id}.example.com", Some(&doc), certname), "identity-provider-unsupported");
+    assert_eq!(code(BINDING, Some("%%%"), certname), "identity-document-not-base64");
+}
