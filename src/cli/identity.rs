@@ -5,7 +5,7 @@ use super::args::{IdentityCommand, OutFormat};
 use super::output::say;
 use super::{find_policy, now, read_file, Cli, EXIT_OK, EXIT_REFUSED};
 use crate::error::Error;
-use crate::identity::{attribute, cloud_init, AwsIdentity, Binding, IdentityRefusal, InstanceIdentity};
+use crate::identity::{attribute, cloud_init, Binding, IdentityRefusal, Providers};
 use crate::policy::Policy;
 
 pub(super) fn run(cli: &Cli, c: &IdentityCommand) -> Result<i32, Error> {
@@ -14,8 +14,8 @@ pub(super) fn run(cli: &Cli, c: &IdentityCommand) -> Result<i32, Error> {
             let policy = Policy::load(&find_policy(policy.as_deref(), cli.dir.as_deref())?)?;
             let bytes = read_file(document, crate::files::input::Kind::Attributes)?;
             let now = now(cli)?;
-            let outcome = decode(&bytes).and_then(|doc| {
-                let v = AwsIdentity { rules: &policy.identity }.verify(binding, &doc, now)?;
+            let outcome = text(&bytes).and_then(|doc| {
+                let v = Providers { aws: &policy.identity }.verify_text(binding, &doc, now)?;
                 certname.as_deref().map_or(Ok(()), |c| v.require_certname(c))?;
                 Ok(v)
             });
@@ -30,13 +30,17 @@ pub(super) fn run(cli: &Cli, c: &IdentityCommand) -> Result<i32, Error> {
     }
 }
 
-/// DER as it is, else base64 text (as served, or as attribute .2.11 carries it).
-fn decode(bytes: &[u8]) -> Result<Vec<u8>, IdentityRefusal> {
+/// The document as attribute .2.11 carries it: DER is encoded, base64 text (as the
+/// metadata service serves it, lines and all) taken as it is.
+fn text(bytes: &[u8]) -> Result<String, IdentityRefusal> {
     if bytes.first() == Some(&0x30) {
-        return Ok(bytes.to_vec());
+        if bytes.len() > crate::identity::MAX_DOCUMENT_BYTES {
+            let max = crate::identity::MAX_DOCUMENT_BYTES;
+            return Err(IdentityRefusal::DocumentTooLarge { size: bytes.len(), max });
+        }
+        return Ok(attribute::encode(bytes));
     }
-    let text = std::str::from_utf8(bytes).map_err(|_| IdentityRefusal::NotBase64)?;
-    attribute::decode(text)
+    std::str::from_utf8(bytes).map(str::to_string).map_err(|_| IdentityRefusal::NotBase64)
 }
 
 fn report(

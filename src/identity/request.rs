@@ -25,6 +25,21 @@ impl Providers<'_> {
         }
     }
 
+    /// Verifies attribute .2.11's text (`document`) against a bound template's `binding`
+    /// with the provider's verifier: the instance and the certname the template derives.
+    pub fn verify_text(
+        &self,
+        binding: &str,
+        document: &str,
+        now: OffsetDateTime,
+    ) -> Result<VerifiedInstance, IdentityRefusal> {
+        let parsed = Binding::parse(binding)?;
+        let verifier = self
+            .verifier(parsed.provider)
+            .ok_or_else(|| IdentityRefusal::ProviderUnsupported { provider: short(parsed.provider) })?;
+        verifier.verify(binding, &attribute::decode(document)?, now)
+    }
+
     /// `None` for an unbound template (whatever the node sent: attribute .2.11 is then an
     /// attribute the conductor did not vouch for, which the decision refuses on its own);
     /// else the verified instance, whose certname is the one asked for, or why not.
@@ -38,13 +53,7 @@ impl Providers<'_> {
         if binding.is_empty() {
             return Ok(None);
         }
-        let parsed = Binding::parse(binding)?;
-        let verifier = self
-            .verifier(parsed.provider)
-            .ok_or_else(|| IdentityRefusal::ProviderUnsupported { provider: short(parsed.provider) })?;
-        let text = document.ok_or(IdentityRefusal::DocumentMissing)?;
-        let der = attribute::decode(text)?;
-        let instance = verifier.verify(binding, &der, now)?;
+        let instance = self.verify_text(binding, document.ok_or(IdentityRefusal::DocumentMissing)?, now)?;
         instance.require_certname(certname)?;
         Ok(Some(instance))
     }
