@@ -59,12 +59,28 @@ fn oid(e: &Element<'_>) -> Result<Vec<u64>, Pkcs7Problem> {
     crate::encoding::der::oid_arcs(e.content).map_err(|e| malformed(e.0))
 }
 
-/// An AlgorithmIdentifier's OID (its parameters, NULL or absent, are not read).
+/// An AlgorithmIdentifier's OID; its parameters must be absent or NULL (those of SHA-256
+/// and RSA are).
 fn algorithm(e: &Element<'_>) -> Result<Vec<u64>, Pkcs7Problem> {
     if e.tag != 0x30 {
         return Err(malformed("an AlgorithmIdentifier is not a SEQUENCE"));
     }
-    oid(&Reader::new(e.content).any().map_err(malformed)?)
+    let mut r = Reader::new(e.content);
+    let id = oid(&r.any().map_err(malformed)?)?;
+    if !r.is_empty() && r.any().map_err(malformed)?.raw != [0x05, 0x00] {
+        return Err(malformed("an AlgorithmIdentifier has parameters other than NULL"));
+    }
+    r.finish("AlgorithmIdentifier").map_err(malformed)?;
+    Ok(id)
+}
+
+/// An INTEGER that must be 1 (the versions of SignedData and SignerInfo with an issuer and
+/// serial number and id-data content).
+fn version_one(r: &mut Reader<'_>, what: &str) -> Result<(), Pkcs7Problem> {
+    if r.expect(0x02, what).map_err(malformed)?.content != [1] {
+        return Err(malformed(format!("{what} is not 1")));
+    }
+    Ok(())
 }
 
 /// Parses a ContentInfo holding a SignedData.
@@ -79,8 +95,13 @@ pub fn parse(bytes: &[u8]) -> Result<SignedData, Pkcs7Problem> {
     let explicit = r.expect(0xa0, "content").map_err(malformed)?;
     let sd = Reader::new(explicit.content).expect(0x30, "SignedData").map_err(malformed)?;
     let mut r = Reader::new(sd.content);
-    r.expect(0x02, "SignedData version").map_err(malformed)?;
-    r.expect(0x31, "digestAlgorithms").map_err(malformed)?;
+    version_one(&mut r, "the SignedData version")?;
+    let digests = r.expect(0x31, "digestAlgorithms").map_err(malformed)?;
+    let mut d = Reader::new(digests.content);
+    let mut digest_algorithms = Vec::new();
+    while !d.is_empty() {
+        digest_algorithms.push(algorithm(&d.any().map_err(malformed)?)?);
+    }
     let content = encapsulated(&r.expect(0x30, "encapContentInfo").map_err(malformed)?)?;
     // certificates [0] and crls [1]: whatever they hold, the signer's certificate comes from
     // the policy, never from the document.
@@ -94,7 +115,11 @@ pub fn parse(bytes: &[u8]) -> Result<SignedData, Pkcs7Problem> {
         all.push(signers.any().map_err(malformed)?);
     }
     let [one] = all.as_slice() else { return Err(Pkcs7Problem::SignerCount(all.len())) };
-    signer(one, content)
+    let signed = signer(one, content)?;
+    if !digest_algorithms.contains(&signed.digest_algorithm) {
+        return Err(malformed("the signer's digest algorithm is not among digestAlgorithms"));
+    }
+    Ok(signed)
 }
 
 /// encapContentInfo: id-data and the document, which must be attached.
@@ -114,7 +139,7 @@ fn signer(e: &Element<'_>, content: Vec<u8>) -> Result<SignedData, Pkcs7Problem>
         return Err(malformed("a SignerInfo is not a SEQUENCE"));
     }
     let mut r = Reader::new(e.content);
-    r.expect(0x02, "SignerInfo version").map_err(malformed)?;
+    version_one(&mut r, "the SignerInfo version")?;
     let sid = r.expect(0x30, "issuerAndSerialNumber (a subjectKeyIdentifier is not supported)").map_err(malformed)?;
     let mut sid_r = Reader::new(sid.content);
     let issuer = sid_r.expect(0x30, "issuer").map_err(malformed)?.raw.to_vec();

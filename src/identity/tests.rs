@@ -177,3 +177,20 @@ fn a_request_is_judged_by_its_binding() {
     assert_eq!(code("azure:{instance-id}.example.com", Some(&doc), certname), "identity-provider-unsupported");
     assert_eq!(code(BINDING, Some("%%%"), certname), "identity-document-not-base64");
 }
+
+#[test]
+fn every_byte_flipped_or_cut_never_panics_nor_changes_the_instance() {
+    let want = verify(GOOD).unwrap();
+    let mut accepted = 0;
+    for i in 0..GOOD.len() {
+        let mut m = GOOD.to_vec();
+        m[i] ^= 0x41;
+        if let Ok(v) = verify(&m) {
+            // No byte outside the signature's cover is left unchecked.
+            assert_eq!(v, want, "byte {i}");
+            accepted += 1;
+        }
+        assert!(verify(&GOOD[..i]).is_err(), "cut at {i}");
+    }
+    assert_eq!(accepted, 0, "{accepted} flipped bytes were accepted");
+}

@@ -89,3 +89,48 @@ pub(super) fn rules(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Policy;
+    use std::path::Path;
+
+    const CLOUD: &str = include_str!("../../fixtures/iid-cloud.pem");
+
+    fn parse(identity: &str) -> Result<Policy, String> {
+        let text = format!("[conductors]\ntrusted_roots = [\"cloud.pem\"]\n\n{identity}");
+        Policy::parse(Path::new("/p/policy.toml"), &text, |p| {
+            if p == Path::new("/p/cloud.pem") {
+                Ok(CLOUD.as_bytes().to_vec())
+            } else {
+                Err(std::io::Error::other("no such file"))
+            }
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    const GOOD: &str = "[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"111122223333\"]\n\
+                        regions = [\"eu-west-1\"]\ncertname_patterns = [\"*.web.example.com\"]\n";
+
+    #[test]
+    fn entries_are_read_and_each_list_is_required() {
+        let p = parse(GOOD).unwrap();
+        assert_eq!(p.identity.len(), 1);
+        assert_eq!(p.identity[0].name, "aws#1");
+        assert_eq!(p.identity[0].certificates.len(), 1);
+        assert!(p.identity[0].certnames[0].is_match("i-01234567.web.example.com"));
+        assert!(parse("").unwrap().identity.is_empty());
+        for (from, to, key) in [
+            ("[\"111122223333\"]", "[]", "identity.aws.accounts"),
+            ("[\"111122223333\"]", "[\"1111\"]", "identity.aws.accounts"),
+            ("[\"eu-west-1\"]", "[]", "identity.aws.regions"),
+            ("[\"*.web.example.com\"]", "[]", "identity.aws.certname_patterns"),
+            ("[\"cloud.pem\"]", "[]", "identity.aws.certificates"),
+            ("[\"cloud.pem\"]", "[\"missing.pem\"]", "identity.aws.certificates"),
+            ("regions", "region", "region"),
+        ] {
+            let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err();
+            assert!(e.contains(key), "{from} -> {to}: {e}");
+        }
+    }
+}
