@@ -44,7 +44,12 @@ pub(super) struct AttributeValues {
 
 /// Step 3: each attribute exactly once with one text value; in version 2 also the
 /// certname (which must be the one asked for) and a well-formed nonce.
-pub(super) fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refusal>) -> AttributeValues {
+pub(super) fn read_attributes(
+    csr: &Csr,
+    certname: &str,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) -> AttributeValues {
     let mut take = |oid: &[u64]| take_text(csr, oid, reasons);
     let signature = take(oids::ATTR_SIGNATURE);
     let version = take(oids::ATTR_VERSION);
@@ -55,8 +60,9 @@ pub(super) fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refus
     let is_v2 = version.as_deref() == Some("2");
     let (vouched_certname, nonce) =
         if is_v2 { (take(oids::ATTR_CERTNAME), take(oids::ATTR_NONCE)) } else { (None, None) };
-    // Version 3 adds the template's four values; the identity document is optional.
-    let is_v3 = version.as_deref() == Some("3");
+    // Version 3 adds the template's four values; the identity document is optional. A
+    // policy that does not accept it refuses version 3 for that alone (version-unsupported).
+    let is_v3 = version.as_deref() == Some("3") && policy.versions.contains(&3);
     let (template, identity_document) = if is_v3 { read_template(csr, reasons) } else { (None, None) };
     if let Some(signed) = &vouched_certname {
         if signed != certname {

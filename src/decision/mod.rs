@@ -192,7 +192,7 @@ pub fn decide_parsed_with(
     // 2. Names.
     check_names(req.certname, &csr, &mut reasons);
     // 3. Attributes: each of the five exactly once, with exactly one text value.
-    let values = read_attributes(&csr, req.certname, &mut reasons);
+    let values = read_attributes(&csr, req.certname, policy, &mut reasons);
     check_no_stray_requests(&csr, values.is_v2, values.is_v3, &mut reasons);
     // 4. Version.
     let version = check_version(values.version.as_deref(), policy, &mut reasons);

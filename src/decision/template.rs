@@ -53,8 +53,8 @@ pub(super) fn check_template_expiry(
 /// Whether every certname the template pattern matches is matched by the scope pattern
 /// `scope` (a glob whose `*` matches any run of characters other than `.`). Judged label
 /// by label: the same number of labels; each of the template's literal labels matched by
-/// the scope's; and the scope's first label is `Q*` where `Q` (a glob) matches the
-/// template's prefix. Sufficient, not necessary: a scope that allows the names another way
+/// the scope's; and the scope's first label ends with `*` and matches the template's prefix
+/// (its last `*` then also takes the rest of any first label). Sufficient, not necessary: a scope that allows the names another way
 /// (`w*e*` for `web-*`) is read as not containing them (deny by default).
 pub fn pattern_within(pattern: &str, scope: &str) -> bool {
     let (Some((first, domain)), Some((scope_first, scope_domain))) = (pattern.split_once('.'), scope.split_once('.'))
@@ -67,7 +67,8 @@ pub fn pattern_within(pattern: &str, scope: &str) -> bool {
     let scope_labels: Vec<&str> = scope_domain.split('.').collect();
     labels.len() == scope_labels.len()
         && labels.iter().zip(&scope_labels).all(|(l, s)| glob(s, l))
-        && scope_first.strip_suffix('*').is_some_and(|q| glob(q, prefix))
+        && scope_first.ends_with('*')
+        && glob(scope_first, prefix)
 }
 
 /// The scope refusal of a template pattern that escapes the scope applying to the
@@ -200,6 +201,9 @@ mod tests {
         assert!(!pattern_within("*.asg.example.com", "web-*.asg.example.com"));
         assert!(!pattern_within("web-*.asg.example.com", "web-*.example.com"));
         assert!(!pattern_within("web-*.asg.example.com", "web-1.asg.example.com"));
+        assert!(!pattern_within("web-*.asg.example.com", "web-1*.asg.example.com"));
+        assert!(!pattern_within("*.asg.example.com", "w*.asg.example.com"));
+        assert!(pattern_within("*.asg.example.com", "*.asg.example.com"));
         assert!(!pattern_within("web-*.other.example.com", "web-*.asg.example.com"));
     }
 }
