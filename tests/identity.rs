@@ -204,3 +204,119 @@ fn cloud_init_adds_each_instances_document_and_derived_certname() {
         assert_eq!(v["instance_id"], id);
     }
 }
+
+/// A CA whose policy accepts version 3 and trusts the test cloud for `*.web.asg.example.test`,
+/// a conductor, and a template bound to the instance signed by it (at most `max_uses`).
+fn bound_ca(c: &Cloud, max_uses: &str) -> PathBuf {
+    let d = c.dir.path().join("ca");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    let p = d.join("policy.toml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("versions = [1, 2]\n", "versions = [1, 2, 3]\n");
+    std::fs::copy(&c.signer.cert, d.join("cloud.pem")).unwrap();
+    let identity = format!(
+        "\n[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"{ACCOUNT}\"]\nregions = [\"{REGION}\"]\n\
+         certname_patterns = [\"*.web.asg.example.test\"]\n"
+    );
+    std::fs::write(&p, text + &identity).unwrap();
+    let (cert, key) = (d.join("asg.pem"), d.join("asg.key"));
+    ok(&vouch()
+        .args(["conductor", "new", "asg", "--dir", s(&d), "--cert-out", s(&cert), "--key-out", s(&key)])
+        .output()
+        .unwrap());
+    std::fs::write(d.join("web.yaml"), "classes:\n  - profile::web\nenvironment: production\n").unwrap();
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
+        .args([
+            "--classification",
+            s(&d.join("web.yaml")),
+            "--template",
+            "--certname-pattern",
+            "*.web.asg.example.test",
+        ])
+        .args(["--max-uses", max_uses, "--expires-in", "2d", "--out", s(&d.join("template.yaml"))])
+        .args(["--identity-binding", "aws:{instance-id}.web.asg.example.test"])
+        .output()
+        .unwrap());
+    d
+}
+
+/// A node's CSR (`vouch csr`, as an agent makes it) from the template's attributes with
+/// `document` added as .2.11, as the cloud-init part adds it, under a new key.
+fn bound_csr(d: &Path, certname: &str, document: Option<&[u8]>) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut attrs = std::fs::read_to_string(d.join("template.yaml")).unwrap();
+    if let Some(doc) = document {
+        let line =
+            format!("custom_attributes:\n  '1.3.6.1.4.1.34380.2.11': '{}'\n", vouch::identity::attribute::encode(doc));
+        attrs = attrs.replacen("custom_attributes:\n", &line, 1);
+    }
+    let file = d.join(format!("attrs-{n}.yaml"));
+    std::fs::write(&file, attrs).unwrap();
+    let csr = d.join(format!("node-{n}.csr"));
+    ok(&vouch()
+        .args(["csr", "--certname", certname, "--attributes", s(&file)])
+        .args(["--key-out", s(&d.join(format!("node-{n}.key"))), "--csr-out", s(&csr)])
+        .output()
+        .unwrap());
+    csr
+}
+
+fn sign(d: &Path, csr: &Path, extra: &[&str]) -> std::process::Output {
+    vouch().args(["--dir", s(d)]).args(extra).args(["sign", "--csr", s(csr)]).output().unwrap()
+}
+
+fn refused_for(o: &std::process::Output, code: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    let all = format!("{}{}", text(o), String::from_utf8_lossy(&o.stderr));
+    assert!(all.contains(&format!("[{code}]")), "not {code}: {all}");
+}
+
+#[test]
+fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_use() {
+    let c = cloud();
+    let d = bound_ca(&c, "3");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let name = |id: &str| format!("{id}.web.asg.example.test");
+    let ids = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"];
+    // Before any use: every bad document is refused, for its own reason, and spends nothing.
+    let first = doc(ids[0]);
+    let other_key = c.other.sign(c.dir.path(), &document(ids[0], ACCOUNT, REGION));
+    let other_account = c.signer.sign(c.dir.path(), &document(ids[0], "999988887777", REGION));
+    let other_region = c.signer.sign(c.dir.path(), &document(ids[0], ACCOUNT, "us-east-1"));
+    for (bytes, code) in [
+        (&other_key, "identity-unknown-signer"),
+        (&other_account, "identity-account-not-allowed"),
+        (&other_region, "identity-region-not-allowed"),
+        (&b"not pkcs7".to_vec(), "identity-not-pkcs7"),
+        (&vec![0x30; 100_000], "identity-document-too-large"),
+    ] {
+        refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(bytes)), &[]), code);
+    }
+    let mut other_bytes = first.clone();
+    let at = other_bytes.windows(ids[0].len()).position(|w| w == ids[0].as_bytes()).unwrap();
+    other_bytes[at + 3] = b'1';
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&other_bytes)), &[]), "identity-digest-mismatch");
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), None), &[]), "identity-document-missing");
+    refused_for(
+        &sign(&d, &bound_csr(&d, "web-1.web.asg.example.test", Some(&first)), &[]),
+        "identity-certname-mismatch",
+    );
+    let later = vouch::encoding::time::format_rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(3));
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &["--now", &later]), "template-expired");
+    // N instances, one certificate each, with the template's classification.
+    for id in ids {
+        let docu = if id == ids[0] { first.clone() } else { doc(id) };
+        let o = sign(&d, &bound_csr(&d, &name(id), Some(&docu)), &[]);
+        ok(&o);
+        let enc = ok(&vouch().args(["--dir", s(&d), "enc", &name(id)]).output().unwrap());
+        assert!(enc.contains("profile::web"), "{enc}");
+    }
+    // The same document on a second key: the instance already has its certificate.
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &[]), "attributes-replayed");
+    // Use N+1: a fourth instance of a template for three.
+    refused_for(
+        &sign(&d, &bound_csr(&d, &name("i-0000000000000000d"), Some(&doc("i-0000000000000000d"))), &[]),
+        "template-exhausted",
+    );
+}

@@ -191,6 +191,11 @@ impl Authority {
         self.refresh_own_crl();
         let permit = CPU_GATE.enter();
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
+        // Version 3: the template's use, counted once every other check passed.
+        let outcome = match outcome {
+            Ok(g) => super::count_template_use(self.journal(true).as_deref(), g, now)?,
+            Err(r) => Err(r),
+        };
         let grant = match outcome {
             Err(refused) => {
                 drop(permit);

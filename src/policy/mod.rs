@@ -14,6 +14,7 @@ mod parse;
 mod pattern;
 mod raw;
 mod requests;
+mod templates;
 
 pub use chain_cache::{ChainCache, Window};
 pub use classification_cache::ClassificationCache;
@@ -24,6 +25,7 @@ pub use identity::AwsIdentityRule;
 pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
 pub use requests::RequestLimits;
+pub use templates::{Templates, MAX_USES_LIMIT};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,6 +101,8 @@ pub struct Policy {
     pub renewal_min_age: Duration,
     /// `[requests]`: refused requests kept at most (in the store; per client address a minute).
     pub requests: RequestLimits,
+    /// `[templates]`: signature version 3 (templates for autoscaling groups).
+    pub templates: Templates,
     /// How long a CRL is valid (its nextUpdate).
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.
@@ -234,7 +238,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 4]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
     }

@@ -30,6 +30,8 @@ pub(super) struct RawPolicy {
     pub(super) requests: super::requests::RawRequests,
     #[serde(default)]
     pub(super) identity: super::identity::RawIdentity,
+    #[serde(default)]
+    pub(super) templates: super::templates::RawTemplates,
 }
 
 #[derive(Deserialize, Default)]

@@ -54,6 +54,7 @@ mod requests;
 mod revocations;
 pub mod schema;
 mod setup;
+mod templates;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
