@@ -343,3 +343,53 @@ fn real_puppet_agents_of_one_group_each_bootstrap_from_the_same_template() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_crash_between_the_count_and_the_use_record_neither_loses_nor_doubles_a_use() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    let first = node_csr(&d, "web-1.asg.example.test", 0);
+    // Killed right after the count named web-1, before its use record.
+    let mut killed = vouch();
+    killed.env("VOUCH_TEST_ABORT_AT", "template:counted").args(["--dir", s(&d), "sign", "--csr", s(&first)]);
+    let killed = killed.output().unwrap();
+    assert_eq!(killed.status.code(), None, "not killed at template:counted: {}", text(&killed));
+    let files = count_files(&d);
+    assert_eq!((files.len(), files.iter().filter(|n| n.ends_with(".count")).count()), (1, 1), "{files:?}");
+    // The same node again: its use is the one already counted (no second), then one is left.
+    ok(&vouch_sign(&d, &first, &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-2.asg.example.test", 0), &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-3.asg.example.test", 0), &[]), "template-exhausted");
+}
+
+#[test]
+fn racing_hooks_on_one_journal_yield_exactly_max_uses() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "4", &[]));
+    let csrs: Vec<(String, Vec<u8>)> = (1..=10)
+        .map(|i| {
+            let name = format!("web-{i}.asg.example.test");
+            let csr = std::fs::read(node_csr(&d, &name, 0)).unwrap();
+            (name, csr)
+        })
+        .collect();
+    let barrier = std::sync::Barrier::new(csrs.len());
+    let approved = std::thread::scope(|sc| {
+        let handles: Vec<_> = csrs
+            .iter()
+            .map(|(name, csr)| {
+                let (barrier, d) = (&barrier, &d);
+                sc.spawn(move || {
+                    barrier.wait();
+                    common::run(vouch().args(["--dir", s(d), "autosign", name]), Some(csr))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|o| o.status.success()).count()
+    });
+    assert_eq!(approved, 4);
+}
