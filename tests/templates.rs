@@ -286,3 +286,110 @@ fn version_3_vectors_verify_reproduce_and_match_the_attribute_format_doc() {
         }
     }
 }
+
+/// A stock Puppet agent's confdir under `base/certname`, pointed at `vouch serve` on `port`,
+/// with the template's attributes as its `csr_attributes.yaml`.
+fn agent_conf(base: &Path, certname: &str, port: u16, attributes: &Path) -> PathBuf {
+    let d = base.join(certname);
+    std::fs::create_dir_all(d.join("etc")).unwrap();
+    let mut conf = format!(
+        "[main]\nserver = localhost\nca_server = localhost\nserverport = {port}\ncertname = {certname}\n\
+         csr_attributes = {}\n",
+        attributes.display()
+    );
+    for (k, v) in ["ssldir", "vardir", "rundir", "logdir", "publicdir", "codedir"]
+        .iter()
+        .zip(["ssl", "var", "run", "log", "public", "code"])
+    {
+        conf.push_str(&format!("{k} = {}\n", d.join(v).display()));
+    }
+    std::fs::write(d.join("etc/puppet.conf"), conf).unwrap();
+    d.join("etc")
+}
+
+#[test]
+fn real_puppet_agents_of_one_group_each_bootstrap_from_the_same_template() {
+    common::require("puppet", "puppet-agent");
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    let log = t.path().join("serve.log");
+    let (mut child, _banner, port) =
+        common::start_serve(common::serve_cmd(&d).args(["--server-name", "localhost"]), &log);
+    let bootstrap = |name: &str| {
+        let confdir = agent_conf(t.path(), name, port, &d.join("template.yaml"));
+        let o = std::process::Command::new("puppet")
+            .args(["ssl", "bootstrap", "--waitforcert", "0", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        (o, confdir.parent().unwrap().join(format!("ssl/certs/{name}.pem")))
+    };
+    for name in ["web-1.asg.example.test", "web-2.asg.example.test"] {
+        let (o, cert) = bootstrap(name);
+        assert!(o.status.success(), "{name}: {}\n{}", text(&o), std::fs::read_to_string(&log).unwrap_or_default());
+        // The certificate carries the template's classification (its .2.5 extension).
+        let shown = ok(&std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in", s(&cert)])
+            .output()
+            .unwrap());
+        assert!(shown.contains("1.3.6.1.4.1.34380.2.5"), "{name}: {shown}");
+    }
+    // The third instance of a template of two gets no certificate.
+    let (o, cert) = bootstrap("web-3.asg.example.test");
+    assert!(!o.status.success() && !cert.exists(), "{}", text(&o));
+    let pending = ok(&vouch().args(["--dir", s(&d), "list", "--format", "json"]).output().unwrap());
+    assert!(pending.contains("template-exhausted"), "{pending}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_crash_between_the_count_and_the_use_record_neither_loses_nor_doubles_a_use() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    let first = node_csr(&d, "web-1.asg.example.test", 0);
+    // Killed right after the count named web-1, before its use record.
+    let mut killed = vouch();
+    killed.env("VOUCH_TEST_ABORT_AT", "template:counted").args(["--dir", s(&d), "sign", "--csr", s(&first)]);
+    let killed = killed.output().unwrap();
+    assert_eq!(killed.status.code(), None, "not killed at template:counted: {}", text(&killed));
+    let files = count_files(&d);
+    assert_eq!((files.len(), files.iter().filter(|n| n.ends_with(".count")).count()), (1, 1), "{files:?}");
+    // The same node again: its use is the one already counted (no second), then one is left.
+    ok(&vouch_sign(&d, &first, &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-2.asg.example.test", 0), &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-3.asg.example.test", 0), &[]), "template-exhausted");
+}
+
+#[test]
+fn racing_hooks_on_one_journal_yield_exactly_max_uses() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "4", &[]));
+    let csrs: Vec<(String, Vec<u8>)> = (1..=10)
+        .map(|i| {
+            let name = format!("web-{i}.asg.example.test");
+            let csr = std::fs::read(node_csr(&d, &name, 0)).unwrap();
+            (name, csr)
+        })
+        .collect();
+    let barrier = std::sync::Barrier::new(csrs.len());
+    let approved = std::thread::scope(|sc| {
+        let handles: Vec<_> = csrs
+            .iter()
+            .map(|(name, csr)| {
+                let (barrier, d) = (&barrier, &d);
+                sc.spawn(move || {
+                    barrier.wait();
+                    common::run(vouch().args(["--dir", s(d), "autosign", name]), Some(csr))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|o| o.status.success()).count()
+    });
+    assert_eq!(approved, 4);
+}

@@ -131,7 +131,7 @@ pub struct ConductorSignArgs {
     #[arg(long, value_name = "PATTERN", requires = "template")]
     pub certname_pattern: Option<String>,
     /// At most how many certificates the template yields (1 to 1000000).
-    #[arg(long, value_name = "N", requires = "template",
+    #[arg(long, value_name = "N", requires = "template", allow_negative_numbers = true,
           value_parser = |s: &str| whole_number::<u64>(s, 1, Some(1_000_000)))]
     pub max_uses: Option<u64>,
     /// Bind the template to the instance's identity document: 'aws:{instance-id}.DOMAIN'
