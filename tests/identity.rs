@@ -320,3 +320,33 @@ fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_
         "template-exhausted",
     );
 }
+
+#[test]
+fn a_bound_templates_cloud_config_adds_the_document_before_the_agent_starts() {
+    require("cloud-init", "cloud-init");
+    let c = cloud();
+    let d = bound_ca(&c, "3");
+    let out = d.join("user-data");
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "sign", "--cert", s(&d.join("asg.pem")), "--key", s(&d.join("asg.key"))])
+        .args([
+            "--classification",
+            s(&d.join("web.yaml")),
+            "--template",
+            "--certname-pattern",
+            "*.web.asg.example.test",
+        ])
+        .args(["--max-uses", "3", "--expires-in", "2d", "--format", "cloud-config", "--out", s(&out)])
+        .args(["--identity-binding", "aws:{instance-id}.web.asg.example.test"])
+        .output()
+        .unwrap());
+    let schema = Command::new("cloud-init").args(["schema", "--config-file", s(&out)]).output().unwrap();
+    assert!(schema.status.success(), "cloud-init schema: {}", String::from_utf8_lossy(&schema.stderr));
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["puppet"]["start_service"].as_bool(), Some(false));
+    assert!(v["puppet"]["csr_attributes"]["custom_attributes"]["1.3.6.1.4.1.34380.2.10"].is_string(), "{v:?}");
+    let script = v["runcmd"][0][2].as_str().unwrap();
+    assert!(script.contains("/latest/dynamic/instance-identity/rsa2048"), "{script}");
+    assert_eq!(v["runcmd"][0][3].as_str(), Some("{instance-id}.web.asg.example.test"));
+    assert_eq!(v["runcmd"][1][0].as_str(), Some("puppet"));
+}

@@ -1,6 +1,6 @@
 //! `vouch conductor new`, `vouch conductor sign` and `vouch conductor revoke`.
 
-use super::args::{ConductorSignArgs, KeyTypeArg};
+use super::args::{ConductorSignArgs, FormatArg, KeyTypeArg};
 use super::output::{note, preflight, say, write_out, write_pair, Replace};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK};
 use crate::encoding::oids;
@@ -190,7 +190,12 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     };
     let mirror = mirror_oid(a)?;
     let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
-    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    let mut text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    if let (Some(binding), FormatArg::CloudConfig) = (&a.identity_binding, a.format) {
+        // Bound: the node adds its identity document before its agent starts.
+        let template = crate::identity::Binding::parse(binding).map_err(|r| Error::Usage { detail: r.to_string() })?;
+        text = crate::identity::cloud_init::bound_cloud_config(&text, template.template);
+    }
     write_out(a.out.as_deref(), &text, 0o600)?;
     if !a.template {
         warn_if_policy_refuses(cli, expiry, now);

@@ -89,3 +89,15 @@ fn yaml_quoted(s: &str) -> String {
     out.push('"');
     out
 }
+
+/// The agent started once the document is in place (the `puppet` module must not start it).
+const START_AGENT: &str = "  - [puppet, resource, service, puppet, ensure=running, enable=true]\n";
+
+/// A bound template's `#cloud-config` (as `vouch conductor sign --format cloud-config`
+/// renders it, with its `puppet:` section) made ready for the instance: cloud-init's `puppet`
+/// module writes `csr_attributes.yaml` and neither runs nor starts the agent; then `runcmd`
+/// adds the identity document and the derived certname, and starts the agent.
+pub fn bound_cloud_config(rendered: &str, template: &str) -> String {
+    let puppet = rendered.replacen("\npuppet:\n", "\npuppet:\n  exec: false\n  start_service: false\n", 1);
+    format!("{puppet}{}{START_AGENT}", runcmd(template))
+}

@@ -194,3 +194,15 @@ fn every_byte_flipped_or_cut_never_panics_nor_changes_the_instance() {
     }
     assert_eq!(accepted, 0, "{accepted} flipped bytes were accepted");
 }
+
+#[test]
+fn a_bound_cloud_config_starts_the_agent_after_the_document_is_in() {
+    let rendered = "#cloud-config\npuppet:\n  csr_attributes:\n    custom_attributes:\n      '1': 'x'\n";
+    let v: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&cloud_init::bound_cloud_config(rendered, "{instance-id}.example.com")).unwrap();
+    assert_eq!(v["puppet"]["start_service"].as_bool(), Some(false));
+    assert_eq!(v["puppet"]["exec"].as_bool(), Some(false));
+    assert_eq!(v["puppet"]["csr_attributes"]["custom_attributes"]["1"].as_str(), Some("x"));
+    assert_eq!(v["runcmd"][0][3].as_str(), Some("{instance-id}.example.com"));
+    assert_eq!(v["runcmd"][1][0].as_str(), Some("puppet"));
+}
