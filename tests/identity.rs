@@ -350,3 +350,85 @@ fn a_bound_templates_cloud_config_adds_the_document_before_the_agent_starts() {
     assert_eq!(v["runcmd"][0][3].as_str(), Some("{instance-id}.web.asg.example.test"));
     assert_eq!(v["runcmd"][1][0].as_str(), Some("puppet"));
 }
+
+/// Stops the `vouch serve` this test started.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Puppet agent's confdir for one instance: CA and server at 127.0.0.1:`port` (as
+/// `localhost`), its certname still the image's until the cloud-init part sets it.
+fn instance_confdir(base: &Path, n: usize, port: u16) -> PathBuf {
+    let d = base.join(format!("instance-{n}"));
+    std::fs::create_dir_all(d.join("etc")).unwrap();
+    let mut conf = format!(
+        "[main]\nserver = localhost\nca_server = localhost\nserverport = {port}\ncertname = image.example.test\n"
+    );
+    for (k, v) in ["ssldir", "vardir", "rundir", "logdir", "publicdir", "codedir"]
+        .iter()
+        .zip(["ssl", "var", "run", "log", "public", "code"])
+    {
+        conf.push_str(&format!("{k} = {}\n", d.join(v).display()));
+    }
+    std::fs::write(d.join("etc/puppet.conf"), conf).unwrap();
+    d.join("etc")
+}
+
+#[test]
+fn real_agents_from_one_user_data_each_get_one_certificate_by_their_identity_document() {
+    require("cloud-init", "cloud-init");
+    require("puppet", "puppet-agent");
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    let log = c.dir.path().join("serve.log");
+    let (child, _banner, port) = start_serve(&mut serve_cmd(&d), &log);
+    let _serve = Serve(child);
+    let out =
+        run(vouch().args(["identity", "cloud-config", "--binding", "aws:{instance-id}.web.asg.example.test"]), None);
+    let user_data = c.write("user-data", ok(&out).as_bytes());
+    // Each instance boots from the same user-data: cloud-init's puppet module writes the
+    // template's attributes, the runcmd part adds the instance's document and certname, the
+    // agent bootstraps.
+    let boot = |n: usize, id: &str, signed: &[u8]| -> (PathBuf, std::process::Output) {
+        let imds = Metadata::start(document(id, ACCOUNT, REGION), signed);
+        let confdir = instance_confdir(c.dir.path(), n, port);
+        std::fs::copy(d.join("template.yaml"), confdir.join("csr_attributes.yaml")).unwrap();
+        cloud_init(&user_data, &[("VOUCH_IMDS_ENDPOINT", &imds.endpoint), ("VOUCH_PUPPET_CONFDIR", s(&confdir))]);
+        let o = Command::new("puppet")
+            .args(["ssl", "bootstrap", "--waitforcert", "0", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        (confdir, o)
+    };
+    let ids = ["i-00000000000000a01", "i-00000000000000a02"];
+    let first = c.signer.sign(c.dir.path(), &document(ids[0], ACCOUNT, REGION));
+    for (n, id) in ids.iter().enumerate() {
+        let signed = if n == 0 { first.clone() } else { c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION)) };
+        let (confdir, o) = boot(n, id, &signed);
+        let certname = format!("{id}.web.asg.example.test");
+        let cert = confdir.parent().unwrap().join(format!("ssl/certs/{certname}.pem"));
+        assert!(o.status.success() && cert.exists(), "instance {id}: {}", text(&o));
+        let enc = ok(&vouch().args(["--dir", s(&d), "enc", &certname]).output().unwrap());
+        assert!(enc.contains("profile::web"), "{enc}");
+    }
+    // The first instance's document again, from another agent (another key): refused
+    // (through `vouch sign`, the same is `attributes-replayed`: the test above).
+    let (confdir, o) = boot(10, ids[0], &first);
+    assert!(!o.status.success(), "a copied document was granted: {}", text(&o));
+    assert!(!confdir.parent().unwrap().join(format!("ssl/certs/{}.web.asg.example.test.pem", ids[0])).exists());
+    // A third instance of a template for two: refused.
+    let third = "i-00000000000000a03";
+    let (confdir, o) = boot(3, third, &c.signer.sign(c.dir.path(), &document(third, ACCOUNT, REGION)));
+    assert!(!o.status.success(), "use N+1 was granted: {}", text(&o));
+    assert!(!confdir.parent().unwrap().join(format!("ssl/certs/{third}.web.asg.example.test.pem")).exists());
+    let serve_log = std::fs::read_to_string(&log).unwrap();
+    assert!(serve_log.contains("\"codes\":\"template-exhausted\""), "{serve_log}");
+    // Two grants, no more: the copy was refused before any decision (its certname has a
+    // certificate), the fourth by the template's count.
+    assert_eq!(serve_log.matches("\"verdict\":\"granted\"").count(), 2, "{serve_log}");
+}
