@@ -6,6 +6,7 @@ pub mod agents;
 pub mod fleet_lab;
 pub mod gen_store;
 pub mod ldap_lab;
+pub mod ldap_proxy;
 pub mod processes;
 pub mod slapd;
 
