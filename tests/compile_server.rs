@@ -230,12 +230,17 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     std::fs::write(
         module.join("init.pp"),
         format!(
-            "class vouchdemo {{\n  notify {{ 'vouchdemo':\n    message => \"{MARKER} tier=${{::tier}}\",\n  }}\n}}\n"
+            "class vouchdemo {{\n  notify {{ 'vouchdemo':\n    message => \"{MARKER} tier=${{::tier}} \
+             role=${{trusted['extensions']['pp_role']}}\",\n  }}\n}}\n"
         ),
     )
     .unwrap();
     let web_yaml = t.join("web.yaml");
-    std::fs::write(&web_yaml, "classes: [vouchdemo]\nparameters: {tier: frontend}\nenvironment: production\n").unwrap();
+    std::fs::write(
+        &web_yaml,
+        "classes: [vouchdemo]\nparameters: {tier: frontend}\nenvironment: production\nextensions: {pp_role: web}\n",
+    )
+    .unwrap();
     let server_yaml = t.join("server.yaml");
     std::fs::write(&server_yaml, "classes: []\nparameters: {role: compile}\nenvironment: production\n").unwrap();
 
@@ -338,6 +343,8 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     eprintln!("web01: bootstrap and first run {:.1} s", start.elapsed().as_secs_f64());
     assert!(code == 0 || code == 2, "web01's run failed ({code}):\n{out}\nserver log:\n{}", lab.log());
     assert!(out.contains(&format!("Notice: {MARKER} tier=frontend")), "no class or parameter in the run:\n{out}");
+    // The signed pp_role, as Puppet Server puts it in $trusted from the certificate.
+    assert!(out.contains(&format!("Notice: {MARKER} tier=frontend role=web")), "no signed pp_role:\n{out}");
     let enc_json: serde_json::Value =
         serde_json::from_str(&ok(&Command::new(&enc).arg(web01).output().unwrap())).unwrap();
     assert_eq!(enc_json["classes"], serde_json::json!(["vouchdemo"]));

@@ -359,7 +359,6 @@ fn refused_requests_kept_in_the_file_store_are_bounded_too() {
 /// listed until its certificate (signed by this CA) says it expired; verify names it.
 #[test]
 fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_named() {
-    use base64::Engine;
     let slapd = store();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
@@ -381,26 +380,7 @@ fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_na
     };
     assert!(openssl_lists(), "revoked, not on the CRL");
     // The revocation entry, its record's not_after moved back to 2001.
-    let found =
-        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
-    let found = found.ok().to_string();
-    let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
-    // LDIF: the value as it is when it is safe text, else base64.
-    let record = found
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("vouchRecord:: ")
-                .map(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).unwrap())
-                .or_else(|| l.strip_prefix("vouchRecord: ").map(|t| t.as_bytes().to_vec()))
-        })
-        .unwrap_or_else(|| panic!("no record: {found}"));
-    let mut json: serde_json::Value = serde_json::from_slice(&record).unwrap();
-    assert!(json["record"]["not_after"].is_string(), "{json}");
-    json["record"]["not_after"] = "2001-01-01T00:00:00Z".into();
-    let edited = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&json).unwrap());
-    let changed =
-        slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {edited}\n-\n"));
-    assert!(changed.success(), "{}", changed.stderr);
+    edit_revocation_record(&slapd, &serial, |json| json["record"]["not_after"] = "2001-01-01T00:00:00Z".into());
     let o = v(&slapd, &d1).arg("crl").output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(openssl_lists(), "the revoked, unexpired certificate is off the CRL");
@@ -449,4 +429,283 @@ fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired
     let (listed, said) = lists(not_after + time::Duration::days(400));
     assert!(!listed, "a cleaned certificate expired 400 days ago stays on the CRL: {said}");
     assert!(!said.contains("crl-entry-kept"), "{said}");
+}
+
+/// And a renewal's: on LDAP the certificate a renewal supersedes is kept in its revocation
+/// entry, so its serial leaves the CRL once it expired (by its certificate, not the entry's
+/// word), with nothing to warn about; until then it stays.
+#[test]
+fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "renewed.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let cert = cert.expect("a certificate");
+    drop(m1);
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let serial = vouch::encoding::hex(parsed.raw_serial());
+    let not_after = parsed.validity().not_after.to_datetime();
+    ok(&v(&slapd, &d1).args(["renew", name, "--out", s(&tmp.path().join("new.pem"))]).output().unwrap());
+    let found = slapd.ldapsearch(
+        BASE,
+        &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
+        &["vouchCertificate"],
+    );
+    assert!(found.ok().contains("vouchCertificate"), "the superseded certificate is not kept: {}", found.ok());
+    let out = tmp.path().join("crl.pem");
+    let lists = |at: OffsetDateTime| {
+        let o = v(&slapd, &d1).args(["--now", &rfc3339(at), "crl", "--out", s(&out)]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let t = ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&out)]), None));
+        let value = serial.trim_start_matches("00").to_ascii_uppercase();
+        (t.lines().any(|l| l.trim() == format!("Serial Number: {value}")), text(&o))
+    };
+    assert!(lists(OffsetDateTime::now_utc()).0, "superseded: listed");
+    let (listed, said) = lists(not_after + time::Duration::days(400));
+    assert!(!listed, "a superseded certificate expired 400 days ago stays on the CRL: {said}");
+    assert!(!said.contains("crl-entry-kept"), "{said}");
+}
+
+/// A write sent again after its answer was lost, that the server had applied: the pool sends
+/// a request again on a fresh connection when the first timed out, and the second then finds
+/// its own first as another writer's. A renewal's registry write (a compare-and-swap) was
+/// answered as a lost race (exit 75) although its new certificate was stored and the old one
+/// revoked: the node never got the certificate that replaced its own. Now the entry is read
+/// after a resent write that "lost", and when it is this write's, it stands.
+#[test]
+fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "resent.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    let proxy = common::ldap_proxy::LdapProxy::start(slapd.port());
+    proxy.lose_answer_to_modify_of(&format!("vouchCertname={name}"));
+    let new = tmp.path().join("new.pem");
+    let o = v(&slapd, &d1)
+        .env("VOUCH_STORE", format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+        .args(["renew", name, "--out", s(&new)])
+        .output()
+        .unwrap();
+    assert_eq!(proxy.lost(), 1, "the registry write's answer was not lost: {}", text(&o));
+    assert!(o.status.success(), "a renewal the store holds was answered as failed: {}", text(&o));
+    let pem = std::fs::read(&new).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    let found = slapd.ldapsearch(BASE, &format!("(vouchCertname={name})"), &["vouchSerial"]);
+    assert!(
+        found.ok().lines().any(|l| l.trim() == format!("vouchSerial: {serial}")),
+        "the certificate handed out is not the one stored: {}",
+        found.ok()
+    );
+}
+
+/// The CRL-regeneration counter on a promoted standby: a master's CRL is due when its CA
+/// entry's revocation counter is not the value it recorded with its last CRL. A standby
+/// promoted without the primary's last increment, then one more revocation there, brings the
+/// counter back to the recorded value with another revocation behind it: the master saw
+/// nothing due and served a CRL without it until its refresh days later. Here the lost
+/// increment is made by hand, and the revocation by another master.
+#[test]
+fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m2 = Master::start(&slapd, &d2, "ca2.test");
+    let mut serials = Vec::new();
+    for name in ["first.example.test", "second.example.test"] {
+        let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+        let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        let cert = cert.expect("a certificate");
+        let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+        serials.push(vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial()));
+    }
+    drop((m1, m2));
+    ok(&v(&slapd, &d1).args(["revoke", "first.example.test"]).output().unwrap());
+    // Master 1's CA entry and its counter, as the CRL just written recorded it.
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={}))", serials[0]), &["dn"]);
+    let found = found.ok().to_string();
+    let rev_dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    let ca_dn = rev_dn.split_once(',').map(|(_, rest)| rest.to_string()).unwrap();
+    let counter = || {
+        let o = slapd.ldapsearch(&ca_dn, "(objectClass=vouchIssuer)", &["vouchRevision"]);
+        let n: u64 = o.ok().lines().find_map(|l| l.strip_prefix("vouchRevision: ")).unwrap().trim().parse().unwrap();
+        n
+    };
+    let recorded = counter();
+    // The standby promoted without the last increment.
+    let back = slapd.ldapmodify(&format!(
+        "dn: {ca_dn}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: {}\n-\n",
+        recorded - 1
+    ));
+    assert!(back.success(), "{}", back.stderr);
+    // Another second: the server's modifyTimestamp has one-second steps.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    ok(&v(&slapd, &d2).args(["revoke", "second.example.test"]).output().unwrap());
+    assert_eq!(counter(), recorded, "the counter is back at the value master 1 recorded");
+    // Any command of master 1 that keeps its CRL.
+    ok(&v(&slapd, &d1).args(["list", "--all"]).output().unwrap());
+    let t =
+        ok(&run(Command::new("openssl").args(["crl", "-noout", "-text", "-in", s(&d1.join("ca/ca_crl.pem"))]), None));
+    let value = serials[1].trim_start_matches("00").to_ascii_uppercase();
+    assert!(
+        t.lines().any(|l| l.trim() == format!("Serial Number: {value}")),
+        "master 1's CRL lacks the revocation made on the promoted standby:\n{t}"
+    );
+}
+
+/// Rewrites the record (`vouchRecord`) of the revocation entry of `serial` with `edit`, as a
+/// writer of the store with no CA key can.
+fn edit_revocation_record(slapd: &Slapd, serial: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    use base64::Engine;
+    let found =
+        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
+    let found = found.ok().to_string();
+    let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    // LDIF: the value as it is when it is safe text, else base64.
+    let record = found
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("vouchRecord:: ")
+                .map(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).unwrap())
+                .or_else(|| l.strip_prefix("vouchRecord: ").map(|t| t.as_bytes().to_vec()))
+        })
+        .unwrap_or_else(|| panic!("no record: {found}"));
+    let mut json: serde_json::Value = serde_json::from_slice(&record).unwrap();
+    assert!(json["record"]["not_after"].is_string(), "{json}");
+    edit(&mut json);
+    let edited = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&json).unwrap());
+    let changed =
+        slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {edited}\n-\n"));
+    assert!(changed.success(), "{}", changed.stderr);
+}
+
+/// A writer of the store with no CA key moved a revocation's time into the future: the CRL
+/// listed the serial with that date, and a relying party that reads the date (Java's, so
+/// Puppet Server's) took the certificate as valid until then. A CRL's revocation date is
+/// never later than the time it is written.
+#[test]
+fn a_revocation_time_moved_into_the_future_is_not_put_on_the_crl() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "future.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    let cert = cert.expect("a certificate");
+    let (_, der) = vouch::encoding::pem::find(&cert, &["CERTIFICATE"]).unwrap();
+    let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
+    ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
+    edit_revocation_record(&slapd, &serial, |json| json["record"]["revoked_at"] = "2999-01-01T00:00:00Z".into());
+    ok(&v(&slapd, &d1).arg("crl").output().unwrap());
+    let crl = std::fs::read(d1.join("ca/ca_crl.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
+    let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+    let entry = crl
+        .iter_revoked_certificates()
+        .find(|r| vouch::encoding::hex(r.raw_serial()) == serial)
+        .expect("the revoked serial is on the CRL");
+    let date = entry.revocation_date.to_datetime();
+    assert!(date <= OffsetDateTime::now_utc(), "the CRL says {serial} is revoked only from {date}");
+}
+
+/// A revocation recorded by an older version keeps no certificate; `vouch clean` then removed
+/// the registry entry that still held it, and the serial stayed on the CRL for good. Now the
+/// clean gives the revocation entry the certificate first.
+#[test]
+fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "older.example.test";
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let (put, why, _) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    drop(m1);
+    ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
+    let filter = format!("(&(objectClass=vouchRevocation)(vouchCertname={name}))");
+    let found = slapd.ldapsearch(BASE, &filter, &["dn"]);
+    let dn = found.ok().lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
+    // As an older version wrote it.
+    let older = slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\ndelete: vouchCertificate\n-\n"));
+    assert!(older.success(), "{}", older.stderr);
+    ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
+    let found = slapd.ldapsearch(BASE, &filter, &["vouchCertificate"]);
+    assert!(found.ok().contains("vouchCertificate"), "the cleaned certificate is nowhere: {}", found.ok());
+}
+
+/// The autosign hook runs on every Puppet Server that uses it, so it should not hold the
+/// masters' account, which may write every certificate, revocation and override. docs/ldap.md
+/// gives the hooks a bind DN of their own that may write the replay journal only; here that
+/// ACL, as documented, lets the hook decide and claim (the claim shared with the masters),
+/// and refuses the same account a change to a certname's certificate or a revocation.
+#[test]
+fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
+    const HOOK: &str = "cn=vouch-hook,dc=vouch,dc=test";
+    let mut opts = common::ldap_lab::slapd_opts();
+    opts.database.extend([
+        format!("access to dn.subtree=\"ou=journal,{BASE}\" by dn.exact=\"{HOOK}\" write by * break"),
+        format!("access to dn.subtree=\"{BASE}\" by dn.exact=\"{HOOK}\" read by * break"),
+        format!("access to dn.exact=\"{HOOK}\" attrs=userPassword by anonymous auth by * none"),
+    ]);
+    let slapd = Slapd::start(&opts);
+    ok(&v(&slapd, slapd.dir()).args(["ldap", "init", "--create-base"]).output().unwrap());
+    let added = slapd.ldapadd(&format!(
+        "dn: {HOOK}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\ncn: vouch-hook\n\
+         userPassword: hook-secret\n"
+    ));
+    assert!(added.success(), "{}", added.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = tmp.path().join("hook.pw");
+    std::fs::write(&pw, "hook-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let (name, other) = ("hooked.example.test", "other.example.test");
+    let (put, why, _) = enroll(
+        &m1,
+        other,
+        &csr_for(other, &attributes(&d1, Some(other), OffsetDateTime::now_utc() + time::Duration::hours(1)), &p256()),
+    );
+    assert_eq!(put, 200, "{why}");
+    let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let hook_env = [
+        ("VOUCH_STORE", slapd.url(BASE)),
+        ("VOUCH_LDAP_BIND_DN", HOOK.to_string()),
+        ("VOUCH_LDAP_PASSWORD_FILE", s(&pw).to_string()),
+    ];
+    let hook = run(
+        vouch().envs(hook_env.clone()).args(["--dir", s(&d1), "autosign", name]),
+        Some(&csr_for(name, &attrs, &p256())),
+    );
+    assert!(hook.status.success(), "the hook under its own bind DN: {}", text(&hook));
+    // Its claim is the fleet's: the same attributes on another key, at the master, are a replay.
+    let (_, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert!(cert.is_none(), "spent attributes granted again at the master: {why}");
+    drop(m1);
+    // And the hook's account cannot change a certificate or a revocation.
+    let registry = format!("vouchCertname={other},ou=certnames,{BASE}");
+    let modify = |ldif: String| {
+        let mut c = Command::new("ldapmodify");
+        c.args(["-x", "-H", &slapd.url(""), "-D", HOOK, "-y", s(&pw)]);
+        run(&mut c, Some(ldif.as_bytes()))
+    };
+    let o = modify(format!("dn: {registry}\nchangetype: modify\nreplace: vouchState\nvouchState: revoked\n-\n"));
+    assert_eq!(o.status.code(), Some(50), "the hook's account changed a certname's certificate: {}", text(&o));
 }

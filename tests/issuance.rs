@@ -439,6 +439,38 @@ fn a_revocation_leaves_the_crl_a_crl_period_after_its_certificate_expired() {
     assert_eq!(listed(not_after + time::Duration::days(31)), vec![legacy.to_string()], "expired long since: off");
 }
 
+/// The file store keeps no superseded certificate: a renewed node's old serial leaves the CRL
+/// by its record's expiry, as before (only the shared store, whose writers need no CA key,
+/// requires the certificate to say so), and nothing is warned.
+#[test]
+fn a_renewed_certificate_leaves_the_file_stores_crl_a_crl_period_after_it_expired() {
+    let ca = Ca::new("p256");
+    let csr = ca.vouched_csr("renewed.example.test", "x", WEB, "1h");
+    ok(&ca.vouch(&["sign", "--csr", s(&csr), "--out", s(&ca.work.join("old.pem"))]));
+    ok(&ca.vouch(&["renew", "renewed.example.test", "--out", s(&ca.work.join("new.pem"))]));
+    let pem = std::fs::read(ca.work.join("old.pem")).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let not_after = cert.validity().not_after.to_datetime();
+    let old: String = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+    let listed = |at: time::OffsetDateTime| {
+        let out = ca.work.join("crl.pem");
+        let o = ca.vouch(&["--now", &vouch::encoding::time::format_rfc3339(at), "crl", "--out", s(&out)]);
+        ok(&o);
+        let crl = std::fs::read(&out).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&crl, &["X509 CRL"]).unwrap();
+        let (_, crl) = x509_parser::parse_x509_crl(&der).unwrap();
+        let listed = crl
+            .iter_revoked_certificates()
+            .any(|r| r.raw_serial().iter().map(|b| format!("{b:02x}")).collect::<String>() == old);
+        (listed, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    assert!(listed(time::OffsetDateTime::now_utc()).0, "superseded: listed");
+    let (still, said) = listed(not_after + time::Duration::days(31));
+    assert!(!still, "expired long since, still on the CRL: {said}");
+    assert!(!said.contains("crl-entry-kept"), "{said}");
+}
+
 /// Many concurrent `vouch sign` processes: distinct names all issue; one name issues once.
 #[test]
 fn concurrent_signers_never_duplicate() {

@@ -105,8 +105,8 @@ impl Authority {
     /// publish a CRL without them, and the certificates would be valid again for every
     /// relying party. An entry leaves only when the store's record of its serial (whatever its
     /// state) says it expired more than a CRL period ago ([`Self::off_the_crl`], as for a
-    /// logged one) and its certificate agrees ([`Authority::certified_expiry`]); anything
-    /// else (no record, an unreadable one, one without a notAfter, no certificate to tell)
+    /// logged one) and its certificate agrees ([`Authority::certified_leaves`]); anything
+    /// else (no record, an unreadable one, one without a notAfter, on LDAP no certificate to tell)
     /// keeps it, as the previous CRL had it (its revocation time and reason). No previous CRL, or
     /// one that does not read as this CA's: nothing kept.
     fn kept_from_previous_crl(
@@ -152,7 +152,7 @@ impl Authority {
                 // The record's notAfter is the store's: the certificate must say so too.
                 Ok(Some(rec)) => {
                     self.off_the_crl(&Revocation::of(&rec, String::new(), String::new(), false), now)
-                        && self.certified_expiry(&hex, &rec.certname, now)? == Certified::Off
+                        && self.certified_leaves(&self.certified_expiry(&hex, &rec.certname, now)?)
                 }
                 Ok(None) => false,
                 Err(e @ crate::store::StoreError::Unavailable { .. }) => return Err(e.into()),
@@ -191,7 +191,8 @@ impl Authority {
     /// revocation states is the store's, which any writer of the store may change: a serial
     /// the previous CRL listed leaves only when its certificate says so too
     /// ([`Authority::certified_expiry`]); so only the serials leaving at this write are
-    /// checked, and one without a certificate to tell stays (said once per CRL).
+    /// checked; one without a certificate to tell stays where the store keeps every revoked
+    /// certificate (LDAP), and leaves by the store's word on the file store (said once per CRL).
     fn revoked_entries(
         &self,
         now: OffsetDateTime,
@@ -210,9 +211,11 @@ impl Authority {
                     continue;
                 }
                 match self.certified_expiry(&r.serial, &r.certname, now)? {
-                    Certified::Off => continue,
                     Certified::Due(t) => kept.push((r.serial.clone(), format!("its certificate expires {t}"))),
-                    Certified::Unknown(why) => kept.push((r.serial.clone(), why)),
+                    Certified::Unknown(why) if self.store.keeps_revoked_certificates() => {
+                        kept.push((r.serial.clone(), why))
+                    }
+                    Certified::Off | Certified::Unknown(_) => continue,
                 }
             }
             let serial = (0..r.serial.len())
@@ -221,7 +224,10 @@ impl Authority {
                 .collect::<Vec<u8>>();
             revoked.push(rcgen::RevokedCertParams {
                 serial_number: rcgen::SerialNumber::from_slice(&serial),
-                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().unwrap_or(now),
+                // Never later than now: a relying party that reads the date (Java's, Puppet
+                // Server's) takes a certificate revoked in the future as valid until then, and
+                // the date is the store's, which a writer without the CA key may change.
+                revocation_time: crate::encoding::time::parse_rfc3339(&r.time).ok().map_or(now, |t| t.min(now)),
                 reason_code: reason_code(&r.reason),
                 invalidity_date: None,
             });

@@ -22,6 +22,18 @@ pub(super) enum Certified {
 }
 
 impl Authority {
+    /// Whether a serial whose store entry says it expired a CRL period ago leaves the CRL, by
+    /// what its certificate says: when it expired, yes; when not, never; when no certificate
+    /// tells, only where the store's word is the CA key holder's (the file store), never on
+    /// a store that keeps every revoked certificate (LDAP: its writers need no CA key).
+    pub(super) fn certified_leaves(&self, certified: &Certified) -> bool {
+        match certified {
+            Certified::Off => true,
+            Certified::Due(_) => false,
+            Certified::Unknown(_) => !self.store.keeps_revoked_certificates(),
+        }
+    }
+
     /// The serials (lowercase hex) of the CRL written last (`DIR/ca/ca_crl.pem`), read by a
     /// walk of its DER; none when there is none or it does not read. Only which entries get
     /// their certificate checked depends on it (each of them is in this CA's revocation log
@@ -92,8 +104,8 @@ pub(super) fn warn_kept_by_certificate(kept: &[(String, String)]) {
         serials = %format!("{}{}", named.join(", "), if more > 0 { format!(" and {more} more") } else { String::new() }),
         hint = "the store says these revoked certificates expired a CRL period ago, and their certificates do \
                 not show it: they stay on the CRL. If the store's expiry was changed (`vouch store verify` \
-                names a revocation-not-after-mismatch), treat it as tampering and restore the revocation; a \
-                certificate the store no longer holds (the file store: cleaned or superseded; LDAP: superseded, or \
-                revoked by an older version) keeps its serial on the CRL (docs/limitations.md)",
+                names a revocation-not-after-mismatch), treat it as tampering and restore the revocation; on \
+                the shared store, a revocation without its certificate (recorded by an older version of vouch, or \
+                by a renewal interrupted between its two writes) keeps its serial on the CRL (docs/limitations.md)",
     );
 }

@@ -324,7 +324,7 @@ impl Authority {
                     return Ok(Admission::Refused(refused));
                 }
                 match self.on_existing(job, rec, &pem) {
-                    Existing::Supersede(rec) => supersede = Some(rec),
+                    Existing::Supersede(rec) => supersede = Some((rec, pem.clone())),
                     Existing::Refuse(reason) => {
                         // The attributes are good: they become this key's, as in any kept refusal.
                         let held = Some(decision::Held {
@@ -349,7 +349,10 @@ impl Authority {
         if let Some(refused) = self.claim_one_time_use(job)? {
             return Ok(Admission::Refused(refused));
         }
-        Ok(Admission::Admitted(Admitted { expected, supersedes: supersede.map(|old| Self::supersede(&old, job.now)) }))
+        Ok(Admission::Admitted(Admitted {
+            expected,
+            supersedes: supersede.map(|(old, pem)| Self::supersede(&old, &pem, job.now)),
+        }))
     }
 
     /// The service's or an administrator's certificate is never superseded by a node,

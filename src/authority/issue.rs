@@ -43,6 +43,11 @@ impl Authority {
     /// conductor's notAfter when the policy says so), with a fresh serial; not yet signed.
     fn prepare(&self, auth: Authorization, now: OffsetDateTime) -> Result<certificate::Prepared, Error> {
         let mut profile = self.policy.profile;
+        // An agent that renews itself gets the auto-renewal lifetime (Puppet Server's
+        // auto-renewal-cert-ttl), when the policy sets one.
+        if let (true, Some(v)) = (auth.auto_renew(), profile.auto_renewal_validity) {
+            profile.validity = v;
+        }
         if let (true, Authorization::Vouched(g)) = (self.policy.cap_at_conductor, &auth) {
             profile.cap = crate::encoding::time::parse_rfc3339(&g.conductor().not_after).ok();
         }
@@ -92,7 +97,7 @@ impl Authority {
         // A renewal keeps the claim of the attributes that vouched for the original.
         record.claim = replacing.and_then(|(c, _)| c.record.claim.clone()).filter(|_| record.conductor.is_some());
         let issued = prepared.issue(&self.ca)?;
-        let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, now));
+        let supersedes = replacing.filter(|(_, s)| *s).map(|(c, _)| Self::supersede(&c.record, &c.pem, now));
         let iss = Issuance {
             record,
             pem: issued.pem.clone(),
@@ -129,11 +134,12 @@ impl Authority {
         Ok(Stored { issued, superseded_crl })
     }
 
-    /// The revocation of `rec` as superseded at `now`.
-    pub(super) fn supersede(rec: &CertRecord, now: OffsetDateTime) -> Supersede {
+    /// The revocation of `rec` (its certificate `pem`) as superseded at `now`.
+    pub(super) fn supersede(rec: &CertRecord, pem: &str, now: OffsetDateTime) -> Supersede {
         Supersede {
             revocation: Revocation::of(rec, format_rfc3339(now), "superseded".into(), false),
             record: rec.clone(),
+            certificate: Some(pem.to_string()),
         }
     }
 

@@ -84,7 +84,10 @@ impl Authority {
                 ..crate::store::CertRecord::bare(&r.serial, &r.certname, crate::store::State::Revoked)
             });
             rec.issuer = Some(ca.to_string());
-            if target.import_revocation(&r, &rec)? {
+            // Its certificate, where the file store still holds it (revoked, not cleaned): the
+            // LDAP store lets a serial leave the CRL only by its certificate's expiry.
+            let pem = self.store.current(&r.certname)?.filter(|c| c.record.serial == r.serial).map(|c| c.pem);
+            if target.import_revocation(&r, &rec, pem.as_deref())? {
                 revs.copied += 1;
             } else {
                 revs.present += 1;

@@ -16,25 +16,28 @@ impl Authority {
     /// The old certificate's revocation is stored with the new one; a CRL that could not be
     /// written after it is in [`Stored::superseded_crl`].
     pub fn renew(&self, certname: &str, now: OffsetDateTime) -> Result<Stored, Error> {
-        self.renew_stored(certname, None, now)
+        self.renew_stored(certname, None, false, now)
     }
 
     /// Renews only if `expected_serial` (when given) is still the certname's current
     /// certificate, checked under the store lock: a node renewing with a certificate that
     /// was meanwhile renewed, revoked or cleaned gets an error, never a second renewal.
+    /// The node renews itself (`POST certificate_renewal`), so, as with Puppet Server, the
+    /// new certificate gets the policy's auto-renewal lifetime when it sets one.
     pub fn renew_if_current(
         &self,
         certname: &str,
         expected_serial: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<Issued, Error> {
-        self.renew_stored(certname, expected_serial, now).map(|stored| stored.issued)
+        self.renew_stored(certname, expected_serial, true, now).map(|stored| stored.issued)
     }
 
     fn renew_stored(
         &self,
         certname: &str,
         expected_serial: Option<&str>,
+        auto_renew: bool,
         now: OffsetDateTime,
     ) -> Result<Stored, Error> {
         check_name(certname)?;
@@ -83,8 +86,20 @@ impl Authority {
         // not on the root CRL as it is now.
         self.refresh_own_crl();
         self.recheck_conductor(&rec, &classification_b64, &alt_names, now)?;
-        let proof =
-            RenewalProof { certname: certname.to_string(), spki, key_kind, classification_b64, extra, alt_names };
+        // The signed trusted facts (pp_role, …) come again from the classification it carries.
+        let trusted = Classification::from_base64(&classification_b64, self.policy.classification_max_bytes)
+            .and_then(|c| crate::vouching::classification::trusted::trusted_facts(&c.value))
+            .map_err(|e| Error::NotValid { certname: certname.to_string(), detail: e.to_string() })?;
+        let proof = RenewalProof {
+            certname: certname.to_string(),
+            spki,
+            key_kind,
+            classification_b64,
+            extra,
+            alt_names,
+            trusted,
+            auto_renew,
+        };
         // The old certificate is superseded by the new one, in the store's own safe order.
         self.issue_locked(
             &lock,

@@ -189,7 +189,15 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
             .map_err(|detail| Error::Key { path: a.key.clone(), detail })?
     };
     let mirror = mirror_oid(a)?;
-    let out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
+    let mut out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
+    // The signed trusted facts (pp_role, …) requested as extensions too, as Puppet agents
+    // request them: Puppet Server as the CA (hook mode) copies requests into the certificate,
+    // and vouch allows each only with its signed value.
+    let trusted = crate::vouching::classification::trusted::trusted_facts(&classification.value)
+        .map_err(|e| Error::Usage { detail: e.to_string() })?;
+    for fact in trusted {
+        out.extension_requests.insert(crate::encoding::oids::dotted(&fact.oid), fact.value);
+    }
     let mut text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
     if let (Some(binding), FormatArg::CloudConfig) = (&a.identity_binding, a.format) {
         // Bound: the node adds its identity document before its agent starts.

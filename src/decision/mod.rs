@@ -18,15 +18,17 @@ mod scope;
 mod signer;
 mod template;
 
+/// A signed trusted fact (`pp_role`, …), as grants and renewals carry it.
+pub use crate::vouching::classification::trusted::TrustedFact;
 pub use certname::{check_certname, is_reserved_certname, CertnameProblem, MAX_CERTNAME, RESERVED_CERTNAMES};
 pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
-pub use extensions::requested_alt_names;
+pub use extensions::{asks_auto_renewal, requested_alt_names};
 pub use identity::{IdentityRefusal, InstanceIdentity, VerifiedInstance};
 pub use refusal::Refusal;
 pub use template::{pattern_out_of_scope, pattern_within, template_scope_refusal, TemplateGrant};
 
 use attributes::{check_expiry, check_names, check_no_stray_requests, check_version, read_attributes, AttributeValues};
-use extensions::{check_alt_names, check_extension_requests};
+use extensions::{check_alt_names, check_extension_requests, signed_trusted_facts};
 use signer::{check_conductor_scope, check_signer, read_classification, Signer};
 
 use crate::encoding::csr::{self, Csr, CsrError};
@@ -50,10 +52,20 @@ pub struct Grant {
     signed_digest: String,
     conductor_der: Vec<u8>,
     alt_names: Vec<String>,
+    trusted: Vec<TrustedFact>,
+    auto_renew: bool,
     template: Option<TemplateGrant>,
 }
 
 impl Grant {
+    /// The signed trusted facts (`pp_role`, …) the certificate carries as Puppet's extensions.
+    pub fn trusted_facts(&self) -> &[TrustedFact] {
+        &self.trusted
+    }
+    /// The agent renews its own certificate (`pp_auth_auto_renew`, Puppet 8).
+    pub fn auto_renew(&self) -> bool {
+        self.auto_renew
+    }
     /// The DNS names besides the certname that the certificate carries: requested by a
     /// server and each allowed by its scope's `dns_alt_names` (step 11).
     pub fn alt_names(&self) -> &[String] {
@@ -212,8 +224,9 @@ pub fn decide_parsed_with(
     let classification = read_classification(&signer, values.classification.as_deref(), policy, &mut reasons);
     // 9. Per-conductor scope.
     check_conductor_scope(&signer, req.certname, expiry, now, classification.as_ref(), policy, &mut reasons);
-    // 10. Extension requests.
-    check_extension_requests(&csr, values.classification.as_deref(), policy, &mut reasons);
+    // 10. Extension requests (a signed trusted fact only with its signed value).
+    let trusted = signed_trusted_facts(classification.as_ref(), &mut reasons);
+    check_extension_requests(&csr, values.classification.as_deref(), &trusted, policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
     let alt_names = check_alt_names(&csr, &signer, &values, version, req.certname, policy, &mut reasons);
     // 12. Version 3: the template's pattern, uses and identity binding.
@@ -223,7 +236,7 @@ pub fn decide_parsed_with(
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
         return Err(Refused { reasons, conductor: signer.conductor, held });
     }
-    let parts = Granted { csr, classification, expiry, version, alt_names, template, decided_at: now };
+    let parts = Granted { csr, classification, expiry, version, alt_names, trusted, template, decided_at: now };
     grant(req, values, signer, parts)
 }
 
@@ -234,6 +247,7 @@ struct Granted {
     expiry: Option<OffsetDateTime>,
     version: Option<u32>,
     alt_names: Vec<String>,
+    trusted: Vec<TrustedFact>,
     template: Option<TemplateGrant>,
     decided_at: OffsetDateTime,
 }
@@ -244,6 +258,7 @@ fn grant(req: &Request<'_>, values: AttributeValues, signer: Signer, g: Granted)
         (Some(certname), Some(nonce)) if values.is_v2 => Some(attrs::Binding { certname, nonce }),
         _ => None,
     };
+    let auto_renew = extensions::asks_auto_renewal(&g.csr);
     match (g.classification, values.classification, signer.conductor, g.expiry, g.version, values.signature) {
         (
             Some(classification),
@@ -269,6 +284,8 @@ fn grant(req: &Request<'_>, values: AttributeValues, signer: Signer, g: Granted)
                 signed_digest: signer.signed_digest,
                 conductor_der: signer.conductor_der,
                 alt_names: g.alt_names,
+                trusted: g.trusted,
+                auto_renew,
                 template: g.template,
             })
         }

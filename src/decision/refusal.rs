@@ -239,6 +239,13 @@ pub enum Refusal {
     #[message("the policy requires the classification mirror request {oid}", oid = Capped(oid))]
     #[hint(with = MIRROR_UNCHANGED)]
     MirrorMissing { oid: String },
+    /// The CSR requests a Puppet registered extension (`pp_role`, …) that the signed
+    /// classification names, with another value (or one that is not a UTF8String).
+    #[code = "trusted-fact-mismatch"]
+    #[message("the CSR requests {name} = {requested:?}, but the conductor signed {name} = {signed:?}",
+        name = Capped(name), requested = Capped(requested), signed = Capped(signed))]
+    #[hint = "remove the extension request, or request exactly the value the conductor signed in the classification's extensions"]
+    TrustedFactMismatch { name: String, requested: String, signed: String },
     /// Version 2: the CSR asks for another certname than the conductor signed.
     #[code = "certname-not-vouched"]
     #[message("the conductor vouched for {signed:?}, not for the certname {certname:?}",

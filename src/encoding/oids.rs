@@ -36,6 +36,9 @@ pub const PP_REG: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 1];
 pub const PP_PRIV: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 2];
 /// ppAuthCertExt: grants API rights (`pp_cli_auth`, `pp_auth_role`); never requested.
 pub const PP_AUTH: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 3];
+/// Puppet's `pp_auth_auto_renew`: a CSR *attribute* (Puppet 8: PrintableString "true") by
+/// which an agent says it renews its own certificate.
+pub const PP_AUTH_AUTO_RENEW: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 3, 2];
 /// Puppet's `pp_cli_auth`: the certificate may administer the CA.
 pub const PP_CLI_AUTH: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 1, 3, 39];
 

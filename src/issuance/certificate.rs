@@ -71,6 +71,10 @@ pub struct RenewalProof {
     pub(crate) classification_b64: String,
     /// Extensions of the current certificate that the policy allows (OID, DER value).
     pub(crate) extra: Vec<(Vec<u64>, Vec<u8>)>,
+    /// The signed trusted facts of the classification it carries (`pp_role`, …).
+    pub(crate) trusted: Vec<crate::decision::TrustedFact>,
+    /// The agent renews itself (`POST certificate_renewal`): the policy's auto-renewal lifetime.
+    pub(crate) auto_renew: bool,
     /// The current certificate's DNS names besides the certname, allowed again by the
     /// current policy's scope for its conductor.
     pub(crate) alt_names: Vec<String>,
@@ -132,6 +136,23 @@ impl Authorization {
             Authorization::Local(_) => None,
         }
     }
+    /// Whether the certificate is for an agent that renews itself (Puppet 8's
+    /// `pp_auth_auto_renew`, or a renewal it asked for).
+    pub fn auto_renew(&self) -> bool {
+        match self {
+            Authorization::Vouched(g) => g.auto_renew(),
+            Authorization::Renewal(r) => r.auto_renew,
+            Authorization::Local(_) => false,
+        }
+    }
+    /// The signed trusted facts (`pp_role`, …), each written as Puppet's own extension.
+    fn trusted_facts(&self) -> &[crate::decision::TrustedFact] {
+        match self {
+            Authorization::Vouched(g) => g.trusted_facts(),
+            Authorization::Renewal(r) => &r.trusted,
+            Authorization::Local(_) => &[],
+        }
+    }
     /// Requested extensions the policy allows, to copy into the certificate (OID, DER value).
     fn allowed_extensions(&self, allowed: &[Vec<u64>]) -> Vec<(Vec<u64>, Vec<u8>)> {
         match self {
@@ -177,8 +198,8 @@ pub struct Issued {
     pub not_after: OffsetDateTime,
 }
 
-fn utf8_ext(oid: &[u64], value: &str) -> CustomExtension {
-    CustomExtension::from_oid_content(oid, crate::encoding::der::utf8_string(value))
+fn utf8_ext(oid: &[u64], value: &str) -> (Vec<u64>, Vec<u8>) {
+    (oid.to_vec(), crate::encoding::der::utf8_string(value))
 }
 
 /// Builds the node certificate for `auth` (consumed).
@@ -294,9 +315,10 @@ fn extended_key_usages(auth: &Authorization) -> Vec<ExtendedKeyUsagePurpose> {
 }
 
 /// The classification (under its own OID and the mirror OID), `pp_cli_auth` for an
-/// administrator, then the requested extensions the policy allows.
+/// administrator, the signed trusted facts, then the requested extensions the policy allows;
+/// each OID once (the first wins: a signed value over a requested one).
 fn custom_extensions(auth: &Authorization, mirror_oid: &[u64], allowed: &[Vec<u64>]) -> Vec<CustomExtension> {
-    let mut extensions = match auth.classification_base64() {
+    let mut extensions: Vec<(Vec<u64>, Vec<u8>)> = match auth.classification_base64() {
         Some(c) => vec![utf8_ext(oids::ATTR_CLASSIFICATION, c), utf8_ext(mirror_oid, c)],
         None => Vec::new(),
     };
@@ -304,12 +326,20 @@ fn custom_extensions(auth: &Authorization, mirror_oid: &[u64], allowed: &[Vec<u6
         // Puppet's pp_cli_auth ("true"): what Puppet Server's own admin certificates carry.
         extensions.push(utf8_ext(oids::PP_CLI_AUTH, "true"));
     }
+    // Signed trusted facts as Puppet itself writes an extension request: a DER UTF8String,
+    // which Puppet decodes into $trusted['extensions'] under the short name.
+    for fact in auth.trusted_facts() {
+        extensions.push(utf8_ext(&fact.oid, &fact.value));
+    }
     // Extension requests the policy allows are copied as requested (as Puppet Server does);
     // nothing else a node asked for reaches the certificate.
-    for (oid, value) in auth.allowed_extensions(allowed) {
-        extensions.push(CustomExtension::from_oid_content(&oid, value));
-    }
+    extensions.extend(auth.allowed_extensions(allowed));
+    let mut seen = std::collections::HashSet::new();
     extensions
+        .into_iter()
+        .filter(|(oid, _)| seen.insert(oid.clone()))
+        .map(|(oid, value)| CustomExtension::from_oid_content(&oid, value))
+        .collect()
 }
 
 impl Prepared {

@@ -49,6 +49,11 @@ allow = []
 # CA's own notAfter) and how far notBefore is set back for lagging clocks.
 validity = "5y"
 backdate = "1d"
+# Agents that renew their own certificates (Puppet 8 and OpenVox 8 ask for it with
+# the CSR attribute pp_auth_auto_renew, 1.3.6.1.4.1.34380.1.3.2 = "true", and POST
+# certificate_renewal before expiry) get this lifetime instead, at issuance and at
+# each renewal, as Puppet Server's auto-renewal-cert-ttl (90d there). Unset: validity.
+# auto_renewal_validity = "90d"
 # A vouched CSR for a certname that already has a valid certificate:
 #   "refuse"    as Puppet does; 'vouch clean NAME' first;
 #   "supersede" for reinstalled hosts: the old certificate is revoked (superseded)

@@ -132,6 +132,10 @@ pub struct Profile {
     pub validity: std::time::Duration,
     /// How far notBefore is set back, for nodes whose clocks lag (Puppet: 24 hours).
     pub backdate: std::time::Duration,
+    /// Lifetime of the certificates of agents that renew themselves (a CSR carrying
+    /// `pp_auth_auto_renew` = "true", Puppet 8; and every `POST certificate_renewal`), as
+    /// Puppet Server's `auto-renewal-cert-ttl`. None: `validity`, as for every node.
+    pub auto_renewal_validity: Option<std::time::Duration>,
     /// A latest notAfter (the vouching conductor's, when the policy caps at it).
     pub cap: Option<time::OffsetDateTime>,
 }
@@ -141,6 +145,7 @@ impl Default for Profile {
         Profile {
             validity: std::time::Duration::from_secs(5 * 365 * 86_400),
             backdate: std::time::Duration::from_secs(86_400),
+            auto_renewal_validity: None,
             cap: None,
         }
     }

@@ -417,6 +417,10 @@ impl PolicyFile<'_> {
         let profile = Profile {
             validity: self.duration(&raw.validity, "issuance.validity", 5 * 365 * 86_400)?,
             backdate: self.duration(&raw.backdate, "issuance.backdate", 86_400)?,
+            auto_renewal_validity: match &raw.auto_renewal_validity {
+                None => None,
+                v => Some(self.duration(v, "issuance.auto_renewal_validity", 90 * 86_400)?),
+            },
             cap: None,
         };
         let on_existing = match raw.on_existing.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {

@@ -69,6 +69,7 @@ pub(super) struct RawIssuance {
     pub(super) cap_at_conductor: Option<bool>,
     pub(super) renewal_min_age: Option<Spanned<String>>,
     pub(super) validity: Option<Spanned<String>>,
+    pub(super) auto_renewal_validity: Option<Spanned<String>>,
     pub(super) backdate: Option<Spanned<String>>,
     pub(super) on_existing: Option<Spanned<String>>,
 }

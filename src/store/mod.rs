@@ -253,6 +253,14 @@ pub trait Store: Send + Sync {
         let _ = serial;
         Ok(None)
     }
+    /// Whether every revocation this store records keeps its certificate
+    /// ([`Store::revoked_certificate`]), because its writers need not hold the CA key (the
+    /// shared LDAP store): a revoked serial then leaves the CRL only when its certificate,
+    /// signed by this CA, says it expired, never by the store's word alone. False by default
+    /// (the file store: whoever may write its data directory may read the CA key there).
+    fn keeps_revoked_certificates(&self) -> bool {
+        false
+    }
     /// A value that changes whenever [`Store::revocations`] does (the CRL is due then).
     fn revocations_stamp(&self) -> Result<String, StoreError>;
     /// All issued certificates, oldest first.

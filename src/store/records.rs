@@ -241,6 +241,10 @@ pub struct Supersede {
     pub revocation: Revocation,
     /// The superseded certificate's record, as admission read it.
     pub record: CertRecord,
+    /// The superseded certificate (PEM), as admission read it: a store that keeps revoked
+    /// certificates ([`crate::store::Store::keeps_revoked_certificates`]) keeps it with the
+    /// revocation, so that its serial leaves the CRL once the certificate itself expired.
+    pub certificate: Option<String>,
 }
 
 /// One line of the inventory (Puppet's `inventory.txt`): a certificate ever issued.

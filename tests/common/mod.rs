@@ -7,6 +7,7 @@ pub mod cloud;
 pub mod fleet_lab;
 pub mod gen_store;
 pub mod ldap_lab;
+pub mod ldap_proxy;
 pub mod processes;
 pub mod slapd;
 

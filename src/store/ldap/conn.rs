@@ -45,6 +45,7 @@ pub struct Server {
 pub mod rc {
     pub const SUCCESS: u32 = 0;
     pub const NO_SUCH_ATTRIBUTE: u32 = 16;
+    pub const TYPE_OR_VALUE_EXISTS: u32 = 20;
     pub const NO_SUCH_OBJECT: u32 = 32;
     pub const INVALID_CREDENTIALS: u32 = 49;
     pub const BUSY: u32 = 51;
@@ -160,10 +161,24 @@ impl Pool {
         &self,
         f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T> + Send,
     ) -> Result<T, StoreError> {
+        on_plain_thread(|| self.run_here(f)).map(|(v, _)| v)
+    }
+
+    /// [`Pool::run`] for a write, saying whether it was sent twice: the first attempt failed
+    /// after its request may have reached the server (an answer that timed out, a connection
+    /// lost while waiting), so the server may have applied it before the second. The caller
+    /// then reads what is there before it believes a "lost race" answer (`resent.rs`).
+    pub fn run_write<T: Send>(
+        &self,
+        f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T> + Send,
+    ) -> Result<(T, bool), StoreError> {
         on_plain_thread(|| self.run_here(f))
     }
 
-    fn run_here<T>(&self, mut f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T>) -> Result<T, StoreError> {
+    fn run_here<T>(
+        &self,
+        mut f: impl FnMut(&mut LdapConn) -> ldap3::result::Result<T>,
+    ) -> Result<(T, bool), StoreError> {
         let mut last = None;
         for attempt in 0..2 {
             let pooled = if attempt == 0 { self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() } else { None };
@@ -178,7 +193,7 @@ impl Pool {
                     if idle.len() < MAX_IDLE {
                         idle.push(conn);
                     }
-                    return Ok(v);
+                    return Ok((v, attempt > 0));
                 }
                 Err(e) => last = Some(e),
             }

@@ -23,9 +23,10 @@ impl LdapStore {
         }
     }
 
-    /// `vouch migrate`: a revocation; true if it was not there yet.
-    pub fn import_revocation(&self, rev: &Revocation, rec: &CertRecord) -> Result<bool, StoreError> {
-        self.add_revocation(rev, rec)
+    /// `vouch migrate`: a revocation, with its certificate (PEM) where the file store still
+    /// holds it; true if it was not there yet.
+    pub fn import_revocation(&self, rev: &Revocation, rec: &CertRecord, pem: Option<&str>) -> Result<bool, StoreError> {
+        self.add_revocation_with(rev, rec, pem.map(str::as_bytes))
     }
 
     /// `vouch migrate`: one file journal entry, named by its digest (the file's name), with

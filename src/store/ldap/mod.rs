@@ -51,6 +51,7 @@ mod overrides;
 mod registry;
 mod replicas;
 mod requests;
+mod resent;
 mod revocations;
 pub mod schema;
 mod setup;
@@ -198,6 +199,10 @@ impl Store for LdapStore {
         self.revocation_certificate(serial)
     }
 
+    fn keeps_revoked_certificates(&self) -> bool {
+        true
+    }
+
     fn issue(&self, _lock: &WriteLock, batch: &[Issuance]) -> Result<(), StoreError> {
         for iss in batch {
             self.register(iss)?;
@@ -223,11 +228,15 @@ impl Store for LdapStore {
         self.own_revocations()
     }
 
+    /// The CA entry's revocation counter and the time the server last changed the entry. The
+    /// counter alone can come back to a value a master recorded with other revocations behind
+    /// it: a standby promoted without the primary's last increment, then one more revocation
+    /// there. The time (kept by replication) tells the two apart.
     fn revocations_stamp(&self) -> Result<String, StoreError> {
         let ca = self.own_ca()?.to_string();
         let dn = self.ca_dn(&ca);
-        match self.read(&self.primary, &dn)? {
-            Some(e) => Ok(e.need("vouchRevision")?),
+        match self.read_attrs(&self.primary, &dn, &["vouchRevision", "modifyTimestamp"])? {
+            Some(e) => Ok(format!("{}@{}", e.need("vouchRevision")?, e.text("modifyTimestamp").unwrap_or_default())),
             None => Ok(String::new()),
         }
     }

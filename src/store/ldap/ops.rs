@@ -5,6 +5,7 @@
 
 use super::conn::rc;
 use super::entry::Entry;
+use super::resent::lost_race;
 use super::{LdapStore, Pool};
 use crate::store::StoreError;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
@@ -127,7 +128,10 @@ impl LdapStore {
         let attrs: Vec<(Vec<u8>, HashSet<Vec<u8>>)> =
             attrs.into_iter().map(|(k, v)| (k.as_bytes().to_vec(), v)).collect();
         crate::obs::metrics::METRICS.ldap("add");
-        let res = self.primary.run(|c| c.add(dn, attrs.clone()))?;
+        let (res, resent) = self.primary.run_write(|c| c.add(dn, attrs.clone()))?;
+        if resent && res.rc == rc::ALREADY_EXISTS && self.add_landed(dn, &attrs)? {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::ALREADY_EXISTS => Ok(res.rc),
             _ => Err(failed("add", dn, &res)),
@@ -155,10 +159,13 @@ impl LdapStore {
     pub(super) fn modify(&self, dn: &str, mods: Vec<Mod<Vec<u8>>>, assertion: Option<&str>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("modify");
         let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
-        let res = self.primary.run(|c: &mut LdapConn| match &control {
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| match &control {
             Some(a) => c.with_controls(a.clone()).modify(dn, mods.clone()),
             None => c.modify(dn, mods.clone()),
         })?;
+        if resent && lost_race(res.rc) && self.modify_landed(dn, &mods)? {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::ASSERTION_FAILED | rc::NO_SUCH_OBJECT | rc::NO_SUCH_ATTRIBUTE => Ok(res.rc),
             _ => Err(failed("modify", dn, &res)),
@@ -168,10 +175,14 @@ impl LdapStore {
     pub(super) fn delete(&self, dn: &str, assertion: Option<&str>) -> Result<u32, StoreError> {
         crate::obs::metrics::METRICS.ldap("delete");
         let control = assertion.map(|a| Self::assertion(dn, a)).transpose()?;
-        let res = self.primary.run(|c: &mut LdapConn| match &control {
+        let (res, resent) = self.primary.run_write(|c: &mut LdapConn| match &control {
             Some(a) => c.with_controls(a.clone()).delete(dn),
             None => c.delete(dn),
         })?;
+        // Sent twice and gone now: the first one deleted it.
+        if resent && res.rc == rc::NO_SUCH_OBJECT {
+            return Ok(rc::SUCCESS);
+        }
         match res.rc {
             rc::SUCCESS | rc::ASSERTION_FAILED | rc::NO_SUCH_OBJECT => Ok(res.rc),
             _ => Err(failed("delete", dn, &res)),

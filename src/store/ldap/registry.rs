@@ -148,7 +148,9 @@ impl LdapStore {
     fn revoke_superseded(&self, dn: &str, s: &Supersede, serial: &str) -> Result<(), StoreError> {
         // The certname is the new certificate's: now the old one's revocation, then the mark.
         let after = (|| {
-            self.add_revocation(&s.revocation, &s.record)?;
+            // The superseded certificate stays with its revocation: what lets its serial leave
+            // the CRL once it expired (crate::authority's certified_expiry).
+            self.add_revocation_with(&s.revocation, &s.record, s.certificate.as_deref().map(str::as_bytes))?;
             self.modify(
                 dn,
                 vec![Mod::Delete(b"vouchSupersedes".to_vec(), HashSet::new())],

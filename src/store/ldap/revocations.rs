@@ -156,6 +156,7 @@ impl LdapStore {
         }
         let code = self.add(&dn, attrs)?;
         if code == rc::ALREADY_EXISTS {
+            self.keep_certificate(&dn, pem)?;
             if rev.cleaned {
                 let prior = self.read(&self.primary, &dn)?;
                 let was_cleaned = prior
@@ -201,13 +202,14 @@ impl LdapStore {
         expected: Option<&Expected>,
     ) -> Result<(), StoreError> {
         check_certname(&rev.certname)?;
-        // The certname's certificate, when it is the one revoked: kept in the revocation.
+        // The certname's certificate, when it is the one revoked (expected, or a revocation
+        // recorded again by serial): kept in the revocation.
         let pem = match expected {
-            Some(exp) if exp.serial == rev.serial => self
+            Some(exp) if exp.serial != rev.serial => None,
+            _ => self
                 .read_attrs(&self.primary, &self.registry_dn(&rev.certname), &["vouchSerial", "vouchCertificate"])?
                 .filter(|e| e.text("vouchSerial").as_deref() == Some(rev.serial.as_str()))
                 .and_then(|e| e.bytes("vouchCertificate").map(<[u8]>::to_vec)),
-            _ => None,
         };
         self.add_revocation_with(rev, rec, pem.as_deref())?;
         let Some(exp) = expected else { return Ok(()) };
@@ -279,6 +281,23 @@ impl LdapStore {
         })?;
         out.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.serial.cmp(&b.serial)));
         Ok(out)
+    }
+
+    /// An existing revocation entry (`dn`) without its certificate (recorded by an older
+    /// version) gets `pem`, when known: before `vouch clean` removes the registry entry that
+    /// holds it, so that the serial can still leave the CRL once it expired.
+    fn keep_certificate(&self, dn: &str, pem: Option<&[u8]>) -> Result<(), StoreError> {
+        let Some(pem) = pem else { return Ok(()) };
+        let held = self.read_attrs(&self.primary, dn, &["vouchCertificate"])?;
+        if held.is_some_and(|e| e.bytes("vouchCertificate").is_none()) {
+            // A concurrent writer that added one first wins (the add of a value already
+            // there fails); either is a certificate of this serial or is ignored when read.
+            let added = self.modify(dn, vec![Mod::Add(b"vouchCertificate".to_vec(), set(pem.to_vec()))], None);
+            if let Err(e @ StoreError::Unavailable { .. }) = added {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// The certificate a revocation entry of this CA's serial keeps (PEM), if any.

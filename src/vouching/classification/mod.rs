@@ -499,8 +499,13 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
                 Some(e) => return invalid(format!("'{e}' is not a valid Puppet environment name")),
                 None => return invalid("environment must be a string"),
             },
+            "extensions" => {
+                trusted::trusted_facts(v)?;
+            }
             other => {
-                return invalid(format!("unknown top-level key '{other}' (allowed: classes, parameters, environment)"))
+                return invalid(format!(
+                    "unknown top-level key '{other}' (allowed: classes, parameters, environment, extensions)"
+                ))
             }
         }
     }
@@ -509,3 +514,4 @@ pub fn validate(v: &Value) -> Result<(), ClassificationError> {
 
 #[cfg(test)]
 mod tests;
+pub mod trusted;
