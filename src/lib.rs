@@ -13,6 +13,7 @@
 //!   conductor-side signing, the attribute file formats, the classification.
 //! - [`files`]: bounded reads, ownership checks, durable writes, the output rule.
 //! - [`policy`]: the policy file, validated once into a [`Policy`].
+//! - [`identity`]: instance identity documents (AWS's, first), verified against the policy.
 //! - [`decision`]: the pure decision and its refusal codes.
 //! - [`error`]: the commands' [`Error`].
 //! - [`store`]: the certificate store (trait, file store and its log), the replay journal,
@@ -41,6 +42,7 @@ pub mod encoding;
 pub mod error;
 pub mod files;
 pub mod hook;
+pub mod identity;
 pub mod import;
 pub mod issuance;
 pub mod limits;

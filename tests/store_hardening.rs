@@ -426,6 +426,7 @@ fn rsa_1024_conductor_key_is_refused_for_its_key() {
             conductor: STANDARD.encode(&der),
             classification: STANDARD.encode("classes:\n  - profile::web\n"),
             binding: Some(vouch::vouching::attrs::Binding { certname: name.clone(), nonce: format!("{:032x}", bits) }),
+            template: None,
         };
         let b = a.binding.clone().unwrap();
         let msg = vouch::vouching::attrs::canonical_v2(

@@ -235,6 +235,11 @@ impl Authority {
         self.refresh_own_crl();
         let permit = CPU_GATE.enter();
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
+        // Version 3: the template's use, counted once every other check passed.
+        let outcome = match outcome {
+            Ok(g) => super::count_template_use(self.journal(true).as_deref(), g, now)?,
+            Err(r) => Err(r),
+        };
         let grant = match outcome {
             Err(refused) => {
                 drop(permit);
@@ -245,7 +250,17 @@ impl Authority {
         let job = self.prepare_job(grant, &certname, ttl, now);
         drop(permit);
         let job = job?;
-        let outcome = if self.store.batches() {
+        let outcome = self.store_job(job)?;
+        match outcome {
+            Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
+            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now, gate),
+        }
+    }
+
+    /// Stores a prepared job: in the group commit's next batch (the file store), or on its own
+    /// (a shared store orders concurrent writers itself).
+    fn store_job(&self, job: Job) -> Result<Committed, Error> {
+        if self.store.batches() {
             let outcome = self.group.submit(
                 job,
                 |jobs| self.commit_batch(jobs),
@@ -262,16 +277,12 @@ impl Authority {
             if let Err(e) = self.store.checkpoint_unlocked() {
                 warn("store", &format!("checkpoint: {e}"));
             }
-            outcome?
+            outcome
         } else {
             // A shared store orders concurrent writers itself: each request stores its own.
             self.commit_batch(vec![job])
                 .pop()
-                .unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() }))?
-        };
-        match outcome {
-            Committed::Issued(issued) => Ok(IssueOutcome::Issued(issued)),
-            Committed::Refused(refused) => self.refuse(&certname, csr, refused, now, gate),
+                .unwrap_or_else(|| Err(Error::Store { detail: "the request was not processed".into() }))
         }
     }
 

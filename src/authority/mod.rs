@@ -36,6 +36,7 @@ mod root_crl_share;
 mod root_revocations;
 mod root_revoke;
 mod signed;
+mod template_use;
 mod verify;
 mod verify_files;
 
@@ -53,6 +54,7 @@ pub use revoke::ALREADY_REVOKED;
 pub use root_crl_share::{take_shared_root_crl, Taken};
 pub use root_revocations::{RootRevocation, ROOT_REVOCATIONS};
 pub use root_revoke::{RootRevoked, RootTarget, Vouched};
+pub use template_use::{count_template_use, peek_template_use};
 pub use verify::Verified;
 
 use crate::decision;

@@ -67,6 +67,10 @@ pub fn peek_replay(
     let Some(journal) = journal else { return Ok(outcome) };
     Ok(match outcome {
         Ok(grant) => {
+            let grant = match super::peek_template_use(Some(journal), grant)? {
+                Ok(g) => g,
+                Err(refused) => return Ok(Err(refused)),
+            };
             let claim = journal.peek(
                 &grant.replay_key(),
                 grant.attributes_expiry(),

@@ -28,7 +28,7 @@ mod values;
 
 pub use approve::ApproveArgs;
 pub use authority::{AdminCommand, CaCommand, ConductorCommand, ConductorSignArgs};
-pub use decide::{AutosignArgs, CheckArgs, CsrArgs, SignArgs};
+pub use decide::{AutosignArgs, CheckArgs, CsrArgs, IdentityCommand, SignArgs};
 pub use enc::EncRemoteArgs;
 pub use formats::{
     CertEncodingArg, FormatArg, KeyTypeArg, ListFormat, LogFormatArg, OutFormat, ReportFormat, VerifyFormat,
@@ -151,6 +151,9 @@ pub enum Command {
     #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Instance identity documents: check one, print the node's cloud-init part.
+    #[command(subcommand)]
+    Identity(IdentityCommand),
     /// Administrator certificates for `vouch serve` (Puppet's pp_cli_auth).
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -300,6 +303,7 @@ impl Command {
     pub fn only_reads(&self) -> bool {
         match self {
             Command::List { .. } | Command::Crl { .. } | Command::Enc { .. } | Command::Check(_) => true,
+            Command::Identity(_) => true,
             Command::Store(StoreCommand::Verify { .. }) => true,
             Command::Override(OverrideCommand::Show { .. }) | Command::Ldap(LdapCommand::Schema { .. }) => true,
             // Neither touches the CA: what they print is all they make.

@@ -1,6 +1,6 @@
 //! `vouch conductor new`, `vouch conductor sign` and `vouch conductor revoke`.
 
-use super::args::{ConductorSignArgs, KeyTypeArg};
+use super::args::{ConductorSignArgs, FormatArg, KeyTypeArg};
 use super::output::{note, preflight, say, write_out, write_pair, Replace};
 use super::{dir, find_policy, now, read_file, Cli, EXIT_OK};
 use crate::encoding::oids;
@@ -181,9 +181,13 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     let now = now(cli)?;
     let expiry = attributes_expiry(a, now)?;
     check_conductor_eku(&cert_der, &a.cert)?;
-    let certname = bound_certname(a)?;
-    let vouched = attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
-        .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
+    let vouched = if a.template {
+        sign_template(cli, a, &cert_der, &key, &classification, expiry, now)?
+    } else {
+        let certname = bound_certname(a)?;
+        attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
+            .map_err(|detail| Error::Key { path: a.key.clone(), detail })?
+    };
     let mirror = mirror_oid(a)?;
     let mut out = CsrAttributes::from_vouched(&vouched, mirror.as_deref());
     // The signed trusted facts (pp_role, …) requested as extensions too, as Puppet agents
@@ -194,10 +198,70 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     for fact in trusted {
         out.extension_requests.insert(crate::encoding::oids::dotted(&fact.oid), fact.value);
     }
-    let text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    let mut text = attrs::render(&out, a.format.into()).map_err(|detail| Error::Usage { detail })?;
+    if let (Some(binding), FormatArg::CloudConfig) = (&a.identity_binding, a.format) {
+        // Bound: the node adds its identity document before its agent starts.
+        let template = crate::identity::Binding::parse(binding).map_err(|r| Error::Usage { detail: r.to_string() })?;
+        text = crate::identity::cloud_init::bound_cloud_config(&text, template.template);
+    }
     write_out(a.out.as_deref(), &text, 0o600)?;
-    warn_if_policy_refuses(cli, expiry, now);
+    if !a.template {
+        warn_if_policy_refuses(cli, expiry, now);
+    }
     Ok(EXIT_OK)
+}
+
+/// `--template`: version 3. The pattern must lie within the conductor's scope in the policy
+/// at hand (--dir's, VOUCH_POLICY, /etc/vouch): refused here, before anything is signed,
+/// as the CA would refuse every use. An unbound template the policy forbids is refused too.
+fn sign_template(
+    cli: &Cli,
+    a: &ConductorSignArgs,
+    cert_der: &[u8],
+    key: &rcgen::KeyPair,
+    classification: &Classification,
+    expiry: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<attrs::VouchedAttributes, Error> {
+    if a.version.is_some_and(|v| v != 3) {
+        return Err(Error::Usage { detail: "--template signs signature version 3; drop --version".into() });
+    }
+    let pattern = a.certname_pattern.clone().unwrap_or_default().to_lowercase();
+    let binding = a.identity_binding.clone().unwrap_or_default();
+    let req = crate::vouching::template::TemplateRequest {
+        pattern: &pattern,
+        max_uses: a.max_uses.unwrap_or(0),
+        binding: &binding,
+    };
+    let vouched =
+        crate::vouching::template::vouch_template(cert_der, key, classification, expiry, a.cert_encoding.into(), &req)
+            .map_err(|detail| Error::Usage { detail })?;
+    if let Ok(path) = find_policy(None, cli.dir.as_deref()) {
+        if let Ok(policy) = Policy::load(&path) {
+            if let Some(r) = crate::decision::template_scope_refusal(&vouched.conductor, &pattern, &policy, now) {
+                return Err(Error::Usage {
+                    detail: format!("[{}] {r} (policy {}); nothing was written", r.code(), path.display()),
+                });
+            }
+            if binding.is_empty() && !policy.templates.allow_unbound {
+                return Err(Error::Usage {
+                    detail: format!(
+                        "[template-unbound-forbidden] the policy {} forbids unbound templates \
+                         (templates.allow_unbound = false): give --identity-binding 'aws:{{instance-id}}.DOMAIN'; \
+                         nothing was written",
+                        path.display()
+                    ),
+                });
+            }
+        }
+    }
+    if binding.is_empty() {
+        note(&format!(
+            "vouch: warning: this template is not bound to an instance identity: anyone who reads the user-data \
+             can enroll names matching {pattern} until it expires or is used up"
+        ));
+    }
+    Ok(vouched)
 }
 
 /// The classification YAML from `--classification FILE` (`-`: stdin).

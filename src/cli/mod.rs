@@ -36,6 +36,7 @@ mod conductor;
 mod csr;
 mod fleet;
 mod hook;
+mod identity;
 mod import;
 mod output;
 mod serve;
@@ -252,6 +253,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Csr(a) => csr::make(a),
         Command::Autosign(a) => hook::autosign(cli, a),
         Command::Check(a) => certs::check(cli, a),
+        Command::Identity(c) => identity::run(cli, c),
         Command::Sign(a) => certs::sign(cli, a),
         Command::Serve(a) => serve::serve(cli, a),
         #[cfg(feature = "bench")]

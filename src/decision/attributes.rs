@@ -35,30 +35,22 @@ pub(super) struct AttributeValues {
     pub(super) certname: Option<String>,
     pub(super) nonce: Option<String>,
     pub(super) is_v2: bool,
+    /// Version 3 only: the template (.2.8, .2.9, .2.7, .2.10) and the node's identity
+    /// document (.2.11, unsigned, optional).
+    pub(super) template: Option<crate::vouching::template::Template>,
+    pub(super) identity_document: Option<String>,
+    pub(super) is_v3: bool,
 }
 
 /// Step 3: each attribute exactly once with one text value; in version 2 also the
 /// certname (which must be the one asked for) and a well-formed nonce.
-pub(super) fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refusal>) -> AttributeValues {
-    let mut take = |oid: &[u64]| -> Option<String> {
-        let dotted = oids::dotted(oid);
-        let found: Vec<_> = csr.attributes_with(oid).collect();
-        match found.as_slice() {
-            [] => reasons.push(Refusal::AttributeMissing { oid: dotted }),
-            [a] => match a.values.as_slice() {
-                [v] if matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) => {
-                    match String::from_utf8(v.bytes.clone()) {
-                        Ok(s) => return Some(s),
-                        Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted }),
-                    }
-                }
-                [_] => reasons.push(Refusal::AttributeNotText { oid: dotted }),
-                vals => reasons.push(Refusal::AttributeValueCount { oid: dotted, count: vals.len() }),
-            },
-            many => reasons.push(Refusal::AttributeDuplicated { oid: dotted, count: many.len() }),
-        }
-        None
-    };
+pub(super) fn read_attributes(
+    csr: &Csr,
+    certname: &str,
+    policy: &Policy,
+    reasons: &mut Vec<Refusal>,
+) -> AttributeValues {
+    let mut take = |oid: &[u64]| take_text(csr, oid, reasons);
     let signature = take(oids::ATTR_SIGNATURE);
     let version = take(oids::ATTR_VERSION);
     let expiry = take(oids::ATTR_EXPIRY);
@@ -68,6 +60,10 @@ pub(super) fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refus
     let is_v2 = version.as_deref() == Some("2");
     let (vouched_certname, nonce) =
         if is_v2 { (take(oids::ATTR_CERTNAME), take(oids::ATTR_NONCE)) } else { (None, None) };
+    // Version 3 adds the template's four values; the identity document is optional. A
+    // policy that does not accept it refuses version 3 for that alone (version-unsupported).
+    let is_v3 = version.as_deref() == Some("3") && policy.versions.contains(&3);
+    let (template, identity_document) = if is_v3 { read_template(csr, reasons) } else { (None, None) };
     if let Some(signed) = &vouched_certname {
         if signed != certname {
             reasons.push(Refusal::CertnameNotVouched { signed: signed.clone(), certname: certname.to_string() });
@@ -78,12 +74,77 @@ pub(super) fn read_attributes(csr: &Csr, certname: &str, reasons: &mut Vec<Refus
             reasons.push(Refusal::NonceMalformed { value: n.clone() });
         }
     }
-    AttributeValues { signature, version, expiry, conductor, classification, certname: vouched_certname, nonce, is_v2 }
+    if let Some(t) = &template {
+        if !attrs::is_nonce(&t.id) {
+            reasons.push(Refusal::NonceMalformed { value: t.id.clone() });
+        }
+    }
+    AttributeValues {
+        signature,
+        version,
+        expiry,
+        conductor,
+        classification,
+        certname: vouched_certname,
+        nonce,
+        is_v2,
+        template,
+        identity_document,
+        is_v3,
+    }
+}
+
+/// One attribute's text value; the reason it has none (missing, duplicated, several values, not text).
+fn take_text(csr: &Csr, oid: &[u64], reasons: &mut Vec<Refusal>) -> Option<String> {
+    let dotted = oids::dotted(oid);
+    let found: Vec<_> = csr.attributes_with(oid).collect();
+    match found.as_slice() {
+        [] => reasons.push(Refusal::AttributeMissing { oid: dotted }),
+        [a] => match a.values.as_slice() {
+            [v] if matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) => {
+                match String::from_utf8(v.bytes.clone()) {
+                    Ok(s) => return Some(s),
+                    Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted }),
+                }
+            }
+            [_] => reasons.push(Refusal::AttributeNotText { oid: dotted }),
+            vals => reasons.push(Refusal::AttributeValueCount { oid: dotted, count: vals.len() }),
+        },
+        many => reasons.push(Refusal::AttributeDuplicated { oid: dotted, count: many.len() }),
+    }
+    None
+}
+
+/// Version 3's attributes: the template (.2.8, .2.9, .2.7, .2.10, each exactly once) and the
+/// node's identity document (.2.11, optional, at most once).
+fn read_template(
+    csr: &Csr,
+    reasons: &mut Vec<Refusal>,
+) -> (Option<crate::vouching::template::Template>, Option<String>) {
+    let mut take = |oid: &[u64]| take_text(csr, oid, reasons);
+    let values = (
+        take(oids::ATTR_TEMPLATE_PATTERN),
+        take(oids::ATTR_MAX_USES),
+        take(oids::ATTR_NONCE),
+        take(oids::ATTR_IDENTITY_BINDING),
+    );
+    let template = match values {
+        (Some(pattern), Some(max_uses), Some(id), Some(binding)) => {
+            Some(crate::vouching::template::Template { pattern, max_uses, id, binding })
+        }
+        _ => None,
+    };
+    let document = if csr.attributes_with(oids::ATTR_IDENTITY_DOCUMENT).next().is_some() {
+        take(oids::ATTR_IDENTITY_DOCUMENT)
+    } else {
+        None
+    };
+    (template, document)
 }
 
 /// Step 3, continued: no attribute in vouch's arc beyond the version's, no Microsoft
 /// extension request, and exactly one extensionRequest with one value.
-pub(super) fn check_no_stray_requests(csr: &Csr, is_v2: bool, reasons: &mut Vec<Refusal>) {
+pub(super) fn check_no_stray_requests(csr: &Csr, is_v2: bool, is_v3: bool, reasons: &mut Vec<Refusal>) {
     let mut known = vec![
         oids::ATTR_SIGNATURE,
         oids::ATTR_VERSION,
@@ -93,6 +154,15 @@ pub(super) fn check_no_stray_requests(csr: &Csr, is_v2: bool, reasons: &mut Vec<
     ];
     if is_v2 {
         known.extend([oids::ATTR_CERTNAME, oids::ATTR_NONCE]);
+    }
+    if is_v3 {
+        known.extend([
+            oids::ATTR_TEMPLATE_PATTERN,
+            oids::ATTR_MAX_USES,
+            oids::ATTR_NONCE,
+            oids::ATTR_IDENTITY_BINDING,
+            oids::ATTR_IDENTITY_DOCUMENT,
+        ]);
     }
     // Sets, not lists: the CSR (the agent) chooses how many attributes and extensions
     // there are, and a list search per item would be quadratic in that.

@@ -12,16 +12,20 @@ mod attributes;
 mod certname;
 mod conductor;
 mod extensions;
+pub mod identity;
 mod refusal;
 mod scope;
 mod signer;
+mod template;
 
 /// A signed trusted fact (`pp_role`, …), as grants and renewals carry it.
 pub use crate::vouching::classification::trusted::TrustedFact;
 pub use certname::{check_certname, is_reserved_certname, CertnameProblem, MAX_CERTNAME, RESERVED_CERTNAMES};
 pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
 pub use extensions::{asks_auto_renewal, requested_alt_names};
+pub use identity::{IdentityRefusal, InstanceIdentity, VerifiedInstance};
 pub use refusal::Refusal;
+pub use template::{pattern_out_of_scope, pattern_within, template_scope_refusal, TemplateGrant};
 
 use attributes::{check_expiry, check_names, check_no_stray_requests, check_version, read_attributes, AttributeValues};
 use extensions::{check_alt_names, check_extension_requests, signed_trusted_facts};
@@ -50,6 +54,7 @@ pub struct Grant {
     alt_names: Vec<String>,
     trusted: Vec<TrustedFact>,
     auto_renew: bool,
+    template: Option<TemplateGrant>,
 }
 
 impl Grant {
@@ -99,8 +104,16 @@ impl Grant {
     pub fn binding(&self) -> Option<&attrs::Binding> {
         self.binding.as_ref()
     }
-    /// What makes these attributes one-time (see [`replay_key`]).
+    /// Version 3: the template this request uses, and whose use it is.
+    pub fn template(&self) -> Option<&TemplateGrant> {
+        self.template.as_ref()
+    }
+    /// What makes these attributes one-time (see [`replay_key`]); version 3: this
+    /// instance's use of its template (first use wins per instance).
     pub fn replay_key(&self) -> ReplayKey {
+        if let Some(t) = &self.template {
+            return ReplayKey { key: t.instance_key.clone(), legacy: None };
+        }
         replay_key(self.binding.as_ref().map(|b| b.nonce.as_str()), &self.conductor_der, &self.signed_digest)
     }
 }
@@ -150,6 +163,16 @@ pub fn decide(req: &Request<'_>, policy: &Policy, now: OffsetDateTime) -> Result
     decide_parsed(req, csr::parse(req.csr), policy, now)
 }
 
+/// [`decide`] with an instance identity verifier for templates bound to one (version 3).
+pub fn decide_with(
+    req: &Request<'_>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    identity: Option<&dyn InstanceIdentity>,
+) -> Result<Grant, Refused> {
+    decide_parsed_with(req, csr::parse(req.csr), policy, now, identity)
+}
+
 /// [`decide`] for a CSR the caller already parsed (`csr::parse(req.csr)`), so that a
 /// service that checks the CSR's shape first does not parse and verify it twice.
 ///
@@ -161,6 +184,21 @@ pub fn decide_parsed(
     policy: &Policy,
     now: OffsetDateTime,
 ) -> Result<Grant, Refused> {
+    // The policy's `[[identity.aws]]` entries verify bound templates; without any, a bound
+    // template is refused as having no verifier.
+    let providers = crate::identity::Providers { aws: &policy.identity };
+    let identity: Option<&dyn InstanceIdentity> = if policy.identity.is_empty() { None } else { Some(&providers) };
+    decide_parsed_with(req, parsed, policy, now, identity)
+}
+
+/// [`decide_parsed`] with an instance identity verifier (see [`decide_with`]).
+pub fn decide_parsed_with(
+    req: &Request<'_>,
+    parsed: Result<Csr, CsrError>,
+    policy: &Policy,
+    now: OffsetDateTime,
+    identity: Option<&dyn InstanceIdentity>,
+) -> Result<Grant, Refused> {
     // 1. The CSR itself. The key's size was checked when it was parsed (csr::check_key_size).
     let csr = match parsed {
         Ok(c) => c,
@@ -170,12 +208,16 @@ pub fn decide_parsed(
     // 2. Names.
     check_names(req.certname, &csr, &mut reasons);
     // 3. Attributes: each of the five exactly once, with exactly one text value.
-    let values = read_attributes(&csr, req.certname, &mut reasons);
-    check_no_stray_requests(&csr, values.is_v2, &mut reasons);
+    let values = read_attributes(&csr, req.certname, policy, &mut reasons);
+    check_no_stray_requests(&csr, values.is_v2, values.is_v3, &mut reasons);
     // 4. Version.
     let version = check_version(values.version.as_deref(), policy, &mut reasons);
-    // 5. Expiry.
-    let expiry = check_expiry(values.expiry.as_deref(), policy, now, &mut reasons);
+    // 5. Expiry (a template's: its own limit and code).
+    let expiry = if values.is_v3 {
+        template::check_template_expiry(values.expiry.as_deref(), policy, now, &mut reasons)
+    } else {
+        check_expiry(values.expiry.as_deref(), policy, now, &mut reasons)
+    };
     // 6. The conductor certificate and its chain; 7. the signature over the canonical string.
     let signer = check_signer(&values, policy, now, &mut reasons);
     // 8. Classification.
@@ -187,17 +229,37 @@ pub fn decide_parsed(
     check_extension_requests(&csr, values.classification.as_deref(), &trusted, policy, &mut reasons);
     // 11. Alt names: only a server's, each allowed by its scope.
     let alt_names = check_alt_names(&csr, &signer, &values, version, req.certname, policy, &mut reasons);
+    // 12. Version 3: the template's pattern, uses and identity binding.
+    let template = template::check_template(&values, &signer, req.certname, policy, identity, now, &mut reasons);
 
     if !reasons.is_empty() {
         let held = held_attributes(&reasons, &values, &signer, expiry, &csr);
         return Err(Refused { reasons, conductor: signer.conductor, held });
     }
+    let parts = Granted { csr, classification, expiry, version, alt_names, trusted, template, decided_at: now };
+    grant(req, values, signer, parts)
+}
+
+/// What the steps found, for [`grant`].
+struct Granted {
+    csr: Csr,
+    classification: Option<Classification>,
+    expiry: Option<OffsetDateTime>,
+    version: Option<u32>,
+    alt_names: Vec<String>,
+    trusted: Vec<TrustedFact>,
+    template: Option<TemplateGrant>,
+    decided_at: OffsetDateTime,
+}
+
+/// The grant of a request no step refused.
+fn grant(req: &Request<'_>, values: AttributeValues, signer: Signer, g: Granted) -> Result<Grant, Refused> {
     let binding = match (values.certname, values.nonce) {
-        (Some(certname), Some(nonce)) => Some(attrs::Binding { certname, nonce }),
+        (Some(certname), Some(nonce)) if values.is_v2 => Some(attrs::Binding { certname, nonce }),
         _ => None,
     };
-    let auto_renew = extensions::asks_auto_renewal(&csr);
-    match (classification, values.classification, signer.conductor, expiry, version, values.signature) {
+    let auto_renew = extensions::asks_auto_renewal(&g.csr);
+    match (g.classification, values.classification, signer.conductor, g.expiry, g.version, values.signature) {
         (
             Some(classification),
             Some(classification_b64),
@@ -205,22 +267,28 @@ pub fn decide_parsed(
             Some(expiry),
             Some(version),
             Some(_signature),
-        ) if (version == 2) == binding.is_some() && !signer.signed_digest.is_empty() => Ok(Grant {
-            certname: req.certname.to_string(),
-            csr,
-            classification,
-            classification_b64,
-            conductor,
-            expiry,
-            version,
-            decided_at: now,
-            binding,
-            signed_digest: signer.signed_digest,
-            conductor_der: signer.conductor_der,
-            alt_names,
-            trusted,
-            auto_renew,
-        }),
+        ) if (version == 2) == binding.is_some()
+            && (version == 3) == g.template.is_some()
+            && !signer.signed_digest.is_empty() =>
+        {
+            Ok(Grant {
+                certname: req.certname.to_string(),
+                csr: g.csr,
+                classification,
+                classification_b64,
+                conductor,
+                expiry,
+                version,
+                decided_at: g.decided_at,
+                binding,
+                signed_digest: signer.signed_digest,
+                conductor_der: signer.conductor_der,
+                alt_names: g.alt_names,
+                trusted: g.trusted,
+                auto_renew,
+                template: g.template,
+            })
+        }
         // Unreachable when no reason was recorded; refuse rather than grant on doubt.
         (_, _, conductor, _, _, _) => Err(Refused {
             reasons: vec![Refusal::AttributeMissing { oid: "(internal: incomplete decision)".into() }],
@@ -267,7 +335,8 @@ fn held_attributes(
                 | Refusal::CommonNameMismatch { .. }
         )
     });
-    match (signer.vouched && for_this_name, expiry) {
+    // A template (version 3) is many-use: a refused request holds none of its uses.
+    match (signer.vouched && for_this_name && !values.is_v3, expiry) {
         (true, Some(expiry)) => Some(Held {
             replay_key: replay_key(
                 match (&values.certname, &values.nonce) {

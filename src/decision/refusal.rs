@@ -309,6 +309,72 @@ pub enum Refusal {
     #[message = "these attributes were already used, for {first_certname} at {first_time}; attributes are good once"]
     #[hint = "attributes are good for one certificate; have the conductor sign fresh ones for this node"]
     AttributesReplayed { first_certname: String, first_time: String },
+    /// A template (version 3) past its expiry.
+    #[code = "template-expired"]
+    #[message("the template expired at {expiry} (now {now})", expiry = Capped(expiry), now = Capped(now))]
+    #[hint = "have the conductor sign a new template for the group and update its launch template's user-data"]
+    TemplateExpired { expiry: String, now: String },
+    /// Every use of a template is taken (outside the pure core: it needs the count).
+    #[code = "template-exhausted"]
+    #[message("the template has yielded its {max_uses} certificates", max_uses = Capped(max_uses))]
+    #[hint = "sign a new template (a larger --max-uses, or one per scaling event) and update the group's user-data"]
+    TemplateExhausted { max_uses: u64 },
+    /// A template's certname pattern (.2.8) breaks the pattern rules.
+    #[code = "template-pattern-malformed"]
+    #[message("the template's certname pattern {pattern:?} is malformed: {problem}",
+              pattern = Capped(pattern), problem = Capped(problem))]
+    #[hint = "write PREFIX*.DOMAIN (e.g. web-*.asg.example.com): one '*', at the end of the first label"]
+    TemplatePatternMalformed { pattern: String, problem: String },
+    /// A template's max uses (.2.9) is not a number the policy accepts.
+    #[code = "template-max-uses-invalid"]
+    #[message("the template's max uses {value:?} {problem}", value = Capped(value), problem = Capped(problem))]
+    #[hint = "sign with a --max-uses within templates.max_uses (1 to 1000000)"]
+    TemplateMaxUsesInvalid { value: String, problem: String },
+    /// The certname does not match the template's pattern.
+    #[code = "certname-not-in-template"]
+    #[message("certname {certname:?} does not match the template's pattern {pattern:?}",
+              certname = Capped(certname), pattern = Capped(pattern))]
+    #[hint = "give the instance a certname the pattern matches (puppet.conf certname), or sign a template for it"]
+    CertnameNotInTemplate { certname: String, pattern: String },
+    /// The template's pattern matches names the conductor's scope does not allow.
+    #[code = "template-pattern-out-of-scope"]
+    #[message("scope '{scope}' does not cover every name of the template pattern {pattern:?}",
+              scope = Capped(scope), pattern = Capped(pattern))]
+    #[hint = "sign a pattern within one of the scope's certnames (e.g. scope web-*.example.com: web-eu-*.example.com)"]
+    TemplatePatternOutOfScope { scope: String, pattern: String },
+    /// An unbound template (.2.10 empty) and `templates.allow_unbound = false`.
+    #[code = "template-unbound-forbidden"]
+    #[message = "the template is not bound to an instance identity, and the policy forbids unbound templates"]
+    #[hint = "sign the template with --identity-binding 'aws:{instance-id}.DOMAIN', or set templates.allow_unbound = true (anyone who reads the user-data can then enroll names of its pattern)"]
+    TemplateUnbound,
+    /// A template's identity binding (.2.10) is malformed.
+    #[code = "identity-binding-malformed"]
+    #[message("the template's identity binding {value:?} is malformed: {problem}",
+              value = Capped(value), problem = Capped(problem))]
+    #[hint = "use an empty binding or aws:{instance-id}.DOMAIN"]
+    IdentityBindingMalformed { value: String, problem: String },
+    /// A bound template, and the CSR carries no identity document (.2.11).
+    #[code = "identity-document-missing"]
+    #[message = "the template is bound to the instance's identity, and the request carries no identity document (1.3.6.1.4.1.34380.2.11)"]
+    #[hint = "have the instance put its identity document into its CSR attributes before the agent's first run"]
+    IdentityDocumentMissing,
+    /// A bound template, and this CA has no identity verifier configured.
+    #[code = "identity-verifier-missing"]
+    #[message("the template is bound to an instance identity ({binding}), and this CA has no verifier for it",
+              binding = Capped(binding))]
+    #[hint = "configure the instance identity verifier for this provider, or sign an unbound template"]
+    IdentityVerifierMissing { binding: String },
+    /// The identity verifier refused the document.
+    #[code = "identity-refused"]
+    #[message("the instance identity document was refused: {detail}", detail = Capped(detail))]
+    #[hint = "the document must be the instance's own, current and signed by its provider"]
+    IdentityRefused { detail: String },
+    /// The certname the identity derives differs from the one asked for.
+    #[code = "identity-certname-mismatch"]
+    #[message("the instance identity derives certname {derived:?}, not {certname:?}",
+              derived = Capped(derived), certname = Capped(certname))]
+    #[hint = "the agent's certname must be the one the binding derives from the instance id"]
+    IdentityCertnameMismatch { derived: String, certname: String },
     /// The certname already has a valid certificate (issuance: on_existing = refuse).
     #[code = "certificate-exists"]
     #[message("{certname} already has a valid certificate (serial {serial})",

@@ -50,9 +50,12 @@ pub(super) fn check_signer(
         (&values.signature, &values.version, &values.expiry, &values.classification)
     {
         let msg = match (values.is_v2, &values.certname, &values.nonce) {
+            _ if values.is_v3 => {
+                values.template.as_ref().map(|t| crate::vouching::template::canonical_v3(v, e, cv, c, t))
+            }
             (false, _, _) => Some(attrs::canonical_v1(v, e, cv, c)),
             (true, Some(cn), Some(n)) => Some(attrs::canonical_v2(v, e, cv, c, cn, n)),
-            // A missing .2.6/.2.7 is already a reason; nothing to verify against.
+            // A missing .2.6/.2.7 (or a version 3 value) is already a reason; nothing to verify against.
             (true, _, _) => None,
         };
         if let Some(msg) = msg {

@@ -19,6 +19,14 @@ pub const ATTR_CLASSIFICATION: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 5];
 pub const ATTR_CERTNAME: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 6];
 /// .2.7 a random one-time nonce (version 2).
 pub const ATTR_NONCE: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 7];
+/// .2.8 a template's certname pattern (version 3).
+pub const ATTR_TEMPLATE_PATTERN: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 8];
+/// .2.9 at most how many certificates a template yields (version 3).
+pub const ATTR_MAX_USES: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 9];
+/// .2.10 a template's instance identity binding, empty for none (version 3).
+pub const ATTR_IDENTITY_BINDING: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 10];
+/// .2.11 the instance's identity document, supplied by the node (unsigned; version 3).
+pub const ATTR_IDENTITY_DOCUMENT: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2, 11];
 /// The arc the attributes live in.
 pub const VOUCH_ARC: &[u64] = &[1, 3, 6, 1, 4, 1, 34380, 2];
 

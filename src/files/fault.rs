@@ -10,7 +10,8 @@
 /// registered), ldap:registered (a certificate registered that supersedes another, whose
 /// revocation is not written yet), ldap:revocation-added (a revocation's entry added, the
 /// certname's entry not yet marked revoked); root-issued:recorded (a root-issued certificate's line
-/// appended, the certificate not yet written), conductor-revoke:recorded.
+/// appended, the certificate not yet written), conductor-revoke:recorded; template:counted
+/// (a template's use count swapped to name an instance, its use record not yet written).
 ///
 /// Only in a vouch built with the `fault-injection` feature (the tests' build: see
 /// Cargo.toml); elsewhere a no-op, and the variable is never read.

@@ -33,7 +33,12 @@ pub fn judge(
     };
     // One-time use: record the grant's nonce (or v1 signature) before answering.
     let outcome = match outcome {
-        Ok(grant) => claim_once(journal, grant, crate::store::ClaimUse::Once, now)?,
+        // Version 3: the template's use is counted first (once per instance, so the claim
+        // that follows never spends a second one).
+        Ok(grant) => match crate::authority::count_template_use(journal, grant, now)? {
+            Ok(grant) => claim_once(journal, grant, crate::store::ClaimUse::Once, now)?,
+            Err(refused) => Err(refused),
+        },
         // Puppet Server keeps the refused CSR and serves it: its attributes become this key's.
         Err(refused) => Err(hold_refused(journal, refused, certname, now)?),
     };

@@ -8,20 +8,24 @@ mod classification_cache;
 mod default;
 mod digest_map;
 mod duration;
+pub mod identity;
 pub mod own_crl;
 mod parse;
 mod pattern;
 mod raw;
 mod requests;
+mod templates;
 
 pub use chain_cache::{ChainCache, Window};
 pub use classification_cache::ClassificationCache;
 pub use default::default_policy_text;
 pub use digest_map::digest;
 pub use duration::{duration_problem, format_duration, format_duration_roughly, parse_duration};
+pub use identity::AwsIdentityRule;
 pub use own_crl::{OwnCrl, RootCrl};
 pub use pattern::{glob, Pattern};
 pub use requests::RequestLimits;
+pub use templates::{Templates, MAX_USES_LIMIT};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -100,6 +104,8 @@ pub struct Policy {
     pub renewal_min_age: Duration,
     /// `[requests]`: refused requests kept at most (in the store; per client address a minute).
     pub requests: RequestLimits,
+    /// `[templates]`: signature version 3 (templates for autoscaling groups).
+    pub templates: Templates,
     /// How long a CRL is valid (its nextUpdate).
     pub crl_validity: Duration,
     /// Regenerate the CRL when less than this remains before its nextUpdate.
@@ -116,6 +122,9 @@ pub struct Policy {
     /// `vouch serve`: SHA-256 fingerprints (`AB:CD:…`) of client certificates that may
     /// administer the CA besides those carrying `pp_cli_auth`.
     pub admin_fingerprints: Vec<String>,
+    /// `[[identity.aws]]`: who signs the identity documents of instances a bound template
+    /// names, and which accounts, regions and certnames each entry allows.
+    pub identity: Vec<AwsIdentityRule>,
 }
 
 /// Node certificate validity settings: validated with the policy, read by issuance
@@ -237,7 +246,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(4), Some("classification.mirror_oid")));
-        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 3]\n").unwrap_err();
+        let e = parse("[conductors]\ntrusted_roots = [\"r.pem\"]\n[attributes]\nversions = [1, 4]\n").unwrap_err();
         assert_eq!(e.line, Some(4));
         assert!(e.to_string().starts_with("policy /etc/vouch/policy.toml line 4 key 'attributes.versions'"));
     }

@@ -80,8 +80,15 @@ impl Policy {
         let places = file.places(raw.audit, raw.replay)?;
         let issuance = file.issuance(&raw.issuance)?;
         let requests = super::requests::limits(&raw.requests, &|span, key, m| file.err(span, key, m))?;
+        let templates =
+            super::templates::templates(&raw.templates, &|span, key, m| file.err(span, key, m), &|v, k, d| {
+                file.duration(v, k, d)
+            })?;
         let crl_validity = file.duration(&raw.crl.validity, "crl.validity", 30 * 86_400)?;
         let crl_refresh_before = file.duration(&raw.crl.refresh_before, "crl.refresh_before", 10 * 86_400)?;
+        let identity = super::identity::rules(raw.identity, &|span, key, m| file.err(span, key, m), &|items, key| {
+            file.certificates(items, key)
+        })?;
         let scopes = raw.conductor.into_iter().map(|sc| file.scope(sc)).collect::<Result<Vec<_>, _>>()?;
         Ok(Policy {
             chain_cache: ChainCache::default(),
@@ -99,6 +106,7 @@ impl Policy {
             audit_log: places.audit_log,
             renewal_min_age: issuance.renewal_min_age,
             requests,
+            templates,
             profile: issuance.profile,
             on_existing: issuance.on_existing,
             cap_at_conductor: issuance.cap_at_conductor,
@@ -107,6 +115,7 @@ impl Policy {
             crl_refresh_before,
             scopes,
             replay_journal: places.replay_journal,
+            identity,
         })
     }
 }
@@ -251,11 +260,11 @@ impl PolicyFile<'_> {
             Some(v) => {
                 let span = v.span();
                 let list = v.into_inner();
-                if list.is_empty() || list.iter().any(|&x| !(1..=2).contains(&x)) {
+                if list.is_empty() || list.iter().any(|&x| !(1..=3).contains(&x)) {
                     return Err(self.err(
                         Some(span),
                         "attributes.versions",
-                        format!("supported signature versions are 1 and 2; got {list:?}"),
+                        format!("supported signature versions are 1, 2 and 3; got {list:?}"),
                     ));
                 }
                 list

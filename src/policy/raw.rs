@@ -28,6 +28,10 @@ pub(super) struct RawPolicy {
     pub(super) serve: RawServe,
     #[serde(default)]
     pub(super) requests: super::requests::RawRequests,
+    #[serde(default)]
+    pub(super) identity: super::identity::RawIdentity,
+    #[serde(default)]
+    pub(super) templates: super::templates::RawTemplates,
 }
 
 #[derive(Deserialize, Default)]

@@ -63,6 +63,7 @@ pub mod junk;
 pub mod ldap;
 mod open;
 mod records;
+pub mod templates;
 pub mod verify;
 
 pub(crate) use crate::files::fault::crash_point;
@@ -158,6 +159,11 @@ pub trait ReplayJournal: Send + Sync {
         certname: &str,
         holder: &str,
     ) -> Result<journal::Claim, StoreError>;
+    /// Counts one instance's use of a template (signature version 3), fleet-wide, by
+    /// compare-and-swap ([`templates`]).
+    fn count_use(&self, u: &templates::TemplateUse) -> Result<templates::Counted, StoreError>;
+    /// What [`ReplayJournal::count_use`] would meet, writing nothing (`vouch check`).
+    fn peek_use(&self, u: &templates::TemplateUse) -> Result<templates::Counted, StoreError>;
     /// Where the journal is, for messages.
     fn describe(&self) -> String;
 }

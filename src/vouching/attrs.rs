@@ -24,6 +24,8 @@ pub struct VouchedAttributes {
     pub classification: String,
     /// .2.6 and .2.7 (version 2 only): the vouched certname and the one-time nonce.
     pub binding: Option<Binding>,
+    /// .2.8, .2.9, .2.7 and .2.10 (version 3 only): the template.
+    pub template: Option<Template>,
 }
 
 /// What version 2 adds: the certname and a one-time nonce.
@@ -31,6 +33,19 @@ pub struct VouchedAttributes {
 pub struct Binding {
     pub certname: String,
     pub nonce: String,
+}
+
+/// What version 3 signs besides version 1's four values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// .2.8: the certname pattern (see [`super::template::check_pattern`]).
+    pub pattern: String,
+    /// .2.9: at most how many certificates the template yields, decimal.
+    pub max_uses: String,
+    /// .2.7: the template's id (a nonce: 32 to 128 lowercase hex digits).
+    pub id: String,
+    /// .2.10: the instance identity binding; empty: unbound.
+    pub binding: String,
 }
 
 /// A fresh nonce: 128 random bits as 32 lowercase hex digits.
@@ -136,6 +151,28 @@ pub fn vouch(
     encoding: CertEncoding,
     certname: Option<&str>,
 ) -> Result<VouchedAttributes, String> {
+    let (expiry, conductor, classification) = common_values(cert_der, key, classification, expiry, encoding)?;
+    let (version, binding) = match certname {
+        None => ("1".to_string(), None),
+        Some(c) => ("2".to_string(), Some(Binding { certname: c.to_string(), nonce: new_nonce()? })),
+    };
+    let msg = match &binding {
+        None => canonical_v1(&version, &expiry, &conductor, &classification),
+        Some(b) => canonical_v2(&version, &expiry, &conductor, &classification, &b.certname, &b.nonce),
+    };
+    let signature = conductor_signature(key, &msg)?;
+    Ok(VouchedAttributes { signature, version, expiry, conductor, classification, binding, template: None })
+}
+
+/// The values every version signs (.2.3, .2.4, .2.5), once the key is known to belong to
+/// the conductor certificate.
+pub(crate) fn common_values(
+    cert_der: &[u8],
+    key: &rcgen::KeyPair,
+    classification: &Classification,
+    expiry: OffsetDateTime,
+    encoding: CertEncoding,
+) -> Result<(String, String, String), String> {
     use rcgen::PublicKeyData;
     let (_, cert) = x509_parser::parse_x509_certificate(cert_der)
         .map_err(|e| format!("the conductor certificate does not parse: {e}"))?;
@@ -148,16 +185,7 @@ pub fn vouch(
         CertEncoding::Pem => crate::encoding::pem::encode("CERTIFICATE", cert_der),
     };
     let classification = classification.to_base64();
-    let (version, binding) = match certname {
-        None => ("1".to_string(), None),
-        Some(c) => ("2".to_string(), Some(Binding { certname: c.to_string(), nonce: new_nonce()? })),
-    };
-    let msg = match &binding {
-        None => canonical_v1(&version, &expiry, &conductor, &classification),
-        Some(b) => canonical_v2(&version, &expiry, &conductor, &classification, &b.certname, &b.nonce),
-    };
-    let signature = conductor_signature(key, &msg)?;
-    Ok(VouchedAttributes { signature, version, expiry, conductor, classification, binding })
+    Ok((expiry, conductor, classification))
 }
 
 /// Signs a canonical string; returns base64. RSA keys sign PKCS#1 v1.5 SHA-256,
@@ -206,6 +234,16 @@ impl CsrAttributes {
         if let Some(b) = &a.binding {
             c.custom_attributes.insert(oids::dotted(oids::ATTR_CERTNAME), b.certname.clone());
             c.custom_attributes.insert(oids::dotted(oids::ATTR_NONCE), b.nonce.clone());
+        }
+        if let Some(t) = &a.template {
+            for (oid, v) in [
+                (oids::ATTR_TEMPLATE_PATTERN, &t.pattern),
+                (oids::ATTR_MAX_USES, &t.max_uses),
+                (oids::ATTR_NONCE, &t.id),
+                (oids::ATTR_IDENTITY_BINDING, &t.binding),
+            ] {
+                c.custom_attributes.insert(oids::dotted(oid), v.clone());
+            }
         }
         if let Some(m) = mirror {
             c.extension_requests.insert(oids::dotted(m), a.classification.clone());

@@ -5,3 +5,4 @@
 pub mod attrs;
 pub mod classification;
 pub mod replay_key;
+pub mod template;

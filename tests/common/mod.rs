@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod cloud;
 pub mod ds389;
 pub mod fleet_lab;
 pub mod gen_store;

@@ -116,11 +116,29 @@ pub struct ConductorSignArgs {
     #[arg(long)]
     pub no_mirror: bool,
     /// Bind the attributes to this certname (signature version 2, with a one-time nonce).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "template")]
     pub certname: Option<String>,
-    /// Signature version: 2 whenever --certname is given, else 1 (the seed's).
-    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u32>(s, 1, Some(2)))]
+    /// Signature version: 2 whenever --certname is given, 3 with --template, else 1 (the seed's).
+    #[arg(long, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u32>(s, 1, Some(3)))]
     pub version: Option<u32>,
+    /// Sign a template for an autoscaling group (signature version 3): one set of attributes
+    /// for every instance, good for --max-uses certificates whose names match
+    /// --certname-pattern, until it expires.
+    #[arg(long, requires_all = ["certname_pattern", "max_uses"])]
+    pub template: bool,
+    /// The template's certname pattern: PREFIX*.DOMAIN, e.g. 'web-*.asg.example.com' (`*`:
+    /// one or more letters, digits, '-' or '_', never a dot).
+    #[arg(long, value_name = "PATTERN", requires = "template")]
+    pub certname_pattern: Option<String>,
+    /// At most how many certificates the template yields (1 to 1000000).
+    #[arg(long, value_name = "N", requires = "template", allow_negative_numbers = true,
+          value_parser = |s: &str| whole_number::<u64>(s, 1, Some(1_000_000)))]
+    pub max_uses: Option<u64>,
+    /// Bind the template to the instance's identity document: 'aws:{instance-id}.DOMAIN'
+    /// (the certname derived from the instance id). Without it the template is unbound:
+    /// whoever reads the user-data can enroll names matching the pattern.
+    #[arg(long, value_name = "BINDING", requires = "template")]
+    pub identity_binding: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

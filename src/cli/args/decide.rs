@@ -63,3 +63,35 @@ pub struct SignArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
+
+/// `vouch identity`: instance identity documents (templates bound to the instance).
+#[derive(clap::Subcommand, Debug)]
+pub enum IdentityCommand {
+    /// Verify an instance identity document against the policy's [[identity.aws]] entries, as
+    /// the decision does for a template bound to the instance (exit 0 verified, 1 refused).
+    Check {
+        /// The binding the template signs (attribute .2.10), e.g. 'aws:{instance-id}.web.example.com'.
+        #[arg(long)]
+        binding: String,
+        /// The document: the PKCS#7 (DER), or its base64 as the metadata service serves it
+        /// or attribute .2.11 carries it.
+        #[arg(long, value_name = "FILE")]
+        document: PathBuf,
+        /// Also require this certname to be the one the template derives.
+        #[arg(long)]
+        certname: Option<String>,
+        /// The policy [default: VOUCH_POLICY, then DIR/policy.toml, then /etc/vouch/policy.toml].
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// Print the cloud-config 'runcmd' part that adds the instance's identity document to
+    /// csr_attributes.yaml at boot and sets the certname the template derives.
+    CloudConfig {
+        /// The binding the template signs, e.g. 'aws:{instance-id}.web.example.com'.
+        #[arg(long)]
+        binding: String,
+    },
+}

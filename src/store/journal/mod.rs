@@ -8,6 +8,7 @@
 //! hour has passed, without scanning entries.
 
 mod prune;
+mod templates;
 
 pub use prune::{parse_bucket, prune_in_maintenance, Pruned};
 
@@ -358,6 +359,16 @@ impl super::ReplayJournal for Journal {
             op: "read one-time use in",
             source,
         })
+    }
+
+    fn count_use(&self, u: &super::templates::TemplateUse) -> Result<super::templates::Counted, super::StoreError> {
+        self.not_moved()?;
+        self.count_template_use(u)
+    }
+
+    fn peek_use(&self, u: &super::templates::TemplateUse) -> Result<super::templates::Counted, super::StoreError> {
+        self.not_moved()?;
+        self.peek_template_use(u)
     }
 
     fn describe(&self) -> String {

@@ -240,6 +240,20 @@ impl ReplayJournal for LdapStore {
         Ok(Claim::Fresh)
     }
 
+    fn count_use(
+        &self,
+        u: &crate::store::templates::TemplateUse,
+    ) -> Result<crate::store::templates::Counted, StoreError> {
+        self.count_template_use(u)
+    }
+
+    fn peek_use(
+        &self,
+        u: &crate::store::templates::TemplateUse,
+    ) -> Result<crate::store::templates::Counted, StoreError> {
+        self.peek_template_use(u)
+    }
+
     fn describe(&self) -> String {
         Store::describe(self)
     }

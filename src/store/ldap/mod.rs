@@ -69,6 +69,7 @@ mod resent;
 mod revocations;
 pub mod schema;
 mod setup;
+mod templates;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 

@@ -1,0 +1,434 @@
+//! Templates bound to the instance, through the real binary: identity documents from a test
+//! cloud that plays AWS (tests/common/cloud.rs: its own signing certificate, a loopback
+//! IMDSv2 metadata server per instance), checked by `vouch identity check`, and the node's
+//! cloud-init part (`vouch identity cloud-config`) run by the real cloud-init, with the real
+//! `puppet config set` it calls.
+
+mod common;
+
+use common::cloud::{document, Metadata, Signer};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BINDING: &str = "aws:{instance-id}.web.asg.example.com";
+const ACCOUNT: &str = "111122223333";
+const REGION: &str = "eu-west-1";
+
+struct Cloud {
+    dir: tempfile::TempDir,
+    signer: Signer,
+    other: Signer,
+    policy: PathBuf,
+}
+
+/// A test cloud and a policy that trusts its certificate for `*.web.asg.example.com` in one
+/// account and region.
+fn cloud() -> Cloud {
+    require("openssl", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let signer = Signer::new(dir.path(), "cloud");
+    let other = Signer::new(dir.path(), "other");
+    std::fs::copy(fixture("pki/root_crt.pem"), dir.path().join("root.pem")).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[conductors]\ntrusted_roots = [\"root.pem\"]\n\n[[identity.aws]]\nname = \"web\"\n\
+             certificates = [\"cloud.pem\"]\naccounts = [\"{ACCOUNT}\"]\nregions = [\"{REGION}\"]\n\
+             certname_patterns = [\"*.web.asg.example.com\"]\n"
+        ),
+    )
+    .unwrap();
+    Cloud { dir, signer, other, policy }
+}
+
+impl Cloud {
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// `vouch identity check --format json` on `doc`: its JSON answer and exit status.
+    fn check(&self, doc: &Path, certname: Option<&str>) -> (serde_json::Value, Option<i32>) {
+        let mut cmd = vouch();
+        cmd.args(["identity", "check", "--binding", BINDING, "--format", "json", "--policy", s(&self.policy)]);
+        cmd.args(["--document", s(doc)]);
+        if let Some(c) = certname {
+            cmd.args(["--certname", c]);
+        }
+        let out = run(&mut cmd, None);
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out), String::from_utf8_lossy(&out.stderr)));
+        (v, out.status.code())
+    }
+
+    fn refused(&self, doc: &Path, certname: Option<&str>) -> String {
+        let (v, status) = self.check(doc, certname);
+        assert_eq!(status, Some(1), "{v}");
+        assert_eq!(v["verified"], false, "{v}");
+        assert!(!v["hint"].as_str().unwrap().is_empty(), "{v}");
+        v["code"].as_str().unwrap().to_string()
+    }
+}
+
+#[test]
+fn documents_of_the_test_cloud_verify_and_each_bad_one_has_its_own_code() {
+    let c = cloud();
+    let id = "i-0a1b2c3d4e5f60718";
+    let good = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    // As the metadata service serves it (base64 lines) and as raw DER.
+    let served = c.write("served.txt", common::cloud::served_base64(&good).as_bytes());
+    let certname = format!("{id}.web.asg.example.com");
+    let (v, status) = c.check(&served, Some(&certname));
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(v["instance_id"], id);
+    assert_eq!(v["certname"], certname.as_str());
+    assert_eq!((v["account"].as_str(), v["region"].as_str()), (Some(ACCOUNT), Some(REGION)));
+    assert_eq!(c.check(&c.write("good.p7", &good), None).1, Some(0));
+
+    let other_key = c.other.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    assert_eq!(c.refused(&c.write("other-key.p7", &other_key), None), "identity-unknown-signer");
+    let account = c.signer.sign(c.dir.path(), &document(id, "999988887777", REGION));
+    assert_eq!(c.refused(&c.write("account.p7", &account), None), "identity-account-not-allowed");
+    let region = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, "us-east-1"));
+    assert_eq!(c.refused(&c.write("region.p7", &region), None), "identity-region-not-allowed");
+    let good_path = c.write("good2.p7", &good);
+    assert_eq!(c.refused(&good_path, Some("web01.web.asg.example.com")), "identity-certname-not-derived");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_reason() {
+    let c = cloud();
+    let id = "i-0a1b2c3d4e5f60718";
+    let good = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    // Not PKCS#7: the plain JSON document, and a cut one.
+    let json = c.write("doc.json", document(id, ACCOUNT, REGION).as_bytes());
+    assert_eq!(c.refused(&json, None), "identity-document-not-base64");
+    let json_b64 = common::cloud::served_base64(document(id, ACCOUNT, REGION).as_bytes());
+    assert_eq!(c.refused(&c.write("doc.b64", json_b64.as_bytes()), None), "identity-not-pkcs7");
+    let cut = c.write("cut.p7", &good[..good.len() / 2]);
+    assert_eq!(c.refused(&cut, None), "identity-not-pkcs7");
+    let (v, _) = c.check(&cut, None);
+    assert!(v["message"].as_str().unwrap().contains("not a PKCS#7"), "{v}");
+    // A signature over other bytes: one character of the document changed, same length.
+    let mut other_bytes = good.clone();
+    let at = other_bytes.windows(id.len()).position(|w| w == id.as_bytes()).unwrap();
+    other_bytes[at + id.len() - 1] = b'9';
+    assert_eq!(c.refused(&c.write("other-bytes.p7", &other_bytes), None), "identity-digest-mismatch");
+    // A huge document, as DER and as base64 text: refused on its size.
+    let mut huge = good.clone();
+    huge.resize(200_000, 0);
+    assert_eq!(c.refused(&c.write("huge.p7", &huge), None), "identity-document-too-large");
+    let huge_text = "A".repeat(200_000);
+    assert_eq!(c.refused(&c.write("huge.txt", huge_text.as_bytes()), None), "identity-document-too-large");
+}
+
+#[test]
+fn a_policy_entry_lists_accounts_and_regions_or_is_refused() {
+    let c = cloud();
+    let text = std::fs::read_to_string(&c.policy).unwrap().replace(&format!("[\"{REGION}\"]"), "[]");
+    std::fs::write(&c.policy, text).unwrap();
+    let good = c.signer.sign(c.dir.path(), &document("i-0a1b2c3d4e5f60718", ACCOUNT, REGION));
+    let mut cmd = vouch();
+    cmd.args(["identity", "check", "--binding", BINDING, "--policy", s(&c.policy), "--document"]);
+    let out = run(cmd.arg(c.write("good.p7", &good)), None);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("identity.aws.regions"), "{err}");
+}
+
+/// cloud-init keeps its scripts under /var/lib/cloud whatever the user-data says: one run at
+/// a time, across the test binaries too.
+fn cloud_init_lock() -> std::fs::File {
+    let f = std::fs::OpenOptions::new().create(true).append(true).open("/tmp/vouch-tests-cloud-init.lock").unwrap();
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    f
+}
+
+/// Runs `user_data` as cloud-init runs user-data at boot: its `runcmd` module writes the
+/// script into the instance's scripts directory, and the `scripts_user` module's runner
+/// (`cloudinit.subp.runparts`, called as that module calls it) runs it, with `env`. (The
+/// module itself, run alone with `cloud-init single`, finds no current instance without the
+/// boot's `init` stage, which would change the machine's users, keys and host name.)
+fn cloud_init(user_data: &Path, env: &[(&str, &str)]) {
+    let _lock = cloud_init_lock();
+    let mut cmd = Command::new("cloud-init");
+    cmd.arg("--file").arg(user_data).args(["single", "--name", "runcmd", "--frequency", "always"]);
+    let out = cmd.output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && !all.contains("Traceback"), "cloud-init runcmd: {all}");
+    let instances = Path::new("/var/lib/cloud/instances");
+    let scripts = std::fs::read_dir(instances).unwrap().flatten().map(|e| e.path().join("scripts"));
+    let scripts = scripts.into_iter().find(|p| p.join("runcmd").exists()).expect("cloud-init wrote no runcmd script");
+    let runparts = format!("from cloudinit import subp; subp.runparts({:?})", s(&scripts));
+    let out = Command::new("/usr/bin/python3").args(["-c", &runparts]).envs(env.iter().copied()).output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the runcmd script: {all}");
+    assert!(all.contains("identity document for"), "{all}");
+}
+
+#[test]
+fn cloud_init_adds_each_instances_document_and_derived_certname() {
+    require("cloud-init", "cloud-init");
+    require("puppet", "puppet-agent");
+    let c = cloud();
+    let out = run(vouch().args(["identity", "cloud-config", "--binding", BINDING]), None);
+    let user_data = c.write("user-data", ok(&out).as_bytes());
+    let schema = Command::new("cloud-init").args(["schema", "--config-file", s(&user_data)]).output().unwrap();
+    assert!(schema.status.success(), "cloud-init schema: {}", String::from_utf8_lossy(&schema.stderr));
+    let ids = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"];
+    for id in ids {
+        let signed = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+        let imds = Metadata::start(document(id, ACCOUNT, REGION), &signed);
+        let confdir = c.dir.path().join(id);
+        std::fs::create_dir(&confdir).unwrap();
+        // What cloud-init's puppet module wrote first: the template's signed attributes stay.
+        std::fs::write(confdir.join("csr_attributes.yaml"), "custom_attributes:\n  1.3.6.1.4.1.34380.2.1: '3'\n")
+            .unwrap();
+        cloud_init(&user_data, &[("VOUCH_IMDS_ENDPOINT", &imds.endpoint), ("VOUCH_PUPPET_CONFDIR", s(&confdir))]);
+        let yaml = std::fs::read_to_string(confdir.join("csr_attributes.yaml")).unwrap();
+        let attrs: serde_yaml_ng::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        let custom = &attrs["custom_attributes"];
+        assert_eq!(custom["1.3.6.1.4.1.34380.2.1"].as_str(), Some("3"), "{yaml}");
+        let doc = custom["1.3.6.1.4.1.34380.2.11"].as_str().unwrap_or_else(|| panic!("{yaml}"));
+        let printed = Command::new("puppet")
+            .args(["config", "print", "certname", "--section", "main", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        let certname = String::from_utf8_lossy(&printed.stdout).trim().to_string();
+        assert_eq!(certname, format!("{id}.web.asg.example.com"));
+        let (v, status) = c.check(&c.write(&format!("{id}.attr"), doc.as_bytes()), Some(&certname));
+        assert_eq!(status, Some(0), "{v}");
+        assert_eq!(v["instance_id"], id);
+    }
+}
+
+/// A CA whose policy accepts version 3 and trusts the test cloud for `*.web.asg.example.test`,
+/// a conductor, and a template bound to the instance signed by it (at most `max_uses`).
+fn bound_ca(c: &Cloud, max_uses: &str) -> PathBuf {
+    let d = c.dir.path().join("ca");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    let p = d.join("policy.toml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("versions = [1, 2]\n", "versions = [1, 2, 3]\n");
+    std::fs::copy(&c.signer.cert, d.join("cloud.pem")).unwrap();
+    let identity = format!(
+        "\n[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"{ACCOUNT}\"]\nregions = [\"{REGION}\"]\n\
+         certname_patterns = [\"*.web.asg.example.test\"]\n"
+    );
+    std::fs::write(&p, text + &identity).unwrap();
+    let (cert, key) = (d.join("asg.pem"), d.join("asg.key"));
+    ok(&vouch()
+        .args(["conductor", "new", "asg", "--dir", s(&d), "--cert-out", s(&cert), "--key-out", s(&key)])
+        .output()
+        .unwrap());
+    std::fs::write(d.join("web.yaml"), "classes:\n  - profile::web\nenvironment: production\n").unwrap();
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
+        .args([
+            "--classification",
+            s(&d.join("web.yaml")),
+            "--template",
+            "--certname-pattern",
+            "*.web.asg.example.test",
+        ])
+        .args(["--max-uses", max_uses, "--expires-in", "2d", "--out", s(&d.join("template.yaml"))])
+        .args(["--identity-binding", "aws:{instance-id}.web.asg.example.test"])
+        .output()
+        .unwrap());
+    d
+}
+
+/// A node's CSR (`vouch csr`, as an agent makes it) from the template's attributes with
+/// `document` added as .2.11, as the cloud-init part adds it, under a new key.
+fn bound_csr(d: &Path, certname: &str, document: Option<&[u8]>) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut attrs = std::fs::read_to_string(d.join("template.yaml")).unwrap();
+    if let Some(doc) = document {
+        let line =
+            format!("custom_attributes:\n  '1.3.6.1.4.1.34380.2.11': '{}'\n", vouch::identity::attribute::encode(doc));
+        attrs = attrs.replacen("custom_attributes:\n", &line, 1);
+    }
+    let file = d.join(format!("attrs-{n}.yaml"));
+    std::fs::write(&file, attrs).unwrap();
+    let csr = d.join(format!("node-{n}.csr"));
+    ok(&vouch()
+        .args(["csr", "--certname", certname, "--attributes", s(&file)])
+        .args(["--key-out", s(&d.join(format!("node-{n}.key"))), "--csr-out", s(&csr)])
+        .output()
+        .unwrap());
+    csr
+}
+
+fn sign(d: &Path, csr: &Path, extra: &[&str]) -> std::process::Output {
+    vouch().args(["--dir", s(d)]).args(extra).args(["sign", "--csr", s(csr)]).output().unwrap()
+}
+
+fn refused_for(o: &std::process::Output, code: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    let all = format!("{}{}", text(o), String::from_utf8_lossy(&o.stderr));
+    assert!(all.contains(&format!("[{code}]")), "not {code}: {all}");
+}
+
+#[test]
+fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_use() {
+    let c = cloud();
+    let d = bound_ca(&c, "3");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let name = |id: &str| format!("{id}.web.asg.example.test");
+    let ids = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"];
+    // Before any use: every bad document is refused, for its own reason, and spends nothing.
+    let first = doc(ids[0]);
+    let other_key = c.other.sign(c.dir.path(), &document(ids[0], ACCOUNT, REGION));
+    let other_account = c.signer.sign(c.dir.path(), &document(ids[0], "999988887777", REGION));
+    let other_region = c.signer.sign(c.dir.path(), &document(ids[0], ACCOUNT, "us-east-1"));
+    for (bytes, code) in [
+        (&other_key, "identity-unknown-signer"),
+        (&other_account, "identity-account-not-allowed"),
+        (&other_region, "identity-region-not-allowed"),
+        (&b"not pkcs7".to_vec(), "identity-not-pkcs7"),
+        (&vec![0x30; 100_000], "identity-document-too-large"),
+    ] {
+        refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(bytes)), &[]), code);
+    }
+    let mut other_bytes = first.clone();
+    let at = other_bytes.windows(ids[0].len()).position(|w| w == ids[0].as_bytes()).unwrap();
+    other_bytes[at + 3] = b'1';
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&other_bytes)), &[]), "identity-digest-mismatch");
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), None), &[]), "identity-document-missing");
+    refused_for(
+        &sign(&d, &bound_csr(&d, "web-1.web.asg.example.test", Some(&first)), &[]),
+        "identity-certname-mismatch",
+    );
+    let later = vouch::encoding::time::format_rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(3));
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &["--now", &later]), "template-expired");
+    // N instances, one certificate each, with the template's classification.
+    for id in ids {
+        let docu = if id == ids[0] { first.clone() } else { doc(id) };
+        let o = sign(&d, &bound_csr(&d, &name(id), Some(&docu)), &[]);
+        ok(&o);
+        let enc = ok(&vouch().args(["--dir", s(&d), "enc", &name(id)]).output().unwrap());
+        assert!(enc.contains("profile::web"), "{enc}");
+    }
+    // The same document on a second key: the instance already has its certificate.
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &[]), "attributes-replayed");
+    // Use N+1: a fourth instance of a template for three.
+    refused_for(
+        &sign(&d, &bound_csr(&d, &name("i-0000000000000000d"), Some(&doc("i-0000000000000000d"))), &[]),
+        "template-exhausted",
+    );
+}
+
+#[test]
+fn a_bound_templates_cloud_config_adds_the_document_before_the_agent_starts() {
+    require("cloud-init", "cloud-init");
+    let c = cloud();
+    let d = bound_ca(&c, "3");
+    let out = d.join("user-data");
+    ok(&vouch()
+        .args(["--dir", s(&d), "conductor", "sign", "--cert", s(&d.join("asg.pem")), "--key", s(&d.join("asg.key"))])
+        .args([
+            "--classification",
+            s(&d.join("web.yaml")),
+            "--template",
+            "--certname-pattern",
+            "*.web.asg.example.test",
+        ])
+        .args(["--max-uses", "3", "--expires-in", "2d", "--format", "cloud-config", "--out", s(&out)])
+        .args(["--identity-binding", "aws:{instance-id}.web.asg.example.test"])
+        .output()
+        .unwrap());
+    let schema = Command::new("cloud-init").args(["schema", "--config-file", s(&out)]).output().unwrap();
+    assert!(schema.status.success(), "cloud-init schema: {}", String::from_utf8_lossy(&schema.stderr));
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["puppet"]["start_service"].as_bool(), Some(false));
+    assert!(v["puppet"]["csr_attributes"]["custom_attributes"]["1.3.6.1.4.1.34380.2.10"].is_string(), "{v:?}");
+    let script = v["runcmd"][0][2].as_str().unwrap();
+    assert!(script.contains("/latest/dynamic/instance-identity/rsa2048"), "{script}");
+    assert_eq!(v["runcmd"][0][3].as_str(), Some("{instance-id}.web.asg.example.test"));
+    assert_eq!(v["runcmd"][1][0].as_str(), Some("puppet"));
+}
+
+/// Stops the `vouch serve` this test started.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Puppet agent's confdir for one instance: CA and server at 127.0.0.1:`port` (as
+/// `localhost`), its certname still the image's until the cloud-init part sets it.
+fn instance_confdir(base: &Path, n: usize, port: u16) -> PathBuf {
+    let d = base.join(format!("instance-{n}"));
+    std::fs::create_dir_all(d.join("etc")).unwrap();
+    let mut conf = format!(
+        "[main]\nserver = localhost\nca_server = localhost\nserverport = {port}\ncertname = image.example.test\n"
+    );
+    for (k, v) in ["ssldir", "vardir", "rundir", "logdir", "publicdir", "codedir"]
+        .iter()
+        .zip(["ssl", "var", "run", "log", "public", "code"])
+    {
+        conf.push_str(&format!("{k} = {}\n", d.join(v).display()));
+    }
+    std::fs::write(d.join("etc/puppet.conf"), conf).unwrap();
+    d.join("etc")
+}
+
+#[test]
+fn real_agents_from_one_user_data_each_get_one_certificate_by_their_identity_document() {
+    require("cloud-init", "cloud-init");
+    require("puppet", "puppet-agent");
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    let log = c.dir.path().join("serve.log");
+    let (child, _banner, port) = start_serve(&mut serve_cmd(&d), &log);
+    let _serve = Serve(child);
+    let out =
+        run(vouch().args(["identity", "cloud-config", "--binding", "aws:{instance-id}.web.asg.example.test"]), None);
+    let user_data = c.write("user-data", ok(&out).as_bytes());
+    // Each instance boots from the same user-data: cloud-init's puppet module writes the
+    // template's attributes, the runcmd part adds the instance's document and certname, the
+    // agent bootstraps.
+    let boot = |n: usize, id: &str, signed: &[u8]| -> (PathBuf, std::process::Output) {
+        let imds = Metadata::start(document(id, ACCOUNT, REGION), signed);
+        let confdir = instance_confdir(c.dir.path(), n, port);
+        std::fs::copy(d.join("template.yaml"), confdir.join("csr_attributes.yaml")).unwrap();
+        cloud_init(&user_data, &[("VOUCH_IMDS_ENDPOINT", &imds.endpoint), ("VOUCH_PUPPET_CONFDIR", s(&confdir))]);
+        let o = Command::new("puppet")
+            .args(["ssl", "bootstrap", "--waitforcert", "0", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        (confdir, o)
+    };
+    let ids = ["i-00000000000000a01", "i-00000000000000a02"];
+    let first = c.signer.sign(c.dir.path(), &document(ids[0], ACCOUNT, REGION));
+    for (n, id) in ids.iter().enumerate() {
+        let signed = if n == 0 { first.clone() } else { c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION)) };
+        let (confdir, o) = boot(n, id, &signed);
+        let certname = format!("{id}.web.asg.example.test");
+        let cert = confdir.parent().unwrap().join(format!("ssl/certs/{certname}.pem"));
+        assert!(o.status.success() && cert.exists(), "instance {id}: {}", text(&o));
+        let enc = ok(&vouch().args(["--dir", s(&d), "enc", &certname]).output().unwrap());
+        assert!(enc.contains("profile::web"), "{enc}");
+    }
+    // The first instance's document again, from another agent (another key): refused
+    // (through `vouch sign`, the same is `attributes-replayed`: the test above).
+    let (confdir, o) = boot(10, ids[0], &first);
+    assert!(!o.status.success(), "a copied document was granted: {}", text(&o));
+    assert!(!confdir.parent().unwrap().join(format!("ssl/certs/{}.web.asg.example.test.pem", ids[0])).exists());
+    // A third instance of a template for two: refused.
+    let third = "i-00000000000000a03";
+    let (confdir, o) = boot(3, third, &c.signer.sign(c.dir.path(), &document(third, ACCOUNT, REGION)));
+    assert!(!o.status.success(), "use N+1 was granted: {}", text(&o));
+    assert!(!confdir.parent().unwrap().join(format!("ssl/certs/{third}.web.asg.example.test.pem")).exists());
+    let serve_log = std::fs::read_to_string(&log).unwrap();
+    assert!(serve_log.contains("\"codes\":\"template-exhausted\""), "{serve_log}");
+    // Two grants, no more: the copy was refused before any decision (its certname has a
+    // certificate), the fourth by the template's count.
+    assert_eq!(serve_log.matches("\"verdict\":\"granted\"").count(), 2, "{serve_log}");
+}

@@ -1,0 +1,395 @@
+//! Signature version 3: templates for autoscaling groups. One set of attributes, signed
+//! once, for every instance of a group: each instance gets one certificate with the
+//! template's classification, up to its max uses, until it expires; first use wins per
+//! instance; the count is shared by every master. Driven through the real binary (CSRs
+//! made by `vouch csr` as a Puppet agent makes them; `vouch sign`, `vouch autosign`,
+//! and two `vouch serve` masters on one slapd).
+
+mod common;
+
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master};
+use common::slapd::Slapd;
+use common::{fixture, ok, s, text, vouch};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const CLASSIFICATION: &str = "classes:\n  - profile::web\nparameters:\n  tier: frontend\nenvironment: production\n";
+const PATTERN: &str = "web-*.asg.example.test";
+
+/// The policy of `dir` edited: version 3 accepted, and `extra` appended.
+fn edit_policy(dir: &Path, extra: &str) {
+    let p = dir.join("policy.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains("versions = [1, 2]\n"), "{text}");
+    std::fs::write(&p, text.replace("versions = [1, 2]\n", "versions = [1, 2, 3]\n") + extra).unwrap();
+}
+
+/// A file-store CA in `dir` (with `extra` in its policy) and a conductor `asg`: (cert, key).
+fn lab(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
+    ok(&vouch().args(["ca", "init", "--dir", s(dir)]).output().unwrap());
+    edit_policy(dir, extra);
+    let (cert, key) = (dir.join("asg.pem"), dir.join("asg.key"));
+    ok(&vouch()
+        .args(["conductor", "new", "asg", "--dir", s(dir), "--cert-out", s(&cert), "--key-out", s(&key)])
+        .output()
+        .unwrap());
+    std::fs::write(dir.join("web.yaml"), CLASSIFICATION).unwrap();
+    (cert, key)
+}
+
+/// `vouch conductor sign --template` with the policy of `policy_dir` at hand.
+fn sign_template(policy_dir: &Path, lab: &Path, pattern: &str, max_uses: &str, extra: &[&str]) -> Output {
+    let (cert, key) = (lab.join("asg.pem"), lab.join("asg.key"));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = lab.join(format!("template-{}-{n}.yaml", std::process::id()));
+    let o = vouch()
+        .args(["--dir", s(policy_dir), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
+        .args(["--classification", s(&lab.join("web.yaml")), "--template", "--certname-pattern", pattern])
+        .args(["--max-uses", max_uses, "--expires-in", "2d", "--out", s(&out)])
+        .args(extra)
+        .output()
+        .unwrap();
+    if o.status.success() {
+        std::fs::rename(&out, lab.join("template.yaml")).unwrap();
+    }
+    o
+}
+
+/// A node's CSR from the template's attributes, with a new key (`vouch csr`).
+fn node_csr(dir: &Path, certname: &str, n: usize) -> PathBuf {
+    let csr = dir.join(format!("{certname}-{n}.csr"));
+    ok(&vouch()
+        .args(["csr", "--certname", certname, "--attributes", s(&dir.join("template.yaml"))])
+        .args(["--key-out", s(&dir.join(format!("{certname}-{n}.key"))), "--csr-out", s(&csr)])
+        .output()
+        .unwrap());
+    csr
+}
+
+fn vouch_sign(dir: &Path, csr: &Path, extra: &[&str]) -> Output {
+    vouch().args(["--dir", s(dir)]).args(extra).args(["sign", "--csr", s(csr)]).output().unwrap()
+}
+
+fn refused_for(o: &Output, code: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    // `vouch check` prints its reasons on stdout, the others on stderr.
+    assert!(text(o).contains(&format!("[{code}]")), "not {code}: {}", text(o));
+}
+
+/// The files the template's use count left in the replay journal (`.count`, `.use`).
+fn count_files(dir: &Path) -> Vec<String> {
+    let mut out = vec![];
+    for bucket in std::fs::read_dir(dir.join("replay")).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(bucket.path()).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.ends_with(".count") || n.ends_with(".use") {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_node_of_a_template_gets_one_certificate_with_its_classification_until_max_uses() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    let signed = sign_template(&d, &d, PATTERN, "3", &[]);
+    ok(&signed);
+    assert!(String::from_utf8_lossy(&signed.stderr).contains("not bound to an instance identity"), "{}", text(&signed));
+    for i in 1..=3 {
+        let name = format!("web-{i}.asg.example.test");
+        let o = vouch_sign(&d, &node_csr(&d, &name, 0), &[]);
+        ok(&o);
+        let enc: serde_json::Value =
+            serde_json::from_str(&ok(&vouch().args(["--dir", s(&d), "enc", &name]).output().unwrap())).unwrap();
+        assert_eq!(enc["classes"], serde_json::json!(["profile::web"]), "{enc}");
+        assert_eq!(enc["parameters"]["tier"], "frontend", "{enc}");
+        assert_eq!(enc["environment"], "production", "{enc}");
+    }
+    // Use 4: refused with its own code, and `vouch check` (which writes nothing) says so too.
+    let fourth = node_csr(&d, "web-4.asg.example.test", 0);
+    refused_for(&vouch_sign(&d, &fourth, &[]), "template-exhausted");
+    let check = vouch().args(["--dir", s(&d), "check", "--csr", s(&fourth)]).output().unwrap();
+    refused_for(&check, "template-exhausted");
+    // A name outside the pattern: refused for it, before anything is counted.
+    refused_for(&vouch_sign(&d, &node_csr(&d, "db-1.asg.example.test", 0), &[]), "certname-not-in-template");
+    assert_eq!(count_files(&d).iter().filter(|n| n.ends_with(".use")).count(), 3, "{:?}", count_files(&d));
+}
+
+#[test]
+fn the_same_certname_twice_is_a_replay_and_spends_no_second_use() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    // Puppet Server's autosign hook: the first request for web-1 is approved; the same
+    // name from another key is a replay (first use wins per certname).
+    let hook = |csr: &Path, name: &str| {
+        common::run(vouch().args(["--dir", s(&d), "autosign", name]), Some(&std::fs::read(csr).unwrap()))
+    };
+    let name = "web-1.asg.example.test";
+    ok(&hook(&node_csr(&d, name, 1), name));
+    let again = hook(&node_csr(&d, name, 2), name);
+    assert_ne!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("[attributes-replayed]"), "{}", text(&again));
+    // The replay spent nothing: the template's second use is still there, and then none.
+    ok(&hook(&node_csr(&d, "web-2.asg.example.test", 1), "web-2.asg.example.test"));
+    let third = hook(&node_csr(&d, "web-3.asg.example.test", 1), "web-3.asg.example.test");
+    assert!(String::from_utf8_lossy(&third.stderr).contains("[template-exhausted]"), "{}", text(&third));
+}
+
+#[test]
+fn an_expired_template_is_refused_for_its_expiry() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "5", &[]));
+    let csr = node_csr(&d, "web-1.asg.example.test", 0);
+    let later = vouch::encoding::time::format_rfc3339(time::OffsetDateTime::now_utc() + time::Duration::days(3));
+    refused_for(&vouch_sign(&d, &csr, &["--now", &later]), "template-expired");
+    assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
+}
+
+#[test]
+fn a_pattern_escaping_the_conductors_scope_is_refused_at_sign_and_at_decision() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    let scope = "\n[templates]\nallow_unbound = true\n\n[[conductor]]\nname = \"asg\"\nsubject = \"CN=asg\"\n\
+                 certnames = [\"web-*.asg.example.test\"]\n";
+    lab(&d, scope);
+    // At sign, with this CA's policy at hand: refused, nothing written.
+    let wide = sign_template(&d, &d, "*.asg.example.test", "5", &[]);
+    assert_eq!(wide.status.code(), Some(2), "{}", text(&wide));
+    assert!(String::from_utf8_lossy(&wide.stderr).contains("[template-pattern-out-of-scope]"), "{}", text(&wide));
+    assert!(!d.join("template.yaml").exists());
+    // Within the scope: signed.
+    ok(&sign_template(&d, &d, "web-eu-*.asg.example.test", "5", &[]));
+    // Signed where no policy is at hand, the wide pattern reaches the CA: refused there,
+    // even for a name the scope allows, before any count is spent.
+    let elsewhere = t.path().join("conductor-host");
+    std::fs::create_dir(&elsewhere).unwrap();
+    ok(&sign_template(&elsewhere, &d, "*.asg.example.test", "5", &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-pattern-out-of-scope");
+    assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
+}
+
+#[test]
+fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_need_a_verifier() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "");
+    let refused = sign_template(&d, &d, PATTERN, "5", &[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("[template-unbound-forbidden]"), "{}", text(&refused));
+    let elsewhere = t.path().join("conductor-host");
+    std::fs::create_dir(&elsewhere).unwrap();
+    ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-unbound-forbidden");
+    // Bound to the instance identity: this CA has no verifier, and the CSR no document.
+    ok(&sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:{instance-id}.web.asg.example.test"]));
+    let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 1), &[]);
+    refused_for(&o, "identity-verifier-missing");
+    assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
+}
+
+#[test]
+fn two_masters_on_one_slapd_share_a_templates_count() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let t = tempfile::tempdir().unwrap();
+    let (d1, d2) = (t.path().join("m1"), t.path().join("m2"));
+    lab(&d1, "\n[templates]\nallow_unbound = true\n");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    edit_policy(&d2, "\n[templates]\nallow_unbound = true\n");
+    let (m1, m2) = (Master::start(&slapd, &d1, "ca1.test"), Master::start(&slapd, &d2, "ca2.test"));
+    ok(&sign_template(&d1, &d1, PATTERN, "4", &[]));
+    // Six instances, three at each master, all at once: exactly four certificates.
+    let csrs: Vec<(String, Vec<u8>)> = (1..=6)
+        .map(|i| {
+            let name = format!("web-{i}.asg.example.test");
+            let csr = std::fs::read(node_csr(&d1, &name, 0)).unwrap();
+            (name, csr)
+        })
+        .collect();
+    let results: Vec<(String, u16, String, bool)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = csrs
+            .iter()
+            .enumerate()
+            .map(|(i, (name, csr))| {
+                let m = if i % 2 == 0 { &m1 } else { &m2 };
+                sc.spawn(move || {
+                    let (status, why, cert) = enroll(m, name, csr);
+                    (name.clone(), status, why, cert.is_some())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let issued = results.iter().filter(|r| r.3).count();
+    assert_eq!(issued, 4, "{results:?}\n{}\n{}", m1.log(), m2.log());
+    // The refused ones are pending for the template's exhaustion, as either master lists them.
+    let listed =
+        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d2), "list", "--format", "json"]).output().unwrap());
+    assert_eq!(listed.matches("template-exhausted").count(), 2, "{listed}");
+    // A seventh, later, at the other master: still refused.
+    let late = std::fs::read(node_csr(&d1, "web-7.asg.example.test", 0)).unwrap();
+    let (_, _, cert) = enroll(&m2, "web-7.asg.example.test", &late);
+    assert!(cert.is_none(), "a fifth certificate from a template of four");
+}
+
+#[test]
+fn version_3_vectors_verify_reproduce_and_match_the_attribute_format_doc() {
+    use base64::Engine;
+    let doc = std::fs::read_to_string(common::root().join("docs/attributes.md")).unwrap();
+    for name in ["p256", "p384", "rsa2048", "ed25519"] {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture(&format!("vectors/v3-{name}.json"))).unwrap())
+                .unwrap();
+        let a = &v["attributes"];
+        let get = |oid: &str| a[format!("1.3.6.1.4.1.34380.2.{oid}")].as_str().unwrap().to_string();
+        let template = vouch::vouching::template::Template {
+            pattern: get("8"),
+            max_uses: get("9"),
+            id: get("7"),
+            binding: get("10"),
+        };
+        let canonical = vouch::vouching::template::canonical_v3(&get("2"), &get("3"), &get("4"), &get("5"), &template);
+        assert_eq!(canonical, v["canonical_string"].as_str().unwrap().as_bytes(), "{name}");
+        let key = vouch::issuance::keys::load_pem(v["conductor_private_key_pem"].as_str().unwrap()).unwrap();
+        let sig = base64::engine::general_purpose::STANDARD.decode(get("1")).unwrap();
+        let cert = base64::engine::general_purpose::STANDARD.decode(get("4")).unwrap();
+        let der = rustls_pki_types::CertificateDer::from(cert.as_slice());
+        let ee = webpki::EndEntityCert::try_from(&der).unwrap();
+        let alg: &dyn rustls_pki_types::SignatureVerificationAlgorithm = match name {
+            "p256" => webpki::aws_lc_rs::ECDSA_P256_SHA256,
+            "p384" => webpki::aws_lc_rs::ECDSA_P384_SHA384,
+            "rsa2048" => webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+            _ => webpki::aws_lc_rs::ED25519,
+        };
+        ee.verify_signature(alg, &canonical, &sig).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        if name == "rsa2048" || name == "ed25519" {
+            assert_eq!(rcgen::SigningKey::sign(&key, &canonical).unwrap(), sig, "{name} reproduces");
+        }
+        // The Ed25519 vector is printed in docs/attributes.md, byte for byte.
+        if name == "ed25519" {
+            let shown = doc.split("<!-- v3-vector-ed25519 -->\n```\n").nth(1).and_then(|r| r.split("```").next());
+            assert_eq!(shown.map(str::as_bytes), Some(canonical.as_slice()), "docs/attributes.md's v3 vector");
+        }
+    }
+}
+
+/// A stock Puppet agent's confdir under `base/certname`, pointed at `vouch serve` on `port`,
+/// with the template's attributes as its `csr_attributes.yaml`.
+fn agent_conf(base: &Path, certname: &str, port: u16, attributes: &Path) -> PathBuf {
+    let d = base.join(certname);
+    std::fs::create_dir_all(d.join("etc")).unwrap();
+    let mut conf = format!(
+        "[main]\nserver = localhost\nca_server = localhost\nserverport = {port}\ncertname = {certname}\n\
+         csr_attributes = {}\n",
+        attributes.display()
+    );
+    for (k, v) in ["ssldir", "vardir", "rundir", "logdir", "publicdir", "codedir"]
+        .iter()
+        .zip(["ssl", "var", "run", "log", "public", "code"])
+    {
+        conf.push_str(&format!("{k} = {}\n", d.join(v).display()));
+    }
+    std::fs::write(d.join("etc/puppet.conf"), conf).unwrap();
+    d.join("etc")
+}
+
+#[test]
+fn real_puppet_agents_of_one_group_each_bootstrap_from_the_same_template() {
+    common::require("puppet", "puppet-agent");
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    let log = t.path().join("serve.log");
+    let (mut child, _banner, port) =
+        common::start_serve(common::serve_cmd(&d).args(["--server-name", "localhost"]), &log);
+    let bootstrap = |name: &str| {
+        let confdir = agent_conf(t.path(), name, port, &d.join("template.yaml"));
+        let o = std::process::Command::new("puppet")
+            .args(["ssl", "bootstrap", "--waitforcert", "0", "--confdir", s(&confdir)])
+            .output()
+            .unwrap();
+        (o, confdir.parent().unwrap().join(format!("ssl/certs/{name}.pem")))
+    };
+    for name in ["web-1.asg.example.test", "web-2.asg.example.test"] {
+        let (o, cert) = bootstrap(name);
+        assert!(o.status.success(), "{name}: {}\n{}", text(&o), std::fs::read_to_string(&log).unwrap_or_default());
+        // The certificate carries the template's classification (its .2.5 extension).
+        let shown = ok(&std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in", s(&cert)])
+            .output()
+            .unwrap());
+        assert!(shown.contains("1.3.6.1.4.1.34380.2.5"), "{name}: {shown}");
+    }
+    // The third instance of a template of two gets no certificate.
+    let (o, cert) = bootstrap("web-3.asg.example.test");
+    assert!(!o.status.success() && !cert.exists(), "{}", text(&o));
+    let pending = ok(&vouch().args(["--dir", s(&d), "list", "--format", "json"]).output().unwrap());
+    assert!(pending.contains("template-exhausted"), "{pending}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_crash_between_the_count_and_the_use_record_neither_loses_nor_doubles_a_use() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    let first = node_csr(&d, "web-1.asg.example.test", 0);
+    // Killed right after the count named web-1, before its use record.
+    let mut killed = vouch();
+    killed.env("VOUCH_TEST_ABORT_AT", "template:counted").args(["--dir", s(&d), "sign", "--csr", s(&first)]);
+    let killed = killed.output().unwrap();
+    assert_eq!(killed.status.code(), None, "not killed at template:counted: {}", text(&killed));
+    let files = count_files(&d);
+    assert_eq!((files.len(), files.iter().filter(|n| n.ends_with(".count")).count()), (1, 1), "{files:?}");
+    // The same node again: its use is the one already counted (no second), then one is left.
+    ok(&vouch_sign(&d, &first, &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-2.asg.example.test", 0), &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-3.asg.example.test", 0), &[]), "template-exhausted");
+}
+
+#[test]
+fn racing_hooks_on_one_journal_yield_exactly_max_uses() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "4", &[]));
+    let csrs: Vec<(String, Vec<u8>)> = (1..=10)
+        .map(|i| {
+            let name = format!("web-{i}.asg.example.test");
+            let csr = std::fs::read(node_csr(&d, &name, 0)).unwrap();
+            (name, csr)
+        })
+        .collect();
+    let barrier = std::sync::Barrier::new(csrs.len());
+    let approved = std::thread::scope(|sc| {
+        let handles: Vec<_> = csrs
+            .iter()
+            .map(|(name, csr)| {
+                let (barrier, d) = (&barrier, &d);
+                sc.spawn(move || {
+                    barrier.wait();
+                    common::run(vouch().args(["--dir", s(d), "autosign", name]), Some(csr))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|o| o.status.success()).count()
+    });
+    assert_eq!(approved, 4);
+}
