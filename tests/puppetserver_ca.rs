@@ -278,7 +278,11 @@ fn sign_approves_a_bare_request_only_with_the_policy_and_an_override() {
     let wrong = "AB:".repeat(31) + "AB";
     let o = vouch().args(["--dir", s(&lab.dir), "approve", other, "--fingerprint", &wrong]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(out(&o).contains("fingerprint"), "{}", out(&o));
+    assert!(out(&o).contains("the pending request's fingerprint is"), "{}", out(&o));
+    // A typo is no fingerprint: said, the request untouched.
+    let o = vouch().args(["--dir", s(&lab.dir), "approve", other, "--fingerprint", "AB:CD"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(out(&o).contains("is not a SHA-256 fingerprint"), "{}", out(&o));
     let o = vouch().args(["--dir", s(&lab.dir), "approve", other, "--ttl", "30d"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let cert2 = lab.certificate(other).expect("approved by vouch approve");
@@ -289,8 +293,12 @@ fn sign_approves_a_bare_request_only_with_the_policy_and_an_override() {
     let o = vouch().args(["--dir", s(&lab.dir), "renew", other]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(out(&o).contains("approved by an administrator") && out(&o).contains("vouch approve"), "{}", out(&o));
-    // Nothing pending any more: refused, saying so.
+    // Approved already: refused, saying so (not "nothing pending").
     let o = vouch().args(["--dir", s(&lab.dir), "approve", other]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(out(&o).contains("already has a valid certificate"), "{}", out(&o));
+    // Nothing pending and no classification: the first thing to fix is said first.
+    let o = vouch().args(["--dir", s(&lab.dir), "approve", "never.example.test"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(out(&o).contains("no certificate request is pending"), "{}", out(&o));
 }
@@ -456,10 +464,14 @@ fn a_bare_request_pending_is_not_replaced_by_another_keys() {
     std::fs::rename(&first, &listed).unwrap();
     // The newcomer's request, under the same name: answered as any refused request, not kept.
     let _theirs = lab.bare_request(name, &[]);
-    lab.override_set(name, "classes:\n  - role::metal\n");
+    lab.override_set(name, "classes:\n  - role::metal\nextensions:\n  pp_role: metal\n");
     let o = lab.ca("sign", &["--certname", name]);
     assert!(o.status.success(), "{}", out(&o));
     let cert = lab.certificate(name).expect("the approved certificate");
     assert_eq!(public_key(&cert, true), public_key(&listed, false), "the newcomer's key was approved");
+    // The override's trusted fact is in the certificate, as a conductor's would be.
+    let t = openssl_text(&cert);
+    let at = t.find("1.3.6.1.4.1.34380.1.1.13").unwrap_or_else(|| panic!("no pp_role extension:\n{t}"));
+    assert!(t[at..].lines().nth(1).is_some_and(|l| l.contains("metal")), "{t}");
     assert!(read_log(&lab.log).contains("request-not-replaced"), "{}", read_log(&lab.log));
 }

@@ -64,13 +64,13 @@ impl Authority {
             return Err(Self::not_approved(certname, NotApprovable::PolicyOff));
         }
         self.check_ttl(certname, a.ttl)?;
-        let (classification, revision) = self.approved_classification(certname)?;
         // Under the store's lock: the name's certificate is read as issuance reads it, and the
         // key issued is the one of the request checked here. (On the LDAP store the lock is
         // this master's only: another master may keep a newer request meanwhile, which is
-        // why the request is removed below only while it is still this one.)
+        // why the request is removed below only while it is still this one.) The reasons in
+        // the order an administrator fixes them: signed already, nothing pending, then the
+        // request itself, then the classification to give it.
         let lock = self.store.lock()?;
-        let csr = self.pending_for_approval(certname, a.fingerprint)?;
         let current = self.current_checked(certname)?;
         if let Some(c) = current.as_ref().filter(|c| c.record.state == State::Issued) {
             return Err(Self::not_approved(
@@ -78,12 +78,17 @@ impl Authority {
                 NotApprovable::CertificateExists { serial: c.record.serial.clone() },
             ));
         }
+        let csr = self.pending_for_approval(certname, a.fingerprint)?;
+        let (classification, revision) = self.approved_classification(certname)?;
         let proof = ApprovalProof {
             certname: certname.to_string(),
             spki: csr.spki.clone(),
             key_kind: csr.key_kind,
             classification_b64: classification.to_base64(),
             ttl: a.ttl,
+            // The override's trusted facts, as a conductor's classification carries them.
+            trusted: crate::vouching::classification::trusted::trusted_facts(&classification.value)
+                .map_err(|error| Error::Classification { source: format!("override of {certname}"), error })?,
         };
         let stored = self.issue_locked(
             &lock,
@@ -140,10 +145,12 @@ impl Authority {
             crate::encoding::csr::parse(&pem).map_err(|e| refuse(NotApprovable::Unusable { detail: e.to_string() }))?;
         if let Some(want) = fingerprint {
             let have = crate::encoding::sha256_hex(&csr.der);
-            if super::normal_fingerprint(want).as_deref() != Some(have.as_str()) {
-                return Err(refuse(NotApprovable::Unusable {
-                    detail: format!("its fingerprint is {have}, not the {want} given"),
-                }));
+            let Some(given) = super::normal_fingerprint(want) else {
+                let given: String = want.chars().take(100).collect();
+                return Err(refuse(NotApprovable::FingerprintMalformed { given }));
+            };
+            if given != have {
+                return Err(refuse(NotApprovable::FingerprintMismatch { have, given: want.to_string() }));
             }
         }
         if csr.common_names.len() != 1 || csr.common_names[0] != certname {

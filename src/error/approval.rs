@@ -49,6 +49,20 @@ pub enum NotApprovable {
     #[message = "the pending request cannot be approved: {detail}"]
     #[hint = "`vouch clean NAME` and let the node send its request again"]
     Unusable { detail: String },
+    /// `--fingerprint` is not a SHA-256 fingerprint at all (a typo): nothing is compared.
+    #[code = "approval-fingerprint-malformed"]
+    #[message = "{given:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed)"]
+    #[hint = "copy the request's fingerprint from `vouch list` or `puppetserver ca list`, then approve again; \
+              the pending request is untouched"]
+    FingerprintMalformed { given: String },
+    /// The request pending under the name is not the one whose fingerprint was given: another
+    /// request came under the name after it was listed, or the fingerprint is another's.
+    #[code = "approval-fingerprint-mismatch"]
+    #[message = "the pending request's fingerprint is {have}, not the {given} given"]
+    #[hint = "list the request again (`vouch list`) and compare it with the node's own (`puppet ssl verify` \
+              prints it on the node): approve only the node's; if the pending one is not the node's, `vouch \
+              clean NAME` removes it and the node sends its own again"]
+    FingerprintMismatch { have: String, given: String },
     /// The name already has a valid certificate.
     #[code = "approval-certificate-exists"]
     #[message = "it already has a valid certificate (serial {serial})"]

@@ -115,6 +115,9 @@ pub struct ApprovalProof {
     pub(crate) classification_b64: String,
     /// A lifetime shorter than the policy's (`puppetserver ca sign --ttl`), if asked for.
     pub(crate) ttl: Option<std::time::Duration>,
+    /// The trusted facts (`pp_role`, …) the override's classification names, written as
+    /// Puppet's own extensions, as a conductor's would be.
+    pub(crate) trusted: Vec<crate::decision::TrustedFact>,
 }
 
 /// What entitles a certificate to be issued.
@@ -171,8 +174,8 @@ impl Authorization {
         match self {
             Authorization::Vouched(g) => g.trusted_facts(),
             Authorization::Renewal(r) => &r.trusted,
-            // No conductor signed any (the override's `extensions` are not written).
-            Authorization::Local(_) | Authorization::Approved(_) => &[],
+            Authorization::Approved(a) => &a.trusted,
+            Authorization::Local(_) => &[],
         }
     }
     /// Requested extensions the policy allows, to copy into the certificate (OID, DER value).

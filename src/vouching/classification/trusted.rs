@@ -68,6 +68,10 @@ pub fn registered_name(oid: &[u64]) -> Option<&'static str> {
     }
 }
 
+/// The longest value of one trusted fact (bytes): Puppet's own values (a role, an environment,
+/// a UUID, an instance id) are short.
+pub const MAX_FACT_BYTES: usize = 1024;
+
 fn invalid<T>(detail: String) -> Result<T, ClassificationError> {
     Err(ClassificationError::Invalid { detail })
 }
@@ -97,6 +101,15 @@ pub fn trusted_facts(classification: &Value) -> Result<Vec<TrustedFact>, Classif
             ));
         };
         match v {
+            // Each value travels three times in a node's request (the classification, its
+            // extension request, the certificate): a long one makes a request `vouch serve`
+            // refuses (413) after the conductor signed it.
+            Value::String(value) if value.len() > MAX_FACT_BYTES => {
+                return invalid(format!(
+                    "extensions.{name} is {} bytes long; a trusted fact is at most {MAX_FACT_BYTES} bytes",
+                    value.len()
+                ))
+            }
             Value::String(value) => facts.push(TrustedFact { name, oid, value: value.clone() }),
             _ => return invalid(format!("extensions.{name} must be a string (quote it)")),
         }
@@ -125,6 +138,9 @@ mod tests {
 
     #[test]
     fn authorization_private_unknown_and_non_string_values_are_refused() {
+        let long = format!("extensions:\n  pp_role: {}\n", "x".repeat(MAX_FACT_BYTES + 1));
+        assert!(facts(&long).is_err(), "a value of {} bytes", MAX_FACT_BYTES + 1);
+        assert!(facts(&format!("extensions:\n  pp_role: {}\n", "x".repeat(MAX_FACT_BYTES))).is_ok());
         for bad in [
             "extensions:\n  pp_auth_role: admin\n",
             "extensions:\n  pp_authorization: x\n",
