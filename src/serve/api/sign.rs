@@ -21,11 +21,19 @@ pub(super) fn cert_ttl(body: &serde_json::Value, name: &str) -> Result<Option<Du
         Some(v) => match v.as_u64() {
             Some(secs) => Ok(Some(Duration::from_secs(secs))),
             None => {
-                let shown = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
-                Err(ApiResponse::text(
-                    400,
-                    format!("cert_ttl specified for host {name} must be an integer, not \"{shown}\""),
-                ))
+                let shown: String =
+                    v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()).chars().take(40).collect();
+                // Digits that are no u64 (too large), or a number sent as text: Puppet's words
+                // would say "not an integer" of an integer.
+                let digits = !shown.is_empty() && shown.bytes().all(|b| b.is_ascii_digit());
+                let why = if digits {
+                    format!(
+                        "must be a number of seconds from 1 to the policy's lifetime (issuance.validity), not \"{shown}\""
+                    )
+                } else {
+                    format!("must be an integer, not \"{shown}\"")
+                };
+                Err(ApiResponse::text(400, format!("cert_ttl specified for host {name} {why}")))
             }
         },
     }
