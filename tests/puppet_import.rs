@@ -77,6 +77,32 @@ fn each_defective_puppet_ca_directory_is_refused_by_name_and_nothing_is_written(
     }
 }
 
+/// A FIFO, a directory or a device in place of one of the Puppet CA directory's files: the
+/// import waited on a FIFO for ever (no output); now each is refused at once by name.
+#[test]
+fn a_fifo_or_a_directory_in_place_of_a_puppet_ca_file_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (file, how) in [("inventory.txt", "fifo"), ("serial", "dir"), ("ca_crl.pem", "dev")] {
+        let cadir = tmp.path().join(format!("cadir-{how}"));
+        assert!(Command::new("cp").arg("-a").arg(fixture("puppet-cadir")).arg(&cadir).status().unwrap().success());
+        let p = cadir.join(file);
+        std::fs::remove_file(&p).unwrap();
+        match how {
+            "fifo" => assert!(Command::new("mkfifo").arg(&p).status().unwrap().success()),
+            "dir" => std::fs::create_dir(&p).unwrap(),
+            _ => std::os::unix::fs::symlink("/dev/zero", &p).unwrap(),
+        }
+        let dir = tmp.path().join(format!("vouch-{how}"));
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.args(["--dir", dir.to_str().unwrap(), "import", "--puppet-cadir", cadir.to_str().unwrap()]);
+        let o = common::processes::output_within(&mut c, std::time::Duration::from_secs(60))
+            .unwrap_or_else(|o| panic!("{file} as a {how}: the import did not end: {}", text(&o)));
+        assert_eq!(o.status.code(), Some(2), "{file} as a {how}: {}", text(&o));
+        assert!(text(&o).contains("[puppet-ca-unreadable]") && text(&o).contains(file), "{how}: {}", text(&o));
+        assert!(!dir.exists(), "{how}: {} was created", dir.display());
+    }
+}
+
 /// The fixture imported: every signed certificate listed, Puppet's revocations on vouch's
 /// CRL (numbered above Puppet's), the chain and CRLs verified by openssl, the store
 /// consistent, a Puppet certificate revocable, and a second import refused with nothing changed.

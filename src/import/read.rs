@@ -2,7 +2,7 @@
 //! the import's reading side. What they mean is [`super::check`]'s.
 
 use crate::error::{Error, PuppetCaDefect};
-use crate::files::input::{read_path, Kind};
+use crate::files::input::Kind;
 use std::path::{Path, PathBuf};
 
 /// What a Puppet CA directory holds that the import takes over.
@@ -28,14 +28,22 @@ pub fn refuse(cadir: &Path, defect: PuppetCaDefect) -> Error {
     Error::PuppetImport { cadir: cadir.to_path_buf(), defect }
 }
 
-/// Reads `cadir`'s files; a missing one is [`PuppetCaDefect::Missing`].
+/// One of the Puppet CA directory's files, as a regular file (a link to one is followed) of
+/// at most `kind`'s size: a FIFO, a device or a directory there is refused at once, never
+/// waited on or read without end.
+fn read_file(path: &Path, kind: Kind) -> std::io::Result<Vec<u8>> {
+    crate::files::durable::read_regular_followed_at_most(path, kind.limit())
+}
+
+/// Reads `cadir`'s files; a missing one is [`PuppetCaDefect::Missing`], one that cannot be
+/// read [`PuppetCaDefect::Unreadable`].
 pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
     let file = |name: &str, kind: Kind| -> Result<Option<Vec<u8>>, Error> {
         let p = cadir.join(name);
-        match read_path(&p, kind) {
+        match read_file(&p, kind) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(Error::Io { path: p, op: "read", source }),
+            Err(e) => Err(refuse(cadir, PuppetCaDefect::Unreadable { file: name.into(), detail: e.to_string() })),
         }
     };
     let need = |name: &str, kind: Kind| -> Result<Vec<u8>, Error> {
@@ -84,7 +92,9 @@ fn read_signed(cadir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
             continue;
         }
         let p: PathBuf = entry.path();
-        let bytes = read_path(&p, Kind::Cert).map_err(|source| Error::Io { path: p, op: "read", source })?;
+        let bytes = read_file(&p, Kind::Cert).map_err(|e| {
+            refuse(cadir, PuppetCaDefect::Unreadable { file: format!("signed/{name}"), detail: e.to_string() })
+        })?;
         out.push((name, bytes));
     }
     out.sort();
