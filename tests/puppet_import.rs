@@ -103,6 +103,38 @@ fn a_fifo_or_a_directory_in_place_of_a_puppet_ca_file_is_refused_at_once() {
     }
 }
 
+/// The inventory is unsigned text: a cleaned certificate's revocation (serial 05, no longer
+/// in `signed/`) took its expiry from it, so an inventory dated 2000 took the serial off
+/// vouch's first CRL, and a name carrying `not_after=` went into the revocation log as a
+/// field. Now only a certificate in `signed/` tells an expiry, and only a certname names one.
+#[test]
+fn an_inventory_line_never_takes_a_revocation_off_the_crl() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, edit) in [
+        (
+            "0x0005 2026-11-28T07:01:32UTC 2031-11-28T07:01:32UTC",
+            "0x0005 2000-01-01T00:00:00UTC 2001-01-01T00:00:00UTC",
+        ),
+        ("/CN=agent4.example.test", "/CN=agent4.example.test not_after=2001-01-01T00:00:00Z"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let cadir = tmp.path().join(format!("cadir{i}"));
+        assert!(Command::new("cp").arg("-a").arg(fixture("puppet-cadir")).arg(&cadir).status().unwrap().success());
+        let inv = cadir.join("inventory.txt");
+        let lines = std::fs::read_to_string(&inv).unwrap();
+        assert!(lines.contains(edit.0), "the fixture changed: {lines}");
+        std::fs::write(&inv, lines.replace(edit.0, edit.1)).unwrap();
+        let dir = tmp.path().join(format!("vouch{i}"));
+        let o = import(&dir, &cadir);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let crl = openssl(&["crl", "-noout", "-text", "-in", s(&dir.join("ca/ca_crl.pem"))]);
+        let listed = String::from_utf8_lossy(&crl.stdout).lines().any(|l| l.trim() == "Serial Number: 05");
+        assert!(listed, "{}: serial 05 left vouch's CRL: {}", edit.1, String::from_utf8_lossy(&crl.stdout));
+    }
+}
+
 /// The fixture imported: every signed certificate listed, Puppet's revocations on vouch's
 /// CRL (numbered above Puppet's), the chain and CRLs verified by openssl, the store
 /// consistent, a Puppet certificate revocable, and a second import refused with nothing changed.

@@ -365,13 +365,18 @@ fn check_crls(
     Ok(Crls { ca_crl, ca_number, root_crl })
 }
 
-/// The revocations of the CA's CRL, each named from `signed/` or else the inventory.
+/// The revocations of the CA's CRL, each named from `signed/` or else the inventory. Only a
+/// certificate in `signed/` (its signature checked) tells when it expires: the inventory is
+/// unsigned text, and an expiry taken from it could take a revocation off vouch's CRL. A
+/// serial known from the inventory alone keeps no expiry, so it stays on the CRL; its name
+/// is taken only if it is a certname.
 fn revocations(ca_crl: &[u8], signed: &[Signed], inventory: &[InventoryLine]) -> Result<Vec<Revoked>, PuppetCaDefect> {
     let (_, crl) = x509_parser::parse_x509_crl(ca_crl).map_err(|e| unreadable("ca_crl.pem", e))?;
-    let names: BTreeMap<&str, (&str, &str)> = inventory
+    let names: BTreeMap<&str, (&str, Option<&str>)> = inventory
         .iter()
-        .map(|l| (l.serial.as_str(), (l.certname.as_str(), l.not_after.as_str())))
-        .chain(signed.iter().map(|s| (s.serial.as_str(), (s.certname.as_str(), s.not_after.as_str()))))
+        .filter(|l| crate::decision::check_certname(&l.certname).is_ok())
+        .map(|l| (l.serial.as_str(), (l.certname.as_str(), None)))
+        .chain(signed.iter().map(|s| (s.serial.as_str(), (s.certname.as_str(), Some(s.not_after.as_str())))))
         .collect();
     Ok(crl
         .iter_revoked_certificates()
@@ -380,7 +385,7 @@ fn revocations(ca_crl: &[u8], signed: &[Signed], inventory: &[InventoryLine]) ->
             let known = names.get(serial.as_str());
             Revoked {
                 certname: known.map(|(n, _)| n.to_string()),
-                not_after: known.map(|(_, t)| t.to_string()),
+                not_after: known.and_then(|(_, t)| t.map(str::to_string)),
                 time: format_rfc3339(e.revocation_date.to_datetime()),
                 reason: reason_name(e.reason_code().map(|(_, c)| c.0)).to_string(),
                 serial,
