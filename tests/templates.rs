@@ -189,10 +189,43 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
     refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-unbound-forbidden");
     // Bound to the instance identity: this CA has no verifier, and the CSR no document.
-    ok(&sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:{instance-id}.web.asg.example.test"]));
+    // A binding whose names the pattern never matches: no node could use it, refused at sign.
+    let misfit = sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:{instance-id}.web.asg.example.test"]);
+    assert_eq!(misfit.status.code(), Some(2), "{}", text(&misfit));
+    assert!(String::from_utf8_lossy(&misfit.stderr).contains("never matches"), "{}", text(&misfit));
+    ok(&sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:web-{instance-id}.asg.example.test"]));
     let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 1), &[]);
     refused_for(&o, "identity-verifier-missing");
     assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
+}
+
+/// A template the CA's policy at hand refuses every use of is refused at sign, nothing
+/// written: version 3 not accepted (the default policy), more uses than `templates.max_uses`;
+/// and the CA's refusal of a version it does not accept is that reason alone.
+#[test]
+fn a_template_the_policy_refuses_is_refused_at_sign() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\nmax_uses = 10\n");
+    let many = sign_template(&d, &d, PATTERN, "11", &[]);
+    assert_eq!(many.status.code(), Some(2), "{}", text(&many));
+    assert!(String::from_utf8_lossy(&many.stderr).contains("templates.max_uses"), "{}", text(&many));
+    let p = d.join("policy.toml");
+    let policy = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, policy.replace("versions = [1, 2, 3]\n", "versions = [1, 2]\n")).unwrap();
+    let off = sign_template(&d, &d, PATTERN, "5", &[]);
+    assert_eq!(off.status.code(), Some(2), "{}", text(&off));
+    assert!(String::from_utf8_lossy(&off.stderr).contains("[version-unsupported]"), "{}", text(&off));
+    assert!(!d.join("template.yaml").exists());
+    // Signed elsewhere, the CA says why, and only that.
+    let elsewhere = t.path().join("conductor-host");
+    std::fs::create_dir(&elsewhere).unwrap();
+    ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
+    let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]);
+    refused_for(&o, "version-unsupported");
+    for noise in ["attribute-unexpected", "signature-invalid"] {
+        assert!(!text(&o).contains(noise), "{noise}: {}", text(&o));
+    }
 }
 
 #[test]

@@ -236,8 +236,10 @@ fn sign_template(
     let vouched =
         crate::vouching::template::vouch_template(cert_der, key, classification, expiry, a.cert_encoding.into(), &req)
             .map_err(|detail| Error::Usage { detail })?;
+    check_binding_fits_pattern(&binding, &pattern)?;
     if let Ok(path) = find_policy(None, cli.dir.as_deref()) {
         if let Ok(policy) = Policy::load(&path) {
+            check_template_against_policy(&policy, &path, &req, expiry, now)?;
             if let Some(r) = crate::decision::template_scope_refusal(&vouched.conductor, &pattern, &policy, now) {
                 return Err(Error::Usage {
                     detail: format!("[{}] {r} (policy {}); nothing was written", r.code(), path.display()),
@@ -262,6 +264,65 @@ fn sign_template(
         ));
     }
     Ok(vouched)
+}
+
+/// A binding's certnames must fit the template's pattern: the CA requires both of every
+/// node, so a binding that derives names the pattern never matches makes a template no
+/// instance can use. Checked with an instance id of AWS's form.
+fn check_binding_fits_pattern(binding: &str, pattern: &str) -> Result<(), Error> {
+    let Some(template) = binding.strip_prefix("aws:") else { return Ok(()) };
+    let example = template.replace("{instance-id}", "i-0123456789abcdef0");
+    if crate::vouching::template::pattern_matches(pattern, &example) {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        detail: format!(
+            "the identity binding derives names such as {example}, which the pattern {pattern} never matches: \
+             every node would be refused; give a binding whose names fit the pattern (for the pattern \
+             web-*.asg.example.com: --identity-binding 'aws:web-{{instance-id}}.asg.example.com'); nothing was written"
+        ),
+    })
+}
+
+/// What the CA's policy at hand refuses of every use of this template (nothing is written),
+/// and what it only warns of.
+fn check_template_against_policy(
+    policy: &Policy,
+    path: &std::path::Path,
+    req: &crate::vouching::template::TemplateRequest<'_>,
+    expiry: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let refuse = |detail: String| {
+        Err(Error::Usage { detail: format!("{detail} (policy {}); nothing was written", path.display()) })
+    };
+    if !policy.versions.contains(&3) {
+        return refuse(format!(
+            "[version-unsupported] the policy accepts signature versions {:?}, not 3 (templates): add 3 to \
+             attributes.versions",
+            policy.versions
+        ));
+    }
+    if req.max_uses > policy.templates.max_uses {
+        return refuse(format!(
+            "[template-max-uses-invalid] --max-uses {} is more than the policy's templates.max_uses ({})",
+            req.max_uses, policy.templates.max_uses
+        ));
+    }
+    if expiry - now > policy.templates.max_lifetime {
+        note(&format!(
+            "vouch: warning: the template expires further ahead than the policy's templates.max_lifetime ({}): the \
+             CA refuses it (expiry-too-far) until then",
+            crate::policy::format_duration(policy.templates.max_lifetime)
+        ));
+    }
+    if !req.binding.is_empty() && policy.identity.is_empty() {
+        note(
+            "vouch: warning: the template is bound to the instance identity, and the policy has no [[identity.aws]] \
+             entry: the CA refuses every use (identity-verifier-missing) until one is added",
+        );
+    }
+    Ok(())
 }
 
 /// The classification YAML from `--classification FILE` (`-`: stdin).

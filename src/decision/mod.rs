@@ -210,8 +210,13 @@ pub fn decide_parsed_with(
     // 3. Attributes: each of the five exactly once, with exactly one text value.
     let values = read_attributes(&csr, req.certname, policy, &mut reasons);
     check_no_stray_requests(&csr, values.is_v2, values.is_v3, &mut reasons);
-    // 4. Version.
+    // 4. Version. One the policy does not accept is the one reason: its attributes and its
+    // canonical string are another version's, and every later step would only add noise (a
+    // template's own attributes "unexpected", its signature "invalid").
     let version = check_version(values.version.as_deref(), policy, &mut reasons);
+    if let Some(unsupported) = reasons.iter().find(|r| matches!(r, Refusal::VersionUnsupported { .. })) {
+        return Err(Refused { reasons: vec![unsupported.clone()], conductor: None, held: None });
+    }
     // 5. Expiry (a template's: its own limit and code).
     let expiry = if values.is_v3 {
         template::check_template_expiry(values.expiry.as_deref(), policy, now, &mut reasons)

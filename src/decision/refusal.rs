@@ -91,7 +91,9 @@ pub enum Refusal {
     #[code = "version-unsupported"]
     #[message("signature version {version} is not accepted (policy accepts {accepted:?})",
               version = Capped(version), accepted = Capped(accepted))]
-    #[hint(with = ACCEPTED_VERSION)]
+    #[hint = "sign with a version the policy accepts, or accept this one: add it to attributes.versions in \
+              the CA's policy (version 3, templates for autoscaling groups, is off by default: \
+              `versions = [1, 2, 3]`)"]
     VersionUnsupported { version: String, accepted: Vec<u32> },
     /// The expiry is not RFC 3339.
     #[code = "expiry-malformed"]
