@@ -309,7 +309,8 @@ fn check_template_against_policy(
             req.max_uses, policy.templates.max_uses
         ));
     }
-    if expiry - now > policy.templates.max_lifetime {
+    let limit = time::Duration::try_from(policy.templates.max_lifetime).unwrap_or(time::Duration::MAX);
+    if now.checked_add(limit).is_some_and(|latest| expiry > latest) {
         note(&format!(
             "vouch: warning: the template expires further ahead than the policy's templates.max_lifetime ({}): the \
              CA refuses it (expiry-too-far) until then",
