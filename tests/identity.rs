@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::cloud::{document, Metadata, Signer};
+use common::cloud::{document, document_launched, Metadata, Signer};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -96,6 +96,35 @@ fn documents_of_the_test_cloud_verify_and_each_bad_one_has_its_own_code() {
     assert_eq!(c.refused(&c.write("region.p7", &region), None), "identity-region-not-allowed");
     let good_path = c.write("good2.p7", &good);
     assert_eq!(c.refused(&good_path, Some("web01.web.asg.example.com")), "identity-certname-not-derived");
+    // A genuine document of an instance launched two hours ago (the policy's default age is 1h).
+    let old = time::OffsetDateTime::now_utc() - time::Duration::hours(2);
+    let stale = c.signer.sign(c.dir.path(), &document_launched(id, ACCOUNT, REGION, old));
+    assert_eq!(c.refused(&c.write("stale.p7", &stale), None), "identity-document-stale");
+}
+
+/// The script takes the instance id from the unsigned metadata document: one that is not
+/// `i-` and 8 or 17 hex digits stops it before it writes anything or sets the certname.
+#[test]
+fn the_cloud_init_script_refuses_an_instance_id_that_is_not_one() {
+    let c = cloud();
+    let out = run(vouch().args(["identity", "cloud-config", "--binding", BINDING]), None);
+    let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(&ok(&out)).unwrap();
+    let script = v["runcmd"][0][2].as_str().unwrap().to_string();
+    let confdir = c.dir.path().join("confdir");
+    std::fs::create_dir(&confdir).unwrap();
+    for bad in ["i-0123 --confdir /tmp", "i-0123456789ABCDEF0", "../i-01234567"] {
+        let imds = Metadata::start(document(bad, ACCOUNT, REGION), b"not signed");
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", &script, "{instance-id}.web.asg.example.com"])
+            .env("VOUCH_IMDS_ENDPOINT", &imds.endpoint)
+            .env("VOUCH_PUPPET_CONFDIR", s(&confdir))
+            .env("VOUCH_PUPPET", "/bin/true")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("is not i- and 8 or 17 hex digits"), "{bad}: {err}");
+        assert!(!confdir.join("csr_attributes.yaml").exists(), "{bad}");
+    }
 }
 
 #[test]

@@ -360,11 +360,16 @@ pub enum Refusal {
     #[message = "the template is bound to the instance's identity, and the request carries no identity document (1.3.6.1.4.1.34380.2.11)"]
     #[hint = "have the instance put its identity document into its CSR attributes before the agent's first run"]
     IdentityDocumentMissing,
+    /// An unbound template, and the CSR carries an identity document (.2.11) anyway.
+    #[code = "identity-document-unbound"]
+    #[message = "the template is not bound to an instance identity, and the request carries an identity document (1.3.6.1.4.1.34380.2.11)"]
+    #[hint = "sign the template with --identity-binding 'aws:{instance-id}.DOMAIN' to enroll by the instance's identity, or leave the document out of an unbound template's CSR attributes"]
+    IdentityDocumentUnbound,
     /// A bound template, and this CA has no identity verifier configured.
     #[code = "identity-verifier-missing"]
     #[message("the template is bound to an instance identity ({binding}), and this CA has no verifier for it",
               binding = Capped(binding))]
-    #[hint = "configure the instance identity verifier for this provider, or sign an unbound template"]
+    #[hint = "add an [[identity.aws]] entry to the policy (certificates, accounts, regions and certname_patterns: docs/operator-guide.md, \"Autoscaling groups\"), or sign an unbound template"]
     IdentityVerifierMissing { binding: String },
     /// The identity verifier refused the document.
     #[code = "identity-refused"]

@@ -132,9 +132,7 @@ pub(super) fn check_template(
             None
         }
         Ok(()) if t.binding.is_empty() => {
-            if !policy.templates.allow_unbound {
-                reasons.push(Refusal::TemplateUnbound);
-            }
+            check_unbound(policy.templates.allow_unbound, values.identity_document.is_some(), reasons);
             Some(Instance::Certname(certname.to_string()))
         }
         Ok(()) => bound_instance(&t.binding, values, signer, certname, identity, now, reasons),
@@ -153,6 +151,18 @@ pub(super) fn check_template(
             })
         }
         _ => None,
+    }
+}
+
+/// An unbound template: only if the policy allows them, and never with an identity document
+/// (.2.11): no conductor bound this template to an instance, so a document the node adds
+/// would vouch for nothing (deny by default).
+fn check_unbound(allow_unbound: bool, has_document: bool, reasons: &mut Vec<Refusal>) {
+    if !allow_unbound {
+        reasons.push(Refusal::TemplateUnbound);
+    }
+    if has_document {
+        reasons.push(Refusal::IdentityDocumentUnbound);
     }
 }
 
@@ -191,7 +201,19 @@ fn bound_instance(
 
 #[cfg(test)]
 mod tests {
-    use super::pattern_within;
+    use super::{check_unbound, pattern_within};
+
+    #[test]
+    fn an_unbound_template_with_an_identity_document_is_refused() {
+        let codes = |allow, doc| {
+            let mut reasons = Vec::new();
+            check_unbound(allow, doc, &mut reasons);
+            reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+        };
+        assert_eq!(codes(true, false), Vec::<&str>::new());
+        assert_eq!(codes(true, true), ["identity-document-unbound"]);
+        assert_eq!(codes(false, true), ["template-unbound-forbidden", "identity-document-unbound"]);
+    }
 
     #[test]
     fn containment() {

@@ -53,6 +53,7 @@ impl InstanceIdentity for AwsIdentity<'_> {
         if !rule.regions.contains(&doc.region) {
             return Err(IdentityRefusal::RegionNotAllowed { region: doc.region, entry: rule.name.clone() });
         }
+        check_age(&doc, rule, now)?;
         Ok(VerifiedInstance { instance_id: doc.instance_id, certname, account: doc.account_id, region: doc.region })
     }
 }
@@ -70,6 +71,30 @@ impl<'a> AwsIdentity<'a> {
         }
         Err(IdentityRefusal::UnknownSigner)
     }
+}
+
+/// The clock skew allowed between the cloud and this CA: a launch time this far ahead of
+/// `now` is still honoured.
+pub const CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
+/// The document is at most the entry's `max_document_age` old (from `pendingTime`, the
+/// instance's launch), and not from the future beyond [`CLOCK_SKEW`].
+pub(super) fn check_age(doc: &AwsDocument, rule: &AwsIdentityRule, now: OffsetDateTime) -> Result<(), IdentityRefusal> {
+    let launched = doc.launched()?;
+    let pending = short(doc.pending_time.as_deref().unwrap_or_default());
+    if launched > now + CLOCK_SKEW {
+        return Err(IdentityRefusal::DocumentFromTheFuture { instance_id: doc.instance_id.clone(), pending });
+    }
+    let max = time::Duration::try_from(rule.max_document_age).unwrap_or(time::Duration::MAX);
+    if now - launched > max {
+        return Err(IdentityRefusal::DocumentStale {
+            instance_id: doc.instance_id.clone(),
+            pending,
+            max_age: crate::policy::format_duration(rule.max_document_age),
+            entry: rule.name.clone(),
+        });
+    }
+    Ok(())
 }
 
 fn short_text(s: &str) -> String {

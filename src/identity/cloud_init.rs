@@ -14,7 +14,7 @@ use super::attribute::OID;
 use super::instance::INSTANCE_ID;
 
 /// The script (python3, run by cloud-init): argument 1 is the certname template.
-const SCRIPT: &str = r#"import base64, os, subprocess, sys, json, urllib.request, yaml
+const SCRIPT: &str = r#"import base64, os, re, subprocess, sys, json, urllib.request, yaml
 base = os.environ.get("VOUCH_IMDS_ENDPOINT", "http://169.254.169.254").rstrip("/")
 confdir = os.environ.get("VOUCH_PUPPET_CONFDIR", "/etc/puppetlabs/puppet")
 def get(path, headers, method="GET"):
@@ -26,6 +26,8 @@ auth = {"X-aws-ec2-metadata-token": token}
 signed = "".join(get("/latest/dynamic/instance-identity/rsa2048", auth).split())
 base64.b64decode(signed, validate=True)
 instance = json.loads(get("/latest/dynamic/instance-identity/document", auth))["instanceId"]
+if not isinstance(instance, str) or not re.fullmatch(r"i-([0-9a-f]{8}|[0-9a-f]{17})", instance):
+    sys.exit("vouch: the metadata service's instanceId %r is not i- and 8 or 17 hex digits: certname not set" % (str(instance)[:64],))
 certname = sys.argv[1].replace("__INSTANCE_ID__", instance, 1)
 path = os.path.join(confdir, "csr_attributes.yaml")
 try:

@@ -4,6 +4,7 @@
 
 use super::refusal::{short, IdentityRefusal};
 use serde::Deserialize;
+use time::OffsetDateTime;
 
 /// The fields of AWS's instance identity document that vouch reads.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -39,5 +40,12 @@ impl AwsDocument {
             return Err(invalid(format!("region {:?} is not a region name", short(&doc.region))));
         }
         Ok(doc)
+    }
+
+    /// When the instance was launched: `pendingTime`, required (AWS always writes it).
+    pub fn launched(&self) -> Result<OffsetDateTime, IdentityRefusal> {
+        let text = self.pending_time.as_deref().ok_or_else(|| invalid("it has no pendingTime"))?;
+        crate::encoding::time::parse_rfc3339(text)
+            .map_err(|_| invalid(format!("pendingTime {:?} is not an RFC 3339 time", short(text))))
     }
 }

@@ -38,12 +38,6 @@ impl VerifiedInstance {
             instance_id: self.instance_id.clone(),
         })
     }
-
-    /// What makes this instance's certificate one of a kind: the key a store claims once
-    /// (`provider:account:instance-id`).
-    pub fn claim_key(&self, provider: &str) -> String {
-        format!("{provider}:{}:{}", self.account, self.instance_id)
-    }
 }
 
 /// A binding read: its provider and its certname template.

@@ -108,12 +108,20 @@ pub enum IdentityRefusal {
     #[message("certname {certname:?} is not {derived:?}, the one the template derives from instance {instance_id}")]
     #[hint = "set the agent's certname from the instance id as the template says (the cloud-init part does)"]
     CertnameNotDerived { certname: String, derived: String, instance_id: String },
-    /// The instance already has a certificate.
-    #[code = "identity-instance-replayed"]
-    #[message("instance {instance_id} already has a certificate: one per instance id")]
-    #[hint = "an instance is vouched for once; a relaunched instance gets a new id, and a copied \
-              document is refused here"]
-    InstanceReplayed { instance_id: String },
+    /// The document's instance was launched longer ago than the policy entry allows.
+    #[code = "identity-document-stale"]
+    #[message(
+        "instance {instance_id} was launched at {pending}, more than {max_age} ago: policy entry {entry:?} \
+               honours a document only that long after launch"
+    )]
+    #[hint = "instances enroll at boot; if this one's agent first runs later, raise the [[identity.aws]] \
+              entry's max_document_age (docs/operator-guide.md); a document kept or copied for later is refused here"]
+    DocumentStale { instance_id: String, pending: String, max_age: String, entry: String },
+    /// The document's launch time is later than now, beyond the clock skew allowed.
+    #[code = "identity-document-from-the-future"]
+    #[message("instance {instance_id} says it was launched at {pending}, later than this CA's clock allows")]
+    #[hint = "check the CA host's clock (NTP); the cloud's clock is the reference"]
+    DocumentFromTheFuture { instance_id: String, pending: String },
 }
 
 impl std::error::Error for IdentityRefusal {}

@@ -40,8 +40,8 @@ impl Providers<'_> {
         verifier.verify(binding, &attribute::decode(document)?, now)
     }
 
-    /// `None` for an unbound template (whatever the node sent: attribute .2.11 is then an
-    /// attribute the conductor did not vouch for, which the decision refuses on its own);
+    /// `None` for an unbound template, whatever the node sent (the decision refuses a
+    /// document with an unbound template: `identity-document-unbound`);
     /// else the verified instance, whose certname is the one asked for, or why not.
     pub fn judge(
         &self,

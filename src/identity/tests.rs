@@ -22,6 +22,7 @@ fn rule(certs: &[&str]) -> AwsIdentityRule {
         accounts: vec!["111122223333".into()],
         regions: vec!["eu-west-1".into()],
         certnames: vec![Pattern::certname("*.web.asg.example.com").unwrap()],
+        max_document_age: std::time::Duration::from_secs(3600),
     }
 }
 
@@ -51,7 +52,6 @@ fn a_good_document_names_the_instance_and_its_certname() {
     assert!(want.require_certname("i-0123456789abcdef0.web.asg.example.com").is_ok());
     let r = want.require_certname("web01.web.asg.example.com").unwrap_err();
     assert_eq!(r.code(), "identity-certname-not-derived");
-    assert_eq!(want.claim_key("aws"), "aws:111122223333:i-0123456789abcdef0");
 }
 
 #[test]
@@ -160,6 +160,8 @@ fn the_cloud_init_part_is_yaml_with_the_script() {
     let cmd = &v["runcmd"][0];
     assert_eq!(cmd[0].as_str(), Some("/usr/bin/python3"));
     assert!(cmd[2].as_str().unwrap().contains("1.3.6.1.4.1.34380.2.11"));
+    // The instance id comes from the unsigned metadata document: checked before it is used.
+    assert!(cmd[2].as_str().unwrap().contains(r#"re.fullmatch(r"i-([0-9a-f]{8}|[0-9a-f]{17})", instance)"#));
     assert_eq!(cmd[3].as_str(), Some("{instance-id}.web.asg.example.com"));
 }
 
@@ -205,4 +207,35 @@ fn a_bound_cloud_config_starts_the_agent_after_the_document_is_in() {
     assert_eq!(v["puppet"]["csr_attributes"]["custom_attributes"]["1"].as_str(), Some("x"));
     assert_eq!(v["runcmd"][0][3].as_str(), Some("{instance-id}.example.com"));
     assert_eq!(v["runcmd"][1][0].as_str(), Some("puppet"));
+}
+
+/// The fixtures' instance was launched at 06:00 (pendingTime); the rule allows 1h.
+#[test]
+fn a_document_is_honoured_only_from_launch_to_its_maximum_age() {
+    let at = |now| AwsIdentity { rules: &[rule(&[CLOUD])] }.verify(BINDING, GOOD, now).map_err(|r| r.code());
+    assert!(at(datetime!(2026-11-29 07:00 UTC)).is_ok());
+    assert_eq!(at(datetime!(2026-11-29 07:00:01 UTC)), Err("identity-document-stale"));
+    assert_eq!(at(datetime!(2026-12-29 06:00 UTC)), Err("identity-document-stale"));
+    let six = AwsIdentityRule { max_document_age: std::time::Duration::from_secs(6 * 3600), ..rule(&[CLOUD]) };
+    assert!(AwsIdentity { rules: std::slice::from_ref(&six) }
+        .verify(BINDING, GOOD, datetime!(2026-11-29 11:59 UTC))
+        .is_ok());
+    // The cloud's clock may run up to 5 minutes ahead of the CA's (the fixtures' provider
+    // certificate is valid only from 06:51, so the age alone is checked here).
+    let doc = |pending: &str| {
+        let json = format!(
+            "{{\"instanceId\": \"i-01234567\", \"accountId\": \"111122223333\", \"region\": \"eu-west-1\"{pending}}}"
+        );
+        AwsDocument::parse(json.as_bytes()).unwrap()
+    };
+    let age = |pending: &str, now| aws::check_age(&doc(pending), &six, now).map_err(|r| r.code());
+    let launched = ", \"pendingTime\": \"2026-11-29T06:00:00Z\"";
+    assert!(age(launched, datetime!(2026-11-29 05:55 UTC)).is_ok());
+    assert_eq!(age(launched, datetime!(2026-11-29 05:54:59 UTC)), Err("identity-document-from-the-future"));
+    assert_eq!(age(launched, datetime!(2026-11-29 12:00:01 UTC)), Err("identity-document-stale"));
+    assert_eq!(age("", datetime!(2026-11-29 06:00 UTC)), Err("identity-document-invalid"));
+    assert_eq!(
+        age(", \"pendingTime\": \"yesterday\"", datetime!(2026-11-29 06:00 UTC)),
+        Err("identity-document-invalid")
+    );
 }

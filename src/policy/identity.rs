@@ -5,6 +5,7 @@
 use super::requests::ErrorAt;
 use super::{Pattern, PolicyError};
 use serde::Deserialize;
+use std::time::Duration;
 use toml::Spanned;
 
 /// `[identity]` as written.
@@ -24,6 +25,7 @@ struct RawAws {
     accounts: Spanned<Vec<String>>,
     regions: Spanned<Vec<String>>,
     certname_patterns: Spanned<Vec<String>>,
+    max_document_age: Option<Spanned<String>>,
 }
 
 /// One `[[identity.aws]]`, validated: the first entry whose `certname_patterns` match the
@@ -40,7 +42,13 @@ pub struct AwsIdentityRule {
     pub regions: Vec<String>,
     /// The certnames this entry covers (`*` never crosses a `.`).
     pub certnames: Vec<Pattern>,
+    /// How long after its launch (`pendingTime`) an instance's document is honoured
+    /// (`max_document_age`, default [`DEFAULT_MAX_DOCUMENT_AGE`]).
+    pub max_document_age: Duration,
 }
+
+/// Instances enroll at boot: an hour covers a slow boot, not a document kept for later.
+pub const DEFAULT_MAX_DOCUMENT_AGE: Duration = Duration::from_secs(3600);
 
 /// Reads the PEM certificates of the files a key names.
 pub(super) type ReadCertificates<'a> = &'a dyn Fn(&[Spanned<String>], &str) -> Result<Vec<Vec<u8>>, PolicyError>;
@@ -79,12 +87,23 @@ pub(super) fn rules(
             .map(|p| Pattern::new(p, Some('.')))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|m| err(Some(entry.certname_patterns.span()), "identity.aws.certname_patterns", m))?;
+        let max_document_age = match &entry.max_document_age {
+            None => DEFAULT_MAX_DOCUMENT_AGE,
+            Some(v) => match super::parse_duration(v.get_ref().trim()) {
+                Some(d) if !d.is_zero() => d,
+                _ => {
+                    let m = super::duration_problem(v.get_ref(), "1h, 6h or 1d");
+                    return Err(err(Some(v.span()), "identity.aws.max_document_age", m));
+                }
+            },
+        };
         out.push(AwsIdentityRule {
             name: entry.name.unwrap_or_else(|| format!("aws#{}", i + 1)),
             certificates: certificates(&entry.certificates, "identity.aws.certificates")?,
             accounts: entry.accounts.into_inner(),
             regions: entry.regions.into_inner(),
             certnames,
+            max_document_age,
         });
     }
     Ok(out)
@@ -119,6 +138,9 @@ mod tests {
         assert_eq!(p.identity[0].name, "aws#1");
         assert_eq!(p.identity[0].certificates.len(), 1);
         assert!(p.identity[0].certnames[0].is_match("i-01234567.web.example.com"));
+        assert_eq!(p.identity[0].max_document_age.as_secs(), 3600);
+        let six = parse(&format!("{GOOD}max_document_age = \"6h\"\n")).unwrap();
+        assert_eq!(six.identity[0].max_document_age.as_secs(), 6 * 3600);
         assert!(parse("").unwrap().identity.is_empty());
         for (from, to, key) in [
             ("[\"111122223333\"]", "[]", "identity.aws.accounts"),
@@ -128,6 +150,7 @@ mod tests {
             ("[\"cloud.pem\"]", "[]", "identity.aws.certificates"),
             ("[\"cloud.pem\"]", "[\"missing.pem\"]", "identity.aws.certificates"),
             ("regions", "region", "region"),
+            ("regions =", "max_document_age = \"0s\"\nregions =", "identity.aws.max_document_age"),
         ] {
             let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err();
             assert!(e.contains(key), "{from} -> {to}: {e}");

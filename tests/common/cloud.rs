@@ -60,12 +60,21 @@ impl Signer {
     }
 }
 
-/// The JSON document AWS writes, with the fields vouch reads and a few it does not.
+/// The JSON document AWS writes, with the fields vouch reads and a few it does not: an
+/// instance launched a minute ago.
 pub fn document(instance: &str, account: &str, region: &str) -> String {
+    let launched = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    document_launched(instance, account, region, launched)
+}
+
+/// [`document`] for an instance launched at `launched` (its `pendingTime`).
+pub fn document_launched(instance: &str, account: &str, region: &str, launched: time::OffsetDateTime) -> String {
+    let pending =
+        launched.replace_nanosecond(0).unwrap().format(&time::format_description::well_known::Rfc3339).unwrap();
     format!(
         "{{\n  \"accountId\" : \"{account}\",\n  \"architecture\" : \"x86_64\",\n  \"availabilityZone\" : \"{region}a\",\n  \
          \"imageId\" : \"ami-0abcdef1234567890\",\n  \"instanceId\" : \"{instance}\",\n  \"instanceType\" : \"t3.micro\",\n  \
-         \"pendingTime\" : \"2026-11-29T06:00:00Z\",\n  \"privateIp\" : \"10.0.0.12\",\n  \"region\" : \"{region}\",\n  \
+         \"pendingTime\" : \"{pending}\",\n  \"privateIp\" : \"10.0.0.12\",\n  \"region\" : \"{region}\",\n  \
          \"version\" : \"2017-09-30\"\n}}"
     )
 }
