@@ -69,6 +69,13 @@ pub(super) fn check_extension_requests(
     if policy.mirror_required && !mirror_seen {
         reasons.push(Refusal::MirrorMissing { oid: oids::dotted(&policy.mirror_oid) });
     }
+    // Where the CA is Puppet Server (the mirror required), what the CSR does not request is
+    // not in the certificate: a signed fact left out would be lost, silently.
+    if policy.mirror_required {
+        for fact in trusted.iter().filter(|f| !seen.contains(f.oid.as_slice())) {
+            reasons.push(Refusal::TrustedFactMissing { name: fact.name.to_string() });
+        }
+    }
 }
 
 /// The trusted facts (`pp_role`, …) of a classification that parsed (so its `extensions` did
@@ -241,6 +248,18 @@ mod tests {
         let allowing = policy("[extensions]\nallow = [\"pp_role\"]\n");
         assert!(codes(&db, &[], &allowing).is_empty());
         assert_eq!(codes(&db, &signed_role("web"), &allowing), ["trusted-fact-mismatch"]);
+    }
+
+    #[test]
+    fn where_the_mirror_is_required_a_signed_fact_must_be_requested() {
+        let none = request(CsrSpec::default());
+        // vouch as the CA writes the signed facts itself: a request need not carry them.
+        assert!(codes(&none, &signed_role("web"), &policy("")).is_empty());
+        let hook = policy("[classification]\nmirror_required = true\n");
+        let c = codes(&none, &signed_role("web"), &hook);
+        assert!(c.contains(&"trusted-fact-missing") && c.contains(&"mirror-missing"), "{c:?}");
+        let web = request(CsrSpec { extension_requests: vec![role("web")], ..Default::default() });
+        assert!(!codes(&web, &signed_role("web"), &hook).contains(&"trusted-fact-missing"));
     }
 
     #[test]

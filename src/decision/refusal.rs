@@ -248,6 +248,15 @@ pub enum Refusal {
         name = Capped(name), requested = Capped(requested), signed = Capped(signed))]
     #[hint = "remove the extension request, or request exactly the value the conductor signed in the classification's extensions"]
     TrustedFactMismatch { name: String, requested: String, signed: String },
+    /// Where the mirror is required (Puppet Server as the CA, which copies only what a CSR
+    /// requests), a signed trusted fact the CSR does not request: the certificate would lack
+    /// it, and `$trusted['extensions']` with it.
+    #[code = "trusted-fact-missing"]
+    #[message("the conductor signed {name}, and the CSR does not request it: Puppet Server, which copies only \
+               what a CSR requests, would issue a certificate without it", name = Capped(name))]
+    #[hint = "give the node the csr_attributes.yaml `vouch conductor sign` wrote, whole: its extension_requests \
+              carry every signed trusted fact"]
+    TrustedFactMissing { name: String },
     /// Version 2: the CSR asks for another certname than the conductor signed.
     #[code = "certname-not-vouched"]
     #[message("the conductor vouched for {signed:?}, not for the certname {certname:?}",
