@@ -218,24 +218,28 @@ pub(super) fn check_expiry(
     now: OffsetDateTime,
     reasons: &mut Vec<Refusal>,
 ) -> Option<OffsetDateTime> {
+    let expired = |expiry, now| Refusal::AttributesExpired { expiry, now };
+    check_expiry_within(expiry, policy.max_attribute_lifetime, now, expired, reasons)
+}
+
+/// An RFC 3339 expiry after `now` (else the refusal `expired` makes of the expiry and now)
+/// and at most `max_lifetime` ahead: attributes' and templates' alike.
+pub(super) fn check_expiry_within(
+    expiry: Option<&str>,
+    max_lifetime: std::time::Duration,
+    now: OffsetDateTime,
+    expired: impl Fn(String, String) -> Refusal,
+    reasons: &mut Vec<Refusal>,
+) -> Option<OffsetDateTime> {
     let e = expiry?;
     match crate::encoding::time::parse_rfc3339(e) {
         Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.to_string() }),
-        Ok(t) => {
-            if t <= now {
-                reasons.push(Refusal::AttributesExpired {
-                    expiry: e.to_string(),
-                    now: crate::encoding::time::format_rfc3339(now),
-                });
-            } else if t - now > policy.max_attribute_lifetime {
-                reasons.push(Refusal::ExpiryTooFar {
-                    expiry: e.to_string(),
-                    max_lifetime: crate::policy::format_duration(policy.max_attribute_lifetime),
-                });
-            } else {
-                return Some(t);
-            }
-        }
+        Ok(t) if t <= now => reasons.push(expired(e.to_string(), crate::encoding::time::format_rfc3339(now))),
+        Ok(t) if t - now > max_lifetime => reasons.push(Refusal::ExpiryTooFar {
+            expiry: e.to_string(),
+            max_lifetime: crate::policy::format_duration(max_lifetime),
+        }),
+        Ok(t) => return Some(t),
     }
     None
 }

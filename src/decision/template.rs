@@ -36,18 +36,8 @@ pub(super) fn check_template_expiry(
     now: OffsetDateTime,
     reasons: &mut Vec<Refusal>,
 ) -> Option<OffsetDateTime> {
-    let e = expiry?;
-    match crate::encoding::time::parse_rfc3339(e) {
-        Err(_) => reasons.push(Refusal::ExpiryMalformed { value: e.to_string() }),
-        Ok(t) if t <= now => reasons
-            .push(Refusal::TemplateExpired { expiry: e.to_string(), now: crate::encoding::time::format_rfc3339(now) }),
-        Ok(t) if t - now > policy.templates.max_lifetime => reasons.push(Refusal::ExpiryTooFar {
-            expiry: e.to_string(),
-            max_lifetime: crate::policy::format_duration(policy.templates.max_lifetime),
-        }),
-        Ok(t) => return Some(t),
-    }
-    None
+    let expired = |expiry, now| Refusal::TemplateExpired { expiry, now };
+    super::attributes::check_expiry_within(expiry, policy.templates.max_lifetime, now, expired, reasons)
 }
 
 /// Whether every certname the template pattern matches is matched by the scope pattern

@@ -89,28 +89,7 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
 /// Stages `DIR/ca/` beside where it goes and renames it into place (never over an existing
 /// one); the staging directory is removed on failure.
 fn install(dir: &DataDir, plan: &check::Plan, note: &str) -> Result<(), Error> {
-    let staging = crate::files::durable::temp_beside(&dir.ca());
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().mode(0o700).create(&staging).map_err(|source| Error::Io {
-            path: staging.clone(),
-            op: "create directory",
-            source,
-        })?;
-    }
-    let result = stage::write_ca_files(&staging, plan, note)
-        .and_then(|()| stage::store_certificates(&staging, plan))
-        .and_then(|()| {
-            crate::files::durable::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    Error::AlreadyExists { path: dir.ca() }
-                } else {
-                    Error::Io { path: dir.ca(), op: "rename", source: e }
-                }
-            })
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    result
+    crate::issuance::bootstrap::install_staged_ca(dir, |staging| {
+        stage::write_ca_files(staging, plan, note).and_then(|()| stage::store_certificates(staging, plan))
+    })
 }

@@ -317,6 +317,16 @@ fn new_master_under(
 /// Stages the CA's files in a temporary directory, then renames it into place as `ca/`
 /// (removing the staging directory on failure).
 fn install_ca(dir: &DataDir, ca: &CaFiles) -> Result<(), Error> {
+    install_staged_ca(dir, |staging| write_ca_files(staging, ca))
+}
+
+/// Makes `DIR/ca/` whole or not at all: a 0700 staging directory beside it, filled by
+/// `fill`, then renamed into place (never over an existing `ca/`: [`Error::AlreadyExists`]);
+/// the staging directory is removed on failure. `ca init` and `vouch import` both use it.
+pub(crate) fn install_staged_ca(
+    dir: &DataDir,
+    fill: impl FnOnce(&std::path::Path) -> Result<(), Error>,
+) -> Result<(), Error> {
     let staging = crate::files::durable::temp_beside(&dir.ca());
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -326,7 +336,7 @@ fn install_ca(dir: &DataDir, ca: &CaFiles) -> Result<(), Error> {
             source,
         })?;
     }
-    let result = write_ca_files(&staging, ca).and_then(|()| {
+    let result = fill(&staging).and_then(|()| {
         crate::files::durable::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: dir.ca() }
