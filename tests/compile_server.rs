@@ -398,8 +398,9 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
     // vouch serve no longer hands out a revoked certificate (404): refused, and logged.
     assert!(read(&enc_log).contains(&format!("refused {web01}")), "{}", read(&enc_log));
     // If-Modified-Since comes from the last fetch, never from the file's mtime: once the CRL's
-    // Last-Modified is settled (two seconds old) a fetch is kept, the next one is a 304; a
-    // file copied over it (fresh mtime, other bytes) is fetched whole again.
+    // Last-Modified is settled (two seconds old; a CRL is dated up to a second ahead) a fetch
+    // is kept, the next one is a 304; a file copied over it (fresh mtime, other bytes) is
+    // fetched whole again.
     let fetch = || {
         ok(&vouch()
             .args(["crl", "--fetch", "--ca-url", &lab.ca_url(), "--cacert", s(&ssl.join("certs/ca.pem"))])
@@ -407,7 +408,7 @@ fn a_stock_puppet_server_compiles_for_vouch_serve_agents() {
             .output()
             .unwrap())
     };
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3100));
     assert!(fetch().contains("wrote"));
     let current = read(&ssl.join("crl.pem"));
     let again = fetch();

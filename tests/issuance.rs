@@ -392,6 +392,16 @@ fn crl_is_regenerated_before_it_lapses() {
             .unwrap()
             .as_secs()
     };
+    // Puppet's agent asks If-Modified-Since its own copy's time, the moment it saved it: a
+    // copy saved in the second a new CRL is written must read as older than that CRL.
+    // (First the clock passes the dates the writes above ran ahead to.)
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    while unix_now() <= second() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let saved = unix_now();
+    ok(&ca.vouch(&["crl"]));
+    assert!(second() > saved, "a CRL written in the second an agent saved its copy: {} <= {saved}", second());
     let mut last = second();
     for _ in 0..3 {
         ok(&ca.vouch(&["crl"]));

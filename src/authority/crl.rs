@@ -274,7 +274,7 @@ impl Authority {
         crate::files::durable::write_replace(&number_path, format!("{number}\n").as_bytes(), 0o644)
             .map_err(|source| Error::Io { path: number_path.clone(), op: "write", source })?;
         let path = self.dir.file("ca_crl.pem");
-        let dated = after_second(modified_second(&path));
+        let dated = Some(after_second(modified_second(&path), std::time::SystemTime::now()));
         crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated)
             .map_err(|source| Error::Io { path: path.clone(), op: "write", source })?;
         // Written after the CRL: a crash between the two leaves an older date, which only

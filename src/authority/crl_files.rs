@@ -78,14 +78,19 @@ pub(super) fn modified_second(path: &std::path::Path) -> Option<u64> {
 }
 
 /// The modification time a CRL about to replace one last modified in second `before` must
-/// carry: a later second than that one (`None`: its natural time already is). Agents ask for
-/// the CRLs with If-Modified-Since, which has whole seconds: two CRLs written within one
-/// second would look the same to an agent holding the first, which would keep it. Set on the
-/// new file before it replaces the old one, so it is never served with the old one's date.
-pub(super) fn after_second(before: Option<u64>) -> Option<std::time::SystemTime> {
-    let before = before?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    (now <= before).then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(before.saturating_add(1)))
+/// carry: the whole second after both `before` and `now`. Agents ask for the CRLs with
+/// If-Modified-Since, which has whole seconds and which Puppet's agent takes from its own
+/// copy's modification time (when it saved it, not the server's Last-Modified): an agent that
+/// saved the previous CRL earlier in the second this one is written would otherwise be
+/// answered 304 and keep the previous one. Dated a second ahead, every copy saved before this
+/// write is older; one saved after it is fetched once more, which costs a download, never a
+/// revocation. Two CRLs within one second get successive seconds (a burst runs ahead of the
+/// clock by its length). Set on the new file before it replaces the old one, so it is never
+/// served with the old one's date.
+pub(super) fn after_second(before: Option<u64>, now: std::time::SystemTime) -> std::time::SystemTime {
+    let now = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let second = before.map_or(now, |b| b.max(now)).saturating_add(1);
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(second)
 }
 
 /// A small file vouch writes beside the CRL, as text, never waiting on a FIFO planted there
@@ -100,11 +105,12 @@ mod tests {
     use super::after_second;
 
     #[test]
-    fn a_new_crl_is_dated_a_second_after_the_one_it_replaces_only_when_needed() {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    fn a_new_crl_is_dated_the_second_after_both_the_one_it_replaces_and_now() {
         let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
-        assert_eq!(after_second(Some(now + 5)), Some(at(now + 6)), "a burst pushed the last one ahead");
-        assert_eq!(after_second(Some(now.saturating_sub(10))), None, "its own time is later already");
-        assert_eq!(after_second(None), None, "nothing to follow");
+        let now = at(1_000_000) + std::time::Duration::from_millis(300);
+        assert_eq!(after_second(Some(1_000_005), now), at(1_000_006), "a burst pushed the last one ahead");
+        assert_eq!(after_second(Some(999_990), now), at(1_000_001), "an agent's copy of this second is older");
+        assert_eq!(after_second(Some(1_000_000), now), at(1_000_001), "the previous one of this same second");
+        assert_eq!(after_second(None, now), at(1_000_001), "the first one");
     }
 }

@@ -88,7 +88,7 @@ impl Authority {
         };
         write(number_path, format!("{number}\n").as_bytes())?;
         let root_crl = self.dir.file(bootstrap::ROOT_CRL);
-        let dated = after_second(modified_second(&root_crl));
+        let dated = Some(after_second(modified_second(&root_crl), std::time::SystemTime::now()));
         crate::files::durable::write_replace_dated(&root_crl, pem.as_bytes(), 0o644, dated)
             .map_err(|source| Error::Io { path: root_crl.clone(), op: "write", source })?;
         write(self.dir.file("root_crl_next_update"), format!("{}\n", format_rfc3339(params.next_update)).as_bytes())?;

@@ -272,7 +272,8 @@ fn local_kept(dir: &DataDir, store: &dyn Store, root: &[u8], der: &[u8], number:
 fn write_taken(dir: &DataDir, store: &dyn Store, der: &[u8], number: u128) -> Taken {
     let path = dir.file(bootstrap::ROOT_CRL);
     let pem = crate::encoding::pem::encode("X509 CRL", der);
-    let dated = super::crl_files::after_second(super::crl_files::modified_second(&path));
+    let dated =
+        Some(super::crl_files::after_second(super::crl_files::modified_second(&path), std::time::SystemTime::now()));
     if let Err(e) = crate::files::durable::write_replace_dated(&path, pem.as_bytes(), 0o644, dated) {
         return failed(format!(
             "the root CRL from {} could not be written to {}: {e}",
