@@ -159,6 +159,30 @@ fn walkthrough_for_every_ca_key_type() {
     }
 }
 
+/// `ca init` writes the default policy, then makes `ca/` appear: one stopped between the two
+/// left the default policy alone, which the next `ca init` takes up. Another policy is refused.
+#[test]
+fn ca_init_takes_up_the_default_policy_a_stopped_init_left() {
+    let t = tempfile::tempdir().unwrap();
+    let done = t.path().join("done");
+    ok(&run(vouch().args(["--dir", s(&done), "ca", "init"]), None));
+    let default_policy = std::fs::read(done.join("policy.toml")).unwrap();
+    let dir = t.path().join("v");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(dir.join("policy.toml"), &default_policy).unwrap();
+    ok(&run(vouch().args(["--dir", s(&dir), "ca", "init"]), None));
+    assert!(dir.join("ca/ca_key.pem").exists());
+    let own = t.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(own.join("policy.toml"), b"[conductors]\n").unwrap();
+    let out = run(vouch().args(["--dir", s(&own), "ca", "init"]), None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    assert!(!own.join("ca").exists());
+}
+
 #[test]
 fn ca_init_refuses_to_overwrite() {
     let t = tempfile::tempdir().unwrap();

@@ -186,6 +186,39 @@ fn a_puppet_ca_directory_is_imported_whole_listed_revocable_and_never_overwritte
     assert!(!after.status.success() && text(&after).contains("certificate revoked"), "{}", text(&after));
 }
 
+/// An import stopped after it wrote the policy and before `ca/` appeared leaves the default
+/// policy alone: the next import takes it up and completes. Any other policy is still refused.
+#[test]
+fn an_import_stopped_before_its_ca_appeared_is_taken_up_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cadir = fixture("puppet-cadir");
+    let done = tmp.path().join("done");
+    ok(&import(&done, &cadir));
+    let default_policy = std::fs::read(done.join("policy.toml")).unwrap();
+    // What the stopped import left: the data directory (0700) and the default policy.
+    let dir = tmp.path().join("stopped");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(dir.join("policy.toml"), &default_policy).unwrap();
+    let out = ok(&import(&dir, &cadir));
+    assert!(out.contains("2 revocations"), "{out}");
+    assert_eq!(std::fs::read(dir.join("policy.toml")).unwrap(), default_policy);
+    let verify = ok(&vouch().args(["--dir", s(&dir), "store", "verify"]).output().unwrap());
+    assert!(verify.contains("no findings"), "{verify}");
+    // A policy of the operator's own is never taken for one: refused, kept, no CA made.
+    let own = tmp.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut edited = default_policy.clone();
+    edited.extend_from_slice(b"# mine\n");
+    std::fs::write(own.join("policy.toml"), &edited).unwrap();
+    let out = import(&own, &cadir);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("already exists"), "{}", text(&out));
+    assert_eq!(std::fs::read(own.join("policy.toml")).unwrap(), edited);
+    assert!(!own.join("ca").exists());
+}
+
 /// The layout Debian's puppetserver 7.9.5 makes on its first start without `puppetserver ca
 /// setup`: one self-signed CA, no root key. It is imported as its own root; the store agrees
 /// with itself, openssl verifies its chain and CRL, and conductors cannot be made here.

@@ -64,8 +64,7 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
         plan.crl_number
     );
     create_private_dir(&dir.dir)?;
-    install(dir, &plan, &note)?;
-    let policy = bootstrap::write_default_policy(dir)?;
+    let policy = bootstrap::with_default_policy(dir, || install(dir, &plan, &note))?;
     // vouch's own CRLs, numbered above Puppet's (the CRL files' numbers say where Puppet was).
     let crl_error = Authority::open(dir).and_then(|a| a.crl(now).and_then(|_| a.maintain(now))).err();
     Ok(ImportReport {

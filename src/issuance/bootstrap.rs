@@ -41,8 +41,7 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
     check_new_data_dir(dir)?;
     create_private_dir(&dir.dir)?;
     let ca = new_ca(key_type, now)?;
-    install_ca(dir, &ca.files)?;
-    let policy = write_default_policy(dir)?;
+    let policy = with_default_policy(dir, || install_ca(dir, &ca.files))?;
     Ok(InitReport {
         root_fingerprint: fingerprint(ca.root_der.as_slice()),
         key_type,
@@ -82,8 +81,7 @@ pub fn init_under_root(
         root_issued::record(&root_ca, &ca.master_der, Kind::Ca)?;
     }
     create_private_dir(&dir.dir)?;
-    install_ca(dir, &ca.files)?;
-    let policy = write_default_policy(dir)?;
+    let policy = with_default_policy(dir, || install_ca(dir, &ca.files))?;
     Ok(InitReport {
         root_fingerprint: fingerprint(&loaded.der),
         key_type,
@@ -112,17 +110,56 @@ pub fn root_key_ca_dir(key: &Path) -> Option<PathBuf> {
         .then(|| ca.to_path_buf())
 }
 
-/// A data directory `ca init` may create a CA in: usable, without a CA or a policy, and (if it
-/// exists) trusted. Nothing is created.
+/// A data directory `ca init` may create a CA in: usable, without a CA or a policy (but the
+/// default policy an interrupted `ca init` or import left, [`interrupted_runs_policy`]), and
+/// (if it exists) trusted. Nothing is created.
 pub(crate) fn check_new_data_dir(dir: &DataDir) -> Result<(), Error> {
     dir.usable()?;
-    for existing in [dir.ca(), dir.policy()] {
-        if existing.exists() {
-            return Err(Error::AlreadyExists { path: existing });
-        }
+    if dir.ca().exists() {
+        return Err(Error::AlreadyExists { path: dir.ca() });
+    }
+    if dir.policy().exists() && !interrupted_runs_policy(dir) {
+        return Err(Error::AlreadyExists { path: dir.policy() });
     }
     // An existing DIR must be this user's (or root's): its owner could swap the policy later.
     Ok(crate::files::trust::check_trusted(&dir.dir)?)
+}
+
+/// The policy a new CA gets, trusting its root.
+fn default_policy() -> String {
+    crate::policy::default_policy_text(&format!("ca/{ROOT_CERT}"))
+}
+
+/// Whether `DIR/policy.toml` is what a `ca init` or import stopped before its `ca/` appeared
+/// left: the default policy byte for byte, a regular file, and no `ca/` beside it. Such a run
+/// is taken up again: the policy is what it would write anyway.
+fn interrupted_runs_policy(dir: &DataDir) -> bool {
+    !dir.ca().exists()
+        && crate::files::durable::read_regular(&dir.policy()).is_ok_and(|b| b == default_policy().as_bytes())
+}
+
+/// Writes the default policy (or keeps the one an interrupted run left), then runs `install`,
+/// which makes `ca/` appear whole: the policy first, so that no moment leaves a CA without
+/// one (a CA without a policy is never given a default one once it may have had another).
+/// The policy this call wrote is removed again when `install` fails.
+pub(crate) fn with_default_policy(
+    dir: &DataDir,
+    install: impl FnOnce() -> Result<(), Error>,
+) -> Result<PathBuf, Error> {
+    let policy = dir.policy();
+    let created = match crate::files::durable::write_new(&policy, default_policy().as_bytes(), 0o644) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && interrupted_runs_policy(dir) => false,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(Error::AlreadyExists { path: policy }),
+        Err(source) => return Err(Error::Io { path: policy, op: "write", source }),
+    };
+    if let Err(e) = install() {
+        if created {
+            let _ = std::fs::remove_file(&policy);
+        }
+        return Err(e);
+    }
+    Ok(policy)
 }
 
 /// The files of a new `ca/`, as PEM text.
@@ -375,20 +412,6 @@ fn write_ca_files(staging: &Path, ca: &CaFiles) -> Result<(), Error> {
         })?;
     }
     Ok(())
-}
-
-/// The default policy, trusting the new root, as `DIR/policy.toml` (never over an existing one).
-pub(crate) fn write_default_policy(dir: &DataDir) -> Result<PathBuf, Error> {
-    let policy_text = crate::policy::default_policy_text(&format!("ca/{ROOT_CERT}"));
-    let policy = dir.policy();
-    crate::files::durable::write_new(&policy, policy_text.as_bytes(), 0o644).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            Error::AlreadyExists { path: policy.clone() }
-        } else {
-            Error::Io { path: policy.clone(), op: "write", source: e }
-        }
-    })?;
-    Ok(policy)
 }
 
 #[cfg(test)]
