@@ -273,6 +273,42 @@ fn conductor_sign(args: &[&str]) -> Output {
     run(&mut c, None)
 }
 
+/// A certname given with capitals is signed lower case, as Puppet's certnames are: said on
+/// stderr, since the instance's agent must use the lower-case name.
+#[test]
+fn conductor_sign_says_when_it_signs_a_certname_lower_case() {
+    let (cert, key) = (fixture("pki/conductor-p256.pem"), fixture("pki/conductor-p256.key"));
+    let out = conductor_sign(&[
+        "--cert",
+        s(&cert),
+        "--key",
+        s(&key),
+        "--classification",
+        s(&fixture("classification.yaml")),
+        "--expires-in",
+        "1h",
+        "--certname",
+        "Web01.Example.test",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stderr.contains("signed as \"web01.example.test\""), "{stderr}");
+    assert!(stdout.contains("web01.example.test") && !stdout.contains("Web01"), "{stdout}");
+    let out = conductor_sign(&[
+        "--cert",
+        s(&cert),
+        "--key",
+        s(&key),
+        "--classification",
+        s(&fixture("classification.yaml")),
+        "--expires-in",
+        "1h",
+        "--certname",
+        "web01.example.test",
+    ]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn conductor_sign_rejects_bad_input_clearly() {
     let t = tempfile::tempdir().unwrap();

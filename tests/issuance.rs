@@ -346,7 +346,10 @@ fn list_streams_complete_json_jsonl_and_text() {
     let lines: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(&lines, array.as_array().unwrap(), "the same objects, in the same order");
 
-    let text = ok(&ca.vouch(&["list", "--all"]));
+    let listed = ca.vouch(&["list", "--all"]);
+    // Below a pending request, on stderr: how an administrator approves one.
+    assert!(String::from_utf8_lossy(&listed.stderr).contains("vouch approve NAME --fingerprint"), "{listed:?}");
+    let text = ok(&listed);
     let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle:?} in {text}"));
     assert!(at("Requested Certificates:") < at("f.example.test"), "{text}");
     assert!(at("f.example.test") < at("Signed Certificates:"), "{text}");
@@ -362,7 +365,9 @@ fn list_streams_complete_json_jsonl_and_text() {
     ok(&ca.vouch(&["clean", "f.example.test"]));
     assert_eq!(ok(&ca.vouch(&["list", "--format", "json"])), "[]\n");
     assert_eq!(ok(&ca.vouch(&["list", "--format", "jsonl"])), "");
-    assert_eq!(ok(&ca.vouch(&["list"])), "Requested Certificates:\n    (none)\n");
+    let none = ca.vouch(&["list"]);
+    assert_eq!(ok(&none), "Requested Certificates:\n    (none)\n");
+    assert!(none.stderr.is_empty(), "{none:?}");
 }
 
 #[test]

@@ -77,6 +77,51 @@ fn each_defective_puppet_ca_directory_is_refused_by_name_and_nothing_is_written(
     }
 }
 
+/// A Puppet CA key others could read where it was: imported (vouch's copy 0600), with a
+/// warning that names the file and its mode.
+#[test]
+fn a_puppet_ca_key_readable_by_others_is_imported_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cadir = tmp.path().join("cadir");
+    let copied = Command::new("cp").args(["-a", s(&fixture("puppet-cadir")), s(&cadir)]).status().unwrap();
+    assert!(copied.success());
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    mode(&cadir.join("ca_key.pem"), 0o644);
+    mode(&cadir.join("root_key.pem"), 0o600);
+    let dir = tmp.path().join("vouch");
+    let o = import(&dir, &cadir);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ca_key.pem was readable or writable beyond its owner (mode 0644)"), "{err}");
+    assert!(!err.contains("root_key.pem was"), "{err}");
+    let kept = std::fs::metadata(dir.join("ca/ca_key.pem")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&kept.permissions()) & 0o777, 0o600);
+    // Kept to its owner: no warning.
+    mode(&cadir.join("ca_key.pem"), 0o600);
+    let o = import(&tmp.path().join("vouch2"), &cadir);
+    assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("beyond its owner"), "{}", text(&o));
+}
+
+/// `--puppet-cadir` given a file, a device, a loop of links or nothing at all: refused by its
+/// own code with the hint to name the CA directory itself, nothing written.
+#[test]
+fn a_puppet_cadir_that_is_no_directory_is_refused_by_its_own_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let (l1, l2) = (tmp.path().join("loop1"), tmp.path().join("loop2"));
+    std::os::unix::fs::symlink(&l2, &l1).unwrap();
+    std::os::unix::fs::symlink(&l1, &l2).unwrap();
+    for cadir in [file, PathBuf::from("/dev/null"), l1, tmp.path().join("absent")] {
+        let dir = tmp.path().join("vouch");
+        let o = import(&dir, &cadir);
+        assert_eq!(o.status.code(), Some(2), "{}: {}", cadir.display(), text(&o));
+        assert!(text(&o).contains("[puppet-ca-directory-unusable]"), "{}: {}", cadir.display(), text(&o));
+        assert!(text(&o).contains("puppet config print cadir"), "{}", text(&o));
+        assert!(!dir.exists(), "{} was created", dir.display());
+    }
+}
+
 /// A FIFO, a directory or a device in place of one of the Puppet CA directory's files: the
 /// import waited on a FIFO for ever (no output); now each is refused at once by name.
 #[test]

@@ -328,6 +328,14 @@ impl ListWriter {
             ListFormat::Json => self.write("\n]\n")?,
             ListFormat::Jsonl => {}
             ListFormat::Text => {
+                if self.requested {
+                    super::output::note(
+                        "vouch: note: where the policy lets an administrator approve nodes no conductor launched \
+                         (issuance.admin_approval), `vouch approve NAME --fingerprint SHA256` signs a request above: \
+                         pin the fingerprint the node's agent printed when it asked (`puppetserver ca list` \
+                         against vouch serve prints each request's)",
+                    );
+                }
                 self.end_requests()?;
                 if self.all {
                     if !self.signed {

@@ -226,7 +226,13 @@ fn sign_template(
     if a.version.is_some_and(|v| v != 3) {
         return Err(Error::Usage { detail: "--template signs signature version 3; drop --version".into() });
     }
-    let pattern = a.certname_pattern.clone().unwrap_or_default().to_lowercase();
+    let given = a.certname_pattern.clone().unwrap_or_default();
+    let pattern = given.to_lowercase();
+    if pattern != given {
+        note(&format!(
+            "vouch: note: --certname-pattern {given:?} is signed as {pattern:?}: Puppet's certnames are lower case"
+        ));
+    }
     let binding = a.identity_binding.clone().unwrap_or_default();
     let req = crate::vouching::template::TemplateRequest {
         pattern: &pattern,
@@ -399,8 +405,14 @@ fn bound_certname(a: &ConductorSignArgs) -> Result<Option<String>, Error> {
         (Some(2), None) => {
             Err(Error::Usage { detail: "signature version 2 binds a certname: give --certname NAME".into() })
         }
-        (_, Some(c)) => {
-            let c = c.to_lowercase();
+        (_, Some(given)) => {
+            let c = given.to_lowercase();
+            if c != *given {
+                note(&format!(
+                    "vouch: note: --certname {given:?} is signed as {c:?}: Puppet's certnames are lower case, \
+                     so the instance's agent must use {c:?} as its certname"
+                ));
+            }
             crate::decision::check_certname(&c)
                 .map_err(|p| Error::Usage { detail: format!("--certname {c:?} is not a valid certname: {p}") })?;
             if crate::decision::is_reserved_certname(&c) {

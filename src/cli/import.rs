@@ -35,6 +35,14 @@ pub(super) fn import(cli: &Cli, a: &ImportArgs) -> Result<i32, Error> {
              valid; once that Puppet Server runs no more, `vouch revoke {name}` frees the name"
         ));
     }
+    for (key, mode) in &r.exposed_keys {
+        note(&format!(
+            "vouch: warning: {}/{key} was readable or writable beyond its owner (mode {mode:04o}): vouch's copy is \
+             0600, but anyone who could read that file may hold the CA's key; find who could, and if it may have \
+             left your hands, make a new CA (`vouch ca init`) and move the fleet to it rather than keep this one",
+            a.puppet_cadir.display()
+        ));
+    }
     if let Some(e) = &r.crl_error {
         note(&format!("vouch: warning: the CA is imported but its first CRL was not written ({e}): run `vouch crl`"));
     }

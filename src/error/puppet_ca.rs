@@ -8,6 +8,13 @@ use vouch_derive::{Code, Hint, Message};
 #[derive(Debug, Clone, PartialEq, Eq, Code, Message, Hint)]
 #[non_exhaustive]
 pub enum PuppetCaDefect {
+    /// `--puppet-cadir` itself is not a directory this user can read (missing, a file, a
+    /// device, a loop of symbolic links).
+    #[code = "puppet-ca-directory-unusable"]
+    #[message = "the CA directory: {detail}"]
+    #[hint = "give --puppet-cadir the CA directory itself (`puppet config print cadir --section server`, \
+              usually /etc/puppetlabs/puppetserver/ca, or a whole copy of it), a directory this user may read"]
+    Directory { detail: String },
     /// A file or directory every Puppet 7/8 CA directory holds is not there.
     #[code = "puppet-ca-incomplete"]
     #[message = "{file} is missing"]

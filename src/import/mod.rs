@@ -41,6 +41,8 @@ pub struct ImportReport {
     pub puppet_crl_number: u128,
     /// vouch's first CRL could not be written (the import stands; `vouch crl` writes it).
     pub crl_error: Option<String>,
+    /// The Puppet CA's private keys that group or others could access (file name, mode).
+    pub exposed_keys: Vec<(String, u32)>,
 }
 
 /// Imports the Puppet CA directory `cadir` into the new data directory `dir`. Refuses a
@@ -82,6 +84,7 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
         puppet_next_serial: plan.next_serial,
         puppet_crl_number: plan.crl_number,
         crl_error: crl_error.map(|e| e.to_string()),
+        exposed_keys: files.exposed_keys,
     })
 }
 

@@ -21,6 +21,9 @@ pub struct CadirFiles {
     pub signed: Vec<(String, Vec<u8>)>,
     /// How many pending requests `requests/` holds (not imported).
     pub requests: usize,
+    /// The private keys (file name, mode) that group or others could read or write where
+    /// they were: a copy may be out of this CA's hands.
+    pub exposed_keys: Vec<(String, u32)>,
 }
 
 /// The error for `cadir` and `defect`.
@@ -55,13 +58,9 @@ pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
         })
     };
     let dir_meta =
-        std::fs::metadata(cadir).map_err(|source| Error::Io { path: cadir.to_path_buf(), op: "read", source })?;
+        std::fs::metadata(cadir).map_err(|e| refuse(cadir, PuppetCaDefect::Directory { detail: e.to_string() }))?;
     if !dir_meta.is_dir() {
-        return Err(Error::Io {
-            path: cadir.to_path_buf(),
-            op: "read",
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory"),
-        });
+        return Err(refuse(cadir, PuppetCaDefect::Directory { detail: "it is not a directory".into() }));
     }
     let ca_crt = need("ca_crt.pem", Kind::Cert)?;
     let ca_key = text("ca_key.pem", need("ca_key.pem", Kind::Key)?)?;
@@ -71,7 +70,21 @@ pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
     let serial = text("serial", need("serial", Kind::Cert)?)?;
     let signed = read_signed(cadir)?;
     let requests = count_dir(&cadir.join("requests"));
-    Ok(CadirFiles { ca_crt, ca_key, root_key, ca_crl, inventory, serial, signed, requests })
+    let exposed_keys = exposed_keys(cadir);
+    Ok(CadirFiles { ca_crt, ca_key, root_key, ca_crl, inventory, serial, signed, requests, exposed_keys })
+}
+
+/// `ca_key.pem` and `root_key.pem` where group or others have any access to them (their
+/// mode's last two digits not 0).
+fn exposed_keys(cadir: &Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    ["ca_key.pem", "root_key.pem"]
+        .iter()
+        .filter_map(|name| {
+            let mode = std::fs::metadata(cadir.join(name)).ok()?.permissions().mode() & 0o7777;
+            (mode & 0o077 != 0).then(|| ((*name).to_string(), mode))
+        })
+        .collect()
 }
 
 /// `signed/*.pem`, sorted by file name; anything else there is left alone.
