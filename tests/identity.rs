@@ -7,6 +7,8 @@
 mod common;
 
 use common::cloud::{document, document_launched, Metadata, Signer};
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master};
+use common::slapd::Slapd;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -374,6 +376,46 @@ fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_
     for code in ["identity-unknown-signer", "identity-account-not-allowed", "identity-digest-mismatch"] {
         assert!(audited.iter().any(|c| c == code), "{code} not in {audited:?}");
     }
+}
+
+#[test]
+fn two_masters_on_one_slapd_enroll_an_instance_id_once_whichever_template() {
+    let c = cloud();
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let d1 = bound_ca(&c, "3");
+    bound_template(&d1, "db", "1", "db.yaml");
+    let d2 = c.dir.path().join("ca2");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    std::fs::copy(d1.join("policy.toml"), d2.join("policy.toml")).unwrap();
+    std::fs::copy(d1.join("cloud.pem"), d2.join("cloud.pem")).unwrap();
+    let (m1, m2) = (Master::start(&slapd, &d1, "ca1.test"), Master::start(&slapd, &d2, "ca2.test"));
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let (x, y) = ("i-0000000000000000a", "i-0000000000000000b");
+    let csr =
+        |template: &str, name: &str, docu: &[u8]| std::fs::read(bound_csr_of(&d1, template, name, Some(docu))).unwrap();
+    let x_doc = doc(x);
+    let x_web = format!("{x}.web.asg.example.test");
+    let (_, why, cert) = enroll(&m1, &x_web, &csr("template.yaml", &x_web, &x_doc));
+    assert!(cert.is_some(), "{why}\n{}", m1.log());
+    // The same instance at the other master, under the other template: refused by its own
+    // code, and that template's one use is left for another instance.
+    let x_db = format!("{x}.db.asg.example.test");
+    let (_, why, cert) = enroll(&m2, &x_db, &csr("db.yaml", &x_db, &x_doc));
+    let refused = m2.log().contains(r#""codes":"identity-instance-replayed""#);
+    assert!(cert.is_none() && refused, "{why}\n{}", m2.log());
+    let y_db = format!("{y}.db.asg.example.test");
+    let (_, why, cert) = enroll(&m2, &y_db, &csr("db.yaml", &y_db, &doc(y)));
+    assert!(cert.is_some(), "{why}\n{}", m2.log());
+    let listed =
+        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
+    assert!(listed.contains("identity-instance-replayed"), "{listed}");
 }
 
 #[test]

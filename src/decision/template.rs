@@ -215,6 +215,16 @@ mod tests {
     }
 
     #[test]
+    fn an_identity_refusal_is_the_refusal_with_its_own_code_message_and_hint() {
+        use crate::identity::IdentityRefusal;
+        let reason = IdentityRefusal::AccountNotAllowed { account: "999988887777".into(), entry: "web".into() };
+        let r = super::Refusal::IdentityRefused { reason: reason.clone() };
+        assert_eq!(r.code(), "identity-account-not-allowed");
+        assert_eq!(r.hint(), reason.hint());
+        assert!(r.to_string().ends_with(&reason.to_string()), "{r}");
+    }
+
+    #[test]
     fn containment() {
         assert!(pattern_within("web-*.asg.example.com", "web-*.asg.example.com"));
         assert!(pattern_within("web-eu-*.asg.example.com", "web-*.asg.example.com"));

@@ -167,3 +167,32 @@ impl Journal {
         peek_template(&self.template_cells(u), &self.instances(u), &use_digest(u), claim, u.max_uses)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn an_instance_claim_holds_across_templates_until_a_day_after_its_templates_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path());
+        let expiry = datetime!(2030-01-01 00:00 UTC);
+        let claim = Some("aws:111122223333:i-0000000a".to_string());
+        let u = TemplateUse {
+            template_key: "a".into(),
+            instance_key: "a-x".into(),
+            max_uses: 2,
+            expiry,
+            instance_claim: claim,
+        };
+        let other = TemplateUse { template_key: "b".into(), instance_key: "b-x".into(), ..u.clone() };
+        assert_eq!(j.count_template_use(&u).unwrap(), Counted::Use { number: 1, fresh: true });
+        assert_eq!(j.count_template_use(&other).unwrap(), Counted::InstanceReplayed);
+        j.prune(expiry + time::Duration::hours(24)).unwrap();
+        assert_eq!(j.peek_template_use(&other).unwrap(), Counted::InstanceReplayed);
+        j.prune(expiry + time::Duration::hours(26)).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path().join(INSTANCES)).unwrap().count(), 0);
+        assert_eq!(j.peek_template_use(&other).unwrap(), Counted::Use { number: 1, fresh: true });
+    }
+}
