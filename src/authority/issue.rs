@@ -235,8 +235,13 @@ impl Authority {
         self.refresh_own_crl();
         let permit = CPU_GATE.enter();
         // Version 3: the template's use is counted in the store's admission, once the store's
-        // checks passed too (a request refused there spends no use).
+        // checks passed too (a request refused there spends no use); a template already full
+        // or an instance enrolled elsewhere is refused here, before a certificate is signed.
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
+        let outcome = match outcome {
+            Ok(g) => super::peek_template_use(self.journal(false).as_deref(), g)?,
+            Err(r) => Err(r),
+        };
         let grant = match outcome {
             Err(refused) => {
                 drop(permit);
