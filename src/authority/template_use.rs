@@ -1,8 +1,10 @@
 //! Counting a template's use (signature version 3) around a decision: after every other
 //! check passed (a refused request spends nothing: the CA counts in its admission, after
-//! the store's checks), before the one-time claim and the certificate. The count is per instance and idempotent ([`crate::store::templates`]):
-//! an instance counted once is never counted again, whichever master asks, so the claim
-//! that follows (first use wins per instance) never spends a second use.
+//! the store's checks), before the one-time claim and the certificate. The count is per
+//! instance and idempotent ([`crate::store::templates`]): an instance counted once is never
+//! counted again, whichever master asks, so the claim that follows (first use wins per
+//! instance) never spends a second use. A bound template's instance is claimed fleet-wide
+//! first (`identity-instance-replayed` under another template).
 
 use crate::decision::{self, Refusal, Refused};
 use crate::error::Error;
