@@ -7,6 +7,8 @@
 mod common;
 
 use common::cloud::{document, document_launched, Metadata, Signer};
+use common::ldap_lab::{enroll, slapd_opts, store_env, Master};
+use common::slapd::Slapd;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -244,7 +246,7 @@ fn bound_ca(c: &Cloud, max_uses: &str) -> PathBuf {
     std::fs::copy(&c.signer.cert, d.join("cloud.pem")).unwrap();
     let identity = format!(
         "\n[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"{ACCOUNT}\"]\nregions = [\"{REGION}\"]\n\
-         certname_patterns = [\"*.web.asg.example.test\"]\n"
+         certname_patterns = [\"*.web.asg.example.test\", \"*.db.asg.example.test\"]\n"
     );
     std::fs::write(&p, text + &identity).unwrap();
     let (cert, key) = (d.join("asg.pem"), d.join("asg.key"));
@@ -253,28 +255,36 @@ fn bound_ca(c: &Cloud, max_uses: &str) -> PathBuf {
         .output()
         .unwrap());
     std::fs::write(d.join("web.yaml"), "classes:\n  - profile::web\nenvironment: production\n").unwrap();
+    bound_template(&d, "web", max_uses, "template.yaml");
+    d
+}
+
+/// Another template of the CA `d`'s conductor, bound to `{instance-id}.GROUP.asg.example.test`,
+/// written to `d/out`.
+fn bound_template(d: &Path, group: &str, max_uses: &str, out: &str) {
+    let (cert, key) = (d.join("asg.pem"), d.join("asg.key"));
     ok(&vouch()
-        .args(["--dir", s(&d), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
-        .args([
-            "--classification",
-            s(&d.join("web.yaml")),
-            "--template",
-            "--certname-pattern",
-            "*.web.asg.example.test",
-        ])
-        .args(["--max-uses", max_uses, "--expires-in", "2d", "--out", s(&d.join("template.yaml"))])
-        .args(["--identity-binding", "aws:{instance-id}.web.asg.example.test"])
+        .args(["--dir", s(d), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
+        .args(["--classification", s(&d.join("web.yaml")), "--template", "--certname-pattern"])
+        .arg(format!("*.{group}.asg.example.test"))
+        .args(["--max-uses", max_uses, "--expires-in", "2d", "--out", s(&d.join(out))])
+        .arg("--identity-binding")
+        .arg(format!("aws:{{instance-id}}.{group}.asg.example.test"))
         .output()
         .unwrap());
-    d
 }
 
 /// A node's CSR (`vouch csr`, as an agent makes it) from the template's attributes with
 /// `document` added as .2.11, as the cloud-init part adds it, under a new key.
 fn bound_csr(d: &Path, certname: &str, document: Option<&[u8]>) -> PathBuf {
+    bound_csr_of(d, "template.yaml", certname, document)
+}
+
+/// [`bound_csr`] from the template in `d/template`.
+fn bound_csr_of(d: &Path, template: &str, certname: &str, document: Option<&[u8]>) -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut attrs = std::fs::read_to_string(d.join("template.yaml")).unwrap();
+    let mut attrs = std::fs::read_to_string(d.join(template)).unwrap();
     if let Some(doc) = document {
         let line =
             format!("custom_attributes:\n  '1.3.6.1.4.1.34380.2.11': '{}'\n", vouch::identity::attribute::encode(doc));
@@ -295,10 +305,23 @@ fn sign(d: &Path, csr: &Path, extra: &[&str]) -> std::process::Output {
     vouch().args(["--dir", s(d)]).args(extra).args(["sign", "--csr", s(csr)]).output().unwrap()
 }
 
+/// Refused with `code` as THE code of the refusal (not in another's detail).
 fn refused_for(o: &std::process::Output, code: &str) {
     assert_eq!(o.status.code(), Some(1), "{}", text(o));
     let all = format!("{}{}", text(o), String::from_utf8_lossy(&o.stderr));
-    assert!(all.contains(&format!("[{code}]")), "not {code}: {all}");
+    assert!(all.contains(&format!("refused [{code}]")), "not {code}: {all}");
+    assert!(!all.contains("identity-refused"), "{all}");
+}
+
+/// The codes of the audit log's decisions of `certname`, in order.
+fn audited_codes(d: &Path, certname: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(d.join("audit.log")).unwrap();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["certname"] == certname && v["event"] == "decision")
+        .flat_map(|v| v["reasons"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| r["code"].as_str().map(str::to_string))
+        .collect()
 }
 
 #[test]
@@ -348,6 +371,92 @@ fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_
         &sign(&d, &bound_csr(&d, &name("i-0000000000000000d"), Some(&doc("i-0000000000000000d"))), &[]),
         "template-exhausted",
     );
+    // The audit log names each identity reason by its own code too.
+    let audited = audited_codes(&d, &name(ids[0]));
+    for code in ["identity-unknown-signer", "identity-account-not-allowed", "identity-digest-mismatch"] {
+        assert!(audited.iter().any(|c| c == code), "{code} not in {audited:?}");
+    }
+}
+
+#[test]
+fn two_masters_on_one_slapd_enroll_an_instance_id_once_whichever_template() {
+    let c = cloud();
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let d1 = bound_ca(&c, "3");
+    bound_template(&d1, "db", "1", "db.yaml");
+    let d2 = c.dir.path().join("ca2");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    std::fs::copy(d1.join("policy.toml"), d2.join("policy.toml")).unwrap();
+    std::fs::copy(d1.join("cloud.pem"), d2.join("cloud.pem")).unwrap();
+    let (m1, m2) = (Master::start(&slapd, &d1, "ca1.test"), Master::start(&slapd, &d2, "ca2.test"));
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let (x, y) = ("i-0000000000000000a", "i-0000000000000000b");
+    let csr =
+        |template: &str, name: &str, docu: &[u8]| std::fs::read(bound_csr_of(&d1, template, name, Some(docu))).unwrap();
+    let x_doc = doc(x);
+    let x_web = format!("{x}.web.asg.example.test");
+    let (_, why, cert) = enroll(&m1, &x_web, &csr("template.yaml", &x_web, &x_doc));
+    assert!(cert.is_some(), "{why}\n{}", m1.log());
+    // The same instance at the other master, under the other template: refused by its own
+    // code, and that template's one use is left for another instance.
+    let x_db = format!("{x}.db.asg.example.test");
+    let (_, why, cert) = enroll(&m2, &x_db, &csr("db.yaml", &x_db, &x_doc));
+    let refused = m2.log().contains(r#""codes":"identity-instance-replayed""#);
+    assert!(cert.is_none() && refused, "{why}\n{}", m2.log());
+    let y_db = format!("{y}.db.asg.example.test");
+    let (_, why, cert) = enroll(&m2, &y_db, &csr("db.yaml", &y_db, &doc(y)));
+    assert!(cert.is_some(), "{why}\n{}", m2.log());
+    let listed =
+        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
+    assert!(listed.contains("identity-instance-replayed"), "{listed}");
+}
+
+#[test]
+fn an_instance_id_enrolls_once_across_every_template_and_a_crash_after_its_claim_loses_nothing() {
+    let c = cloud();
+    let d = bound_ca(&c, "3");
+    bound_template(&d, "db", "2", "db.yaml");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let db = |id: &str| format!("{id}.db.asg.example.test");
+    let (x, y, z, w) = ("i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c", "i-0000000000000000d");
+    let x_doc = doc(x);
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&x_doc)), &[]));
+    // The same instance's document under the second template (whose pattern its certname
+    // fits): refused for its own reason, by `vouch check` too, and spending none of its use.
+    let again = bound_csr_of(&d, "db.yaml", &db(x), Some(&x_doc));
+    let checked = vouch().args(["--dir", s(&d), "check", "--csr", s(&again)]).output().unwrap();
+    refused_for(&checked, "identity-instance-replayed");
+    refused_for(&sign(&d, &again, &[]), "identity-instance-replayed");
+    ok(&sign(&d, &bound_csr_of(&d, "db.yaml", &db(y), Some(&doc(y))), &[]));
+    // Killed right after the instance claim, before its count: the claim stays this
+    // template's, and the retry is counted once.
+    let z_doc = doc(z);
+    let mut killed = vouch();
+    killed.env("VOUCH_TEST_ABORT_AT", "template:instance-claimed");
+    let killed = killed.args(["--dir", s(&d), "sign", "--csr", s(&bound_csr(&d, &web(z), Some(&z_doc)))]);
+    let killed = killed.output().unwrap();
+    assert_eq!(killed.status.code(), None, "not killed at template:instance-claimed: {}", text(&killed));
+    let z_db = bound_csr_of(&d, "db.yaml", &db(z), Some(&z_doc));
+    refused_for(&sign(&d, &z_db, &[]), "identity-instance-replayed");
+    ok(&sign(&d, &bound_csr(&d, &web(z), Some(&z_doc)), &[]));
+    // Three uses: x, z and one more; never a fourth.
+    ok(&sign(&d, &bound_csr(&d, &web(w), Some(&doc(w))), &[]));
+    let v = "i-0000000000000000e";
+    refused_for(&sign(&d, &bound_csr(&d, &web(v), Some(&doc(v))), &[]), "template-exhausted");
+    // The second template's two uses: the refused x and z spent none of them.
+    ok(&sign(&d, &bound_csr_of(&d, "db.yaml", &db(v), Some(&doc(v))), &[]));
+    let u = "i-0000000000000000f";
+    refused_for(&sign(&d, &bound_csr_of(&d, "db.yaml", &db(u), Some(&doc(u))), &[]), "template-exhausted");
+    let claims = std::fs::read_dir(d.join("replay/instances")).unwrap().count();
+    assert_eq!(claims, 5, "one instance claim for each of x, y, z, w, v");
 }
 
 #[test]

@@ -398,6 +398,23 @@ fn a_crash_between_the_count_and_the_use_record_neither_loses_nor_doubles_a_use(
 }
 
 #[test]
+fn a_request_the_store_refuses_spends_no_use_of_its_template() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    // web-1 holds a valid certificate (from a template of its own).
+    ok(&sign_template(&d, &d, PATTERN, "1", &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]));
+    // A template of two: web-1 again (on_existing = "refuse") is refused by the store, and
+    // two other instances still enroll.
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 1), &[]), "certificate-exists");
+    ok(&vouch_sign(&d, &node_csr(&d, "web-2.asg.example.test", 0), &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-3.asg.example.test", 0), &[]));
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-4.asg.example.test", 0), &[]), "template-exhausted");
+}
+
+#[test]
 fn racing_hooks_on_one_journal_yield_exactly_max_uses() {
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("ca");

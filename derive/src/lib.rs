@@ -12,7 +12,9 @@
 //!   `#[hint = "text"]` or `#[hint(with = EXPR)]` (a hint that depends on a field: a call of a
 //!   small named function). With `#[hint(optional)]` on the enum it returns
 //!   `Option<&'static str>`: `"text"` is `Some("text")`, and `with =` gives the `Option`.
-//! - `#[derive(Code)]`: `pub fn code(&self) -> &'static str`, from each variant's `#[code = "…"]`.
+//! - `#[derive(Code)]`: `pub fn code(&self) -> &'static str`, from each variant's `#[code = "…"]`,
+//!   or `#[code(with = EXPR)]` (a variant that carries a reason of its own gives that reason's
+//!   code: `#[code(with = reason.code())]`).
 //!
 //! (`#[x = "text"]` rather than `#[x("text")]`: rustfmt leaves a long text where it is written.)
 
@@ -70,13 +72,13 @@ pub fn derive_hint(input: TokenStream) -> TokenStream {
             .map(|v| {
                 let pattern = pattern(v);
                 let hint = match &attr(v, "hint")?.meta {
-                    Meta::NameValue(text) => HintAttr::Text(syn::parse2(text.value.to_token_stream())?),
-                    meta => meta.require_list()?.parse_args::<HintAttr>()?,
+                    Meta::NameValue(text) => TextOrWith::Text(syn::parse2(text.value.to_token_stream())?),
+                    meta => meta.require_list()?.parse_args::<TextOrWith>()?,
                 };
                 let hint = match hint {
-                    HintAttr::Text(text) if optional => quote!(::core::option::Option::Some(#text)),
-                    HintAttr::Text(text) => quote!(#text),
-                    HintAttr::With(expr) => quote!(#expr),
+                    TextOrWith::Text(text) if optional => quote!(::core::option::Option::Some(#text)),
+                    TextOrWith::Text(text) => quote!(#text),
+                    TextOrWith::With(expr) => quote!(#expr),
                 };
                 Ok(quote!(#pattern => #hint,))
             })
@@ -97,7 +99,8 @@ pub fn derive_hint(input: TokenStream) -> TokenStream {
     })
 }
 
-/// `pub fn code(&self) -> &'static str` from each variant's `#[code = "…"]`.
+/// `pub fn code(&self) -> &'static str` from each variant's `#[code = "…"]` or
+/// `#[code(with = EXPR)]` (an expression of the variant's fields giving a `&'static str`).
 #[proc_macro_derive(Code, attributes(code))]
 pub fn derive_code(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -105,9 +108,13 @@ pub fn derive_code(input: TokenStream) -> TokenStream {
         let arms = variants
             .iter()
             .map(|v| {
-                let code: LitStr = match &attr(v, "code")?.meta {
-                    Meta::NameValue(text) => syn::parse2(text.value.to_token_stream())?,
-                    meta => meta.require_list()?.parse_args()?,
+                let code = match &attr(v, "code")?.meta {
+                    Meta::NameValue(text) => TextOrWith::Text(syn::parse2(text.value.to_token_stream())?),
+                    meta => meta.require_list()?.parse_args::<TextOrWith>()?,
+                };
+                let code = match code {
+                    TextOrWith::Text(text) => quote!(#text),
+                    TextOrWith::With(expr) => quote!(#expr),
                 };
                 let pattern = pattern(v);
                 Ok(quote!(#pattern => #code,))
@@ -125,23 +132,23 @@ pub fn derive_code(input: TokenStream) -> TokenStream {
     })
 }
 
-/// A variant's hint: its text, or the expression that gives it.
-enum HintAttr {
+/// A variant's hint or code: its text, or the expression that gives it.
+enum TextOrWith {
     Text(LitStr),
     With(Expr),
 }
 
-impl Parse for HintAttr {
+impl Parse for TextOrWith {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         if input.peek(LitStr) {
-            return Ok(HintAttr::Text(input.parse()?));
+            return Ok(TextOrWith::Text(input.parse()?));
         }
         let with: Ident = input.parse()?;
         if with != "with" {
-            return Err(syn::Error::new(with.span(), "expected #[hint = \"text\"] or #[hint(with = EXPR)]"));
+            return Err(syn::Error::new(with.span(), "expected #[x = \"text\"] or #[x(with = EXPR)]"));
         }
         input.parse::<Token![=]>()?;
-        Ok(HintAttr::With(input.parse()?))
+        Ok(TextOrWith::With(input.parse()?))
     }
 }
 

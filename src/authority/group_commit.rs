@@ -32,6 +32,8 @@ pub(super) struct Job {
     pub(super) issued: Issued,
     pub(super) record: CertRecord,
     pub(super) replay: OneTimeUse,
+    /// Version 3: the template's use, counted at admission (after the store's checks).
+    pub(super) template: Option<crate::store::templates::TemplateUse>,
     pub(super) spki: Vec<u8>,
     pub(super) version: u32,
     pub(super) conductor: decision::Conductor,
@@ -402,9 +404,18 @@ impl Authority {
 
     /// One-time use, claimed under the lock and before anything is stored. The entry is
     /// written unsynced: the store's log, synced before anyone is answered, names it.
-    /// The refusal if the attributes were used before.
+    /// The refusal if the attributes were used before. Version 3: first the template's use
+    /// (the instance claimed fleet-wide if bound, then counted: cells synced on their own),
+    /// here, after every other check of admission, so a request refused spends no use; per
+    /// instance and idempotent, so a retry after a store failure spends none again.
     fn claim_one_time_use(&self, job: &Job) -> Result<Option<Refused>, Error> {
         let Some(journal) = self.journal(false) else { return Ok(None) };
+        if let Some(u) = &job.template {
+            if let Some(reason) = super::template_use::counted_refusal(journal.count_use(u)?, u) {
+                let conductor = Some(job.conductor.clone());
+                return Ok(Some(Refused { reasons: vec![reason], conductor, held: None }));
+            }
+        }
         let OneTimeUse { key, expiry, holder } = &job.replay;
         let claim = journal.claim(
             key,

@@ -234,10 +234,12 @@ impl Authority {
         // The root CRL as it is now (one `stat`; read again only when it changed).
         self.refresh_own_crl();
         let permit = CPU_GATE.enter();
+        // Version 3: the template's use is counted in the store's admission, once the store's
+        // checks passed too (a request refused there spends no use); a template already full
+        // or an instance enrolled elsewhere is refused here, before a certificate is signed.
         let outcome = decision::decide_parsed(&Request { csr, certname: &certname }, parsed, &self.policy, now);
-        // Version 3: the template's use, counted once every other check passed.
         let outcome = match outcome {
-            Ok(g) => super::count_template_use(self.journal(true).as_deref(), g, now)?,
+            Ok(g) => super::peek_template_use(self.journal(false).as_deref(), g)?,
             Err(r) => Err(r),
         };
         let grant = match outcome {
@@ -303,6 +305,7 @@ impl Authority {
             holder: holder_digest(&grant.csr().spki),
         };
         let spki = grant.csr().spki.clone();
+        let template = super::template_use::template_use_of(&grant);
         let version = grant.version();
         let conductor = grant.conductor().clone();
         let conductor_der = grant.conductor_der().to_vec();
@@ -326,6 +329,7 @@ impl Authority {
             issued,
             record,
             replay,
+            template,
             spki,
             version,
             conductor,

@@ -17,21 +17,8 @@ pub struct VerifiedInstance {
     pub region: String,
 }
 
-/// Why a verifier refused a document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum IdentityRefusal {
-    /// The document does not read, verify, or fit the binding.
-    Refused { detail: String },
-}
-
-impl std::fmt::Display for IdentityRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IdentityRefusal::Refused { detail } => f.write_str(detail),
-        }
-    }
-}
+/// Why a verifier refused a document: each reason with its own code, message and hint.
+pub use crate::identity::IdentityRefusal;
 
 /// Verifies an instance identity document against a template's binding.
 pub trait InstanceIdentity: Send + Sync {
@@ -41,8 +28,7 @@ pub trait InstanceIdentity: Send + Sync {
 }
 
 /// The policy's identity providers (`[[identity.aws]]`) as the decision's verifier: the
-/// document as attribute .2.11 carries it (base64), each refusal's own code and reason in
-/// the detail (`[identity-account-not-allowed] …`).
+/// document as attribute .2.11 carries it (base64); each refusal keeps its own code.
 impl InstanceIdentity for crate::identity::Providers<'_> {
     fn verify(&self, binding: &str, document: &[u8], now: OffsetDateTime) -> Result<VerifiedInstance, IdentityRefusal> {
         std::str::from_utf8(document)
@@ -54,6 +40,5 @@ impl InstanceIdentity for crate::identity::Providers<'_> {
                 account: v.account,
                 region: v.region,
             })
-            .map_err(|r| IdentityRefusal::Refused { detail: format!("[{}] {r}", r.code()) })
     }
 }

@@ -380,11 +380,19 @@ pub enum Refusal {
               binding = Capped(binding))]
     #[hint = "add an [[identity.aws]] entry to the policy (certificates, accounts, regions and certname_patterns: docs/operator-guide.md, \"Autoscaling groups\"), or sign an unbound template"]
     IdentityVerifierMissing { binding: String },
-    /// The identity verifier refused the document.
-    #[code = "identity-refused"]
-    #[message("the instance identity document was refused: {detail}", detail = Capped(detail))]
-    #[hint = "the document must be the instance's own, current and signed by its provider"]
-    IdentityRefused { detail: String },
+    /// The identity verifier refused the document: the reason's own code (`identity-unknown-signer`,
+    /// `identity-account-not-allowed`, …), message and hint.
+    #[code(with = reason.code())]
+    #[message("the instance identity document was refused: {reason}")]
+    #[hint(with = reason.hint())]
+    IdentityRefused { reason: crate::identity::IdentityRefusal },
+    /// The instance already holds a certificate from another template (bound templates:
+    /// one certificate per instance id across the fleet, first use wins).
+    #[code = "identity-instance-replayed"]
+    #[message("instance {instance} already enrolled with another template; each instance id enrolls once",
+              instance = Capped(instance))]
+    #[hint = "a relaunched instance gets a new instance id; the same id under a second template is a copied or replayed document: find who sent it"]
+    IdentityInstanceReplayed { instance: String },
     /// The certname the identity derives differs from the one asked for.
     #[code = "identity-certname-mismatch"]
     #[message("the instance identity derives certname {derived:?}, not {certname:?}",

@@ -26,6 +26,9 @@ pub struct TemplateGrant {
     pub instance: Instance,
     /// The one-time key of this instance's use ([`tpl::instance_key`]).
     pub instance_key: String,
+    /// A bound template's instance, fleet-wide (`aws:ACCOUNT:INSTANCE-ID`): claimed once,
+    /// whichever template it enrolls with first (`identity-instance-replayed` under another).
+    pub instance_claim: Option<String>,
 }
 
 /// Step 5 for a template: an RFC 3339 expiry after `now`, no further ahead than
@@ -123,12 +126,12 @@ pub(super) fn check_template(
         }
         Ok(()) if t.binding.is_empty() => {
             check_unbound(policy.templates.allow_unbound, values.identity_document.is_some(), reasons);
-            Some(Instance::Certname(certname.to_string()))
+            Some((Instance::Certname(certname.to_string()), None))
         }
         Ok(()) => bound_instance(&t.binding, values, signer, certname, identity, now, reasons),
     };
     match (max_uses, instance, reasons.len() == before && signer.vouched) {
-        (Some(max_uses), Some(instance), true) => {
+        (Some(max_uses), Some((instance, instance_claim)), true) => {
             let template_key = tpl::template_key(&signer.conductor_der, &t.id);
             let instance_key = tpl::instance_key(&template_key, &instance);
             Some(TemplateGrant {
@@ -138,6 +141,7 @@ pub(super) fn check_template(
                 template_key,
                 instance,
                 instance_key,
+                instance_claim,
             })
         }
         _ => None,
@@ -158,7 +162,8 @@ fn check_unbound(allow_unbound: bool, has_document: bool, reasons: &mut Vec<Refu
 
 /// A bound template: the verifier must accept the node's document and derive this certname.
 /// The (unsigned) document reaches the verifier only once a trusted conductor's signature
-/// over the binding verified.
+/// over the binding verified. The instance, and its fleet-wide claim key
+/// (`PROVIDER:ACCOUNT:INSTANCE-ID`).
 fn bound_instance(
     binding: &str,
     values: &AttributeValues,
@@ -167,7 +172,7 @@ fn bound_instance(
     identity: Option<&dyn InstanceIdentity>,
     now: OffsetDateTime,
     reasons: &mut Vec<Refusal>,
-) -> Option<Instance> {
+) -> Option<(Instance, Option<String>)> {
     let Some(verifier) = identity else {
         reasons.push(Refusal::IdentityVerifierMissing { binding: binding.to_string() });
         return None;
@@ -180,11 +185,15 @@ fn bound_instance(
         return None;
     }
     match verifier.verify(binding, document.as_bytes(), now) {
-        Err(e) => reasons.push(Refusal::IdentityRefused { detail: e.to_string() }),
+        Err(reason) => reasons.push(Refusal::IdentityRefused { reason }),
         Ok(v) if v.certname != certname => {
             reasons.push(Refusal::IdentityCertnameMismatch { derived: v.certname, certname: certname.to_string() })
         }
-        Ok(v) => return Some(Instance::InstanceId(v.instance_id)),
+        Ok(v) => {
+            let provider = binding.split_once(':').map_or(binding, |(p, _)| p);
+            let claim = format!("{provider}:{}:{}", v.account, v.instance_id);
+            return Some((Instance::InstanceId(v.instance_id), Some(claim)));
+        }
     }
     None
 }
@@ -203,6 +212,16 @@ mod tests {
         assert_eq!(codes(true, false), Vec::<&str>::new());
         assert_eq!(codes(true, true), ["identity-document-unbound"]);
         assert_eq!(codes(false, true), ["template-unbound-forbidden", "identity-document-unbound"]);
+    }
+
+    #[test]
+    fn an_identity_refusal_is_the_refusal_with_its_own_code_message_and_hint() {
+        use crate::identity::IdentityRefusal;
+        let reason = IdentityRefusal::AccountNotAllowed { account: "999988887777".into(), entry: "web".into() };
+        let r = super::Refusal::IdentityRefused { reason: reason.clone() };
+        assert_eq!(r.code(), "identity-account-not-allowed");
+        assert_eq!(r.hint(), reason.hint());
+        assert!(r.to_string().ends_with(&reason.to_string()), "{r}");
     }
 
     #[test]

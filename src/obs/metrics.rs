@@ -123,7 +123,7 @@ impl StoreStage {
 /// never sends).
 const STATUS_MIN: u16 = 100;
 const STATUSES: usize = 500;
-/// Distinct refusal codes kept (there are about 60); more would count under `other`.
+/// Distinct refusal codes kept (there are about 95); more would count under `other`.
 const CODES: usize = 128;
 
 /// Issuance latency buckets, in nanoseconds (rendered in seconds).

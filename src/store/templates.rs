@@ -12,6 +12,13 @@
 //!   twice: the retry finds itself in `last`, or its record written by whoever moved on;
 //! - a crash before the swap counted nothing (the retry counts it, once);
 //! - two masters racing for the last use: one swap wins, the other reads the new count.
+//!
+//! A template bound to the instance also claims the instance fleet-wide, before its count
+//! ([`use_template`]): one **instance claim** per instance (`aws:ACCOUNT:INSTANCE-ID`),
+//! created if absent and never changed, naming the use (template and instance) that took it.
+//! The same use finds its own claim again (a retry, a crash after the claim: counted then,
+//! once); another template's use of the instance finds it taken and is refused before its
+//! count, so it spends nothing. A template already full takes no claim.
 
 use super::StoreError;
 
@@ -25,6 +32,9 @@ pub struct TemplateUse {
     pub max_uses: u64,
     /// The template's expiry: its cells are pruned with the replay journal's entries.
     pub expiry: time::OffsetDateTime,
+    /// A bound template's instance, fleet-wide (`aws:ACCOUNT:INSTANCE-ID`): claimed before
+    /// the count, once for the whole fleet.
+    pub instance_claim: Option<String>,
 }
 
 /// What counting a use met.
@@ -34,6 +44,8 @@ pub enum Counted {
     Use { number: u64, fresh: bool },
     /// Every use is taken: `uses` of at most `uses`.
     Exhausted { uses: u64 },
+    /// The instance's fleet-wide claim belongs to another template's use.
+    InstanceReplayed,
 }
 
 /// A template's count: how many uses, and the instance (its key's digest) that took the last.
@@ -53,6 +65,58 @@ pub(crate) trait Cells {
     fn read_use(&self, instance: &str) -> Result<Option<u64>, StoreError>;
     /// Records that `instance` holds use `number`, unless a record exists.
     fn record_use(&self, instance: &str, number: u64) -> Result<(), StoreError>;
+}
+
+/// The instance claims of one store: each created once, holding the use that took it.
+pub(crate) trait InstanceClaims {
+    /// Claims `key` for `holder` unless it exists; whether `holder` holds it (now or before).
+    fn claim_instance(&self, key: &str, holder: &str) -> Result<bool, StoreError>;
+    /// Who holds `key`, if anyone.
+    fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// The digest an instance claim is stored under (the same in both stores).
+pub(crate) fn instance_claim_digest(claim: &str) -> String {
+    super::claim_digest(&format!("instance-claim:{claim}"))
+}
+
+/// One use of a template by an instance: its fleet-wide instance claim first (if the
+/// template is bound), then its count (see the module's comment). `instance`: the use's
+/// digest, also the claim's holder.
+pub(crate) fn use_template(
+    cells: &dyn Cells,
+    claims: &dyn InstanceClaims,
+    instance: &str,
+    claim: Option<&str>,
+    max_uses: u64,
+) -> Result<Counted, StoreError> {
+    if let Some(claim) = claim {
+        // A template already full takes no claim (the instance may enroll elsewhere).
+        if let full @ Counted::Exhausted { .. } = peek_use(cells, instance, max_uses)? {
+            return Ok(full);
+        }
+        if !claims.claim_instance(&instance_claim_digest(claim), instance)? {
+            return Ok(Counted::InstanceReplayed);
+        }
+        crate::store::crash_point("template:instance-claimed");
+    }
+    count_use(cells, instance, max_uses)
+}
+
+/// What [`use_template`] would meet, writing nothing (`vouch check`).
+pub(crate) fn peek_template(
+    cells: &dyn Cells,
+    claims: &dyn InstanceClaims,
+    instance: &str,
+    claim: Option<&str>,
+    max_uses: u64,
+) -> Result<Counted, StoreError> {
+    if let Some(claim) = claim {
+        if claims.instance_holder(&instance_claim_digest(claim))?.is_some_and(|h| h != instance) {
+            return Ok(Counted::InstanceReplayed);
+        }
+    }
+    peek_use(cells, instance, max_uses)
 }
 
 /// Counts one use of a template by an instance (see the module's comment).
@@ -171,6 +235,34 @@ mod tests {
         assert_eq!(count_use(&m, "cc", 3).unwrap(), Counted::Use { number: 3, fresh: true });
         assert_eq!(count_use(&m, "bb", 3).unwrap(), Counted::Use { number: 2, fresh: false });
         assert_eq!(count_use(&m, "dd", 3).unwrap(), Counted::Exhausted { uses: 3 });
+    }
+
+    #[derive(Default)]
+    struct Claims(RefCell<HashMap<String, String>>);
+
+    impl InstanceClaims for Claims {
+        fn claim_instance(&self, key: &str, holder: &str) -> Result<bool, StoreError> {
+            Ok(self.0.borrow_mut().entry(key.to_string()).or_insert_with(|| holder.to_string()) == holder)
+        }
+        fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
+            Ok(self.0.borrow().get(key).cloned())
+        }
+    }
+
+    #[test]
+    fn an_instance_enrolls_with_one_template_and_a_refused_one_spends_nothing() {
+        let (a, b, claims) = (Memory::default(), Memory::default(), Claims::default());
+        let x = Some("aws:111122223333:i-0000000a");
+        assert_eq!(use_template(&a, &claims, "ax", x, 1).unwrap(), Counted::Use { number: 1, fresh: true });
+        // Its retry is its own use; under another template, refused before the count.
+        assert_eq!(use_template(&a, &claims, "ax", x, 1).unwrap(), Counted::Use { number: 1, fresh: false });
+        assert_eq!(peek_template(&b, &claims, "bx", x, 1).unwrap(), Counted::InstanceReplayed);
+        assert_eq!(use_template(&b, &claims, "bx", x, 1).unwrap(), Counted::InstanceReplayed);
+        assert_eq!(b.count.borrow().clone(), None);
+        // A full template takes no claim: the instance may still enroll with another.
+        let y = Some("aws:111122223333:i-0000000b");
+        assert_eq!(use_template(&a, &claims, "ay", y, 1).unwrap(), Counted::Exhausted { uses: 1 });
+        assert_eq!(use_template(&b, &claims, "by", y, 1).unwrap(), Counted::Use { number: 1, fresh: true });
     }
 
     #[test]

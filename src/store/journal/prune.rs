@@ -152,6 +152,40 @@ impl Journal {
                 }
             }
         }
+        self.prune_instance_claims(&root, now, &over, &mut pruned)?;
         Ok(pruned)
+    }
+
+    /// Removes instance claims (`instances/`, not bucketed) a day after the expiry each
+    /// holds, within the same budget; one that does not read is left.
+    fn prune_instance_claims(
+        &self,
+        root: &crate::files::durable::NoFollowDir,
+        now: OffsetDateTime,
+        over: &dyn Fn() -> bool,
+        pruned: &mut Pruned,
+    ) -> io::Result<()> {
+        let dir = match root.open_child(std::ffi::OsStr::new(super::templates::INSTANCES)) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for name in dir.names()? {
+            if over() {
+                pruned.left = true;
+                break;
+            }
+            let expiry = super::templates::read_instance_claim(&dir.path_of(&name))
+                .ok()
+                .flatten()
+                .and_then(|(_, e)| crate::encoding::time::parse_rfc3339(&e).ok());
+            if expiry.and_then(|t| t.checked_add(time::Duration::hours(25))).is_some_and(|t| t < now) {
+                match dir.unlink(&name) {
+                    Ok(()) => pruned.removed += 1,
+                    Err(_) => pruned.left = true,
+                }
+            }
+        }
+        Ok(())
     }
 }

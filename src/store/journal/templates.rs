@@ -5,9 +5,16 @@
 //! with link(2), never replaced). `T` and `I` are the SHA-256 of the template's and the
 //! instance's keys. Every write is synced, also in the CA's unsynced journal: the
 //! store's write-ahead log does not name counts. Pruned with the bucket.
+//!
+//! Instance claims (templates bound to the instance) are not bucketed (one instance meets
+//! templates of different expiries): `instances/C` (C: the SHA-256 of the claim key), made
+//! with link(2) and synced like a use record, holding `HOLDER EXPIRY`; removed by the prune
+//! a day after EXPIRY, the expiry of the template that took it.
 
 use super::{bucket, Journal};
-use crate::store::templates::{count_use, format_count, parse_count, peek_use, Cells, Count, Counted, TemplateUse};
+use crate::store::templates::{
+    format_count, parse_count, peek_template, use_template, Cells, Count, Counted, InstanceClaims, TemplateUse,
+};
 use crate::store::StoreError;
 use std::io;
 use std::path::PathBuf;
@@ -89,6 +96,50 @@ impl Cells for FileCells {
     }
 }
 
+/// The journal's instance claims (see the module's comment).
+pub(super) struct FileInstances {
+    pub(super) dir: PathBuf,
+    pub(super) expiry: time::OffsetDateTime,
+}
+
+/// The name of the directory of instance claims in the journal.
+pub(super) const INSTANCES: &str = "instances";
+
+/// An instance claim's holder and expiry, as its file holds them.
+pub(super) fn read_instance_claim(path: &std::path::Path) -> Result<Option<(String, String)>, StoreError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match text.trim_end().split_once(' ') {
+            Some((holder, expiry)) => Ok(Some((holder.to_string(), expiry.to_string()))),
+            None => Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: "an instance claim is not HOLDER EXPIRY".into(),
+            }),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(path, "read an instance claim in", e)),
+    }
+}
+
+impl InstanceClaims for FileInstances {
+    fn claim_instance(&self, key: &str, holder: &str) -> Result<bool, StoreError> {
+        let path = self.dir.join(key);
+        let text = format!("{holder} {}\n", crate::encoding::time::format_rfc3339(self.expiry));
+        let written =
+            crate::files::durable::in_dir(&path, || crate::files::durable::write_new(&path, text.as_bytes(), 0o644));
+        match written {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Ok(self.instance_holder(key)?.as_deref() == Some(holder))
+            }
+            Err(e) => Err(io_error(&path, "claim an instance in", e)),
+        }
+    }
+
+    fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(read_instance_claim(&self.dir.join(key))?.map(|(holder, _)| holder))
+    }
+}
+
 /// The digest an instance's use record is named by (the same in the LDAP store).
 fn use_digest(u: &TemplateUse) -> String {
     crate::store::claim_digest(&format!("template-use:{}", u.instance_key))
@@ -99,13 +150,49 @@ impl Journal {
         FileCells { dir: self.dir.join(bucket(u.expiry)), template: crate::store::claim_digest(&u.template_key) }
     }
 
-    /// Counts one instance's use of a template ([`crate::store::templates`]).
+    fn instances(&self, u: &TemplateUse) -> FileInstances {
+        FileInstances { dir: self.dir.join(INSTANCES), expiry: u.expiry }
+    }
+
+    /// Counts one instance's use of a template, its instance claimed first if the template
+    /// is bound ([`crate::store::templates`]).
     pub fn count_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
-        count_use(&self.template_cells(u), &use_digest(u), u.max_uses)
+        let claim = u.instance_claim.as_deref();
+        use_template(&self.template_cells(u), &self.instances(u), &use_digest(u), claim, u.max_uses)
     }
 
     /// What [`Journal::count_template_use`] would meet, writing nothing.
     pub fn peek_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
-        peek_use(&self.template_cells(u), &use_digest(u), u.max_uses)
+        let claim = u.instance_claim.as_deref();
+        peek_template(&self.template_cells(u), &self.instances(u), &use_digest(u), claim, u.max_uses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn an_instance_claim_holds_across_templates_until_a_day_after_its_templates_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path());
+        let expiry = datetime!(2030-01-01 00:00 UTC);
+        let claim = Some("aws:111122223333:i-0000000a".to_string());
+        let u = TemplateUse {
+            template_key: "a".into(),
+            instance_key: "a-x".into(),
+            max_uses: 2,
+            expiry,
+            instance_claim: claim,
+        };
+        let other = TemplateUse { template_key: "b".into(), instance_key: "b-x".into(), ..u.clone() };
+        assert_eq!(j.count_template_use(&u).unwrap(), Counted::Use { number: 1, fresh: true });
+        assert_eq!(j.count_template_use(&other).unwrap(), Counted::InstanceReplayed);
+        j.prune(expiry + time::Duration::hours(24)).unwrap();
+        assert_eq!(j.peek_template_use(&other).unwrap(), Counted::InstanceReplayed);
+        j.prune(expiry + time::Duration::hours(26)).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path().join(INSTANCES)).unwrap().count(), 0);
+        assert_eq!(j.peek_template_use(&other).unwrap(), Counted::Use { number: 1, fresh: true });
     }
 }

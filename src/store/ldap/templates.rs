@@ -9,13 +9,20 @@
 //!   (entryAlreadyExists when another master made it first);
 //! - one use record per counted instance: `vouchKey=U` (the digest of `template-use:` and
 //!   the instance's key: not its replay-journal claim's DN), `vouchState: use:N`, made by
-//!   an add and never changed.
+//!   an add and never changed;
+//! - one instance claim per instance of a bound template: `vouchKey=C` (the digest of
+//!   `instance-claim:` and `aws:ACCOUNT:INSTANCE-ID`), `vouchState: instance`, `vouchHolder`:
+//!   the use that took it; made by an add (entryAlreadyExists: another master took it
+//!   first; its holder read back), never changed (no assertion control, no increment:
+//!   also 389 Directory Server).
 
 use super::conn::rc;
 use super::entry::{gtime, set};
 use super::replicas::Written;
 use super::LdapStore;
-use crate::store::templates::{count_use, format_count, parse_count, peek_use, Cells, Count, Counted, TemplateUse};
+use crate::store::templates::{
+    format_count, parse_count, peek_template, use_template, Cells, Count, Counted, InstanceClaims, TemplateUse,
+};
 use crate::store::StoreError;
 use ldap3::Mod;
 use std::collections::HashSet;
@@ -105,21 +112,65 @@ impl Cells for LdapCells<'_> {
     }
 }
 
+/// The store's instance claims: `vouchClaim` entries of certname slot `instance`, their
+/// holder in `vouchHolder`.
+struct LdapInstances<'a> {
+    store: &'a LdapStore,
+    expiry: OffsetDateTime,
+}
+
+impl InstanceClaims for LdapInstances<'_> {
+    fn claim_instance(&self, key: &str, holder: &str) -> Result<bool, StoreError> {
+        let dn = self.store.journal_dn(key);
+        let attrs = vec![
+            ("objectClass", set("vouchClaim")),
+            ("vouchKey", set(key.as_bytes().to_vec())),
+            ("vouchCertname", set("instance")),
+            ("vouchHolder", set(holder.as_bytes().to_vec())),
+            ("vouchState", set("instance")),
+            ("vouchTime", set(gtime(OffsetDateTime::now_utc()))),
+            ("vouchExpiry", set(gtime(self.expiry))),
+        ];
+        for _ in 0..3 {
+            if self.store.add(&dn, attrs.clone())? == rc::SUCCESS {
+                self.store.confirm_on_replicas(&dn, Written::Claim)?;
+                return Ok(true);
+            }
+            // entryAlreadyExists: whoever took it (pruned meanwhile: expired, added again).
+            if let Some(h) = self.instance_holder(key)? {
+                if h == holder {
+                    self.store.confirm_on_replicas(&dn, Written::Claim)?;
+                }
+                return Ok(h == holder);
+            }
+        }
+        Err(StoreError::Conflict { what: format!("the instance claim {dn}") })
+    }
+
+    fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let dn = self.store.journal_dn(key);
+        Ok(self.store.read(&self.store.primary, &dn)?.and_then(|e| e.text("vouchHolder")))
+    }
+}
+
 impl LdapStore {
     fn template_cells(&self, u: &TemplateUse) -> (LdapCells<'_>, String) {
         let cells = LdapCells { store: self, template: crate::store::claim_digest(&u.template_key), expiry: u.expiry };
         (cells, crate::store::claim_digest(&format!("template-use:{}", u.instance_key)))
     }
 
-    /// Counts one instance's use of a template ([`crate::store::templates`]).
+    /// Counts one instance's use of a template, its instance claimed first if the template
+    /// is bound ([`crate::store::templates`]).
     pub(super) fn count_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
         let (cells, instance) = self.template_cells(u);
-        count_use(&cells, &instance, u.max_uses)
+        let claims = LdapInstances { store: self, expiry: u.expiry };
+        use_template(&cells, &claims, &instance, u.instance_claim.as_deref(), u.max_uses)
     }
 
     /// What [`LdapStore::count_template_use`] would meet, writing nothing.
     pub(super) fn peek_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
         let (cells, instance) = self.template_cells(u);
-        peek_use(&cells, &instance, u.max_uses)
+        let claims = LdapInstances { store: self, expiry: u.expiry };
+        peek_template(&cells, &claims, &instance, u.instance_claim.as_deref(), u.max_uses)
     }
 }
