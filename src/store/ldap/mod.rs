@@ -59,6 +59,7 @@ mod conn;
 mod crls;
 mod entry;
 mod layout;
+mod legacy;
 mod migrate;
 mod ops;
 mod overrides;
@@ -70,12 +71,13 @@ mod revocations;
 pub mod schema;
 mod setup;
 mod templates;
+mod view;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::{
-    CertRecord, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, Published, Revocation,
-    Store, StoreError, WriteLock,
+    CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Listed, Override, PendingRequest, Published,
+    Revocation, Store, StoreError, WriteLock,
 };
 use entry::{check_certname, check_hex, gtime_to_rfc3339, set, Entry};
 use ldap3::Scope;
@@ -116,6 +118,10 @@ pub struct LdapStore {
     ca: Option<String>,
     /// When [`LdapStore::complete`] last ran (Unix seconds).
     completed: std::sync::atomic::AtomicI64,
+    /// Whether the journal was seen marked as holding legacy keys' entries (`legacy.rs`), and
+    /// when it was last read unmarked (Unix seconds).
+    legacy_marked: std::sync::atomic::AtomicBool,
+    legacy_checked: std::sync::atomic::AtomicI64,
 }
 
 impl LdapStore {
@@ -134,6 +140,8 @@ impl LdapStore {
             base,
             ca,
             completed: std::sync::atomic::AtomicI64::new(i64::MIN),
+            legacy_marked: std::sync::atomic::AtomicBool::new(false),
+            legacy_checked: std::sync::atomic::AtomicI64::new(i64::MIN),
         })
     }
 
@@ -202,13 +210,17 @@ impl Store for LdapStore {
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
         check_certname(certname)?;
         let Some(e) = self.read(&self.primary, &self.registry_dn(certname))? else { return Ok(None) };
-        if e.text("vouchState").as_deref() == Some(CLEANED) {
-            return Ok(None);
-        }
-        let record = e.record()?;
-        let pem = e.need("vouchCertificate")?;
-        let revision = e.revision()?;
-        Ok(Some(Current { record, pem, revision }))
+        Self::current_of(&e)
+    }
+
+    fn issuance_view(&self, certname: &str, serial: Option<&str>) -> Result<IssuanceView, StoreError> {
+        self.view(certname, serial)
+    }
+
+    /// Every registry write is an add (no entry expected) or a compare-and-swap of the
+    /// revision read ([`LdapStore::register`]).
+    fn writes_compare(&self) -> bool {
+        true
     }
 
     /// One search over the whole store: a revoked serial's revocation entry (under whichever
