@@ -118,3 +118,45 @@ fn a_vouched_certificate_costs_at_most_four_ldap_round_trips_on_389ds() {
     assert_four_round_trips(&Ds389::store("four_round_trips_refuse"), "refuse");
     assert_four_round_trips(&Ds389::store("four_round_trips_supersede"), "supersede");
 }
+
+/// The read the claim no longer makes in every store: the journal entry under the
+/// attributes' legacy key (the nonce alone, as vouch keyed version 2 attributes before binding
+/// the key to the conductor). Only `vouch migrate` brings such an entry into the LDAP store,
+/// and it marks the journal so that masters read those keys there: attributes used under
+/// their legacy key in a file store stay used after the move. (Fails if migrate does not
+/// mark the journal: the master then never looks under the legacy key.)
+#[test]
+fn a_legacy_journal_entry_migrated_into_ldap_stays_used() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    // A file-store master's first run: its CA, conductor and policy (journal in DIR/replay).
+    drop(Master::start_env(&d1, "ca1.test", &[], &[]));
+    let name = "legacy.example.test";
+    let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
+    let expiry = time::OffsetDateTime::parse(
+        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    // What an older vouch wrote when it approved these attributes for another key.
+    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
+    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(
+        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
+        vouch::store::journal::Claim::Fresh
+    );
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let out =
+        ok(&vouch().envs(env).args(["--dir", s(&d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
+    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let (put, why, cert) = common::ldap_lab::enroll(&m, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    assert!(cert.is_none(), "attributes spent under their legacy key were used again:\n{}", m.log());
+    let listed =
+        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
+    assert!(listed.contains("attributes-replayed"), "{listed}");
+}
