@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::issuance::certificate::Issued;
 use crate::policy::OnExisting;
 use crate::store::{
-    CertRecord, ClaimUse, Expected, Issuance, Revocation, SpentClaim, State, StoreError, Supersede, WriteLock,
+    CertRecord, ClaimUse, Expected, Issuance, IssuanceView, Revocation, SpentClaim, State, StoreError, Supersede,
+    WriteLock,
 };
 use crate::vouching::replay_key::ReplayKey;
 use time::OffsetDateTime;
@@ -41,6 +42,9 @@ pub(super) struct Job {
     pub(super) conductor_der: Vec<u8>,
     pub(super) decision_line: String,
     pub(super) now: OffsetDateTime,
+    /// The certname as read before the decision, with a store whose writes compare
+    /// (`seen.rs`): admission's reading in the first round.
+    pub(super) seen: Option<IssuanceView>,
 }
 
 /// What the group commit made of a job.
@@ -63,9 +67,14 @@ struct Round {
 pub(super) struct Admitted {
     expected: Option<Expected>,
     supersedes: Option<Supersede>,
+    /// Whether a pending request may be kept under the certname (removed once issued);
+    /// false only when admission's reading said none is.
+    request: bool,
 }
 
-/// The admission of a job: stored now, or refused.
+/// The admission of a job: stored now, or refused (one per job, moved at once: its size
+/// does not matter).
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Admission {
     Admitted(Admitted),
     Refused(Refused),
@@ -135,7 +144,8 @@ impl Authority {
         let mut remaining: Vec<usize> = (0..jobs.len()).collect();
         let mut conflicts = 0;
         while !remaining.is_empty() {
-            let round = self.admit_round(&lock, &jobs, remaining, &mut answers);
+            // A conflict round reads afresh: what was seen before the decision changed.
+            let round = self.admit_round(&lock, &jobs, remaining, conflicts == 0, &mut answers);
             let (failed, lost) = match self.store_round(&lock, &jobs, round.admitted, &mut answers) {
                 RoundEnd::Stored => (false, Vec::new()),
                 RoundEnd::Failed => (true, Vec::new()),
@@ -176,8 +186,16 @@ impl Authority {
 
     /// One round of [`Authority::commit_batch`]: [`Authority::admit`] for each remaining job
     /// (answering those refused or failed), one job per certname; a second job for a
-    /// certname is deferred to the next round.
-    fn admit_round(&self, lock: &WriteLock, jobs: &[Job], remaining: Vec<usize>, answers: &mut Answers) -> Round {
+    /// certname is deferred to the next round. `first`: no round lost a race yet (admission
+    /// may take what the job saw before its decision).
+    fn admit_round(
+        &self,
+        lock: &WriteLock,
+        jobs: &[Job],
+        remaining: Vec<usize>,
+        first: bool,
+        answers: &mut Answers,
+    ) -> Round {
         let mut names = std::collections::HashSet::new();
         let mut round = Round { admitted: Vec::new(), deferred: Vec::new() };
         for i in remaining {
@@ -186,7 +204,7 @@ impl Authority {
                 round.deferred.push(i);
                 continue;
             }
-            match self.admit(lock, job) {
+            match self.admit(lock, job, first) {
                 Ok(Admission::Admitted(a)) => {
                     names.insert(job.certname.as_str());
                     round.admitted.push((i, a));
@@ -209,6 +227,7 @@ impl Authority {
     ) -> RoundEnd {
         let admitted: Vec<usize> = round.iter().map(|(i, _)| *i).collect();
         let admitted = admitted.as_slice();
+        let requests: Vec<bool> = round.iter().map(|(_, a)| a.request).collect();
         let revoked: Vec<Revocation> =
             round.iter().filter_map(|(_, a)| a.supersedes.as_ref().map(|s| s.revocation.clone())).collect();
         let batch: Vec<Issuance> = round.into_iter().map(|(i, a)| self.issuance(&jobs[i], a)).collect();
@@ -235,10 +254,10 @@ impl Authority {
         }
         match stored {
             // Stored (durable in the log), even when a step after that failed: issued.
-            Ok(()) => self.answer_issued(jobs, admitted, answers),
+            Ok(()) => self.answer_issued(jobs, admitted, &requests, answers),
             Err(StoreFailure::AfterCommit(e)) => {
                 warn("store", &e.to_string());
-                self.answer_issued(jobs, admitted, answers);
+                self.answer_issued(jobs, admitted, &requests, answers);
             }
             // A shared store's compare-and-swap lost (nothing was written): admitted again.
             Err(StoreFailure::Before(Error::StoreConflict { .. })) if !self.store.batches() => {
@@ -276,8 +295,9 @@ impl Authority {
         }
     }
 
-    /// The stored jobs: their "issued" audit lines, then their answers.
-    fn answer_issued(&self, jobs: &[Job], admitted: &[usize], answers: &mut Answers) {
+    /// The stored jobs: their "issued" audit lines, then their answers. `requests`: for each,
+    /// whether a pending request may be kept under its name ([`Admitted::request`]).
+    fn answer_issued(&self, jobs: &[Job], admitted: &[usize], requests: &[bool], answers: &mut Answers) {
         let lines: Vec<String> = admitted
             .iter()
             .map(|&i| {
@@ -297,8 +317,10 @@ impl Authority {
         if let Err(e) = self.audit_lines_unsynced(&lines) {
             warn("audit", &e.to_string());
         }
-        // Requests refused earlier under these names are answered now.
-        let names: Vec<&str> = admitted.iter().map(|&i| jobs[i].certname.as_str()).collect();
+        // Requests refused earlier under these names are answered now. (One kept after
+        // admission's reading said none was is another request's, refused meanwhile.)
+        let names: Vec<&str> =
+            admitted.iter().zip(requests).filter(|(_, r)| **r).map(|(&i, _)| jobs[i].certname.as_str()).collect();
         let _ = self.store.remove_requests(&names);
         for &i in admitted {
             answers[i] = Some(Ok(Committed::Issued(jobs[i].issued.clone())));
@@ -307,7 +329,8 @@ impl Authority {
 
     /// Under the lock: may `job` be stored now? If so its attributes are claimed, and the
     /// admission says what the store write expects and supersedes; else the refusal.
-    pub(super) fn admit(&self, _lock: &WriteLock, job: &Job) -> Result<Admission, Error> {
+    /// `first`: no round lost a race yet ([`Authority::admission_view`]).
+    pub(super) fn admit(&self, _lock: &WriteLock, job: &Job, first: bool) -> Result<Admission, Error> {
         // A conductor revoked since the decision (while this job waited for the lock).
         if let Some(reason) = decision::own_crl_refusal(&job.conductor_der, &self.policy, job.now) {
             return Ok(Admission::Refused(Refused {
@@ -317,8 +340,11 @@ impl Authority {
             }));
         }
         let mut supersede = None;
+        let view = self.admission_view(job, first)?;
+        let serial_unused = view.serial_unused(&job.record.serial);
+        let request = view.request != Some(false);
         // Never supersede (revoke) another node's certificate stored under this name.
-        let current = self.current_checked(&job.certname)?;
+        let current = self.checked(&job.certname, view.current)?;
         let expected = current.as_ref().map(crate::store::Current::expected);
         if let Some(crate::store::Current { record: rec, pem, .. }) = current {
             if still_valid(&rec, job.now) {
@@ -343,7 +369,7 @@ impl Authority {
                 }
             }
         }
-        if self.store.record(&job.record.serial)?.is_some() {
+        if !serial_unused && self.store.record(&job.record.serial)?.is_some() {
             return Err(Error::Store {
                 detail: format!("serial {} was drawn twice (p = 2^-126); nothing was issued, retry", job.record.serial),
             });
@@ -354,7 +380,22 @@ impl Authority {
         Ok(Admission::Admitted(Admitted {
             expected,
             supersedes: supersede.map(|(old, pem)| Self::supersede(&old, &pem, job.now)),
+            request,
         }))
+    }
+
+    /// What admission reads of a job's certname. With a store whose writes compare: what the
+    /// job saw before its decision (in the first round; `seen.rs`), else one fresh read of the
+    /// certname, its pending request and the job's serial. With any other store: the current
+    /// certificate, read under the lock (the serial is looked up after, as always).
+    fn admission_view(&self, job: &Job, first: bool) -> Result<IssuanceView, Error> {
+        if !self.store.writes_compare() {
+            return Ok(IssuanceView { current: self.store.current(&job.certname)?, ..IssuanceView::default() });
+        }
+        match &job.seen {
+            Some(v) if first => Ok(v.clone()),
+            _ => Ok(self.store.issuance_view(&job.certname, Some(&job.record.serial))?),
+        }
     }
 
     /// The service's or an administrator's certificate is never superseded by a node,

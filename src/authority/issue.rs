@@ -6,6 +6,7 @@ use super::group_commit::{Committed, Job, OneTimeUse};
 use super::outcome::{IssueOutcome, Stored};
 use super::pending::{keep_always, KeepGate};
 use super::replay::holder_digest;
+use super::seen::Seen;
 use super::{warn, Authority};
 use crate::decision::{self, Refused, Request};
 use crate::encoding::time::format_rfc3339;
@@ -41,11 +42,13 @@ impl Authority {
 
     /// The certificate `auth` allows, under the policy's profile (capped at the vouching
     /// conductor's notAfter when the policy says so), with a fresh serial; not yet signed.
-    /// `ttl`: a shorter lifetime an administrator asked for (an approval carries its own).
+    /// `ttl`: a shorter lifetime an administrator asked for (an approval carries its own);
+    /// `serial`: one drawn before (and found unused: [`Seen`]), else a fresh one is drawn.
     fn prepare(
         &self,
         auth: Authorization,
         ttl: Option<std::time::Duration>,
+        serial: Option<Vec<u8>>,
         now: OffsetDateTime,
     ) -> Result<certificate::Prepared, Error> {
         let mut profile = self.policy.profile;
@@ -70,7 +73,7 @@ impl Authority {
             &profile,
             &self.policy.mirror_oid,
             &self.policy.allowed_extensions,
-            &Self::new_serial()?,
+            &serial.map_or_else(Self::new_serial, Ok)?,
             &self.ca,
             now,
         )
@@ -100,7 +103,7 @@ impl Authority {
         conductor_cert: Option<String>,
         now: OffsetDateTime,
     ) -> Result<Stored, Error> {
-        let mut prepared = self.prepare(auth, None, now)?;
+        let mut prepared = self.prepare(auth, None, None, now)?;
         // A fresh random serial; on the (2^-126) chance it was used before, draw again.
         let mut tries = 0;
         while self.store.record(&prepared.serial_hex)?.is_some() && tries < 4 {
@@ -170,7 +173,7 @@ impl Authority {
         certname: Option<&str>,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
-        self.issue_gated(csr, parsed, certname, now, &keep_always)
+        self.issue_gated(csr, parsed, certname, now, &keep_always, None)
     }
 
     /// [`Authority::issue`] with a lifetime shorter than the policy's, if `ttl` (an
@@ -182,11 +185,12 @@ impl Authority {
         ttl: Option<std::time::Duration>,
         now: OffsetDateTime,
     ) -> Result<IssueOutcome, Error> {
-        self.issue_inner(csr, None, certname, now, &keep_always, ttl)
+        self.issue_inner(csr, None, certname, now, &keep_always, ttl, None)
     }
 
     /// [`Authority::issue_parsed`] where a refused request is kept only if `gate` allows
-    /// (`vouch serve`: the client address's rate); a grant never asks it.
+    /// (`vouch serve`: the client address's rate); a grant never asks it. `seen`: what the
+    /// caller read of the certname before ([`Authority::see`]), which admission then takes.
     pub fn issue_gated(
         &self,
         csr: &[u8],
@@ -194,10 +198,12 @@ impl Authority {
         certname: Option<&str>,
         now: OffsetDateTime,
         gate: KeepGate<'_>,
+        seen: Option<Seen>,
     ) -> Result<IssueOutcome, Error> {
-        self.issue_inner(csr, parsed, certname, now, gate, None)
+        self.issue_inner(csr, parsed, certname, now, gate, None, seen)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn issue_inner(
         &self,
         csr: &[u8],
@@ -206,6 +212,7 @@ impl Authority {
         now: OffsetDateTime,
         gate: KeepGate<'_>,
         ttl: Option<std::time::Duration>,
+        seen: Option<Seen>,
     ) -> Result<IssueOutcome, Error> {
         // Once a second at most in a long-running process: revocations write the CRL
         // themselves, so this only catches a CRL about to lapse.
@@ -249,7 +256,7 @@ impl Authority {
             }
             Ok(g) => g,
         };
-        let job = self.prepare_job(grant, &certname, ttl, now);
+        let job = self.prepare_job(grant, &certname, ttl, seen, now);
         drop(permit);
         let job = job?;
         let outcome = self.store_job(job)?;
@@ -290,12 +297,14 @@ impl Authority {
 
     /// Builds and signs the certificate for a grant, outside the store lock (so that
     /// concurrent requests sign on every core); the group commit decides whether it
-    /// is stored or thrown away.
+    /// is stored or thrown away. `seen`: the certname as read before the decision (its serial
+    /// becomes the certificate's, its view the admission's).
     pub(super) fn prepare_job(
         &self,
         grant: decision::Grant,
         certname: &str,
         ttl: Option<std::time::Duration>,
+        seen: Option<Seen>,
         now: OffsetDateTime,
     ) -> Result<Job, Error> {
         use base64::Engine;
@@ -311,7 +320,11 @@ impl Authority {
         let conductor_der = grant.conductor_der().to_vec();
         let conductor_cert = base64::engine::general_purpose::STANDARD.encode(&conductor_der);
         let mut decision = crate::store::audit::decision_value(now, certname, Ok(&grant), "sign");
-        let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), ttl, now)?;
+        let (view, serial) = match seen {
+            Some(s) => (Some(s.view), s.serial),
+            None => (None, None),
+        };
+        let prepared = self.prepare(Authorization::Vouched(Box::new(grant)), ttl, serial, now)?;
         let mut record = Self::issued_record(
             &prepared,
             Some(format_rfc3339(replay.expiry)),
@@ -336,6 +349,7 @@ impl Authority {
             conductor_der,
             decision_line,
             now,
+            seen: view,
         })
     }
 }

@@ -35,6 +35,7 @@ mod root_crl;
 mod root_crl_share;
 mod root_revocations;
 mod root_revoke;
+mod seen;
 mod signed;
 mod template_use;
 mod verify;
@@ -54,6 +55,7 @@ pub use revoke::ALREADY_REVOKED;
 pub use root_crl_share::{take_shared_root_crl, Taken};
 pub use root_revocations::{RootRevocation, ROOT_REVOCATIONS};
 pub use root_revoke::{RootRevoked, RootTarget, Vouched};
+pub use seen::Seen;
 pub use template_use::{count_template_use, peek_template_use};
 pub use verify::Verified;
 
@@ -302,7 +304,16 @@ impl Authority {
     /// under another's name) is an error here, so that nothing (revoke, clean, renew, a
     /// supersede) acts on another node's certificate or key in this certname's name.
     pub(crate) fn current_checked(&self, certname: &str) -> Result<Option<crate::store::Current>, Error> {
-        let Some(current) = self.store.current(certname)? else { return Ok(None) };
+        self.checked(certname, self.store.current(certname)?)
+    }
+
+    /// [`Authority::current_checked`] of a certificate already read (`current`).
+    pub(crate) fn checked(
+        &self,
+        certname: &str,
+        current: Option<crate::store::Current>,
+    ) -> Result<Option<crate::store::Current>, Error> {
+        let Some(current) = current else { return Ok(None) };
         let damaged = |what: String| Error::StoreDamaged { certname: certname.to_string(), what };
         if current.record.certname != certname {
             return Err(damaged(format!(

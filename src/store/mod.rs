@@ -73,8 +73,8 @@ pub use error::StoreError;
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 pub use records::{
-    CertRecord, Current, Expected, InventoryEntry, Issuance, Junk, Listed, Override, PendingRequest, Published,
-    Revocation, SpentClaim, State, Supersede,
+    CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Junk, Listed, Override, PendingRequest,
+    Published, Revocation, SpentClaim, State, Supersede,
 };
 
 use std::fs::File;
@@ -212,6 +212,27 @@ pub trait Store: Send + Sync {
     }
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
+    /// What issuance reads of `certname` before storing a certificate `serial` for it: its
+    /// current certificate ([`Store::current`]), and whether `serial` was ever used
+    /// ([`Store::record`]); a store that can tells in the same read whether a request is
+    /// pending under the name (the LDAP store: one search for all three).
+    fn issuance_view(&self, certname: &str, serial: Option<&str>) -> Result<IssuanceView, StoreError> {
+        let current = self.current(certname)?;
+        let serial = match serial {
+            Some(s) => Some((s.to_string(), self.record(s)?.is_some())),
+            None => None,
+        };
+        Ok(IssuanceView { current, request: None, serial })
+    }
+    /// Whether every issuance write compares the certname's entry with what admission read
+    /// (a compare-and-swap: the LDAP store), so that an [`IssuanceView`] read before the
+    /// write lock is as good as one read under it: a change in between makes the write fail
+    /// with [`StoreError::Conflict`], storing nothing, and the issuance is admitted again on
+    /// a fresh reading. False for the file store, whose lock orders its writers and whose
+    /// admission reads under it.
+    fn writes_compare(&self) -> bool {
+        false
+    }
     /// Stores a batch of signed certificates, each becoming its certname's current one.
     /// Ok: all of them are durable. [`StoreError::AfterCommit`]: all of them are durable
     /// too, but a later step failed. Any other error: none was stored. Fails with

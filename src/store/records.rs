@@ -93,6 +93,27 @@ impl Current {
     }
 }
 
+/// What the issuance path reads of a certname before it stores a certificate for it
+/// ([`Store::issuance_view`](super::Store::issuance_view)): its current certificate, whether a
+/// request is pending under it, and whether a serial about to be used was ever used.
+#[derive(Debug, Clone, Default)]
+pub struct IssuanceView {
+    pub current: Option<Current>,
+    /// Whether a pending request is kept under the certname; `None`: not known (the removal
+    /// after an issuance then runs as always).
+    pub request: Option<bool>,
+    /// The serial looked up (lowercase hex) and whether any certificate of the store has it
+    /// (registered or revoked); `None`: none was looked up.
+    pub serial: Option<(String, bool)>,
+}
+
+impl IssuanceView {
+    /// Whether this view says `serial` was never used (false: not looked up, or used).
+    pub fn serial_unused(&self, serial: &str) -> bool {
+        matches!(&self.serial, Some((s, false)) if s == serial)
+    }
+}
+
 /// What a change expects the certname's entry to hold: the compare of a compare-and-swap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {

@@ -2,7 +2,7 @@
 //! administrator reads a pending one back (GET).
 
 use super::{certname_ok, not_found, refused_event, ApiRequest, ApiResponse, Event};
-use crate::authority::{Authority, IssueOutcome};
+use crate::authority::{Authority, IssueOutcome, Seen};
 use crate::error::Error;
 use crate::store::State;
 use time::OffsetDateTime;
@@ -39,7 +39,13 @@ pub(super) fn submit(
     if let Some(resp) = reserved_name(auth, name, events) {
         return Ok(resp);
     }
-    if let Some(resp) = already_signed(auth, name, now)? {
+    // With a store whose writes compare (LDAP), the one read of the name before the
+    // decision: the check below and, if granted, admission take it (Authority::see).
+    let seen = match auth.policy.on_existing {
+        crate::policy::OnExisting::Refuse => auth.see(name)?,
+        _ => None,
+    };
+    if let Some(resp) = already_signed(auth, name, seen.as_ref(), now)? {
         return Ok(resp);
     }
     let parsed = match parse_body(&req.body, name) {
@@ -56,7 +62,7 @@ pub(super) fn submit(
         Some((ip, rate)) => rate.take(*ip, per_minute, std::time::Instant::now()),
         None => Ok(()),
     };
-    let outcome = auth.issue_gated(&req.body, Some(parsed), Some(name), now, &gate)?;
+    let outcome = auth.issue_gated(&req.body, Some(parsed), Some(name), now, &gate, seen)?;
     Ok(answer(name, outcome, events))
 }
 
@@ -79,12 +85,22 @@ fn reserved_name(auth: &Authority, name: &str, events: &mut Vec<Event>) -> Optio
 /// With on_existing = supersede the decision judges a vouched replacement.
 /// This read is lock-free, a shortcut only: a certificate granted meanwhile (racing
 /// requests for one name) is found again under the store's lock, where a refusal is
-/// kept or not (Authority::refuse), and answered by [`answer`] as this one.
-fn already_signed(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<Option<ApiResponse>, Error> {
+/// kept or not (Authority::refuse), and answered by [`answer`] as this one. `seen`: the name
+/// as already read, else it is read here.
+fn already_signed(
+    auth: &Authority,
+    name: &str,
+    seen: Option<&Seen>,
+    now: OffsetDateTime,
+) -> Result<Option<ApiResponse>, Error> {
     if auth.policy.on_existing != crate::policy::OnExisting::Refuse {
         return Ok(None);
     }
-    let Some((rec, _)) = auth.certificate(name)? else { return Ok(None) };
+    let rec = match seen {
+        Some(s) => s.current().map(|c| c.record.clone()),
+        None => auth.certificate(name)?.map(|(rec, _)| rec),
+    };
+    let Some(rec) = rec else { return Ok(None) };
     let valid = rec.state == State::Issued
         && crate::encoding::time::parse_rfc3339(&rec.not_after).ok().is_some_and(|t| t > now);
     Ok(valid.then(|| signed_answer(name)))

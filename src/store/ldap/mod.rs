@@ -42,6 +42,27 @@
 //! - A vouched certificate costs two synchronous writes: the journal add and the registry
 //!   write. The journal entry names the serial about to be stored; if the registry write never
 //!   happened (a crash, a lost race), the same key may claim again ([`LdapStore::claim`]).
+//! - A vouched certificate costs four round trips in all, a node's PUT certificate_request and
+//!   GET certificate: one search before the decision (`view.rs`: the certname's registry
+//!   entry, its pending request, and every certificate entry with the serial drawn for it),
+//!   the journal add, the registry add, and the GET's read of the registry entry. The early
+//!   "already signed" answer and admission both take that one search
+//!   ([`Store::writes_compare`]): the registry write compares with what it saw (an add where it
+//!   saw none, a swap of the revision it saw), so a certificate, revocation or supersede another
+//!   master or request wrote in between makes the write fail, storing nothing, and admission
+//!   reads afresh. The GET always reads: nothing revoked or superseded since is served from
+//!   a master's memory.
+//! - A serial is never reused: it is drawn (126 random bits) before that search and looked up
+//!   in it, in the registry and in every master CA's revocations, as admission's own search
+//!   did before; one found used is drawn again and looked up by admission. As before, the
+//!   look-up rules out every serial already stored; two masters drawing the same serial at
+//!   the same moment (both look-ups before either add) is the one case it cannot, at 2^-126
+//!   for a pair of draws.
+//! - The pending request of a certname just issued is deleted only if the search saw one; one
+//!   kept after it is another request's, refused meanwhile, and stays (as one kept between a
+//!   removal's read and its delete always did). The journal entry under the attributes'
+//!   legacy key is read only in a store `vouch migrate` copied journal entries into
+//!   (`legacy.rs`).
 //! - A superseded certificate: the registry write also names it (`vouchSupersedes`); its
 //!   revocation entry is added next and the mark removed; a process that died between
 //!   leaves the mark, and [`LdapStore::complete`] (run on every first lock and once a minute)
@@ -59,6 +80,7 @@ mod conn;
 mod crls;
 mod entry;
 mod layout;
+mod legacy;
 mod migrate;
 mod ops;
 mod overrides;
@@ -70,12 +92,13 @@ mod revocations;
 pub mod schema;
 mod setup;
 mod templates;
+mod view;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::{
-    CertRecord, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, Published, Revocation,
-    Store, StoreError, WriteLock,
+    CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Listed, Override, PendingRequest, Published,
+    Revocation, Store, StoreError, WriteLock,
 };
 use entry::{check_certname, check_hex, gtime_to_rfc3339, set, Entry};
 use ldap3::Scope;
@@ -116,6 +139,10 @@ pub struct LdapStore {
     ca: Option<String>,
     /// When [`LdapStore::complete`] last ran (Unix seconds).
     completed: std::sync::atomic::AtomicI64,
+    /// Whether the journal was seen marked as holding legacy keys' entries (`legacy.rs`), and
+    /// when it was last read unmarked (Unix seconds).
+    legacy_marked: std::sync::atomic::AtomicBool,
+    legacy_checked: std::sync::atomic::AtomicI64,
 }
 
 impl LdapStore {
@@ -134,6 +161,8 @@ impl LdapStore {
             base,
             ca,
             completed: std::sync::atomic::AtomicI64::new(i64::MIN),
+            legacy_marked: std::sync::atomic::AtomicBool::new(false),
+            legacy_checked: std::sync::atomic::AtomicI64::new(i64::MIN),
         })
     }
 
@@ -202,13 +231,17 @@ impl Store for LdapStore {
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
         check_certname(certname)?;
         let Some(e) = self.read(&self.primary, &self.registry_dn(certname))? else { return Ok(None) };
-        if e.text("vouchState").as_deref() == Some(CLEANED) {
-            return Ok(None);
-        }
-        let record = e.record()?;
-        let pem = e.need("vouchCertificate")?;
-        let revision = e.revision()?;
-        Ok(Some(Current { record, pem, revision }))
+        Self::current_of(&e)
+    }
+
+    fn issuance_view(&self, certname: &str, serial: Option<&str>) -> Result<IssuanceView, StoreError> {
+        self.view(certname, serial)
+    }
+
+    /// Every registry write is an add (no entry expected) or a compare-and-swap of the
+    /// revision read ([`LdapStore::register`]).
+    fn writes_compare(&self) -> bool {
+        true
     }
 
     /// One search over the whole store: a revoked serial's revocation entry (under whichever
@@ -459,6 +492,7 @@ mod tests {
         };
         for name in names {
             invalid("current", name, store.current(name).map(|_| ()));
+            invalid("issuance_view", name, store.issuance_view(name, Some("01")).map(|_| ()));
             invalid("get_override", name, store.get_override(name).map(|_| ()));
             invalid("put_override", name, store.put_override(name, Some("classes: []\n"), Some(0), now).map(|_| ()));
             invalid("request", name, store.request(name).map(|_| ()));
@@ -473,6 +507,8 @@ mod tests {
         }
         // Serials, holders and CA ids go into filters too: lowercase hex only.
         assert!(matches!(store.record("*)(vouchSerial=*"), Ok(None)));
+        let view = store.issuance_view("web01.example.test", Some("*)(vouchSerial=*"));
+        assert!(matches!(view, Err(StoreError::Ldap { op: "build a filter", .. })), "{view:?}");
         let bad_holder = store.claim(&ReplayKey::from("k"), now, "web01", "*", ClaimUse::Once, None, now);
         assert!(matches!(bad_holder, Err(StoreError::Ldap { op: "build a filter", .. })), "{bad_holder:?}");
         // A valid certname does go to the server (nothing listens: unavailable), so the

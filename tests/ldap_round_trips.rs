@@ -1,0 +1,162 @@
+//! What a vouched certificate costs the shared LDAP store, in LDAP operations, from a master's
+//! own metrics (`vouch_ldap_operations_total`): a node's PUT certificate_request and GET
+//! certificate make at most four round trips, two of them the synced writes (the journal add
+//! that decides one-time use, the registry add that makes the certificate the certname's).
+//! Counts, not timing: the same on any machine under any load.
+
+mod common;
+
+use common::agents::{csr_for, p256};
+use common::ds389::Ds389;
+use common::ldap_lab::{slapd_opts, store_env, Directory, Master};
+use common::slapd::Slapd;
+use common::{ok, s, vouch};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+const CLASSIFICATION: &str = "classes:\n  - role::web\n";
+
+/// Every `vouch_ldap_operations_total{op="…"}` as `/metrics` on `addr` says it.
+fn ldap_ops(addr: SocketAddr) -> BTreeMap<String, u64> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(conn, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    raw.lines()
+        .filter_map(|l| l.strip_prefix("vouch_ldap_operations_total{op=\""))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(op, n)| (op.to_string(), n.trim().parse().unwrap()))
+        .collect()
+}
+
+/// A master on `d`'s store with its metrics on a port of its own, its policy's
+/// `on_existing` set to `on_existing` (a first run writes the policy, then it is edited).
+fn master(d: &dyn Directory, dir: &Path, on_existing: &str) -> (Master, SocketAddr) {
+    let first = Master::start(d, dir, "ca1.test");
+    drop(first);
+    let policy = dir.join("policy.toml");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("on_existing = \"refuse\""), "{text}");
+    std::fs::write(&policy, text.replace("on_existing = \"refuse\"", &format!("on_existing = \"{on_existing}\"")))
+        .unwrap();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let m = Master::start_env(dir, "ca1.test", &store_env(d), &["--metrics-listen", &metrics.to_string()]);
+    (m, metrics)
+}
+
+/// The LDAP operations of one new certificate: the PUT and the GET of a node, each pair's
+/// operations taken from the metrics around it. The master also reads now and then on its own
+/// (once a second at most whether its CRL is due, once a minute whether a revocation was cut
+/// short), which lands in whichever pair runs then: the pair with the fewest operations is
+/// the certificate's own cost.
+fn per_certificate(d: &dyn Directory, on_existing: &str) -> BTreeMap<String, u64> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m1");
+    let (m, metrics) = master(d, &dir, on_existing);
+    let mut client = m.client();
+    let mut pairs = Vec::new();
+    for i in 0..12 {
+        let name = format!("trip{i:02}.example.test");
+        let attrs = common::agents::vouched(&dir, &name, CLASSIFICATION);
+        let csr = csr_for(&name, &attrs, &p256());
+        let before = ldap_ops(metrics);
+        let put = client.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr);
+        let put = put.unwrap();
+        let get = client.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+        let after = ldap_ops(metrics);
+        assert_eq!((put.status, get.status), (200, 200), "{name}: {} / {}\n{}", put.text(), get.text(), m.log());
+        let delta: BTreeMap<String, u64> =
+            after.iter().map(|(op, n)| (op.clone(), n - before.get(op).copied().unwrap_or(0))).collect();
+        // The first pair also opens the pool's connections (binds): not the certificate's.
+        if i > 0 {
+            pairs.push(delta);
+        }
+    }
+    let total = |p: &BTreeMap<String, u64>| p.iter().filter(|(op, _)| *op != "bind").map(|(_, n)| n).sum::<u64>();
+    let least = pairs.iter().min_by_key(|p| total(p)).unwrap().clone();
+    eprintln!("{} ({on_existing}): per certificate {least:?}; every pair: {pairs:?}", d.server());
+    least
+}
+
+/// The figure docs/benchmarks.md gives: 2 synced writes (two adds, no modify, no delete),
+/// at most 4 round trips in all for a PUT and a GET.
+fn assert_four_round_trips(d: &dyn Directory, on_existing: &str) {
+    let ops = per_certificate(d, on_existing);
+    let n = |op: &str| ops.get(op).copied().unwrap_or(0);
+    let trips = n("add") + n("modify") + n("read") + n("search") + n("delete");
+    assert_eq!((n("add"), n("modify"), n("delete")), (2, 0, 0), "{} ({on_existing}): {ops:?}", d.server());
+    assert!(
+        trips <= 4,
+        "{} ({on_existing}): {trips} LDAP round trips per certificate, not at most 4: {ops:?}",
+        d.server()
+    );
+}
+
+/// A private slapd with the store's containers.
+fn slapd() -> Slapd {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    slapd
+}
+
+/// Was 8 (2 adds, 5 reads: the certname's registry entry three times, the attributes'
+/// legacy journal entry, the pending request; 1 search: the serial's).
+#[test]
+fn a_vouched_certificate_costs_at_most_four_ldap_round_trips() {
+    assert_four_round_trips(&slapd(), "refuse");
+    assert_four_round_trips(&slapd(), "supersede");
+}
+
+#[test]
+fn a_vouched_certificate_costs_at_most_four_ldap_round_trips_on_389ds() {
+    assert_four_round_trips(&Ds389::store("four_round_trips_refuse"), "refuse");
+    assert_four_round_trips(&Ds389::store("four_round_trips_supersede"), "supersede");
+}
+
+/// The read the claim no longer makes in every store: the journal entry under the
+/// attributes' legacy key (the nonce alone, as vouch keyed version 2 attributes before binding
+/// the key to the conductor). Only `vouch migrate` brings such an entry into the LDAP store,
+/// and it marks the journal so that masters read those keys there: attributes used under
+/// their legacy key in a file store stay used after the move. (Fails if migrate does not
+/// mark the journal: the master then never looks under the legacy key.)
+#[test]
+fn a_legacy_journal_entry_migrated_into_ldap_stays_used() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    // A file-store master's first run: its CA, conductor and policy (journal in DIR/replay).
+    drop(Master::start_env(&d1, "ca1.test", &[], &[]));
+    let name = "legacy.example.test";
+    let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
+    let expiry = time::OffsetDateTime::parse(
+        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    // What an older vouch wrote when it approved these attributes for another key.
+    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
+    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(
+        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
+        vouch::store::journal::Claim::Fresh
+    );
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let out =
+        ok(&vouch().envs(env).args(["--dir", s(&d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
+    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let (put, why, cert) = common::ldap_lab::enroll(&m, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    assert!(cert.is_none(), "attributes spent under their legacy key were used again:\n{}", m.log());
+    let listed =
+        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
+    assert!(listed.contains("attributes-replayed"), "{listed}");
+}
