@@ -1658,3 +1658,111 @@ fn a_server_without_paged_results_is_refused_naming_the_control() {
         assert!(said.contains("paged results") && said.contains("1.2.840.113556.1.4.319"), "{args:?}: {}", text(&o));
     }
 }
+
+/// LDIF of `n` generated certificates of the CA in `d1` on the store at `base`, every one
+/// revoked (its registry entry and its revocation entry; each with the PEM `pem`), in
+/// chunks of `chunk` certificates (one `ldapadd` each).
+fn generated_revoked_ldif(d1: &Path, base: &str, pem: &str, n: usize, chunk: usize) -> Vec<String> {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let ca_pem = std::fs::read(d1.join("ca/ca_crt.pem")).unwrap();
+    let ca = vouch::store::ca_id(&vouch::encoding::pem::find(&ca_pem, &["CERTIFICATE"]).unwrap().1);
+    let mut out = vec![String::new()];
+    for i in 0..n {
+        if i > 0 && i % chunk == 0 {
+            out.push(String::new());
+        }
+        let (name, serial) = (format!("gen{i:05}.example.test"), format!("7{i:031x}"));
+        let rec = serde_json::json!({
+            "serial": serial, "certname": name, "state": "revoked", "digest": "",
+            "not_before": "2026-01-01T00:00:00Z", "not_after": "2031-01-01T00:00:00Z",
+            "revoked_at": "2026-06-01T00:00:00Z", "reason": "unspecified", "issuer": ca,
+            "attributes_expiry": "2026-01-01T01:00:00Z", "conductor": "generated",
+        });
+        let revocation = serde_json::json!({ "record": rec, "cleaned": false });
+        let ldif = out.last_mut().unwrap();
+        ldif.push_str(&format!(
+            "dn: vouchCertname={name},ou=certnames,{base}\nobjectClass: vouchRegistered\nvouchCertname: {name}\n\
+             vouchRevision: 1\nvouchState: revoked\nvouchSerial: {serial}\nvouchCa: {ca}\nvouchRecord:: {}\n\
+             vouchCertificate:: {}\nvouchNotAfter: 20310101000000Z\n\n\
+             dn: vouchSerial={serial},vouchCa={ca},ou=cas,{base}\nobjectClass: vouchRevocation\nvouchSerial: {serial}\n\
+             vouchCertname: {name}\nvouchTime: 20260601000000Z\nvouchRecord:: {}\n\n",
+            b64(rec.to_string().as_bytes()),
+            b64(pem.as_bytes()),
+            b64(revocation.to_string().as_bytes())
+        ));
+    }
+    out
+}
+
+/// The search limits of docs/ldap.md's 389 Directory Server set-up, exercised. 389 DS answers
+/// at most 2,000 entries (5,000 examined) to one search by default, paged or not; vouch's
+/// listings and CRLs read every entry. To keep the test cheap, the server's defaults are
+/// played by a second bind DN whose own limits are 1,100 (nsSizeLimit, nsLookThroughLimit,
+/// nsPagedSizeLimit, nsPagedLookThroughLimit), with 1,200 revoked certificates (ldapadd of
+/// valid-shaped entries) in place of 2,000+: more than one page (1,000) and more than the
+/// limit. With the limits lifted as docs/ldap.md says (the masters' bind DN), `vouch list
+/// --all` lists every certificate over two pages and `vouch crl` lists every serial. Under
+/// the limits, both fail with the error naming them and the fix, never with the entries up
+/// to the limit: no short listing, no CRL that drops serials.
+#[test]
+fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_under_them() {
+    const N: usize = 1_200;
+    const LIMIT: usize = 1_100;
+    let store = Ds389::store("search_limits");
+    let base = store.base();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m = Master::start(&store, &d1, "ca1.test");
+    let name = "real.example.test";
+    let (_, why, cert) = enroll(&m, name, &csr_for(name, &vouched(&d1, name), &p256()));
+    let pem = String::from_utf8(cert.unwrap_or_else(|| panic!("{why}"))).unwrap();
+    drop(m);
+    let t = Instant::now();
+    for ldif in generated_revoked_ldif(&d1, &base, &pem, N, 200) {
+        let added = store.ldapadd(&ldif);
+        assert!(added.success(), "{added}");
+    }
+    eprintln!("{N} revoked certificates ({} entries) added to 389 DS in {:?}", 2 * N, t.elapsed());
+    // A bind DN held to limits below what the store holds; allowed all the rest.
+    let limited = "cn=vouch-limited,dc=vouch,dc=test";
+    let pw = tmp.path().join("limited.pw");
+    std::fs::write(&pw, "limited-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let added = store.ldapmodify(&format!(
+        "dn: {limited}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+         objectClass: simpleSecurityObject\ncn: vouch-limited\nuserPassword: limited-secret\nnsSizeLimit: {LIMIT}\n\
+         nsLookThroughLimit: {LIMIT}\nnsPagedSizeLimit: {LIMIT}\nnsPagedLookThroughLimit: {LIMIT}\n\n\
+         dn: {base}\nchangetype: modify\nadd: aci\naci: {}\n",
+        common::ds389::aci(limited)
+    ));
+    assert!(added.success(), "{added}");
+
+    // Lifted (the masters' bind DN, as docs/ldap.md sets it): everything, over two pages.
+    let listed = list(&store, &d1);
+    let generated = listed.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("gen"))).count();
+    assert_eq!(generated, N, "{} entries listed", listed.len());
+    assert!(listed.iter().any(|e| e["name"] == name), "the real certificate is listed");
+    ok(&v(&store, &d1).arg("crl").output().unwrap());
+    let crl = std::fs::read(d1.join("ca/ca_crl.pem")).unwrap();
+    assert_eq!(crl_serials(&crl).len(), N, "the CRL lists every revoked serial");
+
+    // Under the limits: the same bind, a small listing works (the DN may read the store)...
+    let limited_env = |c: &mut Command| {
+        c.env("VOUCH_LDAP_BIND_DN", limited).env("VOUCH_LDAP_PASSWORD_FILE", s(&pw));
+    };
+    let mut pending = v(&store, &d1);
+    limited_env(pending.args(["list", "--format", "json"]));
+    ok(&pending.output().unwrap());
+    // ... every full listing fails, naming the limits and where to lift them.
+    let _ = std::fs::remove_file(d1.join("ca/crl_next_update"));
+    for args in [&["list", "--all", "--format", "json"][..], &["list", "--all"], &["crl"]] {
+        let mut c = v(&store, &d1);
+        limited_env(c.args(args));
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?} under the limits: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("search limits") && err.contains("nsPagedSizeLimit"), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(d1.join("ca/ca_crl.pem")).unwrap(), crl, "a CRL was written under the limits");
+}

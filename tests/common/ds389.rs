@@ -342,6 +342,9 @@ impl Directory for Ds389Store<'_> {
     fn url(&self, base: &str) -> String {
         self.ds.url(base)
     }
+    fn port(&self) -> u16 {
+        self.ds.port
+    }
     fn base(&self) -> String {
         self.base.clone()
     }
@@ -361,6 +364,9 @@ impl Directory for Ds389Store<'_> {
     }
     fn server(&self) -> &'static str {
         "389ds"
+    }
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+        self.ds.manager(tool, args, stdin)
     }
 }
 
