@@ -1708,7 +1708,7 @@ fn generated_revoked_ldif(d1: &Path, base: &str, pem: &str, n: usize, chunk: usi
 #[test]
 fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_under_them() {
     const N: usize = 1_200;
-    const LIMIT: usize = 1_100;
+    const LIMIT: i64 = 1_100;
     let store = Ds389::store("search_limits");
     let base = store.base();
     let tmp = tempfile::tempdir().unwrap();
@@ -1724,19 +1724,25 @@ fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_u
         assert!(added.success(), "{added}");
     }
     eprintln!("{N} revoked certificates ({} entries) added to 389 DS in {:?}", 2 * N, t.elapsed());
-    // A bind DN held to limits below what the store holds; allowed all the rest.
-    let limited = "cn=vouch-limited,dc=vouch,dc=test";
+    // Bind DNs held to limits below what the store holds (one to the number of entries
+    // returned, one to the number examined), allowed all the rest.
+    let limited = |cn: &str, size: i64, look: i64| {
+        let dn = format!("cn={cn},dc=vouch,dc=test");
+        let added = store.ldapmodify(&format!(
+            "dn: {dn}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+             objectClass: simpleSecurityObject\ncn: {cn}\nuserPassword: limited-secret\nnsSizeLimit: {size}\n\
+             nsLookThroughLimit: {look}\nnsPagedSizeLimit: {size}\nnsPagedLookThroughLimit: {look}\n\n\
+             dn: {base}\nchangetype: modify\nadd: aci\naci: {}\n",
+            common::ds389::aci(&dn)
+        ));
+        assert!(added.success(), "{added}");
+        dn
+    };
+    let (paged_dn, size_dn, look_dn) =
+        (limited("vouch-paged", LIMIT, -1), limited("vouch-size", 500, -1), limited("vouch-look", -1, LIMIT));
     let pw = tmp.path().join("limited.pw");
     std::fs::write(&pw, "limited-secret").unwrap();
     std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let added = store.ldapmodify(&format!(
-        "dn: {limited}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
-         objectClass: simpleSecurityObject\ncn: vouch-limited\nuserPassword: limited-secret\nnsSizeLimit: {LIMIT}\n\
-         nsLookThroughLimit: {LIMIT}\nnsPagedSizeLimit: {LIMIT}\nnsPagedLookThroughLimit: {LIMIT}\n\n\
-         dn: {base}\nchangetype: modify\nadd: aci\naci: {}\n",
-        common::ds389::aci(limited)
-    ));
-    assert!(added.success(), "{added}");
 
     // Lifted (the masters' bind DN, as docs/ldap.md sets it): everything, over two pages.
     let listed = list(&store, &d1);
@@ -1747,22 +1753,32 @@ fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_u
     let crl = std::fs::read(d1.join("ca/ca_crl.pem")).unwrap();
     assert_eq!(crl_serials(&crl).len(), N, "the CRL lists every revoked serial");
 
-    // Under the limits: the same bind, a small listing works (the DN may read the store)...
-    let limited_env = |c: &mut Command| {
-        c.env("VOUCH_LDAP_BIND_DN", limited).env("VOUCH_LDAP_PASSWORD_FILE", s(&pw));
-    };
-    let mut pending = v(&store, &d1);
-    limited_env(pending.args(["list", "--format", "json"]));
-    ok(&pending.output().unwrap());
-    // ... every full listing fails, naming the limits and where to lift them.
-    let _ = std::fs::remove_file(d1.join("ca/crl_next_update"));
-    for args in [&["list", "--all", "--format", "json"][..], &["list", "--all"], &["crl"]] {
+    let under = |dn: &str, args: &[&str]| {
         let mut c = v(&store, &d1);
-        limited_env(c.args(args));
-        let o = c.output().unwrap();
-        assert_eq!(o.status.code(), Some(2), "{args:?} under the limits: {}", text(&o));
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains("search limits") && err.contains("nsPagedSizeLimit"), "{args:?}: {err}");
+        c.env("VOUCH_LDAP_BIND_DN", dn).env("VOUCH_LDAP_PASSWORD_FILE", s(&pw)).args(args);
+        c.output().unwrap()
+    };
+    // 389 DS holds a paged search's size limit to each page, not to the whole search: a size
+    // limit above vouch's page (1,000) never cuts a listing, whatever the store holds.
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_str(&ok(&under(&paged_dn, &["list", "--all", "--format", "json"]))).unwrap();
+    assert_eq!(listed.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("gen"))).count(), N);
+
+    // Under the limits that do cut (a size limit below a page, a look-through limit below
+    // what the store holds): a small listing works (the DN may read the store), every full
+    // listing fails, naming the limits and where to lift them.
+    let _ = std::fs::remove_file(d1.join("ca/crl_next_update"));
+    for (dn, code) in [(&size_dn, "result 4"), (&look_dn, "result 11")] {
+        ok(&under(dn, &["list", "--format", "json"]));
+        for args in [&["list", "--all", "--format", "json"][..], &["list", "--all"], &["crl"]] {
+            let o = under(dn, args);
+            assert_eq!(o.status.code(), Some(2), "{dn} {args:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(code) && err.contains("search limits") && err.contains("nsPagedSizeLimit"),
+                "{dn} {args:?}: {err}"
+            );
+        }
     }
     assert_eq!(std::fs::read(d1.join("ca/ca_crl.pem")).unwrap(), crl, "a CRL was written under the limits");
 }
