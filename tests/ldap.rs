@@ -297,7 +297,15 @@ fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
 /// then on, with no restart (as docs/ldap.md says).
 #[test]
 fn a_conductor_revoked_at_the_root_keys_master_is_refused_by_the_other_through_the_store() {
-    let slapd = store();
+    conductor_revoked_at_the_root_keys_master(&store());
+}
+
+#[test]
+fn a_conductor_revoked_at_the_root_keys_master_is_refused_by_the_other_through_the_store_on_389ds() {
+    conductor_revoked_at_the_root_keys_master(&Ds389::store("conductor_revoked_at_the_root_keys_master"));
+}
+
+fn conductor_revoked_at_the_root_keys_master(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let (d1, d2) = (m1.dir.clone(), m2.dir.clone());
@@ -324,7 +332,15 @@ fn a_conductor_revoked_at_the_root_keys_master_is_refused_by_the_other_through_t
 
 #[test]
 fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once() {
-    let slapd = store();
+    master_killed_under_load(&store());
+}
+
+#[test]
+fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once_on_389ds() {
+    master_killed_under_load(&Ds389::store("master_killed_under_load"));
+}
+
+fn master_killed_under_load(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -340,11 +356,12 @@ fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once
     let bundle = std::fs::read(d1.join("ca/ca_bundle.pem")).unwrap();
     let config = tls_config(&bundle, None).unwrap();
     let pid = m1.pid();
+    let count = std::sync::atomic::AtomicUsize::new(0);
     let delivered: Vec<(String, Vec<u8>)> = std::thread::scope(|sc| {
         let handles: Vec<_> = work
             .chunks(15)
             .map(|chunk| {
-                let config = config.clone();
+                let (config, count) = (config.clone(), &count);
                 sc.spawn(move || {
                     let mut got = Vec::new();
                     for (name, _, csr) in chunk {
@@ -361,6 +378,7 @@ fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once
                             if let Ok(g) = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"") {
                                 if g.status == 200 {
                                     got.push((name.clone(), g.body));
+                                    count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                                 }
                             }
                         }
@@ -369,13 +387,18 @@ fn a_master_killed_under_load_leaves_every_delivered_certificate_registered_once
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(700));
+        // Killed under load: once some certificates were delivered (however fast the server
+        // writes), with more in flight.
+        wait_until(Duration::from_secs(60), "a first certificate delivered", || {
+            count.load(std::sync::atomic::Ordering::SeqCst) > 0
+        });
+        std::thread::sleep(Duration::from_millis(300));
         // SAFETY: kill(2) on our own child's PID.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     m1.kill();
-    assert!(!delivered.is_empty(), "nothing was delivered before the kill: raise the delay");
+    assert!(!delivered.is_empty(), "nothing was delivered before the kill");
     // A restart on the same store: every certificate a client received is its name's, once.
     let m1 = Master::start(&slapd, &d1, "ca1.test");
     let listed = list(&slapd, &d1);
@@ -512,7 +535,15 @@ fn overrides_compare_and_swap(slapd: &dyn Directory) {
 
 #[test]
 fn the_enc_prints_the_override_and_says_where_it_came_from() {
-    let slapd = store();
+    enc_prints_the_override(&store());
+}
+
+#[test]
+fn the_enc_prints_the_override_and_says_where_it_came_from_on_389ds() {
+    enc_prints_the_override(&Ds389::store("enc_prints_the_override"));
+}
+
+fn enc_prints_the_override(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let name = "web01.example.test";
@@ -594,7 +625,16 @@ fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
 
 #[test]
 fn migrate_copies_a_file_store_into_ldap_idempotently() {
-    let slapd = store();
+    migrate_copies(&store());
+}
+
+#[test]
+fn migrate_copies_a_file_store_into_ldap_idempotently_on_389ds() {
+    migrate_copies(&Ds389::store("migrate_copies"));
+}
+
+fn migrate_copies(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     // A file-store master with certificates, a revocation, an override and spent attributes.
@@ -623,7 +663,7 @@ fn migrate_copies_a_file_store_into_ldap_idempotently() {
         .unwrap(),
     )
     .unwrap();
-    let to = ["migrate", "--to", &slapd.url(BASE)];
+    let to = ["migrate", "--to", &slapd.url(&base)];
     let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
     let first = ok(&vouch().envs(env.clone()).args(["--dir", s(&d1)]).args(to).output().unwrap());
     // The five nodes, the service's and the administrator's certificates.
@@ -944,7 +984,16 @@ fn slapd_restarted_under_load_loses_nothing_and_fails_nobody_for_good() {
 /// - a hook still pointed at the retired file journal refuses, naming the shared store.
 #[test]
 fn review_findings_on_the_shared_store_stay_fixed() {
-    let slapd = store();
+    review_findings(&store());
+}
+
+#[test]
+fn review_findings_on_the_shared_store_stay_fixed_on_389ds() {
+    review_findings(&Ds389::store("review_findings"));
+}
+
+fn review_findings(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -1017,7 +1066,7 @@ fn review_findings_on_the_shared_store_stay_fixed() {
     let ca = vouch::store::ca_id(&ca_der);
     slapd
         .ldapadd(&format!(
-            "dn: vouchSerial=abcdef,vouchCa={ca},ou=cas,{BASE}\nobjectClass: vouchRevocation\nvouchSerial: abcdef\n\
+            "dn: vouchSerial=abcdef,vouchCa={ca},ou=cas,{base}\nobjectClass: vouchRevocation\nvouchSerial: abcdef\n\
              vouchCertname: junk.example.test\nvouchTime: 20260101000000Z\nvouchRecord: not json\n"
         ))
         .ok();
@@ -1246,10 +1295,18 @@ fn ldap_binds(addr: std::net::SocketAddr) -> u64 {
 /// 16th at once connected and bound anew (42–61 binds for 256 certificates).
 #[test]
 fn a_load_binds_no_more_ldap_connections_than_the_pool_keeps() {
+    load_binds_no_more_than_the_pool(&store());
+}
+
+#[test]
+fn a_load_binds_no_more_ldap_connections_than_the_pool_keeps_on_389ds() {
+    load_binds_no_more_than_the_pool(&Ds389::store("load_binds_no_more_than_the_pool"));
+}
+
+fn load_binds_no_more_than_the_pool(slapd: &dyn Directory) {
     const MAX_IDLE: u64 = vouch::store::ldap::MAX_IDLE as u64;
     const POOLS: u64 = 2;
     const CERTS: usize = 512;
-    let slapd = store();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
@@ -1307,7 +1364,16 @@ fn a_load_binds_no_more_ldap_connections_than_the_pool_keeps() {
 /// notAfter as its record) passes verify with no finding, while `vouch enc` refuses it.
 #[test]
 fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store() {
-    let slapd = store();
+    verify_trusts_no_issuer_entry(&store());
+}
+
+#[test]
+fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store_on_389ds() {
+    verify_trusts_no_issuer_entry(&Ds389::store("verify_trusts_no_issuer_entry"));
+}
+
+fn verify_trusts_no_issuer_entry(slapd: &dyn Directory) {
+    let base = slapd.base();
     let w = tempfile::tempdir().unwrap();
     let w = w.path();
     let d = w.join("m1");
@@ -1334,7 +1400,7 @@ fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store() {
     let rogue_cert = rogue.self_signed(&rogue_key).unwrap();
     let id = vouch::store::ca_id(rogue_cert.der());
     let ldif = format!(
-        "dn: vouchCa={id},ou=cas,{BASE}\nobjectClass: vouchIssuer\nvouchCa: {id}\nvouchRevision: 0\nvouchCertificate: {}\n",
+        "dn: vouchCa={id},ou=cas,{base}\nobjectClass: vouchIssuer\nvouchCa: {id}\nvouchRevision: 0\nvouchCertificate: {}\n",
         rogue_cert.pem().replace('\n', "\n ")
     );
     slapd.ldapadd(ldif.trim_end()).ok();
@@ -1350,7 +1416,7 @@ fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(forged.pem());
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCertname={name},ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            "dn: vouchCertname={name},ou=certnames,{base}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
         ))
         .ok();
     // vouch's own path refuses it: it does not chain to this CA's root.
@@ -1370,7 +1436,16 @@ fn review_verify_on_ldap_trusts_any_issuer_entry_in_the_store() {
 /// revocation and CRL checks never run. One damaged entry should be a finding (exit 1).
 #[test]
 fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on() {
-    let slapd = store();
+    verify_reports_a_damaged_entry(&store());
+}
+
+#[test]
+fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on_on_389ds() {
+    verify_reports_a_damaged_entry(&Ds389::store("verify_reports_a_damaged_entry"));
+}
+
+fn verify_reports_a_damaged_entry(slapd: &dyn Directory) {
+    let base = slapd.base();
     let w = tempfile::tempdir().unwrap();
     let w = w.path();
     let d = w.join("m1");
@@ -1388,7 +1463,7 @@ fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on() {
     assert!(o.status.success(), "{}", text(&o));
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCertname=a.example.test,ou=certnames,{BASE}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord: not json\n"
+            "dn: vouchCertname=a.example.test,ou=certnames,{base}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord: not json\n"
         ))
         .ok();
     let o = v(&slapd, &d).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
@@ -1404,7 +1479,15 @@ fn review_verify_on_ldap_reports_a_damaged_entry_and_goes_on() {
 /// recorded again", and wrote a second "revoked" audit event and a CRL.
 #[test]
 fn review7_revoke_by_serial_of_another_masters_certificate_on_the_shared_store() {
-    let slapd = store();
+    revoke_by_serial_of_another_master(&store());
+}
+
+#[test]
+fn review7_revoke_by_serial_of_another_masters_certificate_on_the_shared_store_on_389ds() {
+    revoke_by_serial_of_another_master(&Ds389::store("revoke_by_serial_of_another_master"));
+}
+
+fn revoke_by_serial_of_another_master(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (m1, m2) = two_masters(&slapd, tmp.path());
     let d1 = m1.dir.clone();
