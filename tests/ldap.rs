@@ -247,7 +247,17 @@ fn share_names_claims_revocations_and_crls(slapd: &dyn Directory) {
 
 #[test]
 fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself() {
-    let slapd = store();
+    stopped_under_load(&store());
+}
+
+/// On a 389 DS instance of its own (the test stops it).
+#[test]
+fn slapd_stopped_under_load_gets_503_and_the_master_resumes_by_itself_on_389ds() {
+    let ds = Ds389::private("stopped");
+    stopped_under_load(&ds.store_here("stopped"));
+}
+
+fn stopped_under_load(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -904,7 +914,17 @@ fn both_crash_windows_recovered(slapd: &dyn Directory) {
 /// agents do, ends with exactly one certificate for its own key once slapd is back.
 #[test]
 fn slapd_restarted_under_load_loses_nothing_and_fails_nobody_for_good() {
-    let slapd = store();
+    restarted_under_load(&store());
+}
+
+/// On a 389 DS instance of its own (the test stops it).
+#[test]
+fn slapd_restarted_under_load_loses_nothing_and_fails_nobody_for_good_on_389ds() {
+    let ds = Ds389::private("restarted");
+    restarted_under_load(&ds.store_here("restarted"));
+}
+
+fn restarted_under_load(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");

@@ -44,6 +44,11 @@ pub trait Directory: Sync {
     /// An ldap tool (ldapadd, ldapdelete...) bound as the server's administrator, `args` after
     /// the connection options.
     fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput;
+    /// Stops the server (a test's own: never the 389 DS instance the binary's tests share).
+    fn stop(&self);
+    /// Stops the server if it runs and starts it again, same port and database; returns once
+    /// it answers.
+    fn restart(&self);
 
     /// `ldapadd` of `ldif` as the server's administrator.
     fn ldapadd(&self, ldif: &str) -> LdapOutput {
@@ -88,6 +93,12 @@ impl Directory for Slapd {
     fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
         Slapd::ldap_tool(self, tool, args, stdin)
     }
+    fn stop(&self) {
+        Slapd::stop(self);
+    }
+    fn restart(&self) {
+        Slapd::restart(self);
+    }
 }
 
 impl<T: Directory + ?Sized> Directory for &T {
@@ -118,6 +129,12 @@ impl<T: Directory + ?Sized> Directory for &T {
     fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
         (**self).ldap_tool(tool, args, stdin)
     }
+    fn stop(&self) {
+        (**self).stop();
+    }
+    fn restart(&self) {
+        (**self).restart();
+    }
 }
 
 impl<T: Directory + ?Sized> Directory for Box<T> {
@@ -147,6 +164,12 @@ impl<T: Directory + ?Sized> Directory for Box<T> {
     }
     fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
         (**self).ldap_tool(tool, args, stdin)
+    }
+    fn stop(&self) {
+        (**self).stop();
+    }
+    fn restart(&self) {
+        (**self).restart();
     }
 }
 
