@@ -102,6 +102,9 @@ fn future_now(slapd: &dyn Directory) {
     assert!(String::from_utf8_lossy(&again.stderr).contains("attributes-replayed"), "{}", text(&again));
 }
 
+/// (OpenLDAP only, with the two tests on it: a slapd multi-provider pair whose standby
+/// is stopped and restarted; 389 DS's consumer as a confirmed standby is tested in
+/// tests/ldap.rs.)
 /// A slapd pair (the master on the first, the second its confirmed replica) with a master
 /// started on it and `name` enrolled there.
 fn confirmed_pair(tmp: &Path, name: &str) -> (Slapd, Slapd, Master, [String; 2]) {
@@ -738,6 +741,8 @@ fn clean_keeps_the_certificate(slapd: &dyn Directory) {
 /// gives the hooks a bind DN of their own that may write the replay journal only; here that
 /// ACL, as documented, lets the hook decide and claim (the claim shared with the masters),
 /// and refuses the same account a change to a certname's certificate or a revocation.
+/// (OpenLDAP only: the ACL is slapd's, as docs/ldap.md gives it; it gives no 389 DS ACI for
+/// the hooks.)
 #[test]
 fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     const HOOK: &str = "cn=vouch-hook,dc=vouch,dc=test";

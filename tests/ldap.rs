@@ -1,5 +1,8 @@
-//! The shared store on OpenLDAP (issue 15): several masters, one fleet, against private
-//! slapd instances (tests/common/slapd.rs) and the real vouch binary.
+//! The shared store (issue 15): several masters, one fleet, against the real vouch binary
+//! and each directory server: private slapd instances (tests/common/slapd.rs) and the test
+//! binary's private 389 Directory Server (tests/common/ds389.rs). A scenario is written once,
+//! taking the server (`&dyn Directory`), and run by a test on each (`_on_389ds` for 389 DS);
+//! the few that stay on OpenLDAP say why.
 
 mod common;
 
@@ -576,6 +579,8 @@ fn enc_prints_the_override(slapd: &dyn Directory) {
     assert_eq!(enc(&m2.dir)["parameters"]["vouch_source"], "certificate");
 }
 
+/// OpenLDAP only: a slapd multi-provider (syncrepl) pair. 389 DS's supplier and consumer
+/// are `a_389ds_consumer_is_a_confirmed_standby_and_keeps_every_acknowledged_certificate`.
 #[test]
 fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
     let (primary, standby) = Slapd::start_pair(&slapd_opts());
@@ -776,6 +781,7 @@ fn timed(cmd: &mut Command) -> (Output, Duration, u64) {
 /// A generated store of VOUCH_LDAP_SCALE certificates (default 1,000,000; one in ten
 /// revoked), loaded with slapadd: the time of a lookup (GET certificate at a master), of
 /// `vouch list --all`, and of the CRL. Figures, not assertions on time (shared machines).
+/// (OpenLDAP only: loaded offline by slapadd; a benchmark of one server, not a scenario.)
 #[test]
 fn a_generated_store_of_a_million_certificates_answers_lookups_lists_and_crls() {
     common::require("/usr/bin/time", "time");
@@ -1106,6 +1112,8 @@ fn review_findings(slapd: &dyn Directory) {
 }
 
 /// `ldapi://` with SASL EXTERNAL (no password anywhere): the store works the same.
+/// OpenLDAP only: the private 389 DS instance listens on no ldapi socket (its autobind of
+/// a Unix user to a DN is a set-up docs/ldap.md does not give).
 #[test]
 fn an_ldapi_store_binds_by_sasl_external() {
     let slapd = store();
@@ -1260,6 +1268,7 @@ fn concurrent_listings(slapd: &dyn Directory, d1: &Path, listings: usize) {
 /// `ldaps://` verifies the server against `--ldap-ca` (and its name: here an IP address SAN):
 /// with the right CA the store works; with another CA, or a certificate for another name,
 /// nothing is sent (a configuration error, exit 2, the TLS reason named).
+/// (OpenLDAP only: the private 389 DS instance is created without a TLS certificate.)
 #[test]
 fn an_ldaps_store_verifies_the_server_against_ldap_ca() {
     common::require("openssl", "openssl");
