@@ -4,8 +4,7 @@
 //! connection slots held by a few addresses. Each test drives the real binary. A scenario
 //! on the shared store runs on a private slapd and (`_on_389ds`) on a base DN of its own on
 //! the test binary's private 389 Directory Server, but for the two on a confirmed standby
-//! (a slapd pair; 389 DS's consumer is tested in tests/ldap.rs) and the hook's own bind DN
-//! (an OpenLDAP ACL as docs/ldap.md gives it).
+//! (a slapd pair; 389 DS's consumer is tested in tests/ldap.rs).
 
 mod common;
 
@@ -741,8 +740,6 @@ fn clean_keeps_the_certificate(slapd: &dyn Directory) {
 /// gives the hooks a bind DN of their own that may write the replay journal only; here that
 /// ACL, as documented, lets the hook decide and claim (the claim shared with the masters),
 /// and refuses the same account a change to a certname's certificate or a revocation.
-/// (OpenLDAP only: the ACL is slapd's, as docs/ldap.md gives it; it gives no 389 DS ACI for
-/// the hooks.)
 #[test]
 fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     const HOOK: &str = "cn=vouch-hook,dc=vouch,dc=test";
@@ -759,6 +756,36 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
          userPassword: hook-secret\n"
     ));
     assert!(added.success(), "{}", added.stderr);
+    hook_under_its_own_bind_dn(&slapd, HOOK);
+}
+
+/// The same on 389 DS: the hooks' bind DN (made as the masters' is, with the same limits)
+/// and the two ACIs docs/ldap.md gives it, read on the base DN and write on `ou=journal`.
+#[test]
+fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal_on_389ds() {
+    let store = Ds389::store("hook_bind_dn");
+    let base = store.base();
+    let hook = format!("cn=vouch-hook,{}", common::ds389::SUFFIX);
+    let aci = |name: &str, rights: &str| {
+        format!("(targetattr=\"*\")(version 3.0; acl \"{name}\"; allow ({rights}) userdn=\"ldap:///{hook}\";)")
+    };
+    let added = store.ldapmodify(&format!(
+        "dn: {hook}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+         objectClass: simpleSecurityObject\ncn: vouch-hook\nuserPassword: hook-secret\nnsSizeLimit: -1\n\
+         nsLookThroughLimit: -1\nnsPagedSizeLimit: -1\nnsPagedLookThroughLimit: -1\n\n\
+         dn: {base}\nchangetype: modify\nadd: aci\naci: {}\n\n\
+         dn: ou=journal,{base}\nchangetype: modify\nadd: aci\naci: {}\n",
+        aci("vouch hooks read", "read, search, compare"),
+        aci("vouch hooks journal", "add, delete, write")
+    ));
+    assert!(added.success(), "{added}");
+    hook_under_its_own_bind_dn(&store, &hook);
+}
+
+/// The hook bound as `hook_dn` (password "hook-secret") decides and claims; the claim is the
+/// fleet's; the account gets result 50 on a certname's entry.
+fn hook_under_its_own_bind_dn(slapd: &dyn Directory, hook_dn: &str) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let pw = tmp.path().join("hook.pw");
     std::fs::write(&pw, "hook-secret").unwrap();
@@ -774,8 +801,8 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     assert_eq!(put, 200, "{why}");
     let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
     let hook_env = [
-        ("VOUCH_STORE", slapd.url(BASE)),
-        ("VOUCH_LDAP_BIND_DN", HOOK.to_string()),
+        ("VOUCH_STORE", slapd.url(&base)),
+        ("VOUCH_LDAP_BIND_DN", hook_dn.to_string()),
         ("VOUCH_LDAP_PASSWORD_FILE", s(&pw).to_string()),
     ];
     let hook = run(
@@ -788,10 +815,10 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     assert!(cert.is_none(), "spent attributes granted again at the master: {why}");
     drop(m1);
     // And the hook's account cannot change a certificate or a revocation.
-    let registry = format!("vouchCertname={other},ou=certnames,{BASE}");
+    let registry = format!("vouchCertname={other},ou=certnames,{base}");
     let modify = |ldif: String| {
         let mut c = Command::new("ldapmodify");
-        c.args(["-x", "-H", &slapd.url(""), "-D", HOOK, "-y", s(&pw)]);
+        c.args(["-x", "-H", &slapd.url(""), "-D", hook_dn, "-y", s(&pw)]);
         run(&mut c, Some(ldif.as_bytes()))
     };
     let o = modify(format!("dn: {registry}\nchangetype: modify\nreplace: vouchState\nvouchState: revoked\n-\n"));
