@@ -147,8 +147,8 @@ pub enum Error {
     /// The LDAP server refused or failed an operation for a reason other than being down
     /// (access, limits, schema, a damaged entry, a TLS certificate it presents).
     #[message = "LDAP store: {detail}"]
-    #[hint = "check slapd's log, the bind DN's rights in slapd's ACL and limits, and that slapd has \
-              vouch's schema (docs/ldap.md)"]
+    #[hint = "check the server's log, the bind DN's rights (slapd's ACL, 389 Directory Server's ACI) and \
+              search limits, and that the server has vouch's schema (docs/ldap.md)"]
     StoreLdap { detail: String },
     #[message = "no certificate for {certname}"]
     #[hint = "'vouch list --all' shows the certificates this CA knows"]

@@ -1,9 +1,13 @@
 //! `vouch reconcile` and `vouch purge` (docs/fleet-operations.md), driving the binary on
-//! generated stores of real certificates.
+//! generated stores of real certificates. What reads a directory runs on a private slapd
+//! and (`_on_389ds`) on a base DN of its own on the test binary's private 389 Directory
+//! Server, each scenario written once.
 
 mod common;
 
+use common::ds389::Ds389;
 use common::gen_store;
+use common::ldap_lab::{openldap_store, store_env, Directory};
 use common::{ok, s, text, vouch};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -337,30 +341,33 @@ fn junk_gets_stable_generated_names_and_purge_removes_only_those() {
     assert_eq!(log.lines().filter(|l| l.contains("\"event\":\"purged\"")).count(), 2);
 }
 
-/// `ldap:` inventories: an RFC 4516 URL against a private slapd, more than one page of entries.
+/// `ldap:` inventories: an RFC 4516 URL against a directory server, more than one page of entries.
 #[test]
 fn reconcile_reads_an_ldap_inventory_page_by_page() {
-    let slapd = common::slapd::Slapd::start(&common::slapd::SlapdOpts::default());
+    ldap_inventory(&openldap_store());
+}
+
+#[test]
+fn reconcile_reads_an_ldap_inventory_page_by_page_on_389ds() {
+    ldap_inventory(&Ds389::store("ldap_inventory"));
+}
+
+fn ldap_inventory(slapd: &dyn Directory) {
+    let hosts = format!("ou=hosts,{}", slapd.base());
     let tmp = tempfile::tempdir().unwrap();
     let n = 1_500;
     let dir = ca_with(tmp.path(), n);
-    let mut ldif = String::from("dn: ou=hosts,dc=vouch,dc=test\nobjectClass: organizationalUnit\nou: hosts\n\n");
+    let mut ldif = format!("dn: {hosts}\nobjectClass: organizationalUnit\nou: hosts\n\n");
     // Every node but the last 40, and a device of another kind the filter leaves out.
     for i in 0..n - 40 {
-        ldif.push_str(&format!(
-            "dn: cn={0},ou=hosts,dc=vouch,dc=test\nobjectClass: device\ncn: {0}\nou: puppet\n\n",
-            name(i)
-        ));
+        ldif.push_str(&format!("dn: cn={0},{hosts}\nobjectClass: device\ncn: {0}\nou: puppet\n\n", name(i)));
     }
-    ldif.push_str(&format!(
-        "dn: cn={0},ou=hosts,dc=vouch,dc=test\nobjectClass: device\ncn: {0}\nou: printers\n\n",
-        name(n - 1)
-    ));
+    ldif.push_str(&format!("dn: cn={0},{hosts}\nobjectClass: device\ncn: {0}\nou: printers\n\n", name(n - 1)));
     let added = slapd.ldapadd(&ldif);
     assert!(added.success(), "{added}");
-    let url = format!("ldap:{}?cn?one?(%26(objectClass=device)(ou=puppet))", slapd.url("ou=hosts,dc=vouch,dc=test"));
+    let url = format!("ldap:{}?cn?one?(%26(objectClass=device)(ou=puppet))", slapd.url(&hosts));
     let o = vouch()
-        .args(["--dir", s(&dir), "--ldap-bind-dn", slapd.bind_dn(), "--ldap-password-file", s(&slapd.password_file())])
+        .args(["--dir", s(&dir), "--ldap-bind-dn", &slapd.bind_dn(), "--ldap-password-file", s(&slapd.password_file())])
         .args(["reconcile", "--inventory", &url, "-o", "json"])
         .output()
         .unwrap();
@@ -373,13 +380,13 @@ fn reconcile_reads_an_ldap_inventory_page_by_page() {
     std::fs::write(&bad, "wrong\n").unwrap();
     std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let o = vouch()
-        .args(["--dir", s(&dir), "--ldap-bind-dn", slapd.bind_dn(), "--ldap-password-file", s(&bad)])
+        .args(["--dir", s(&dir), "--ldap-bind-dn", &slapd.bind_dn(), "--ldap-password-file", s(&bad)])
         .args(["reconcile", "--inventory", &url, "--confirm"])
         .output()
         .unwrap();
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     // A URL without an attribute is refused before anything is read.
-    let o = reconcile(&dir, &["--inventory", &format!("ldap:{}", slapd.url("ou=hosts,dc=vouch,dc=test"))]);
+    let o = reconcile(&dir, &["--inventory", &format!("ldap:{}", slapd.url(&hosts))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
@@ -388,12 +395,19 @@ fn reconcile_reads_an_ldap_inventory_page_by_page() {
 /// and the CRL lists them.
 #[test]
 fn reconcile_works_on_the_ldap_store() {
-    use common::ldap_lab::{slapd_opts, store_env, BASE};
-    let slapd = common::slapd::Slapd::start(&slapd_opts());
+    reconcile_on_ldap(&openldap_store());
+}
+
+#[test]
+fn reconcile_works_on_the_ldap_store_on_389ds() {
+    reconcile_on_ldap(&Ds389::store("reconcile_on_ldap"));
+}
+
+fn reconcile_on_ldap(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let n = 1_200;
     let dir = ca_with(tmp.path(), n);
-    let env = store_env(&slapd);
+    let env = store_env(slapd);
     let on_ldap = || {
         let mut c = vouch();
         c.envs(env.clone()).args(["--dir", s(&dir)]);
@@ -401,8 +415,11 @@ fn reconcile_works_on_the_ldap_store() {
     };
     ok(&on_ldap().args(["ldap", "init", "--create-base"]).output().unwrap());
     let no_store: Vec<(String, String)> = env.iter().filter(|(k, _)| k != "VOUCH_STORE").cloned().collect();
-    let migrated =
-        ok(&vouch().envs(no_store).args(["--dir", s(&dir), "migrate", "--to", &slapd.url(BASE)]).output().unwrap());
+    let migrated = ok(&vouch()
+        .envs(no_store)
+        .args(["--dir", s(&dir), "migrate", "--to", &slapd.url(&slapd.base())])
+        .output()
+        .unwrap());
     assert!(migrated.contains(&format!("certificates: {n} copied")), "{migrated}");
     let gone: BTreeSet<usize> = (0..n).filter(|i| i % 100 == 3).collect();
     let inv = tmp.path().join("inv.txt");

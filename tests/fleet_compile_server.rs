@@ -110,6 +110,8 @@ fn a_compile_server_enrolled_at_one_master_serves_an_agent_of_the_other() {
     require("openssl", "openssl");
     assert!(Path::new(JAR).exists(), "this test needs {JAR}: apt-get install -y puppetserver (.ci/run installs it)");
     let (alt_name, alt_addr) = common::processes::host_name_and_address();
+    // OpenLDAP only: a second run on 389 DS would start Puppet Server again (minutes) for
+    // store operations (issuance, revocation, CRLs) the `_on_389ds` tests cover.
     let slapd = Slapd::start(&slapd_opts());
     let env = store_env(&slapd);
     ok(&vouch()

@@ -1,12 +1,16 @@
 //! Issue 33, round 3: the shared store and `vouch serve` under abuse. A flood of refused
 //! requests (bounded: per client address, per store), a revocation retried after its
 //! replicas did not confirm it, a future `--now` and the fleet's replay journal, and
-//! connection slots held by a few addresses. Each test drives the real binary.
+//! connection slots held by a few addresses. Each test drives the real binary. A scenario
+//! on the shared store runs on a private slapd and (`_on_389ds`) on a base DN of its own on
+//! the test binary's private 389 Directory Server, but for the two on a confirmed standby
+//! (a slapd pair; 389 DS's consumer is tested in tests/ldap.rs).
 
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
 use std::path::Path;
@@ -16,7 +20,7 @@ use time::OffsetDateTime;
 const CLASSIFICATION: &str = "classes:\n  - role::web\n";
 
 /// `vouch` on the LDAP store of `slapd`, in data directory `dir`.
-fn v(slapd: &Slapd, dir: &Path) -> Command {
+fn v(slapd: &dyn Directory, dir: &Path) -> Command {
     let mut c = vouch();
     c.envs(store_env(slapd)).args(["--dir", s(dir)]);
     c
@@ -60,7 +64,15 @@ fn rfc3339(t: OffsetDateTime) -> String {
 /// and spent version 1 attributes were granted again to another key under another name.
 #[test]
 fn a_future_now_never_prunes_the_shared_replay_journal() {
-    let slapd = store();
+    future_now(&store());
+}
+
+#[test]
+fn a_future_now_never_prunes_the_shared_replay_journal_on_389ds() {
+    future_now(&Ds389::store("future_now"));
+}
+
+fn future_now(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
@@ -89,6 +101,9 @@ fn a_future_now_never_prunes_the_shared_replay_journal() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("attributes-replayed"), "{}", text(&again));
 }
 
+/// (OpenLDAP only, with the two tests on it: a slapd multi-provider pair whose standby
+/// is stopped and restarted; 389 DS's consumer as a confirmed standby is tested in
+/// tests/ldap.rs.)
 /// A slapd pair (the master on the first, the second its confirmed replica) with a master
 /// started on it and `name` enrolled there.
 fn confirmed_pair(tmp: &Path, name: &str) -> (Slapd, Slapd, Master, [String; 2]) {
@@ -243,7 +258,7 @@ fn a_few_addresses_cannot_hold_every_connection_slot() {
 }
 
 /// Restarts `m` (on `slapd`, else on its files) with `[requests]` set to `section` in its policy.
-fn with_requests_policy(slapd: Option<&Slapd>, m: Master, section: &str) -> Master {
+fn with_requests_policy(slapd: Option<&dyn Directory>, m: Master, section: &str) -> Master {
     let dir = m.dir.clone();
     drop(m);
     let policy = dir.join("policy.toml");
@@ -275,7 +290,15 @@ fn put(c: &mut vouch::serve::client::Client, name: &str, csr: &[u8]) -> vouch::s
 /// for either.
 #[test]
 fn refused_requests_kept_are_bounded_per_store_and_per_client_address() {
-    let slapd = store();
+    refused_requests_bounded(&store());
+}
+
+#[test]
+fn refused_requests_kept_are_bounded_per_store_and_per_client_address_on_389ds() {
+    refused_requests_bounded(&Ds389::store("refused_requests_bounded"));
+}
+
+fn refused_requests_bounded(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -359,7 +382,15 @@ fn refused_requests_kept_in_the_file_store_are_bounded_too() {
 /// listed until its certificate (signed by this CA) says it expired; verify names it.
 #[test]
 fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_named() {
-    let slapd = store();
+    not_after_changed(&store());
+}
+
+#[test]
+fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_named_on_389ds() {
+    not_after_changed(&Ds389::store("not_after_changed"));
+}
+
+fn not_after_changed(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "undone.example.test";
@@ -402,7 +433,15 @@ fn a_revocations_not_after_changed_in_ldap_keeps_the_serial_on_the_crl_and_is_na
 /// certificate; a CRL written before it expired still lists it.
 #[test]
 fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
-    let slapd = store();
+    cleaned_certificate_expired(&store());
+}
+
+#[test]
+fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired_on_389ds() {
+    cleaned_certificate_expired(&Ds389::store("cleaned_certificate_expired"));
+}
+
+fn cleaned_certificate_expired(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "cleaned.example.test";
@@ -436,7 +475,16 @@ fn a_cleaned_certificates_revocation_leaves_the_crl_once_its_certificate_expired
 /// word), with nothing to warn about; until then it stays.
 #[test]
 fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired() {
-    let slapd = store();
+    renewed_certificate_expired(&store());
+}
+
+#[test]
+fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired_on_389ds() {
+    renewed_certificate_expired(&Ds389::store("renewed_certificate_expired"));
+}
+
+fn renewed_certificate_expired(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "renewed.example.test";
@@ -452,7 +500,7 @@ fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired
     let not_after = parsed.validity().not_after.to_datetime();
     ok(&v(&slapd, &d1).args(["renew", name, "--out", s(&tmp.path().join("new.pem"))]).output().unwrap());
     let found = slapd.ldapsearch(
-        BASE,
+        &base,
         &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
         &["vouchCertificate"],
     );
@@ -479,7 +527,16 @@ fn a_renewed_certificates_revocation_leaves_the_crl_once_its_certificate_expired
 /// after a resent write that "lost", and when it is this write's, it stands.
 #[test]
 fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate() {
-    let slapd = store();
+    renewal_lost_its_answer(&store());
+}
+
+#[test]
+fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate_on_389ds() {
+    renewal_lost_its_answer(&Ds389::store("renewal_lost_its_answer"));
+}
+
+fn renewal_lost_its_answer(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "resent.example.test";
@@ -492,7 +549,7 @@ fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate
     proxy.lose_answer_to_modify_of(&format!("vouchCertname={name}"));
     let new = tmp.path().join("new.pem");
     let o = v(&slapd, &d1)
-        .env("VOUCH_STORE", format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+        .env("VOUCH_STORE", format!("ldap://127.0.0.1:{}/{}", proxy.port, base.replace(',', "%2C").replace('=', "%3D")))
         .args(["renew", name, "--out", s(&new)])
         .output()
         .unwrap();
@@ -501,7 +558,7 @@ fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate
     let pem = std::fs::read(&new).unwrap();
     let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
     let serial = vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial());
-    let found = slapd.ldapsearch(BASE, &format!("(vouchCertname={name})"), &["vouchSerial"]);
+    let found = slapd.ldapsearch(&base, &format!("(vouchCertname={name})"), &["vouchSerial"]);
     assert!(
         found.ok().lines().any(|l| l.trim() == format!("vouchSerial: {serial}")),
         "the certificate handed out is not the one stored: {}",
@@ -517,7 +574,16 @@ fn a_renewal_whose_stored_write_lost_its_answer_is_answered_with_its_certificate
 /// increment is made by hand, and the revocation by another master.
 #[test]
 fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() {
-    let slapd = store();
+    counter_come_back(&store());
+}
+
+#[test]
+fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due_on_389ds() {
+    counter_come_back(&Ds389::store("counter_come_back"));
+}
+
+fn counter_come_back(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
     let m1 = Master::start(&slapd, &d1, "ca1.test");
@@ -535,7 +601,7 @@ fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() 
     ok(&v(&slapd, &d1).args(["revoke", "first.example.test"]).output().unwrap());
     // Master 1's CA entry and its counter, as the CRL just written recorded it.
     let found =
-        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={}))", serials[0]), &["dn"]);
+        slapd.ldapsearch(&base, &format!("(&(objectClass=vouchRevocation)(vouchSerial={}))", serials[0]), &["dn"]);
     let found = found.ok().to_string();
     let rev_dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
     let ca_dn = rev_dn.split_once(',').map(|(_, rest)| rest.to_string()).unwrap();
@@ -568,10 +634,13 @@ fn a_revocation_counter_come_back_to_a_recorded_value_still_makes_the_crl_due() 
 
 /// Rewrites the record (`vouchRecord`) of the revocation entry of `serial` with `edit`, as a
 /// writer of the store with no CA key can.
-fn edit_revocation_record(slapd: &Slapd, serial: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+fn edit_revocation_record(slapd: &dyn Directory, serial: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     use base64::Engine;
-    let found =
-        slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"), &["vouchRecord"]);
+    let found = slapd.ldapsearch(
+        &slapd.base(),
+        &format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))"),
+        &["vouchRecord"],
+    );
     let found = found.ok().to_string();
     let dn = found.lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
     // LDIF: the value as it is when it is safe text, else base64.
@@ -598,7 +667,15 @@ fn edit_revocation_record(slapd: &Slapd, serial: &str, edit: impl FnOnce(&mut se
 /// never later than the time it is written.
 #[test]
 fn a_revocation_time_moved_into_the_future_is_not_put_on_the_crl() {
-    let slapd = store();
+    revocation_time_in_the_future(&store());
+}
+
+#[test]
+fn a_revocation_time_moved_into_the_future_is_not_put_on_the_crl_on_389ds() {
+    revocation_time_in_the_future(&Ds389::store("revocation_time_in_the_future"));
+}
+
+fn revocation_time_in_the_future(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "future.example.test";
@@ -629,7 +706,15 @@ fn a_revocation_time_moved_into_the_future_is_not_put_on_the_crl() {
 /// clean gives the revocation entry the certificate first.
 #[test]
 fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate() {
-    let slapd = store();
+    clean_keeps_the_certificate(&store());
+}
+
+#[test]
+fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate_on_389ds() {
+    clean_keeps_the_certificate(&Ds389::store("clean_keeps_the_certificate"));
+}
+
+fn clean_keeps_the_certificate(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     let name = "older.example.test";
@@ -640,13 +725,13 @@ fn a_clean_after_a_revocation_without_its_certificate_keeps_the_certificate() {
     drop(m1);
     ok(&v(&slapd, &d1).args(["revoke", name]).output().unwrap());
     let filter = format!("(&(objectClass=vouchRevocation)(vouchCertname={name}))");
-    let found = slapd.ldapsearch(BASE, &filter, &["dn"]);
+    let found = slapd.ldapsearch(&slapd.base(), &filter, &["dn"]);
     let dn = found.ok().lines().find_map(|l| l.strip_prefix("dn: ")).expect("the revocation entry").to_string();
     // As an older version wrote it.
     let older = slapd.ldapmodify(&format!("dn: {dn}\nchangetype: modify\ndelete: vouchCertificate\n-\n"));
     assert!(older.success(), "{}", older.stderr);
     ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
-    let found = slapd.ldapsearch(BASE, &filter, &["vouchCertificate"]);
+    let found = slapd.ldapsearch(&slapd.base(), &filter, &["vouchCertificate"]);
     assert!(found.ok().contains("vouchCertificate"), "the cleaned certificate is nowhere: {}", found.ok());
 }
 
@@ -671,6 +756,36 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
          userPassword: hook-secret\n"
     ));
     assert!(added.success(), "{}", added.stderr);
+    hook_under_its_own_bind_dn(&slapd, HOOK);
+}
+
+/// The same on 389 DS: the hooks' bind DN (made as the masters' is, with the same limits)
+/// and the two ACIs docs/ldap.md gives it, read on the base DN and write on `ou=journal`.
+#[test]
+fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal_on_389ds() {
+    let store = Ds389::store("hook_bind_dn");
+    let base = store.base();
+    let hook = format!("cn=vouch-hook,{}", common::ds389::SUFFIX);
+    let aci = |name: &str, rights: &str| {
+        format!("(targetattr=\"*\")(version 3.0; acl \"{name}\"; allow ({rights}) userdn=\"ldap:///{hook}\";)")
+    };
+    let added = store.ldapmodify(&format!(
+        "dn: {hook}\nchangetype: add\nobjectClass: top\nobjectClass: applicationProcess\n\
+         objectClass: simpleSecurityObject\ncn: vouch-hook\nuserPassword: hook-secret\nnsSizeLimit: -1\n\
+         nsLookThroughLimit: -1\nnsPagedSizeLimit: -1\nnsPagedLookThroughLimit: -1\n\n\
+         dn: {base}\nchangetype: modify\nadd: aci\naci: {}\n\n\
+         dn: ou=journal,{base}\nchangetype: modify\nadd: aci\naci: {}\n",
+        aci("vouch hooks read", "read, search, compare"),
+        aci("vouch hooks journal", "add, delete, write")
+    ));
+    assert!(added.success(), "{added}");
+    hook_under_its_own_bind_dn(&store, &hook);
+}
+
+/// The hook bound as `hook_dn` (password "hook-secret") decides and claims; the claim is the
+/// fleet's; the account gets result 50 on a certname's entry.
+fn hook_under_its_own_bind_dn(slapd: &dyn Directory, hook_dn: &str) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let pw = tmp.path().join("hook.pw");
     std::fs::write(&pw, "hook-secret").unwrap();
@@ -686,8 +801,8 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     assert_eq!(put, 200, "{why}");
     let attrs = attributes(&d1, Some(name), OffsetDateTime::now_utc() + time::Duration::hours(1));
     let hook_env = [
-        ("VOUCH_STORE", slapd.url(BASE)),
-        ("VOUCH_LDAP_BIND_DN", HOOK.to_string()),
+        ("VOUCH_STORE", slapd.url(&base)),
+        ("VOUCH_LDAP_BIND_DN", hook_dn.to_string()),
         ("VOUCH_LDAP_PASSWORD_FILE", s(&pw).to_string()),
     ];
     let hook = run(
@@ -700,10 +815,10 @@ fn the_hook_decides_under_a_bind_dn_that_may_write_only_the_journal() {
     assert!(cert.is_none(), "spent attributes granted again at the master: {why}");
     drop(m1);
     // And the hook's account cannot change a certificate or a revocation.
-    let registry = format!("vouchCertname={other},ou=certnames,{BASE}");
+    let registry = format!("vouchCertname={other},ou=certnames,{base}");
     let modify = |ldif: String| {
         let mut c = Command::new("ldapmodify");
-        c.args(["-x", "-H", &slapd.url(""), "-D", HOOK, "-y", s(&pw)]);
+        c.args(["-x", "-H", &slapd.url(""), "-D", hook_dn, "-y", s(&pw)]);
         run(&mut c, Some(ldif.as_bytes()))
     };
     let o = modify(format!("dn: {registry}\nchangetype: modify\nreplace: vouchState\nvouchState: revoked\n-\n"));

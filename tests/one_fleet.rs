@@ -1,4 +1,6 @@
-//! One fleet, any master (issue 32): two `vouch serve` masters on one private slapd, each
+//! One fleet, any master (issue 32): two `vouch serve` masters on one directory server (a
+//! private slapd; and, `_on_389ds`, a base DN of its own on the test binary's private 389
+//! Directory Server: each scenario is written once, taking the server), each
 //! with its own master CA under one root, behind a real HAProxy round-robin; real Puppet
 //! agents bootstrap through it by the masters' shared name, nodes and administrators of one
 //! master act at the other, a revocation at one is refused at both, and one master is
@@ -6,11 +8,11 @@
 
 mod common;
 
+use common::ds389::Ds389;
 use common::fleet_lab::{
     agent_conf, bootstrap, conductor_sign, hosts_file, issuer_of, with_hosts, Haproxy, SHARED_NAME,
 };
-use common::ldap_lab::{slapd_opts, store_env, Master, BASE};
-use common::slapd::Slapd;
+use common::ldap_lab::{openldap_store, store_env, Directory, Master};
 use common::{ok, processes::wait_until, root, s, text, vouch};
 use std::path::Path;
 use std::process::Command;
@@ -19,21 +21,15 @@ use vouch::serve::client::{tls_config, Client};
 
 const CLASSIFICATION: &str = "classes:\n  - role::web\n";
 
-fn v(slapd: &Slapd, dir: &Path) -> Command {
+fn v(slapd: &dyn Directory, dir: &Path) -> Command {
     let mut c = vouch();
     c.envs(store_env(slapd)).args(["--dir", s(dir)]);
     c
 }
 
-fn store() -> Slapd {
-    let slapd = Slapd::start(&slapd_opts());
-    ok(&v(&slapd, slapd.dir()).args(["ldap", "init", "--create-base"]).output().unwrap());
-    slapd
-}
-
 /// Master 1 (first run: root, master CA, conductor, administrator) and master 2 (a further
 /// master CA under master 1's root), both also named [`SHARED_NAME`].
-fn two_masters(slapd: &Slapd, base: &Path) -> (Master, Master) {
+fn two_masters(slapd: &dyn Directory, base: &Path) -> (Master, Master) {
     let (d1, d2) = (base.join("m1"), base.join("m2"));
     let env = store_env(slapd);
     let m1 = Master::start_env(&d1, "ca1.fleet.test", &env, &["--server-name", SHARED_NAME]);
@@ -146,7 +142,15 @@ fn subject_of(p: &Path) -> String {
 
 #[test]
 fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_when_one_is_killed() {
-    let slapd = store();
+    agents_through_a_load_balancer(&openldap_store());
+}
+
+#[test]
+fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_when_one_is_killed_on_389ds() {
+    agents_through_a_load_balancer(&Ds389::store("agents_through_a_load_balancer"));
+}
+
+fn agents_through_a_load_balancer(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let (m1, m2) = two_masters(&slapd, t);
@@ -265,12 +269,13 @@ fn agents_bootstrap_through_a_load_balancer_from_both_masters_and_keep_working_w
 /// The store's CRL entry of master CA `id`, replaced by `der` with the entry's revision set
 /// to `revision` (as anyone who may write the store could: a new revision makes every master
 /// read the entry again).
-fn put_master_crl(slapd: &Slapd, id: &str, der: &[u8], revision: u64) {
+fn put_master_crl(slapd: &dyn Directory, id: &str, der: &[u8], revision: u64) {
+    let base = slapd.base();
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCa=crl-{id},{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: \
+            "dn: vouchCa=crl-{id},{base}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: \
              {b64}\n-\nreplace: vouchRevision\nvouchRevision: {revision}\n"
         ))
         .ok();
@@ -283,7 +288,16 @@ fn held_serials(dir: &Path) -> Vec<String> {
 
 #[test]
 fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
-    let slapd = store();
+    the_store_counts_when_it_checks_out(&openldap_store());
+}
+
+#[test]
+fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out_on_389ds() {
+    the_store_counts_when_it_checks_out(&Ds389::store("the_store_counts_when_it_checks_out"));
+}
+
+fn the_store_counts_when_it_checks_out(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let (d1, d2) = (t.join("m1"), t.join("m2"));
@@ -355,7 +369,7 @@ fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
         let b64 = base64::engine::general_purpose::STANDARD.encode(&foreign_pem);
         slapd
             .ldapadd(&format!(
-                "dn: vouchCa={foreign_id},ou=cas,{BASE}\nobjectClass: vouchIssuer\nvouchCa: {foreign_id}\nvouchRevision: 1\nvouchCertificate:: {b64}\n"
+                "dn: vouchCa={foreign_id},ou=cas,{base}\nobjectClass: vouchIssuer\nvouchCa: {foreign_id}\nvouchRevision: 1\nvouchCertificate:: {b64}\n"
             ))
             .ok();
     }
@@ -458,7 +472,7 @@ fn what_the_store_says_of_the_fleet_counts_only_when_it_checks_out() {
     let id1 = vouch::store::ca_id(
         &vouch::encoding::pem::find(&std::fs::read(d1.join("ca/ca_crt.pem")).unwrap(), &["CERTIFICATE"]).unwrap().1,
     );
-    let dn = format!("vouchCa={id1},ou=cas,{BASE}");
+    let dn = format!("vouchCa={id1},ou=cas,{base}");
     let o = slapd.ldap_tool("ldapdelete", &["-r", &dn], None);
     assert!(o.success(), "{o}");
     wait_until(Duration::from_secs(15), "master 1 registers its CA again", || {
@@ -490,7 +504,15 @@ fn point_at(conf: &Path, port: u16) {
 
 #[test]
 fn a_master_joining_changes_the_fingerprint_and_agents_from_before_need_its_crl() {
-    let slapd = store();
+    a_master_joining(&openldap_store());
+}
+
+#[test]
+fn a_master_joining_changes_the_fingerprint_and_agents_from_before_need_its_crl_on_389ds() {
+    a_master_joining(&Ds389::store("a_master_joining"));
+}
+
+fn a_master_joining(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let hosts = hosts_file(t);
@@ -577,7 +599,16 @@ fn node_client(m: &Master, bundle: &[u8], cert: &[u8], key: &rcgen::KeyPair) -> 
 
 #[test]
 fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhere_and_it_is_retired() {
-    let slapd = store();
+    a_master_lost_for_good(&openldap_store());
+}
+
+#[test]
+fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhere_and_it_is_retired_on_389ds() {
+    a_master_lost_for_good(&Ds389::store("a_master_lost_for_good"));
+}
+
+fn a_master_lost_for_good(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let (m1, m2) = two_masters(&slapd, t);
@@ -635,9 +666,9 @@ fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhe
         ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
     }
     for dn in [
-        format!("vouchCa={id2},ou=cas,{BASE}"),
-        format!("vouchCa=crl-{id2},{BASE}"),
-        format!("vouchCa=service-{id2},{BASE}"),
+        format!("vouchCa={id2},ou=cas,{base}"),
+        format!("vouchCa=crl-{id2},{base}"),
+        format!("vouchCa=service-{id2},{base}"),
     ] {
         let o = slapd.ldap_tool("ldapdelete", &["-r", &dn], None);
         assert!(o.success(), "{dn}: {o}");
@@ -654,18 +685,19 @@ fn a_master_lost_for_good_is_restored_from_its_backup_or_its_nodes_renew_elsewhe
 }
 
 /// Replaces the `ou=cas` entry of master CA `id` with `pem` (as a store writer could).
-fn put_ca_entry(slapd: &Slapd, id: &str, pem: &[u8]) {
+fn put_ca_entry(slapd: &dyn Directory, id: &str, pem: &[u8]) {
+    let base = slapd.base();
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCa={id},ou=cas,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+            "dn: vouchCa={id},ou=cas,{base}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
         ))
         .ok();
 }
 
 /// The CRL master 2 holds of itself, as served (DER), and its serials as master 1 serves them.
-fn revoke_at(slapd: &Slapd, m: &Master, name: &str) {
+fn revoke_at(slapd: &dyn Directory, m: &Master, name: &str) {
     ok(&v(slapd, &m.dir).args(["revoke", name]).output().unwrap());
 }
 
@@ -675,7 +707,16 @@ fn revoke_at(slapd: &Slapd, m: &Master, name: &str) {
 /// increment), or free its names (its service entry removed).
 #[test]
 fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_its_names() {
-    let slapd = store();
+    a_store_writer_cannot_roll_back(&openldap_store());
+}
+
+#[test]
+fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_its_names_on_389ds() {
+    a_store_writer_cannot_roll_back(&Ds389::store("a_store_writer_cannot_roll_back"));
+}
+
+fn a_store_writer_cannot_roll_back(slapd: &dyn Directory) {
+    let base = slapd.base();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let (d1, d2) = (t.join("m1"), t.join("m2"));
@@ -725,8 +766,8 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
 
     // 2. Frozen: n1 revoked, and the entry's revision set back at once: master 1 still
     // takes the new CRL within a minute.
-    let rev = |slapd: &Slapd| {
-        let o = slapd.ldapsearch(&format!("vouchCa=crl-{id2},{BASE}"), "(objectClass=*)", &["vouchRevision"]);
+    let rev = |slapd: &dyn Directory| {
+        let o = slapd.ldapsearch(&format!("vouchCa=crl-{id2},{base}"), "(objectClass=*)", &["vouchRevision"]);
         o.ok().lines().find_map(|l| l.strip_prefix("vouchRevision: ")).unwrap_or("0").trim().parse::<u64>().unwrap_or(0)
     };
     let before = rev(&slapd);
@@ -742,7 +783,7 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
     // 3. Blocked: a revision the server cannot increment; n2's revocation still published.
     slapd
         .ldapmodify(&format!(
-            "dn: vouchCa=crl-{id2},{BASE}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: 99999999999999999999999999\n"
+            "dn: vouchCa=crl-{id2},{base}\nchangetype: modify\nreplace: vouchRevision\nvouchRevision: 99999999999999999999999999\n"
         ))
         .ok();
     revoke_at(&slapd, &m2, &serials[2].0);
@@ -750,7 +791,7 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
 
     // 4. Names: master 2's service entry removed: its names stay reserved at master 1, and
     // master 2 publishes it again.
-    let o = slapd.ldap_tool("ldapdelete", &[&format!("vouchCa=service-{id2},{BASE}")], None);
+    let o = slapd.ldap_tool("ldapdelete", &[&format!("vouchCa=service-{id2},{base}")], None);
     assert!(o.success(), "{o}");
     std::thread::sleep(Duration::from_secs(1));
     let key = common::agents::p256();
@@ -762,6 +803,6 @@ fn review_a_store_writer_cannot_roll_back_freeze_or_block_a_masters_crl_or_free_
     );
     assert!(cert.is_none(), "master 1 issued master 2's name once its entry was removed: {said}");
     wait_until(Duration::from_secs(15), "master 2 publishes its service certificate again", || {
-        slapd.has_dn(&format!("vouchCa=service-{id2},{BASE}"))
+        slapd.has_dn(&format!("vouchCa=service-{id2},{base}"))
     });
 }

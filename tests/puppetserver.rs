@@ -190,7 +190,9 @@ fn the_seeds_story_on_a_stock_puppet_server() {
     let o = Command::new("bash").arg(support.join("setup.sh")).arg(&lab.server).arg(port.to_string()).output();
     ok(&o.unwrap());
     // The replay journal is a shared LDAP store (issue 15): the hook and a `vouch serve`
-    // master (started below) spend attributes in one place.
+    // master (started below) spend attributes in one place. OpenLDAP only: a second Puppet
+    // Server start for what tests/ldap.rs's `_on_389ds` tests cover (the hook and a master
+    // sharing one-time use).
     let slapd = common::slapd::Slapd::start(&common::ldap_lab::slapd_opts());
     let store = common::ldap_lab::store_env(&slapd);
     ok(&vouch().envs(store.clone()).args(["ldap", "init", "--create-base"]).output().unwrap());

@@ -1,4 +1,7 @@
-//! The root CRL through the shared (LDAP) store, against a private slapd and the real binary:
+//! The root CRL through the shared (LDAP) store, against the real binary and each directory
+//! server: a private slapd, and a base DN of its own on the test binary's private 389
+//! Directory Server (tests/common/ds389.rs). Each scenario is written once, taking the
+//! server (`Box<dyn Directory>`), and run by a test on each (`_on_389ds` for 389 DS):
 //! a conductor revoked where the root key is (master A, `vouch conductor revoke` with
 //! --store) is refused by a further master (B: `ca init --root-cert --root-key`, no root key,
 //! no copy of the root CRL) through the hook and through a running `vouch serve`; a root CRL
@@ -6,7 +9,8 @@
 
 mod common;
 
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master, BASE};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master};
 use common::processes::{waits_for_flock, Wait, Watchdog};
 use common::slapd::Slapd;
 use common::{cli_vouched_csr, ok, run, s, text, vouch};
@@ -14,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// A slapd with the store's containers; master A (`ca init`: the root key) with conductors
-/// c1, c2 and c3 (their files in `work`); master B under A's root, without its key.
+/// A directory server with the store's containers; master A (`ca init`: the root key) with
+/// conductors c1, c2 and c3 (their files in `work`); master B under A's root, without its key.
 struct Fleet {
-    slapd: Slapd,
+    slapd: Box<dyn Directory>,
     a: PathBuf,
     b: PathBuf,
     work: PathBuf,
@@ -25,12 +29,11 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn new() -> Fleet {
-        let slapd = Slapd::start(&slapd_opts());
+    fn new(slapd: Box<dyn Directory>) -> Fleet {
         let t = tempfile::tempdir().unwrap();
         let work = t.path().to_path_buf();
         let (a, b) = (work.join("a"), work.join("b"));
-        ok(&run(vouch().envs(store_env(&slapd)).args(["--dir", s(&work), "ldap", "init", "--create-base"]), None));
+        ok(&run(vouch().envs(store_env(&*slapd)).args(["--dir", s(&work), "ldap", "init", "--create-base"]), None));
         ok(&run(vouch().args(["--dir", s(&a), "ca", "init"]), None));
         for c in ["c1", "c2", "c3"] {
             let (cert, key) = (work.join(format!("{c}.pem")), work.join(format!("{c}.key")));
@@ -50,7 +53,7 @@ impl Fleet {
     /// `vouch --dir DIR` on the shared store.
     fn shared(&self, dir: &Path) -> Command {
         let mut c = vouch();
-        c.envs(store_env(&self.slapd)).args(["--dir", s(dir)]);
+        c.envs(store_env(&*self.slapd)).args(["--dir", s(dir)]);
         c
     }
 
@@ -76,7 +79,8 @@ impl Fleet {
         let b64 = base64::engine::general_purpose::STANDARD.encode(der);
         self.slapd
             .ldapmodify(&format!(
-                "dn: vouchCa=root-crl,{BASE}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n"
+                "dn: vouchCa=root-crl,{}\nchangetype: modify\nreplace: vouchCertificate\nvouchCertificate:: {b64}\n",
+                self.slapd.base()
             ))
             .ok();
     }
@@ -84,12 +88,26 @@ impl Fleet {
     /// The root CRL the store holds (DER).
     fn in_store(&self) -> Vec<u8> {
         use base64::Engine;
-        let out = self.slapd.ldapsearch(&format!("vouchCa=root-crl,{BASE}"), "(objectClass=*)", &["vouchCertificate"]);
+        let out = self.slapd.ldapsearch(
+            &format!("vouchCa=root-crl,{}", self.slapd.base()),
+            "(objectClass=*)",
+            &["vouchCertificate"],
+        );
         let line = out.ok().lines().find_map(|l| l.strip_prefix("vouchCertificate:: ")).map(str::to_string);
         base64::engine::general_purpose::STANDARD
             .decode(line.unwrap_or_else(|| panic!("no CRL in the store: {out}")))
             .unwrap()
     }
+}
+
+/// A private slapd.
+fn openldap() -> Box<dyn Directory> {
+    Box::new(Slapd::start(&slapd_opts()))
+}
+
+/// A base DN of its own (`ou=NAME`) on the test binary's 389 Directory Server.
+fn on_389ds(name: &str) -> Box<dyn Directory> {
+    Box::new(Ds389::store(name))
 }
 
 /// The DER of a PEM CRL file.
@@ -137,7 +155,16 @@ fn refused_with(o: &Output, code: &str) {
 /// (every 5 s with a shared store), with no restart. Before the revocation both granted it.
 #[test]
 fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shared_store() {
-    let f = Fleet::new();
+    revoked_conductor_refused_elsewhere(openldap());
+}
+
+#[test]
+fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shared_store_on_389ds() {
+    revoked_conductor_refused_elsewhere(on_389ds("revoked_conductor"));
+}
+
+fn revoked_conductor_refused_elsewhere(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     // A second further master, serving: started before the revocation.
     let b2 = f.work.join("b2");
     ok(&run(
@@ -146,7 +173,7 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
             .args(["--root-key", s(&f.a.join("ca/root_key.pem"))]),
         None,
     ));
-    let server = Master::start(&f.slapd, &b2, "ca-b2.test");
+    let server = Master::start(&*f.slapd, &b2, "ca-b2.test");
     let watchdog = Watchdog::kill_after(server.pid(), "vouch serve", Duration::from_secs(180));
 
     // Before: B's hook and B2's server grant what c1 vouches for.
@@ -205,7 +232,16 @@ fn a_conductor_revoked_at_the_root_is_refused_by_another_master_through_the_shar
 /// newer one (published twice, the older second: the newer stays).
 #[test]
 fn a_forged_or_older_root_crl_in_the_store_is_not_taken() {
-    let f = Fleet::new();
+    forged_or_older_not_taken(openldap());
+}
+
+#[test]
+fn a_forged_or_older_root_crl_in_the_store_is_not_taken_on_389ds() {
+    forged_or_older_not_taken(on_389ds("forged_or_older"));
+}
+
+fn forged_or_older_not_taken(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     // Revoked without the store (a file-store command), c1 then c3: two root CRLs.
     ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
     let older = f.work.join("older_crl.pem");
@@ -254,7 +290,9 @@ fn a_forged_or_older_root_crl_in_the_store_is_not_taken() {
     assert!(out.contains("published the root CRL"), "{out}");
     assert_eq!(f.in_store(), newer);
     // An entry left without its value (an operator's edit) is filled again.
-    f.slapd.ldapmodify(&format!("dn: vouchCa=root-crl,{BASE}\nchangetype: modify\ndelete: vouchCertificate\n")).ok();
+    f.slapd
+        .ldapmodify(&format!("dn: vouchCa=root-crl,{}\nchangetype: modify\ndelete: vouchCertificate\n", f.slapd.base()))
+        .ok();
     let out = ok(&run(f.shared(&f.a).args(["conductor", "publish-crl"]), None));
     assert!(out.contains("published the root CRL"), "{out}");
     assert_eq!(f.in_store(), newer);
@@ -280,7 +318,16 @@ fn publish_crl_without_a_shared_store_says_what_to_give() {
 /// `review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken`.)
 #[test]
 fn concurrent_publications_leave_the_highest_numbered_root_crl() {
-    let f = Fleet::new();
+    concurrent_publications(openldap());
+}
+
+#[test]
+fn concurrent_publications_leave_the_highest_numbered_root_crl_on_389ds() {
+    concurrent_publications(on_389ds("concurrent_publications"));
+}
+
+fn concurrent_publications(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     let mut crls = Vec::new();
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (i, c) in ["c1", "c2", "c3"].iter().enumerate() {
@@ -321,7 +368,16 @@ fn concurrent_publications_leave_the_highest_numbered_root_crl() {
 /// misses), nor taken by B if put in the store: B keeps refusing c1.
 #[test]
 fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken() {
-    let f = Fleet::new();
+    crl_dropping_a_revocation_refused(openldap());
+}
+
+#[test]
+fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken_on_389ds() {
+    crl_dropping_a_revocation_refused(on_389ds("dropping_a_revocation"));
+}
+
+fn crl_dropping_a_revocation_refused(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     let backup = f.work.join("a-backup");
     assert!(Command::new("cp").args(["-a", s(&f.a), s(&backup)]).status().unwrap().success());
     ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
@@ -356,8 +412,17 @@ fn review_a_root_crl_that_drops_a_revocation_is_neither_published_nor_taken() {
 /// keeps M.
 #[test]
 fn review_the_shared_root_crl_is_compared_and_written_under_a_lock() {
+    compared_and_written_under_a_lock(openldap());
+}
+
+#[test]
+fn review_the_shared_root_crl_is_compared_and_written_under_a_lock_on_389ds() {
+    compared_and_written_under_a_lock(on_389ds("under_a_lock"));
+}
+
+fn compared_and_written_under_a_lock(d: Box<dyn Directory>) {
     use std::os::unix::fs::MetadataExt;
-    let f = Fleet::new();
+    let f = Fleet::new(d);
     ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
     // M: c3 too, not published (a file-store command), written to B by "the other process".
     ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c3"))]), None));
@@ -403,7 +468,16 @@ fn review_the_shared_root_crl_is_compared_and_written_under_a_lock() {
 /// whose issuer is not the root is no root CRL: the store's genuine one replaces it.
 #[test]
 fn review_a_master_cas_crl_in_place_of_the_root_crl_is_replaced_by_the_stores() {
-    let f = Fleet::new();
+    master_crl_in_place_replaced(openldap());
+}
+
+#[test]
+fn review_a_master_cas_crl_in_place_of_the_root_crl_is_replaced_by_the_stores_on_389ds() {
+    master_crl_in_place_replaced(on_389ds("master_crl_in_place"));
+}
+
+fn master_crl_in_place_replaced(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     ok(&run(f.shared(&f.a).args(["conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
     // B's CRL written again after the root's (its number higher), copied over root_crl.pem.
     std::thread::sleep(Duration::from_millis(5));
@@ -424,7 +498,16 @@ fn review_a_master_cas_crl_in_place_of_the_root_crl_is_replaced_by_the_stores() 
 /// the file it pointed to is not written through it.
 #[test]
 fn review_a_link_at_root_crl_pem_is_replaced_not_written_through() {
-    let f = Fleet::new();
+    link_replaced_not_written_through(openldap());
+}
+
+#[test]
+fn review_a_link_at_root_crl_pem_is_replaced_not_written_through_on_389ds() {
+    link_replaced_not_written_through(on_389ds("link_at_root_crl"));
+}
+
+fn link_replaced_not_written_through(d: Box<dyn Directory>) {
+    let f = Fleet::new(d);
     ok(&run(vouch().args(["--dir", s(&f.a), "conductor", "revoke", "--cert", s(&f.cert("c1"))]), None));
     let victim = f.work.join("victim.pem");
     std::fs::copy(f.a.join("ca/root_crl.pem"), &victim).unwrap();

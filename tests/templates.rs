@@ -3,11 +3,13 @@
 //! template's classification, up to its max uses, until it expires; first use wins per
 //! instance; the count is shared by every master. Driven through the real binary (CSRs
 //! made by `vouch csr` as a Puppet agent makes them; `vouch sign`, `vouch autosign`,
-//! and two `vouch serve` masters on one slapd).
+//! and two `vouch serve` masters on one directory server: a private slapd, and a base DN of
+//! its own on the test binary's private 389 Directory Server, `_on_389ds`).
 
 mod common;
 
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master};
 use common::slapd::Slapd;
 use common::{fixture, ok, s, text, vouch};
 use std::path::{Path, PathBuf};
@@ -234,6 +236,15 @@ fn two_masters_on_one_slapd_share_a_templates_count() {
     let mut init = vouch();
     init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
     ok(&init.output().unwrap());
+    two_masters_share_a_templates_count(&slapd);
+}
+
+#[test]
+fn two_masters_on_one_slapd_share_a_templates_count_on_389ds() {
+    two_masters_share_a_templates_count(&Ds389::store("templates_count"));
+}
+
+fn two_masters_share_a_templates_count(slapd: &dyn Directory) {
     let t = tempfile::tempdir().unwrap();
     let (d1, d2) = (t.path().join("m1"), t.path().join("m2"));
     lab(&d1, "\n[templates]\nallow_unbound = true\n");
@@ -243,7 +254,7 @@ fn two_masters_on_one_slapd_share_a_templates_count() {
         .output()
         .unwrap());
     edit_policy(&d2, "\n[templates]\nallow_unbound = true\n");
-    let (m1, m2) = (Master::start(&slapd, &d1, "ca1.test"), Master::start(&slapd, &d2, "ca2.test"));
+    let (m1, m2) = (Master::start(slapd, &d1, "ca1.test"), Master::start(slapd, &d2, "ca2.test"));
     ok(&sign_template(&d1, &d1, PATTERN, "4", &[]));
     // Six instances, three at each master, all at once: exactly four certificates.
     let csrs: Vec<(String, Vec<u8>)> = (1..=6)
@@ -271,7 +282,7 @@ fn two_masters_on_one_slapd_share_a_templates_count() {
     assert_eq!(issued, 4, "{results:?}\n{}\n{}", m1.log(), m2.log());
     // The refused ones are pending for the template's exhaustion, as either master lists them.
     let listed =
-        ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d2), "list", "--format", "json"]).output().unwrap());
+        ok(&vouch().envs(store_env(slapd)).args(["--dir", s(&d2), "list", "--format", "json"]).output().unwrap());
     assert_eq!(listed.matches("template-exhausted").count(), 2, "{listed}");
     // A seventh, later, at the other master: still refused.
     let late = std::fs::read(node_csr(&d1, "web-7.asg.example.test", 0)).unwrap();

@@ -173,6 +173,22 @@ impl Ds389 {
         );
     }
 
+    /// An instance of the calling test's own, set up as [`Ds389::shared`] is: for a test that
+    /// stops or restarts the server (the shared one serves the binary's other tests
+    /// meanwhile). Stopped and removed when dropped.
+    pub fn private(tag: &str) -> Ds389 {
+        let ds = Ds389::create(tag);
+        ds.set_up();
+        ds
+    }
+
+    /// Stops the instance if it runs, then starts it again on the same port and database;
+    /// returns once it answers.
+    pub fn restart(&self) {
+        self.stop();
+        self.launch();
+    }
+
     /// A base DN of its own for the test `name` on this instance (see [`Ds389::store`]).
     pub fn store_here(&self, name: &str) -> Ds389Store<'_> {
         let ds = self;
@@ -194,7 +210,7 @@ impl Ds389 {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("share/dirsrv/inf")).expect("mkdir");
         write_private(&dir.join("share/dirsrv/inf/defaults.inf"), &private_defaults(&dir));
-        let name = format!("v{}{}", std::process::id(), &tag[..1]);
+        let name = format!("v{}{}", std::process::id(), tag.replace(|c: char| !c.is_ascii_alphanumeric(), ""));
         let [port, tls_port] = free_ports::<2>();
         let password = random_password();
         write_private(&dir.join("manager-password"), &password);
@@ -321,7 +337,7 @@ impl Ds389 {
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
-    /// Stops the instance (it is not started again: for the end of a test binary's use).
+    /// Stops the instance (SIGTERM, then SIGKILL after 10 s); [`Ds389::restart`] starts it again.
     pub fn stop(&self) {
         if let Some(child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
             terminate(child, "ns-slapd");
@@ -342,6 +358,9 @@ impl Directory for Ds389Store<'_> {
     fn url(&self, base: &str) -> String {
         self.ds.url(base)
     }
+    fn port(&self) -> u16 {
+        self.ds.port
+    }
     fn base(&self) -> String {
         self.base.clone()
     }
@@ -361,6 +380,15 @@ impl Directory for Ds389Store<'_> {
     }
     fn server(&self) -> &'static str {
         "389ds"
+    }
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+        self.ds.manager(tool, args, stdin)
+    }
+    fn stop(&self) {
+        self.ds.stop();
+    }
+    fn restart(&self) {
+        self.ds.restart();
     }
 }
 

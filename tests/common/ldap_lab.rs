@@ -27,6 +27,8 @@ pub fn slapd_opts() -> SlapdOpts {
 pub trait Directory: Sync {
     /// `ldap://127.0.0.1:PORT/BASE`.
     fn url(&self, base: &str) -> String;
+    /// The loopback port of `ldap://`.
+    fn port(&self) -> u16;
     /// The store's base DN.
     fn base(&self) -> String;
     /// The DN vouch binds as.
@@ -39,11 +41,36 @@ pub trait Directory: Sync {
     fn ldapmodify(&self, ldif: &str) -> LdapOutput;
     /// "openldap" or "389ds", for messages.
     fn server(&self) -> &'static str;
+    /// An ldap tool (ldapadd, ldapdelete...) bound as the server's administrator, `args` after
+    /// the connection options.
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput;
+    /// Stops the server (a test's own: never the 389 DS instance the binary's tests share).
+    fn stop(&self);
+    /// Stops the server if it runs and starts it again, same port and database; returns once
+    /// it answers.
+    fn restart(&self);
+
+    /// `ldapadd` of `ldif` as the server's administrator.
+    fn ldapadd(&self, ldif: &str) -> LdapOutput {
+        self.ldap_tool("ldapadd", &[], Some(ldif))
+    }
+    /// Whether the entry `dn` exists. Panics on any answer but found / "No such object" (32).
+    fn has_dn(&self, dn: &str) -> bool {
+        let out = self.ldap_tool("ldapsearch", &["-LLL", "-b", dn, "-s", "base", "(objectClass=*)", "1.1"], None);
+        match out.code {
+            0 => true,
+            32 => false,
+            _ => panic!("{}: search of {dn}: {out}", self.server()),
+        }
+    }
 }
 
 impl Directory for Slapd {
     fn url(&self, base: &str) -> String {
         Slapd::url(self, base)
+    }
+    fn port(&self) -> u16 {
+        Slapd::port(self)
     }
     fn base(&self) -> String {
         BASE.into()
@@ -63,11 +90,23 @@ impl Directory for Slapd {
     fn server(&self) -> &'static str {
         "openldap"
     }
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+        Slapd::ldap_tool(self, tool, args, stdin)
+    }
+    fn stop(&self) {
+        Slapd::stop(self);
+    }
+    fn restart(&self) {
+        Slapd::restart(self);
+    }
 }
 
 impl<T: Directory + ?Sized> Directory for &T {
     fn url(&self, base: &str) -> String {
         (**self).url(base)
+    }
+    fn port(&self) -> u16 {
+        (**self).port()
     }
     fn base(&self) -> String {
         (**self).base()
@@ -87,6 +126,63 @@ impl<T: Directory + ?Sized> Directory for &T {
     fn server(&self) -> &'static str {
         (**self).server()
     }
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+        (**self).ldap_tool(tool, args, stdin)
+    }
+    fn stop(&self) {
+        (**self).stop();
+    }
+    fn restart(&self) {
+        (**self).restart();
+    }
+}
+
+impl<T: Directory + ?Sized> Directory for Box<T> {
+    fn url(&self, base: &str) -> String {
+        (**self).url(base)
+    }
+    fn port(&self) -> u16 {
+        (**self).port()
+    }
+    fn base(&self) -> String {
+        (**self).base()
+    }
+    fn bind_dn(&self) -> String {
+        (**self).bind_dn()
+    }
+    fn password_file(&self) -> PathBuf {
+        (**self).password_file()
+    }
+    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
+        (**self).ldapsearch(base, filter, attrs)
+    }
+    fn ldapmodify(&self, ldif: &str) -> LdapOutput {
+        (**self).ldapmodify(ldif)
+    }
+    fn server(&self) -> &'static str {
+        (**self).server()
+    }
+    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+        (**self).ldap_tool(tool, args, stdin)
+    }
+    fn stop(&self) {
+        (**self).stop();
+    }
+    fn restart(&self) {
+        (**self).restart();
+    }
+}
+
+/// A private slapd with the store's containers at [`BASE`] (`vouch ldap init --create-base`).
+pub fn openldap_store() -> Slapd {
+    let slapd = Slapd::start(&slapd_opts());
+    let out = super::vouch()
+        .envs(store_env(&slapd))
+        .args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"])
+        .output()
+        .unwrap();
+    ok(&out);
+    slapd
 }
 
 /// The environment that points vouch at a directory's store (simple bind, password file).

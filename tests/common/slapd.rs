@@ -462,12 +462,18 @@ pub fn run_tool(tool: &str, args: &[&str], stdin: Option<&str>, limit: Duration)
     let input = stdin.map(str::to_owned);
     let pipe = child.stdin.take();
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    // Written from a thread of its own while the output is read: a tool that answers each
+    // entry (ldapadd's "adding new entry") fills its stdout pipe long before a large input ends.
+    let writer = std::thread::spawn(move || {
         if let (Some(mut pipe), Some(input)) = (pipe, input) {
             // The tool may exit without reading all of it (an error first): that is its answer.
             let _ = pipe.write_all(input.as_bytes());
         }
-        let _ = tx.send(child.wait_with_output());
+    });
+    std::thread::spawn(move || {
+        let out = child.wait_with_output();
+        let _ = writer.join();
+        let _ = tx.send(out);
     });
     let out = match rx.recv_timeout(limit) {
         Ok(out) => out,

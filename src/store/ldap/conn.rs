@@ -44,6 +44,8 @@ pub struct Server {
 /// LDAP result codes vouch acts on (RFC 4511).
 pub mod rc {
     pub const SUCCESS: u32 = 0;
+    pub const SIZE_LIMIT_EXCEEDED: u32 = 4;
+    pub const ADMIN_LIMIT_EXCEEDED: u32 = 11;
     pub const NO_SUCH_ATTRIBUTE: u32 = 16;
     pub const TYPE_OR_VALUE_EXISTS: u32 = 20;
     pub const NO_SUCH_OBJECT: u32 = 32;

@@ -30,6 +30,19 @@ fn failed(op: &'static str, dn: &str, res: &ldap3::LdapResult) -> StoreError {
                 res.text
             ),
         },
+        // A listing held to the server's limits: an error, never the entries up to the limit.
+        code @ (rc::SIZE_LIMIT_EXCEEDED | rc::ADMIN_LIMIT_EXCEEDED) => StoreError::Ldap {
+            op,
+            dn: dn.to_string(),
+            detail: format!(
+                "result {code} ({}: {}): the server's search limits for the bind DN are lower than what the store \
+                 holds, and vouch reads every entry of a listing or a CRL; lift them for that DN (OpenLDAP: \
+                 'limits dn.exact=\"BIND-DN\" size=unlimited'; 389 Directory Server: nsSizeLimit, \
+                 nsLookThroughLimit, nsPagedSizeLimit and nsPagedLookThroughLimit -1 on its entry; docs/ldap.md)",
+                if code == rc::SIZE_LIMIT_EXCEEDED { "size limit exceeded" } else { "administrative limit exceeded" },
+                res.text
+            ),
+        },
         code => StoreError::Ldap { op, dn: dn.to_string(), detail: format!("result {code}: {}", res.text) },
     }
 }
