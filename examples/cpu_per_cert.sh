@@ -15,13 +15,17 @@
 #                                      # every run a row, then the medians and B ÷ A
 #
 # Settings: AGENTS (concurrency levels, comma-separated; default 64), KEYS (vouch's CA key
-# types; default "p256 rsa4096"), PER (certificates per agent; default 32 for P-256 and other
+# types; default "rsa4096 p256"), PER (certificates per agent; default 32 for P-256 and other
 # elliptic keys, 12 for RSA), ROUNDS (A/B rounds, 1-20; default 4), PUPPETSERVER=0 (leave
 # Puppet Server out of the sitting), PS_PER (its certificates per agent; default 4), PORT (the
 # first port used; default 18500), VOUCH (the build measured in a sitting; default
 # target/release/vouch), LOAD (the load tool: a build with the `bench` feature; default
 # target/release/vouch, else B), KEEP=1 (keep the stores and the servers' logs).
 #
+# CPU time is counted in clock ticks (10 ms): a run needs a thousand certificates or more for
+# its CPU per certificate to be read to 0.01 ms (64 agents × 32 = 2,048 by default). On a
+# machine busy with other work the CPU per certificate moves too (by a third between two runs
+# of one binary at a load average of 20-30): judge a change by the medians of alternating runs.
 # Each run serves a new store, warmed up with 80 certificates that are not counted. Stores are
 # kept until the end: on ext4 without a journal, creating files right after deleting many is
 # several times slower (docs/benchmarks.md, section 9).
@@ -35,7 +39,7 @@ esac
 release=${CARGO_TARGET_DIR:-$here/target}/release/vouch
 VOUCH=${VOUCH:-$release}
 AGENTS=${AGENTS:-64}
-KEYS=${KEYS:-p256 rsa4096}
+KEYS=${KEYS:-rsa4096 p256}
 ROUNDS=${ROUNDS:-4}
 PORT=${PORT:-18500}
 PS_PER=${PS_PER:-4}
@@ -143,6 +147,10 @@ puppetserver_run() {
   wait "$pid" 2>/dev/null || true
 }
 
+# A key type as the docs write it.
+label() {
+  case $1 in p256) echo P-256 ;; p384) echo P-384 ;; ed25519) echo Ed25519 ;; rsa*) echo "RSA-${1#rsa}" ;; esac
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "<!-- $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); load tool $LOAD -->"
@@ -167,7 +175,7 @@ if [ "$mode" = sitting ]; then
   head="| agents |"
   sep="|---|"
   [ -n "${got[ps]:-}" ] && { head="$head Puppet Server, RSA-4096 |"; sep="$sep---|"; }
-  for key in $KEYS; do head="$head vouch, $key |"; sep="$sep---|"; done
+  for key in $KEYS; do head="$head vouch, $(label "$key") |"; sep="$sep---|"; done
   [ -n "${got[ps]:-}" ] && { head="$head Puppet Server's CPU ÷ vouch's, per certificate |"; sep="$sep---|"; }
   echo
   echo "Per cell: certificates/s (p99; server peak RSS; **server CPU per certificate**; the load tool's CPU per certificate)."
@@ -184,7 +192,7 @@ if [ "$mode" = sitting ]; then
       for key in $KEYS; do
         r=$(awk -v a="$(echo "${got[ps,$i]}" | cut -d' ' -f5)" -v b="$(echo "${got[$key,$i]}" | cut -d' ' -f5)" \
           'BEGIN { printf "%.0f×", a / b }')
-        ratios="$ratios${ratios:+, }$key $r"
+        ratios="$ratios${ratios:+, }$(label "$key") $r"
       done
       line="$line $ratios |"
     fi
@@ -219,8 +227,12 @@ else
       m() { awk -v k="$key" -v s="$side" -v c="$1" '$1 == k && $2 == s { print $c }' "$work/ab" | median; }
       LC_ALL=C printf "| %s | %s | %'.0f/s | %.1f ms | %.0f MB | **%.3f ms** |\n" "$key" "$side" "$(m 3)" "$(m 4)" "$(m 5)" "$(m 6)"
     done
+  done
+  echo
+  for key in $KEYS; do
     a=$(awk -v k="$key" '$1 == k && $2 == "A" { print $6 }' "$work/ab" | median)
     b=$(awk -v k="$key" '$1 == k && $2 == "B" { print $6 }' "$work/ab" | median)
-    awk -v k="$key" -v a="$a" -v b="$b" 'BEGIN { printf "\n%s: B ÷ A, median server CPU per certificate: %.3f (%+.1f%%)\n", k, b / a, (b / a - 1) * 100 }'
+    awk -v k="$key" -v a="$a" -v b="$b" \
+      'BEGIN { printf "%s: B ÷ A, median server CPU per certificate: %.3f (%+.1f%%)  \n", k, b / a, (b / a - 1) * 100 }'
   done
 fi
