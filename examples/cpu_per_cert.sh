@@ -28,7 +28,10 @@
 # of one binary at a load average of 20-30): judge a change by the medians of alternating runs.
 # Each run serves a new store, warmed up with 80 certificates that are not counted. Stores are
 # kept until the end: on ext4 without a journal, creating files right after deleting many is
-# several times slower (docs/benchmarks.md, section 9).
+# several times slower (docs/benchmarks.md, section 9). The same holds for the next run of this
+# script: started within minutes of the last one's end, it measures that (P-256 at 1.4 ms per
+# certificate instead of 0.6–0.9 in one such run); wait five minutes, or use KEEP=1 and delete
+# the kept directory later.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 case ${1:-} in
@@ -93,6 +96,11 @@ per_for() { # KEY
 fields() {
   awk '$1 ~ /^[0-9]+$/ && NF >= 14 { print $5, $6, $7, $8, $10, $12, $2, $3 }'
 }
+# A process's user and system CPU so far, in clock ticks (every thread counted).
+ticks() {
+  sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12, $13 }'
+}
+hz=$(getconf CLK_TCK)
 # One cell: "rate/s (p99 ms; RSS MB; **CPU ms**; load tool's ms)".
 cell() { # rate p50 p99 rss cpu client certs failed
   local f=""
@@ -115,8 +123,11 @@ vouch_run() {
   grep -q '"event":"listening"' "$d.out" ||
     { echo "$bin did not start on port $port (another PORT= may help):" >&2; cat "$d.out" >&2; exit 1; }
   "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents 8 --per-agent 10 >/dev/null
+  local t0
+  t0=$(ticks "$pid")
   "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents "$AGENTS" --per-agent "$(per_for "$key")" \
     --server-pid "$pid" | tee -a "$work/raw" | fields
+  echo "$t0 $(ticks "$pid")" >"$work/ticks"
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
 }
@@ -201,8 +212,8 @@ if [ "$mode" = sitting ]; then
 else
   echo "<!-- A: $A; B: $B; AGENTS=$AGENTS KEYS=\"$KEYS\" ROUNDS=$ROUNDS, alternating -->"
   echo
-  echo "| round | CA key | build | certs/s | p50 | p99 | peak RSS | **server CPU/cert** | load tool CPU/cert |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| round | CA key | build | certs/s | p50 | p99 | peak RSS | **server CPU/cert** | of which user / system | load tool CPU/cert |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   : >"$work/ab"
   for round in $(seq "$ROUNDS"); do
     for key in $KEYS; do
@@ -212,8 +223,9 @@ else
         while read -r rate p50 p99 rss cpu client certs failed; do
           f=""
           [ "$failed" != 0 ] && f=" ($failed failed)"
-          LC_ALL=C printf "| %s | %s | %s | %'.0f/s%s | %.1f ms | %.1f ms | %.0f MB | **%.3f ms** | %.3f ms |\n" \
-            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$client"
+          split=$(awk -v hz="$hz" -v n="$certs" '{ printf "%.3f / %.3f ms", ($3 - $1) * 1000 / hz / n, ($4 - $2) * 1000 / hz / n }' "$work/ticks")
+          LC_ALL=C printf "| %s | %s | %s | %'.0f/s%s | %.1f ms | %.1f ms | %.0f MB | **%.3f ms** | %s | %.3f ms |\n" \
+            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$split" "$client"
           echo "$key $side $rate $p99 $rss $cpu" >>"$work/ab"
         done <"$work/rows"
       done
