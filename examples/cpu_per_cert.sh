@@ -14,6 +14,10 @@
 #                                      # two builds, alternating A, B, A, B per key type:
 #                                      # every run a row, then the medians and B ÷ A
 #
+# SYSCALLS=1 (A/B only) runs the server under `strace -c -f` and adds its system calls per
+# certificate (and how many failed) to each row: a count that does not move with the load, to
+# judge a change that removes calls; strace slows the server, so its CPU figures then mean nothing.
+#
 # Settings: AGENTS (concurrency levels, comma-separated; default 64), KEYS (vouch's CA key
 # types; default "rsa4096 p256"), PER (certificates per agent; default 32 for P-256 and other
 # elliptic keys, 12 for RSA), ROUNDS (A/B rounds, 1-20; default 4), PUPPETSERVER=0 (leave
@@ -123,11 +127,21 @@ vouch_run() {
   grep -q '"event":"listening"' "$d.out" ||
     { echo "$bin did not start on port $port (another PORT= may help):" >&2; cat "$d.out" >&2; exit 1; }
   "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents 8 --per-agent 10 >/dev/null
-  local t0
+  local t0 st=""
+  if [ -n "${SYSCALLS:-}" ]; then
+    strace -c -f -q -p "$pid" -o "$d.strace" &
+    st=$!
+    sleep 1
+  fi
   t0=$(ticks "$pid")
   "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents "$AGENTS" --per-agent "$(per_for "$key")" \
     --server-pid "$pid" | tee -a "$work/raw" | fields
   echo "$t0 $(ticks "$pid")" >"$work/ticks"
+  if [ -n "$st" ]; then
+    kill -INT "$st"
+    wait "$st" 2>/dev/null || true
+    awk '$NF == "total" { print $4, (NF == 6 ? $5 : 0) }' "$d.strace" >"$work/syscalls"
+  fi
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
 }
@@ -223,9 +237,10 @@ else
         while read -r rate p50 p99 rss cpu client certs failed; do
           f=""
           [ "$failed" != 0 ] && f=" ($failed failed)"
+          [ -n "${SYSCALLS:-}" ] && split_sc="; $(awk -v n="$certs" '{ printf "%.1f system calls (%.1f failing)", $1 / n, $2 / n }' "$work/syscalls")"
           split=$(awk -v hz="$hz" -v n="$certs" '{ printf "%.3f / %.3f ms", ($3 - $1) * 1000 / hz / n, ($4 - $2) * 1000 / hz / n }' "$work/ticks")
           LC_ALL=C printf "| %s | %s | %s | %'.0f/s%s | %.1f ms | %.1f ms | %.0f MB | **%.3f ms** | %s | %.3f ms |\n" \
-            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$split" "$client"
+            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$split${split_sc:-}" "$client"
           echo "$key $side $rate $p99 $rss $cpu" >>"$work/ab"
         done <"$work/rows"
       done
