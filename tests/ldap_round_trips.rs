@@ -8,12 +8,13 @@ mod common;
 
 use common::agents::{csr_for, p256};
 use common::ds389::Ds389;
-use common::ldap_lab::{slapd_opts, store_env, Directory, Master};
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::slapd::Slapd;
-use common::{ok, s, vouch};
+use common::{ok, run, s, text, vouch};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const CLASSIFICATION: &str = "classes:\n  - role::web\n";
@@ -51,8 +52,10 @@ fn master(d: &dyn Directory, dir: &Path, on_existing: &str) -> (Master, SocketAd
 /// The LDAP operations of one new certificate: the PUT and the GET of a node, each pair's
 /// operations taken from the metrics around it. The master also reads now and then on its own
 /// (once a second at most whether its CRL is due, once a minute whether a revocation was cut
-/// short), which lands in whichever pair runs then: the pair with the fewest operations is
-/// the certificate's own cost.
+/// short and whether the journal still holds no legacy-keyed entries), which lands in
+/// whichever pair runs then: a few pairs, never most of them. So the median pair (by its
+/// count of operations, of 11) is the certificate's own cost: if only some certificates cost
+/// four, it is more.
 fn per_certificate(d: &dyn Directory, on_existing: &str) -> BTreeMap<String, u64> {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("m1");
@@ -77,9 +80,11 @@ fn per_certificate(d: &dyn Directory, on_existing: &str) -> BTreeMap<String, u64
         }
     }
     let total = |p: &BTreeMap<String, u64>| p.iter().filter(|(op, _)| *op != "bind").map(|(_, n)| n).sum::<u64>();
-    let least = pairs.iter().min_by_key(|p| total(p)).unwrap().clone();
-    eprintln!("{} ({on_existing}): per certificate {least:?}; every pair: {pairs:?}", d.server());
-    least
+    let mut sorted = pairs.clone();
+    sorted.sort_by_key(total);
+    let median = sorted[sorted.len() / 2].clone();
+    eprintln!("{} ({on_existing}): per certificate (median) {median:?}; every pair: {pairs:?}", d.server());
+    median
 }
 
 /// The figure docs/benchmarks.md gives: 2 synced writes (two adds, no modify, no delete),
@@ -159,4 +164,133 @@ fn a_legacy_journal_entry_migrated_into_ldap_stays_used() {
     let listed =
         ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
     assert!(listed.contains("attributes-replayed"), "{listed}");
+}
+
+/// A store migrated by an older vouch holds its copied journal entries and no mark of any
+/// kind (as here: every `description` of `ou=journal` removed after the migration). The
+/// masters read the legacy key unless the journal is marked as holding none, and `vouch ldap
+/// init` run again on it does not mark a journal that holds entries: attributes spent under
+/// their legacy key in the file store stay spent. (Fails if a store without a mark is taken
+/// for one without legacy entries, as when the mark said the opposite.)
+#[test]
+fn a_store_migrated_before_the_mark_keeps_legacy_entries_used() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start_env(&d1, "ca1.test", &[], &[]));
+    let name = "legacy.example.test";
+    let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
+    let expiry = time::OffsetDateTime::parse(
+        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
+    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(
+        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
+        vouch::store::journal::Claim::Fresh
+    );
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let out =
+        ok(&vouch().envs(env).args(["--dir", s(&d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
+    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    // As the previous version's migrate left the store: the same entries, no mark (16: no
+    // such attribute, as a migrate without the mark leaves it).
+    let unmark = slapd.ldapmodify(&format!("dn: ou=journal,{BASE}\nchangetype: modify\ndelete: description\n-\n"));
+    assert!(unmark.success() || unmark.code == 16, "{}", unmark.stderr);
+    // Run again on the existing store: its journal holds an entry, so no mark.
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(&d1), "ldap", "init"]);
+    let said = ok(&init.output().unwrap());
+    assert!(said.contains("the replay journal holds entries"), "{said}");
+    let desc = slapd.ldapsearch(&format!("ou=journal,{BASE}"), "(objectClass=*)", &["description"]);
+    assert!(!desc.ok().contains("no-legacy"), "ldap init marked a journal that holds entries: {}", desc.ok());
+    let m = Master::start(&slapd, &d1, "ca1.test");
+    let (put, why, cert) = common::ldap_lab::enroll(&m, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    assert!(cert.is_none(), "attributes spent under their legacy key were used again:\n{}", m.log());
+}
+
+/// The hook's bind DN, as docs/ldap.md gives it, may write the journal subtree only. The one
+/// search before the decision finds entries of class vouchRegistered with the certname
+/// anywhere under the base; only the one at the certname's own DN under `ou=certnames` is its
+/// certificate. (Fails if the search's only such entry is taken wherever it is: an entry the
+/// hook's account adds under `ou=journal`, copied from a real one, then answers a
+/// never-enrolled node "already has a signed certificate", and a compromised Puppet Server
+/// keeps any new name out of the fleet.)
+#[test]
+fn an_entry_the_hooks_account_adds_under_the_journal_is_not_a_certnames_certificate() {
+    const HOOK: &str = "cn=vouch-hook,dc=vouch,dc=test";
+    let mut opts = slapd_opts();
+    opts.database.extend([
+        format!("access to dn.subtree=\"ou=journal,{BASE}\" by dn.exact=\"{HOOK}\" write by * break"),
+        format!("access to dn.subtree=\"{BASE}\" by dn.exact=\"{HOOK}\" read by * break"),
+        format!("access to dn.exact=\"{HOOK}\" attrs=userPassword by anonymous auth by * none"),
+    ]);
+    let slapd = Slapd::start(&opts);
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let added = slapd.ldapadd(&format!(
+        "dn: {HOOK}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\ncn: vouch-hook\n\
+         userPassword: hook-secret\n"
+    ));
+    assert!(added.success(), "{}", added.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = tmp.path().join("hook.pw");
+    std::fs::write(&pw, "hook-secret").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    // A real certificate to copy: any node's.
+    let (donor, victim) = ("donor.example.test", "victim.example.test");
+    let (put, why, _) =
+        enroll(&m1, donor, &csr_for(donor, &common::agents::vouched(&d1, donor, CLASSIFICATION), &p256()));
+    assert_eq!(put, 200, "{why}");
+    let found = slapd.ldapsearch(
+        &format!("vouchCertname={donor},ou=certnames,{BASE}"),
+        "(objectClass=*)",
+        &[
+            "vouchState",
+            "vouchSerial",
+            "vouchRevision",
+            "vouchCa",
+            "vouchRecord",
+            "vouchCertificate",
+            "vouchNotAfter",
+            "vouchKey",
+        ],
+    );
+    let mut ldif = format!(
+        "dn: vouchCertname={victim},ou=journal,{BASE}\nobjectClass: vouchRegistered\nvouchCertname: {victim}\n"
+    );
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for line in found.ok().lines().filter(|l| !l.starts_with("dn:") && !l.is_empty()) {
+        if let Some(v) = line.strip_prefix("vouchRecord:: ") {
+            let json = String::from_utf8(b64.decode(v).unwrap()).unwrap().replace(donor, victim);
+            ldif.push_str(&format!("vouchRecord:: {}\n", b64.encode(json)));
+        } else if let Some(v) = line.strip_prefix("vouchRecord: ") {
+            ldif.push_str(&format!("vouchRecord: {}\n", v.replace(donor, victim)));
+        } else {
+            ldif.push_str(line);
+            ldif.push('\n');
+        }
+    }
+    let mut add = Command::new("ldapadd");
+    add.args(["-x", "-H", &slapd.url(""), "-D", HOOK, "-y", s(&pw)]);
+    let o = run(&mut add, Some(ldif.as_bytes()));
+    assert!(o.status.success(), "the hook's account may add under ou=journal (docs/ldap.md's ACL): {}", text(&o));
+    // The victim's first enrollment, with its conductor's good attributes.
+    let attrs = common::agents::vouched(&d1, victim, CLASSIFICATION);
+    let (put, why, cert) = enroll(&m1, victim, &csr_for(victim, &attrs, &p256()));
+    assert!(
+        cert.is_some(),
+        "a never-enrolled node was refused on an entry the hook's account wrote under ou=journal: \
+         PUT {put} {why}\n{}",
+        m1.log()
+    );
 }
