@@ -294,3 +294,246 @@ fn an_entry_the_hooks_account_adds_under_the_journal_is_not_a_certnames_certific
         m1.log()
     );
 }
+
+/// pending.rs: a refused request is never kept beside the name's valid certificate. Another
+/// master's issuance holds no lock with this one's keeping: a master that read no certificate
+/// of the name, keeps a bare request (anyone's key, no attributes) after the other master's
+/// issuance stored one (whose search, before, saw no request to remove). The keeper reads the
+/// registry again after keeping it, and removes it. (Fails if the keeper does not: the request
+/// stays pending beside the node's certificate.)
+#[test]
+fn a_request_kept_after_another_master_issued_for_the_name_is_removed() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let (da, db) = (tmp.path().join("a"), tmp.path().join("b"));
+    let proxy = HoldingProxy::start(slapd.port());
+    let a = Master::start(&slapd, &da, "ca1.test");
+    let b = Master::start_env(&db, "ca2.test", &via(&slapd, &proxy), &[]);
+    let name = "late.example.test";
+    // Master B: someone's bare request for the name, refused; its keeping (the add) is held.
+    proxy.hold_add_of("ou=requests");
+    let none = vouch::vouching::attrs::CsrAttributes {
+        custom_attributes: Default::default(),
+        extension_requests: Default::default(),
+    };
+    let (mut c, bare) = (b.client(), csr_for(name, &none, &p256()));
+    let put = std::thread::spawn(move || {
+        c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &bare)
+            .map(|r| (r.status, r.text()))
+    });
+    assert!(proxy.wait_held(Duration::from_secs(60)), "master B never kept the request:\n{}", b.log());
+    // Master A issues the node's certificate meanwhile (its search sees no request).
+    let attrs = common::agents::vouched(&da, name, CLASSIFICATION);
+    let (put_a, why, cert) = enroll(&a, name, &csr_for(name, &attrs, &p256()));
+    assert!(put_a == 200 && cert.is_some(), "{why}\n{}", a.log());
+    proxy.release();
+    put.join().unwrap().unwrap();
+    let left = slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRequest)(vouchCertname={name}))"), &["dn"]);
+    assert!(
+        !left.ok().contains("dn:"),
+        "a refused request stays pending beside the certificate another master issued: {}\n{}",
+        left.ok(),
+        b.log()
+    );
+}
+
+/// The store's URL through `proxy` (the other variables as `store_env` gives them).
+fn via(slapd: &Slapd, proxy: &HoldingProxy) -> Vec<(String, String)> {
+    store_env(slapd)
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "VOUCH_STORE" {
+                (k, format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+            } else {
+                (k, v)
+            }
+        })
+        .collect()
+}
+
+/// The window that remains (docs/limitations.md): a bare request (anyone's key, no
+/// attributes) that another master keeps, and reads the registry after, while this master's
+/// issuance is between its search (which saw no request) and its registry add stays pending
+/// beside the node's new certificate. What holds: it cannot be approved while the certificate
+/// is valid, and the certificate stays the node's. (Fails if approving it issued a second
+/// certificate for the name.)
+#[test]
+fn a_request_kept_during_an_issuance_cannot_be_approved_beside_its_certificate() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let (da, db) = (tmp.path().join("a"), tmp.path().join("b"));
+    let proxy = HoldingProxy::start(slapd.port());
+    let via_proxy: Vec<(String, String)> = store_env(&slapd)
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "VOUCH_STORE" {
+                (k, format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D")))
+            } else {
+                (k, v)
+            }
+        })
+        .collect();
+    let a = Master::start_env(&da, "ca1.test", &via_proxy, &[]);
+    let b = Master::start(&slapd, &db, "ca2.test");
+    let name = "raced.example.test";
+    let attrs = common::agents::vouched(&da, name, CLASSIFICATION);
+    let csr = csr_for(name, &attrs, &p256());
+    // Master A: its search passes, its journal add (admission's claim) is held.
+    proxy.hold_add_of("ou=journal");
+    let (mut c, csr_a) = (a.client(), csr.clone());
+    let put = std::thread::spawn(move || {
+        c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), Some("text/plain"), &csr_a)
+            .map(|r| (r.status, r.text()))
+    });
+    assert!(proxy.wait_held(std::time::Duration::from_secs(60)), "master A never claimed:\n{}", a.log());
+    // Meanwhile at master B: someone's bare request for the name, refused and kept.
+    let none = vouch::vouching::attrs::CsrAttributes {
+        custom_attributes: Default::default(),
+        extension_requests: Default::default(),
+    };
+    let (put_b, why_b, _) = enroll(&b, name, &csr_for(name, &none, &p256()));
+    let kept = slapd.ldapsearch(BASE, &format!("(&(objectClass=vouchRequest)(vouchCertname={name}))"), &["dn"]);
+    assert!(kept.ok().contains("dn:"), "B did not keep the bare request (PUT {put_b} {why_b}): {}", b.log());
+    proxy.release();
+    let (status, why) = put.join().unwrap().unwrap();
+    assert_eq!(status, 200, "{why}\n{}", a.log());
+    let mut c = a.client();
+    let get = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap();
+    assert_eq!(get.status, 200, "the node's certificate: {}\n{}", get.text(), a.log());
+    let serial = |c: &mut vouch::serve::client::Client| {
+        let pem = c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap().text();
+        let (_, der) = vouch::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).unwrap();
+        vouch::encoding::hex(x509_parser::parse_x509_certificate(&der).unwrap().1.raw_serial())
+    };
+    let issued = serial(&mut c);
+    // B's administrator may approve nodes no conductor launched.
+    let policy = db.join("policy.toml");
+    let p = std::fs::read_to_string(&policy).unwrap();
+    assert!(p.contains("admin_approval = false"), "{p}");
+    std::fs::write(&policy, p.replace("admin_approval = false", "admin_approval = true")).unwrap();
+    let o = vouch().envs(store_env(&slapd)).args(["--dir", s(&db), "approve", name]).output().unwrap();
+    assert!(!o.status.success(), "a request kept beside a valid certificate was approved: {}", text(&o));
+    assert!(text(&o).contains("already has a valid certificate"), "{}", text(&o));
+    assert_eq!(serial(&mut c), issued, "the node's certificate changed");
+}
+
+/// A TCP proxy in front of slapd that holds the next add request whose DN contains a given
+/// fragment until released (the write not yet sent to the server), so that a test can act
+/// between one master's search and its writes without a clock.
+struct HoldingProxy {
+    port: u16,
+    state: std::sync::Arc<(std::sync::Mutex<Hold>, std::sync::Condvar)>,
+}
+
+#[derive(Default)]
+struct Hold {
+    armed: Option<String>,
+    held: bool,
+    released: bool,
+}
+
+/// One complete BER element at the start of `buf`: its total length, if all of it is there.
+fn element_len(buf: &[u8]) -> Option<usize> {
+    let first = *buf.get(1)?;
+    if first < 0x80 {
+        return Some(2 + first as usize).filter(|&n| n <= buf.len());
+    }
+    let n = (first & 0x7f) as usize;
+    let len = buf.get(2..2 + n)?.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
+    Some(2 + n + len).filter(|&t| t <= buf.len())
+}
+
+/// (header length, content length) of the BER element at `at`.
+fn header(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    let first = *buf.get(at + 1)?;
+    if first < 0x80 {
+        return Some((2, first as usize));
+    }
+    let n = (first & 0x7f) as usize;
+    Some((2 + n, buf.get(at + 2..at + 2 + n)?.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)))
+}
+
+/// The DN of an add request (LDAPMessage { messageID, [APPLICATION 8] { entry, … } }).
+fn add_dn(msg: &[u8]) -> Option<String> {
+    let (h, _) = header(msg, 0)?;
+    let (idh, idl) = header(msg, h)?;
+    let op = h + idh + idl;
+    if *msg.get(op)? != 0x68 {
+        return None;
+    }
+    let (oph, _) = header(msg, op)?;
+    let dn = op + oph;
+    let (dnh, dnl) = header(msg, dn)?;
+    Some(String::from_utf8_lossy(msg.get(dn + dnh..dn + dnh + dnl)?).into_owned())
+}
+
+impl HoldingProxy {
+    fn start(to: u16) -> HoldingProxy {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state: std::sync::Arc<(std::sync::Mutex<Hold>, std::sync::Condvar)> = Default::default();
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let st = st.clone();
+                std::thread::spawn(move || {
+                    let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
+                    while let Ok(n) = c_in.read(&mut chunk) {
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(len) = element_len(&buf) {
+                            let msg: Vec<u8> = buf.drain(..len).collect();
+                            let (lock, cv) = &*st;
+                            let mut h = lock.lock().unwrap();
+                            let hit =
+                                matches!((&h.armed, add_dn(&msg)), (Some(w), Some(dn)) if dn.contains(w.as_str()));
+                            if hit {
+                                h.armed = None;
+                                h.held = true;
+                                cv.notify_all();
+                                while !h.released {
+                                    h = cv.wait(h).unwrap();
+                                }
+                            }
+                            drop(h);
+                            if s_out.write_all(&msg).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    let _ = s_out.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s_in, &mut c_out);
+                    let _ = c_out.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        HoldingProxy { port, state }
+    }
+
+    fn hold_add_of(&self, dn_part: &str) {
+        let mut h = self.state.0.lock().unwrap();
+        *h = Hold { armed: Some(dn_part.to_string()), held: false, released: false };
+    }
+
+    /// Waits (bounded) until the armed add is held; false if it never came.
+    fn wait_held(&self, within: std::time::Duration) -> bool {
+        let (lock, cv) = &*self.state;
+        let h = lock.lock().unwrap();
+        let (h, _) = cv.wait_timeout_while(h, within, |h| !h.held).unwrap();
+        h.held
+    }
+
+    fn release(&self) {
+        let (lock, cv) = &*self.state;
+        lock.lock().unwrap().released = true;
+        cv.notify_all();
+    }
+}
