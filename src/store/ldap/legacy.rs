@@ -50,7 +50,7 @@ impl LdapStore {
     pub fn mark_no_legacy(&self) -> Result<bool, StoreError> {
         let dn = self.container("journal");
         if self.journal_holds_entries()? {
-            return Ok(self.no_legacy_marked()?);
+            return self.no_legacy_marked();
         }
         match self.modify(&dn, vec![Mod::Add(b"description".to_vec(), set(NO_LEGACY_MARK))])? {
             rc::SUCCESS | rc::TYPE_OR_VALUE_EXISTS => {}
