@@ -3,6 +3,9 @@
 //! certificate make at most four round trips, two of them the synced writes (the journal add
 //! that decides one-time use, the registry add that makes the certificate the certname's).
 //! Counts, not timing: the same on any machine under any load.
+//! Also what that search and the legacy-key mark must not give away: an entry outside the
+//! certname's own DN taken as its certificate, a store without the mark read as one without
+//! legacy keys, a refused request left beside a certificate (and the window that remains).
 
 mod common;
 
