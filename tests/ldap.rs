@@ -1489,6 +1489,89 @@ fn revocation_cut_short(slapd: &dyn Directory, by_serial: bool) {
     assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "revoked"), "{shown}");
 }
 
+/// A cleaned certname's tombstone kept its certificate and stayed for ever: `vouch purge
+/// --tombstones` removes those whose certificate expired a CRL period ago (a dry run first;
+/// none before), the revocation entry keeps the certificate, `vouch store verify` finds
+/// nothing, and the name takes a new certificate. A purge killed between its two writes leaves
+/// the tombstone `purging` (read as no entry; a new certificate of the name is refused as a
+/// conflict) until a later purge takes it over.
+#[test]
+fn tombstones_of_expired_certificates_are_purged_and_the_name_issues_again() {
+    tombstones_purged(&store());
+}
+
+#[test]
+fn tombstones_of_expired_certificates_are_purged_and_the_name_issues_again_on_389ds() {
+    tombstones_purged(&Ds389::store("tombstones_purged"));
+}
+
+fn tombstones_purged(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    let sign = |name: &str| {
+        let csr = tmp.path().join(format!("{name}.csr"));
+        std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+        v(slapd, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap()
+    };
+    let entry = |name: &str| {
+        let filter = format!("(&(objectClass=vouchRegistered)(vouchCertname={name}))");
+        slapd.ldapsearch(&slapd.base(), &filter, &["vouchState", "vouchCertificate"]).stdout
+    };
+    let (gone, stuck) = ("gone1.example.test", "gone2.example.test");
+    let mut later = String::new();
+    for name in [gone, stuck] {
+        ok(&sign(name));
+        let pem = std::fs::read(tmp.path().join(format!("{name}.pem"))).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+        let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+        // Expired, and a CRL period (30 days) more.
+        let t = c.validity().not_after.to_datetime() + time::Duration::days(31);
+        later = t.format(&time::format_description::well_known::Rfc3339).unwrap();
+        ok(&v(slapd, &d1).args(["clean", name]).output().unwrap());
+        let e = entry(name);
+        assert!(e.contains("vouchState: cleaned") && e.contains("vouchCertificate"), "{e}");
+    }
+    let purge = |extra: &[&str]| v(slapd, &d1).args(["purge", "--tombstones"]).args(extra).output().unwrap();
+    // Unexpired: none, not even listed.
+    let none = ok(&purge(&["--confirm"]));
+    assert!(none.contains("no tombstone"), "{none}");
+    assert!(entry(gone).contains("vouchState: cleaned"), "purged before its certificate expired");
+    let dry = ok(&purge(&["--now", &later]));
+    assert!(dry.contains(&format!("would remove the tombstone of {gone}")) && dry.contains("dry run"), "{dry}");
+    assert!(entry(gone).contains("vouchState: cleaned"), "a dry run removed it");
+    // Killed between its two writes: the tombstone says purging, the name refuses a certificate.
+    let died = v(slapd, &d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:tombstone-purging")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    let purging = [gone, stuck].iter().filter(|n| entry(n).contains("vouchState: purging")).count();
+    assert_eq!(purging, 1, "{}{}", entry(gone), entry(stuck));
+    let blocked = if entry(gone).contains("purging") { gone } else { stuck };
+    let refused = sign(blocked);
+    assert!(!refused.status.success(), "a certificate over a tombstone being purged: {}", text(&refused));
+    // The next purge takes it over (months after its purger died, by --now) and does the other.
+    let done = ok(&purge(&["--confirm", "--now", &later]));
+    for name in [gone, stuck] {
+        assert!(!entry(name).contains("vouchState"), "{name} still has its tombstone ({done}): {}", entry(name));
+    }
+    // The revocation entries keep both certificates; verify finds nothing amiss.
+    let kept = slapd.ldapsearch(&slapd.base(), "(objectClass=vouchRevocation)", &["vouchCertname", "vouchCertificate"]);
+    assert_eq!(kept.stdout.matches("vouchCertificate").count(), 2, "{kept}");
+    let o = v(slapd, &d1).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
+    // Both names take a new certificate.
+    for name in [gone, stuck] {
+        ok(&sign(name));
+    }
+    let listed = list(slapd, &d1);
+    for name in [gone, stuck] {
+        assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "signed"), "{name}: {listed:?}");
+    }
+}
+
 /// `vouch ldap schema --format 389ds --backend NAME` indexes that backend and reindexes it
 /// under a task of its own (it named the backend `userRoot` and the task `vouch-reindex`
 /// whatever the store's backend was, and a second run's task collided with the first's): on

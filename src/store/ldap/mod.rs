@@ -70,12 +70,13 @@ mod revocations;
 pub mod schema;
 mod setup;
 mod templates;
+mod tombstones;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, Listed, Override, PendingRequest, Published, Revocation,
-    Store, StoreError, WriteLock,
+    Store, StoreError, Tombstone, WriteLock,
 };
 use entry::{check_certname, check_hex, gtime_to_rfc3339, set, Entry};
 use ldap3::Scope;
@@ -102,6 +103,16 @@ pub const SERVICE_PREFIX: &str = "service-";
 /// (a delete cannot be made conditional without the assertion control, which 389 Directory
 /// Server lacks; the next certificate of the name replaces it by compare-and-swap).
 pub const CLEANED: &str = "cleaned";
+
+/// The `vouchState` of a tombstone being purged (`vouch purge --tombstones`,
+/// `tombstones.rs`): read as no entry, as [`CLEANED`] is, and replaced by no issuance (which
+/// waits for the purge's delete, one round trip later).
+pub const PURGING: &str = "purging";
+
+/// Whether a registry entry is a tombstone ([`CLEANED`] or [`PURGING`]): read as no entry.
+fn tombstone(e: &Entry) -> bool {
+    matches!(e.text("vouchState").as_deref(), Some(CLEANED | PURGING))
+}
 
 /// How long a claim may take to show on the replicas before the request is refused (503).
 pub const REPLICA_WAIT: Duration = Duration::from_secs(2);
@@ -202,7 +213,7 @@ impl Store for LdapStore {
     fn current(&self, certname: &str) -> Result<Option<Current>, StoreError> {
         check_certname(certname)?;
         let Some(e) = self.read(&self.primary, &self.registry_dn(certname))? else { return Ok(None) };
-        if e.text("vouchState").as_deref() == Some(CLEANED) {
+        if tombstone(&e) {
             return Ok(None);
         }
         let record = e.record()?;
@@ -271,7 +282,7 @@ impl Store for LdapStore {
         let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter", "vouchCa"];
         let base = self.container("certnames");
         // Paged (one page in memory), each entry handed as its page arrives.
-        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED})))");
+        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED}))(!(vouchState={PURGING})))");
         self.search_each(&base, Scope::OneLevel, &filter, &attrs, |e| {
             let listed = Listed {
                 certname: e.need("vouchCertname")?,
@@ -282,6 +293,15 @@ impl Store for LdapStore {
             };
             Ok(f(listed))
         })
+    }
+
+    fn purge_tombstones(
+        &self,
+        lock: Option<&WriteLock>,
+        before: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Vec<Tombstone>, StoreError> {
+        self.old_tombstones(lock, before, now)
     }
 
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {

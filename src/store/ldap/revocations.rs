@@ -369,7 +369,7 @@ impl LdapStore {
     /// An existing revocation entry (`dn`) without its certificate (recorded by an older
     /// version) gets `pem`, when known: before `vouch clean` removes the registry entry that
     /// holds it, so that the serial can still leave the CRL once it expired.
-    fn keep_certificate(&self, dn: &str, pem: Option<&[u8]>) -> Result<(), StoreError> {
+    pub(super) fn keep_certificate(&self, dn: &str, pem: Option<&[u8]>) -> Result<(), StoreError> {
         let Some(pem) = pem else { return Ok(()) };
         let held = self.read_attrs(&self.primary, dn, &["vouchCertificate"])?;
         if held.is_some_and(|e| e.bytes("vouchCertificate").is_none()) {
