@@ -39,6 +39,9 @@
 //!   read: of two masters racing for a certname, one wins, the other gets
 //!   [`StoreError::Conflict`]. A cleaned certname's entry stays as a tombstone
 //!   ([`CLEANED`]): a delete cannot be made conditional without the assertion control.
+//!   `vouch purge --tombstones` removes one whose certificate expired a CRL period ago, first
+//!   swapping it into [`PURGING`] (which no issuance replaces), so that its delete can only
+//!   remove the tombstone (`tombstones.rs` says why that is safe).
 //! - A vouched certificate costs two synchronous writes: the journal add and the registry
 //!   write. The journal entry names the serial about to be stored; if the registry write never
 //!   happened (a crash, a lost race), the same key may claim again ([`LdapStore::claim`]).
@@ -48,7 +51,7 @@
 //!   finishes the revocation.
 //! - A revocation: its entry under the CA and the CA's count, then the registry entry; one
 //!   cut short in between is named by `vouch store verify` (`layout.rs`) and finished by
-//!   revoking again.
+//!   revoking again (by certname or by serial).
 //!
 //! Every write goes to the primary (`--store`). With `--store-replica` and
 //! `--store-confirm-replicas`, a claim is confirmed readable on every replica before

@@ -251,7 +251,7 @@ impl LdapStore {
     /// is still `expected`. In that order, so that a step that fails (the server gone, the
     /// process killed, a standby that did not show it) leaves at worst a revocation entry
     /// whose registry entry still says issued: the CRL lists it, `vouch store verify` names
-    /// it (revocation-unfinished) and `vouch revoke CERTNAME` run again finishes it, changing
+    /// it (revocation-unfinished) and `vouch revoke CERTNAME` (or `--serial`) finishes it, changing
     /// nothing twice.
     pub(super) fn revoke_registered(
         &self,
