@@ -57,8 +57,10 @@ printf 'secret-secret' > "$work/dm"; chmod 600 "$work/dm"
 M=(-x -H "ldap://127.0.0.1:$port" -D "cn=Directory Manager" -y "$work/dm")
 for _ in $(seq 200); do ldapsearch "${M[@]}" -b "" -s base vendorVersion >/dev/null 2>&1 && break; sleep 0.1; done
 echo "389 DS: $(ldapsearch "${M[@]}" -LLL -b "" -s base vendorVersion | sed -n 's/^vendorVersion: //p')"
-"$VOUCH" ldap schema --format 389ds | ldapmodify -c "${M[@]}" >/dev/null
-for _ in $(seq 600); do ldapsearch "${M[@]}" -LLL -b cn=vouch-reindex,cn=index,cn=tasks,cn=config -s base nsTaskExitCode |
+"$VOUCH" ldap schema --format 389ds --backend userRoot > "$work/schema.ldif"
+ldapmodify -c "${M[@]}" -f "$work/schema.ldif" >/dev/null
+task=$(sed -n 's/^dn: \(cn=vouch-reindex-.*\)$/\1/p' "$work/schema.ldif")   # named per run
+for _ in $(seq 600); do ldapsearch "${M[@]}" -LLL -b "$task" -s base nsTaskExitCode |
   grep -q 'nsTaskExitCode: 0' && break; sleep 0.1; done
 printf 'secret' > "$work/pw"; chmod 600 "$work/pw"
 ldapmodify "${M[@]}" >/dev/null <<LDIF

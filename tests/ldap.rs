@@ -1568,15 +1568,28 @@ fn revoke_by_serial_of_another_master(slapd: &dyn Directory) {
 /// (revocation-unfinished, exit 1), and `vouch revoke NAME` run again finishes it.
 #[test]
 fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again() {
-    revocation_cut_short(&store());
+    revocation_cut_short(&store(), false);
 }
 
 #[test]
 fn a_revocation_cut_short_is_named_by_verify_and_finished_by_revoking_again_on_389ds() {
-    revocation_cut_short(&Ds389::store("revocation_cut_short"));
+    revocation_cut_short(&Ds389::store("revocation_cut_short"), false);
 }
 
-fn revocation_cut_short(slapd: &dyn Directory) {
+/// The same, finished by `vouch revoke --serial` given as Puppet's inventory spells serials
+/// (`0x`, a leading zero octet, uppercase): it said "already revoked" and left the certname's
+/// entry saying issued (and did not find the serial so spelled).
+#[test]
+fn a_revocation_cut_short_is_finished_by_revoke_serial_in_puppets_spelling() {
+    revocation_cut_short(&store(), true);
+}
+
+#[test]
+fn a_revocation_cut_short_is_finished_by_revoke_serial_in_puppets_spelling_on_389ds() {
+    revocation_cut_short(&Ds389::store("revocation_cut_short_serial"), true);
+}
+
+fn revocation_cut_short(slapd: &dyn Directory, by_serial: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(slapd, &d1, "ca1.test"));
@@ -1599,12 +1612,136 @@ fn revocation_cut_short(slapd: &dyn Directory) {
     let found = String::from_utf8_lossy(&o.stdout);
     assert!(found.contains("\"finding\":\"revocation-unfinished\"") && found.contains(&serial), "{found}");
     // Revoking again finishes it: the name's entry says revoked, verify finds nothing.
-    ok(&v(slapd, &d1).args(["revoke", name]).output().unwrap());
+    if by_serial {
+        let puppets = format!("0x00{}", serial.to_uppercase());
+        let done = ok(&v(slapd, &d1).args(["revoke", "--serial", &puppets]).output().unwrap());
+        assert!(done.contains("says revoked now"), "{done}");
+    } else {
+        ok(&v(slapd, &d1).args(["revoke", name]).output().unwrap());
+    }
     let o = v(slapd, &d1).args(["store", "verify"]).output().unwrap();
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
     let shown = ok(&v(slapd, &d1).args(["list", "--all", "--format", "json"]).output().unwrap());
     let listed: Vec<serde_json::Value> = serde_json::from_str(&shown).unwrap();
     assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "revoked"), "{shown}");
+}
+
+/// A cleaned certname's tombstone kept its certificate and stayed for ever: `vouch purge
+/// --tombstones` removes those whose certificate expired a CRL period ago (a dry run first;
+/// none before), the revocation entry keeps the certificate, `vouch store verify` finds
+/// nothing, and the name takes a new certificate. A purge killed between its two writes leaves
+/// the tombstone `purging` (read as no entry; a new certificate of the name is refused as a
+/// conflict) until a later purge takes it over.
+#[test]
+fn tombstones_of_expired_certificates_are_purged_and_the_name_issues_again() {
+    tombstones_purged(&store());
+}
+
+#[test]
+fn tombstones_of_expired_certificates_are_purged_and_the_name_issues_again_on_389ds() {
+    tombstones_purged(&Ds389::store("tombstones_purged"));
+}
+
+fn tombstones_purged(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    let sign = |name: &str| {
+        let csr = tmp.path().join(format!("{name}.csr"));
+        std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+        v(slapd, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap()
+    };
+    let entry = |name: &str| {
+        let filter = format!("(&(objectClass=vouchRegistered)(vouchCertname={name}))");
+        slapd.ldapsearch(&slapd.base(), &filter, &["vouchState", "vouchCertificate"]).stdout
+    };
+    let (gone, stuck) = ("gone1.example.test", "gone2.example.test");
+    let mut later = String::new();
+    for name in [gone, stuck] {
+        ok(&sign(name));
+        let pem = std::fs::read(tmp.path().join(format!("{name}.pem"))).unwrap();
+        let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+        let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+        // Expired, and a CRL period (30 days) more.
+        let t = c.validity().not_after.to_datetime() + time::Duration::days(31);
+        later = t.format(&time::format_description::well_known::Rfc3339).unwrap();
+        ok(&v(slapd, &d1).args(["clean", name]).output().unwrap());
+        let e = entry(name);
+        assert!(e.contains("vouchState: cleaned") && e.contains("vouchCertificate"), "{e}");
+    }
+    let purge = |extra: &[&str]| v(slapd, &d1).args(["purge", "--tombstones"]).args(extra).output().unwrap();
+    // Unexpired: none, not even listed.
+    let none = ok(&purge(&["--confirm"]));
+    assert!(none.contains("no tombstone"), "{none}");
+    assert!(entry(gone).contains("vouchState: cleaned"), "purged before its certificate expired");
+    let dry = ok(&purge(&["--now", &later]));
+    assert!(dry.contains(&format!("would remove the tombstone of {gone}")) && dry.contains("dry run"), "{dry}");
+    assert!(entry(gone).contains("vouchState: cleaned"), "a dry run removed it");
+    // Killed between its two writes: the tombstone says purging, the name refuses a certificate.
+    let died = v(slapd, &d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:tombstone-purging")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "the process did not abort: {}", text(&died));
+    let purging = [gone, stuck].iter().filter(|n| entry(n).contains("vouchState: purging")).count();
+    assert_eq!(purging, 1, "{}{}", entry(gone), entry(stuck));
+    let blocked = if entry(gone).contains("purging") { gone } else { stuck };
+    let refused = sign(blocked);
+    assert!(!refused.status.success(), "a certificate over a tombstone being purged: {}", text(&refused));
+    // The next purge takes it over (months after its purger died, by --now) and does the other.
+    let done = ok(&purge(&["--confirm", "--now", &later]));
+    for name in [gone, stuck] {
+        assert!(!entry(name).contains("vouchState"), "{name} still has its tombstone ({done}): {}", entry(name));
+    }
+    // The revocation entries keep both certificates; verify finds nothing amiss.
+    let kept = slapd.ldapsearch(&slapd.base(), "(objectClass=vouchRevocation)", &["vouchCertname", "vouchCertificate"]);
+    assert_eq!(kept.stdout.matches("vouchCertificate").count(), 2, "{kept}");
+    let o = v(slapd, &d1).args(["store", "verify"]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"), "{}", text(&o));
+    // Both names take a new certificate.
+    for name in [gone, stuck] {
+        ok(&sign(name));
+    }
+    let listed = list(slapd, &d1);
+    for name in [gone, stuck] {
+        assert!(listed.iter().any(|e| e["name"] == name && e["state"] == "signed"), "{name}: {listed:?}");
+    }
+}
+
+/// `vouch ldap schema --format 389ds --backend NAME` indexes that backend and reindexes it
+/// under a task of its own (it named the backend `userRoot` and the task `vouch-reindex`
+/// whatever the store's backend was, and a second run's task collided with the first's): on
+/// a second backend of the test instance, its index entries are there and its task ends
+/// with exit code 0; two runs name two tasks; a name that is no backend's is refused.
+#[test]
+fn the_389ds_schema_indexes_the_backend_named_under_a_task_of_its_own_on_389ds() {
+    let ds = Ds389::shared();
+    let other = "dc=vouchroot,dc=test";
+    ds.dsconf(&ds.url(""), &["backend", "create", "--suffix", other, "--be-name", "vouchRoot", "--create-suffix"]);
+    let schema = |backend: &str| {
+        ok(&vouch().args(["ldap", "schema", "--format", "389ds", "--backend", backend]).output().unwrap())
+    };
+    let first = schema("vouchRoot");
+    let task_of = |ldif: &str| ldif.lines().find(|l| l.starts_with("dn: cn=vouch-reindex")).map(str::to_string);
+    let again = schema("vouchRoot");
+    assert_ne!(task_of(&first), task_of(&again), "two runs name one task");
+    assert!(!first.contains("userRoot"), "{first}");
+    // The schema is the instance's already (`-c` goes on past it): the indexes are new.
+    let _ = ds.manager("ldapmodify", &["-c"], Some(&first));
+    let task = ds.wait_for_task(&first);
+    assert!(task.starts_with("cn=vouch-reindex-"), "{task}");
+    let indexes = ds.manager(
+        "ldapsearch",
+        &["-LLL", "-b", "cn=index,cn=vouchRoot,cn=ldbm database,cn=plugins,cn=config", "(cn=vouch*)", "cn"],
+        None,
+    );
+    for attr in ["vouchSerial", "vouchCertname", "vouchKey", "vouchExpiry", "vouchSupersedes"] {
+        assert!(indexes.stdout.contains(&format!("cn: {attr}")), "no index of {attr} in vouchRoot: {indexes}");
+    }
+    let bad = vouch().args(["ldap", "schema", "--format", "389ds", "--backend", "userRoot,cn=x"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a backend name"), "{}", text(&bad));
 }
 
 /// Bad set-ups of 389 Directory Server are refused by name, with nothing written: a base DN

@@ -468,6 +468,27 @@ impl Authority {
     }
 }
 
+impl Authority {
+    /// `vouch purge --tombstones`: the shared store's tombstones of cleaned certnames whose
+    /// certificate expired a CRL period (the policy's `crl.validity`) before `now`, off every
+    /// CRL by then; with `confirm`, removed under the store's lock, each audited.
+    pub fn purge_tombstones(&self, confirm: bool, now: OffsetDateTime) -> Result<Vec<crate::store::Tombstone>, Error> {
+        let period = time::Duration::try_from(self.policy.crl_validity).unwrap_or(time::Duration::days(30));
+        let before = now.checked_sub(period).unwrap_or(now);
+        let lock = if confirm { Some(self.store.lock()?) } else { None };
+        let found = self.store.purge_tombstones(lock.as_ref(), before, now).map_err(store_err)?;
+        if confirm {
+            for t in &found {
+                self.audit(serde_json::json!({
+                    "time": format_rfc3339(now), "event": "tombstone-purged", "certname": t.certname,
+                    "serial": t.serial, "not_after": t.not_after,
+                }))?;
+            }
+        }
+        Ok(found)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

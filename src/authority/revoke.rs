@@ -221,14 +221,20 @@ impl Authority {
     ) -> Result<String, Error> {
         // The certname's current certificate, when it is this one and can be read: revoked as
         // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
-        let expected = match self.store.current(&rec.certname) {
-            Ok(Some(c)) if c.record.serial == rec.serial => Some(c.expected()),
-            _ => None,
+        let (expected, entry_revoked) = match self.store.current(&rec.certname) {
+            Ok(Some(c)) if c.record.serial == rec.serial => (Some(c.expected()), c.record.state == State::Revoked),
+            _ => (None, false),
         };
         // Another master's certificate (a shared store): its revocations are that CA's, never
         // among this CA's own.
         let another_ca = rec.issuer.as_ref().is_some_and(|i| *i != self.ca_id());
         match rec.state {
+            // Revoked by its revocation, while its certname's entry still says issued (a
+            // revocation cut short between its writes, on a shared store: revocation-unfinished):
+            // finished as `vouch revoke CERTNAME` finishes it, at the revocation's time and reason.
+            State::Revoked if expected.is_some() && !entry_revoked => {
+                return self.finish_unfinished(lock, &rec, expected.as_ref(), reason, now);
+            }
             // Revoked by its record: on the CRL only if a revocation lists it (a lost line of
             // revocations.txt: recorded again, at its first time and reason).
             State::Revoked if another_ca || self.store.revocations()?.iter().any(|r| r.serial == rec.serial) => {
@@ -276,6 +282,32 @@ impl Authority {
         }
         self.revoke_locked(lock, &rec, expected.as_ref(), reason, false, now)?;
         Ok(format!("revoked serial {} ({})", rec.serial, rec.certname))
+    }
+
+    /// `vouch revoke --serial` of a certificate whose revocation is stored and whose
+    /// certname's entry (`expected`) still says issued: the revocation recorded again (kept
+    /// where it is, at its own time and reason) and the entry made to say revoked, then the
+    /// audit line and the CRL, as the revocation's first run would have.
+    fn finish_unfinished(
+        &self,
+        lock: &WriteLock,
+        rec: &CertRecord,
+        expected: Option<&Expected>,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
+        let rev = Revocation::of(
+            rec,
+            rec.revoked_at.clone().unwrap_or_else(|| format_rfc3339(now)),
+            rec.reason.clone().unwrap_or_else(|| reason.to_string()),
+            false,
+        );
+        self.store.revoke(lock, &rev, rec, expected)?;
+        self.finish_revocation(lock, &rev, now)?;
+        Ok(format!(
+            "serial {} ({}) was revoked, its certname's entry still said issued: it says revoked now",
+            rec.serial, rec.certname
+        ))
     }
 
     fn revoke_once(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {

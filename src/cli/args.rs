@@ -261,11 +261,16 @@ pub enum Command {
     /// entries with no usable name (junk). A dry run unless --confirm.
     Reconcile(ReconcileArgs),
     /// Remove entries with no usable name, by the generated names `vouch reconcile` lists
-    /// under junk (a dry run unless --confirm).
+    /// under junk; or with --tombstones, the shared store's tombstones of cleaned certnames
+    /// whose certificate expired a CRL period ago (a dry run unless --confirm).
     Purge {
         /// The generated names (unnamed-...), as `vouch reconcile` lists them.
-        #[arg(required = true, value_name = "NAME")]
+        #[arg(required_unless_present = "tombstones", conflicts_with = "tombstones", value_name = "NAME")]
         names: Vec<String>,
+        /// The shared LDAP store's tombstones of cleaned certnames whose certificate expired
+        /// a CRL period ago (crl.validity): off every CRL, their revocation entries keep them.
+        #[arg(long)]
+        tombstones: bool,
         /// Remove them (default: only show what would be removed).
         #[arg(long)]
         confirm: bool,

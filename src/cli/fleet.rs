@@ -251,6 +251,31 @@ pub(super) fn purge(cli: &Cli, names: &[String], confirm: bool) -> Result<i32, E
     Ok(EXIT_OK)
 }
 
+/// `vouch purge --tombstones [--confirm]`: the shared store's tombstones whose certificate
+/// expired a CRL period ago, listed (and removed).
+pub(super) fn purge_tombstones(cli: &Cli, confirm: bool) -> Result<i32, Error> {
+    let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    let found = auth.purge_tombstones(confirm, now(cli)?)?;
+    let stdout = std::io::stdout();
+    let mut out = Out(std::io::BufWriter::new(stdout.lock()));
+    for t in &found {
+        out.line(&format!(
+            "{} the tombstone of {} (serial {}, expired {})",
+            if confirm { "removed" } else { "would remove" },
+            t.certname,
+            t.serial,
+            t.not_after
+        ))?;
+    }
+    if found.is_empty() {
+        out.line("no tombstone whose certificate expired a CRL period ago")?;
+    } else if !confirm {
+        out.line("dry run: nothing removed; to remove: vouch purge --tombstones --confirm")?;
+    }
+    out.0.flush().map_err(out_err)?;
+    Ok(EXIT_OK)
+}
+
 /// The audit log the policy names (its data directory's), or an error saying there is none.
 fn policy_log(cli: &Cli) -> Result<PathBuf, Error> {
     let d = dir(cli)?;

@@ -280,7 +280,8 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Import(a) => import::import(cli, a),
         Command::Migrate { to } => store::migrate(cli, to),
         Command::Reconcile(a) => fleet::reconcile(cli, a),
-        Command::Purge { names, confirm } => fleet::purge(cli, names, *confirm),
+        Command::Purge { tombstones: true, confirm, .. } => fleet::purge_tombstones(cli, *confirm),
+        Command::Purge { names, confirm, .. } => fleet::purge(cli, names, *confirm),
         Command::Audit(c) => fleet::audit(cli, c),
         Command::Enc { certname, cert, remote, puppet_cadir, policy } => {
             hook::enc(cli, certname.as_deref(), cert.as_deref(), remote, puppet_cadir.as_deref(), policy.as_deref())

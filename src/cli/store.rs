@@ -30,10 +30,15 @@ impl Cli {
 
 pub(super) fn ldap(cli: &Cli, c: &LdapCommand) -> Result<i32, Error> {
     match c {
-        LdapCommand::Schema { ldif, format } => {
+        LdapCommand::Schema { ldif, format, backend } => {
             let text = match (format, ldif) {
                 (Some(SchemaFormat::CnConfig), _) | (None, true) => crate::store::ldap::schema::ldif(),
-                (Some(SchemaFormat::Ds389), _) => crate::store::ldap::schema::ds389(),
+                (Some(SchemaFormat::Ds389), _) => {
+                    // A task name of its own per run (a task entry stays a while after it ends).
+                    let task =
+                        crate::store::ldap::schema::ds389_task_name(now(cli)?.unix_timestamp(), std::process::id());
+                    crate::store::ldap::schema::ds389(backend, &task)
+                }
                 (Some(SchemaFormat::SlapdConf), _) | (None, false) => crate::store::ldap::schema::slapd_conf(),
             };
             say(&text)?;

@@ -74,7 +74,7 @@ pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 pub use records::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Junk, Listed, Override, PendingRequest,
-    Published, Revocation, SpentClaim, State, Supersede,
+    Published, Revocation, SpentClaim, State, Supersede, Tombstone,
 };
 
 use std::fs::File;
@@ -310,6 +310,19 @@ pub trait Store: Send + Sync {
     fn purge(&self, lock: &WriteLock, junk: &Junk) -> Result<(), StoreError> {
         let _ = (lock, junk);
         Err(StoreError::Corrupt { path: PathBuf::from(self.describe()), detail: "this store lists no junk".into() })
+    }
+    /// The tombstones of cleaned certnames whose certificate expired before `before`
+    /// (a CRL period before now: off every CRL), each removed when `lock` is given (a dry
+    /// run without). `now`: when a purge another process left unfinished may be taken over.
+    /// None by default (a store that forgets a cleaned certname keeps no tombstone).
+    fn purge_tombstones(
+        &self,
+        lock: Option<&WriteLock>,
+        before: time::OffsetDateTime,
+        now: time::OffsetDateTime,
+    ) -> Result<Vec<Tombstone>, StoreError> {
+        let _ = (lock, before, now);
+        Ok(Vec::new())
     }
     /// The administrator's classification for `certname`, if any was ever set.
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError>;

@@ -155,6 +155,17 @@ pub struct Junk {
     pub files: Vec<String>,
 }
 
+/// A cleaned certname's tombstone in the shared store (its registry entry, kept because a
+/// delete cannot be made conditional): what `vouch purge --tombstones` lists and removes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tombstone {
+    pub certname: String,
+    /// The serial of the certificate cleaned (its revocation entry keeps it).
+    pub serial: String,
+    /// That certificate's notAfter (RFC 3339).
+    pub not_after: String,
+}
+
 /// An administrator's classification for a certname, overriding its certificate's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Override {

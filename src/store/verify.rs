@@ -128,7 +128,8 @@ pub enum Finding {
     #[message = "{certname}: certificate {serial} is revoked (the CRL lists it), but the certname's entry still \
                  says issued"]
     #[hint = "a revocation stopped between its two writes (the server gone, the process killed): \
-              `vouch revoke CERTNAME` finishes it (the revocation entry is kept as it is); until then \
+              `vouch revoke CERTNAME` (or `vouch revoke --serial SERIAL`) finishes it (the revocation \
+              entry is kept as it is); until then \
               listings and certificate_status show the certificate as valid"]
     RevocationUnfinished { serial: String, certname: String },
     /// A revoked serial the CRL should list and does not.

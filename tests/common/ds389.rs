@@ -293,14 +293,22 @@ impl Ds389 {
         let schema = ok(&vouch().args(["ldap", "schema", "--format", "389ds"]).output().unwrap());
         let out = self.manager("ldapmodify", &[], Some(&schema));
         assert!(out.success(), "applying vouch ldap schema --format 389ds: {out}\n{}", self.errors_log());
+        self.wait_for_task(&schema);
+    }
+
+    /// Waits until the reindex task the LDIF `schema` adds (its one `cn=tasks` entry) ends
+    /// with exit code 0; returns its DN.
+    pub fn wait_for_task(&self, schema: &str) -> String {
+        let task_dn = schema
+            .lines()
+            .filter_map(|l| l.strip_prefix("dn: "))
+            .find(|dn| dn.ends_with(",cn=index,cn=tasks,cn=config"))
+            .unwrap_or_else(|| panic!("no reindex task in the schema:\n{schema}"))
+            .to_string();
         // The backend is read-only while the reindex task runs (result 53 to any write).
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let task = self.manager(
-                "ldapsearch",
-                &["-LLL", "-b", "cn=vouch-reindex,cn=index,cn=tasks,cn=config", "-s", "base", "nsTaskExitCode"],
-                None,
-            );
+            let task = self.manager("ldapsearch", &["-LLL", "-b", &task_dn, "-s", "base", "nsTaskExitCode"], None);
             if task.stdout.contains("nsTaskExitCode: 0") {
                 break;
             }
@@ -308,6 +316,7 @@ impl Ds389 {
             assert!(Instant::now() < deadline, "the reindex task did not end within 60 s: {task}");
             std::thread::sleep(Duration::from_millis(100));
         }
+        task_dn
     }
 
     /// An ldap tool bound as the Directory Manager.

@@ -2,7 +2,7 @@
 //! `vouch audit`.
 
 use super::formats::{OutFormat, ReportFormat, VerifyFormat};
-use super::values::whole_number;
+use super::values::{ds389_backend, whole_number};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -116,6 +116,10 @@ pub enum LdapCommand {
         /// Which server's form: slapd-conf (the default), cn-config, 389ds.
         #[arg(long, value_enum)]
         format: Option<SchemaFormat>,
+        /// With --format 389ds: the backend that holds the store's base DN (its indexes, and
+        /// the reindex task's nsInstance).
+        #[arg(long, value_name = "NAME", default_value = "userRoot", value_parser = ds389_backend)]
+        backend: String,
     },
     /// Create the store's containers under --store's base DN (which must exist). Idempotent.
     Init {

@@ -15,6 +15,18 @@ pub const MAX_LIFETIME_SECS: u64 = 7 * 86_400;
 pub const MAX_CONNECTIONS: u64 = 1_000_000;
 pub const MAX_THREADS: u64 = 1024;
 
+/// `vouch ldap schema --backend`: a 389 Directory Server backend's name as vouch writes it
+/// into DNs and `nsInstance`: letters, digits, `-` and `_`, at most 64 (what `dsconf backend
+/// create --be-name` makes; nothing that would change an LDIF line or a DN).
+pub(super) fn ds389_backend(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a backend name: letters, digits, '-' and '_', at most 64 (such as userRoot)"))
+    }
+}
+
 /// A numeric flag's value: a whole number from `min` to `max` (none: as large as `T` holds).
 /// Every numeric flag takes a negative number as its value (`allow_negative_numbers`), so
 /// that `--days -1` is refused here with the range instead of as an unknown flag `-1`.

@@ -3,7 +3,7 @@
 //! registry entry still saying issued) reads as revoked by serial and as valid by certname:
 //! each such certificate is named (revocation-unfinished).
 
-use super::{LdapStore, CLEANED};
+use super::{LdapStore, CLEANED, PURGING};
 use crate::store::verify::Finding;
 use crate::store::StoreError;
 use ldap3::Scope;
@@ -25,7 +25,9 @@ impl LdapStore {
         if revoked.is_empty() {
             return Ok(());
         }
-        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState=revoked))(!(vouchState={CLEANED})))");
+        let filter = format!(
+            "(&(objectClass=vouchRegistered)(!(vouchState=revoked))(!(vouchState={CLEANED}))(!(vouchState={PURGING})))"
+        );
         let mut found = Vec::new();
         self.search_each(&self.container("certnames"), Scope::OneLevel, &filter, &attrs, |e| {
             if let (Some(serial), Some(certname)) = (e.text("vouchSerial"), e.text("vouchCertname")) {

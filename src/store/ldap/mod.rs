@@ -39,6 +39,9 @@
 //!   read: of two masters racing for a certname, one wins, the other gets
 //!   [`StoreError::Conflict`]. A cleaned certname's entry stays as a tombstone
 //!   ([`CLEANED`]): a delete cannot be made conditional without the assertion control.
+//!   `vouch purge --tombstones` removes one whose certificate expired a CRL period ago, first
+//!   swapping it into [`PURGING`] (which no issuance replaces), so that its delete can only
+//!   remove the tombstone (`tombstones.rs` says why that is safe).
 //! - A vouched certificate costs two synchronous writes: the journal add and the registry
 //!   write. The journal entry names the serial about to be stored; if the registry write never
 //!   happened (a crash, a lost race), the same key may claim again ([`LdapStore::claim`]).
@@ -69,7 +72,7 @@
 //!   finishes the revocation.
 //! - A revocation: its entry under the CA and the CA's count, then the registry entry; one
 //!   cut short in between is named by `vouch store verify` (`layout.rs`) and finished by
-//!   revoking again.
+//!   revoking again (by certname or by serial).
 //!
 //! Every write goes to the primary (`--store`). With `--store-replica` and
 //! `--store-confirm-replicas`, a claim is confirmed readable on every replica before
@@ -92,13 +95,14 @@ mod revocations;
 pub mod schema;
 mod setup;
 mod templates;
+mod tombstones;
 mod view;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 
 use super::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Listed, Override, PendingRequest, Published,
-    Revocation, Store, StoreError, WriteLock,
+    Revocation, Store, StoreError, Tombstone, WriteLock,
 };
 use entry::{check_certname, check_hex, gtime_to_rfc3339, set, Entry};
 use ldap3::Scope;
@@ -125,6 +129,16 @@ pub const SERVICE_PREFIX: &str = "service-";
 /// (a delete cannot be made conditional without the assertion control, which 389 Directory
 /// Server lacks; the next certificate of the name replaces it by compare-and-swap).
 pub const CLEANED: &str = "cleaned";
+
+/// The `vouchState` of a tombstone being purged (`vouch purge --tombstones`,
+/// `tombstones.rs`): read as no entry, as [`CLEANED`] is, and replaced by no issuance (which
+/// waits for the purge's delete, one round trip later).
+pub const PURGING: &str = "purging";
+
+/// Whether a registry entry is a tombstone ([`CLEANED`] or [`PURGING`]): read as no entry.
+fn tombstone(e: &Entry) -> bool {
+    matches!(e.text("vouchState").as_deref(), Some(CLEANED | PURGING))
+}
 
 /// How long a claim may take to show on the replicas before the request is refused (503).
 pub const REPLICA_WAIT: Duration = Duration::from_secs(2);
@@ -304,7 +318,7 @@ impl Store for LdapStore {
         let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter", "vouchCa"];
         let base = self.container("certnames");
         // Paged (one page in memory), each entry handed as its page arrives.
-        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED})))");
+        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED}))(!(vouchState={PURGING})))");
         self.search_each(&base, Scope::OneLevel, &filter, &attrs, |e| {
             let listed = Listed {
                 certname: e.need("vouchCertname")?,
@@ -315,6 +329,15 @@ impl Store for LdapStore {
             };
             Ok(f(listed))
         })
+    }
+
+    fn purge_tombstones(
+        &self,
+        lock: Option<&WriteLock>,
+        before: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Vec<Tombstone>, StoreError> {
+        self.old_tombstones(lock, before, now)
     }
 
     fn get_override(&self, certname: &str) -> Result<Option<Override>, StoreError> {

@@ -7,7 +7,7 @@ use super::conn::rc;
 use super::entry::{check_certname, check_hex, gtime, set, Entry};
 use super::ops::cas;
 use super::replicas::Written;
-use super::{LdapStore, CLEANED};
+use super::{LdapStore, CLEANED, PURGING};
 use crate::encoding::time::parse_rfc3339;
 use crate::store::{CertRecord, Expected, InventoryEntry, Issuance, State, StoreError, Supersede};
 use ldap3::{Mod, Scope};
@@ -109,8 +109,15 @@ impl LdapStore {
         let Some(e) = self.read_attrs(&self.primary, dn, &["vouchState", "vouchSerial", "vouchRevision"])? else {
             return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) });
         };
-        if e.text("vouchState").as_deref() != Some(CLEANED) {
-            return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) });
+        match e.text("vouchState").as_deref() {
+            Some(CLEANED) => {}
+            // Its purge deletes it next (tombstones.rs): the caller tries again.
+            Some(PURGING) => {
+                return Err(StoreError::Conflict {
+                    what: format!("the tombstone of {} is being purged (vouch purge --tombstones)", rec.certname),
+                })
+            }
+            _ => return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) }),
         }
         let exp = Expected { serial: e.need("vouchSerial")?, revision: e.revision()? };
         self.register_over(dn, rec, pem, supersedes, &exp)

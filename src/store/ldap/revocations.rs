@@ -251,7 +251,7 @@ impl LdapStore {
     /// is still `expected`. In that order, so that a step that fails (the server gone, the
     /// process killed, a standby that did not show it) leaves at worst a revocation entry
     /// whose registry entry still says issued: the CRL lists it, `vouch store verify` names
-    /// it (revocation-unfinished) and `vouch revoke CERTNAME` run again finishes it, changing
+    /// it (revocation-unfinished) and `vouch revoke CERTNAME` (or `--serial`) finishes it, changing
     /// nothing twice.
     pub(super) fn revoke_registered(
         &self,
@@ -369,7 +369,7 @@ impl LdapStore {
     /// An existing revocation entry (`dn`) without its certificate (recorded by an older
     /// version) gets `pem`, when known: before `vouch clean` removes the registry entry that
     /// holds it, so that the serial can still leave the CRL once it expired.
-    fn keep_certificate(&self, dn: &str, pem: Option<&[u8]>) -> Result<(), StoreError> {
+    pub(super) fn keep_certificate(&self, dn: &str, pem: Option<&[u8]>) -> Result<(), StoreError> {
         let Some(pem) = pem else { return Ok(()) };
         let held = self.read_attrs(&self.primary, dn, &["vouchCertificate"])?;
         if held.is_some_and(|e| e.bytes("vouchCertificate").is_none()) {

@@ -175,18 +175,29 @@ pub const DS389_INDEXES: &[(&str, &[&str])] = &[
     ("vouchSupersedes", &["pres"]),
 ];
 
+/// The reindex task's name for a run of `vouch ldap schema --format 389ds` at Unix time
+/// `unix` by process `pid`: unique per run, so that a second run (another backend, or the
+/// same one again while the first task's entry is still there) never collides with it.
+pub fn ds389_task_name(unix: i64, pid: u32) -> String {
+    format!("vouch-reindex-{unix}-{pid}")
+}
+
 /// The schema for 389 Directory Server: values added to `cn=schema` (it takes schema over
 /// LDAP, and keeps it in the instance's 99user.ldif), then an index entry per attribute of
-/// [`DS389_INDEXES`] in the backend `userRoot`, then a reindex task (389 DS uses an index
-/// only once it is built). `ldapmodify -c -H URL -D "cn=Directory Manager" -W -f FILE`.
-pub fn ds389() -> String {
-    let mut out = String::from(
-        "# vouch's LDAP schema for 389 Directory Server (vouch ldap schema --format 389ds).\n\
+/// [`DS389_INDEXES`] in the backend `backend` (the command line checks its name), then a
+/// reindex task named `task` (389 DS uses an index only once it is built). `ldapmodify -c -H
+/// URL -D "cn=Directory Manager" -W -f FILE`.
+pub fn ds389(backend: &str, task: &str) -> String {
+    let task_dn = format!("cn={task},cn=index,cn=tasks,cn=config");
+    let mut out = format!(
+        "# vouch's LDAP schema for 389 Directory Server (vouch ldap schema --format 389ds\n\
+         # --backend {backend}).\n\
          # Apply as the Directory Manager; -c goes on past what an earlier run added already:\n\
          #   ldapmodify -c -H ldap://HOST:389 -D \"cn=Directory Manager\" -W -f vouch-389ds.ldif\n\
-         # The indexes are the backend userRoot's (the default): for another backend, replace\n\
-         # cn=userRoot and nsInstance below with its name. The bind DN's rights and search\n\
-         # limits: docs/ldap.md.\n\
+         # The indexes are the backend {backend}'s (the one holding the store's base DN; another:\n\
+         # --backend NAME). The reindex task below is done when its nsTaskExitCode is 0:\n\
+         #   ldapsearch -H ldap://HOST:389 -D \"cn=Directory Manager\" -W -b {task_dn} -s base nsTaskExitCode\n\
+         # The bind DN's rights and search limits: docs/ldap.md.\n\
          dn: cn=schema\nchangetype: modify\nadd: attributeTypes\n",
     );
     for a in ATTRS {
@@ -199,19 +210,19 @@ pub fn ds389() -> String {
     out.push_str("-\n");
     for (attr, types) in DS389_INDEXES {
         out.push_str(&format!(
-            "\ndn: cn={attr},cn=index,cn=userRoot,cn=ldbm database,cn=plugins,cn=config\nchangetype: add\n\
+            "\ndn: cn={attr},cn=index,cn={backend},cn=ldbm database,cn=plugins,cn=config\nchangetype: add\n\
              objectClass: top\nobjectClass: nsIndex\ncn: {attr}\nnsSystemIndex: false\n"
         ));
         for t in *types {
             out.push_str(&format!("nsIndexType: {t}\n"));
         }
     }
-    out.push_str(
+    out.push_str(&format!(
         "\n# Builds the indexes above from the entries already there (389 DS uses an index only\n\
-         # once it is built; the task entry removes itself when done).\n\
-         dn: cn=vouch-reindex,cn=index,cn=tasks,cn=config\nchangetype: add\nobjectClass: top\n\
-         objectClass: extensibleObject\ncn: vouch-reindex\nnsInstance: userRoot\n",
-    );
+         # once it is built; the task entry removes itself a while after it is done).\n\
+         dn: {task_dn}\nchangetype: add\nobjectClass: top\n\
+         objectClass: extensibleObject\ncn: {task}\nnsInstance: {backend}\n",
+    ));
     for (attr, types) in DS389_INDEXES {
         for t in *types {
             out.push_str(&format!("nsIndexAttribute: {attr}:{t}\n"));
@@ -236,5 +247,17 @@ mod tests {
         nums.sort_unstable();
         nums.dedup();
         assert_eq!(nums.len(), ATTRS.len());
+    }
+
+    /// The backend named is the one indexed and reindexed, under the task named.
+    #[test]
+    fn the_389ds_form_names_its_backend_and_task() {
+        let task = ds389_task_name(1_700_000_000, 42);
+        assert_eq!(task, "vouch-reindex-1700000000-42");
+        let out = ds389("vouchRoot", &task);
+        assert!(out.contains("cn=vouchSerial,cn=index,cn=vouchRoot,cn=ldbm database,cn=plugins,cn=config"), "{out}");
+        assert!(out.contains("\nnsInstance: vouchRoot\n"), "{out}");
+        assert!(out.contains("\ndn: cn=vouch-reindex-1700000000-42,cn=index,cn=tasks,cn=config\n"), "{out}");
+        assert!(!out.contains("userRoot"), "{out}");
     }
 }

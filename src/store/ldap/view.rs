@@ -6,7 +6,7 @@
 //! (`vouchCertname`, `vouchSerial`).
 
 use super::entry::{check_certname, check_hex, Entry};
-use super::{LdapStore, CLEANED};
+use super::LdapStore;
 use crate::store::{Current, IssuanceView, Store, StoreError};
 use ldap3::Scope;
 
@@ -80,7 +80,7 @@ impl LdapStore {
 
     /// A registry entry as [`Store::current`] reads it (a cleaned certname's tombstone: none).
     pub(super) fn current_of(e: &Entry) -> Result<Option<Current>, StoreError> {
-        if e.text("vouchState").as_deref() == Some(CLEANED) {
+        if super::tombstone(e) {
             return Ok(None);
         }
         Ok(Some(Current { record: e.record()?, pem: e.need("vouchCertificate")?, revision: e.revision()? }))
