@@ -7,7 +7,7 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ds389::{Ds389, Ds389Store};
+use common::ds389::{Ds389, Ds389Store, SUFFIX};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
@@ -685,6 +685,15 @@ fn two_masters_on_two_389ds_suppliers_grant_the_same_one_time_attributes_twice()
     let (conflicts, listed) = settled(&[&a, &b], &d1);
     let delivered: Vec<&String> = rounds.iter().flatten().flatten().collect();
     let unlisted = delivered.iter().filter(|s| !listed.iter().any(|l| l.contains(s.as_str()))).count();
+    let ruv = "(&(nsuniqueid=ffffffff-ffffffff-ffffffff-ffffffff)(objectClass=nsTombstone))";
+    let probe_ruv = as_vouch(&a, &["-b", SUFFIX, ruv, "nsds50ruv"]);
+    let probe_conflicts =
+        as_vouch(&a, &["-b", &a.base, "(&(nsds5ReplConflict=*)(|(objectClass=ldapsubentry)(objectClass=*)))", "1.1"]);
+    // vouch's bind DN reads no replica update vector, but does read the conflict entries
+    // under its base: what `store verify` could look for after the fact.
+    assert!(probe_ruv.success() && !probe_ruv.stdout.contains("nsds50ruv"), "{probe_ruv}");
+    let readable = probe_conflicts.stdout.lines().filter(|l| l.starts_with("dn:")).count();
+    assert_eq!(readable, conflicts[0].len(), "{probe_conflicts}");
     let claims = conflicts[0].iter().filter(|dn| dn.contains(",ou=journal,")).count();
     let verify = v(&a, &d1).args(["store", "verify"]).output().unwrap();
     eprintln!(
