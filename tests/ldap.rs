@@ -7,7 +7,7 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ds389::Ds389;
+use common::ds389::{Ds389, Ds389Store, SUFFIX};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
@@ -636,6 +636,140 @@ fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
         .unwrap();
     assert_eq!(m3.status.code(), Some(75), "{}", text(&m3));
     assert!(String::from_utf8_lossy(&m3.stderr).contains("did not show on replica"), "{}", text(&m3));
+}
+
+/// 389 DS only: two masters, each writing to its own supplier of a multi-supplier pair
+/// (`Ds389::suppliers`), the fencing rule broken on purpose. The same vouched attributes
+/// (one-time use) presented to both at once, round after round: measured, how many rounds
+/// granted them twice, the `nsds5ReplConflict` entries replication left behind, and how
+/// many delivered certificates neither supplier lists once replication has settled. The
+/// control: attributes spent at one master and replicated are refused at the other.
+#[test]
+fn two_masters_on_two_389ds_suppliers_grant_the_same_one_time_attributes_twice() {
+    const ROUNDS: usize = 12;
+    let (one, two) = Ds389::suppliers();
+    let a = one.store_here("multisupplier");
+    let b = Ds389Store { ds: &two, base: a.base.clone() };
+    let journal = format!("ou=journal,{}", a.base);
+    wait_until(Duration::from_secs(60), "the store's containers on the second supplier", || b.has_dn(&journal));
+    // vouch's bind DN does not see the replica configuration: nothing vouch could warn from.
+    for d in [&a as &dyn Directory, &b] {
+        let seen = as_vouch(d, &["-b", "cn=mapping tree,cn=config", "(objectClass=nsds5replica)", "nsds5replicaid"]);
+        assert!(!seen.stdout.contains("nsds5replicaid"), "the bind DN reads the replica configuration: {seen}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&a, &d1, "ca1.test");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start(&b, &d2, "ca2.test");
+    // The control: spent at master 1, replicated, refused at master 2.
+    let name = "spent.example.test";
+    let attrs = vouched(&d1, name);
+    let (put, why, first) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let first = serial_of(&first.expect("no certificate at master 1"));
+    let registered = format!("vouchCertname={name},ou=certnames,{}", a.base);
+    wait_until(Duration::from_secs(30), "the certname on the second supplier", || b.has_dn(&registered));
+    let (put, why, cert) = enroll(&m2, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 400, "replicated spent attributes granted again: {why}");
+    assert!(why.contains("already has a signed certificate"), "{why}");
+    assert_eq!(cert.map(|c| serial_of(&c)), Some(first), "master 2 serves another certificate");
+    // The race: both masters at once, round after round.
+    let rounds: Vec<[Option<String>; 2]> =
+        (0..ROUNDS).map(|i| race(&m1, &m2, &format!("mm{i:02}.example.test"))).collect();
+    let twice = rounds.iter().filter(|r| r.iter().all(Option::is_some)).count();
+    let (conflicts, listed) = settled(&[&a, &b], &d1);
+    let delivered: Vec<&String> = rounds.iter().flatten().flatten().collect();
+    let unlisted = delivered.iter().filter(|s| !listed.iter().any(|l| l.contains(s.as_str()))).count();
+    let ruv = "(&(nsuniqueid=ffffffff-ffffffff-ffffffff-ffffffff)(objectClass=nsTombstone))";
+    let probe_ruv = as_vouch(&a, &["-b", SUFFIX, ruv, "nsds50ruv"]);
+    let probe_conflicts =
+        as_vouch(&a, &["-b", &a.base, "(&(nsds5ReplConflict=*)(|(objectClass=ldapsubentry)(objectClass=*)))", "1.1"]);
+    // vouch's bind DN reads no replica update vector, but does read the conflict entries
+    // under its base: what `store verify` could look for after the fact.
+    assert!(probe_ruv.success() && !probe_ruv.stdout.contains("nsds50ruv"), "{probe_ruv}");
+    let readable = probe_conflicts.stdout.lines().filter(|l| l.starts_with("dn:")).count();
+    assert_eq!(readable, conflicts[0].len(), "{probe_conflicts}");
+    let claims = conflicts[0].iter().filter(|dn| dn.contains(",ou=journal,")).count();
+    let verify = v(&a, &d1).args(["store", "verify"]).output().unwrap();
+    eprintln!(
+        "389 DS multi-supplier: {twice} of {ROUNDS} rounds granted twice; {} certificates delivered, {unlisted} \
+         listed by neither supplier; conflict entries on each supplier: {:?} ({claims} claims)\n{}\n{:?} {}",
+        delivered.len(),
+        conflicts.iter().map(Vec::len).collect::<Vec<_>>(),
+        conflicts[0].join("\n"),
+        rounds,
+        text(&verify)
+    );
+    assert!(twice >= 1, "first-use-wins held on 389 DS multi-supplier: {rounds:?}");
+    // Each double grant: the claim and the certname added on both suppliers, one of each
+    // kept, the other renamed to a conflict entry; the certificate it held listed nowhere.
+    assert_eq!(claims, twice, "{conflicts:?}");
+    assert!(conflicts.iter().all(|c| c.len() == 2 * twice), "{conflicts:?}");
+    assert_eq!(unlisted, twice, "{listed:?}");
+    // And nothing in vouch shows it: `store verify` finds the store consistent.
+    assert!(verify.status.success() && text(&verify).contains("no findings"), "{}", text(&verify));
+}
+
+/// `ldapsearch -LLL ARGS` bound as vouch's bind DN.
+fn as_vouch(d: &dyn Directory, args: &[&str]) -> common::slapd::LdapOutput {
+    let (url, dn, pw) = (d.url(""), d.bind_dn(), d.password_file());
+    let mut all = vec!["-x", "-H", &url, "-D", &dn, "-y", s(&pw), "-LLL"];
+    all.extend_from_slice(args);
+    common::slapd::run_tool("ldapsearch", &all, None, Duration::from_secs(10))
+}
+
+/// The same vouched attributes for `name`, each master given another key at once: the
+/// serial each delivered (None: refused).
+fn race(m1: &Master, m2: &Master, name: &str) -> [Option<String>; 2] {
+    let attrs = vouched(&m1.dir, name);
+    let csrs = [csr_for(name, &attrs, &p256()), csr_for(name, &attrs, &p256())];
+    let got = std::thread::scope(|sc| {
+        let x = sc.spawn(|| enroll(m1, name, &csrs[0]));
+        let y = sc.spawn(|| enroll(m2, name, &csrs[1]));
+        [x.join().unwrap(), y.join().unwrap()]
+    });
+    assert!(got.iter().any(|g| g.0 == 200 && g.2.is_some()), "{name}: granted by neither master: {got:?}");
+    // Granted: 200 and a certificate; a refused PUT may still GET the other master's
+    // certificate once it has replicated.
+    let serials = got.map(|(put, _, cert)| cert.filter(|_| put == 200).map(|c| serial_of(&c)));
+    assert!(serials[0].is_none() || serials[0] != serials[1], "{name}: one certificate for both: {serials:?}");
+    serials
+}
+
+/// Once replication has settled (the same conflict entries on every supplier, 30 s at
+/// most): each supplier's conflict entries (their DNs), and every `list --all` line of each.
+fn settled(sups: &[&dyn Directory], dir: &Path) -> (Vec<Vec<String>>, Vec<String>) {
+    let conflicts = |d: &dyn Directory| {
+        // Conflict entries are ldapsubentry: a filter that names the class finds them.
+        let filter = "(&(nsds5ReplConflict=*)(|(objectClass=ldapsubentry)(objectClass=*)))";
+        let out = d.ldapsearch(&d.base(), filter, &["nsds5ReplConflict"]);
+        assert!(out.success(), "{out}");
+        let mut dns: Vec<String> = out.stdout.lines().filter(|l| l.starts_with("dn:")).map(str::to_string).collect();
+        dns.sort();
+        dns
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut before = Vec::new();
+    let mut seen: Vec<Vec<String>> = sups.iter().map(|d| conflicts(*d)).collect();
+    while (seen.iter().any(|c| *c != seen[0]) || seen != before) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(1));
+        before = std::mem::replace(&mut seen, sups.iter().map(|d| conflicts(*d)).collect());
+    }
+    let lists: Vec<Vec<String>> = sups
+        .iter()
+        .map(|d| {
+            let mut l: Vec<String> = list(*d, dir).iter().map(|e| e.to_string()).collect();
+            l.sort();
+            l
+        })
+        .collect();
+    assert_eq!(lists[0], lists[1], "the suppliers list different certificates once settled");
+    (seen, lists.concat())
 }
 
 #[test]
