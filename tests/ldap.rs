@@ -708,12 +708,27 @@ fn two_masters_on_two_389ds_suppliers_grant_the_same_one_time_attributes_twice()
     assert!(twice >= 1, "first-use-wins held on 389 DS multi-supplier: {rounds:?}");
     // Each double grant: the claim and the certname added on both suppliers, one of each
     // kept, the other renamed to a conflict entry; the certificate it held listed nowhere.
-    assert_eq!(claims, twice, "{conflicts:?}");
-    assert!(conflicts.iter().all(|c| c.len() == 2 * twice), "{conflicts:?}");
-    assert_eq!(unlisted, twice, "{listed:?}");
-    // And nothing in vouch shows it: `store verify` finds the store consistent.
-    assert!(verify.status.success() && text(&verify).contains("no findings"), "{}", text(&verify));
+    // (Exact counts vary with timing: a master's GET may already answer the other's
+    // replicated certificate, and a claim may replicate before the other's add.)
+    assert!(claims >= 1 && claims <= twice, "{conflicts:?}");
+    assert!(conflicts.iter().all(|c| *c == conflicts[0] && c.len() <= 2 * twice), "{conflicts:?}");
+    assert!(unlisted >= 1 && unlisted <= twice, "{listed:?}");
+    // `store verify` names each conflict entry, the lost certificate's serial among them.
+    assert_eq!(verify.status.code(), Some(1), "{}", text(&verify));
+    let named = String::from_utf8_lossy(&verify.stdout)
+        .lines()
+        .filter(|l| l.starts_with("replication-conflict: replication conflict entry "))
+        .count();
+    assert_eq!(named, conflicts[0].len(), "{}", text(&verify));
+    let found = text(&verify).to_ascii_lowercase();
+    let lost: Vec<&&String> =
+        delivered.iter().filter(|s| s.as_str() != UNKNOWN && !listed.iter().any(|l| l.contains(s.as_str()))).collect();
+    let named_lost = lost.iter().filter(|s| found.contains(s.to_ascii_lowercase().trim_start_matches("00"))).count();
+    assert_eq!(named_lost, lost.len(), "the lost certificates are not named: {lost:?}\n{}", text(&verify));
 }
+
+/// A granted certificate whose serial the race could not see (see [`race`]).
+const UNKNOWN: &str = "unknown";
 
 /// `ldapsearch -LLL ARGS` bound as vouch's bind DN.
 fn as_vouch(d: &dyn Directory, args: &[&str]) -> common::slapd::LdapOutput {
@@ -736,8 +751,13 @@ fn race(m1: &Master, m2: &Master, name: &str) -> [Option<String>; 2] {
     assert!(got.iter().any(|g| g.0 == 200 && g.2.is_some()), "{name}: granted by neither master: {got:?}");
     // Granted: 200 and a certificate; a refused PUT may still GET the other master's
     // certificate once it has replicated.
-    let serials = got.map(|(put, _, cert)| cert.filter(|_| put == 200).map(|c| serial_of(&c)));
-    assert!(serials[0].is_none() || serials[0] != serials[1], "{name}: one certificate for both: {serials:?}");
+    let mut serials = got.map(|(put, _, cert)| cert.filter(|_| put == 200).map(|c| serial_of(&c)));
+    // Both granted, and one master's GET already answered the other's certificate (replicated
+    // over its own): that master's serial is unknown here, and its certificate is the one
+    // listed nowhere.
+    if serials[0].is_some() && serials[0] == serials[1] {
+        serials[1] = Some(UNKNOWN.to_string());
+    }
     serials
 }
 

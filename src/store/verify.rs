@@ -132,6 +132,15 @@ pub enum Finding {
               entry is kept as it is); until then \
               listings and certificate_status show the certificate as valid"]
     RevocationUnfinished { serial: String, certname: String },
+    /// A multi-supplier directory's replication conflict entry: two servers each accepted an
+    /// add of the same entry (a claim, a certname), so first-use-wins was lost there.
+    #[message = "replication conflict entry {dn} ({conflict}): two servers each accepted this entry; certname \
+                 {certname}, serial {serial}"]
+    #[hint = "every master must write to one directory server (docs/ldap.md, 'Two suppliers: first-use-wins \
+              lost'): point them all at one supplier first; then revoke the certificate the conflict entry holds \
+              (`vouch revoke --serial SERIAL`: it is valid and listed nowhere else), and delete the conflict entry \
+              with ldapdelete as the directory's administrator"]
+    ReplicationConflict { dn: String, conflict: String, certname: String, serial: String },
     /// A revoked serial the CRL should list and does not.
     #[message = "serial {serial} ({certname}) is revoked, but the CRL does not list it"]
     #[hint(with = WRITE_CRL)]
@@ -301,6 +310,7 @@ impl Finding {
             Finding::RevokedNotRecorded { .. } => "revoked-not-recorded",
             Finding::RevocationNotInRecord { .. } => "revocation-not-in-record",
             Finding::RevocationUnfinished { .. } => "revocation-unfinished",
+            Finding::ReplicationConflict { .. } => "replication-conflict",
             Finding::RevokedNotOnCrl { .. } => "revoked-not-on-crl",
             Finding::CrlUnreadable { .. } => "crl-unreadable",
             Finding::RootCrlUnreadable { .. } => "root-crl-unreadable",

@@ -79,6 +79,7 @@
 //! anything is signed for it (a standby promoted after a failover then knows it).
 
 mod claims;
+mod conflicts;
 mod conn;
 mod crls;
 mod entry;
@@ -395,7 +396,8 @@ impl Store for LdapStore {
         _now: OffsetDateTime,
         f: &mut dyn FnMut(crate::store::verify::Finding),
     ) -> Result<(), StoreError> {
-        self.unfinished_revocations(f)
+        self.unfinished_revocations(f)?;
+        self.replication_conflicts(f)
     }
 
     fn describe(&self) -> String {
