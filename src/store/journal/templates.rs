@@ -138,6 +138,22 @@ impl InstanceClaims for FileInstances {
     fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(read_instance_claim(&self.dir.join(key))?.map(|(holder, _)| holder))
     }
+
+    /// Read, compare, remove: the file, once it names `holder`, is replaced by no one
+    /// (claims are made with link(2), never over an existing one), and the prune removes
+    /// only a claim a day past its expiry, never one this use (of a template not yet
+    /// expired) just took; so the file removed is the one read.
+    fn release_instance(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        if self.instance_holder(key)?.as_deref() != Some(holder) {
+            return Ok(());
+        }
+        let path = self.dir.join(key);
+        // Not synced: a removal lost to a power cut leaves the claim taken (until the prune).
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error(&path, "give back an instance claim in", e)),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The digest an instance's use record is named by (the same in the LDAP store).
