@@ -106,9 +106,10 @@ pub(super) struct FileInstances {
 pub(super) const INSTANCES: &str = "instances";
 
 /// An instance claim's holder and expiry, as its file holds them.
+/// Read as a regular file only: never through a link, never waiting on a FIFO planted there.
 pub(super) fn read_instance_claim(path: &std::path::Path) -> Result<Option<(String, String)>, StoreError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match text.trim_end().split_once(' ') {
+    match crate::files::durable::read_regular(path) {
+        Ok(bytes) => match String::from_utf8_lossy(&bytes).trim_end().split_once(' ') {
             Some((holder, expiry)) => Ok(Some((holder.to_string(), expiry.to_string()))),
             None => Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -174,6 +175,9 @@ impl Journal {
     /// is bound ([`crate::store::templates`]).
     pub fn count_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
         let claim = u.instance_claim.as_deref();
+        if claim.is_some() {
+            self.prune_instances_now_and_then();
+        }
         use_template(&self.template_cells(u), &self.instances(u), &use_digest(u), claim, u.max_uses)
     }
 
