@@ -5,6 +5,7 @@
 use super::Journal;
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 use time::OffsetDateTime;
 
 pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
@@ -86,12 +87,7 @@ impl Journal {
     }
 
     /// [`Journal::prune_within`], the instance claims too if `instances`.
-    fn prune_buckets_within(
-        &self,
-        now: OffsetDateTime,
-        budget: std::time::Duration,
-        instances: bool,
-    ) -> io::Result<Pruned> {
+    fn prune_buckets_within(&self, now: OffsetDateTime, budget: Duration, instances: bool) -> io::Result<Pruned> {
         let start = std::time::Instant::now();
         let over = || start.elapsed() >= budget;
         let mut pruned = Pruned { removed: 0, left: false };
