@@ -354,8 +354,9 @@ impl Authority {
                 match self.on_existing(job, rec, &pem) {
                     Existing::Supersede(rec) => supersede = Some((rec, pem.clone())),
                     Existing::Refuse(reason) => {
-                        // The attributes are good: they become this key's, as in any kept refusal.
-                        let held = Some(decision::Held {
+                        // The attributes are good: they become this key's, as in any kept refusal;
+                        // never a template's (version 3): a refused request holds none of its uses.
+                        let held = job.template.is_none().then(|| decision::Held {
                             replay_key: job.replay.key.clone(),
                             expiry: job.replay.expiry,
                             spki: job.spki.clone(),
