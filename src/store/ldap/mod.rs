@@ -395,7 +395,8 @@ impl Store for LdapStore {
         _now: OffsetDateTime,
         f: &mut dyn FnMut(crate::store::verify::Finding),
     ) -> Result<(), StoreError> {
-        self.unfinished_revocations(f)
+        self.unfinished_revocations(f)?;
+        self.purging_entries(f)
     }
 
     fn describe(&self) -> String {
