@@ -1843,8 +1843,17 @@ fn tombstones_purged(slapd: &dyn Directory) {
     let blocked = if entry(gone).contains("purging") { gone } else { stuck };
     let refused = sign(blocked);
     assert!(!refused.status.success(), "a certificate over a tombstone being purged: {}", text(&refused));
-    // The next purge takes it over (months after its purger died, by --now) and does the other.
-    let done = ok(&purge(&["--confirm", "--now", &later]));
+    // Seconds old by the server's clock, it is left (whatever --now says); the next purge takes
+    // it over once the server's clock says the takeover age passed (shortened to 2 s here:
+    // VOUCH_TEST_TAKEOVER_SECS), and does the other.
+    let young = ok(&purge(&["--confirm", "--now", &later]));
+    assert!(entry(blocked).contains("vouchState: purging"), "taken over at once ({young}): {}", entry(blocked));
+    std::thread::sleep(Duration::from_secs(3));
+    let done = ok(&v(slapd, &d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .env("VOUCH_TEST_TAKEOVER_SECS", "2")
+        .output()
+        .unwrap());
     for name in [gone, stuck] {
         assert!(!entry(name).contains("vouchState"), "{name} still has its tombstone ({done}): {}", entry(name));
     }
@@ -2209,4 +2218,214 @@ fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_u
         }
     }
     assert_eq!(std::fs::read(d1.join("ca/ca_crl.pem")).unwrap(), crl, "a CRL was written under the limits");
+}
+
+// ---- `vouch purge --tombstones`: its takeover, its dry run, and what verify names ----
+
+/// The setup the purge tests share: master m1 on `dir`, `name` signed and cleaned (a
+/// tombstone), and an RFC 3339 time a CRL period (30 days) and a day after its certificate
+/// expired.
+fn cleaned_tombstone(dir: &dyn Directory, tmp: &Path, name: &str) -> (std::path::PathBuf, String, String) {
+    let d1 = tmp.join("m1");
+    if !d1.exists() {
+        drop(Master::start(dir, &d1, "ca1.test"));
+    }
+    let csr = tmp.join(format!("{name}.csr"));
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    let pem_path = csr.with_extension("pem");
+    ok(&v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&pem_path)]).output().unwrap());
+    let pem = std::fs::read(&pem_path).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let later = (c.validity().not_after.to_datetime() + time::Duration::days(31))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    ok(&v(dir, &d1).args(["clean", name]).output().unwrap());
+    (d1, serial_of(&pem), later)
+}
+
+fn registry_state(dir: &dyn Directory, name: &str) -> String {
+    let filter = format!("(&(objectClass=vouchRegistered)(vouchCertname={name}))");
+    dir.ldapsearch(&dir.base(), &filter, &["vouchState", "vouchSerial"]).stdout
+}
+
+/// A purge killed between its swap and its delete, at `later`: the name's entry left `purging`.
+fn purge_killed_after_its_swap(dir: &dyn Directory, d1: &Path, name: &str, later: &str) {
+    let died = v(dir, d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", later])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:tombstone-purging")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "did not abort: {}", text(&died));
+    assert!(registry_state(dir, name).contains("vouchState: purging"), "{}", registry_state(dir, name));
+}
+
+/// A purge left unfinished blocks its certname: `vouch store verify` names it
+/// (purge-unfinished, exit 1; it said "no findings"), and the refusal the enrolling side gets
+/// says the name is being purged (it said only "the certificate of NAME", with a hint to
+/// commands that show nothing).
+#[test]
+fn a_purge_left_unfinished_is_named_by_store_verify_and_by_the_refusal() {
+    purge_left_unfinished_named(&store());
+}
+
+#[test]
+fn a_purge_left_unfinished_is_named_by_store_verify_and_by_the_refusal_on_389ds() {
+    purge_left_unfinished_named(&Ds389::store("purge_unfinished"));
+}
+
+fn purge_left_unfinished_named(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "stuck.example.test";
+    let (d1, serial, later) = cleaned_tombstone(dir, tmp.path(), name);
+    purge_killed_after_its_swap(dir, &d1, name, &later);
+    let csr = tmp.path().join("again.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    let refused =
+        v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap();
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("being purged (vouch purge --tombstones"), "{}", text(&refused));
+    let o = v(dir, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        !o.status.success() && out.contains("purge-unfinished") && out.contains(name) && out.contains(&serial),
+        "store verify does not name the entry left purging: exit {:?} {out}",
+        o.status.code()
+    );
+}
+
+/// A live, unexpired certificate's registry entry marked `purging` (outside vouch): `vouch
+/// store verify` names it (purging-live-certificate; it found nothing), and `vouch purge
+/// --tombstones --confirm` says so and leaves it (it said "no tombstone").
+#[test]
+fn a_live_certificates_entry_marked_purging_is_named_and_left_by_the_purge() {
+    live_entry_marked_purging(&store());
+}
+
+#[test]
+fn a_live_certificates_entry_marked_purging_is_named_and_left_by_the_purge_on_389ds() {
+    live_entry_marked_purging(&Ds389::store("purging_live"));
+}
+
+fn live_entry_marked_purging(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(dir, &d1, "ca1.test"));
+    let name = "live.example.test";
+    let csr = tmp.path().join("live.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    ok(&v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap());
+    let serial = serial_of(&std::fs::read(csr.with_extension("pem")).unwrap());
+    let dn = format!("vouchCertname={name},ou=certnames,{}", dir.base());
+    let planted = dir.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchState\nvouchState: purging\n"));
+    assert!(planted.success(), "{planted}");
+    let purge = v(dir, &d1).args(["purge", "--tombstones", "--confirm"]).output().unwrap();
+    assert!(text(&purge).contains("marked purging") && text(&purge).contains(name), "{}", text(&purge));
+    assert!(registry_state(dir, name).contains("vouchState: purging"), "{}", registry_state(dir, name));
+    let o = v(dir, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        !o.status.success() && out.contains("purging-live-certificate") && out.contains(&serial),
+        "store verify does not name a live certificate's entry marked purging: exit {:?} {out}",
+        o.status.code()
+    );
+}
+
+/// `--now` does not move the takeover's clock: a purge run with a later `--now` leaves a
+/// `purging` entry seconds old (by the server's clock) alone (it took it over and deleted).
+#[test]
+fn a_later_now_does_not_take_over_a_purge_seconds_old() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "fresh.example.test";
+    let (d1, _serial, later) = cleaned_tombstone(&slapd, tmp.path(), name);
+    purge_killed_after_its_swap(&slapd, &d1, name, &later);
+    let again = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    assert!(
+        registry_state(&slapd, name).contains("vouchState: purging"),
+        "a purge seconds old was taken over by a later --now ({again}): {}",
+        registry_state(&slapd, name)
+    );
+}
+
+/// A dry run (`vouch purge --tombstones` without --confirm) writes nothing: the revocation
+/// entry lacking the certificate is not given the tombstone's (it was, with no lock taken).
+#[test]
+fn a_dry_run_purge_writes_nothing() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "dry.example.test";
+    let (d1, serial, later) = cleaned_tombstone(&slapd, tmp.path(), name);
+    let filter = format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))");
+    let found = slapd.ldapsearch(&slapd.base(), &filter, &["1.1"]);
+    let rdn = found.stdout.lines().find_map(|l| l.strip_prefix("dn: ")).unwrap().to_string();
+    let dropped = slapd.ldapmodify(&format!("dn: {rdn}\nchangetype: modify\ndelete: vouchCertificate\n"));
+    assert!(dropped.success(), "{dropped}");
+    let dry = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--now", &later]).output().unwrap());
+    assert!(dry.contains("dry run") && dry.contains(&format!("would remove the tombstone of {name}")), "{dry}");
+    let after = slapd.ldapsearch(&slapd.base(), &filter, &["vouchCertificate"]);
+    assert!(!after.stdout.contains("vouchCertificate"), "the dry run wrote the revocation entry: {after}");
+    // Confirmed, the certificate goes to the revocation entry before the tombstone goes.
+    let done = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    assert!(done.contains("removed the tombstone"), "{done}");
+    let after = slapd.ldapsearch(&slapd.base(), &filter, &["vouchCertificate"]);
+    assert!(after.stdout.contains("vouchCertificate"), "the certificate was lost: {after}");
+}
+
+/// Purge A swaps the tombstone into `purging` and sends its delete, which a proxy holds in
+/// transit 6 s (fixtures/ldap-proxy/holds-deletes-in-transit.py); purge B, with a later
+/// `--now`, runs meanwhile, and the name's next certificate is asked for. Whatever B and the
+/// issuance do, A's late delete never removes a new certificate's registry entry (B took A's
+/// purge over at once and deleted, the next certificate was issued, and A's delete removed it).
+#[test]
+fn a_delete_slow_in_transit_and_a_takeover_never_remove_a_new_certificate() {
+    slow_delete_and_takeover(&store());
+}
+
+#[test]
+fn a_delete_slow_in_transit_and_a_takeover_never_remove_a_new_certificate_on_389ds() {
+    slow_delete_and_takeover(&Ds389::store("slow_delete"));
+}
+
+fn slow_delete_and_takeover(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "twice.example.test";
+    let (d1, _serial, later) = cleaned_tombstone(dir, tmp.path(), name);
+    let port_file = tmp.path().join("proxy.port");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ldap-proxy/holds-deletes-in-transit.py");
+    let mut proxy =
+        Command::new("python3").args([s(&script), s(&port_file), &dir.port().to_string(), "6"]).spawn().unwrap();
+    wait_until(Duration::from_secs(20), "the proxy's port", || port_file.exists());
+    let pport: u16 = std::fs::read_to_string(&port_file).unwrap().trim().parse().unwrap();
+    let via_proxy = format!("ldap://127.0.0.1:{pport}/{}", dir.base());
+    // A: through the proxy (its delete held).
+    let a = v(dir, &d1)
+        .env("VOUCH_STORE", &via_proxy)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), "A's swap", || registry_state(dir, name).contains("vouchState: purging"));
+    // B: direct, a later --now.
+    let b = ok(&v(dir, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    let sign = |n: &str| {
+        let csr = tmp.path().join(format!("{n}.csr"));
+        std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+        let o = v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap();
+        o.status.success().then(|| serial_of(&std::fs::read(csr.with_extension("pem")).unwrap()))
+    };
+    let during = sign("during");
+    let a = a.wait_with_output().unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    let issued = during.clone().or_else(|| sign("after")).expect("no certificate once the purge was done");
+    let left = registry_state(dir, name);
+    assert!(
+        left.contains("vouchState: issued") && left.to_lowercase().contains(&issued.to_lowercase()),
+        "the new certificate {issued}'s registry entry was deleted by A's late delete (issued during A's delete: \
+         {}; A: {}; B: {b}): {left:?}",
+        during.is_some(),
+        text(&a)
+    );
 }

@@ -397,7 +397,8 @@ impl Store for LdapStore {
         f: &mut dyn FnMut(crate::store::verify::Finding),
     ) -> Result<(), StoreError> {
         self.unfinished_revocations(f)?;
-        self.replication_conflicts(f)
+        self.replication_conflicts(f)?;
+        self.purging_entries(f)
     }
 
     fn describe(&self) -> String {
