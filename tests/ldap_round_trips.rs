@@ -12,6 +12,7 @@ mod common;
 use common::agents::{csr_for, p256};
 use common::ds389::Ds389;
 use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
+use common::ldap_proxy::{element_len, request_dn};
 use common::slapd::Slapd;
 use common::{ok, run, s, text, vouch};
 use std::collections::BTreeMap;
@@ -138,28 +139,7 @@ fn a_legacy_journal_entry_migrated_into_ldap_stays_used() {
     let slapd = slapd();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
-    // A file-store master's first run: its CA, conductor and policy (journal in DIR/replay).
-    drop(Master::start_env(&d1, "ca1.test", &[], &[]));
-    let name = "legacy.example.test";
-    let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
-    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
-    let expiry = time::OffsetDateTime::parse(
-        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap();
-    // What an older vouch wrote when it approved these attributes for another key.
-    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
-    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
-    let now = time::OffsetDateTime::now_utc();
-    assert_eq!(
-        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
-        vouch::store::journal::Claim::Fresh
-    );
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
-    let out =
-        ok(&vouch().envs(env).args(["--dir", s(&d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
-    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    let (name, attrs) = ("legacy.example.test", migrated_with_a_legacy_entry(&slapd, &d1));
     let m = Master::start(&slapd, &d1, "ca1.test");
     let (put, why, cert) = common::ldap_lab::enroll(&m, name, &csr_for(name, &attrs, &p256()));
     assert_eq!(put, 200, "{why}");
@@ -167,6 +147,34 @@ fn a_legacy_journal_entry_migrated_into_ldap_stays_used() {
     let listed =
         ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
     assert!(listed.contains("attributes-replayed"), "{listed}");
+}
+
+/// A file-store master in `d1` (its first run: CA, conductor, policy, journal in DIR/replay)
+/// whose journal holds, under the legacy key, the vouched attributes for
+/// `legacy.example.test` as an older vouch wrote them when it approved them for another
+/// key; then `vouch migrate` into `slapd`. The attributes.
+fn migrated_with_a_legacy_entry(slapd: &Slapd, d1: &std::path::Path) -> vouch::vouching::attrs::CsrAttributes {
+    drop(Master::start_env(d1, "ca1.test", &[], &[]));
+    let name = "legacy.example.test";
+    let attrs = common::agents::vouched(d1, name, CLASSIFICATION);
+    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
+    let expiry = time::OffsetDateTime::parse(
+        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
+    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(
+        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
+        vouch::store::journal::Claim::Fresh
+    );
+    let env: Vec<(String, String)> = store_env(slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let out =
+        ok(&vouch().envs(env).args(["--dir", s(d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
+    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    attrs
 }
 
 /// A store migrated by an older vouch holds its copied journal entries and no mark of any
@@ -180,26 +188,7 @@ fn a_store_migrated_before_the_mark_keeps_legacy_entries_used() {
     let slapd = slapd();
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
-    drop(Master::start_env(&d1, "ca1.test", &[], &[]));
-    let name = "legacy.example.test";
-    let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
-    let nonce = attrs.custom_attributes["1.3.6.1.4.1.34380.2.7"].clone();
-    let expiry = time::OffsetDateTime::parse(
-        &attrs.custom_attributes["1.3.6.1.4.1.34380.2.3"],
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap();
-    let journal = vouch::store::journal::Journal::new(d1.join("replay"));
-    let legacy = vouch::vouching::replay_key::ReplayKey::from(format!("v2-nonce:{nonce}").as_str());
-    let now = time::OffsetDateTime::now_utc();
-    assert_eq!(
-        journal.claim(&legacy, expiry, name, &"ab".repeat(32), true, now).unwrap(),
-        vouch::store::journal::Claim::Fresh
-    );
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
-    let out =
-        ok(&vouch().envs(env).args(["--dir", s(&d1), "migrate", "--to", &slapd.url(&slapd.base())]).output().unwrap());
-    assert!(out.contains("replay-journal entries: 1 copied"), "{out}");
+    let (name, attrs) = ("legacy.example.test", migrated_with_a_legacy_entry(&slapd, &d1));
     // As the previous version's migrate left the store: the same entries, no mark (16: no
     // such attribute, as a migrate without the mark leaves it).
     let unmark = slapd.ldapmodify(&format!("dn: ou=journal,{BASE}\nchangetype: modify\ndelete: description\n-\n"));
@@ -435,41 +424,6 @@ struct Hold {
     released: bool,
 }
 
-/// One complete BER element at the start of `buf`: its total length, if all of it is there.
-fn element_len(buf: &[u8]) -> Option<usize> {
-    let first = *buf.get(1)?;
-    if first < 0x80 {
-        return Some(2 + first as usize).filter(|&n| n <= buf.len());
-    }
-    let n = (first & 0x7f) as usize;
-    let len = buf.get(2..2 + n)?.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
-    Some(2 + n + len).filter(|&t| t <= buf.len())
-}
-
-/// (header length, content length) of the BER element at `at`.
-fn header(buf: &[u8], at: usize) -> Option<(usize, usize)> {
-    let first = *buf.get(at + 1)?;
-    if first < 0x80 {
-        return Some((2, first as usize));
-    }
-    let n = (first & 0x7f) as usize;
-    Some((2 + n, buf.get(at + 2..at + 2 + n)?.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)))
-}
-
-/// The DN of an add request (LDAPMessage { messageID, [APPLICATION 8] { entry, … } }).
-fn add_dn(msg: &[u8]) -> Option<String> {
-    let (h, _) = header(msg, 0)?;
-    let (idh, idl) = header(msg, h)?;
-    let op = h + idh + idl;
-    if *msg.get(op)? != 0x68 {
-        return None;
-    }
-    let (oph, _) = header(msg, op)?;
-    let dn = op + oph;
-    let (dnh, dnl) = header(msg, dn)?;
-    Some(String::from_utf8_lossy(msg.get(dn + dnh..dn + dnh + dnl)?).into_owned())
-}
-
 impl HoldingProxy {
     fn start(to: u16) -> HoldingProxy {
         use std::io::{Read, Write};
@@ -493,8 +447,7 @@ impl HoldingProxy {
                             let msg: Vec<u8> = buf.drain(..len).collect();
                             let (lock, cv) = &*st;
                             let mut h = lock.lock().unwrap();
-                            let hit =
-                                matches!((&h.armed, add_dn(&msg)), (Some(w), Some(dn)) if dn.contains(w.as_str()));
+                            let hit = matches!((&h.armed, request_dn(&msg, 0x68)), (Some(w), Some(dn)) if dn.contains(w.as_str()));
                             if hit {
                                 h.armed = None;
                                 h.held = true;
