@@ -77,21 +77,28 @@ impl Ds389 {
         Ds389::shared().store_here(name)
     }
 
+    /// Two instances made at once for replication: the first set up as [`Ds389::shared`] is,
+    /// the second with vouch's schema and the same bind DN's password (the entry itself
+    /// replicates from the first).
+    fn replicated_pair(first: &str, second: &str) -> (Ds389, Ds389) {
+        let (one, two) = std::thread::scope(|sc| {
+            let a = sc.spawn(|| Ds389::create(first));
+            let b = sc.spawn(|| Ds389::create(second));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        fs::copy(one.password_file(), two.password_file()).expect("copy the password");
+        one.set_up();
+        two.apply_schema();
+        (one, two)
+    }
+
     /// A supplier and a consumer that replicates it (`dsconf replication`: the consumer's
     /// replication manager, both replicas, one agreement, the consumer initialised). The
     /// supplier is set up as [`Ds389::shared`] is; the consumer has vouch's schema, and
     /// receives the bind DN, its ACI and everything else by replication. Each instance is
     /// stopped and removed when dropped.
     pub fn pair() -> (Ds389, Ds389) {
-        let (supplier, consumer) = std::thread::scope(|sc| {
-            let a = sc.spawn(|| Ds389::create("supplier"));
-            let b = sc.spawn(|| Ds389::create("consumer"));
-            (a.join().unwrap(), b.join().unwrap())
-        });
-        // One bind DN and password for both: the entry replicates from the supplier.
-        fs::copy(supplier.password_file(), consumer.password_file()).expect("copy the password");
-        supplier.set_up();
-        consumer.apply_schema();
+        let (supplier, consumer) = Ds389::replicated_pair("supplier", "consumer");
         let repl_pw = random_password();
         let consumer_url = consumer.url("");
         let supplier_url = supplier.url("");
@@ -161,14 +168,7 @@ impl Ds389 {
     /// schema and receives the bind DN, its ACI and everything else by replication. Each
     /// instance is stopped and removed when dropped.
     pub fn suppliers() -> (Ds389, Ds389) {
-        let (one, two) = std::thread::scope(|sc| {
-            let a = sc.spawn(|| Ds389::create("supplier1"));
-            let b = sc.spawn(|| Ds389::create("supplier2"));
-            (a.join().unwrap(), b.join().unwrap())
-        });
-        fs::copy(one.password_file(), two.password_file()).expect("copy the password");
-        one.set_up();
-        two.apply_schema();
+        let (one, two) = Ds389::replicated_pair("supplier1", "supplier2");
         let repl_pw = random_password();
         for (ds, id) in [(&one, "1"), (&two, "2")] {
             let url = ds.url("");
