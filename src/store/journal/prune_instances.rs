@@ -44,9 +44,9 @@ impl Journal {
         self.prune_instance_claims(now, &over, &mut Pruned { removed: 0, left: false });
     }
 
-    /// Removes instance claims a day after the expiry each holds, from the name after the
-    /// cursor on, until `over`; what is not a regular file is left (with a warning), never
-    /// read. Errors are logged, never returned (`pruned.left` set).
+    /// Removes instance claims 25 hours after the expiry each holds (a day, and the hour a
+    /// bucket adds), from the name after the cursor on, until `over`; what is not a regular
+    /// file is left (with a warning), never read. Errors are logged, never returned (`pruned.left` set).
     pub(super) fn prune_instance_claims(&self, now: OffsetDateTime, over: &dyn Fn() -> bool, pruned: &mut Pruned) {
         if let Err(e) = self.try_prune_instance_claims(now, over, pruned) {
             tracing::warn!(
