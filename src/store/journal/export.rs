@@ -143,6 +143,14 @@ mod tests {
         assert_eq!(cells.uses.iter().map(|c| c.value).collect::<Vec<_>>(), [1]);
         assert_eq!(cells.instances.len(), 1);
         assert_eq!(cells.instances[0].until, expiry + Duration::seconds(1));
+        // A claim given back (a holder that is no use's digest) is not read as taken.
+        let released = dir.path().join(INSTANCES).join("ab".repeat(32));
+        std::fs::write(&released, format!("released {}\n", crate::encoding::time::format_rfc3339(expiry))).unwrap();
+        assert_eq!(j.template_cells_at(expiry).unwrap().instances.len(), 1);
+        // A count that does not read stops the copy (a limit never silently dropped).
+        let count = dir.path().join("2030010110").join(format!("{}.count", cells.counts[0].digest));
+        std::fs::write(&count, "two\n").unwrap();
+        assert!(matches!(j.template_cells_at(expiry), Err(StoreError::Corrupt { .. })));
         // A day and an hour past: the prune would remove them, so they are not read.
         let cells = j.template_cells_at(expiry + Duration::hours(26)).unwrap();
         assert!(cells.counts.is_empty() && cells.uses.is_empty() && cells.instances.is_empty());
