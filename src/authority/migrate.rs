@@ -157,8 +157,9 @@ impl Authority {
         let Some(dir) = &self.policy.replay_journal else { return Ok(String::new()) };
         let cells = crate::store::journal::Journal::new(dir).template_cells_at(now)?;
         let (mut counts, mut uses, mut instances) = (Counts::default(), Counts::default(), Counts::default());
-        // The use records first: a count copied names its last instance, whose record a
-        // later use writes if it is missing, never with another number.
+        // Use records, counts, then claims: each step keeps what is there, so an interrupted
+        // run is finished by the next (a master meanwhile writes a missing record of a
+        // count's last instance with the count's number, the file store's too).
         for u in &cells.uses {
             counts_of(&mut uses, &target.import_template_use(u)?);
         }
