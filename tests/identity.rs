@@ -7,7 +7,8 @@
 mod common;
 
 use common::cloud::{document, document_launched, Metadata, Signer};
-use common::ldap_lab::{enroll, slapd_opts, store_env, Master};
+use common::ds389::Ds389;
+use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master};
 use common::slapd::Slapd;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -417,6 +418,83 @@ fn two_masters_on_one_slapd_enroll_an_instance_id_once_whichever_template() {
     let listed =
         ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--format", "json"]).output().unwrap());
     assert!(listed.contains("identity-instance-replayed"), "{listed}");
+}
+
+/// `vouch migrate` carries what bound templates keep in the file journal into the shared
+/// store: a template of two uses spent on the file store stays spent (its count copied, then
+/// raised by a second migrate), and its instances stay claimed (no other template enrolls
+/// them), at a master on the LDAP store. (Fails if migrate copies no template count or
+/// instance claim: on the previous version the third use and the other template were granted.)
+#[test]
+fn migrate_carries_template_counts_and_instance_claims_into_ldap() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    migrated_templates_stay_spent(&slapd);
+}
+
+#[test]
+fn migrate_carries_template_counts_and_instance_claims_into_ldap_on_389ds() {
+    migrated_templates_stay_spent(&Ds389::store("migrate_templates"));
+}
+
+fn migrated_templates_stay_spent(to: &dyn Directory) {
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    bound_template(&d, "db", "2", "db.yaml");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let db = |id: &str| format!("{id}.db.asg.example.test");
+    let (x, y, z) = ("i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c");
+    let x_doc = doc(x);
+    let env: Vec<(String, String)> = store_env(to).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = to.url(&to.base());
+    let migrate = || ok(&vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
+    // One use, migrated; a second use on the file store, migrated again: the LDAP store's
+    // count of one is raised to two (never lowered), the new use record and claim added.
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&x_doc)), &[]));
+    let first = migrate();
+    for line in [
+        "template counts: 1 copied, 0 already there",
+        "template use records: 1 copied, 0 already there",
+        "instance claims: 1 copied, 0 already there",
+    ] {
+        assert!(first.contains(line), "{line:?} not in {first}");
+    }
+    ok(&sign(&d, &bound_csr(&d, &web(y), Some(&doc(y))), &[]));
+    let raised = migrate();
+    for line in [
+        "template counts: 1 copied, 0 already there",
+        "template use records: 1 copied, 1 already there",
+        "instance claims: 1 copied, 1 already there",
+        "from 1 to 2 uses",
+    ] {
+        assert!(raised.contains(line), "{line:?} not in {raised}");
+    }
+    let second = migrate();
+    for line in [
+        "template counts: 0 copied, 1 already there",
+        "template use records: 0 copied, 2 already there",
+        "instance claims: 0 copied, 2 already there",
+    ] {
+        assert!(second.contains(line), "{line:?} not in {second}");
+    }
+    let m = Master::start(to, &d, "ca1.test");
+    let csr =
+        |template: &str, name: &str, docu: &[u8]| std::fs::read(bound_csr_of(&d, template, name, Some(docu))).unwrap();
+    // A third instance: both uses of the template were spent before the move.
+    let z_doc = doc(z);
+    let (_, why, cert) = enroll(&m, &web(z), &csr("template.yaml", &web(z), &z_doc));
+    let exhausted = m.log().contains(r#""codes":"template-exhausted""#);
+    assert!(cert.is_none() && exhausted, "a third use of a template of two: {why}\n{}", m.log());
+    // An instance enrolled before the move, under the other bound template: refused.
+    let (_, why, cert) = enroll(&m, &db(x), &csr("db.yaml", &db(x), &x_doc));
+    let replayed = m.log().contains(r#""codes":"identity-instance-replayed""#);
+    assert!(cert.is_none() && replayed, "the same instance id under another template: {why}\n{}", m.log());
+    // The other template's uses are whole: a new instance enrolls with it.
+    let (_, why, cert) = enroll(&m, &db(z), &csr("db.yaml", &db(z), &z_doc));
+    assert!(cert.is_some(), "{why}\n{}", m.log());
 }
 
 #[test]

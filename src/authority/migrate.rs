@@ -4,7 +4,7 @@
 
 use super::Authority;
 use crate::error::Error;
-use crate::store::ldap::LdapStore;
+use crate::store::ldap::{Imported, LdapStore};
 use crate::store::{Store, StoreUrl, WriteLock};
 use time::OffsetDateTime;
 
@@ -22,8 +22,8 @@ impl Counts {
 
 impl Authority {
     /// Copies certificates (each certname's current one), revocations, pending requests,
-    /// overrides and unexpired replay-journal entries into the LDAP store `to`, as this
-    /// master's CA. Returns the report.
+    /// overrides, unexpired replay-journal entries and template cells into the LDAP store
+    /// `to`, as this master's CA. Returns the report.
     pub fn migrate_to(&self, to: &StoreUrl, now: OffsetDateTime) -> Result<String, Error> {
         // The file store's lock for the whole copy: its log is applied first (certificates
         // logged but not yet in its files, claims not yet marked spent), and no writer
@@ -45,8 +45,9 @@ impl Authority {
         report.push_str(&self.copy_requests(&target, &lock)?.line("pending requests"));
         report.push_str(&self.copy_overrides(&target, now)?.line("overrides"));
         report.push_str(&self.copy_claims(&target, now)?.line("replay-journal entries"));
+        report.push_str(&self.copy_templates(&target, now, &mut conflicts)?);
         for c in &conflicts {
-            report.push_str(&format!("conflict: {c}\n"));
+            report.push_str(&format!("{c}\n"));
         }
         report.push_str(&format!("done. Point every master at the LDAP store: --store {} (or VOUCH_STORE)\n", to.url));
         Ok(report)
@@ -64,7 +65,7 @@ impl Authority {
                 None => certs.copied += 1,
                 Some(serial) if serial == c.record.serial => certs.present += 1,
                 Some(serial) => conflicts.push(format!(
-                    "{}: the LDAP store has serial {serial}, this store {}; kept the LDAP store's",
+                    "conflict: {}: the LDAP store has serial {serial}, this store {}; kept the LDAP store's",
                     l.certname, c.record.serial
                 )),
             }
@@ -144,6 +145,48 @@ impl Authority {
         Ok(claims)
     }
 
+    /// The journal's unexpired template cells (signature version 3): use counts, use records
+    /// and instance claims; a count the LDAP store holds lower is raised to this store's, an
+    /// instance claim another use holds there is kept (said in `notes`). The report's lines.
+    fn copy_templates(
+        &self,
+        target: &LdapStore,
+        now: OffsetDateTime,
+        notes: &mut Vec<String>,
+    ) -> Result<String, Error> {
+        let Some(dir) = &self.policy.replay_journal else { return Ok(String::new()) };
+        let cells = crate::store::journal::Journal::new(dir).template_cells_at(now)?;
+        let (mut counts, mut uses, mut instances) = (Counts::default(), Counts::default(), Counts::default());
+        // Use records, counts, then claims: each step keeps what is there, so an interrupted
+        // run is finished by the next (a master meanwhile writes a missing record of a
+        // count's last instance with the count's number, the file store's too).
+        for u in &cells.uses {
+            counts_of(&mut uses, &target.import_template_use(u)?);
+        }
+        for c in &cells.counts {
+            let imported = target.import_template_count(c)?;
+            if let Imported::Raised { from } = imported {
+                notes.push(format!(
+                    "raised: template count {} from {from} to {} uses (this store's; never lowered)",
+                    c.digest, c.value.uses
+                ));
+            }
+            counts_of(&mut counts, &imported);
+        }
+        for i in &cells.instances {
+            let imported = target.import_instance_claim(i)?;
+            if let Imported::HeldByAnother { holder } = &imported {
+                notes.push(format!(
+                    "conflict: instance claim {}: the LDAP store's is held by use {holder}, this store's by use {}; kept the LDAP store's",
+                    i.digest, i.value
+                ));
+            }
+            counts_of(&mut instances, &imported);
+        }
+        Ok([counts.line("template counts"), uses.line("template use records"), instances.line("instance claims")]
+            .concat())
+    }
+
     /// The certnames with an override file (file store).
     fn override_names(&self) -> Result<Vec<String>, Error> {
         let dir = self.dir.ca().join("overrides");
@@ -163,6 +206,14 @@ impl Authority {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+/// Counted as copied (a count raised too) or already there (a claim held by another too).
+fn counts_of(counts: &mut Counts, imported: &Imported) {
+    match imported {
+        Imported::Copied | Imported::Raised { .. } => counts.copied += 1,
+        Imported::Present | Imported::HeldByAnother { .. } => counts.present += 1,
     }
 }
 

@@ -7,10 +7,12 @@
 //! expire with the attributes: whole buckets are removed a day after their
 //! hour has passed, without scanning entries.
 
+mod export;
 mod prune;
 mod prune_instances;
 mod templates;
 
+pub use export::{Cell, TemplateCells};
 pub use prune::{parse_bucket, prune_in_maintenance, Pruned};
 
 use crate::encoding::time::format_rfc3339;

@@ -1,11 +1,16 @@
-//! `vouch migrate` into the shared store: a file store's current certificates, revocations
-//! and replay-journal entries, each written as the store writes its own (idempotent: an
-//! entry already there is reported, never replaced).
+//! `vouch migrate` into the shared store: a file store's current certificates, revocations,
+//! replay-journal entries and template cells (use counts, use records, instance claims),
+//! each written as the store writes its own (idempotent: an entry already there is
+//! reported, never replaced; a lower template count is raised, never lowered).
 
 use super::conn::rc;
 use super::entry::{check_certname, check_hex};
+use super::replicas::Written;
+use super::templates::{LdapCells, LdapInstances};
 use super::LdapStore;
 use crate::encoding::time::parse_rfc3339;
+use crate::store::journal::Cell;
+use crate::store::templates::{Cells, Count, InstanceClaims};
 use crate::store::{CertRecord, Current, Issuance, Revocation, Store, StoreError};
 
 impl LdapStore {
@@ -65,5 +70,81 @@ impl LdapStore {
         // mark that it holds none goes first.
         self.unmark_no_legacy()?;
         Ok(self.add(&self.journal_dn(digest), attrs)? == rc::SUCCESS)
+    }
+}
+
+/// What `vouch migrate` did with one of a template's cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Imported {
+    Copied,
+    /// Already there (a count: as high or higher; a use record: recorded).
+    Present,
+    /// A count the LDAP store held lower than the file store's, raised from `from` uses.
+    Raised {
+        from: u64,
+    },
+    /// An instance claim the LDAP store gives to another use: kept.
+    HeldByAnother {
+        holder: String,
+    },
+}
+
+impl LdapStore {
+    /// `vouch migrate`: a template's use count. Absent: added; lower than `cell`'s: raised by
+    /// the compare-and-swap a use makes (after the use record of the count's last instance,
+    /// as a use moving past it writes it); as high or higher: kept (never lowered).
+    pub fn import_template_count(&self, cell: &Cell<Count>) -> Result<Imported, StoreError> {
+        check_hex("template count", &cell.digest)?;
+        let cells = LdapCells { store: self, template: cell.digest.clone(), expiry: cell.until };
+        for _ in 0..64 {
+            match cells.read_count()? {
+                None => {
+                    if cells.swap_count(None, &cell.value)? {
+                        return Ok(Imported::Copied);
+                    }
+                }
+                Some(c) if c.uses >= cell.value.uses => return Ok(Imported::Present),
+                Some(c) => {
+                    if !c.last.is_empty() {
+                        cells.record_use(&c.last, c.uses)?;
+                    }
+                    if cells.swap_count(Some(&c), &cell.value)? {
+                        return Ok(Imported::Raised { from: c.uses });
+                    }
+                }
+            }
+        }
+        Err(StoreError::Conflict { what: format!("the template count {}", self.journal_dn(&cell.digest)) })
+    }
+
+    /// `vouch migrate`: an instance's use record, unless one is there. Its file does not
+    /// name its template: the entry's holder slot names the use itself (nothing reads it).
+    pub fn import_template_use(&self, cell: &Cell<u64>) -> Result<Imported, StoreError> {
+        check_hex("template use", &cell.digest)?;
+        let cells = LdapCells { store: self, template: cell.digest.clone(), expiry: cell.until };
+        let dn = self.journal_dn(&cell.digest);
+        if self.add(&dn, cells.attrs(&cell.digest, &format!("use:{}", cell.value)))? != rc::SUCCESS {
+            return Ok(Imported::Present);
+        }
+        self.confirm_on_replicas(&dn, Written::Claim)?;
+        Ok(Imported::Copied)
+    }
+
+    /// `vouch migrate`: an instance claim for its holder, taken as a use takes it (added, or
+    /// a released one taken over); one another use holds is kept.
+    pub fn import_instance_claim(&self, cell: &Cell<String>) -> Result<Imported, StoreError> {
+        check_hex("instance claim", &cell.digest)?;
+        check_hex("holder", &cell.value)?;
+        let claims = LdapInstances { store: self, expiry: cell.until };
+        match claims.instance_holder(&cell.digest)? {
+            Some(h) if h == cell.value => return Ok(Imported::Present),
+            Some(holder) => return Ok(Imported::HeldByAnother { holder }),
+            None => {}
+        }
+        if claims.claim_instance(&cell.digest, &cell.value)? {
+            return Ok(Imported::Copied);
+        }
+        let holder = claims.instance_holder(&cell.digest)?.unwrap_or_default();
+        Ok(Imported::HeldByAnother { holder })
     }
 }

@@ -100,6 +100,7 @@ mod tombstones;
 mod view;
 
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
+pub use migrate::Imported;
 
 use super::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Listed, Override, PendingRequest, Published,

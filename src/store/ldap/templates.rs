@@ -33,14 +33,14 @@ use time::OffsetDateTime;
 /// The certname slot of a template's entries (vouchClaim requires one; they vouch for none).
 const CERTNAME: &str = "template";
 
-struct LdapCells<'a> {
-    store: &'a LdapStore,
-    template: String,
-    expiry: OffsetDateTime,
+pub(super) struct LdapCells<'a> {
+    pub(super) store: &'a LdapStore,
+    pub(super) template: String,
+    pub(super) expiry: OffsetDateTime,
 }
 
 impl LdapCells<'_> {
-    fn attrs(&self, key: &str, state: &str) -> Vec<(&'static str, HashSet<Vec<u8>>)> {
+    pub(super) fn attrs(&self, key: &str, state: &str) -> Vec<(&'static str, HashSet<Vec<u8>>)> {
         vec![
             ("objectClass", set("vouchClaim")),
             ("vouchKey", set(key.as_bytes().to_vec())),
@@ -116,9 +116,9 @@ impl Cells for LdapCells<'_> {
 
 /// The store's instance claims: `vouchClaim` entries of certname slot `instance`, their
 /// holder in `vouchHolder`.
-struct LdapInstances<'a> {
-    store: &'a LdapStore,
-    expiry: OffsetDateTime,
+pub(super) struct LdapInstances<'a> {
+    pub(super) store: &'a LdapStore,
+    pub(super) expiry: OffsetDateTime,
 }
 
 impl InstanceClaims for LdapInstances<'_> {
@@ -190,7 +190,7 @@ impl InstanceClaims for LdapInstances<'_> {
 const RELEASED: &str = "released";
 
 impl LdapInstances<'_> {
-    fn raw_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
+    pub(super) fn raw_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
         let dn = self.store.journal_dn(key);
         Ok(self.store.read(&self.store.primary, &dn)?.and_then(|e| e.text("vouchHolder")))
     }
