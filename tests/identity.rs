@@ -497,6 +497,40 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
     assert!(cert.is_some(), "{why}\n{}", m.log());
 }
 
+/// Review: `vouch migrate` chooses the template cells the journal still keeps by `--now`, not
+/// by the clock, so a run with a later `--now` (as `hardening3.rs` shows a command may be run,
+/// the journal's prune refuses it) leaves a spent template's count and its instance's claim
+/// behind: the template of one use, spent on the file store, is spent again at a master on
+/// LDAP. (Fails while migrate reads the journal by `--now`: the second instance is granted.)
+#[test]
+fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let c = cloud();
+    let d = bound_ca(&c, "1");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let (x, z) = ("i-0000000000000000a", "i-0000000000000000c");
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
+    // Three days and two hours on: the template (two days) and its cells' buckets past the prune.
+    let later = time::OffsetDateTime::now_utc() + time::Duration::hours(74);
+    let later = vouch::encoding::time::format_rfc3339(later);
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = slapd.url(&slapd.base());
+    let report =
+        ok(&vouch().envs(env).args(["--dir", s(&d), "--now", &later, "migrate", "--to", &url]).output().unwrap());
+    let m = Master::start(&slapd, &d, "ca1.test");
+    let csr = std::fs::read(bound_csr(&d, &web(z), Some(&doc(z)))).unwrap();
+    let (_, why, cert) = enroll(&m, &web(z), &csr);
+    assert!(
+        cert.is_none(),
+        "the one use of a template spent on the file store, given again after `migrate --now {later}`: \
+         {why}\n{report}"
+    );
+}
+
 #[test]
 fn an_instance_id_enrolls_once_across_every_template_and_a_crash_after_its_claim_loses_nothing() {
     let c = cloud();
