@@ -497,6 +497,81 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
     assert!(cert.is_some(), "{why}\n{}", m.log());
 }
 
+/// Review: `vouch migrate` chooses the template cells the journal still keeps by `--now`, not
+/// by the clock, so a run with a later `--now` (as `hardening3.rs` shows a command may be run,
+/// the journal's prune refuses it) leaves a spent template's count and its instance's claim
+/// behind: the template of one use, spent on the file store, is spent again at a master on
+/// LDAP. (Fails while migrate reads the journal by `--now`: the second instance is granted.)
+#[test]
+fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let c = cloud();
+    let d = bound_ca(&c, "1");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let (x, z) = ("i-0000000000000000a", "i-0000000000000000c");
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
+    // Three days and two hours on: the template (two days) and its cells' buckets past the prune.
+    let later = time::OffsetDateTime::now_utc() + time::Duration::hours(74);
+    let later = vouch::encoding::time::format_rfc3339(later);
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = slapd.url(&slapd.base());
+    let report =
+        ok(&vouch().envs(env).args(["--dir", s(&d), "--now", &later, "migrate", "--to", &url]).output().unwrap());
+    let m = Master::start(&slapd, &d, "ca1.test");
+    let csr = std::fs::read(bound_csr(&d, &web(z), Some(&doc(z)))).unwrap();
+    let (_, why, cert) = enroll(&m, &web(z), &csr);
+    assert!(
+        cert.is_none(),
+        "the one use of a template spent on the file store, given again after `migrate --now {later}`: \
+         {why}\n{report}"
+    );
+}
+
+/// Review: a master CA joining a fleet already on LDAP (`vouch migrate`, as docs/ldap.md
+/// describes it) with a template both stores counted: one use in the shared store, another
+/// in the file store, migrated. The template of two uses then grants a third instance: the
+/// count is kept at the higher of the two (docs/ldap.md says so), not raised by the file
+/// store's uses the shared store does not hold. (Fails while migrate keeps the higher count:
+/// the third instance is granted.)
+#[test]
+fn migrate_into_a_store_that_counted_the_template_too_grants_no_use_past_max_uses() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    // Another master CA under the same root, with the same policy, already on LDAP.
+    let db = c.dir.path().join("cb");
+    let (root_cert, root_key) = (d.join("ca/root_crt.pem"), d.join("ca/root_key.pem"));
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&db), "--root-cert", s(&root_cert), "--root-key", s(&root_key)])
+        .output()
+        .unwrap());
+    std::fs::copy(d.join("policy.toml"), db.join("policy.toml")).unwrap();
+    std::fs::copy(d.join("cloud.pem"), db.join("cloud.pem")).unwrap();
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let (x, z, w) = ("i-0000000000000000a", "i-0000000000000000c", "i-0000000000000000d");
+    let csr = |id: &str| std::fs::read(bound_csr(&d, &web(id), Some(&doc(id)))).unwrap();
+    // One use in the shared store (the other master), one in the file store.
+    let other = Master::start(&slapd, &db, "ca2.test");
+    let (_, why, cert) = enroll(&other, &web(z), &csr(z));
+    assert!(cert.is_some(), "{why}\n{}", other.log());
+    drop(other);
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = slapd.url(&slapd.base());
+    let report = ok(&vouch().envs(env).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
+    let m = Master::start(&slapd, &d, "ca1.test");
+    let (_, why, cert) = enroll(&m, &web(w), &csr(w));
+    assert!(cert.is_none(), "a third instance of a template of two uses (one spent in each store): {why}\n{report}");
+}
+
 #[test]
 fn an_instance_id_enrolls_once_across_every_template_and_a_crash_after_its_claim_loses_nothing() {
     let c = cloud();

@@ -193,6 +193,160 @@ fn a_listing_of_every_certificate_is_a_search_not_a_read_per_certificate_on_389d
     assert_listing_searches(&Ds389::store("listing_searches"));
 }
 
+/// The administrator's listing of one master on `slapd`: (status, [(name, state)]).
+fn statuses(admin: &mut vouch::serve::client::Client, query: &str) -> (u16, Vec<(String, String)>) {
+    let r = admin.request("GET", &format!("/puppet-ca/v1/certificate_statuses/any{query}"), None, b"").unwrap();
+    if r.status != 200 {
+        return (r.status, vec![]);
+    }
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&r.body).unwrap();
+    let pairs = v.iter().map(|e| (e["name"].as_str().unwrap().to_string(), e["state"].as_str().unwrap().to_string()));
+    (200, pairs.collect())
+}
+
+/// Review of the listing from one paged search (`Store::for_each_current`): it must answer
+/// each name once, as `certificate_status/NAME` answers it, and each state filter as the
+/// listing did before, whatever the registry holds. Three registries a read by name answers
+/// well: an entry copied by hand under `ou=certnames` at another DN (the walk lists the
+/// certname twice, the read of its own DN answers it), an entry whose record names another
+/// certname (a read of its name answers that name), and a damaged entry of another state
+/// than the filter's (the listing of `?state=revoked` never read it before). (Fails on the
+/// one-search listing: the name copied is listed twice; the name whose record names another
+/// is left out and the other listed twice; `?state=revoked` answers 500.)
+#[test]
+fn a_listing_answers_each_name_once_as_a_read_by_name_whatever_the_registry_holds() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m1");
+    let m = Master::start(&slapd, &dir, "ca1.test");
+    let (one, two, three) = ("one.example.test", "two.example.test", "three.example.test");
+    for name in [one, two, three] {
+        let (put, why, cert) =
+            enroll(&m, name, &csr_for(name, &common::agents::vouched(&dir, name, CLASSIFICATION), &p256()));
+        assert!(cert.is_some(), "{name}: PUT {put} {why}\n{}", m.log());
+    }
+    let mut admin = m.admin();
+    let (status, before) = statuses(&mut admin, "");
+    assert_eq!(status, 200);
+    let count = |list: &[(String, String)], name: &str| list.iter().filter(|(n, _)| n == name).count();
+    assert_eq!([one, two, three].map(|n| count(&before, n)), [1, 1, 1], "{before:?}");
+    let entry = |name: &str| {
+        let dn = format!("vouchCertname={name},ou=certnames,{BASE}");
+        let attrs = [
+            "objectClass",
+            "vouchCertname",
+            "vouchState",
+            "vouchSerial",
+            "vouchRevision",
+            "vouchCa",
+            "vouchRecord",
+            "vouchCertificate",
+            "vouchNotAfter",
+        ];
+        let out = slapd.ldapsearch(&dn, "(objectClass=*)", &attrs);
+        let lines: Vec<String> =
+            out.ok().lines().filter(|l| !l.starts_with("dn:") && !l.is_empty()).map(str::to_string).collect();
+        (dn, lines)
+    };
+    let mut broken = Vec::new();
+
+    // 1. A copy of one's entry at another DN under ou=certnames (nothing vouch writes).
+    let (_, lines) = entry(one);
+    let serial = lines.iter().find_map(|l| l.strip_prefix("vouchSerial: ")).unwrap().to_string();
+    let stray = format!("vouchSerial={serial},ou=certnames,{BASE}");
+    let added = slapd.ldapadd(&format!("dn: {stray}\n{}\n", lines.join("\n")));
+    assert!(added.success(), "{}", added.stderr);
+    let (status, listed) = statuses(&mut admin, "");
+    if status != 200 || count(&listed, one) != 1 {
+        broken.push(format!("an entry at another DN naming {one}: {status} {listed:?}"));
+    }
+    let gone = slapd.ldap_tool("ldapdelete", &[&stray], None);
+    assert!(gone.success(), "{}", gone.stderr);
+
+    // 2. two's record names three (a damaged entry): a read by name answers it as two.
+    let (dn, lines) = entry(two);
+    let record = lines.iter().find(|l| l.starts_with("vouchRecord:")).unwrap().clone();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let json = match record.strip_prefix("vouchRecord:: ") {
+        Some(v) => String::from_utf8(b64.decode(v).unwrap()).unwrap(),
+        None => record.strip_prefix("vouchRecord: ").unwrap().to_string(),
+    };
+    assert!(json.contains(two), "{json}");
+    let set_record = |json: &str| {
+        let o = slapd.ldapmodify(&format!(
+            "dn: {dn}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord:: {}\n-\n",
+            b64.encode(json)
+        ));
+        assert!(o.success(), "{}", o.stderr);
+    };
+    set_record(&json.replace(two, three));
+    let by_name = admin.request("GET", &format!("/puppet-ca/v1/certificate_status/{two}"), None, b"").unwrap();
+    let by_name: serde_json::Value = serde_json::from_slice(&by_name.body).unwrap_or_default();
+    assert_eq!(by_name["name"], two, "a read by name answers the name it was asked: {by_name}");
+    let (status, listed) = statuses(&mut admin, "");
+    if status != 200 || count(&listed, two) != 1 || count(&listed, three) != 1 {
+        broken.push(format!("{two}'s record naming {three}: {status} {listed:?}"));
+    }
+    set_record(&json);
+
+    // 3. one revoked; three's record damaged: ?state=revoked never read three before.
+    let mut revoke = vouch();
+    revoke.envs(store_env(&slapd)).args(["--dir", s(&dir), "revoke", one]);
+    ok(&revoke.output().unwrap());
+    let (status, listed) = statuses(&mut admin, "?state=revoked");
+    assert_eq!((status, listed.clone()), (200, vec![(one.to_string(), "revoked".to_string())]));
+    let (dn3, _) = entry(three);
+    let o = slapd.ldapmodify(&format!("dn: {dn3}\nchangetype: modify\nreplace: vouchRecord\nvouchRecord: {{\n-\n"));
+    assert!(o.success(), "{}", o.stderr);
+    let (status, listed) = statuses(&mut admin, "?state=revoked");
+    if (status, listed.clone()) != (200, vec![(one.to_string(), "revoked".to_string())]) {
+        broken.push(format!("?state=revoked beside a damaged signed entry: {status} {listed:?}"));
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// [`a_listing_answers_each_name_once_as_a_read_by_name_whatever_the_registry_holds`] on the
+/// file store (the trait's own walk: the listing, then a read of each name): an inventory line
+/// written twice (as an import or an older vouch's redo may leave it) lists the certname
+/// twice, and a damaged certificate file of a signed name fails `?state=revoked`, which never
+/// read it before. (Fails on the one-walk listing: the name is listed twice; 500.)
+#[test]
+fn a_file_store_listing_answers_each_name_once_and_each_state_filter_as_before() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m1");
+    let m = Master::start_env(&dir, "ca1.test", &[], &[]);
+    let (one, two, three) = ("one.example.test", "two.example.test", "three.example.test");
+    for name in [one, two, three] {
+        let (put, why, cert) =
+            enroll(&m, name, &csr_for(name, &common::agents::vouched(&dir, name, CLASSIFICATION), &p256()));
+        assert!(cert.is_some(), "{name}: PUT {put} {why}\n{}", m.log());
+    }
+    drop(m);
+    let mut broken = Vec::new();
+    let count = |list: &[(String, String)], name: &str| list.iter().filter(|(n, _)| n == name).count();
+    // 1. one's inventory line written twice.
+    let inventory = dir.join("ca/inventory.txt");
+    let text = std::fs::read_to_string(&inventory).unwrap();
+    let line = text.lines().find(|l| l.ends_with(&format!("/CN={one}"))).unwrap().to_string();
+    std::fs::write(&inventory, format!("{text}{line}\n")).unwrap();
+    let m = Master::start_env(&dir, "ca1.test", &[], &[]);
+    let (status, listed) = statuses(&mut m.admin(), "");
+    if status != 200 || count(&listed, one) != 1 || count(&listed, two) != 1 {
+        broken.push(format!("{one}'s inventory line twice: {status} {listed:?}"));
+    }
+    drop(m);
+    // 2. two revoked, three's certificate file damaged: ?state=revoked never read it.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", two]).output().unwrap());
+    std::fs::write(dir.join(format!("ca/signed/{three}.pem")), "not a certificate\n").unwrap();
+    let m = Master::start_env(&dir, "ca1.test", &[], &[]);
+    let (status, listed) = statuses(&mut m.admin(), "?state=revoked");
+    if (status, listed.clone()) != (200, vec![(two.to_string(), "revoked".to_string())]) {
+        broken.push(format!("?state=revoked beside a damaged signed certificate: {status} {listed:?}\n{}", m.log()));
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
 /// The read the claim no longer makes in every store: the journal entry under the
 /// attributes' legacy key (the nonce alone, as vouch keyed version 2 attributes before binding
 /// the key to the conductor). Only `vouch migrate` brings such an entry into the LDAP store,

@@ -99,15 +99,17 @@ impl Authority {
         crate::store::each_until_error(&*self.store, f)
     }
 
-    /// Every certname's current certificate with its record and PEM, handed to `f` one at a
-    /// time in the store's order ([`crate::store::Store::for_each_current`]: on the LDAP store
-    /// one paged search, not a read per certificate). Stops at `f`'s first error, and returns it.
+    /// Every listed certname ([`Authority::for_each_certificate`]'s walk) handed to `f` with
+    /// a read of its current certificate that `f` may make or skip
+    /// ([`crate::store::Store::for_each_current`]: on the LDAP store the walk is one paged
+    /// search of the entries whole, not a read per certificate). Stops at `f`'s first error,
+    /// and returns it.
     pub fn for_each_current(
         &self,
-        mut f: impl FnMut(crate::store::Current) -> Result<(), Error> + Send,
+        mut f: impl FnMut(Listed, &crate::store::CurrentRead) -> Result<(), Error> + Send,
     ) -> Result<(), Error> {
         let mut failed = None;
-        self.store.for_each_current(&mut |c| match f(c) {
+        self.store.for_each_current(&mut |l, read| match f(l, read) {
             Ok(()) => std::ops::ControlFlow::Continue(()),
             Err(e) => {
                 failed = Some(e);

@@ -44,8 +44,11 @@ impl Authority {
         let lock = target.lock()?;
         report.push_str(&self.copy_requests(&target, &lock)?.line("pending requests"));
         report.push_str(&self.copy_overrides(&target, now)?.line("overrides"));
-        report.push_str(&self.copy_claims(&target, now)?.line("replay-journal entries"));
-        report.push_str(&self.copy_templates(&target, now, &mut conflicts)?);
+        // What the journal still keeps, by the earlier of `--now` and the clock: a later
+        // `--now` must not leave behind entries that are still live (as the prune refuses it).
+        let live_at = now.min(OffsetDateTime::now_utc());
+        report.push_str(&self.copy_claims(&target, live_at)?.line("replay-journal entries"));
+        report.push_str(&self.copy_templates(&target, live_at, &mut conflicts)?);
         for c in &conflicts {
             report.push_str(&format!("{c}\n"));
         }
@@ -160,16 +163,34 @@ impl Authority {
         // Use records, counts, then claims: each step keeps what is there, so an interrupted
         // run is finished by the next (a master meanwhile writes a missing record of a
         // count's last instance with the count's number, the file store's too).
+        // A count the shared store holds is this store's copied by an earlier run (and maybe
+        // counted on since) when this store's last use was there before this run, or when
+        // its own last use is one of this store's; else it was counted there on its own.
+        let ours: std::collections::HashSet<String> = cells.uses.iter().map(|u| u.digest.clone()).collect();
+        let mut held_before = std::collections::HashSet::new();
         for u in &cells.uses {
-            counts_of(&mut uses, &target.import_template_use(u)?);
+            let imported = target.import_template_use(u)?;
+            if imported == Imported::Present {
+                held_before.insert(u.digest.clone());
+            }
+            counts_of(&mut uses, &imported);
         }
         for c in &cells.counts {
-            let imported = target.import_template_count(c)?;
-            if let Imported::Raised { from } = imported {
-                notes.push(format!(
+            let copied_before = held_before.contains(&c.value.last);
+            let imported = target.import_template_count(c, &|last| copied_before || ours.contains(last))?;
+            match imported {
+                Imported::Raised { from } => notes.push(format!(
                     "raised: template count {} from {from} to {} uses (this store's; never lowered)",
                     c.digest, c.value.uses
-                ));
+                )),
+                Imported::Summed { shared } => notes.push(format!(
+                    "conflict: template count {}: counted in both stores ({shared} uses in the LDAP store, {} in this \
+                     one); set to their sum, {} (no more than the template's max-uses are given in all)",
+                    c.digest,
+                    c.value.uses,
+                    shared.saturating_add(c.value.uses)
+                )),
+                _ => {}
             }
             counts_of(&mut counts, &imported);
         }
@@ -212,7 +233,7 @@ impl Authority {
 /// Counted as copied (a count raised too) or already there (a claim held by another too).
 fn counts_of(counts: &mut Counts, imported: &Imported) {
     match imported {
-        Imported::Copied | Imported::Raised { .. } => counts.copied += 1,
+        Imported::Copied | Imported::Raised { .. } | Imported::Summed { .. } => counts.copied += 1,
         Imported::Present | Imported::HeldByAnother { .. } => counts.present += 1,
     }
 }

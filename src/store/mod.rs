@@ -210,21 +210,18 @@ pub trait Store: Send + Sync {
         let _ = certname;
         None
     }
-    /// Every listed certname's current certificate ([`Store::for_each_listed`]'s walk, each
-    /// certname as [`Store::current`] answers it; a certname cleaned meanwhile is left out),
-    /// handed to `f` one at a time, until it breaks. A store that reads the walk and the
-    /// certificates together (the LDAP store: one paged search) answers in fewer round trips.
-    fn for_each_current(&self, f: &mut (dyn FnMut(Current) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
-        let mut failed = None;
-        self.for_each_listed(&mut |l| match self.current(&l.certname) {
-            Ok(Some(c)) => f(c),
-            Ok(None) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })?;
-        failed.map_or(Ok(()), Err)
+    /// [`Store::for_each_listed`]'s walk, each listed certname handed to `f` with a read of
+    /// its current certificate that `f` may make or skip (as [`Store::current`] answers the
+    /// listed certname), until `f` breaks. A store that reads the walk and the certificates
+    /// together (the LDAP store: one paged search, entries whole) answers the reads from it.
+    fn for_each_current(
+        &self,
+        f: &mut (dyn FnMut(Listed, &CurrentRead) -> ControlFlow<()> + Send),
+    ) -> Result<(), StoreError> {
+        self.for_each_listed(&mut |l| {
+            let name = l.certname.clone();
+            f(l, &|| self.current(&name))
+        })
     }
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
@@ -458,3 +455,7 @@ pub trait Store: Send + Sync {
     /// Where the store is, for messages.
     fn describe(&self) -> String;
 }
+
+/// A read of one listed certname's current certificate, made only if wanted
+/// ([`Store::for_each_current`]).
+pub type CurrentRead<'a> = dyn Fn() -> Result<Option<Current>, StoreError> + 'a;

@@ -193,10 +193,15 @@ pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Err
         }
     }
     if state.as_deref() != Some("requested") {
-        auth.for_each_current(|c| {
-            let name = c.record.certname.clone();
-            if !seen.contains(&name) {
-                out.extend(cert_value(&name, &c.record, &c.pem).filter(wanted));
+        auth.for_each_current(|l, read| {
+            // Each listed name once, answered by that name (as `status_of` reads it), its
+            // certificate read only when its listed state is wanted.
+            let listed = if l.revoked { "revoked" } else { "signed" };
+            if state.as_deref().is_some_and(|s| s != listed) || !seen.insert(l.certname.clone()) {
+                return Ok(());
+            }
+            if let Some(c) = read()? {
+                out.extend(cert_value(&l.certname, &c.record, &c.pem).filter(wanted));
             }
             Ok(())
         })?;

@@ -83,6 +83,11 @@ pub enum Imported {
     Raised {
         from: u64,
     },
+    /// A count the LDAP store held from uses of its own (not an earlier copy of this
+    /// store's): set to the sum of both, from `shared` uses.
+    Summed {
+        shared: u64,
+    },
     /// An instance claim the LDAP store gives to another use: kept.
     HeldByAnother {
         holder: String,
@@ -90,10 +95,17 @@ pub enum Imported {
 }
 
 impl LdapStore {
-    /// `vouch migrate`: a template's use count. Absent: added; lower than `cell`'s: raised by
-    /// the compare-and-swap a use makes (after the use record of the count's last instance,
-    /// as a use moving past it writes it); as high or higher: kept (never lowered).
-    pub fn import_template_count(&self, cell: &Cell<Count>) -> Result<Imported, StoreError> {
+    /// `vouch migrate`: a template's use count. Absent: added. Counted in the LDAP store on
+    /// its own (`ours(LAST)` false for the LDAP count's last use: not this store's count
+    /// copied by an earlier run): set to the sum of both, which may deny a use counted in
+    /// both but never gives one twice. Else lower than `cell`'s: raised; as high or higher:
+    /// kept (never lowered). Each change by the compare-and-swap a use makes (after the use
+    /// record of the count's last instance, as a use moving past it writes it).
+    pub fn import_template_count(
+        &self,
+        cell: &Cell<Count>,
+        ours: &dyn Fn(&str) -> bool,
+    ) -> Result<Imported, StoreError> {
         check_hex("template count", &cell.digest)?;
         let cells = LdapCells { store: self, template: cell.digest.clone(), expiry: cell.until };
         for _ in 0..64 {
@@ -101,6 +113,15 @@ impl LdapStore {
                 None => {
                     if cells.swap_count(None, &cell.value)? {
                         return Ok(Imported::Copied);
+                    }
+                }
+                Some(c) if c.uses > 0 && cell.value.uses > 0 && c.last != cell.value.last && !ours(&c.last) => {
+                    if !c.last.is_empty() {
+                        cells.record_use(&c.last, c.uses)?;
+                    }
+                    let sum = Count { uses: c.uses.saturating_add(cell.value.uses), last: c.last.clone() };
+                    if cells.swap_count(Some(&c), &sum)? {
+                        return Ok(Imported::Summed { shared: c.uses });
                     }
                 }
                 Some(c) if c.uses >= cell.value.uses => return Ok(Imported::Present),

@@ -138,6 +138,22 @@ pub const CLEANED: &str = "cleaned";
 pub const PURGING: &str = "purging";
 
 /// Whether a registry entry is a tombstone ([`CLEANED`] or [`PURGING`]): read as no entry.
+/// The registry entries a listing names: every certname's but tombstones.
+fn listed_filter() -> String {
+    format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED}))(!(vouchState={PURGING})))")
+}
+
+/// A registry entry as a listing names it.
+fn listed_of(e: &Entry) -> Result<Listed, StoreError> {
+    Ok(Listed {
+        certname: e.need("vouchCertname")?,
+        serial: e.need("vouchSerial")?,
+        not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
+        revoked: e.text("vouchState").as_deref() == Some("revoked"),
+        issuer: e.text("vouchCa"),
+    })
+}
+
 fn tombstone(e: &Entry) -> bool {
     matches!(e.text("vouchState").as_deref(), Some(CLEANED | PURGING))
 }
@@ -320,20 +336,13 @@ impl Store for LdapStore {
         let attrs = ["vouchCertname", "vouchSerial", "vouchState", "vouchNotAfter", "vouchCa"];
         let base = self.container("certnames");
         // Paged (one page in memory), each entry handed as its page arrives.
-        let filter = format!("(&(objectClass=vouchRegistered)(!(vouchState={CLEANED}))(!(vouchState={PURGING})))");
-        self.search_each(&base, Scope::OneLevel, &filter, &attrs, |e| {
-            let listed = Listed {
-                certname: e.need("vouchCertname")?,
-                serial: e.need("vouchSerial")?,
-                not_after: e.text("vouchNotAfter").map(|t| gtime_to_rfc3339(&t)).unwrap_or_default(),
-                revoked: e.text("vouchState").as_deref() == Some("revoked"),
-                issuer: e.text("vouchCa"),
-            };
-            Ok(f(listed))
-        })
+        self.search_each(&base, Scope::OneLevel, &listed_filter(), &attrs, |e| Ok(f(listed_of(&e)?)))
     }
 
-    fn for_each_current(&self, f: &mut (dyn FnMut(Current) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
+    fn for_each_current(
+        &self,
+        f: &mut (dyn FnMut(Listed, &crate::store::CurrentRead) -> ControlFlow<()> + Send),
+    ) -> Result<(), StoreError> {
         self.each_current(f)
     }
 

@@ -7,7 +7,7 @@
 
 use super::entry::{check_certname, check_hex, Entry};
 use super::LdapStore;
-use crate::store::{Current, IssuanceView, Store, StoreError};
+use crate::store::{Current, CurrentRead, IssuanceView, Listed, Store, StoreError};
 use ldap3::Scope;
 use std::ops::ControlFlow;
 
@@ -79,30 +79,26 @@ impl LdapStore {
         Ok(IssuanceView { current, request, serial })
     }
 
-    /// Every listed certname's current certificate from one paged search of the registry
-    /// (the entries whole), as [`Store::current`] reads each: a listing of every certificate
-    /// in a round trip per thousand instead of one per certificate. An entry not at its
-    /// certname's own DN (nothing vouch writes) is answered by the read of that DN instead,
-    /// as [`Store::issuance_view`] does.
+    /// [`Store::for_each_current`] from one paged search of the registry (the entries whole):
+    /// each entry listed as [`Store::for_each_listed`] lists it, its read answered from the
+    /// entry itself when the entry is at its certname's own DN, else by the read of that DN
+    /// (nothing vouch writes), as [`Store::current`] answers the certname.
     pub(super) fn each_current(
         &self,
-        f: &mut (dyn FnMut(Current) -> ControlFlow<()> + Send),
+        f: &mut (dyn FnMut(Listed, &CurrentRead) -> ControlFlow<()> + Send),
     ) -> Result<(), StoreError> {
-        let base = self.container("certnames");
-        let filter = format!(
-            "(&(objectClass=vouchRegistered)(!(vouchState={}))(!(vouchState={})))",
-            super::CLEANED,
-            super::PURGING
-        );
-        self.search_each(&base, Scope::OneLevel, &filter, &["*"], |e| {
-            let certname = e.need("vouchCertname")?;
-            check_certname(&certname)?;
-            let current = if same_dn(&e.dn, &self.registry_dn(&certname)) {
-                Self::current_of(&e)?
-            } else {
-                self.current(&certname)?
+        self.search_each(&self.container("certnames"), Scope::OneLevel, &super::listed_filter(), &["*"], |e| {
+            let listed = super::listed_of(&e)?;
+            let name = listed.certname.clone();
+            let read = || {
+                check_certname(&name)?;
+                if same_dn(&e.dn, &self.registry_dn(&name)) {
+                    Self::current_of(&e)
+                } else {
+                    self.current(&name)
+                }
             };
-            Ok(current.map_or(ControlFlow::Continue(()), &mut *f))
+            Ok(f(listed, &read))
         })
     }
 
