@@ -49,7 +49,7 @@ pub(super) fn say_staging(c: &crate::issuance::staging::Cleared) {
     for p in &c.removed {
         note(&format!(
             "vouch: note: removed {}: the staging directory of a `vouch ca init` or `vouch import` that was stopped \
-             before it finished (it held copies of the CA's private keys, and no part of any CA)",
+             before it finished (it held copies of the CA's private keys and was no part of any CA)",
             p.display()
         ));
     }

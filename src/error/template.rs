@@ -66,7 +66,7 @@ pub enum TemplateProblem {
     /// The expiry lies further ahead than the policy's `templates.max_lifetime`.
     #[code = "expiry-too-far"]
     #[message = "the template expires {expiry}, further ahead than the policy's templates.max_lifetime \
-                 ({max_lifetime}): the CA would refuse every node until then"]
+                 ({max_lifetime}): the CA would refuse every node while it lies that far ahead"]
     #[hint = "sign with a shorter --expires-in (at most templates.max_lifetime), or raise templates.max_lifetime \
               in the CA's policy"]
     ExpiryTooFar { expiry: String, max_lifetime: String },

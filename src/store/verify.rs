@@ -212,8 +212,8 @@ pub enum Finding {
     RevocationLineDamaged { line: usize, text: String },
     /// A staging directory of `ca init` or `vouch import` (`DIR/.ca.tmp-…`), left by a run
     /// stopped before it renamed it into place: hidden, it holds copies of the CA's keys.
-    #[message = "{path}: the staging directory of a `vouch ca init` or `vouch import` that was stopped before it \
-                 finished ({state}); it holds copies of the CA's private keys"]
+    #[message = "{path}: the staging directory of a `vouch ca init` or `vouch import` ({state}), which a run \
+                 stopped before it finished leaves behind; it holds copies of the CA's private keys"]
     #[hint = "it is no part of the CA: once no `ca init` or import is under way in this directory, remove it \
               (`rm -rf PATH`); the next `ca init` or import into a directory removes its own user's dead ones"]
     StagingLeftOver { path: String, state: String },
