@@ -109,7 +109,8 @@ pub enum Refusal {
     #[code = "expiry-too-far"]
     #[message("expiry {expiry} is further ahead than the policy's maximum of {max_lifetime}",
               expiry = Capped(expiry), max_lifetime = Capped(max_lifetime))]
-    #[hint = "sign with a shorter --expires-in, or raise attributes.max_lifetime"]
+    #[hint = "sign with a shorter --expires-in, or raise attributes.max_lifetime (templates.max_lifetime for \
+              a template)"]
     ExpiryTooFar { expiry: String, max_lifetime: String },
     /// The conductor certificate cannot be decoded or parsed.
     #[code = "conductor-malformed"]
