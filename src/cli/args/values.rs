@@ -34,7 +34,7 @@ pub(super) fn count_value(s: &str) -> Result<u64, String> {
     match t.parse::<u64>() {
         Ok(n) => Ok(n),
         Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Ok(u64::MAX),
-        Err(_) => Err(format!("{t:?} is not a whole number of certificates (at least 1)")),
+        Err(_) => Err("must be a whole number, at least 1 (the certificates the template yields)".to_string()),
     }
 }
 
