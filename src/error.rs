@@ -4,12 +4,16 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 mod approval;
+mod mistake;
 mod puppet_ca;
+mod template;
 mod why;
 mod wording;
 
 pub use approval::NotApprovable;
+pub use mistake::Mistake;
 pub use puppet_ca::PuppetCaDefect;
+pub use template::TemplateProblem;
 pub use why::{AdminNameTaken, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
@@ -214,6 +218,15 @@ pub enum Error {
     #[message("cannot import the Puppet CA in {}: [{}] {defect}; nothing was written", cadir.display(), defect.code())]
     #[hint(with = Some(defect.hint()))]
     PuppetImport { cadir: PathBuf, defect: PuppetCaDefect },
+    /// `vouch conductor sign --template`: nothing was signed or written.
+    #[message("cannot sign the template: [{}] {problem}{}; nothing was written", problem.code(),
+              policy.as_ref().map(|p| format!(" (policy {})", p.display())).unwrap_or_default())]
+    #[hint(with = Some(problem.hint()))]
+    Template { problem: TemplateProblem, policy: Option<PathBuf> },
+    /// A command given what it cannot take, where the plain reading would mislead.
+    #[message = "{_0}"]
+    #[hint(with = Some(_0.hint()))]
+    Mistake(Mistake),
     /// The CA service at `--ca-url` could not be asked, or answered what vouch cannot use
     /// (`vouch enc --ca-url`, `vouch crl --fetch`).
     #[message = "the CA at {url}: {detail}"]

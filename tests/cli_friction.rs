@@ -1402,3 +1402,47 @@ fn a_key_removed_again_after_its_pair_failed_hints_to_run_the_command_again() {
         assert!(hint.contains("run the command again"), "{err}\n{hint}");
     }
 }
+
+/// `ca init --root-cert KEY --root-key CERT` (the two swapped) told the operator to chmod 600
+/// the certificate (the key checks ran first, on a 0644 certificate). Now the swap is said
+/// first, and so is either file given the other's kind alone; nothing is written.
+#[test]
+fn ca_init_with_the_roots_files_swapped_says_so_before_any_chmod() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    ok(&vouch().args(["--dir", s(&root), "ca", "init"]).output().unwrap());
+    let (crt, key) = (root.join("ca/root_crt.pem"), root.join("ca/root_key.pem"));
+    for (cert_arg, key_arg, says) in [
+        (&key, &crt, "are swapped"),
+        (&key, &key, "holds a private key, not the root's certificate"),
+        (&crt, &crt, "holds a certificate, not the root's private key"),
+    ] {
+        let dir = t.path().join("second");
+        let o = vouch()
+            .args(["--dir", s(&dir), "ca", "init", "--root-cert", s(cert_arg), "--root-key", s(key_arg)])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "want {says:?}: {err}");
+        assert!(!err.contains("chmod"), "{err}");
+        assert!(!dir.exists(), "{} was created", dir.display());
+    }
+}
+
+/// `purge --tombstones` on a file store said "no tombstone whose certificate expired a CRL
+/// period ago", as if some might come due; the file store keeps none.
+#[test]
+fn purge_tombstones_on_a_file_store_says_it_keeps_none() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = ca_with(t.path(), 0);
+    for confirm in [false, true] {
+        let mut c = vouch();
+        c.args(["--dir", s(&dir), "purge", "--tombstones"]);
+        if confirm {
+            c.arg("--confirm");
+        }
+        let out = ok(&c.output().unwrap());
+        assert!(out.contains("the files store keeps no tombstones"), "{out}");
+    }
+}

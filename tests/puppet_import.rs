@@ -264,6 +264,119 @@ fn an_import_stopped_before_its_ca_appeared_is_taken_up_again() {
     assert!(!own.join("ca").exists());
 }
 
+/// The hidden staging directories (`.ca.tmp-…`) in `dir`.
+fn staging_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(".ca.tmp-"))
+        .collect()
+}
+
+/// An import killed after it staged `ca/` (copies of the CA's keys, in a hidden directory
+/// beside it) and before the rename: the staging directory stayed, and neither the next import
+/// nor `vouch store verify` said a word of it. The next import now removes it (its process is
+/// gone, it is this user's) and says so; `vouch store verify` names one it finds.
+#[test]
+fn a_killed_imports_staging_directory_is_removed_by_the_next_import_and_named_by_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cadir = fixture("puppet-cadir");
+    let dir = tmp.path().join("vouch");
+    let mut killed = vouch();
+    killed.env("VOUCH_TEST_ABORT_AT", "ca:staged").args(["--dir", s(&dir), "import", "--puppet-cadir", s(&cadir)]);
+    let o = killed.output().unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    let left = staging_dirs(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].join("ca_key.pem").exists() && !dir.join("ca").exists());
+    let o = import(&dir, &cadir);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("removed {}", left[0].display())), "{err}");
+    assert!(staging_dirs(&dir).is_empty(), "{:?}", staging_dirs(&dir));
+    // One left by a stopped run (here: a ca init killed the same way, moved in): named.
+    let other = tmp.path().join("other");
+    let mut init = vouch();
+    init.env("VOUCH_TEST_ABORT_AT", "ca:staged").args(["--dir", s(&other), "ca", "init"]);
+    assert!(!init.output().unwrap().status.success());
+    let stray = staging_dirs(&other).pop().unwrap();
+    let moved = dir.join(stray.file_name().unwrap());
+    std::fs::rename(&stray, &moved).unwrap();
+    let o = vouch().args(["--dir", s(&dir), "store", "verify"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: the staging directory", moved.display())), "{}", text(&o));
+    assert!(text(&o).contains("copies of the CA's private keys"), "{}", text(&o));
+    let json = vouch().args(["--dir", s(&dir), "store", "verify", "--format", "jsonl"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&json.stdout).contains("staging-left-over"), "{}", text(&json));
+}
+
+/// `--store ldap://…` (or VOUCH_STORE) with an import: it was silently ignored (the import
+/// went into the file store, nothing into LDAP, rc 0). Refused now, naming the two steps.
+#[test]
+fn an_import_into_a_shared_store_is_refused_naming_the_two_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = "ldap://127.0.0.1:1/ou=vouch,dc=example,dc=com";
+    let dir = tmp.path().join("vouch");
+    let by_flag = vouch()
+        .args(["--dir", s(&dir), "--store", url, "import", "--puppet-cadir", s(&fixture("puppet-cadir"))])
+        .output()
+        .unwrap();
+    let mut env = vouch();
+    env.env("VOUCH_STORE", url).args(["--dir", s(&dir), "import", "--puppet-cadir", s(&fixture("puppet-cadir"))]);
+    for o in [by_flag, env.output().unwrap()] {
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(url) && text(&o).contains("migrate --to URL"), "{}", text(&o));
+        assert!(!dir.exists(), "{} was created", dir.display());
+    }
+}
+
+/// A `ca_key.pem` owned by another user (here `nobody`, mode 000): that user can read it
+/// whatever its mode, and it was imported without a word. Now the warning a 0644 key gets.
+#[test]
+fn a_puppet_ca_key_another_user_owns_is_imported_with_a_warning() {
+    // SAFETY: geteuid cannot fail.
+    assert!(unsafe { libc::geteuid() } == 0, "this test chowns a file to nobody: run the suite as root");
+    let tmp = tempfile::tempdir().unwrap();
+    let cadir = tmp.path().join("cadir");
+    assert!(Command::new("cp").arg("-a").arg(fixture("puppet-cadir")).arg(&cadir).status().unwrap().success());
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    mode(&cadir.join("root_key.pem"), 0o600);
+    mode(&cadir.join("ca_key.pem"), 0o000);
+    std::os::unix::fs::chown(cadir.join("ca_key.pem"), Some(65534), None).unwrap();
+    let o = import(&tmp.path().join("vouch"), &cadir);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ca_key.pem belonged to another user (nobody, uid 65534"), "{err}");
+    assert!(err.contains("make a new CA"), "{err}");
+    assert!(!err.contains("root_key.pem"), "{err}");
+}
+
+/// The `serial` file's messages: `0x01` was shown as `0x0x01`, a 70-digit serial was "not a
+/// hexadecimal number", and no number at all (`-5`, empty) was puppet-ca-serial-behind; it is
+/// puppet-ca-unreadable, with what is wrong in it.
+#[test]
+fn the_serial_files_defects_are_named_as_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = "f".repeat(70);
+    for (i, (serial, code, says)) in [
+        ("0x01\n", "puppet-ca-serial-behind", "it says the next serial is 0x01, but"),
+        ("-5\n", "puppet-ca-unreadable", "\"-5\" is not a hexadecimal number"),
+        ("\n", "puppet-ca-unreadable", "it is empty"),
+        (long.as_str(), "puppet-ca-unreadable", "it holds 70 hexadecimal digits"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let cadir = tmp.path().join(format!("cadir{i}"));
+        assert!(Command::new("cp").arg("-a").arg(fixture("puppet-cadir")).arg(&cadir).status().unwrap().success());
+        std::fs::write(cadir.join("serial"), serial).unwrap();
+        let o = import(&tmp.path().join(format!("vouch{i}")), &cadir);
+        assert_eq!(o.status.code(), Some(2), "{serial:?}: {}", text(&o));
+        assert!(text(&o).contains(&format!("[{code}]")) && text(&o).contains(says), "{serial:?}: {}", text(&o));
+        assert!(!text(&o).contains("0x0x"), "{}", text(&o));
+    }
+}
+
 /// The layout Debian's puppetserver 7.9.5 makes on its first start without `puppetserver ca
 /// setup`: one self-signed CA, no root key. It is imported as its own root; the store agrees
 /// with itself, openssl verifies its chain and CRL, and conductors cannot be made here.

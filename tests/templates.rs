@@ -195,7 +195,15 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     let misfit = sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:{instance-id}.web.asg.example.test"]);
     assert_eq!(misfit.status.code(), Some(2), "{}", text(&misfit));
     assert!(String::from_utf8_lossy(&misfit.stderr).contains("never matches"), "{}", text(&misfit));
-    ok(&sign_template(&d, &d, PATTERN, "5", &["--identity-binding", "aws:web-{instance-id}.asg.example.test"]));
+    // Bound, and this CA's policy has no [[identity.aws]]: every node would be refused, so the
+    // policy at hand refuses it at sign (it used to exit 0 with a warning); signed where no
+    // policy is at hand, the CA refuses it for that.
+    let bound = ["--identity-binding", "aws:web-{instance-id}.asg.example.test"];
+    let unverifiable = sign_template(&d, &d, PATTERN, "5", &bound);
+    assert_eq!(unverifiable.status.code(), Some(2), "{}", text(&unverifiable));
+    assert!(text(&unverifiable).contains("[identity-verifier-missing]"), "{}", text(&unverifiable));
+    assert!(text(&unverifiable).contains("add an [[identity.aws]] entry"), "{}", text(&unverifiable));
+    ok(&sign_template(&elsewhere, &d, PATTERN, "5", &bound));
     let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 1), &[]);
     refused_for(&o, "identity-verifier-missing");
     assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
@@ -228,6 +236,87 @@ fn a_template_the_policy_refuses_is_refused_at_sign() {
     for noise in ["attribute-unexpected", "signature-invalid"] {
         assert!(!text(&o).contains(noise), "{noise}: {}", text(&o));
     }
+}
+
+/// A `[[conductor]]` scope for the lab's conductor `asg`, certnames `web-*.asg.example.test`,
+/// with `extra` keys; unbound templates allowed.
+fn scoped(extra: &str) -> String {
+    format!(
+        "\n[templates]\nallow_unbound = true\n\n[[conductor]]\nname = \"asg\"\nsubject = \"CN=asg\"\n\
+         certnames = [\"web-*.asg.example.test\"]\n{extra}"
+    )
+}
+
+/// `o` exited 2 for `code`, naming what to change (not "see vouch --help"), nothing written.
+fn refused_at_sign(o: &Output, lab: &Path, code: &str, hint: &str) {
+    assert_eq!(o.status.code(), Some(2), "{code}: {}", text(o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("[{code}]")), "not {code}: {err}");
+    assert!(err.contains(&format!("hint: {hint}")), "{code}: want the hint {hint:?}: {err}");
+    assert!(!err.contains("see vouch --help"), "{err}");
+    assert!(!lab.join("template.yaml").exists(), "{code}: a template was written");
+}
+
+/// The classes and environment the conductor's scope allows are judged at sign, as the
+/// pattern is: a template whose classification the CA would refuse for every node (it used
+/// to be signed, exit 0, and every node then refused) is refused with the CA's code and a hint
+/// naming what to change; one within the scope is signed.
+#[test]
+fn a_classification_outside_the_conductors_scope_is_refused_at_sign() {
+    let t = tempfile::tempdir().unwrap();
+    let (classes, envs, fits) = (t.path().join("classes"), t.path().join("envs"), t.path().join("fits"));
+    lab(&classes, &scoped("classes = [\"profile::db\"]\n"));
+    let o = sign_template(&classes, &classes, PATTERN, "5", &[]);
+    refused_at_sign(&o, &classes, "class-out-of-scope", "sign a --classification");
+    assert!(text(&o).contains("profile::web"), "{}", text(&o));
+    lab(&envs, &scoped("environments = [\"staging\"]\n"));
+    let o = sign_template(&envs, &envs, PATTERN, "5", &[]);
+    refused_at_sign(&o, &envs, "environment-out-of-scope", "sign a --classification");
+    lab(&fits, &scoped("classes = [\"profile::*\"]\nenvironments = [\"production\"]\n"));
+    ok(&sign_template(&fits, &fits, PATTERN, "5", &[]));
+    // The pattern's refusal at sign names what to change too.
+    let o = sign_template(&fits, &fits, "*.asg.example.test", "5", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("[template-pattern-out-of-scope]"), "{}", text(&o));
+    assert!(text(&o).contains("hint: give a --certname-pattern within"), "{}", text(&o));
+}
+
+/// What the policy at hand would refuse of every node is refused at sign, with the policy's
+/// own numbers (these used to exit 0 with a warning, or be refused with vouch's own maximum):
+/// an expiry past templates.max_lifetime, --max-uses 0 or above templates.max_uses. A
+/// mistyped --dir is an error, not a silent "no policy"; an empty --identity-binding is a
+/// mistake, not an unbound template.
+#[test]
+fn the_policy_at_hand_is_checked_whole_at_sign_with_its_own_numbers() {
+    let t = tempfile::tempdir().unwrap();
+    let short = t.path().join("short");
+    lab(&short, "\n[templates]\nallow_unbound = true\nmax_lifetime = \"1d\"\n");
+    // sign_template signs for 2 days.
+    let o = sign_template(&short, &short, PATTERN, "5", &[]);
+    refused_at_sign(&o, &short, "expiry-too-far", "sign with a shorter --expires-in");
+    assert!(text(&o).contains("templates.max_lifetime (1d)"), "{}", text(&o));
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\nmax_uses = 10\n");
+    for uses in ["0", "11"] {
+        let o = sign_template(&d, &d, PATTERN, uses, &[]);
+        refused_at_sign(&o, &d, "template-max-uses-invalid", "give --max-uses");
+        assert!(text(&o).contains("from 1 to 10 certificates (the policy's templates.max_uses)"), "{}", text(&o));
+    }
+    let o = sign_template(&d, &d, PATTERN, "5", &["--identity-binding", ""]);
+    refused_at_sign(&o, &d, "identity-binding-empty", "give --identity-binding");
+    ok(&sign_template(&d, &d, PATTERN, "10", &[]));
+    std::fs::remove_file(d.join("template.yaml")).unwrap();
+    // A --dir that does not exist: an error naming it, nothing signed.
+    let typo = t.path().join("nonexist");
+    let o = sign_template(&typo, &d, "db-*.asg.example.test", "5", &[]);
+    refused_at_sign(&o, &d, "template-policy-dir-missing", "give --dir the CA's data directory");
+    assert!(text(&o).contains(s(&typo)), "{}", text(&o));
+    // A --dir without a policy: signed, and stderr says no policy was checked.
+    let bare = t.path().join("conductor-host");
+    std::fs::create_dir(&bare).unwrap();
+    let o = sign_template(&bare, &d, PATTERN, "5", &[]);
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("checked against no CA's policy"), "{}", text(&o));
 }
 
 #[test]

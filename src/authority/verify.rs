@@ -279,6 +279,7 @@ impl Authority {
         if let Some(detail) = root_crl_problem(&self.dir) {
             pass.say(Finding::RootCrlUnreadable { detail });
         }
+        self.check_staging(&mut |f| pass.say(f));
         let layout = self.check_store_layout(lock, now, &mut pass)?;
         if pass.done() {
             return Ok(pass.seen);

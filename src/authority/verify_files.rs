@@ -33,6 +33,14 @@ impl Authority {
         }
     }
 
+    /// The staging directories a stopped `ca init` or `vouch import` left beside `ca/`
+    /// (hidden, holding copies of the CA's private keys).
+    pub(super) fn check_staging(&self, say: &mut dyn FnMut(Finding)) {
+        for s in crate::issuance::staging::find(&self.dir.dir) {
+            say(Finding::StagingLeftOver { path: s.path.display().to_string(), state: s.state.to_string() });
+        }
+    }
+
     /// The root certificate (DER) of this data directory. Its file holds the root alone (a
     /// further certificate there would be one more trust anchor for conductors, as the
     /// default policy reads every certificate in it), self-issued: else a finding.

@@ -1,7 +1,7 @@
 //! `vouch ca init`.
 
 use super::args::KeyTypeArg;
-use super::output::{note, say};
+use super::output::{note, say, say_staging};
 use super::{dir, now, Cli, EXIT_OK};
 use crate::error::Error;
 use crate::issuance::bootstrap::{self, ExistingRoot};
@@ -12,6 +12,7 @@ pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)
     let d = dir(cli)?;
     let Some((cert, key)) = root else {
         let r = bootstrap::init(&d, (*key_type).into(), now(cli)?)?;
+        say_staging(&r.staging);
         sayln!(
             "Created {} {} root CA and master CA in {}",
             r.key_type.article(),
@@ -24,6 +25,7 @@ pub(super) fn init(cli: &Cli, key_type: &KeyTypeArg, root: Option<(&Path, &Path)
         return Ok(EXIT_OK);
     };
     let r = bootstrap::init_under_root(&d, (*key_type).into(), ExistingRoot { cert, key }, now(cli)?)?;
+    say_staging(&r.staging);
     if r.master_capped {
         note(&format!(
             "vouch: note: the master CA's 15 years reach past the root CA's notAfter; it ends with the root, {}",

@@ -182,7 +182,7 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
     let expiry = attributes_expiry(a, now)?;
     check_conductor_eku(&cert_der, &a.cert)?;
     let vouched = if a.template {
-        sign_template(cli, a, &cert_der, &key, &classification, expiry, now)?
+        super::template::sign_template(cli, a, &cert_der, &key, &classification, expiry, now)?
     } else {
         let certname = bound_certname(a)?;
         attrs::vouch(&cert_der, &key, &classification, expiry, a.cert_encoding.into(), certname.as_deref())
@@ -209,127 +209,6 @@ pub(super) fn sign(cli: &Cli, a: &ConductorSignArgs) -> Result<i32, Error> {
         warn_if_policy_refuses(cli, expiry, now);
     }
     Ok(EXIT_OK)
-}
-
-/// `--template`: version 3. The pattern must lie within the conductor's scope in the policy
-/// at hand (--dir's, VOUCH_POLICY, /etc/vouch): refused here, before anything is signed,
-/// as the CA would refuse every use. An unbound template the policy forbids is refused too.
-fn sign_template(
-    cli: &Cli,
-    a: &ConductorSignArgs,
-    cert_der: &[u8],
-    key: &rcgen::KeyPair,
-    classification: &Classification,
-    expiry: OffsetDateTime,
-    now: OffsetDateTime,
-) -> Result<attrs::VouchedAttributes, Error> {
-    if a.version.is_some_and(|v| v != 3) {
-        return Err(Error::Usage { detail: "--template signs signature version 3; drop --version".into() });
-    }
-    let given = a.certname_pattern.clone().unwrap_or_default();
-    let pattern = given.to_lowercase();
-    if pattern != given {
-        note(&format!(
-            "vouch: note: --certname-pattern {given:?} is signed as {pattern:?}: Puppet's certnames are lower case"
-        ));
-    }
-    let binding = a.identity_binding.clone().unwrap_or_default();
-    let req = crate::vouching::template::TemplateRequest {
-        pattern: &pattern,
-        max_uses: a.max_uses.unwrap_or(0),
-        binding: &binding,
-    };
-    let vouched =
-        crate::vouching::template::vouch_template(cert_der, key, classification, expiry, a.cert_encoding.into(), &req)
-            .map_err(|detail| Error::Usage { detail })?;
-    check_binding_fits_pattern(&binding, &pattern)?;
-    if let Ok(path) = find_policy(None, cli.dir.as_deref()) {
-        if let Ok(policy) = Policy::load(&path) {
-            check_template_against_policy(&policy, &path, &req, expiry, now)?;
-            if let Some(r) = crate::decision::template_scope_refusal(&vouched.conductor, &pattern, &policy, now) {
-                return Err(Error::Usage {
-                    detail: format!("[{}] {r} (policy {}); nothing was written", r.code(), path.display()),
-                });
-            }
-            if binding.is_empty() && !policy.templates.allow_unbound {
-                return Err(Error::Usage {
-                    detail: format!(
-                        "[template-unbound-forbidden] the policy {} forbids unbound templates \
-                         (templates.allow_unbound = false): give --identity-binding 'aws:{{instance-id}}.DOMAIN'; \
-                         nothing was written",
-                        path.display()
-                    ),
-                });
-            }
-        }
-    }
-    if binding.is_empty() {
-        note(&format!(
-            "vouch: warning: this template is not bound to an instance identity: anyone who reads the user-data \
-             can enroll names matching {pattern} until it expires or is used up"
-        ));
-    }
-    Ok(vouched)
-}
-
-/// A binding's certnames must fit the template's pattern: the CA requires both of every
-/// node, so a binding that derives names the pattern never matches makes a template no
-/// instance can use. Checked with an instance id of AWS's form.
-fn check_binding_fits_pattern(binding: &str, pattern: &str) -> Result<(), Error> {
-    let Some(template) = binding.strip_prefix("aws:") else { return Ok(()) };
-    let example = template.replace("{instance-id}", "i-0123456789abcdef0");
-    if crate::vouching::template::pattern_matches(pattern, &example) {
-        return Ok(());
-    }
-    Err(Error::Usage {
-        detail: format!(
-            "the identity binding derives names such as {example}, which the pattern {pattern} never matches: \
-             every node would be refused; give a binding whose names fit the pattern (for the pattern \
-             web-*.asg.example.com: --identity-binding 'aws:web-{{instance-id}}.asg.example.com'); nothing was written"
-        ),
-    })
-}
-
-/// What the CA's policy at hand refuses of every use of this template (nothing is written),
-/// and what it only warns of.
-fn check_template_against_policy(
-    policy: &Policy,
-    path: &std::path::Path,
-    req: &crate::vouching::template::TemplateRequest<'_>,
-    expiry: OffsetDateTime,
-    now: OffsetDateTime,
-) -> Result<(), Error> {
-    let refuse = |detail: String| {
-        Err(Error::Usage { detail: format!("{detail} (policy {}); nothing was written", path.display()) })
-    };
-    if !policy.versions.contains(&3) {
-        return refuse(format!(
-            "[version-unsupported] the policy accepts signature versions {:?}, not 3 (templates): add 3 to \
-             attributes.versions",
-            policy.versions
-        ));
-    }
-    if req.max_uses > policy.templates.max_uses {
-        return refuse(format!(
-            "[template-max-uses-invalid] --max-uses {} is more than the policy's templates.max_uses ({})",
-            req.max_uses, policy.templates.max_uses
-        ));
-    }
-    let limit = time::Duration::try_from(policy.templates.max_lifetime).unwrap_or(time::Duration::MAX);
-    if now.checked_add(limit).is_some_and(|latest| expiry > latest) {
-        note(&format!(
-            "vouch: warning: the template expires further ahead than the policy's templates.max_lifetime ({}): the \
-             CA refuses it (expiry-too-far) until then",
-            crate::policy::format_duration(policy.templates.max_lifetime)
-        ));
-    }
-    if !req.binding.is_empty() && policy.identity.is_empty() {
-        note(
-            "vouch: warning: the template is bound to the instance identity, and the policy has no [[identity.aws]] \
-             entry: the CA refuses every use (identity-verifier-missing) until one is added",
-        );
-    }
-    Ok(())
 }
 
 /// The classification YAML from `--classification FILE` (`-`: stdin).

@@ -255,6 +255,14 @@ pub(super) fn purge(cli: &Cli, names: &[String], confirm: bool) -> Result<i32, E
 /// expired a CRL period ago, listed (and removed).
 pub(super) fn purge_tombstones(cli: &Cli, confirm: bool) -> Result<i32, Error> {
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    if cli.store_url().is_files() {
+        // `vouch clean` forgets a certname outright there: nothing stays behind to purge.
+        super::say(
+            "the files store keeps no tombstones (`vouch clean` forgets a cleaned certname outright): nothing to \
+             purge; tombstones are the shared LDAP store's (--store ldap://… or VOUCH_STORE)\n",
+        )?;
+        return Ok(EXIT_OK);
+    }
     let found = auth.purge_tombstones(confirm, now(cli)?)?;
     let stdout = std::io::stdout();
     let mut out = Out(std::io::BufWriter::new(stdout.lock()));

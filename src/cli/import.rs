@@ -1,13 +1,19 @@
 //! `vouch import --puppet-cadir DIR`.
 
 use super::args::ImportArgs;
-use super::output::{note, say};
+use super::output::{note, say, say_staging};
 use super::{dir, now, Cli, EXIT_OK};
 use crate::error::Error;
 
 pub(super) fn import(cli: &Cli, a: &ImportArgs) -> Result<i32, Error> {
+    let url = cli.store_url();
+    if !url.is_files() {
+        // An import writes the file store; the shared store is filled from it by `vouch migrate`.
+        return Err(Error::Mistake(crate::error::Mistake::ImportIntoSharedStore { url: url.url }));
+    }
     let d = dir(cli)?;
     let r = crate::import::import_puppet_cadir(&d, &a.puppet_cadir, now(cli)?)?;
+    say_staging(&r.staging);
     sayln!("Imported the Puppet CA {} from {} into {}", r.ca_subject, a.puppet_cadir.display(), r.ca_dir.display())?;
     sayln!(
         "{} certificates from signed/, {} revocations from its CRL, {} inventory lines; Puppet's next serial was 0x{}, \
@@ -35,12 +41,22 @@ pub(super) fn import(cli: &Cli, a: &ImportArgs) -> Result<i32, Error> {
              valid; once that Puppet Server runs no more, `vouch revoke {name}` frees the name"
         ));
     }
-    for (key, mode) in &r.exposed_keys {
+    for k in &r.exposed_keys {
+        let how = match k.other_owner {
+            None => format!("was readable or writable beyond its owner (mode {:04o})", k.mode),
+            Some(uid) => format!(
+                "belonged to another user ({}, uid {uid}: neither root nor the user importing it; mode {:04o}), \
+                 who could read it whatever its mode",
+                crate::files::trust::user_name(uid),
+                k.mode
+            ),
+        };
         note(&format!(
-            "vouch: warning: {}/{key} was readable or writable beyond its owner (mode {mode:04o}): vouch's copy is \
-             0600, but anyone who could read that file may hold the CA's key; find who could, and if it may have \
-             left your hands, make a new CA (`vouch ca init`) and move the fleet to it rather than keep this one",
-            a.puppet_cadir.display()
+            "vouch: warning: {}/{} {how}: vouch's copy is 0600, but anyone who could read that file may hold the \
+             CA's key; find who could, and if it may have left your hands, make a new CA (`vouch ca init`) and move \
+             the fleet to it rather than keep this one",
+            a.puppet_cadir.display(),
+            k.file
         ));
     }
     if let Some(e) = &r.crl_error {

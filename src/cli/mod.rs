@@ -41,6 +41,7 @@ mod import;
 mod output;
 mod serve;
 mod store;
+mod template;
 
 pub use certs::REVOCATION_REASONS;
 pub use output::say;

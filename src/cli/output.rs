@@ -42,6 +42,29 @@ pub(super) fn note(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
+/// What `ca init` or `vouch import` found of the staging directories stopped runs had left in
+/// the data directory (hidden: `.ca.tmp-…`, holding copies of the CA's keys): each removed,
+/// or left, named on stderr.
+pub(super) fn say_staging(c: &crate::issuance::staging::Cleared) {
+    for p in &c.removed {
+        note(&format!(
+            "vouch: note: removed {}: the staging directory of a `vouch ca init` or `vouch import` that was stopped \
+             before it finished (it held copies of the CA's private keys and was no part of any CA)",
+            p.display()
+        ));
+    }
+    for s in &c.left {
+        note(&format!(
+            "vouch: warning: {} is the staging directory of a `vouch ca init` or `vouch import` ({}): it holds \
+             copies of the CA's private keys and is no part of any CA; once no such run is under way, remove it \
+             (rm -rf {})",
+            s.path.display(),
+            s.state,
+            s.path.display()
+        ));
+    }
+}
+
 /// Whether an output may replace an existing regular file (see [`OUTPUT_RULE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Replace {

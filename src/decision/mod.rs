@@ -25,7 +25,7 @@ pub use conductor::{own_crl_refusal, recheck_conductor, Conductor};
 pub use extensions::{asks_auto_renewal, requested_alt_names};
 pub use identity::{IdentityRefusal, InstanceIdentity, VerifiedInstance};
 pub use refusal::Refusal;
-pub use template::{pattern_out_of_scope, pattern_within, template_scope_refusal, TemplateGrant};
+pub use template::{pattern_out_of_scope, pattern_within, template_scope_refusals, TemplateGrant};
 
 use attributes::{check_expiry, check_names, check_no_stray_requests, check_version, read_attributes, AttributeValues};
 use extensions::{check_alt_names, check_extension_requests, signed_trusted_facts};

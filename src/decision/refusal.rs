@@ -109,7 +109,8 @@ pub enum Refusal {
     #[code = "expiry-too-far"]
     #[message("expiry {expiry} is further ahead than the policy's maximum of {max_lifetime}",
               expiry = Capped(expiry), max_lifetime = Capped(max_lifetime))]
-    #[hint = "sign with a shorter --expires-in, or raise attributes.max_lifetime"]
+    #[hint = "sign with a shorter --expires-in, or raise attributes.max_lifetime (templates.max_lifetime for \
+              a template)"]
     ExpiryTooFar { expiry: String, max_lifetime: String },
     /// The conductor certificate cannot be decoded or parsed.
     #[code = "conductor-malformed"]
@@ -327,7 +328,7 @@ pub enum Refusal {
     TemplateExpired { expiry: String, now: String },
     /// Every use of a template is taken (outside the pure core: it needs the count).
     #[code = "template-exhausted"]
-    #[message("the template has yielded its {max_uses} certificates", max_uses = Capped(max_uses))]
+    #[message("the template is used up: its max uses ({max_uses}) are all taken", max_uses = Capped(max_uses))]
     #[hint = "sign a new template (a larger --max-uses, or one per scaling event) and update the group's user-data"]
     TemplateExhausted { max_uses: u64 },
     /// A template's certname pattern (.2.8) breaks the pattern rules.

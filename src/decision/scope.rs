@@ -28,12 +28,25 @@ pub(super) fn check_scope(
     classification: Option<&Classification>,
     reasons: &mut Vec<Refusal>,
 ) {
-    let name = scope.name.clone();
     if let Some(patterns) = &scope.certnames {
         if !patterns.iter().any(|p| p.is_match(certname)) {
-            reasons.push(Refusal::CertnameOutOfScope { scope: name.clone(), certname: certname.to_string() });
+            reasons.push(Refusal::CertnameOutOfScope { scope: scope.name.clone(), certname: certname.to_string() });
         }
     }
+    check_vouched(scope, expiry, now, classification, reasons);
+}
+
+/// What the scope allows of what the conductor vouched for besides the certname: the
+/// attributes' lifetime and the classification's classes, environment and parameters (also
+/// judged when a template is signed, `vouch conductor sign --template`).
+pub(super) fn check_vouched(
+    scope: &crate::policy::Scope,
+    expiry: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    classification: Option<&Classification>,
+    reasons: &mut Vec<Refusal>,
+) {
+    let name = scope.name.clone();
     if let (Some(max), Some(exp)) = (scope.max_lifetime, expiry) {
         if exp - now > max {
             reasons.push(Refusal::LifetimeOutOfScope {

@@ -75,17 +75,29 @@ pub fn pattern_out_of_scope(pattern: &str, scope: &crate::policy::Scope) -> Opti
     Some(Refusal::TemplatePatternOutOfScope { scope: scope.name.clone(), pattern: pattern.to_string() })
 }
 
-/// For `vouch conductor sign --template`: the refusal the policy at hand would give the
-/// pattern for this conductor's scope (`conductor`: the .2.4 value), before anything is
-/// signed. `None` where no scope applies a limit (or the certificate does not read).
-pub fn template_scope_refusal(conductor: &str, pattern: &str, policy: &Policy, now: OffsetDateTime) -> Option<Refusal> {
+/// For `vouch conductor sign --template`: the refusals the policy at hand would give every
+/// use of the template for this conductor's scope (`conductor`: the .2.4 value): its pattern,
+/// then what the scope allows of its classification and lifetime, before anything is signed.
+/// Empty where no scope applies a limit (or the certificate does not read).
+pub fn template_scope_refusals(
+    conductor: &str,
+    pattern: &str,
+    classification: &crate::vouching::classification::Classification,
+    expiry: OffsetDateTime,
+    policy: &Policy,
+    now: OffsetDateTime,
+) -> Vec<Refusal> {
     if policy.scopes.is_empty() {
-        return None;
+        return vec![];
     }
-    let (info, _, _) = super::conductor::check_conductor(conductor, policy, now).ok()?;
+    let Ok((info, _, _)) = super::conductor::check_conductor(conductor, policy, now) else { return vec![] };
     match policy.scopes.iter().find(|sc| scope_applies(sc, &info)) {
-        None => Some(Refusal::ConductorUnscoped { subject: info.subject }),
-        Some(scope) => pattern_out_of_scope(pattern, scope),
+        None => vec![Refusal::ConductorUnscoped { subject: info.subject }],
+        Some(scope) => {
+            let mut reasons: Vec<Refusal> = pattern_out_of_scope(pattern, scope).into_iter().collect();
+            super::scope::check_vouched(scope, Some(expiry), now, Some(classification), &mut reasons);
+            reasons
+        }
     }
 }
 

@@ -61,7 +61,7 @@ pub enum PuppetCaDefect {
               /CN=NAME); a directory whose inventory lost lines or was edited is not one to take over as it \
               is: restore inventory.txt from a backup or copy the directory again"]
     Inventory { detail: String },
-    /// `serial` is not a hexadecimal number above every serial the CA issued.
+    /// `serial` is not above every serial the CA issued (one that is no serial at all is [`Self::Unreadable`]).
     #[code = "puppet-ca-serial-behind"]
     #[message = "serial: {detail}"]
     #[hint = "the serial file holds the next serial Puppet Server would give, in hexadecimal, above every serial \

@@ -11,7 +11,8 @@
 /// revocation is not written yet), ldap:revocation-added (a revocation's entry added, the
 /// certname's entry not yet marked revoked); root-issued:recorded (a root-issued certificate's line
 /// appended, the certificate not yet written), conductor-revoke:recorded; template:counted
-/// (a template's use count swapped to name an instance, its use record not yet written).
+/// (a template's use count swapped to name an instance, its use record not yet written);
+/// ca:staged (`ca init`'s or an import's `ca/` staged whole, not yet renamed into place).
 ///
 /// Only in a vouch built with the `fault-injection` feature (the tests' build: see
 /// Cargo.toml); elsewhere a no-op, and the variable is never read.

@@ -285,19 +285,35 @@ fn check_inventory(signed: &[Signed], inventory: &[InventoryLine]) -> Result<(),
 /// `serial`: the next serial, in hex, above every serial the inventory lists.
 fn check_serial(text: &str, inventory: &[InventoryLine]) -> Result<String, PuppetCaDefect> {
     let bad = |detail: String| PuppetCaDefect::Serial { detail };
-    let next = store_serial(text).ok_or_else(|| bad(format!("{:?} is not a hexadecimal number", text.trim())))?;
+    let digits = text.trim().trim_start_matches("0x").trim_start_matches("0X");
+    let next = store_serial(text).ok_or_else(|| unreadable_serial(text))?;
     let value = |hex: &str| (hex.trim_start_matches('0').len(), hex.trim_start_matches('0').to_string());
     if let Some(top) = inventory.iter().max_by_key(|l| value(&l.serial)) {
         if value(&top.serial) >= value(&next) {
             return Err(bad(format!(
                 "it says the next serial is 0x{}, but the inventory lists 0x{} ({})",
-                text.trim(),
-                top.serial,
-                top.certname
+                digits, top.serial, top.certname
             )));
         }
     }
     Ok(next)
+}
+
+/// A `serial` file that holds no serial: not a number Puppet writes (empty, signed, not hex),
+/// or longer than any certificate serial.
+fn unreadable_serial(text: &str) -> PuppetCaDefect {
+    let t = text.trim();
+    let digits = t.trim_start_matches("0x").trim_start_matches("0X");
+    let detail = if t.is_empty() {
+        "it is empty (Puppet keeps the next serial there, in hexadecimal)".to_string()
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("it holds {} hexadecimal digits; a certificate serial has at most 40 (20 octets)", digits.len())
+    } else {
+        let shown: String = t.chars().take(40).collect();
+        let more = if shown.len() < t.len() { "…" } else { "" };
+        format!("{shown:?}{more} is not a hexadecimal number (Puppet writes the next serial in hex, such as 0x002A)")
+    };
+    PuppetCaDefect::Unreadable { file: "serial".into(), detail }
 }
 
 /// The CRLs of `ca_crl.pem`, checked.
@@ -458,6 +474,12 @@ mod tests {
         assert_eq!(check_serial("0100", &[line("00ff")]).unwrap(), "0100");
         assert!(matches!(check_serial("0005", &[line("05")]), Err(PuppetCaDefect::Serial { .. })));
         assert!(matches!(check_serial("00ff", &[line("0100")]), Err(PuppetCaDefect::Serial { .. })));
-        assert!(matches!(check_serial("x", &[]), Err(PuppetCaDefect::Serial { .. })));
+        assert!(matches!(check_serial("x", &[]), Err(PuppetCaDefect::Unreadable { .. })));
+        assert!(matches!(check_serial("", &[]), Err(PuppetCaDefect::Unreadable { .. })));
+        assert!(matches!(check_serial("-5", &[]), Err(PuppetCaDefect::Unreadable { .. })));
+        let long = check_serial(&"f".repeat(70), &[]).unwrap_err().to_string();
+        assert!(long.contains("70 hexadecimal digits"), "{long}");
+        let behind = check_serial("0x01", &[line("05")]).unwrap_err().to_string();
+        assert!(behind.contains("next serial is 0x01,"), "{behind}");
     }
 }

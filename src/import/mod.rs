@@ -15,6 +15,7 @@ use crate::issuance::bootstrap::{self, create_private_dir, DataDir};
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
+pub use read::ExposedKey;
 pub use stage::IMPORT_NOTE;
 
 /// What an import made.
@@ -41,8 +42,10 @@ pub struct ImportReport {
     pub puppet_crl_number: u128,
     /// vouch's first CRL could not be written (the import stands; `vouch crl` writes it).
     pub crl_error: Option<String>,
-    /// The Puppet CA's private keys that group or others could access (file name, mode).
-    pub exposed_keys: Vec<(String, u32)>,
+    /// The Puppet CA's private keys that group or others could access, or another user owned.
+    pub exposed_keys: Vec<read::ExposedKey>,
+    /// The staging directories stopped runs had left in the data directory: removed, or left.
+    pub staging: crate::issuance::staging::Cleared,
 }
 
 /// Imports the Puppet CA directory `cadir` into the new data directory `dir`. Refuses a
@@ -65,6 +68,8 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
         plan.next_serial,
         plan.crl_number
     );
+    // Everything is checked: what a stopped import or `ca init` left beside `ca/` goes first.
+    let staging = crate::issuance::staging::clear(&dir.dir);
     create_private_dir(&dir.dir)?;
     let policy = bootstrap::with_default_policy(dir, || install(dir, &plan, &note))?;
     // vouch's own CRLs, numbered above Puppet's (the CRL files' numbers say where Puppet was).
@@ -85,6 +90,7 @@ pub fn import_puppet_cadir(dir: &DataDir, cadir: &Path, now: OffsetDateTime) -> 
         puppet_crl_number: plan.crl_number,
         crl_error: crl_error.map(|e| e.to_string()),
         exposed_keys: files.exposed_keys,
+        staging,
     })
 }
 

@@ -21,9 +21,21 @@ pub struct CadirFiles {
     pub signed: Vec<(String, Vec<u8>)>,
     /// How many pending requests `requests/` holds (not imported).
     pub requests: usize,
-    /// The private keys (file name, mode) that group or others could read or write where
-    /// they were: a copy may be out of this CA's hands.
-    pub exposed_keys: Vec<(String, u32)>,
+    /// The private keys that group or others could read or write where they were, or that
+    /// another user owned: a copy may be out of this CA's hands.
+    pub exposed_keys: Vec<ExposedKey>,
+}
+
+/// A private key of the Puppet CA directory that others could read: by its mode, or because
+/// a user other than root and the one importing owns it (an owner may read its file whatever
+/// the mode, and change the mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExposedKey {
+    /// `ca_key.pem` or `root_key.pem`.
+    pub file: String,
+    pub mode: u32,
+    /// The owner's uid, when it is neither root nor the user importing.
+    pub other_owner: Option<u32>,
 }
 
 /// The error for `cadir` and `defect`.
@@ -75,14 +87,22 @@ pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
 }
 
 /// `ca_key.pem` and `root_key.pem` where group or others have any access to them (their
-/// mode's last two digits not 0).
-fn exposed_keys(cadir: &Path) -> Vec<(String, u32)> {
-    use std::os::unix::fs::PermissionsExt;
+/// mode's last two digits not 0), or that a user other than root and this one owns (the check
+/// vouch makes of its own keys, `files::trust`).
+fn exposed_keys(cadir: &Path) -> Vec<ExposedKey> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let me = crate::files::trust::euid();
     ["ca_key.pem", "root_key.pem"]
         .iter()
         .filter_map(|name| {
-            let mode = std::fs::metadata(cadir.join(name)).ok()?.permissions().mode() & 0o7777;
-            (mode & 0o077 != 0).then(|| ((*name).to_string(), mode))
+            let meta = std::fs::metadata(cadir.join(name)).ok()?;
+            let mode = meta.permissions().mode() & 0o7777;
+            let other_owner = Some(meta.uid()).filter(|uid| *uid != 0 && *uid != me);
+            (mode & 0o077 != 0 || other_owner.is_some()).then(|| ExposedKey {
+                file: (*name).to_string(),
+                mode,
+                other_owner,
+            })
         })
         .collect()
 }

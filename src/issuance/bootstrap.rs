@@ -33,12 +33,15 @@ pub struct InitReport {
     pub master_not_after: OffsetDateTime,
     /// The master CA's 15 years reached past the root's notAfter, which it now ends at.
     pub master_capped: bool,
+    /// The staging directories stopped runs had left in the data directory: removed, or left.
+    pub staging: super::staging::Cleared,
 }
 
 /// Creates the root CA, the master CA and the default policy. Refuses to
 /// touch an existing CA. The `ca/` directory appears whole or not at all.
 pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<InitReport, Error> {
     check_new_data_dir(dir)?;
+    let staging = super::staging::clear(&dir.dir);
     create_private_dir(&dir.dir)?;
     let ca = new_ca(key_type, now)?;
     let policy = with_default_policy(dir, || install_ca(dir, &ca.files))?;
@@ -49,6 +52,7 @@ pub fn init(dir: &DataDir, key_type: KeyType, now: OffsetDateTime) -> Result<Ini
         ca_dir: dir.ca(),
         master_not_after: ca.master_not_after,
         master_capped: false,
+        staging,
     })
 }
 
@@ -80,6 +84,7 @@ pub fn init_under_root(
         crate::files::trust::check_trusted(&root_ca)?;
         root_issued::record(&root_ca, &ca.master_der, Kind::Ca)?;
     }
+    let staging = super::staging::clear(&dir.dir);
     create_private_dir(&dir.dir)?;
     let policy = with_default_policy(dir, || install_ca(dir, &ca.files))?;
     Ok(InitReport {
@@ -89,6 +94,7 @@ pub fn init_under_root(
         ca_dir: dir.ca(),
         master_not_after: ca.master_not_after,
         master_capped: ca.master_capped,
+        staging,
     })
 }
 
@@ -249,6 +255,7 @@ struct LoadedRoot {
 /// (basicConstraints cA, no path length 0, keyUsage keyCertSign), valid at `now`, whose public
 /// key is the key's.
 fn load_root(root: ExistingRoot<'_>, now: OffsetDateTime) -> Result<LoadedRoot, Error> {
+    check_not_swapped(root)?;
     crate::files::trust::check_private_key(root.key)?;
     let CertAndKey { cert_der, key } = load_cert_and_key(root.cert, root.key)?;
     let bad = |detail: String| Error::RootCa { path: root.cert.to_path_buf(), detail };
@@ -292,6 +299,26 @@ fn load_root(root: ExistingRoot<'_>, now: OffsetDateTime) -> Result<LoadedRoot, 
         return Err(Error::RootKeyMismatch { cert: root.cert.to_path_buf(), key: root.key.to_path_buf() });
     }
     Ok(LoadedRoot { der: cert_der, key, not_before, not_after })
+}
+
+/// `--root-cert` and `--root-key` given the wrong way round (or either one given the other's
+/// kind of file): said first, before the key file's checks would tell the operator to chmod a
+/// certificate. A file that cannot be read is left to those checks.
+fn check_not_swapped(root: ExistingRoot<'_>) -> Result<(), Error> {
+    use crate::error::Mistake;
+    use crate::files::input::Kind;
+    let read = |p: &Path, kind: Kind| crate::files::durable::read_regular_followed_at_most(p, kind.limit());
+    let has = |b: &[u8], label: &str| b.windows(label.len()).any(|w| w == label.as_bytes());
+    let (key_block, cert_block) = ("PRIVATE KEY-----", "-----BEGIN CERTIFICATE-----");
+    let cert_is_key = read(root.cert, Kind::Cert).is_ok_and(|b| has(&b, key_block) && !has(&b, cert_block));
+    let key_is_cert = read(root.key, Kind::Key).is_ok_and(|b| has(&b, cert_block) && !has(&b, key_block));
+    let (cert, key) = (root.cert.to_path_buf(), root.key.to_path_buf());
+    match (cert_is_key, key_is_cert) {
+        (true, true) => Err(Error::Mistake(Mistake::RootFilesSwapped { cert, key })),
+        (true, false) => Err(Error::Mistake(Mistake::RootCertIsKey { cert })),
+        (false, true) => Err(Error::Mistake(Mistake::RootKeyIsCert { key })),
+        (false, false) => Ok(()),
+    }
 }
 
 /// Distinguishes a further master CA's name from every other master's: 32 random bits, in hex.
@@ -374,6 +401,7 @@ pub(crate) fn install_staged_ca(
         })?;
     }
     let result = fill(&staging).and_then(|()| {
+        crate::files::fault::crash_point("ca:staged");
         crate::files::durable::rename_noreplace(&staging, &dir.ca()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists { path: dir.ca() }

@@ -1,7 +1,8 @@
 //! Issuance: the node certificate profile ([`certificate`]: prepare, then sign once),
 //! the key types ([`keys`]), the CA's creation and data directory ([`bootstrap`], which
 //! re-exports its data directory's, conductors' and certificate parts' modules), and what
-//! the root key issued ([`root_issued`]).
+//! the root key issued ([`root_issued`]), the staging directories a stopped `ca init` or
+//! import leaves ([`staging`]).
 //! Knows no policy decision: it consumes an authorization only the decision can make.
 
 pub mod bootstrap;
@@ -11,3 +12,4 @@ mod conductor;
 mod data_dir;
 pub mod keys;
 pub mod root_issued;
+pub mod staging;

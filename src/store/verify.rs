@@ -210,6 +210,13 @@ pub enum Finding {
               CERTNAME' (or remove it), then `vouch revoke --serial SERIAL` for its certificate \
               if its record does not say revoked; or restore revocations.txt from a backup"]
     RevocationLineDamaged { line: usize, text: String },
+    /// A staging directory of `ca init` or `vouch import` (`DIR/.ca.tmp-…`), left by a run
+    /// stopped before it renamed it into place: hidden, it holds copies of the CA's keys.
+    #[message = "{path}: the staging directory of a `vouch ca init` or `vouch import` ({state}), which a run \
+                 stopped before it finished leaves behind; it holds copies of the CA's private keys"]
+    #[hint = "it is no part of the CA: once no `ca init` or import is under way in this directory, remove it \
+              (`rm -rf PATH`); the next `ca init` or import into a directory removes its own user's dead ones"]
+    StagingLeftOver { path: String, state: String },
     /// An entry with no usable name (see `vouch reconcile`).
     #[message("{name} ({kind} with no usable name: {}): {detail}", files.join(", "))]
     #[hint = "`vouch purge NAME` shows what it would remove; `--confirm` removes it"]
@@ -341,6 +348,7 @@ impl Finding {
             Finding::RecordNotInInventory { .. } => "record-not-in-inventory",
             Finding::InventoryLineDamaged { .. } => "inventory-line-damaged",
             Finding::RevocationLineDamaged { .. } => "revocation-line-damaged",
+            Finding::StagingLeftOver { .. } => "staging-left-over",
             Finding::Junk { .. } => "junk",
         }
     }

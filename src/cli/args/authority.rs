@@ -1,7 +1,7 @@
 //! The CA, its conductors and its administrators: `vouch ca`, `vouch conductor`, `vouch admin`.
 
 use super::formats::{CertEncodingArg, FormatArg, KeyTypeArg};
-use super::values::{whole_number, OUTPUT_RULE};
+use super::values::{count_value, whole_number, OUTPUT_RULE};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -130,9 +130,9 @@ pub struct ConductorSignArgs {
     /// one or more letters, digits, '-' or '_', never a dot).
     #[arg(long, value_name = "PATTERN", requires = "template")]
     pub certname_pattern: Option<String>,
-    /// At most how many certificates the template yields (1 to 1000000).
-    #[arg(long, value_name = "N", requires = "template", allow_negative_numbers = true,
-          value_parser = |s: &str| whole_number::<u64>(s, 1, Some(1_000_000)))]
+    /// At most how many certificates the template yields: from 1 to the CA policy's
+    /// templates.max_uses (at most 1000000).
+    #[arg(long, value_name = "N", requires = "template", allow_negative_numbers = true, value_parser = count_value)]
     pub max_uses: Option<u64>,
     /// Bind the template to the instance's identity document: 'aws:{instance-id}.DOMAIN'
     /// (the certname derived from the instance id). Without it the template is unbound:

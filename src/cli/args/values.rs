@@ -27,6 +27,17 @@ pub(super) fn ds389_backend(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--max-uses`: a count checked later against the policy at hand (whose maximum the refusal
+/// names): any decimal here, one too large for any count read as the largest.
+pub(super) fn count_value(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    match t.parse::<u64>() {
+        Ok(n) => Ok(n),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Ok(u64::MAX),
+        Err(_) => Err("must be a whole number, at least 1 (the certificates the template yields)".to_string()),
+    }
+}
+
 /// A numeric flag's value: a whole number from `min` to `max` (none: as large as `T` holds).
 /// Every numeric flag takes a negative number as its value (`allow_negative_numbers`), so
 /// that `--days -1` is refused here with the range instead of as an unknown flag `-1`.

@@ -1,0 +1,36 @@
+//! A command given what it cannot take, where the plain reading would mislead
+//! ([`Mistake`]): `vouch import` with a shared store, `ca init` with its root's certificate
+//! and key given the wrong way round. One variant each, words and hint beside it.
+
+use std::path::PathBuf;
+use vouch_derive::{Hint, Message};
+
+/// What the command was given by mistake ([`super::Error::Mistake`]); nothing was written.
+#[derive(Debug, Message, Hint)]
+#[non_exhaustive]
+pub enum Mistake {
+    /// `vouch import --puppet-cadir` with `--store ldap://…` (or `VOUCH_STORE`): an import
+    /// writes a file store; the shared store is filled from one by `vouch migrate`.
+    #[message = "vouch import writes the data directory's file store, not the shared store {url}; nothing was \
+                 written"]
+    #[hint = "two steps: import into the data directory's file store (the same command without --store and \
+              with VOUCH_STORE unset), then copy it into the shared store with `vouch --dir DIR migrate --to \
+              URL` (docs/ldap.md, migration)"]
+    ImportIntoSharedStore { url: String },
+    /// `ca init --root-cert KEY --root-key CERT`: the two files given the wrong way round.
+    #[message("--root-cert {} holds a private key and --root-key {} a certificate: the two are swapped; nothing \
+               was written", cert.display(), key.display())]
+    #[hint = "give them the other way round: --root-cert ROOT_DIR/ca/root_crt.pem --root-key \
+              ROOT_DIR/ca/root_key.pem"]
+    RootFilesSwapped { cert: PathBuf, key: PathBuf },
+    /// `ca init --root-cert FILE` where FILE holds a private key (and no certificate).
+    #[message("--root-cert {} holds a private key, not the root's certificate; nothing was written", cert.display())]
+    #[hint = "give --root-cert the root's certificate (ROOT_DIR/ca/root_crt.pem) and --root-key its private key \
+              (ROOT_DIR/ca/root_key.pem)"]
+    RootCertIsKey { cert: PathBuf },
+    /// `ca init --root-key FILE` where FILE holds a certificate (and no private key).
+    #[message("--root-key {} holds a certificate, not the root's private key; nothing was written", key.display())]
+    #[hint = "give --root-key the root's private key (ROOT_DIR/ca/root_key.pem) and --root-cert its certificate \
+              (ROOT_DIR/ca/root_crt.pem)"]
+    RootKeyIsCert { key: PathBuf },
+}
