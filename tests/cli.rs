@@ -763,6 +763,16 @@ fn vouch_as_nobody(dir: &Path) -> Command {
     if !bin.exists() {
         std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
         chmod(&bin, 0o755);
+        // Another test's child, forked while the copy was open for writing, holds that
+        // descriptor until it execs: until then running the copy fails with ETXTBSY.
+        for _ in 0..200 {
+            match Command::new(&bin).arg("--version").stdout(std::process::Stdio::null()).status() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                _ => break,
+            }
+        }
     }
     let mut c = Command::new(bin);
     c.env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY").uid(NOBODY);

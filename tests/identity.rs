@@ -462,7 +462,14 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
     ] {
         assert!(first.contains(line), "{line:?} not in {first}");
     }
-    ok(&sign(&d, &bound_csr(&d, &web(y), Some(&doc(y))), &[]));
+    // The file journal is retired by the copy: a use counted there now is refused. Back on
+    // the file store (its journal's marker removed, as going back means), a second use is
+    // counted there, and the next migrate raises the shared store's count.
+    let y_csr = bound_csr(&d, &web(y), Some(&doc(y)));
+    let retired = sign(&d, &y_csr, &[]);
+    assert!(String::from_utf8_lossy(&retired.stderr).contains("retired"), "{}", text(&retired));
+    std::fs::remove_file(d.join("replay/MOVED-TO-SHARED-STORE")).unwrap();
+    ok(&sign(&d, &y_csr, &[]));
     let raised = migrate();
     for line in [
         "template counts: 1 copied, 0 already there",
@@ -529,6 +536,44 @@ fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
         "the one use of a template spent on the file store, given again after `migrate --now {later}`: \
          {why}\n{report}"
     );
+}
+
+/// `vouch migrate` beside a `vouch serve` running on the same directory's file store is
+/// refused (what that serve grants during or after the copy would stay in the file store
+/// and be granted again on LDAP: a template of one use gave two certificates). Once run, the
+/// file journal is retired: a use counted there afterwards (the hook, `vouch sign`) is
+/// refused, not left behind. (Fails while migrate ignores the running serve.)
+#[test]
+fn migrate_is_refused_beside_a_running_serve_and_retires_the_file_journal() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let (x, y) = ("i-0000000000000000a", "i-0000000000000000b");
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = slapd.url(&slapd.base());
+    let migrate = || vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap();
+    let log = c.dir.path().join("serve.log");
+    let mut serve = vouch();
+    serve.args(["--dir", s(&d), "serve", "--listen", "127.0.0.1:0", "--server-name", "ca1.test"]);
+    let (mut child, _, _) = start_serve(&mut serve, &log);
+    let refused = migrate();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("vouch serve is running") && err.contains("nothing was copied"), "{err}");
+    let done = ok(&migrate());
+    assert!(done.contains("template counts: 1 copied"), "{done}");
+    // The file journal retired: a use counted there now is refused, nothing counted.
+    let after = sign(&d, &bound_csr(&d, &web(y), Some(&doc(y))), &[]);
+    assert_ne!(after.status.code(), Some(0), "a use counted in the file journal after migrate: {}", text(&after));
+    assert!(String::from_utf8_lossy(&after.stderr).contains("retired"), "{}", text(&after));
 }
 
 /// Review: a master CA joining a fleet already on LDAP (`vouch migrate`, as docs/ldap.md

@@ -44,6 +44,15 @@ impl Authority {
         let lock = target.lock()?;
         report.push_str(&self.copy_requests(&target, &lock)?.line("pending requests"));
         report.push_str(&self.copy_overrides(&target, now)?.line("overrides"));
+        // The file journal retired before it is read: a hook (or anything else) that would
+        // claim or count in it from now on is refused, so nothing it grants is left behind.
+        if let Some(dir) = &self.policy.replay_journal {
+            crate::store::journal::Journal::new(dir).retire(&to.url).map_err(|source| Error::Io {
+                path: dir.clone(),
+                op: "retire",
+                source,
+            })?;
+        }
         // What the journal still keeps, by the earlier of `--now` and the clock: a later
         // `--now` must not leave behind entries that are still live (as the prune refuses it).
         let live_at = now.min(OffsetDateTime::now_utc());

@@ -241,7 +241,15 @@ pub(super) fn migrate(cli: &Cli, to: &str) -> Result<i32, Error> {
                 .into(),
         });
     }
-    let auth = Authority::open_for_cli(&dir(cli)?, &crate::store::StoreUrl::default())?;
+    let data = dir(cli)?;
+    // No vouch serve beside the copy, nor started during it (its lock held to the end).
+    crate::serve::setup::hold_serving_lock(&data.dir).map_err(|e| match e {
+        Error::ServeRunning { dir, holder } => {
+            Error::Mistake(crate::error::Mistake::MigrateWhileServing { dir, holder })
+        }
+        other => other,
+    })?;
+    let auth = Authority::open_for_cli(&data, &crate::store::StoreUrl::default())?;
     let mut target = cli.store_url();
     target.url = to.to_string();
     let report = auth.migrate_to(&target, now(cli)?)?;

@@ -1,6 +1,7 @@
 //! A command given what it cannot take, where the plain reading would mislead
 //! ([`Mistake`]): `vouch import` with a shared store, `ca init` with its root's certificate
-//! and key given the wrong way round. One variant each, words and hint beside it.
+//! and key given the wrong way round, `vouch migrate` beside a running `vouch serve`. One
+//! variant each, words and hint beside it.
 
 use std::path::PathBuf;
 use vouch_derive::{Hint, Message};
@@ -33,4 +34,12 @@ pub enum Mistake {
     #[hint = "give --root-key the root's private key (ROOT_DIR/ca/root_key.pem) and --root-cert its certificate \
               (ROOT_DIR/ca/root_crt.pem)"]
     RootKeyIsCert { key: PathBuf },
+    /// `vouch migrate` while a `vouch serve` runs on the data directory: what it grants during
+    /// or after the copy (a certificate, a template's use) would stay in the file store only,
+    /// and be granted again by the masters on the shared store.
+    #[message("a vouch serve is running on {} ({holder}): vouch migrate copies a file store nothing else \
+               writes; nothing was copied", dir.display())]
+    #[hint = "stop that vouch serve (and the Puppet Server hooks that use this directory's journal), run vouch \
+              migrate, then start every master with --store URL (docs/ldap.md, migration)"]
+    MigrateWhileServing { dir: PathBuf, holder: String },
 }

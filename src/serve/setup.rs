@@ -15,13 +15,13 @@ use crate::issuance::bootstrap::{
 };
 use credentials::{admin_credential, conductor_credential, Step};
 use files::io;
-use lock::{check_data_dir, hold_serving_lock};
+use lock::check_data_dir;
 use service_cert::{server_credential, Served};
 use std::path::PathBuf;
 use time::OffsetDateTime;
 
 pub use credentials::ADMIN_NAME;
-pub use lock::SERVING_LOCK;
+pub use lock::{hold_serving_lock, SERVING_LOCK};
 pub use service_cert::server_names;
 
 /// Present from the start of `vouch serve`'s first run (before the CA is made) until

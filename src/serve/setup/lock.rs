@@ -19,7 +19,7 @@ pub const SERVING_LOCK: &str = "serve.lock";
 /// ends (the system drops it even when the process is killed); a second process is
 /// refused before it changes anything. Within one process (a library caller preparing
 /// twice, under one path or two) the lock is taken once.
-pub(super) fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
+pub fn hold_serving_lock(dir: &Path) -> Result<(), Error> {
     use rustix::fs::{flock, FlockOperation};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
