@@ -34,10 +34,19 @@ impl std::fmt::Display for PemError {
 
 impl std::error::Error for PemError {}
 
+/// `bytes` as text, each invalid UTF-8 sequence replaced (`String::from_utf8_lossy`), without
+/// its character-by-character pass when they are valid UTF-8 (a PEM always is).
+pub fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// Finds the first PEM block with one of `labels` and decodes it.
 /// Returns the label found and the DER bytes.
 pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), PemError> {
-    let text = String::from_utf8_lossy(text);
+    let text = self::text(text);
     let mut best: Option<(usize, &'l str)> = None;
     for &label in labels {
         let begin = format!("-----BEGIN {label}-----");
@@ -79,7 +88,7 @@ pub fn encode(label: &str, der: &[u8]) -> String {
     let b64 = STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push_str(&self::text(chunk));
         out.push('\n');
     }
     out.push_str(&format!("-----END {label}-----\n"));
@@ -89,7 +98,7 @@ pub fn encode(label: &str, der: &[u8]) -> String {
 /// All blocks with `label`, in order (for bundles).
 pub fn find_all(text: &[u8], label: &str) -> Result<Vec<Vec<u8>>, PemError> {
     let mut out = Vec::new();
-    let s = String::from_utf8_lossy(text).into_owned();
+    let s = self::text(text).into_owned();
     let mut rest: &str = &s;
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
