@@ -27,9 +27,10 @@
 # connections are (one per agent). Valgrind runs the server's threads one at a time and about
 # 50 times slower, so the defaults become AGENTS=16, PER=16 (256 certificates a run), KEYS=p256,
 # ROUNDS=2, and Puppet Server is left out; the CPU figures then mean nothing. A count that does
-# not move with the load (one binary run twice: within about 1%), to judge a change in the
-# server's own work. With KEEP=1 each run's callgrind.out file is kept beside its store
-# (`callgrind_annotate --inclusive=yes FILE` reads it: docs/benchmarks.md, section 14).
+# not move with the load (one binary run twice: within 0.4%; within 0.01% since the root CRL's
+# once-a-second check is cached), to judge a change in the server's own work. With KEEP=1
+# each run's callgrind.out file is kept beside its store (`callgrind_annotate --inclusive=yes
+# FILE` reads it: docs/benchmarks.md, section 14).
 #
 # Settings: AGENTS (concurrency levels, comma-separated; default 64), KEYS (vouch's CA key
 # types; default "rsa4096 p256"), PER (certificates per agent; default 32 for P-256 and other
