@@ -64,7 +64,12 @@ pub fn find<'l>(text: &[u8], labels: &[&'l str]) -> Result<(&'l str, Vec<u8>), P
     let end = format!("-----END {label}-----");
     let after = &text[pos + begin.len()..];
     let stop = after.find(&end).ok_or_else(|| PemError::Unterminated { label: label.to_string() })?;
-    let body: Vec<u8> = after.as_bytes()[..stop].iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+    // Every ASCII whitespace byte dropped, the runs between them copied whole (a byte-by-byte
+    // filter was a few percent of a certificate's instructions: the CSR is read this way).
+    let mut body = Vec::with_capacity(stop);
+    for run in after.as_bytes()[..stop].split(u8::is_ascii_whitespace) {
+        body.extend_from_slice(run);
+    }
     let der =
         STANDARD.decode(&body).map_err(|e| PemError::BadBase64 { label: label.to_string(), detail: e.to_string() })?;
     Ok((label, der))
@@ -137,6 +142,15 @@ mod tests {
         assert!(matches!(find(odd, &["CERTIFICATE"]), Err(PemError::NoBlock { found: None, .. })));
         assert!(matches!(find(b"-----BEGIN X-----\nAAAA\n", &["X"]), Err(PemError::Unterminated { .. })));
         assert!(matches!(find(b"-----BEGIN X-----\n!!!!\n-----END X-----", &["X"]), Err(PemError::BadBase64 { .. })));
+    }
+
+    #[test]
+    fn every_ascii_whitespace_in_the_body_is_dropped() {
+        let der: Vec<u8> = (0..=255).collect();
+        let b64 = STANDARD.encode(&der);
+        let (a, b) = b64.split_at(100);
+        let spaced = format!("-----BEGIN X-----\n \t{a} \x0c\r\n\n  {} {}\t\n-----END X-----\n", &b[..7], &b[7..]);
+        assert_eq!(find(spaced.as_bytes(), &["X"]).unwrap(), ("X", der));
     }
 
     #[test]
