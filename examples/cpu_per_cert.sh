@@ -18,6 +18,20 @@
 # certificate (and how many failed) to each row: a count that does not move with the load, to
 # judge a change that removes calls; strace slows the server, so its CPU figures then mean nothing.
 #
+# CALLGRIND=1 (A/B and the sitting) runs the server under valgrind's callgrind and reports the
+# user-space instructions it executes per certificate (Ir: every instruction of every thread of
+# the server process, vouch's and its libraries' — aws-lc, rustls, hyper, tokio, libc's malloc;
+# not the kernel's work inside system calls, not the load tool's). Counting starts after the
+# warm-up (`callgrind_control -i on`) and stops before the server is told to stop (`-i off`):
+# the start-up and the shutdown are not counted; the TLS handshakes of the measured run's
+# connections are (one per agent). Valgrind runs the server's threads one at a time and about
+# 50 times slower, so the defaults become AGENTS=16, PER=16 (256 certificates a run), KEYS=p256,
+# ROUNDS=2, and Puppet Server is left out; the CPU figures then mean nothing. A count that does
+# not move with the load (one binary run twice: within 0.4%; within 0.01% since the root CRL's
+# once-a-second check is cached), to judge a change in the server's own work. With KEEP=1
+# each run's callgrind.out file is kept beside its store (`callgrind_annotate --inclusive=yes
+# FILE` reads it: docs/benchmarks.md, section 14).
+#
 # Settings: AGENTS (concurrency levels, comma-separated; default 64), KEYS (vouch's CA key
 # types; default "rsa4096 p256"), PER (certificates per agent; default 32 for P-256 and other
 # elliptic keys, 12 for RSA), ROUNDS (A/B rounds, 1-20; default 4), PUPPETSERVER=0 (leave
@@ -45,6 +59,15 @@ case ${1:-} in
 esac
 release=${CARGO_TARGET_DIR:-$here/target}/release/vouch
 VOUCH=${VOUCH:-$release}
+if [ -n "${CALLGRIND:-}" ]; then
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+    { echo "CALLGRIND=1 needs valgrind (apt-get install -y valgrind)" >&2; exit 2; }
+  AGENTS=${AGENTS:-16}
+  PER=${PER:-16}
+  KEYS=${KEYS:-p256}
+  ROUNDS=${ROUNDS:-2}
+  PUPPETSERVER=0
+fi
 AGENTS=${AGENTS:-64}
 KEYS=${KEYS:-rsa4096 p256}
 ROUNDS=${ROUNDS:-4}
@@ -72,6 +95,10 @@ for key in $KEYS; do
   esac
 done
 case $AGENTS in *[!0-9,]* | '' | ,* | *,) echo "AGENTS: numbers separated by commas, not '$AGENTS'" >&2; exit 2 ;; esac
+if [ -n "${CALLGRIND:-}" ]; then
+  case $AGENTS in *,*) echo "CALLGRIND: one level of AGENTS, not '$AGENTS' (a run's count covers all its levels)" >&2; exit 2 ;; esac
+  [ -z "${SYSCALLS:-}" ] || { echo "CALLGRIND and SYSCALLS: one at a time (strace of valgrind counts valgrind's calls)" >&2; exit 2; }
+fi
 case $ROUNDS in [1-9] | 1[0-9] | 20) ;; *) echo "ROUNDS: a number from 1 to 20, not '$ROUNDS'" >&2; exit 2 ;; esac
 for v in "${PER:-1}" "$PS_PER"; do
   case $v in [1-9] | [1-9][0-9] | [1-9][0-9][0-9] | 1000) ;;
@@ -114,12 +141,18 @@ cell() { # rate p50 p99 rss cpu client certs failed
 
 # vouch serve: BIN KEY LABEL; prints one fields line per level of AGENTS.
 vouch_run() {
-  local bin=$1 key=$2 d=$work/$3 pid
+  local bin=$1 key=$2 d=$work/$3 pid wait=240
+  local under=()
+  if [ -n "${CALLGRIND:-}" ]; then
+    # Valgrind reads the binary's debug information first: its start takes longer.
+    under=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$d.callgrind.out")
+    wait=2400
+  fi
   port=$((port + 1))
-  "$bin" --dir "$d" serve --key-type "$key" --listen "127.0.0.1:$port" >"$d.out" 2>&1 &
+  "${under[@]}" "$bin" --dir "$d" serve --key-type "$key" --listen "127.0.0.1:$port" >"$d.out" 2>&1 &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 240); do
+  for _ in $(seq "$wait"); do
     grep -q '"event":"listening"' "$d.out" 2>/dev/null && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.25
@@ -133,10 +166,12 @@ vouch_run() {
     st=$!
     sleep 1
   fi
+  [ -z "${CALLGRIND:-}" ] || callgrind_control -i on "$pid" >/dev/null
   t0=$(ticks "$pid")
   "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents "$AGENTS" --per-agent "$(per_for "$key")" \
     --server-pid "$pid" | tee -a "$work/raw" | fields
   echo "$t0 $(ticks "$pid")" >"$work/ticks"
+  [ -z "${CALLGRIND:-}" ] || callgrind_control -i off "$pid" >/dev/null
   if [ -n "$st" ]; then
     kill -INT "$st"
     wait "$st" 2>/dev/null || true
@@ -144,6 +179,11 @@ vouch_run() {
   fi
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
+  if [ -n "${CALLGRIND:-}" ]; then
+    # The instructions counted while the instrumentation was on: the file's totals.
+    # (`summary:` at the top is 0 when counting started late; `totals:` at the end holds it.)
+    awk '/^totals:/ { t = $2 } /^summary:/ { s = $2 } END { print (t != "" ? t : s) }' "$d.callgrind.out" >"$work/ir"
+  fi
 }
 
 # Puppet Server with its own RSA-4096 CA, `autosign = true` (no hook: its best case).
@@ -196,6 +236,7 @@ if [ "$mode" = sitting ]; then
     vouch_run "$VOUCH" "$key" "vouch-$key" >"$work/rows"
     mapfile -t rows <"$work/rows"
     for i in "${!rows[@]}"; do got[$key,$i]=${rows[$i]}; done
+    [ -z "${CALLGRIND:-}" ] || got[$key,ir]=$(awk -v n="$(echo "${got[$key,0]}" | cut -d' ' -f7)" '{ printf "%.0f", $1 / n }' "$work/ir")
   done
   head="| agents |"
   sep="|---|"
@@ -204,6 +245,10 @@ if [ "$mode" = sitting ]; then
   [ -n "${got[ps]:-}" ] && { head="$head Puppet Server's CPU ÷ vouch's, per certificate |"; sep="$sep---|"; }
   echo
   echo "Per cell: certificates/s (p99; server peak RSS; **server CPU per certificate**; the load tool's CPU per certificate)."
+  if [ -n "${CALLGRIND:-}" ]; then
+    echo "Under callgrind (the CPU figures mean nothing), user-space instructions per certificate:"
+    for key in $KEYS; do LC_ALL=C printf -- "- vouch, %s: **%'d Ir**\n" "$(label "$key")" "${got[$key,ir]}"; done
+  fi
   echo
   echo "$head"
   echo "$sep"
@@ -226,8 +271,10 @@ if [ "$mode" = sitting ]; then
 else
   echo "<!-- A: $A; B: $B; AGENTS=$AGENTS KEYS=\"$KEYS\" ROUNDS=$ROUNDS, alternating -->"
   echo
-  echo "| round | CA key | build | certs/s | p50 | p99 | peak RSS | **server CPU/cert** | of which user / system | load tool CPU/cert |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  ir_head="" ir_sep=""
+  [ -n "${CALLGRIND:-}" ] && { ir_head=" **Ir/cert** |"; ir_sep="---|"; }
+  echo "| round | CA key | build | certs/s | p50 | p99 | peak RSS | **server CPU/cert** | of which user / system | load tool CPU/cert | load average |$ir_head"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|$ir_sep"
   : >"$work/ab"
   for round in $(seq "$ROUNDS"); do
     for key in $KEYS; do
@@ -239,9 +286,15 @@ else
           [ "$failed" != 0 ] && f=" ($failed failed)"
           [ -n "${SYSCALLS:-}" ] && split_sc="; $(awk -v n="$certs" '{ printf "%.1f system calls (%.1f failing)", $1 / n, $2 / n }' "$work/syscalls")"
           split=$(awk -v hz="$hz" -v n="$certs" '{ printf "%.3f / %.3f ms", ($3 - $1) * 1000 / hz / n, ($4 - $2) * 1000 / hz / n }' "$work/ticks")
-          LC_ALL=C printf "| %s | %s | %s | %'.0f/s%s | %.1f ms | %.1f ms | %.0f MB | **%.3f ms** | %s | %.3f ms |\n" \
-            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$split${split_sc:-}" "$client"
-          echo "$key $side $rate $p99 $rss $cpu" >>"$work/ab"
+          ir=0 ir_cell=""
+          if [ -n "${CALLGRIND:-}" ]; then
+            ir=$(awk -v n="$certs" '{ printf "%.0f", $1 / n }' "$work/ir")
+            ir_cell=$(LC_ALL=C printf " **%'d** |" "$ir")
+          fi
+          LC_ALL=C printf "| %s | %s | %s | %'.0f/s%s | %.1f ms | %.1f ms | %.0f MB | **%.3f ms** | %s | %.3f ms | %s |%s\n" \
+            "$round" "$key" "$side" "$rate" "$f" "$p50" "$p99" "$rss" "$cpu" "$split${split_sc:-}" "$client" \
+            "$(cut -d' ' -f1 /proc/loadavg)" "$ir_cell"
+          echo "$key $side $rate $p99 $rss $cpu $ir" >>"$work/ab"
         done <"$work/rows"
       done
     done
@@ -261,5 +314,11 @@ else
     b=$(awk -v k="$key" '$1 == k && $2 == "B" { print $6 }' "$work/ab" | median)
     awk -v k="$key" -v a="$a" -v b="$b" \
       'BEGIN { printf "%s: B ÷ A, median server CPU per certificate: %.3f (%+.1f%%)  \n", k, b / a, (b / a - 1) * 100 }'
+    if [ -n "${CALLGRIND:-}" ]; then
+      a=$(awk -v k="$key" '$1 == k && $2 == "A" { print $7 }' "$work/ab" | median)
+      b=$(awk -v k="$key" '$1 == k && $2 == "B" { print $7 }' "$work/ab" | median)
+      LC_ALL=C awk -v k="$key" -v a="$a" -v b="$b" 'BEGIN {
+        printf "%s: instructions per certificate, median: A %.0f, B %.0f; B ÷ A %.4f (%+.2f%%)  \n", k, a, b, b / a, (b / a - 1) * 100 }'
+    fi
   done
 fi

@@ -1502,6 +1502,38 @@ fn an_idle_server_refreshes_its_crl_on_its_own_schedule() {
     assert!(server.stop());
 }
 
+/// The running service judges its root CRL again whenever the file changes: a root CRL
+/// damaged (cut short) while it runs is written again by the next request's maintenance,
+/// whole and signed by the root, and the conductor it vouches for is still granted. The
+/// service remembers the identity of the root CRL it last found readable (so that it does
+/// not check the root's signature on it once a second); the damage changes that identity.
+#[test]
+fn a_root_crl_damaged_while_the_service_runs_is_written_again_at_the_next_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let config = tls_config(&server.ca_bundle(), None).unwrap();
+    let issued = |name: &str| {
+        let csr = csr_for(name, &vouched_attributes(&dir, name), &p256());
+        let mut c = Client::new(config.clone(), server.addr(), "localhost").unwrap();
+        let put = c.request("PUT", &format!("/puppet-ca/v1/certificate_request/{name}"), None, &csr).unwrap();
+        assert_eq!(put.status, 200);
+        c.request("GET", &format!("/puppet-ca/v1/certificate/{name}"), None, b"").unwrap().status
+    };
+    assert_eq!(issued("before.example.test"), 200);
+    let crl = dir.join("ca/root_crl.pem");
+    let whole = std::fs::read(&crl).unwrap();
+    std::fs::write(&crl, &whole[..whole.len() / 2]).unwrap();
+    // Maintenance runs at most once a second from the requests: the next one is in a later second.
+    std::thread::sleep(Duration::from_millis(1100));
+    let log = || std::fs::read_to_string(&server.log).unwrap();
+    assert_eq!(issued("after.example.test"), 200, "the conductor is refused: {}", log());
+    let root = dir.join("ca/root_crt.pem");
+    let verified = openssl(&["crl", "-in", s(&crl), "-CAfile", s(&root), "-noout"]);
+    assert!(verified.status.success() && text(&verified).contains("verify OK"), "{}", text(&verified));
+    assert!(server.stop());
+}
+
 /// Each `(name, csr)` PUT at once (one thread and connection each, released together);
 /// returns the answers' statuses in the same order.
 fn put_all_at_once(server: &Server, work: &[(String, Vec<u8>)]) -> Vec<u16> {

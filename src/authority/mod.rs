@@ -115,6 +115,10 @@ pub struct Authority {
     /// no root CRL): [`Authority::refresh_own_crl`].
     #[allow(clippy::type_complexity)]
     own_crl_seen: std::sync::Mutex<Option<(Option<documents::FileId>, Option<documents::FileId>)>>,
+    /// The identities of the root certificate and `DIR/ca/root_crl.pem` when the root CRL last
+    /// read as the root's: [`Authority::root_crl_reads`] reads it again only when either changed.
+    #[allow(clippy::type_complexity)]
+    root_crl_read: std::sync::Mutex<Option<(Option<documents::FileId>, Option<documents::FileId>)>>,
 }
 
 /// Reports a failure that must not become a refusal (the certificates exist): a `warning`
@@ -187,6 +191,7 @@ impl Authority {
             },
             audit_log: policy_audit_log,
             own_crl_seen: std::sync::Mutex::new(None),
+            root_crl_read: std::sync::Mutex::new(None),
         };
         // A shared store: the fleet's root CRL, where it is newer than this directory's.
         if auth.store.shares_root_crl() {

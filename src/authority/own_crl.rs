@@ -147,4 +147,22 @@ impl Authority {
         }
         self.policy.trust.own_crl.set(own);
     }
+
+    /// [`root_crl_reads`] for this directory, read again only when the root certificate or
+    /// the root CRL changed since it last read (one `stat` each otherwise: `maintain` asks
+    /// once a second, and a signature check each time was most of its cost). The identities
+    /// are taken before the read: a file replaced meanwhile is read again next time.
+    pub(super) fn root_crl_reads(&self) -> bool {
+        let ids = match (file_id(&self.dir.file(bootstrap::ROOT_CERT)), file_id(&self.dir.file(bootstrap::ROOT_CRL))) {
+            (Ok(a), Ok(b @ Some(_))) => Some((a, b)),
+            _ => None,
+        };
+        let mut read = self.root_crl_read.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.is_some() && *read == ids {
+            return true;
+        }
+        let reads = root_crl_reads(&self.dir);
+        *read = if reads { ids } else { None };
+        reads
+    }
 }

@@ -2,7 +2,6 @@
 //! revocations `vouch conductor revoke` records.
 
 use super::crl_files::{after_second, modified_second, next_crl_number, read_text};
-use super::own_crl::root_crl_reads;
 use super::revocation_input::reason_code;
 use super::root_revocations::{read_root_revocations, revocations_stamp, ROOT_CRL_STAMP};
 use super::Authority;
@@ -29,7 +28,7 @@ impl Authority {
         }
         // A root CRL that does not read (damaged, truncated) revokes nothing in the decision:
         // written again (it is small: the root signs only master CAs and conductors).
-        if !root_crl_reads(&self.dir) {
+        if !self.root_crl_reads() {
             return true;
         }
         let next = read_text(self.dir.file("root_crl_next_update"))

@@ -96,21 +96,22 @@ pub(super) fn read_attributes(
 
 /// One attribute's text value; the reason it has none (missing, duplicated, several values, not text).
 fn take_text(csr: &Csr, oid: &[u64], reasons: &mut Vec<Refusal>) -> Option<String> {
-    let dotted = oids::dotted(oid);
+    // The dotted OID only for a refusal: the text of every request's five attributes is read.
+    let dotted = || oids::dotted(oid);
     let found: Vec<_> = csr.attributes_with(oid).collect();
     match found.as_slice() {
-        [] => reasons.push(Refusal::AttributeMissing { oid: dotted }),
+        [] => reasons.push(Refusal::AttributeMissing { oid: dotted() }),
         [a] => match a.values.as_slice() {
             [v] if matches!(v.tag, tag::PRINTABLE_STRING | tag::UTF8_STRING | tag::IA5_STRING) => {
                 match String::from_utf8(v.bytes.clone()) {
                     Ok(s) => return Some(s),
-                    Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted }),
+                    Err(_) => reasons.push(Refusal::AttributeNotText { oid: dotted() }),
                 }
             }
-            [_] => reasons.push(Refusal::AttributeNotText { oid: dotted }),
-            vals => reasons.push(Refusal::AttributeValueCount { oid: dotted, count: vals.len() }),
+            [_] => reasons.push(Refusal::AttributeNotText { oid: dotted() }),
+            vals => reasons.push(Refusal::AttributeValueCount { oid: dotted(), count: vals.len() }),
         },
-        many => reasons.push(Refusal::AttributeDuplicated { oid: dotted, count: many.len() }),
+        many => reasons.push(Refusal::AttributeDuplicated { oid: dotted(), count: many.len() }),
     }
     None
 }

@@ -130,13 +130,15 @@ fn check_conductor_der(
     if !rest.is_empty() {
         return Err(Refusal::ConductorMalformed { detail: "trailing bytes after the certificate".into() });
     }
-    let info = conductor_info(&cert, &der);
+    // One SHA-256 of the certificate: its fingerprint and the chain cache's key.
+    let digest = crate::policy::digest(&der);
+    let info = conductor_info(&cert, &digest);
     let at = if at_validity { within_validity(&cert, now) } else { now };
     let mut problems = Vec::new();
     if let Some(detail) = serial_problem(cert.raw_serial()) {
         problems.push(Refusal::ConductorMalformed { detail });
     }
-    check_chain(&der, &cert, &info.subject, policy, at, &mut problems);
+    check_chain(&der, digest, &cert, &info.subject, policy, at, &mut problems);
     check_own_crl(&der, &cert, &info.subject, policy, at, &mut problems);
     check_leaf_eku(&cert, &info.subject, &mut problems);
     check_leaf_key_usage(&cert, &info.subject, &mut problems);
@@ -163,11 +165,11 @@ fn serial_problem(raw: &[u8]) -> Option<String> {
     }
 }
 
-/// Who the certificate names, as [`Conductor`] reports it.
-fn conductor_info(cert: &X509Certificate<'_>, der: &[u8]) -> Conductor {
+/// Who the certificate names, as [`Conductor`] reports it (`digest`: its DER's SHA-256).
+fn conductor_info(cert: &X509Certificate<'_>, digest: &[u8; 32]) -> Conductor {
     Conductor {
         subject: cert.subject().to_string(),
-        fingerprint: crate::encoding::sha256_hex(der),
+        fingerprint: crate::encoding::hex(digest),
         serial: cert.raw_serial_as_string(),
         issuer: cert.issuer().to_string(),
         not_after: crate::encoding::time::format_rfc3339(cert.validity().not_after.to_datetime()),
@@ -191,6 +193,7 @@ fn within_validity(cert: &X509Certificate<'_>, now: OffsetDateTime) -> OffsetDat
 /// verified now is cached for the window in which every certificate in it is valid.
 fn check_chain(
     der: &[u8],
+    digest: [u8; 32],
     cert: &X509Certificate<'_>,
     subject: &str,
     policy: &Policy,
@@ -202,7 +205,6 @@ fn check_chain(
         Ok(ee) => ee,
         Err(e) => return problems.push(Refusal::ConductorMalformed { detail: format!("{e:?}") }),
     };
-    let digest = crate::policy::digest(der);
     if policy.chain_cache.holds(&digest, at.unix_timestamp()) {
         return;
     }

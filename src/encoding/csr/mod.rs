@@ -149,7 +149,7 @@ pub fn parse(input: &[u8]) -> Result<Csr, CsrError> {
         // find the same request: exactly one PEM block, its BEGIN and END lines starting at
         // column 0, and no other "-----BEGIN" anywhere (junk lines around it are tolerated,
         // as Puppet Server hands them over).
-        let text = String::from_utf8_lossy(input);
+        let text = crate::encoding::pem::text(input);
         let begins = text.matches("-----BEGIN").count();
         if begins > 1 {
             return Err(malformed(format!("the input holds {begins} PEM blocks; exactly one is accepted")));
