@@ -14,6 +14,11 @@ pub const CA_BUNDLE: &str = "ca_bundle.pem";
 /// The root's CRL (the master CA's is `ca_crl.pem`).
 pub const ROOT_CRL: &str = "root_crl.pem";
 pub const POLICY: &str = "policy.toml";
+/// In `DIR/ca/`: written (atomically) when the directory's master opens a shared store
+/// (`vouch serve --store URL`, any command given `--store URL`); it names the store's URL
+/// (no credentials). The directory's file store is retired from then on: a command that
+/// would open it (no `--store`) refuses instead of answering from an empty store.
+pub const SHARED_STORE_MARKER: &str = "MOVED-TO-SHARED-STORE";
 
 /// Credentials `vouch serve` keeps in the data directory (paths relative to it).
 pub const SERVER_CERT: &str = "server/server_crt.pem";
@@ -119,6 +124,38 @@ impl DataDir {
             }
         }
         Ok(())
+    }
+}
+
+impl DataDir {
+    /// The shared store this directory's master uses ([`SHARED_STORE_MARKER`]), if any.
+    pub fn shared_store(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.file(SHARED_STORE_MARKER)).ok()?;
+        let to = text.trim();
+        Some(if to.is_empty() { "(unnamed)".to_string() } else { to.to_string() })
+    }
+
+    /// Refuses to open the file store of a directory whose master uses a shared store:
+    /// before anything is created or rewritten in it.
+    pub fn refuse_retired_file_store(&self) -> Result<(), Error> {
+        match self.shared_store() {
+            Some(to) => Err(Error::FileStoreRetired { dir: self.dir.clone(), to }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the directory's file store retired in favour of the shared store `to`
+    /// (idempotent; written atomically).
+    pub fn mark_shared_store(&self, to: &str) -> Result<(), Error> {
+        if self.shared_store().is_some_and(|t| t == to) {
+            return Ok(());
+        }
+        let path = self.file(SHARED_STORE_MARKER);
+        crate::files::durable::write_replace(&path, format!("{to}\n").as_bytes(), 0o644).map_err(|source| Error::Io {
+            path,
+            op: "write",
+            source,
+        })
     }
 }
 

@@ -184,16 +184,19 @@ impl StoreUrl {
 
 /// The store of the CA in `ca_dir` (files, whose log replays claims into `journal`, the
 /// policy's replay journal, where it names another data directory's) or at `url` (LDAP, as
-/// the master whose CA certificate is `ca_cert_der`/`ca_cert_pem`).
+/// the master whose CA certificate is `ca_cert_der`/`ca_cert_pem`, registered in it when
+/// `register`).
 pub fn open_store(
     url: &StoreUrl,
     ca_dir: PathBuf,
     journal: Option<&Path>,
     ca_cert_der: &[u8],
     ca_cert_pem: &str,
+    register: bool,
 ) -> Result<Arc<dyn Store>, Error> {
     match url.ldap(Some(super::ca_id(ca_cert_der)))? {
         None => Ok(Arc::new(FileStore::new(ca_dir).with_journal(journal.map(Path::to_path_buf)))),
+        Some(l) if !register => Ok(Arc::new(l)),
         Some(l) => {
             if l.open_ca(ca_cert_pem)? {
                 // The first time this master CA uses the shared store: certificates its file
