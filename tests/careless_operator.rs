@@ -99,3 +99,38 @@ fn a_serve_refused_at_start_leaves_the_fleet_as_it_was() {
     assert!(!d3.join("ca/MOVED-TO-SHARED-STORE").exists(), "the refused master's directory was marked");
     drop(m1);
 }
+
+/// `vouch revoke` / `clean` of a master's service certname (this master's, another's of
+/// the shared store) is refused without --force: that master would present a revoked
+/// certificate, refused by every agent, until it restarts.
+#[test]
+fn revoking_a_masters_service_certname_needs_force() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start(&slapd, &d2, "ca2.test");
+    for (dir, whose) in [(&d1, "this master"), (&d2, "another master")] {
+        for cmd in [&["revoke", "ca1.test"][..], &["clean", "ca1.test"]] {
+            let out = vouch().envs(store_env(&slapd)).args(["--dir", s(dir)]).args(cmd).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd:?}: {}", text(&out));
+            assert!(
+                err.contains(&format!("{whose}'s service certificate")) && err.contains("--force"),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+    let listed = ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--all"]).output().unwrap());
+    assert!(!listed.contains("revoked"), "{listed}");
+    // With --force it is revoked.
+    let forced = vouch().envs(store_env(&slapd)).args(["--dir", s(&d2), "revoke", "--force", "ca1.test"]).output();
+    ok(&forced.unwrap());
+    drop((m1, m2));
+}

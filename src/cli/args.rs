@@ -195,6 +195,10 @@ pub enum Command {
         /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
         #[arg(long, default_value = "unspecified")]
         reason: String,
+        /// Revoke a master's service certname too: that master presents a revoked
+        /// certificate, refused by every agent, until its vouch serve restarts.
+        #[arg(long)]
+        force: bool,
     },
     /// Revoke a certname's certificate and forget it (and any pending request);
     /// exit 2 if the CA has neither for that name, 3 if the revocation is stored but the CRL
@@ -202,6 +206,9 @@ pub enum Command {
     Clean {
         /// The node to revoke and forget.
         certname: String,
+        /// Clean a master's service certname too (see `vouch revoke --force`).
+        #[arg(long)]
+        force: bool,
     },
     /// Approve a node no conductor launched: issue its pending request with the
     /// classification set for it (`vouch override set`); only under `issuance.admin_approval`.

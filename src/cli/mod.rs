@@ -262,12 +262,14 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             admin::new(cli, name, cert_out, key_out, key_type)
         }
         Command::List { all, format, conductor } => certs::list(cli, all, format, conductor.as_deref()),
-        Command::Revoke { certname: Some(certname), serial: None, reason } => certs::revoke(cli, certname, reason),
+        Command::Revoke { certname: Some(certname), serial: None, reason, force } => {
+            certs::revoke(cli, certname, reason, *force)
+        }
         Command::Revoke { serial: Some(serial), reason, .. } => certs::revoke_serial(cli, serial, reason),
         Command::Revoke { certname: None, serial: None, .. } => {
             Err(Error::Usage { detail: "give a certname or --serial".into() })
         }
-        Command::Clean { certname } => certs::clean(cli, certname),
+        Command::Clean { certname, force } => certs::clean(cli, certname, *force),
         Command::Approve(a) => approve::approve(cli, a),
         Command::Crl { out, fetch: true, ca_url: Some(url), cacert: Some(cacert) } => {
             compile::crl_fetch(url, cacert, out.as_deref().unwrap_or(Path::new("-")))
