@@ -134,3 +134,15 @@ fn revoking_a_masters_service_certname_needs_force() {
     ok(&forced.unwrap());
     drop((m1, m2));
 }
+
+/// A store URL whose port is no port is a typo (exit 2, the URL forms), not an outage (75).
+#[test]
+fn a_store_url_with_an_impossible_port_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for port in ["99999999", "0", "", "x"] {
+        let url = format!("ldap://127.0.0.1:{port}/ou=vouch,dc=example,dc=com");
+        let out = vouch().args(["--dir", s(tmp.path()), "--store", &url, "ldap", "init"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("is not a port number"), "{url}: {}", text(&out));
+    }
+}

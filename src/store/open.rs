@@ -53,6 +53,17 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
     if scheme != "ldapi" && authority.is_empty() {
         return Err(format!("{url:?}: no host; such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
     }
+    // A port that is no port is a typo, not an outage (exit 2, not 75).
+    if scheme != "ldapi" && !authority.ends_with(']') {
+        if let Some((_, port)) = authority.rsplit_once(':') {
+            let valid = !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && port.parse::<u16>().is_ok_and(|p| p > 0);
+            if !valid {
+                return Err(format!("{url:?}: {port:?} is not a port number (1 to 65535), such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
+            }
+        }
+    }
     if scheme == "ldapi" && !authority.is_empty() && !percent_decode(authority)?.starts_with('/') {
         return Err(format!(
             "{url:?}: an ldapi:// URL names its socket path percent-encoded, such as %2Frun%2Fslapd%2Fldapi"
