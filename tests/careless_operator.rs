@@ -146,3 +146,18 @@ fn a_store_url_with_an_impossible_port_is_a_usage_error() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("is not a port number"), "{url}: {}", text(&out));
     }
 }
+
+/// `vouch ldap init --create-base` under a parent that does not exist names that parent.
+#[test]
+fn create_base_under_a_missing_parent_names_the_parent() {
+    let slapd = openldap_store();
+    let mut env = store_env(&slapd);
+    env[0].1 = slapd.url("ou=vouch,dc=nope,dc=com");
+    let out = vouch().envs(env).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("its parent dc=nope,dc=com does not exist"),
+        "{}",
+        text(&out)
+    );
+}

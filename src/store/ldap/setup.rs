@@ -28,16 +28,32 @@ impl LdapStore {
             let rdn = self.base.split(',').next().unwrap_or_default();
             let ou = rdn.strip_prefix("ou=").or_else(|| rdn.strip_prefix("OU="));
             let (true, Some(ou)) = (create_base, ou) else {
+                let how = match (create_base, ou) {
+                    (true, _) => "vouch creates only an ou= base: create this one first",
+                    (false, Some(_)) => "to create it, run 'vouch ldap init --create-base'",
+                    (false, None) => "vouch creates only an ou= base: create any other first",
+                };
                 return Err(StoreError::Ldap {
                     op: "use",
                     dn: self.base.clone(),
                     detail: format!(
-                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; \
-                         to create it, run 'vouch ldap init --create-base'{}",
-                        if ou.is_none() { " (vouch creates only an ou= base; create any other first)" } else { "" }
+                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; {how}"
                     ),
                 });
             };
+            // The base is made under an existing parent only: say which one is missing.
+            if let Some((_, parent)) = self.base.split_once(',') {
+                if self.read(&self.primary, parent)?.is_none() {
+                    return Err(StoreError::Ldap {
+                        op: "add",
+                        dn: self.base.clone(),
+                        detail: format!(
+                            "its parent {parent} does not exist (or the bind DN may not read it): check the URL \
+                             for a typo; --create-base creates only the base entry, under an existing parent"
+                        ),
+                    });
+                }
+            }
             let code = self.add(
                 &self.base,
                 vec![("objectClass", set("organizationalUnit")), ("ou", set(ou.as_bytes().to_vec()))],
