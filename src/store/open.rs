@@ -207,7 +207,10 @@ pub fn open_store(
 ) -> Result<Arc<dyn Store>, Error> {
     match url.ldap(Some(super::ca_id(ca_cert_der)))? {
         None => Ok(Arc::new(FileStore::new(ca_dir).with_journal(journal.map(Path::to_path_buf)))),
-        Some(l) if !register => Ok(Arc::new(l)),
+        Some(l) if !register => {
+            l.check_opened()?;
+            Ok(Arc::new(l))
+        }
         Some(l) => {
             if l.open_ca(ca_cert_pem)? {
                 // The first time this master CA uses the shared store: certificates its file

@@ -147,6 +147,14 @@ impl LdapStore {
     /// CA (its entry holds its certificate and the counter of its revocations). True the
     /// first time this CA is registered.
     pub fn open_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
+        self.check_opened()?;
+        let Some(ca) = &self.ca else { return Ok(false) };
+        self.register_ca(ca, ca_cert_pem)
+    }
+
+    /// [`LdapStore::open_ca`]'s checks, with nothing written: the server implements what
+    /// vouch needs, and the store's containers exist.
+    pub fn check_opened(&self) -> Result<(), StoreError> {
         self.check_server()?;
         for c in CONTAINERS {
             let dn = self.container(c);
@@ -160,7 +168,11 @@ impl LdapStore {
                 });
             }
         }
-        let Some(ca) = &self.ca else { return Ok(false) };
+        Ok(())
+    }
+
+    /// Registers this master's CA: true the first time.
+    fn register_ca(&self, ca: &str, ca_cert_pem: &str) -> Result<bool, StoreError> {
         let dn = self.ca_dn(ca);
         let code = self.add(
             &dn,
