@@ -364,8 +364,9 @@ fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_
         let enc = ok(&vouch().args(["--dir", s(&d), "enc", &name(id)]).output().unwrap());
         assert!(enc.contains("profile::web"), "{enc}");
     }
-    // The same document on a second key: the instance already has its certificate.
-    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &[]), "attributes-replayed");
+    // The same document on a second key: the instance already has its certificate (a
+    // version 3 refusal at admission holds nothing for that key, so it is not taken as a replay).
+    refused_for(&sign(&d, &bound_csr(&d, &name(ids[0]), Some(&first)), &[]), "certificate-exists");
     // Use N+1: a fourth instance of a template for three.
     refused_for(
         &sign(&d, &bound_csr(&d, &name("i-0000000000000000d"), Some(&doc("i-0000000000000000d"))), &[]),
@@ -455,7 +456,9 @@ fn an_instance_id_enrolls_once_across_every_template_and_a_crash_after_its_claim
     ok(&sign(&d, &bound_csr_of(&d, "db.yaml", &db(v), Some(&doc(v))), &[]));
     let u = "i-0000000000000000f";
     refused_for(&sign(&d, &bound_csr_of(&d, "db.yaml", &db(u), Some(&doc(u))), &[]), "template-exhausted");
-    let claims = std::fs::read_dir(d.join("replay/instances")).unwrap().count();
+    let claims = std::fs::read_dir(d.join("replay/instances")).unwrap();
+    // (`.prune-cursor`: where the prune of the claims resumes.)
+    let claims = claims.filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count();
     assert_eq!(claims, 5, "one instance claim for each of x, y, z, w, v");
 }
 
@@ -569,4 +572,211 @@ fn real_agents_from_one_user_data_each_get_one_certificate_by_their_identity_doc
     // Two grants, no more: the copy was refused before any decision (its certname has a
     // certificate), the fourth by the template's count.
     assert_eq!(serve_log.matches("\"verdict\":\"granted\"").count(), 2, "{serve_log}");
+}
+
+/// A burst of instances of one group racing for the last uses of its bound template
+/// (an autoscaling group's scale-out, through the hook), then each instance left without a
+/// certificate sent again, one at a time, under the group's next template (what an
+/// operator signs when one fills up): each enrolls, since a loser gives back the instance
+/// claim it took before its count found the template full.
+#[test]
+fn instances_that_lost_the_race_for_a_full_template_enroll_with_the_next_one() {
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    lost_race_then_next_template(&c, &d, &[]);
+}
+
+/// The same on a shared LDAP store: a loser gives its claim back by swapping its holder
+/// value to `released`, and the next template's use takes it over by the same kind of swap.
+#[test]
+fn on_ldap_instances_that_lost_the_race_for_a_full_template_enroll_with_the_next_one() {
+    let c = cloud();
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let d = bound_ca(&c, "2");
+    lost_race_then_next_template(&c, &d, &store_env(&slapd));
+}
+
+/// Twelve instances through the hook at once (one process per CSR, as Puppet Server runs
+/// it, no store lock held) against `d`'s bound template of 2 uses; then each loser, through
+/// the hook, under a second template: each enrolls.
+fn lost_race_then_next_template(c: &Cloud, d: &Path, env: &[(String, String)]) {
+    bound_template(d, "db", "50", "db.yaml");
+    let ids: Vec<String> = (0..12).map(|i| format!("i-00000000000000f{i:02x}")).collect();
+    let docs: Vec<Vec<u8>> = ids.iter().map(|id| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION))).collect();
+    let hook = |name: &str, csr: &[u8]| {
+        let mut cmd = vouch();
+        cmd.envs(env.iter().map(|(k, v)| (k, v))).args(["--dir", s(d), "autosign", name]);
+        run(&mut cmd, Some(csr))
+    };
+    let csrs: Vec<(String, Vec<u8>)> = ids
+        .iter()
+        .zip(&docs)
+        .map(|(id, docu)| {
+            let name = format!("{id}.web.asg.example.test");
+            let csr = std::fs::read(bound_csr(d, &name, Some(docu))).unwrap();
+            (name, csr)
+        })
+        .collect();
+    let barrier = std::sync::Barrier::new(csrs.len());
+    let won: Vec<bool> = std::thread::scope(|sc| {
+        let hs: Vec<_> = csrs
+            .iter()
+            .map(|(name, csr)| {
+                let (barrier, hook) = (&barrier, &hook);
+                sc.spawn(move || {
+                    barrier.wait();
+                    hook(name, csr).status.success()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(won.iter().filter(|w| **w).count(), 2, "{won:?}");
+    let mut locked_out = Vec::new();
+    for ((id, docu), won) in ids.iter().zip(&docs).zip(&won) {
+        if *won {
+            continue;
+        }
+        let name = format!("{id}.db.asg.example.test");
+        let o = hook(&name, &std::fs::read(bound_csr_of(d, "db.yaml", &name, Some(docu))).unwrap());
+        if !o.status.success() {
+            locked_out.push(format!("{id}: {}", text(&o).lines().next().unwrap_or("")));
+        }
+    }
+    assert!(locked_out.is_empty(), "{} of 10 instances locked out: {locked_out:#?}", locked_out.len());
+}
+
+/// A FIFO planted in the journal's `instances/` directory (anyone who can write the
+/// journal), under any name: the prune of the claims reads only regular files, never
+/// blocking, so the hook (and `vouch sign`, holding the store's lock) answers.
+#[test]
+fn a_fifo_in_the_instance_claims_never_hangs_the_hook() {
+    let c = cloud();
+    let d = bound_ca(&c, "50");
+    let id = "i-0000000000000c001";
+    let docu = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    ok(&sign(&d, &bound_csr(&d, &format!("{id}.web.asg.example.test"), Some(&docu)), &[]));
+    let instances = d.join("replay/instances");
+    assert!(instances.is_dir(), "{}", instances.display());
+    let o = Command::new("mkfifo").arg(instances.join("planted")).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // The next bound request prunes (its stamp removed: the first one's is recent).
+    let _ = std::fs::remove_file(instances.join(".prune-cursor"));
+    let other = "i-0000000000000c002";
+    let name = format!("{other}.web.asg.example.test");
+    let csr =
+        std::fs::read(bound_csr(&d, &name, Some(&c.signer.sign(c.dir.path(), &document(other, ACCOUNT, REGION)))))
+            .unwrap();
+    let mut cmd = vouch();
+    cmd.args(["--dir", s(&d), "autosign", &name]).stdin(std::process::Stdio::piped());
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&csr).unwrap();
+    }
+    let status = common::processes::wait_within(
+        &mut child,
+        std::time::Duration::from_secs(60),
+        "the hook, with a FIFO in replay/instances/",
+    );
+    assert!(status.success(), "{:?}", child.wait_with_output());
+    assert!(instances.join("planted").exists());
+}
+
+/// A SignedData naming the test cloud's certificate as its signer (issuer and serial),
+/// SHA-256, and a signature algorithm OID of `arcs` arcs (each 127): refused before any
+/// signature is checked, by a node that only has the user-data.
+fn document_with_a_long_algorithm(c: &Cloud, arcs: usize) -> Vec<u8> {
+    use vouch::encoding::der;
+    let pem = std::fs::read(&c.signer.cert).unwrap();
+    let (_, cert_der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, cert) = x509_parser::parse_x509_certificate(&cert_der).unwrap();
+    let issuer = cert.tbs_certificate.issuer.as_raw().to_vec();
+    let serial = der::tlv(0x02, cert.tbs_certificate.raw_serial());
+    let sha256 = der::sequence(&[&der::oid(&[2, 16, 840, 1, 101, 3, 4, 2, 1])]);
+    let mut long = vec![1u64, 2];
+    long.extend(std::iter::repeat_n(127u64, arcs));
+    let long = der::sequence(&[&der::oid(&long)]);
+    let json = document("i-0000000000000aaaa", ACCOUNT, REGION);
+    let encap = der::sequence(&[
+        &der::oid(&[1, 2, 840, 113549, 1, 7, 1]),
+        &der::constructed(0xa0, &[&der::octet_string(json.as_bytes())]),
+    ]);
+    let signer = der::sequence(&[
+        &der::small_integer(1),
+        &der::sequence(&[&issuer, &serial]),
+        &sha256,
+        &long,
+        &der::octet_string(&[0u8; 256]),
+    ]);
+    let signed = der::sequence(&[
+        &der::small_integer(1),
+        &der::set_of(vec![sha256.clone()]),
+        &encap,
+        &der::set_of(vec![signer]),
+    ]);
+    der::sequence(&[&der::oid(&[1, 2, 840, 113549, 1, 7, 2]), &der::constructed(0xa0, &[&signed])])
+}
+
+/// The identity refusal's text is bounded as it was in `identity-refused`'s detail
+/// (capped): a node with the user-data only, sending a document whose signature algorithm
+/// is a long OID, gets a refusal (answer, log, audit line, pending request) of a bounded size.
+#[test]
+fn an_identity_refusal_from_an_unsigned_document_is_bounded() {
+    let c = cloud();
+    let d = bound_ca(&c, "5");
+    let docu = document_with_a_long_algorithm(&c, 7000);
+    assert!(docu.len() < 8192, "{}", docu.len());
+    let name = "i-0000000000000aaaa.web.asg.example.test";
+    let o = sign(&d, &bound_csr(&d, name, Some(&docu)), &[]);
+    refused_for(&o, "identity-algorithm-unsupported");
+    let log = std::fs::read_to_string(d.join("audit.log")).unwrap();
+    let line = log.lines().rfind(|l| l.contains(name) && l.contains("decision")).unwrap();
+    assert!(
+        line.len() < 2048,
+        "an audit line of {} bytes for one refusal (stderr {} bytes)",
+        line.len(),
+        o.stderr.len()
+    );
+}
+
+/// The journal's `instances/` reached through a symbolic link (moved to another disk, as
+/// the journal directory itself may be): claims are written and pruned through it, and
+/// every hook answers as before.
+#[test]
+fn instance_claims_reached_through_a_link_do_not_fail_every_hook() {
+    let c = cloud();
+    let d = bound_ca(&c, "50");
+    let id = "i-0000000000000c101";
+    let docu = c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    ok(&sign(&d, &bound_csr(&d, &format!("{id}.web.asg.example.test"), Some(&docu)), &[]));
+    let moved = c.dir.path().join("instances-on-another-disk");
+    std::fs::rename(d.join("replay/instances"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, d.join("replay/instances")).unwrap();
+    let _ = std::fs::remove_file(moved.join(".prune-cursor"));
+    let other = "i-0000000000000c102";
+    let name = format!("{other}.web.asg.example.test");
+    let docu = c.signer.sign(c.dir.path(), &document(other, ACCOUNT, REGION));
+    let csr = std::fs::read(bound_csr(&d, &name, Some(&docu))).unwrap();
+    let o = run(vouch().args(["--dir", s(&d), "autosign", &name]), Some(&csr));
+    assert!(o.status.success(), "{}", text(&o));
+    // And the instance already claimed is still refused under the other template.
+    bound_template(&d, "db", "5", "db.yaml");
+    let db = format!("{id}.db.asg.example.test");
+    let o = run(
+        vouch().args(["--dir", s(&d), "autosign", &db]),
+        Some(
+            &std::fs::read(bound_csr_of(
+                &d,
+                "db.yaml",
+                &db,
+                Some(&c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION))),
+            ))
+            .unwrap(),
+        ),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::agents::{csr_for, p256};
-use common::ds389::Ds389;
+use common::ds389::{Ds389, Ds389Store, SUFFIX};
 use common::ldap_lab::{enroll, slapd_opts, store_env, Directory, Master, BASE};
 use common::processes::{wait_until, Wait};
 use common::slapd::Slapd;
@@ -639,6 +639,160 @@ fn failover_to_a_standby_keeps_every_acknowledged_claim_and_certificate() {
         .unwrap();
     assert_eq!(m3.status.code(), Some(75), "{}", text(&m3));
     assert!(String::from_utf8_lossy(&m3.stderr).contains("did not show on replica"), "{}", text(&m3));
+}
+
+/// 389 DS only: two masters, each writing to its own supplier of a multi-supplier pair
+/// (`Ds389::suppliers`), the fencing rule broken on purpose. The same vouched attributes
+/// (one-time use) presented to both at once, round after round: measured, how many rounds
+/// granted them twice, the `nsds5ReplConflict` entries replication left behind, and how
+/// many delivered certificates neither supplier lists once replication has settled. The
+/// control: attributes spent at one master and replicated are refused at the other.
+#[test]
+fn two_masters_on_two_389ds_suppliers_grant_the_same_one_time_attributes_twice() {
+    const ROUNDS: usize = 12;
+    let (one, two) = Ds389::suppliers();
+    let a = one.store_here("multisupplier");
+    let b = Ds389Store { ds: &two, base: a.base.clone() };
+    let journal = format!("ou=journal,{}", a.base);
+    wait_until(Duration::from_secs(60), "the store's containers on the second supplier", || b.has_dn(&journal));
+    // vouch's bind DN does not see the replica configuration: nothing vouch could warn from.
+    for d in [&a as &dyn Directory, &b] {
+        let seen = as_vouch(d, &["-b", "cn=mapping tree,cn=config", "(objectClass=nsds5replica)", "nsds5replicaid"]);
+        assert!(!seen.stdout.contains("nsds5replicaid"), "the bind DN reads the replica configuration: {seen}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    let m1 = Master::start(&a, &d1, "ca1.test");
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let m2 = Master::start(&b, &d2, "ca2.test");
+    // The control: spent at master 1, replicated, refused at master 2.
+    let name = "spent.example.test";
+    let attrs = vouched(&d1, name);
+    let (put, why, first) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    let first = serial_of(&first.expect("no certificate at master 1"));
+    let registered = format!("vouchCertname={name},ou=certnames,{}", a.base);
+    wait_until(Duration::from_secs(30), "the certname on the second supplier", || b.has_dn(&registered));
+    let (put, why, cert) = enroll(&m2, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 400, "replicated spent attributes granted again: {why}");
+    assert!(why.contains("already has a signed certificate"), "{why}");
+    assert_eq!(cert.map(|c| serial_of(&c)), Some(first), "master 2 serves another certificate");
+    // The race: both masters at once, round after round.
+    let rounds: Vec<[Option<String>; 2]> =
+        (0..ROUNDS).map(|i| race(&m1, &m2, &format!("mm{i:02}.example.test"))).collect();
+    let twice = rounds.iter().filter(|r| r.iter().all(Option::is_some)).count();
+    let (conflicts, listed) = settled(&[&a, &b], &d1);
+    let delivered: Vec<&String> = rounds.iter().flatten().flatten().collect();
+    let unlisted = delivered.iter().filter(|s| !listed.iter().any(|l| l.contains(s.as_str()))).count();
+    let ruv = "(&(nsuniqueid=ffffffff-ffffffff-ffffffff-ffffffff)(objectClass=nsTombstone))";
+    let probe_ruv = as_vouch(&a, &["-b", SUFFIX, ruv, "nsds50ruv"]);
+    let probe_conflicts =
+        as_vouch(&a, &["-b", &a.base, "(&(nsds5ReplConflict=*)(|(objectClass=ldapsubentry)(objectClass=*)))", "1.1"]);
+    // vouch's bind DN reads no replica update vector, but does read the conflict entries
+    // under its base: what `store verify` could look for after the fact.
+    assert!(probe_ruv.success() && !probe_ruv.stdout.contains("nsds50ruv"), "{probe_ruv}");
+    let readable = probe_conflicts.stdout.lines().filter(|l| l.starts_with("dn:")).count();
+    assert_eq!(readable, conflicts[0].len(), "{probe_conflicts}");
+    let claims = conflicts[0].iter().filter(|dn| dn.contains(",ou=journal,")).count();
+    let verify = v(&a, &d1).args(["store", "verify"]).output().unwrap();
+    eprintln!(
+        "389 DS multi-supplier: {twice} of {ROUNDS} rounds granted twice; {} certificates delivered, {unlisted} \
+         listed by neither supplier; conflict entries on each supplier: {:?} ({claims} claims)\n{}\n{:?} {}",
+        delivered.len(),
+        conflicts.iter().map(Vec::len).collect::<Vec<_>>(),
+        conflicts[0].join("\n"),
+        rounds,
+        text(&verify)
+    );
+    assert!(twice >= 1, "first-use-wins held on 389 DS multi-supplier: {rounds:?}");
+    // Each double grant: the claim and the certname added on both suppliers, one of each
+    // kept, the other renamed to a conflict entry; the certificate it held listed nowhere.
+    // (Exact counts vary with timing: a master's GET may already answer the other's
+    // replicated certificate, and a claim may replicate before the other's add.)
+    assert!(claims >= 1 && claims <= twice, "{conflicts:?}");
+    assert!(conflicts.iter().all(|c| *c == conflicts[0] && c.len() <= 2 * twice), "{conflicts:?}");
+    assert!(unlisted >= 1 && unlisted <= twice, "{listed:?}");
+    // `store verify` names each conflict entry, the lost certificate's serial among them.
+    assert_eq!(verify.status.code(), Some(1), "{}", text(&verify));
+    let named = String::from_utf8_lossy(&verify.stdout)
+        .lines()
+        .filter(|l| l.starts_with("replication-conflict: replication conflict entry "))
+        .count();
+    assert_eq!(named, conflicts[0].len(), "{}", text(&verify));
+    let found = text(&verify).to_ascii_lowercase();
+    let lost: Vec<&&String> =
+        delivered.iter().filter(|s| s.as_str() != UNKNOWN && !listed.iter().any(|l| l.contains(s.as_str()))).collect();
+    let named_lost = lost.iter().filter(|s| found.contains(s.to_ascii_lowercase().trim_start_matches("00"))).count();
+    assert_eq!(named_lost, lost.len(), "the lost certificates are not named: {lost:?}\n{}", text(&verify));
+}
+
+/// A granted certificate whose serial the race could not see (see [`race`]).
+const UNKNOWN: &str = "unknown";
+
+/// `ldapsearch -LLL ARGS` bound as vouch's bind DN.
+fn as_vouch(d: &dyn Directory, args: &[&str]) -> common::slapd::LdapOutput {
+    let (url, dn, pw) = (d.url(""), d.bind_dn(), d.password_file());
+    let mut all = vec!["-x", "-H", &url, "-D", &dn, "-y", s(&pw), "-LLL"];
+    all.extend_from_slice(args);
+    common::slapd::run_tool("ldapsearch", &all, None, Duration::from_secs(10))
+}
+
+/// The same vouched attributes for `name`, each master given another key at once: the
+/// serial each delivered (None: refused).
+fn race(m1: &Master, m2: &Master, name: &str) -> [Option<String>; 2] {
+    let attrs = vouched(&m1.dir, name);
+    let csrs = [csr_for(name, &attrs, &p256()), csr_for(name, &attrs, &p256())];
+    let got = std::thread::scope(|sc| {
+        let x = sc.spawn(|| enroll(m1, name, &csrs[0]));
+        let y = sc.spawn(|| enroll(m2, name, &csrs[1]));
+        [x.join().unwrap(), y.join().unwrap()]
+    });
+    assert!(got.iter().any(|g| g.0 == 200 && g.2.is_some()), "{name}: granted by neither master: {got:?}");
+    // Granted: 200 and a certificate; a refused PUT may still GET the other master's
+    // certificate once it has replicated.
+    let mut serials = got.map(|(put, _, cert)| cert.filter(|_| put == 200).map(|c| serial_of(&c)));
+    // Both granted, and one master's GET already answered the other's certificate (replicated
+    // over its own): that master's serial is unknown here, and its certificate is the one
+    // listed nowhere.
+    if serials[0].is_some() && serials[0] == serials[1] {
+        serials[1] = Some(UNKNOWN.to_string());
+    }
+    serials
+}
+
+/// Once replication has settled (the same conflict entries on every supplier, 30 s at
+/// most): each supplier's conflict entries (their DNs), and every `list --all` line of each.
+fn settled(sups: &[&dyn Directory], dir: &Path) -> (Vec<Vec<String>>, Vec<String>) {
+    let conflicts = |d: &dyn Directory| {
+        // Conflict entries are ldapsubentry: a filter that names the class finds them.
+        let filter = "(&(nsds5ReplConflict=*)(|(objectClass=ldapsubentry)(objectClass=*)))";
+        let out = d.ldapsearch(&d.base(), filter, &["nsds5ReplConflict"]);
+        assert!(out.success(), "{out}");
+        let mut dns: Vec<String> = out.stdout.lines().filter(|l| l.starts_with("dn:")).map(str::to_string).collect();
+        dns.sort();
+        dns
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut before = Vec::new();
+    let mut seen: Vec<Vec<String>> = sups.iter().map(|d| conflicts(*d)).collect();
+    while (seen.iter().any(|c| *c != seen[0]) || seen != before) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(1));
+        before = std::mem::replace(&mut seen, sups.iter().map(|d| conflicts(*d)).collect());
+    }
+    let lists: Vec<Vec<String>> = sups
+        .iter()
+        .map(|d| {
+            let mut l: Vec<String> = list(*d, dir).iter().map(|e| e.to_string()).collect();
+            l.sort();
+            l
+        })
+        .collect();
+    assert_eq!(lists[0], lists[1], "the suppliers list different certificates once settled");
+    (seen, lists.concat())
 }
 
 #[test]
@@ -1692,8 +1846,17 @@ fn tombstones_purged(slapd: &dyn Directory) {
     let blocked = if entry(gone).contains("purging") { gone } else { stuck };
     let refused = sign(blocked);
     assert!(!refused.status.success(), "a certificate over a tombstone being purged: {}", text(&refused));
-    // The next purge takes it over (months after its purger died, by --now) and does the other.
-    let done = ok(&purge(&["--confirm", "--now", &later]));
+    // Seconds old by the server's clock, it is left (whatever --now says); the next purge takes
+    // it over once the server's clock says the takeover age passed (shortened to 2 s here:
+    // VOUCH_TEST_TAKEOVER_SECS), and does the other.
+    let young = ok(&purge(&["--confirm", "--now", &later]));
+    assert!(entry(blocked).contains("vouchState: purging"), "taken over at once ({young}): {}", entry(blocked));
+    std::thread::sleep(Duration::from_secs(3));
+    let done = ok(&v(slapd, &d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .env("VOUCH_TEST_TAKEOVER_SECS", "2")
+        .output()
+        .unwrap());
     for name in [gone, stuck] {
         assert!(!entry(name).contains("vouchState"), "{name} still has its tombstone ({done}): {}", entry(name));
     }
@@ -2058,4 +2221,214 @@ fn listings_and_crls_past_389ds_search_limits_work_once_lifted_and_fail_loudly_u
         }
     }
     assert_eq!(std::fs::read(d1.join("ca/ca_crl.pem")).unwrap(), crl, "a CRL was written under the limits");
+}
+
+// ---- `vouch purge --tombstones`: its takeover, its dry run, and what verify names ----
+
+/// The setup the purge tests share: master m1 on `dir`, `name` signed and cleaned (a
+/// tombstone), and an RFC 3339 time a CRL period (30 days) and a day after its certificate
+/// expired.
+fn cleaned_tombstone(dir: &dyn Directory, tmp: &Path, name: &str) -> (std::path::PathBuf, String, String) {
+    let d1 = tmp.join("m1");
+    if !d1.exists() {
+        drop(Master::start(dir, &d1, "ca1.test"));
+    }
+    let csr = tmp.join(format!("{name}.csr"));
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    let pem_path = csr.with_extension("pem");
+    ok(&v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&pem_path)]).output().unwrap());
+    let pem = std::fs::read(&pem_path).unwrap();
+    let (_, der) = vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+    let later = (c.validity().not_after.to_datetime() + time::Duration::days(31))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    ok(&v(dir, &d1).args(["clean", name]).output().unwrap());
+    (d1, serial_of(&pem), later)
+}
+
+fn registry_state(dir: &dyn Directory, name: &str) -> String {
+    let filter = format!("(&(objectClass=vouchRegistered)(vouchCertname={name}))");
+    dir.ldapsearch(&dir.base(), &filter, &["vouchState", "vouchSerial"]).stdout
+}
+
+/// A purge killed between its swap and its delete, at `later`: the name's entry left `purging`.
+fn purge_killed_after_its_swap(dir: &dyn Directory, d1: &Path, name: &str, later: &str) {
+    let died = v(dir, d1)
+        .args(["purge", "--tombstones", "--confirm", "--now", later])
+        .env("VOUCH_TEST_ABORT_AT", "ldap:tombstone-purging")
+        .output()
+        .unwrap();
+    assert!(died.status.code().is_none(), "did not abort: {}", text(&died));
+    assert!(registry_state(dir, name).contains("vouchState: purging"), "{}", registry_state(dir, name));
+}
+
+/// A purge left unfinished blocks its certname: `vouch store verify` names it
+/// (purge-unfinished, exit 1; it said "no findings"), and the refusal the enrolling side gets
+/// says the name is being purged (it said only "the certificate of NAME", with a hint to
+/// commands that show nothing).
+#[test]
+fn a_purge_left_unfinished_is_named_by_store_verify_and_by_the_refusal() {
+    purge_left_unfinished_named(&store());
+}
+
+#[test]
+fn a_purge_left_unfinished_is_named_by_store_verify_and_by_the_refusal_on_389ds() {
+    purge_left_unfinished_named(&Ds389::store("purge_unfinished"));
+}
+
+fn purge_left_unfinished_named(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "stuck.example.test";
+    let (d1, serial, later) = cleaned_tombstone(dir, tmp.path(), name);
+    purge_killed_after_its_swap(dir, &d1, name, &later);
+    let csr = tmp.path().join("again.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    let refused =
+        v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap();
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("being purged (vouch purge --tombstones"), "{}", text(&refused));
+    let o = v(dir, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        !o.status.success() && out.contains("purge-unfinished") && out.contains(name) && out.contains(&serial),
+        "store verify does not name the entry left purging: exit {:?} {out}",
+        o.status.code()
+    );
+}
+
+/// A live, unexpired certificate's registry entry marked `purging` (outside vouch): `vouch
+/// store verify` names it (purging-live-certificate; it found nothing), and `vouch purge
+/// --tombstones --confirm` says so and leaves it (it said "no tombstone").
+#[test]
+fn a_live_certificates_entry_marked_purging_is_named_and_left_by_the_purge() {
+    live_entry_marked_purging(&store());
+}
+
+#[test]
+fn a_live_certificates_entry_marked_purging_is_named_and_left_by_the_purge_on_389ds() {
+    live_entry_marked_purging(&Ds389::store("purging_live"));
+}
+
+fn live_entry_marked_purging(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    drop(Master::start(dir, &d1, "ca1.test"));
+    let name = "live.example.test";
+    let csr = tmp.path().join("live.csr");
+    std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+    ok(&v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap());
+    let serial = serial_of(&std::fs::read(csr.with_extension("pem")).unwrap());
+    let dn = format!("vouchCertname={name},ou=certnames,{}", dir.base());
+    let planted = dir.ldapmodify(&format!("dn: {dn}\nchangetype: modify\nreplace: vouchState\nvouchState: purging\n"));
+    assert!(planted.success(), "{planted}");
+    let purge = v(dir, &d1).args(["purge", "--tombstones", "--confirm"]).output().unwrap();
+    assert!(text(&purge).contains("marked purging") && text(&purge).contains(name), "{}", text(&purge));
+    assert!(registry_state(dir, name).contains("vouchState: purging"), "{}", registry_state(dir, name));
+    let o = v(dir, &d1).args(["store", "verify", "--format", "jsonl"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        !o.status.success() && out.contains("purging-live-certificate") && out.contains(&serial),
+        "store verify does not name a live certificate's entry marked purging: exit {:?} {out}",
+        o.status.code()
+    );
+}
+
+/// `--now` does not move the takeover's clock: a purge run with a later `--now` leaves a
+/// `purging` entry seconds old (by the server's clock) alone (it took it over and deleted).
+#[test]
+fn a_later_now_does_not_take_over_a_purge_seconds_old() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "fresh.example.test";
+    let (d1, _serial, later) = cleaned_tombstone(&slapd, tmp.path(), name);
+    purge_killed_after_its_swap(&slapd, &d1, name, &later);
+    let again = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    assert!(
+        registry_state(&slapd, name).contains("vouchState: purging"),
+        "a purge seconds old was taken over by a later --now ({again}): {}",
+        registry_state(&slapd, name)
+    );
+}
+
+/// A dry run (`vouch purge --tombstones` without --confirm) writes nothing: the revocation
+/// entry lacking the certificate is not given the tombstone's (it was, with no lock taken).
+#[test]
+fn a_dry_run_purge_writes_nothing() {
+    let slapd = store();
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "dry.example.test";
+    let (d1, serial, later) = cleaned_tombstone(&slapd, tmp.path(), name);
+    let filter = format!("(&(objectClass=vouchRevocation)(vouchSerial={serial}))");
+    let found = slapd.ldapsearch(&slapd.base(), &filter, &["1.1"]);
+    let rdn = found.stdout.lines().find_map(|l| l.strip_prefix("dn: ")).unwrap().to_string();
+    let dropped = slapd.ldapmodify(&format!("dn: {rdn}\nchangetype: modify\ndelete: vouchCertificate\n"));
+    assert!(dropped.success(), "{dropped}");
+    let dry = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--now", &later]).output().unwrap());
+    assert!(dry.contains("dry run") && dry.contains(&format!("would remove the tombstone of {name}")), "{dry}");
+    let after = slapd.ldapsearch(&slapd.base(), &filter, &["vouchCertificate"]);
+    assert!(!after.stdout.contains("vouchCertificate"), "the dry run wrote the revocation entry: {after}");
+    // Confirmed, the certificate goes to the revocation entry before the tombstone goes.
+    let done = ok(&v(&slapd, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    assert!(done.contains("removed the tombstone"), "{done}");
+    let after = slapd.ldapsearch(&slapd.base(), &filter, &["vouchCertificate"]);
+    assert!(after.stdout.contains("vouchCertificate"), "the certificate was lost: {after}");
+}
+
+/// Purge A swaps the tombstone into `purging` and sends its delete, which a proxy holds in
+/// transit 6 s (fixtures/ldap-proxy/holds-deletes-in-transit.py); purge B, with a later
+/// `--now`, runs meanwhile, and the name's next certificate is asked for. Whatever B and the
+/// issuance do, A's late delete never removes a new certificate's registry entry (B took A's
+/// purge over at once and deleted, the next certificate was issued, and A's delete removed it).
+#[test]
+fn a_delete_slow_in_transit_and_a_takeover_never_remove_a_new_certificate() {
+    slow_delete_and_takeover(&store());
+}
+
+#[test]
+fn a_delete_slow_in_transit_and_a_takeover_never_remove_a_new_certificate_on_389ds() {
+    slow_delete_and_takeover(&Ds389::store("slow_delete"));
+}
+
+fn slow_delete_and_takeover(dir: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "twice.example.test";
+    let (d1, _serial, later) = cleaned_tombstone(dir, tmp.path(), name);
+    let port_file = tmp.path().join("proxy.port");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ldap-proxy/holds-deletes-in-transit.py");
+    let mut proxy =
+        Command::new("python3").args([s(&script), s(&port_file), &dir.port().to_string(), "6"]).spawn().unwrap();
+    wait_until(Duration::from_secs(20), "the proxy's port", || port_file.exists());
+    let pport: u16 = std::fs::read_to_string(&port_file).unwrap().trim().parse().unwrap();
+    let via_proxy = format!("ldap://127.0.0.1:{pport}/{}", dir.base());
+    // A: through the proxy (its delete held).
+    let a = v(dir, &d1)
+        .env("VOUCH_STORE", &via_proxy)
+        .args(["purge", "--tombstones", "--confirm", "--now", &later])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), "A's swap", || registry_state(dir, name).contains("vouchState: purging"));
+    // B: direct, a later --now.
+    let b = ok(&v(dir, &d1).args(["purge", "--tombstones", "--confirm", "--now", &later]).output().unwrap());
+    let sign = |n: &str| {
+        let csr = tmp.path().join(format!("{n}.csr"));
+        std::fs::write(&csr, csr_for(name, &vouched(&d1, name), &p256())).unwrap();
+        let o = v(dir, &d1).args(["sign", "--csr", s(&csr), "--out", s(&csr.with_extension("pem"))]).output().unwrap();
+        o.status.success().then(|| serial_of(&std::fs::read(csr.with_extension("pem")).unwrap()))
+    };
+    let during = sign("during");
+    let a = a.wait_with_output().unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    let issued = during.clone().or_else(|| sign("after")).expect("no certificate once the purge was done");
+    let left = registry_state(dir, name);
+    assert!(
+        left.contains("vouchState: issued") && left.to_lowercase().contains(&issued.to_lowercase()),
+        "the new certificate {issued}'s registry entry was deleted by A's late delete (issued during A's delete: \
+         {}; A: {}; B: {b}): {left:?}",
+        during.is_some(),
+        text(&a)
+    );
 }

@@ -454,3 +454,32 @@ fn racing_hooks_on_one_journal_yield_exactly_max_uses() {
     });
     assert_eq!(approved, 4);
 }
+
+/// A version 3 request refused at the CA's admission (the name holds a
+/// valid certificate, `on_existing = "refuse"`) makes nothing of its template that
+/// key's ("a refused version 3 request holds none of the template's uses"). Once the name
+/// is cleaned, the node enrolls with that template under a new key, and its one use is
+/// spent on that certificate, not on a refusal.
+#[test]
+fn a_request_refused_at_admission_holds_none_of_its_templates_uses() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "1", &[]));
+    ok(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]));
+    ok(&sign_template(&d, &d, PATTERN, "2", &[]));
+    // Someone else's key, under the second template: refused by the store.
+    refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 1), &[]), "certificate-exists");
+    ok(&vouch().args(["--dir", s(&d), "clean", "web-1.asg.example.test"]).output().unwrap());
+    // The node, reprovisioned with a new key, under the second template.
+    let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 2), &[]);
+    // Whereas the refused request, sent again, now gets the name's certificate.
+    let again = vouch_sign(&d, &d.join("web-1.asg.example.test-1.csr"), &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the refused request's key holds the template's use: {}\nthat key sent again: {}",
+        text(&o),
+        text(&again)
+    );
+}

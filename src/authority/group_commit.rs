@@ -85,8 +85,8 @@ enum RoundEnd {
     Stored,
     /// The store failed: no further round.
     Failed,
-    /// These jobs lost a compare-and-swap on a shared store (nothing written for them).
-    Conflict(Vec<usize>),
+    /// These jobs lost a compare-and-swap on a shared store (nothing written for them): what.
+    Conflict(Vec<usize>, String),
 }
 
 /// How often a job that lost a race on a shared store is admitted again before its node is
@@ -149,20 +149,24 @@ impl Authority {
             let (failed, lost) = match self.store_round(&lock, &jobs, round.admitted, &mut answers) {
                 RoundEnd::Stored => (false, Vec::new()),
                 RoundEnd::Failed => (true, Vec::new()),
-                RoundEnd::Conflict(lost) => (false, lost),
+                RoundEnd::Conflict(lost, what) => (false, lost.into_iter().map(|i| (i, what.clone())).collect()),
             };
             if !lost.is_empty() {
                 // Another master (or request) changed the certname between admission and the
                 // store's write: admitted again, the job meets what it wrote. Bounded.
                 conflicts += 1;
                 if conflicts > MAX_CONFLICT_RETRIES {
-                    for &i in &lost {
+                    for (i, what) in lost {
                         answers[i] = Some(Err(Error::StoreConflict {
-                            what: format!("the certificate of {}", jobs[i].certname),
+                            what: if what.is_empty() {
+                                format!("the certificate of {}", jobs[i].certname)
+                            } else {
+                                what
+                            },
                         }));
                     }
                 } else {
-                    remaining = lost.into_iter().chain(round.deferred).collect();
+                    remaining = lost.into_iter().map(|(i, _)| i).chain(round.deferred).collect();
                     continue;
                 }
             }
@@ -260,8 +264,8 @@ impl Authority {
                 self.answer_issued(jobs, admitted, &requests, answers);
             }
             // A shared store's compare-and-swap lost (nothing was written): admitted again.
-            Err(StoreFailure::Before(Error::StoreConflict { .. })) if !self.store.batches() => {
-                end = RoundEnd::Conflict(admitted.to_vec());
+            Err(StoreFailure::Before(Error::StoreConflict { what })) if !self.store.batches() => {
+                end = RoundEnd::Conflict(admitted.to_vec(), if admitted.len() == 1 { what } else { String::new() });
             }
             Err(StoreFailure::Before(e)) => {
                 for &i in admitted {
@@ -354,8 +358,9 @@ impl Authority {
                 match self.on_existing(job, rec, &pem) {
                     Existing::Supersede(rec) => supersede = Some((rec, pem.clone())),
                     Existing::Refuse(reason) => {
-                        // The attributes are good: they become this key's, as in any kept refusal.
-                        let held = Some(decision::Held {
+                        // The attributes are good: they become this key's, as in any kept refusal;
+                        // never a template's (version 3): a refused request holds none of its uses.
+                        let held = job.template.is_none().then(|| decision::Held {
                             replay_key: job.replay.key.clone(),
                             expiry: job.replay.expiry,
                             spki: job.spki.clone(),

@@ -137,6 +137,9 @@ impl Authority {
                     claims.present += 1;
                 }
             }
+            // Again after the last one: a `vouch ldap init` that marked the journal while the
+            // copies ran, before it saw one, has its mark removed.
+            target.unmark_no_legacy()?;
         }
         Ok(claims)
     }

@@ -221,8 +221,13 @@ impl Authority {
     ) -> Result<String, Error> {
         // The certname's current certificate, when it is this one and can be read: revoked as
         // `vouch revoke CERTNAME` would (a shared store marks the certname's entry too).
+        // The same serial of another CA (two CAs' sequential serials) is another certificate.
+        let own = self.ca_id();
+        let issuer = |r: &CertRecord| r.issuer.clone().unwrap_or_else(|| own.clone());
         let (expected, entry_revoked) = match self.store.current(&rec.certname) {
-            Ok(Some(c)) if c.record.serial == rec.serial => (Some(c.expected()), c.record.state == State::Revoked),
+            Ok(Some(c)) if c.record.serial == rec.serial && issuer(&c.record) == issuer(&rec) => {
+                (Some(c.expected()), c.record.state == State::Revoked)
+            }
             _ => (None, false),
         };
         // Another master's certificate (a shared store): its revocations are that CA's, never

@@ -52,6 +52,12 @@ pub(super) fn ldap(cli: &Cli, c: &LdapCommand) -> Result<i32, Error> {
             for dn in created {
                 sayln!("created {dn}")?;
             }
+            if !store.mark_no_legacy()? {
+                sayln!(
+                    "the replay journal holds entries (vouch migrate may have copied some under a legacy key, which \
+                     cannot be told apart): masters keep reading the legacy key (one more LDAP round trip per claim)"
+                )?;
+            }
         }
     }
     Ok(EXIT_OK)

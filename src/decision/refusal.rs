@@ -383,7 +383,7 @@ pub enum Refusal {
     /// The identity verifier refused the document: the reason's own code (`identity-unknown-signer`,
     /// `identity-account-not-allowed`, …), message and hint.
     #[code(with = reason.code())]
-    #[message("the instance identity document was refused: {reason}")]
+    #[message("the instance identity document was refused: {reason}", reason = Capped(reason))]
     #[hint(with = reason.hint())]
     IdentityRefused { reason: crate::identity::IdentityRefusal },
     /// The instance already holds a certificate from another template (bound templates:
@@ -391,7 +391,7 @@ pub enum Refusal {
     #[code = "identity-instance-replayed"]
     #[message("instance {instance} already enrolled with another template; each instance id enrolls once",
               instance = Capped(instance))]
-    #[hint = "a relaunched instance gets a new instance id; the same id under a second template is a copied or replayed document: find who sent it"]
+    #[hint = "a relaunched instance gets a new instance id; the same id under a second template is a copied or replayed document (find who sent it), or an instance whose claim was kept by a crash while its first template filled up: it may enroll again a day after that template expires"]
     IdentityInstanceReplayed { instance: String },
     /// The certname the identity derives differs from the one asked for.
     #[code = "identity-certname-mismatch"]
@@ -569,6 +569,9 @@ mod capped_tests {
         let m = r.to_string();
         assert!(m.len() < 300, "{}", m.len());
         assert!(m.contains("(200002 bytes)"), "{m}");
+        let long = crate::identity::IdentityRefusal::AlgorithmUnsupported { algorithm: "1.2".repeat(10_000) };
+        let m = Refusal::IdentityRefused { reason: long }.to_string();
+        assert!(m.len() < 400, "an identity refusal of {} bytes", m.len());
         let short = Refusal::VersionMalformed { value: "x1".into() };
         assert_eq!(short.to_string(), "signature version \"x1\" is not a plain decimal integer");
     }

@@ -105,8 +105,9 @@ fn short_text(s: &str) -> String {
     }
 }
 
+/// An OID as the refusal shows it, cut short ([`super::refusal::short`]): the node chose it.
 fn arcs_text(arcs: &[u64]) -> String {
-    crate::encoding::der::oid_to_string(arcs)
+    super::refusal::short(&crate::encoding::der::oid_to_string(arcs))
 }
 
 /// SHA-256 with RSA, over the signed attributes (whose messageDigest is the document's

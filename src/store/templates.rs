@@ -18,7 +18,9 @@
 //! created if absent and never changed, naming the use (template and instance) that took it.
 //! The same use finds its own claim again (a retry, a crash after the claim: counted then,
 //! once); another template's use of the instance finds it taken and is refused before its
-//! count, so it spends nothing. A template already full takes no claim.
+//! count, so it spends nothing. A template already full takes no claim; a use that
+//! claimed the instance and then found the template full (it lost the race for the last
+//! uses) gives its claim back, only if the claim still names it.
 
 use super::StoreError;
 
@@ -73,6 +75,9 @@ pub(crate) trait InstanceClaims {
     fn claim_instance(&self, key: &str, holder: &str) -> Result<bool, StoreError>;
     /// Who holds `key`, if anyone.
     fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// Gives `key` back if `holder` holds it (the use that took it found its template
+    /// full); another holder's claim is left as it is.
+    fn release_instance(&self, key: &str, holder: &str) -> Result<(), StoreError>;
 }
 
 /// The digest an instance claim is stored under (the same in both stores).
@@ -99,6 +104,14 @@ pub(crate) fn use_template(
             return Ok(Counted::InstanceReplayed);
         }
         crate::store::crash_point("template:instance-claimed");
+        let counted = count_use(cells, instance, max_uses)?;
+        if let Counted::Exhausted { .. } = counted {
+            // Lost the race for the last uses: the claim this use took is given back, so
+            // the instance may enroll with another template (a crash before this leaves
+            // it taken until the prune: the operator's `identity-instance-replayed` hint).
+            claims.release_instance(&instance_claim_digest(claim), instance)?;
+        }
+        return Ok(counted);
     }
     count_use(cells, instance, max_uses)
 }
@@ -186,6 +199,8 @@ mod tests {
         uses: RefCell<HashMap<String, u64>>,
         /// Fail (as a crash) the next use record of this instance.
         crash_at: RefCell<Option<String>>,
+        /// [`FillsUp`]: the first read of the count is done.
+        claims_checked: std::cell::Cell<bool>,
     }
 
     impl Cells for Memory {
@@ -247,6 +262,50 @@ mod tests {
         fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
             Ok(self.0.borrow().get(key).cloned())
         }
+        fn release_instance(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+            let mut m = self.0.borrow_mut();
+            if m.get(key).map(String::as_str) == Some(holder) {
+                m.remove(key);
+            }
+            Ok(())
+        }
+    }
+
+    /// Cells whose count fills up between the check before the claim and the count (a
+    /// race lost to other instances for the template's last use).
+    struct FillsUp(Memory, u64);
+
+    impl Cells for FillsUp {
+        fn read_count(&self) -> Result<Option<Count>, StoreError> {
+            let mut c = self.0.read_count()?;
+            if !self.0.claims_checked.get() {
+                self.0.claims_checked.set(true);
+            } else {
+                c = Some(Count { uses: self.1, last: "zz".into() });
+            }
+            Ok(c)
+        }
+        fn swap_count(&self, old: Option<&Count>, new: &Count) -> Result<bool, StoreError> {
+            self.0.swap_count(old, new)
+        }
+        fn read_use(&self, i: &str) -> Result<Option<u64>, StoreError> {
+            self.0.read_use(i)
+        }
+        fn record_use(&self, i: &str, n: u64) -> Result<(), StoreError> {
+            self.0.record_use(i, n)
+        }
+    }
+
+    #[test]
+    fn an_instance_that_lost_the_race_for_the_last_use_gives_its_claim_back() {
+        let (full, next, claims) = (FillsUp(Memory::default(), 1), Memory::default(), Claims::default());
+        let x = Some("aws:111122223333:i-0000000a");
+        assert_eq!(use_template(&full, &claims, "ax", x, 1).unwrap(), Counted::Exhausted { uses: 1 });
+        assert!(claims.0.borrow().is_empty());
+        assert_eq!(use_template(&next, &claims, "bx", x, 1).unwrap(), Counted::Use { number: 1, fresh: true });
+        // Another use's claim is never given back by a loser.
+        claims.release_instance(&instance_claim_digest("aws:111122223333:i-0000000a"), "ax").unwrap();
+        assert_eq!(peek_template(&full, &claims, "ax", x, 1).unwrap(), Counted::InstanceReplayed);
     }
 
     #[test]

@@ -132,6 +132,33 @@ pub enum Finding {
               entry is kept as it is); until then \
               listings and certificate_status show the certificate as valid"]
     RevocationUnfinished { serial: String, certname: String },
+    /// A multi-supplier directory's replication conflict entry: two servers each accepted an
+    /// add of the same entry (a claim, a certname), so first-use-wins was lost there.
+    #[message = "replication conflict entry {dn} ({conflict}): two servers each accepted this entry; certname \
+                 {certname}, serial {serial}"]
+    #[hint = "every master must write to one directory server (docs/ldap.md, 'Two suppliers: first-use-wins \
+              lost'): point them all at one supplier first; then revoke the certificate the conflict entry holds \
+              (`vouch revoke --serial SERIAL`: it is valid and listed nowhere else), and delete the conflict entry \
+              with ldapdelete as the directory's administrator"]
+    ReplicationConflict { dn: String, conflict: String, certname: String, serial: String },
+    /// The shared store: a tombstone left `purging` (a purge stopped between its swap and its
+    /// delete): the certname refuses every certificate until a purge finishes it.
+    #[message = "{certname}: the tombstone of certificate {serial} is being purged (since {since}); the certname \
+                 refuses new certificates until the purge is finished"]
+    #[hint = "a purge stopped between its two writes (the server gone, the process killed), or is under way: \
+              `vouch purge --tombstones --confirm` finishes it once it has been purging for 30 minutes by \
+              the server's clock (run it again then)"]
+    PurgeUnfinished { serial: String, certname: String, since: String },
+    /// The shared store: a registry entry marked `purging` whose certificate was never revoked
+    /// (no revocation entry): no purge's (a purge takes only cleaned certnames' tombstones).
+    /// It hides the certificate from listings and `vouch revoke CERTNAME`, and blocks the
+    /// certname.
+    #[message = "{certname}: the entry of certificate {serial} (valid until {not_after}) is marked purging, \
+                 but the certificate was never revoked: no purge takes a live certificate's entry"]
+    #[hint = "written outside vouch (a writer with the masters' bind DN) or by a defect: the certificate is \
+              hidden and the certname refuses new ones. `vouch revoke --serial SERIAL` revokes the \
+              certificate; or, if it is good, write the entry's vouchState back to issued (ldapmodify)"]
+    PurgingLiveCertificate { serial: String, certname: String, not_after: String },
     /// A revoked serial the CRL should list and does not.
     #[message = "serial {serial} ({certname}) is revoked, but the CRL does not list it"]
     #[hint(with = WRITE_CRL)]
@@ -301,6 +328,9 @@ impl Finding {
             Finding::RevokedNotRecorded { .. } => "revoked-not-recorded",
             Finding::RevocationNotInRecord { .. } => "revocation-not-in-record",
             Finding::RevocationUnfinished { .. } => "revocation-unfinished",
+            Finding::ReplicationConflict { .. } => "replication-conflict",
+            Finding::PurgeUnfinished { .. } => "purge-unfinished",
+            Finding::PurgingLiveCertificate { .. } => "purging-live-certificate",
             Finding::RevokedNotOnCrl { .. } => "revoked-not-on-crl",
             Finding::CrlUnreadable { .. } => "crl-unreadable",
             Finding::RootCrlUnreadable { .. } => "root-crl-unreadable",

@@ -77,21 +77,28 @@ impl Ds389 {
         Ds389::shared().store_here(name)
     }
 
+    /// Two instances made at once for replication: the first set up as [`Ds389::shared`] is,
+    /// the second with vouch's schema and the same bind DN's password (the entry itself
+    /// replicates from the first).
+    fn replicated_pair(first: &str, second: &str) -> (Ds389, Ds389) {
+        let (one, two) = std::thread::scope(|sc| {
+            let a = sc.spawn(|| Ds389::create(first));
+            let b = sc.spawn(|| Ds389::create(second));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        fs::copy(one.password_file(), two.password_file()).expect("copy the password");
+        one.set_up();
+        two.apply_schema();
+        (one, two)
+    }
+
     /// A supplier and a consumer that replicates it (`dsconf replication`: the consumer's
     /// replication manager, both replicas, one agreement, the consumer initialised). The
     /// supplier is set up as [`Ds389::shared`] is; the consumer has vouch's schema, and
     /// receives the bind DN, its ACI and everything else by replication. Each instance is
     /// stopped and removed when dropped.
     pub fn pair() -> (Ds389, Ds389) {
-        let (supplier, consumer) = std::thread::scope(|sc| {
-            let a = sc.spawn(|| Ds389::create("supplier"));
-            let b = sc.spawn(|| Ds389::create("consumer"));
-            (a.join().unwrap(), b.join().unwrap())
-        });
-        // One bind DN and password for both: the entry replicates from the supplier.
-        fs::copy(supplier.password_file(), consumer.password_file()).expect("copy the password");
-        supplier.set_up();
-        consumer.apply_schema();
+        let (supplier, consumer) = Ds389::replicated_pair("supplier", "consumer");
         let repl_pw = random_password();
         let consumer_url = consumer.url("");
         let supplier_url = supplier.url("");
@@ -153,6 +160,73 @@ impl Ds389 {
             std::thread::sleep(Duration::from_millis(100));
         }
         (supplier, consumer)
+    }
+
+    /// Two suppliers replicating each other (multi-supplier: `dsconf replication enable
+    /// --role supplier`, replica ids 1 and 2, an agreement each way, the second initialised
+    /// from the first). The first is set up as [`Ds389::shared`] is; the second has vouch's
+    /// schema and receives the bind DN, its ACI and everything else by replication. Each
+    /// instance is stopped and removed when dropped.
+    pub fn suppliers() -> (Ds389, Ds389) {
+        let (one, two) = Ds389::replicated_pair("supplier1", "supplier2");
+        let repl_pw = random_password();
+        for (ds, id) in [(&one, "1"), (&two, "2")] {
+            let url = ds.url("");
+            ds.dsconf(&url, &["replication", "create-manager", "--name", "replication manager", "--passwd", &repl_pw]);
+            ds.dsconf(
+                &url,
+                &[
+                    "replication",
+                    "enable",
+                    "--suffix",
+                    SUFFIX,
+                    "--role",
+                    "supplier",
+                    "--replica-id",
+                    id,
+                    "--bind-dn",
+                    "cn=replication manager,cn=config",
+                ],
+            );
+        }
+        // Two's agreement first, so that once one initialises two, two's changes flow back.
+        two.agreement_to(&one, &repl_pw, false);
+        one.agreement_to(&two, &repl_pw, true);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !two.manager("ldapsearch", &["-LLL", "-b", VOUCH_DN, "-s", "base", "1.1"], None).success() {
+            assert!(Instant::now() < deadline, "the second supplier was not initialised within 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (one, two)
+    }
+
+    /// A replication agreement from this instance to `to` (bound as `to`'s replication
+    /// manager); `init`: `to` initialised from this one.
+    fn agreement_to(&self, to: &Ds389, repl_pw: &str, init: bool) {
+        let port = to.port.to_string();
+        let mut args = vec![
+            "repl-agmt",
+            "create",
+            "--suffix",
+            SUFFIX,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--conn-protocol",
+            "LDAP",
+            "--bind-dn",
+            "cn=replication manager,cn=config",
+            "--bind-passwd",
+            repl_pw,
+            "--bind-method",
+            "SIMPLE",
+        ];
+        if init {
+            args.push("--init");
+        }
+        args.push(if init { "to-two" } else { "to-one" });
+        self.dsconf(&self.url(""), &args);
     }
 
     /// `dsconf` as the Directory Manager against `url`; panics if it fails.

@@ -101,77 +101,47 @@ impl Directory for Slapd {
     }
 }
 
-impl<T: Directory + ?Sized> Directory for &T {
-    fn url(&self, base: &str) -> String {
-        (**self).url(base)
-    }
-    fn port(&self) -> u16 {
-        (**self).port()
-    }
-    fn base(&self) -> String {
-        (**self).base()
-    }
-    fn bind_dn(&self) -> String {
-        (**self).bind_dn()
-    }
-    fn password_file(&self) -> PathBuf {
-        (**self).password_file()
-    }
-    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
-        (**self).ldapsearch(base, filter, attrs)
-    }
-    fn ldapmodify(&self, ldif: &str) -> LdapOutput {
-        (**self).ldapmodify(ldif)
-    }
-    fn server(&self) -> &'static str {
-        (**self).server()
-    }
-    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
-        (**self).ldap_tool(tool, args, stdin)
-    }
-    fn stop(&self) {
-        (**self).stop();
-    }
-    fn restart(&self) {
-        (**self).restart();
-    }
+/// `Directory` through a reference and a box: every call forwarded to the directory itself.
+macro_rules! forward_directory {
+    ($($ty:ty),*) => {$(
+        impl<T: Directory + ?Sized> Directory for $ty {
+            fn url(&self, base: &str) -> String {
+                (**self).url(base)
+            }
+            fn port(&self) -> u16 {
+                (**self).port()
+            }
+            fn base(&self) -> String {
+                (**self).base()
+            }
+            fn bind_dn(&self) -> String {
+                (**self).bind_dn()
+            }
+            fn password_file(&self) -> PathBuf {
+                (**self).password_file()
+            }
+            fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
+                (**self).ldapsearch(base, filter, attrs)
+            }
+            fn ldapmodify(&self, ldif: &str) -> LdapOutput {
+                (**self).ldapmodify(ldif)
+            }
+            fn server(&self) -> &'static str {
+                (**self).server()
+            }
+            fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
+                (**self).ldap_tool(tool, args, stdin)
+            }
+            fn stop(&self) {
+                (**self).stop();
+            }
+            fn restart(&self) {
+                (**self).restart();
+            }
+        }
+    )*};
 }
-
-impl<T: Directory + ?Sized> Directory for Box<T> {
-    fn url(&self, base: &str) -> String {
-        (**self).url(base)
-    }
-    fn port(&self) -> u16 {
-        (**self).port()
-    }
-    fn base(&self) -> String {
-        (**self).base()
-    }
-    fn bind_dn(&self) -> String {
-        (**self).bind_dn()
-    }
-    fn password_file(&self) -> PathBuf {
-        (**self).password_file()
-    }
-    fn ldapsearch(&self, base: &str, filter: &str, attrs: &[&str]) -> LdapOutput {
-        (**self).ldapsearch(base, filter, attrs)
-    }
-    fn ldapmodify(&self, ldif: &str) -> LdapOutput {
-        (**self).ldapmodify(ldif)
-    }
-    fn server(&self) -> &'static str {
-        (**self).server()
-    }
-    fn ldap_tool(&self, tool: &str, args: &[&str], stdin: Option<&str>) -> LdapOutput {
-        (**self).ldap_tool(tool, args, stdin)
-    }
-    fn stop(&self) {
-        (**self).stop();
-    }
-    fn restart(&self) {
-        (**self).restart();
-    }
-}
+forward_directory!(&T, Box<T>);
 
 /// A private slapd with the store's containers at [`BASE`] (`vouch ldap init --create-base`).
 pub fn openldap_store() -> Slapd {

@@ -17,7 +17,7 @@ pub struct LdapProxy {
 }
 
 /// One complete BER element at the start of `buf`: its total length, if all of it is there.
-fn element_len(buf: &[u8]) -> Option<usize> {
+pub fn element_len(buf: &[u8]) -> Option<usize> {
     let first = *buf.get(1)?;
     if first < 0x80 {
         return Some(2 + first as usize).filter(|&n| n <= buf.len());
@@ -37,12 +37,13 @@ fn header(buf: &[u8], at: usize) -> Option<(usize, usize)> {
     Some((2 + n, buf.get(at + 2..at + 2 + n)?.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)))
 }
 
-/// The DN of a modify request (LDAPMessage { messageID, [APPLICATION 6] { object, … } }).
-fn modify_dn(msg: &[u8]) -> Option<String> {
+/// The DN of a request whose operation is tagged `op` (LDAPMessage { messageID,
+/// [APPLICATION n] { dn, … } }: 0x66 a modify, 0x68 an add).
+pub fn request_dn(msg: &[u8], op_tag: u8) -> Option<String> {
     let (h, _) = header(msg, 0)?;
     let (idh, idl) = header(msg, h)?;
     let op = h + idh + idl;
-    if *msg.get(op)? != 0x66 {
+    if *msg.get(op)? != op_tag {
         return None;
     }
     let (oph, _) = header(msg, op)?;
@@ -82,7 +83,7 @@ impl LdapProxy {
                 while let Some(len) = element_len(&buf) {
                     let msg: Vec<u8> = buf.drain(..len).collect();
                     let mut arm = armed.lock().unwrap();
-                    if let (Some(want), Some(dn)) = (arm.as_ref(), modify_dn(&msg)) {
+                    if let (Some(want), Some(dn)) = (arm.as_ref(), request_dn(&msg, 0x66)) {
                         if dn.contains(want.as_str()) {
                             *arm = None;
                             l.store(true, Ordering::SeqCst);

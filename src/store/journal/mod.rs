@@ -8,6 +8,7 @@
 //! hour has passed, without scanning entries.
 
 mod prune;
+mod prune_instances;
 mod templates;
 
 pub use prune::{parse_bucket, prune_in_maintenance, Pruned};

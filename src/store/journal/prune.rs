@@ -5,6 +5,7 @@
 use super::Journal;
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 use time::OffsetDateTime;
 
 pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
@@ -25,9 +26,9 @@ pub fn parse_bucket(s: &str) -> Option<OffsetDateTime> {
 /// How long a claim may spend removing expired buckets, in a process whose maintenance
 /// does not prune (a hook, a command): a hook is never held up long; what is left is removed
 /// by the next one.
-const PRUNE_AT_CLAIM: std::time::Duration = std::time::Duration::from_millis(250);
+pub(super) const PRUNE_AT_CLAIM: std::time::Duration = std::time::Duration::from_millis(250);
 
-static PRUNED_IN_MAINTENANCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(super) static PRUNED_IN_MAINTENANCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Claims in this process no longer prune: its maintenance calls [`Journal::prune_within`]
 /// outside the store's lock instead (`vouch serve`).
@@ -66,7 +67,9 @@ impl Journal {
                 None => last.push((self.dir.clone(), now)),
             }
         }
-        self.prune_within(now, PRUNE_AT_CLAIM).map(|_| ())
+        // Buckets only: instance claims are pruned by bound requests
+        // ([`Journal::prune_instances_now_and_then`]) and by maintenance.
+        self.prune_buckets_within(now, PRUNE_AT_CLAIM, false).map(|_| ())
     }
 
     /// Removes buckets whose hour ended more than a day ago (their attributes
@@ -80,6 +83,11 @@ impl Journal {
     /// call. Never needs the store's lock: no claim goes into a bucket this old. Returns
     /// how many entries it removed and whether an expired bucket is left.
     pub fn prune_within(&self, now: OffsetDateTime, budget: std::time::Duration) -> io::Result<Pruned> {
+        self.prune_buckets_within(now, budget, true)
+    }
+
+    /// [`Journal::prune_within`], the instance claims too if `instances`.
+    fn prune_buckets_within(&self, now: OffsetDateTime, budget: Duration, instances: bool) -> io::Result<Pruned> {
         let start = std::time::Instant::now();
         let over = || start.elapsed() >= budget;
         let mut pruned = Pruned { removed: 0, left: false };
@@ -152,40 +160,9 @@ impl Journal {
                 }
             }
         }
-        self.prune_instance_claims(&root, now, &over, &mut pruned)?;
-        Ok(pruned)
-    }
-
-    /// Removes instance claims (`instances/`, not bucketed) a day after the expiry each
-    /// holds, within the same budget; one that does not read is left.
-    fn prune_instance_claims(
-        &self,
-        root: &crate::files::durable::NoFollowDir,
-        now: OffsetDateTime,
-        over: &dyn Fn() -> bool,
-        pruned: &mut Pruned,
-    ) -> io::Result<()> {
-        let dir = match root.open_child(std::ffi::OsStr::new(super::templates::INSTANCES)) {
-            Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for name in dir.names()? {
-            if over() {
-                pruned.left = true;
-                break;
-            }
-            let expiry = super::templates::read_instance_claim(&dir.path_of(&name))
-                .ok()
-                .flatten()
-                .and_then(|(_, e)| crate::encoding::time::parse_rfc3339(&e).ok());
-            if expiry.and_then(|t| t.checked_add(time::Duration::hours(25))).is_some_and(|t| t < now) {
-                match dir.unlink(&name) {
-                    Ok(()) => pruned.removed += 1,
-                    Err(_) => pruned.left = true,
-                }
-            }
+        if instances {
+            self.prune_instance_claims(now, &over, &mut pruned);
         }
-        Ok(())
+        Ok(pruned)
     }
 }

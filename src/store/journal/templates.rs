@@ -106,9 +106,10 @@ pub(super) struct FileInstances {
 pub(super) const INSTANCES: &str = "instances";
 
 /// An instance claim's holder and expiry, as its file holds them.
+/// Read as a regular file only: never through a link, never waiting on a FIFO planted there.
 pub(super) fn read_instance_claim(path: &std::path::Path) -> Result<Option<(String, String)>, StoreError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match text.trim_end().split_once(' ') {
+    match crate::files::durable::read_regular(path) {
+        Ok(bytes) => match String::from_utf8_lossy(&bytes).trim_end().split_once(' ') {
             Some((holder, expiry)) => Ok(Some((holder.to_string(), expiry.to_string()))),
             None => Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -138,6 +139,22 @@ impl InstanceClaims for FileInstances {
     fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(read_instance_claim(&self.dir.join(key))?.map(|(holder, _)| holder))
     }
+
+    /// Read, compare, remove: the file, once it names `holder`, is replaced by no one
+    /// (claims are made with link(2), never over an existing one), and the prune removes
+    /// only a claim a day past its expiry, never one this use (of a template not yet
+    /// expired) just took; so the file removed is the one read.
+    fn release_instance(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        if self.instance_holder(key)?.as_deref() != Some(holder) {
+            return Ok(());
+        }
+        let path = self.dir.join(key);
+        // Not synced: a removal lost to a power cut leaves the claim taken (until the prune).
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error(&path, "give back an instance claim in", e)),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The digest an instance's use record is named by (the same in the LDAP store).
@@ -158,6 +175,9 @@ impl Journal {
     /// is bound ([`crate::store::templates`]).
     pub fn count_template_use(&self, u: &TemplateUse) -> Result<Counted, StoreError> {
         let claim = u.instance_claim.as_deref();
+        if claim.is_some() {
+            self.prune_instances_now_and_then();
+        }
         use_template(&self.template_cells(u), &self.instances(u), &use_digest(u), claim, u.max_uses)
     }
 
@@ -192,7 +212,9 @@ mod tests {
         j.prune(expiry + time::Duration::hours(24)).unwrap();
         assert_eq!(j.peek_template_use(&other).unwrap(), Counted::InstanceReplayed);
         j.prune(expiry + time::Duration::hours(26)).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path().join(INSTANCES)).unwrap().count(), 0);
+        let claims = std::fs::read_dir(dir.path().join(INSTANCES)).unwrap();
+        let claims: Vec<_> = claims.map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(claims, [super::super::prune_instances::CURSOR], "only the prune's cursor is left");
         assert_eq!(j.peek_template_use(&other).unwrap(), Counted::Use { number: 1, fresh: true });
     }
 }

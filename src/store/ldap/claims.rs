@@ -127,7 +127,7 @@ impl ReplayJournal for LdapStore {
             check_hex("serial", s)?;
         }
         self.prune_now_and_then(now)?;
-        if let Some(legacy) = key.legacy.as_ref().filter(|_| self.legacy_claims().unwrap_or(true)) {
+        if let Some(legacy) = key.legacy.as_ref().filter(|_| self.legacy_claims()) {
             if let (_, Some(prior)) = self.journal_entry(legacy)? {
                 return Ok(Self::used(&prior));
             }
@@ -191,7 +191,7 @@ impl ReplayJournal for LdapStore {
     ) -> Result<Claim, StoreError> {
         check_certname(certname)?;
         check_hex("holder", holder)?;
-        if let Some(legacy) = key.legacy.as_ref().filter(|_| self.legacy_claims().unwrap_or(true)) {
+        if let Some(legacy) = key.legacy.as_ref().filter(|_| self.legacy_claims()) {
             if let (_, Some(prior)) = self.journal_entry(legacy)? {
                 let same = prior.text("vouchHolder").as_deref() == Some(holder)
                     && prior.text("vouchCertname").as_deref() == Some(certname);
@@ -228,7 +228,7 @@ impl ReplayJournal for LdapStore {
         certname: &str,
         holder: &str,
     ) -> Result<Claim, StoreError> {
-        let legacy = key.legacy.as_ref().filter(|_| self.legacy_claims().unwrap_or(true));
+        let legacy = key.legacy.as_ref().filter(|_| self.legacy_claims());
         for k in std::iter::once(&key.key).chain(legacy) {
             if let (_, Some(prior)) = self.journal_entry(k)? {
                 let same = prior.text("vouchHolder").as_deref() == Some(holder)

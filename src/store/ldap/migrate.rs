@@ -61,8 +61,9 @@ impl LdapStore {
             "claimed"
         };
         let attrs = Self::claim_attrs(digest, &certname, &holder, state, None, parse(&expiry)?, parse(&time)?);
-        // Any copied entry may be under a legacy key (its digest does not say): marked first.
-        self.mark_legacy_claims()?;
+        // Any copied entry may be under a legacy key (its digest does not say): the journal's
+        // mark that it holds none goes first.
+        self.unmark_no_legacy()?;
         Ok(self.add(&self.journal_dn(digest), attrs)? == rc::SUCCESS)
     }
 }

@@ -64,8 +64,8 @@
 //! - The pending request of a certname just issued is deleted only if the search saw one; one
 //!   kept after it is another request's, refused meanwhile, and stays (as one kept between a
 //!   removal's read and its delete always did). The journal entry under the attributes'
-//!   legacy key is read only in a store `vouch migrate` copied journal entries into
-//!   (`legacy.rs`).
+//!   legacy key is read unless `vouch ldap init` marked an empty journal as holding
+//!   no such entry (`legacy.rs`).
 //! - A superseded certificate: the registry write also names it (`vouchSupersedes`); its
 //!   revocation entry is added next and the mark removed; a process that died between
 //!   leaves the mark, and [`LdapStore::complete`] (run on every first lock and once a minute)
@@ -79,6 +79,7 @@
 //! anything is signed for it (a standby promoted after a failover then knows it).
 
 mod claims;
+mod conflicts;
 mod conn;
 mod crls;
 mod entry;
@@ -153,9 +154,9 @@ pub struct LdapStore {
     ca: Option<String>,
     /// When [`LdapStore::complete`] last ran (Unix seconds).
     completed: std::sync::atomic::AtomicI64,
-    /// Whether the journal was seen marked as holding legacy keys' entries (`legacy.rs`), and
-    /// when it was last read unmarked (Unix seconds).
-    legacy_marked: std::sync::atomic::AtomicBool,
+    /// Whether the journal was last read marked as holding no legacy keys' entries
+    /// (`legacy.rs`), and when (Unix seconds).
+    no_legacy_seen: std::sync::atomic::AtomicBool,
     legacy_checked: std::sync::atomic::AtomicI64,
 }
 
@@ -175,7 +176,7 @@ impl LdapStore {
             base,
             ca,
             completed: std::sync::atomic::AtomicI64::new(i64::MIN),
-            legacy_marked: std::sync::atomic::AtomicBool::new(false),
+            no_legacy_seen: std::sync::atomic::AtomicBool::new(false),
             legacy_checked: std::sync::atomic::AtomicI64::new(i64::MIN),
         })
     }
@@ -395,7 +396,9 @@ impl Store for LdapStore {
         _now: OffsetDateTime,
         f: &mut dyn FnMut(crate::store::verify::Finding),
     ) -> Result<(), StoreError> {
-        self.unfinished_revocations(f)
+        self.unfinished_revocations(f)?;
+        self.replication_conflicts(f)?;
+        self.purging_entries(f)
     }
 
     fn describe(&self) -> String {

@@ -114,7 +114,11 @@ impl LdapStore {
             // Its purge deletes it next (tombstones.rs): the caller tries again.
             Some(PURGING) => {
                 return Err(StoreError::Conflict {
-                    what: format!("the tombstone of {} is being purged (vouch purge --tombstones)", rec.certname),
+                    what: format!(
+                        "the tombstone of {} is being purged (vouch purge --tombstones; `vouch store verify` \
+                         names one left unfinished)",
+                        rec.certname
+                    ),
                 })
             }
             _ => return Err(StoreError::Conflict { what: changed_meanwhile(&rec.certname) }),

@@ -13,8 +13,10 @@
 //! - one instance claim per instance of a bound template: `vouchKey=C` (the digest of
 //!   `instance-claim:` and `aws:ACCOUNT:INSTANCE-ID`), `vouchState: instance`, `vouchHolder`:
 //!   the use that took it; made by an add (entryAlreadyExists: another master took it
-//!   first; its holder read back), never changed (no assertion control, no increment:
-//!   also 389 Directory Server).
+//!   first; its holder read back). A use that then finds its template full gives it back
+//!   by swapping its holder to `released` (one modify deleting the exact old value); the
+//!   next use of the instance takes a released claim over by the same kind of swap (no
+//!   assertion control, no increment: also 389 Directory Server).
 
 use super::conn::rc;
 use super::entry::{gtime, set};
@@ -137,17 +139,58 @@ impl InstanceClaims for LdapInstances<'_> {
                 return Ok(true);
             }
             // entryAlreadyExists: whoever took it (pruned meanwhile: expired, added again).
-            if let Some(h) = self.instance_holder(key)? {
-                if h == holder {
-                    self.store.confirm_on_replicas(&dn, Written::Claim)?;
+            match self.raw_holder(key)? {
+                // Given back: taken over by one swap (the released value deleted, so one
+                // taker wins), its expiry now this use's.
+                Some(h) if h == RELEASED => {
+                    let mods = vec![
+                        Mod::Delete(b"vouchHolder".to_vec(), set(RELEASED)),
+                        Mod::Add(b"vouchHolder".to_vec(), set(holder.as_bytes().to_vec())),
+                        Mod::Replace(b"vouchExpiry".to_vec(), set(gtime(self.expiry))),
+                    ];
+                    if self.store.modify(&dn, mods)? == rc::SUCCESS {
+                        self.store.confirm_on_replicas(&dn, Written::Claim)?;
+                        return Ok(true);
+                    }
                 }
-                return Ok(h == holder);
+                Some(h) => {
+                    if h == holder {
+                        self.store.confirm_on_replicas(&dn, Written::Claim)?;
+                    }
+                    return Ok(h == holder);
+                }
+                None => {}
             }
         }
         Err(StoreError::Conflict { what: format!("the instance claim {dn}") })
     }
 
     fn instance_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.raw_holder(key)?.filter(|h| h != RELEASED))
+    }
+
+    /// A compare-and-swap of the holder to [`RELEASED`] (the delete of this holder's exact
+    /// value fails, noSuchAttribute, if another holds it). The entry is kept, never deleted:
+    /// a delete after the swap could remove a claim another use took over meanwhile.
+    fn release_instance(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        let dn = self.store.journal_dn(key);
+        let mods = vec![
+            Mod::Delete(b"vouchHolder".to_vec(), set(holder.as_bytes().to_vec())),
+            Mod::Add(b"vouchHolder".to_vec(), set(RELEASED)),
+        ];
+        if self.store.modify(&dn, mods)? == rc::SUCCESS {
+            self.store.confirm_on_replicas(&dn, Written::Claim)?;
+        }
+        Ok(())
+    }
+}
+
+/// The holder of an instance claim given back ([`InstanceClaims::release_instance`]): no
+/// use's digest (those are hex).
+const RELEASED: &str = "released";
+
+impl LdapInstances<'_> {
+    fn raw_holder(&self, key: &str) -> Result<Option<String>, StoreError> {
         let dn = self.store.journal_dn(key);
         Ok(self.store.read(&self.store.primary, &dn)?.and_then(|e| e.text("vouchHolder")))
     }

@@ -15,10 +15,18 @@ fn is(e: &Entry, class: &str) -> bool {
     e.attrs.get("objectclass").is_some_and(|v| v.iter().any(|c| c.eq_ignore_ascii_case(class.as_bytes())))
 }
 
+/// Whether two DNs are the same as vouch writes them (case and spaces after separators aside).
+fn same_dn(a: &str, b: &str) -> bool {
+    let norm =
+        |s: &str| s.split(',').map(|rdn| rdn.trim().replace(" = ", "=").to_ascii_lowercase()).collect::<Vec<_>>();
+    norm(a) == norm(b)
+}
+
 impl LdapStore {
-    /// [`Store::issuance_view`]: one search. More than one registry entry for the certname (a
-    /// tampered store: entries of its class outside `ou=certnames`) is settled by the base read
-    /// of the certname's own entry, as [`Store::current`] reads it.
+    /// [`Store::issuance_view`]: one search. Only the entries at the certname's own DNs count;
+    /// any other registry entry with the certname (a tampered store: entries of its class
+    /// outside `ou=certnames`) makes the answer the base read of the certname's own entry, as
+    /// [`Store::current`] reads it (and leaves whether a request is pending unknown).
     pub(super) fn view(&self, certname: &str, serial: Option<&str>) -> Result<IssuanceView, StoreError> {
         check_certname(certname)?;
         if let Some(s) = serial {
@@ -43,20 +51,31 @@ impl LdapStore {
         ];
         let found = self.search(&self.base, Scope::Subtree, &filter, &attrs)?;
         let named = |e: &&Entry| e.text("vouchCertname").as_deref() == Some(certname);
+        // Only the entries at the certname's own DNs are its own: an entry of the class
+        // elsewhere (under `ou=journal`, which the hooks' account may write) is not. One
+        // found elsewhere sends the answer to the exact read, as a DN the server spells
+        // otherwise would.
+        let (registry_dn, request_dn) = (self.registry_dn(certname), self.request_dn(certname));
         let registered: Vec<&Entry> = found.iter().filter(|e| is(e, "vouchRegistered")).filter(named).collect();
         let current = match registered.as_slice() {
             [] => None,
-            [e] => Self::current_of(e)?,
+            [e] if same_dn(&e.dn, &registry_dn) => Self::current_of(e)?,
             _ => self.current(certname)?,
         };
-        let request = found.iter().filter(|e| is(e, "vouchRequest")).any(|e| named(&e));
+        let requests: Vec<&Entry> = found.iter().filter(|e| is(e, "vouchRequest")).filter(named).collect();
+        let request = match requests.as_slice() {
+            [] => Some(false),
+            [e] if same_dn(&e.dn, &request_dn) => Some(true),
+            // Not known: the removal after an issuance runs as always.
+            _ => None,
+        };
         let serial = serial.map(|s| {
             let used = found.iter().any(|e| {
                 (is(e, "vouchRegistered") || is(e, "vouchRevocation")) && e.text("vouchSerial").as_deref() == Some(s)
             });
             (s.to_string(), used)
         });
-        Ok(IssuanceView { current, request: Some(request), serial })
+        Ok(IssuanceView { current, request, serial })
     }
 
     /// A registry entry as [`Store::current`] reads it (a cleaned certname's tombstone: none).
