@@ -10,7 +10,7 @@ mod wording;
 
 pub use approval::NotApprovable;
 pub use puppet_ca::PuppetCaDefect;
-pub use why::{AdminNameTaken, Unrenewable};
+pub use why::{AdminNameTaken, NeedsForce, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
 use crate::decision::Refusal;
@@ -149,14 +149,11 @@ pub enum Error {
               --ldap-bind-dn and --ldap-password-file, or VOUCH_LDAP_*); only if this directory left the \
               shared store for good, remove DIR/ca/MOVED-TO-SHARED-STORE (docs/data-directory.md)"]
     FileStoreRetired { dir: PathBuf, to: String },
-    /// `vouch revoke NAME` / `vouch clean NAME` where NAME is a master's service certname
-    /// (without `--force`): nothing was revoked.
-    #[message = "{certname} is the certname of {whose}'s service certificate: revoked, it stays the certificate \
-                 that master presents, and every agent refuses that master until its vouch serve restarts and \
-                 issues its own certificate again; nothing was revoked"]
-    #[hint = "give --force to revoke it anyway, then restart that master's vouch serve at once (it issues a new \
-              service certificate at start); a node's certname is never a master's"]
-    ServiceCertname { certname: String, whose: &'static str },
+    /// `vouch revoke` / `vouch clean` of a master's service certname or of the last valid
+    /// administrator certificate, without `--force`: nothing was revoked.
+    #[message = "{certname} {why}; nothing was revoked"]
+    #[hint(with = Some(why.hint()))]
+    NeedsForce { certname: String, why: NeedsForce },
     /// `--store` or an LDAP option cannot be used.
     #[message = "store: {detail}"]
     #[hint = "docs/ldap.md lists the --store URL forms (files, ldap://, ldaps:// with --ldap-ca, ldapi://) \

@@ -1,10 +1,13 @@
-//! An operator's careless input on masters of a shared store, against the real vouch binary
-//! and a private slapd: a command run on a master's data directory without `--store` (or
-//! VOUCH_STORE), a `vouch serve` refused at start.
+//! An operator's careless input on masters of a shared store, against the real vouch binary:
+//! a command run on a master's data directory without `--store` (or VOUCH_STORE), a `vouch
+//! serve` refused at start, a master's service certname revoked, a base under a missing
+//! parent. Each scenario on the shared store runs on a private slapd and (`_on_389ds`) on a
+//! base DN of its own on the test binary's private 389 Directory Server.
 
 mod common;
 
 use common::agents::{csr_for, p256};
+use common::ds389::Ds389;
 use common::ldap_lab::{enroll, openldap_store, store_env, Directory, Master};
 use common::{ok, s, text, vouch};
 use std::path::Path;
@@ -36,10 +39,18 @@ fn ca_id(dir: &Path) -> String {
 
 #[test]
 fn a_command_without_store_on_a_shared_store_masters_directory_is_refused_before_it_writes() {
-    let slapd = openldap_store();
+    command_without_store(&openldap_store());
+}
+
+#[test]
+fn a_command_without_store_on_a_shared_store_masters_directory_is_refused_before_it_writes_on_389ds() {
+    command_without_store(&Ds389::store("command_without_store"));
+}
+
+fn command_without_store(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
-    let m = Master::start(&slapd, &d1, "ca1.test");
+    let m = Master::start(slapd, &d1, "ca1.test");
     let name = "web04.example.test";
     let attrs = common::agents::vouched(&d1, name, "classes:\n  - role::web\n");
     let (put, why, cert) = enroll(&m, name, &csr_for(name, &attrs, &p256()));
@@ -70,18 +81,26 @@ fn a_command_without_store_on_a_shared_store_masters_directory_is_refused_before
         assert_eq!(snapshot(&d1.join("ca")), before, "{args:?} changed the data directory");
     }
     // web04 is still valid in the store, and a revocation with the store reaches it.
-    let listed = ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--all"]).output().unwrap());
+    let listed = ok(&vouch().envs(store_env(slapd)).args(["--dir", s(&d1), "list", "--all"]).output().unwrap());
     assert!(listed.contains(name), "{listed}");
-    ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "revoke", name]).output().unwrap());
+    ok(&vouch().envs(store_env(slapd)).args(["--dir", s(&d1), "revoke", name]).output().unwrap());
     drop(m);
 }
 
 #[test]
 fn a_serve_refused_at_start_leaves_the_fleet_as_it_was() {
-    let slapd = openldap_store();
+    refused_serve(&openldap_store());
+}
+
+#[test]
+fn a_serve_refused_at_start_leaves_the_fleet_as_it_was_on_389ds() {
+    refused_serve(&Ds389::store("refused_serve"));
+}
+
+fn refused_serve(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d3) = (tmp.path().join("m1"), tmp.path().join("m3"));
-    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = Master::start(slapd, &d1, "ca1.test");
     ok(&vouch()
         .args(["ca", "init", "--dir", s(&d3)])
         .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
@@ -89,7 +108,7 @@ fn a_serve_refused_at_start_leaves_the_fleet_as_it_was() {
         .unwrap());
     let before = slapd.ldapsearch(&format!("ou=cas,{}", slapd.base()), "(objectClass=vouchIssuer)", &["vouchCa"]);
     // Master 1's service name: refused, before its CA joins the fleet.
-    let out = common::serve_cmd(&d3).args(["--server-name", "ca1.test"]).envs(store_env(&slapd)).output().unwrap();
+    let out = common::serve_cmd(&d3).args(["--server-name", "ca1.test"]).envs(store_env(slapd)).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another master"), "{}", text(&out));
     let id3 = ca_id(&d3);
@@ -105,19 +124,27 @@ fn a_serve_refused_at_start_leaves_the_fleet_as_it_was() {
 /// certificate, refused by every agent, until it restarts.
 #[test]
 fn revoking_a_masters_service_certname_needs_force() {
-    let slapd = openldap_store();
+    service_certname(&openldap_store());
+}
+
+#[test]
+fn revoking_a_masters_service_certname_needs_force_on_389ds() {
+    service_certname(&Ds389::store("service_certname"));
+}
+
+fn service_certname(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
-    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = Master::start(slapd, &d1, "ca1.test");
     ok(&vouch()
         .args(["ca", "init", "--dir", s(&d2)])
         .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
         .output()
         .unwrap());
-    let m2 = Master::start(&slapd, &d2, "ca2.test");
+    let m2 = Master::start(slapd, &d2, "ca2.test");
     for (dir, whose) in [(&d1, "this master"), (&d2, "another master")] {
         for cmd in [&["revoke", "ca1.test"][..], &["clean", "ca1.test"]] {
-            let out = vouch().envs(store_env(&slapd)).args(["--dir", s(dir)]).args(cmd).output().unwrap();
+            let out = vouch().envs(store_env(slapd)).args(["--dir", s(dir)]).args(cmd).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{cmd:?}: {}", text(&out));
             assert!(
@@ -127,10 +154,15 @@ fn revoking_a_masters_service_certname_needs_force() {
             );
         }
     }
-    let listed = ok(&vouch().envs(store_env(&slapd)).args(["--dir", s(&d1), "list", "--all"]).output().unwrap());
-    assert!(!listed.contains("revoked"), "{listed}");
+    // By its serial too (the certificate master 1 presents).
+    let serial = serial_of(&d1.join("server/server_crt.pem"));
+    let out = vouch().envs(store_env(slapd)).args(["--dir", s(&d2), "revoke", "--serial", &serial]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another master's service certificate"), "{}", text(&out));
+    let listed = ok(&vouch().envs(store_env(slapd)).args(["--dir", s(&d1), "list", "--all"]).output().unwrap());
+    assert_eq!(revoked_section(&listed), "(none)", "{listed}");
     // With --force it is revoked.
-    let forced = vouch().envs(store_env(&slapd)).args(["--dir", s(&d2), "revoke", "--force", "ca1.test"]).output();
+    let forced = vouch().envs(store_env(slapd)).args(["--dir", s(&d2), "revoke", "--force", "ca1.test"]).output();
     ok(&forced.unwrap());
     drop((m1, m2));
 }
@@ -150,14 +182,146 @@ fn a_store_url_with_an_impossible_port_is_a_usage_error() {
 /// `vouch ldap init --create-base` under a parent that does not exist names that parent.
 #[test]
 fn create_base_under_a_missing_parent_names_the_parent() {
-    let slapd = openldap_store();
-    let mut env = store_env(&slapd);
+    missing_parent(&openldap_store());
+}
+
+#[test]
+fn create_base_under_a_missing_parent_names_the_parent_on_389ds() {
+    missing_parent(&Ds389::store("missing_parent"));
+}
+
+fn missing_parent(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = store_env(slapd);
     env[0].1 = slapd.url("ou=vouch,dc=nope,dc=com");
-    let out = vouch().envs(env).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]).output().unwrap();
+    let out = vouch().envs(env).args(["--dir", s(tmp.path()), "ldap", "init", "--create-base"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("its parent dc=nope,dc=com does not exist"),
         "{}",
         text(&out)
     );
+}
+
+/// The "Revoked Certificates:" section of `vouch list --all`, trimmed.
+fn revoked_section(listed: &str) -> &str {
+    listed.split("Revoked Certificates:").nth(1).unwrap_or_else(|| panic!("no revoked section: {listed}")).trim()
+}
+
+/// `openssl x509 -noout -serial` of the certificate in `pem` (`serial=…`, as an operator copies it).
+fn serial_of(pem: &Path) -> String {
+    let out = std::process::Command::new("openssl").args(["x509", "-noout", "-serial", "-in", s(pem)]).output();
+    ok(&out.expect("openssl")).trim().to_string()
+}
+
+/// `vouch admin new NAME` in `dir` (`env`: the store), its files beside the directory; the
+/// certificate's serial.
+fn admin_new(dir: &Path, env: &[(String, String)], name: &str) -> String {
+    let cert = dir.with_extension(format!("{name}.pem"));
+    let key = dir.with_extension(format!("{name}.key"));
+    ok(&vouch()
+        .envs(env.iter().cloned())
+        .args(["--dir", s(dir), "admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)])
+        .output()
+        .unwrap());
+    serial_of(&cert)
+}
+
+/// `vouch` in `dir` on the store `env` names.
+fn run_in(dir: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    vouch().envs(env.iter().cloned()).args(["--dir", s(dir)]).args(args).output().unwrap()
+}
+
+/// A revocation of the store's last valid administrator certificate, refused: exit 2, the
+/// reason and --force named, nothing revoked.
+fn refused_as_last_administrator(dir: &Path, env: &[(String, String)], args: &[&str]) {
+    let before = ok(&run_in(dir, env, &["list", "--all"]));
+    let out = run_in(dir, env, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    assert!(
+        err.contains("last valid administrator certificate") && err.contains("--force"),
+        "{args:?}: {}",
+        text(&out)
+    );
+    assert_eq!(ok(&run_in(dir, env, &["list", "--all"])), before, "{args:?} changed the store");
+}
+
+/// `vouch revoke` (by name and by serial) and `vouch clean` of the file store's last valid
+/// administrator certificate are refused without --force: once another administrator
+/// exists, it is revoked; the new last one is refused again, and --force revokes it.
+#[test]
+fn the_last_administrator_certificate_needs_force_on_the_file_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("ca");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    let alice = admin_new(&d, &[], "alice");
+    for args in [&["revoke", "alice"][..], &["revoke", "--serial", alice.as_str()], &["clean", "alice"]] {
+        refused_as_last_administrator(&d, &[], args);
+    }
+    let bob = admin_new(&d, &[], "bob");
+    ok(&run_in(&d, &[], &["revoke", "alice"]));
+    for args in [&["clean", "bob"][..], &["revoke", "--serial", bob.as_str()]] {
+        let out = run_in(&d, &[], args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    }
+    ok(&run_in(&d, &[], &["clean", "--force", "bob"]));
+}
+
+/// The same on a shared store, counted over the fleet: master 1's first-run `vouch-admin` is
+/// the fleet's only administrator at master 2 too; once master 2 made its own, master 1's is
+/// revoked, and master 2's is then the last one at master 1.
+#[test]
+fn the_fleets_last_administrator_certificate_needs_force() {
+    last_administrator_of_the_fleet(&openldap_store());
+}
+
+#[test]
+fn the_fleets_last_administrator_certificate_needs_force_on_389ds() {
+    last_administrator_of_the_fleet(&Ds389::store("last_administrator"));
+}
+
+fn last_administrator_of_the_fleet(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2) = (tmp.path().join("m1"), tmp.path().join("m2"));
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let env = store_env(slapd);
+    for args in [&["revoke", "vouch-admin"][..], &["clean", "vouch-admin"]] {
+        refused_as_last_administrator(&d2, &env, args);
+    }
+    let alice = admin_new(&d2, &env, "alice");
+    ok(&run_in(&d2, &env, &["revoke", "vouch-admin"]));
+    refused_as_last_administrator(&d1, &env, &["revoke", "--serial", alice.as_str()]);
+    let listed = ok(&run_in(&d1, &env, &["list", "--all"]));
+    assert!(revoked_section(&listed).contains("vouch-admin"), "{listed}");
+    ok(&run_in(&d1, &env, &["revoke", "--force", "--serial", &alice]));
+}
+
+/// The administrator API (`puppetserver ca revoke`/`clean`) answers 409 where `vouch revoke`
+/// needs `--force` (the master's service certname, the last administrator certificate): it
+/// never forces; nothing is revoked, and the administrator still works.
+#[test]
+fn the_admin_api_never_forces_a_revocation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("m");
+    let m = Master::start_env(&d, "ca1.test", &[], &[]);
+    let before = ok(&run_in(&d, &[], &["list", "--all"]));
+    let mut admin = m.admin();
+    let revoked = &br#"{"desired_state":"revoked"}"#[..];
+    for name in ["ca1.test", "vouch-admin"] {
+        let path = format!("/puppet-ca/v1/certificate_status/{name}");
+        for (method, body) in [("PUT", revoked), ("DELETE", &b""[..])] {
+            let r = admin.request(method, &path, Some("application/json"), body).unwrap();
+            assert_eq!(r.status, 409, "{method} {name}: {}", r.text());
+            assert!(r.text().contains("--force"), "{method} {name}: {}", r.text());
+        }
+    }
+    assert_eq!(ok(&run_in(&d, &[], &["list", "--all"])), before, "the store changed");
+    let r = admin.request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
 }

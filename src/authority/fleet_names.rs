@@ -191,21 +191,4 @@ impl Authority {
             || (rec.conductor.is_none() && rec.attributes_expiry.is_none() && self.reserved.holder(name).is_some());
         Ok((valid && !vouchs_own).then(|| rec.serial.clone()))
     }
-
-    /// Whose service certificate `name` is the certname of, if a master's: this master's
-    /// ("this master"), or another master's of the shared store ("another master").
-    pub fn service_certname_of(&self, name: &str) -> Option<&'static str> {
-        let own = std::fs::read(self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT))
-            .ok()
-            .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
-            .map(|(_, der)| super::reserved::names_on_certificate(&der))
-            .and_then(|names| names.into_iter().next());
-        if own.is_some_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
-            return Some("this master");
-        }
-        if let Err(e) = self.read_fleet_names() {
-            tracing::warn!(event = "fleet-not-read", detail = %e);
-        }
-        self.another_masters_certname(name).then_some("another master")
-    }
 }

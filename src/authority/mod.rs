@@ -14,6 +14,7 @@ pub mod documents;
 pub mod fleet;
 mod fleet_apply;
 mod fleet_names;
+mod force_guard;
 mod group_commit;
 pub mod inventory;
 mod issue;

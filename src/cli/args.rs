@@ -195,8 +195,9 @@ pub enum Command {
         /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
         #[arg(long, default_value = "unspecified")]
         reason: String,
-        /// Revoke a master's service certname too: that master presents a revoked
-        /// certificate, refused by every agent, until its vouch serve restarts.
+        /// Revoke a master's service certificate (that master presents a revoked certificate,
+        /// refused by every agent, until its vouch serve restarts) or the store's last valid
+        /// administrator certificate (no client may then use the administrator API) too.
         #[arg(long)]
         force: bool,
     },
@@ -206,7 +207,8 @@ pub enum Command {
     Clean {
         /// The node to revoke and forget.
         certname: String,
-        /// Clean a master's service certname too (see `vouch revoke --force`).
+        /// Clean a master's service certname or the last administrator too (see `vouch
+        /// revoke --force`).
         #[arg(long)]
         force: bool,
     },

@@ -379,18 +379,10 @@ fn after_revocation(auth: &Authority) -> &'static str {
     }
 }
 
-/// Refuses a master's service certname unless `force` ([`Error::ServiceCertname`]).
-fn not_a_service(auth: &Authority, certname: &str, force: bool) -> Result<(), Error> {
-    match auth.service_certname_of(certname) {
-        Some(whose) if !force => Err(Error::ServiceCertname { certname: certname.to_string(), whose }),
-        _ => Ok(()),
-    }
-}
-
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
-    not_a_service(&auth, certname, force)?;
+    auth.refuse_unforced(certname, force, now(cli)?)?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
@@ -399,9 +391,10 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str, force: bool) -> Re
     Ok(EXIT_OK)
 }
 
-pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32, Error> {
+pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    auth.refuse_unforced_serial(serial, force, now(cli)?)?;
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
@@ -425,7 +418,7 @@ pub(super) fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) 
 
 pub(super) fn clean(cli: &Cli, certname: &String, force: bool) -> Result<i32, Error> {
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
-    not_a_service(&auth, certname, force)?;
+    auth.refuse_unforced(certname, force, now(cli)?)?;
     // Like revoke and renew, a name the CA knows nothing about is an error (exit 2); so is
     // one the store lists without its certificate (clean would only remove a request).
     let revokes = auth.certificate(certname)?.is_some();

@@ -265,7 +265,9 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Revoke { certname: Some(certname), serial: None, reason, force } => {
             certs::revoke(cli, certname, reason, *force)
         }
-        Command::Revoke { serial: Some(serial), reason, .. } => certs::revoke_serial(cli, serial, reason),
+        Command::Revoke { serial: Some(serial), reason, force, .. } => {
+            certs::revoke_serial(cli, serial, reason, *force)
+        }
         Command::Revoke { certname: None, serial: None, .. } => {
             Err(Error::Usage { detail: "give a certname or --serial".into() })
         }
