@@ -99,6 +99,24 @@ impl Authority {
         crate::store::each_until_error(&*self.store, f)
     }
 
+    /// Every certname's current certificate with its record and PEM, handed to `f` one at a
+    /// time in the store's order ([`crate::store::Store::for_each_current`]: on the LDAP store
+    /// one paged search, not a read per certificate). Stops at `f`'s first error, and returns it.
+    pub fn for_each_current(
+        &self,
+        mut f: impl FnMut(crate::store::Current) -> Result<(), Error> + Send,
+    ) -> Result<(), Error> {
+        let mut failed = None;
+        self.store.for_each_current(&mut |c| match f(c) {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                std::ops::ControlFlow::Break(())
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
     /// What to answer for a certname that has no current certificate ([`Store::current`]
     /// found none): [`Error::CurrentMissing`] when the store still lists it (`vouch list
     /// --all` shows it, and `vouch store verify` reports current-missing: its certificate

@@ -210,6 +210,22 @@ pub trait Store: Send + Sync {
         let _ = certname;
         None
     }
+    /// Every listed certname's current certificate ([`Store::for_each_listed`]'s walk, each
+    /// certname as [`Store::current`] answers it; a certname cleaned meanwhile is left out),
+    /// handed to `f` one at a time, until it breaks. A store that reads the walk and the
+    /// certificates together (the LDAP store: one paged search) answers in fewer round trips.
+    fn for_each_current(&self, f: &mut (dyn FnMut(Current) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
+        let mut failed = None;
+        self.for_each_listed(&mut |l| match self.current(&l.certname) {
+            Ok(Some(c)) => f(c),
+            Ok(None) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
     /// A serial's record.
     fn record(&self, serial: &str) -> Result<Option<CertRecord>, StoreError>;
     /// What issuance reads of `certname` before storing a certificate `serial` for it: its

@@ -47,6 +47,11 @@ fn status_of(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, 
 
 fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>, Error> {
     let Some((rec, pem)) = auth.certificate(name)? else { return Ok(None) };
+    Ok(cert_value(name, &rec, &pem))
+}
+
+/// A certificate's status as Puppet Server answers it; `None` for a record never issued.
+fn cert_value(name: &str, rec: &crate::store::CertRecord, pem: &str) -> Option<serde_json::Value> {
     let der = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"]).map(|(_, d)| d).unwrap_or_default();
     let fp = fingerprints(&der);
     let mut sans = Vec::new();
@@ -65,9 +70,9 @@ fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>
         State::Issued => "signed",
         State::Revoked => "revoked",
         // Never issued: nothing to show.
-        State::Intent | State::Abandoned => return Ok(None),
+        State::Intent | State::Abandoned => return None,
     };
-    Ok(Some(serde_json::json!({
+    Some(serde_json::json!({
         "name": name, "state": state,
         "fingerprint": fp["SHA256"], "fingerprints": fp,
         "dns_alt_names": dns, "subject_alt_names": sans,
@@ -75,7 +80,7 @@ fn cert_status(auth: &Authority, name: &str) -> Result<Option<serde_json::Value>
         "serial_number": serial_number, "serial": rec.serial,
         "not_before": not_before, "not_after": not_after,
         "conductor": rec.conductor, "attributes_expiry": rec.attributes_expiry,
-    })))
+    }))
 }
 
 /// The subject alternative names a pending request (DER) asks for, as [`subject_alt_names`]
@@ -174,23 +179,27 @@ pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Err
     if let Some(s) = state.as_deref().filter(|s| !["requested", "signed", "revoked"].contains(s)) {
         return Ok(ApiResponse::text(400, format!("Invalid state {s:?}: one of requested, signed, revoked")));
     }
-    let all = state.as_deref() != Some("requested");
+    let wanted = |v: &serde_json::Value| state.as_deref().is_none_or(|s| v["state"] == s);
     let mut out = Vec::new();
     // A name listed twice (a request kept beside its certificate, as `on_existing =
-    // "supersede"` keeps one) is answered once, as `status_of` answers it.
+    // "supersede"` keeps one) is answered once, as `status_of` answers it: the pending
+    // requests first (each as `status_of` answers its name), then every other certname's
+    // current certificate from one walk of the store (a read per certificate would cost the
+    // LDAP store a round trip each).
     let mut seen = std::collections::HashSet::new();
-    for entry in auth.list(all)? {
-        let want = match state.as_deref() {
-            None => true,
-            Some(s) => entry.state == s,
-        };
-        if want && seen.insert(entry.name.clone()) {
-            if let Some(v) = status_of(auth, &entry.name)? {
-                if state.as_deref().is_none_or(|s| v["state"] == s) {
-                    out.push(v);
-                }
-            }
+    for entry in auth.list(false)? {
+        if seen.insert(entry.name.clone()) {
+            out.extend(status_of(auth, &entry.name)?.filter(wanted));
         }
+    }
+    if state.as_deref() != Some("requested") {
+        auth.for_each_current(|c| {
+            let name = c.record.certname.clone();
+            if !seen.contains(&name) {
+                out.extend(cert_value(&name, &c.record, &c.pem).filter(wanted));
+            }
+            Ok(())
+        })?;
     }
     Ok(ApiResponse::json(200, &serde_json::Value::Array(out)))
 }

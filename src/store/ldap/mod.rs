@@ -332,6 +332,10 @@ impl Store for LdapStore {
         })
     }
 
+    fn for_each_current(&self, f: &mut (dyn FnMut(Current) -> ControlFlow<()> + Send)) -> Result<(), StoreError> {
+        self.each_current(f)
+    }
+
     fn purge_tombstones(
         &self,
         lock: Option<&WriteLock>,
