@@ -10,7 +10,7 @@
 use super::revocation_input::normal_serial;
 use super::Authority;
 use crate::error::{Error, NeedsForce};
-use crate::store::{Listed, State, StoreError};
+use crate::store::{Current, State};
 use std::ops::ControlFlow;
 use time::OffsetDateTime;
 
@@ -70,34 +70,19 @@ impl Authority {
     }
 
     /// Whether the store holds a valid administrator certificate besides `serial`: a walk
-    /// over the store's current certificates (each valid one read), stopped at the first.
+    /// over the store's current certificates ([`crate::store::Store::for_each_current`]: the
+    /// LDAP store's is one paged search), stopped at the first.
     fn another_valid_administrator(&self, serial: &str, now: OffsetDateTime) -> Result<bool, Error> {
         let mut found = false;
-        let mut failed: Option<StoreError> = None;
-        self.store.for_each_listed(&mut |l: Listed| {
-            if l.serial == serial || l.revoked || !valid_at(State::Issued, &l.not_after, now) {
-                return ControlFlow::Continue(());
+        self.store.for_each_current(&mut |c: Current| {
+            let other = c.record.serial != serial && valid_at(c.record.state, &c.record.not_after, now);
+            if other && self.is_admin_certificate(&c.pem) {
+                found = true;
+                return ControlFlow::Break(());
             }
-            match self.store.current(&l.certname) {
-                Ok(Some(c))
-                    if c.record.serial == l.serial
-                        && valid_at(c.record.state, &c.record.not_after, now)
-                        && self.is_admin_certificate(&c.pem) =>
-                {
-                    found = true;
-                    ControlFlow::Break(())
-                }
-                Ok(_) => ControlFlow::Continue(()),
-                Err(e) => {
-                    failed = Some(e);
-                    ControlFlow::Break(())
-                }
-            }
+            ControlFlow::Continue(())
         })?;
-        match failed {
-            Some(e) => Err(e.into()),
-            None => Ok(found),
-        }
+        Ok(found)
     }
 }
 
