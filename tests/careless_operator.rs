@@ -325,3 +325,202 @@ fn the_admin_api_never_forces_a_revocation() {
     let r = admin.request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The name `vouch serve` gives its service certificate without `--server-name`: this
+/// host's name (lowercase) where it is a certname, else `localhost`.
+fn default_service_certname() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_ascii_lowercase();
+    let usable =
+        !h.is_empty() && h.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if usable {
+        h
+    } else {
+        "localhost".into()
+    }
+}
+
+/// A new master CA under `d1`'s root, in `dir` (not yet serving).
+fn second_ca(d1: &Path, dir: &Path) {
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(dir)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+}
+
+/// Found by review of strfix: `vouch serve` checks only its `--server-name` values before
+/// its CA joins the fleet. The certname its service certificate takes (the host name when no
+/// `--server-name` is given) held by another master's service, or a `--server-name` that is
+/// another master's administrator, is refused only when the service certificate is issued:
+/// after the CA was registered in the shared store (every master then serves it in the
+/// fleet's bundle) and the directory marked.
+#[test]
+fn a_serve_refused_when_it_issues_its_service_certificate_leaves_the_fleet_as_it_was() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, &default_service_certname());
+    let cases: [&[&str]; 2] = [&[], &["--server-name", "vouch-admin"]];
+    for (i, args) in cases.into_iter().enumerate() {
+        let d = tmp.path().join(format!("m{}", i + 3));
+        second_ca(&d1, &d);
+        let before = slapd.ldapsearch(&format!("ou=cas,{}", slapd.base()), "(objectClass=vouchIssuer)", &["vouchCa"]);
+        let mut cmd = common::serve_cmd(&d);
+        cmd.args(args).envs(store_env(&slapd));
+        let child = common::spawn_serve(&mut cmd, &tmp.path().join(format!("m{}.log", i + 3)));
+        let _dog = common::processes::Watchdog::kill_after(
+            child.id() as i32,
+            "vouch serve",
+            std::time::Duration::from_secs(60),
+        );
+        let out = child.wait_with_output().unwrap();
+        let log = std::fs::read_to_string(tmp.path().join(format!("m{}.log", i + 3))).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {log}");
+        let id = ca_id(&d);
+        assert!(
+            !slapd.has_dn(&format!("vouchCa={id},ou=cas,{}", slapd.base())),
+            "{args:?}: the refused master's CA was registered: {log}"
+        );
+        let after = slapd.ldapsearch(&format!("ou=cas,{}", slapd.base()), "(objectClass=vouchIssuer)", &["vouchCa"]);
+        assert_eq!(before.stdout, after.stdout, "{args:?}: ou=cas changed");
+        assert!(!d.join("ca/MOVED-TO-SHARED-STORE").exists(), "{args:?}: the refused master's directory was marked");
+    }
+    drop(m1);
+}
+
+/// Found by review of strfix: the refused serve's pre-open (nothing registered) still retires
+/// the policy's file replay journal: the master, back on its file store (no `--store`), then
+/// refuses every vouched request (the journal is retired) until someone removes the mark.
+#[test]
+fn a_serve_refused_at_start_leaves_its_file_journal_usable() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d3) = (tmp.path().join("m1"), tmp.path().join("m3"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    second_ca(&d1, &d3);
+    let out = common::serve_cmd(&d3).args(["--server-name", "ca1.test"]).envs(store_env(&slapd)).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!d3.join("replay/MOVED-TO-SHARED-STORE").exists(), "the refused serve retired the file journal");
+    // Its file store still signs a node its conductors vouched for.
+    let name = "web07.example.test";
+    let attrs = common::agents::vouched(&d1, name, "classes:\n  - role::web\n");
+    let csr = tmp.path().join("web07.csr");
+    std::fs::write(&csr, csr_for(name, &attrs, &p256())).unwrap();
+    ok(&vouch().args(["--dir", s(&d3), "sign", "--csr", s(&csr)]).output().unwrap());
+    drop(m1);
+}
+
+/// Found by review of strfix: the marker is read as UTF-8 text, and any error reading it
+/// counts as no marker. A marker that is a directory, holds bytes that are not UTF-8, or is a
+/// dangling link leaves the retired file store open to every command.
+#[test]
+fn a_marker_that_is_not_readable_text_still_retires_the_file_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("m");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    let marker = d.join("ca/MOVED-TO-SHARED-STORE");
+    for kind in ["directory", "not UTF-8", "dangling link"] {
+        match kind {
+            "directory" => std::fs::create_dir(&marker).unwrap(),
+            "not UTF-8" => std::fs::write(&marker, b"ldap://127.0.0.1/ou=v\xff\n").unwrap(),
+            _ => std::os::unix::fs::symlink(tmp.path().join("gone"), &marker).unwrap(),
+        }
+        let out = vouch().args(["--dir", s(&d), "list", "--all"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{kind}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("MOVED-TO-SHARED-STORE"), "{kind}: {}", text(&out));
+        match std::fs::symlink_metadata(&marker).unwrap().is_dir() {
+            true => std::fs::remove_dir(&marker).unwrap(),
+            false => std::fs::remove_file(&marker).unwrap(),
+        }
+    }
+}
+
+/// Found by review of strfix: the Puppet Server hook beside a shared store's master (`--dir`
+/// naming it) with a policy of its own (`--policy`, VOUCH_POLICY) and no `--store` keeps a
+/// one-time use of its own in that policy's file journal: attributes the fleet has spent
+/// are granted again. The directory's marker says the fleet's one-time use is in the store.
+#[test]
+fn the_hook_beside_a_retired_directory_refuses_without_store_whatever_its_policy() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let name = "web08.example.test";
+    let attrs = common::agents::vouched(&d1, name, "classes:\n  - role::web\n");
+    let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
+    assert_eq!(put, 200, "{why}");
+    assert!(cert.is_some(), "{name} was not issued");
+    // The hook's policy: the master's, with a journal of its own beside it.
+    let policy = std::fs::read_to_string(d1.join("policy.toml")).unwrap();
+    assert!(policy.contains("journal = \"replay\""), "{policy}");
+    let hook_policy = d1.join("hook-policy.toml");
+    std::fs::write(&hook_policy, policy.replace("journal = \"replay\"", "journal = \"hook-replay\"")).unwrap();
+    let hook = common::run(
+        vouch().args(["--dir", s(&d1), "autosign", name, "--policy", s(&hook_policy)]),
+        Some(&csr_for(name, &attrs, &p256())),
+    );
+    assert_ne!(hook.status.code(), Some(0), "the hook granted attributes the fleet spent: {}", text(&hook));
+    drop(m1);
+}
+
+/// Found by review of strfix: the refused serve's read of the other masters' names
+/// (`read_fleet_names`, said to write nothing) publishes this master's service certificate
+/// (`vouchCa=service-ID`) when the store has none for it: a master that served on its file
+/// store before, refused at its first start on the shared store, writes to the fleet.
+#[test]
+fn a_serve_refused_for_its_name_publishes_no_service_certificate() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d4) = (tmp.path().join("m1"), tmp.path().join("m4"));
+    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    second_ca(&d1, &d4);
+    // Master 4 served on its own file store: it has a service certificate.
+    drop(Master::start_env(&d4, "ca4.test", &[], &[]));
+    assert!(d4.join("server/server_crt.pem").exists());
+    let out = common::serve_cmd(&d4).args(["--server-name", "ca1.test"]).envs(store_env(&slapd)).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another master"), "{}", text(&out));
+    let id4 = ca_id(&d4);
+    assert!(!slapd.has_dn(&format!("vouchCa={id4},ou=cas,{}", slapd.base())), "the refused master's CA was registered");
+    assert!(
+        !slapd.has_dn(&format!("vouchCa=service-{id4},{}", slapd.base())),
+        "the refused master's service certificate was published in the fleet"
+    );
+    drop(m1);
+}
+
+/// Found by review of strfix: the marker is read whole, whatever it is: a FIFO there (or a
+/// link to one, or to an endless file) hangs every command on the directory.
+#[test]
+fn a_marker_that_is_a_fifo_does_not_hang_a_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("m");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    let marker = d.join("ca/MOVED-TO-SHARED-STORE");
+    ok(&std::process::Command::new("mkfifo").arg(&marker).output().unwrap());
+    let child = vouch()
+        .args(["--dir", s(&d), "list", "--all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _dog =
+        common::processes::Watchdog::kill_after(child.id() as i32, "vouch list", std::time::Duration::from_secs(30));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "killed (None) means it hung: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MOVED-TO-SHARED-STORE"), "{}", text(&out));
+}
+
+/// Found by review of strfix: a URL whose authority the LDAP library cannot parse (a second
+/// port, an empty host before the port, an unclosed IPv6 bracket) passes vouch's check and
+/// is reported as an outage (exit 75, "start the LDAP server and retry": a supervisor
+/// restarts it for ever), not as the typo it is.
+#[test]
+fn a_store_url_the_ldap_library_cannot_parse_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for authority in ["127.0.0.1:389:1", ":389", "[::1"] {
+        let url = format!("ldap://{authority}/ou=vouch,dc=example,dc=com");
+        let out = vouch().args(["--dir", s(tmp.path()), "--store", &url, "ldap", "init"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", text(&out));
+    }
+}
