@@ -53,16 +53,8 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
     if scheme != "ldapi" && authority.is_empty() {
         return Err(format!("{url:?}: no host; such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
     }
-    // A port that is no port is a typo, not an outage (exit 2, not 75).
-    if scheme != "ldapi" && !authority.ends_with(']') {
-        if let Some((_, port)) = authority.rsplit_once(':') {
-            let valid = !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && port.parse::<u16>().is_ok_and(|p| p > 0);
-            if !valid {
-                return Err(format!("{url:?}: {port:?} is not a port number (1 to 65535), such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
-            }
-        }
+    if scheme != "ldapi" {
+        check_host_port(url, authority)?;
     }
     if scheme == "ldapi" && !authority.is_empty() && !percent_decode(authority)?.starts_with('/') {
         return Err(format!(
@@ -82,6 +74,48 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
     }
     check_base_dn(&base).map_err(|e| format!("{url:?}: base DN {base:?}: {e}"))?;
     Ok(LdapUrl { address: format!("{scheme}://{authority}"), base, scheme })
+}
+
+/// The host and port of an ldap:// or ldaps:// URL: a host (a name, an IPv4 address, or an
+/// IPv6 one in brackets), then at most one `:port` from 1 to 65535. What the LDAP library
+/// cannot parse is a typo (exit 2), never reported as an outage (75).
+fn check_host_port(url: &str, authority: &str) -> Result<(), String> {
+    const SUCH_AS: &str = "such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com";
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(rest) => {
+            let Some((v6, after)) = rest.split_once(']') else {
+                return Err(format!(
+                    "{url:?}: the IPv6 host's bracket is not closed, such as ldap://[::1]:389/ou=vouch"
+                ));
+            };
+            if v6.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("{url:?}: {v6:?} in brackets is not an IPv6 address"));
+            }
+            match after {
+                "" => (v6, None),
+                a => match a.strip_prefix(':') {
+                    Some(p) => (v6, Some(p)),
+                    None => return Err(format!("{url:?}: {a:?} after the IPv6 host is no :port, {SUCH_AS}")),
+                },
+            }
+        }
+        None => match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() || host.contains(['[', ']']) {
+        return Err(format!("{url:?}: no host name before the port, {SUCH_AS}"));
+    }
+    // A port that is no port (a second one, a typo) is a typo, not an outage.
+    if let Some(port) = port {
+        let valid =
+            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|p| p > 0);
+        if !valid {
+            return Err(format!("{url:?}: {port:?} is not a port number (1 to 65535), {SUCH_AS}"));
+        }
+    }
+    Ok(())
 }
 
 /// A base DN vouch will build names under: `attr=value` RDNs of plain characters (no
