@@ -73,6 +73,7 @@ pub(super) fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> 
 }
 
 pub(super) fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
+    super::refuse_retired_beside(cli)?;
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let body = read_file(&a.csr, crate::files::input::Kind::Csr)?;

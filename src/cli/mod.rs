@@ -206,6 +206,16 @@ fn read_file(path: &Path, kind: crate::files::input::Kind) -> Result<Vec<u8>, Er
     crate::error::read_input(path, kind)
 }
 
+/// A command that judges beside a data directory (`--dir`: `autosign`, `check`) without
+/// `--store`, where that directory's master uses a shared store: refused, whatever policy
+/// (and so whatever file journal) it was given, as the directory's own commands are.
+pub(super) fn refuse_retired_beside(cli: &Cli) -> Result<(), Error> {
+    match cli.dir.as_deref() {
+        Some(d) if cli.store_url().is_files() => bootstrap::DataDir::new(d).refuse_retired_file_store(),
+        _ => Ok(()),
+    }
+}
+
 /// Finds the policy: --policy, then VOUCH_POLICY, then VOUCH_DIR (or --dir), then /etc/vouch.
 pub fn find_policy(explicit: Option<&Path>, dir: Option<&Path>) -> Result<PathBuf, Error> {
     if let Some(p) = explicit {
