@@ -181,8 +181,9 @@ impl Authority {
         }
         let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
         // The policy's file journal is retired: a hook still pointed at it (run without
-        // --store) refuses instead of keeping a one-time use of its own.
-        if let (Some(j), Some(dir)) = (&shared_journal, &policy.replay_journal) {
+        // --store) refuses instead of keeping a one-time use of its own. Not by an
+        // unregistered open (a refused `vouch serve` leaves its directory as it was).
+        if let (Some(j), Some(dir), true) = (&shared_journal, &policy.replay_journal, register) {
             crate::store::journal::Journal::new(dir).retire(&j.describe()).map_err(|source| Error::Io {
                 path: dir.clone(),
                 op: "retire the file replay journal in",
@@ -218,8 +219,9 @@ impl Authority {
             audit_log: policy_audit_log,
             own_crl_seen: std::sync::Mutex::new(None),
         };
-        // A shared store: the fleet's root CRL, where it is newer than this directory's.
-        if auth.store.shares_root_crl() {
+        // A shared store: the fleet's root CRL, where it is newer than this directory's (not
+        // written by an unregistered open).
+        if register && auth.store.shares_root_crl() {
             auth.take_shared_root_crl();
         }
         // The root's CRL in this directory counts in every decision, whatever the policy lists.

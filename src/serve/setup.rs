@@ -110,8 +110,10 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
 }
 
 /// Refuses a service name that is a node's, or another master's (with a shared store: the
-/// other masters' service names are read first, and are no node's). The store is read
-/// without registering this master's CA: a refused start leaves the fleet as it was.
+/// other masters' service names are read first, and are no node's), and a service
+/// certificate to be issued that the issuance would refuse (its certname, the host's name
+/// without --server-name, another master's service's or an administrator's). The store is
+/// read without registering this master's CA: a refused start leaves the fleet as it was.
 fn refuse_server_names(dir: &DataDir, opts: &ServeOptions, now: OffsetDateTime) -> Result<(), Error> {
     let auth = Authority::open_as(dir, &opts.store, crate::authority::Opening::Unregistered)?;
     if let Err(e) = auth.read_fleet_names() {
@@ -124,6 +126,19 @@ fn refuse_server_names(dir: &DataDir, opts: &ServeOptions, now: OffsetDateTime) 
         if auth.another_masters_certname(name) {
             return Err(Error::ServerNameOfAnotherMaster { name: name.clone() });
         }
+    }
+    let (dns, ips) = service_cert::server_names(opts);
+    if !service_cert::server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
+        let certname = dns.first().map_or("localhost", String::as_str);
+        let spec = crate::authority::LocalSpec {
+            certname,
+            role: crate::issuance::certificate::LocalRole::Server,
+            dns_names: &dns,
+            ip_addresses: &ips,
+            key_type: opts.key_type,
+            replace: true,
+        };
+        auth.check_local(&spec, now)?;
     }
     Ok(())
 }
