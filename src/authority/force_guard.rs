@@ -16,20 +16,19 @@ use time::OffsetDateTime;
 
 impl Authority {
     /// Whose service certificate `name` is the certname of, if a master's: this master's
-    /// ("this master"), or another master's of the shared store ("another master").
-    pub fn service_certname_of(&self, name: &str) -> Option<&'static str> {
+    /// ("this master"), or another master's of the shared store ("another master"). The
+    /// other masters' names that cannot be read are an error (never taken as none).
+    pub fn service_certname_of(&self, name: &str) -> Result<Option<&'static str>, Error> {
         let own = std::fs::read(self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT))
             .ok()
             .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
             .map(|(_, der)| super::reserved::names_on_certificate(&der))
             .and_then(|names| names.into_iter().next());
         if own.is_some_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
-            return Some("this master");
+            return Ok(Some("this master"));
         }
-        if let Err(e) = self.read_fleet_names() {
-            tracing::warn!(event = "fleet-not-read", detail = %e);
-        }
-        self.another_masters_certname(name).then_some("another master")
+        self.read_fleet_names()?;
+        Ok(self.another_masters_certname(name).then_some("another master"))
     }
 
     /// Refuses (unless `force`) to revoke `certname`'s current certificate: a master's service
@@ -39,7 +38,7 @@ impl Authority {
             return Ok(());
         }
         let refused = |why| Err(Error::NeedsForce { certname: certname.to_string(), why });
-        if let Some(whose) = self.service_certname_of(certname) {
+        if let Some(whose) = self.service_certname_of(certname)? {
             return refused(NeedsForce::Service { whose });
         }
         let Some((rec, pem)) = self.certificate(certname)? else { return Ok(()) };
@@ -59,7 +58,13 @@ impl Authority {
     pub fn refuse_unforced_serial(&self, given: &str, force: bool, now: OffsetDateTime) -> Result<(), Error> {
         let Some(serial) = normal_serial(given).filter(|_| !force) else { return Ok(()) };
         for s in [serial.clone(), format!("00{serial}")] {
-            let Ok(Some(rec)) = self.store.record(&s) else { continue };
+            // A record that does not read is left to the revocation (its inventory line);
+            // any other error stops here.
+            let rec = match self.store.record(&s) {
+                Ok(Some(rec)) => rec,
+                Ok(None) | Err(crate::store::StoreError::Corrupt { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
             if rec.state == State::Issued
                 && self.certificate(&rec.certname)?.is_some_and(|(cur, _)| cur.serial == rec.serial)
             {
