@@ -356,17 +356,25 @@ fn second_ca(d1: &Path, dir: &Path) {
 /// fleet's bundle) and the directory marked.
 #[test]
 fn a_serve_refused_when_it_issues_its_service_certificate_leaves_the_fleet_as_it_was() {
-    let slapd = openldap_store();
+    refused_at_issuance(&openldap_store());
+}
+
+#[test]
+fn a_serve_refused_when_it_issues_its_service_certificate_leaves_the_fleet_as_it_was_on_389ds() {
+    refused_at_issuance(&Ds389::store("refused_at_issuance"));
+}
+
+fn refused_at_issuance(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
-    let m1 = Master::start(&slapd, &d1, &default_service_certname());
+    let m1 = Master::start(slapd, &d1, &default_service_certname());
     let cases: [&[&str]; 2] = [&[], &["--server-name", "vouch-admin"]];
     for (i, args) in cases.into_iter().enumerate() {
         let d = tmp.path().join(format!("m{}", i + 3));
         second_ca(&d1, &d);
         let before = slapd.ldapsearch(&format!("ou=cas,{}", slapd.base()), "(objectClass=vouchIssuer)", &["vouchCa"]);
         let mut cmd = common::serve_cmd(&d);
-        cmd.args(args).envs(store_env(&slapd));
+        cmd.args(args).envs(store_env(slapd));
         let child = common::spawn_serve(&mut cmd, &tmp.path().join(format!("m{}.log", i + 3)));
         let _dog = common::processes::Watchdog::kill_after(
             child.id() as i32,
@@ -393,12 +401,20 @@ fn a_serve_refused_when_it_issues_its_service_certificate_leaves_the_fleet_as_it
 /// refuses every vouched request (the journal is retired) until someone removes the mark.
 #[test]
 fn a_serve_refused_at_start_leaves_its_file_journal_usable() {
-    let slapd = openldap_store();
+    file_journal_usable(&openldap_store());
+}
+
+#[test]
+fn a_serve_refused_at_start_leaves_its_file_journal_usable_on_389ds() {
+    file_journal_usable(&Ds389::store("file_journal_usable"));
+}
+
+fn file_journal_usable(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d3) = (tmp.path().join("m1"), tmp.path().join("m3"));
-    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = Master::start(slapd, &d1, "ca1.test");
     second_ca(&d1, &d3);
-    let out = common::serve_cmd(&d3).args(["--server-name", "ca1.test"]).envs(store_env(&slapd)).output().unwrap();
+    let out = common::serve_cmd(&d3).args(["--server-name", "ca1.test"]).envs(store_env(slapd)).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(!d3.join("replay/MOVED-TO-SHARED-STORE").exists(), "the refused serve retired the file journal");
     // Its file store still signs a node its conductors vouched for.
@@ -441,10 +457,18 @@ fn a_marker_that_is_not_readable_text_still_retires_the_file_store() {
 /// are granted again. The directory's marker says the fleet's one-time use is in the store.
 #[test]
 fn the_hook_beside_a_retired_directory_refuses_without_store_whatever_its_policy() {
-    let slapd = openldap_store();
+    hook_beside_retired(&openldap_store());
+}
+
+#[test]
+fn the_hook_beside_a_retired_directory_refuses_without_store_whatever_its_policy_on_389ds() {
+    hook_beside_retired(&Ds389::store("hook_beside_retired"));
+}
+
+fn hook_beside_retired(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
-    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = Master::start(slapd, &d1, "ca1.test");
     let name = "web08.example.test";
     let attrs = common::agents::vouched(&d1, name, "classes:\n  - role::web\n");
     let (put, why, cert) = enroll(&m1, name, &csr_for(name, &attrs, &p256()));
@@ -469,15 +493,23 @@ fn the_hook_beside_a_retired_directory_refuses_without_store_whatever_its_policy
 /// store before, refused at its first start on the shared store, writes to the fleet.
 #[test]
 fn a_serve_refused_for_its_name_publishes_no_service_certificate() {
-    let slapd = openldap_store();
+    no_service_certificate_published(&openldap_store());
+}
+
+#[test]
+fn a_serve_refused_for_its_name_publishes_no_service_certificate_on_389ds() {
+    no_service_certificate_published(&Ds389::store("no_service_published"));
+}
+
+fn no_service_certificate_published(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d4) = (tmp.path().join("m1"), tmp.path().join("m4"));
-    let m1 = Master::start(&slapd, &d1, "ca1.test");
+    let m1 = Master::start(slapd, &d1, "ca1.test");
     second_ca(&d1, &d4);
     // Master 4 served on its own file store: it has a service certificate.
     drop(Master::start_env(&d4, "ca4.test", &[], &[]));
     assert!(d4.join("server/server_crt.pem").exists());
-    let out = common::serve_cmd(&d4).args(["--server-name", "ca1.test"]).envs(store_env(&slapd)).output().unwrap();
+    let out = common::serve_cmd(&d4).args(["--server-name", "ca1.test"]).envs(store_env(slapd)).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another master"), "{}", text(&out));
     let id4 = ca_id(&d4);
