@@ -14,7 +14,7 @@ pub use approval::NotApprovable;
 pub use mistake::Mistake;
 pub use puppet_ca::PuppetCaDefect;
 pub use template::TemplateProblem;
-pub use why::{AdminNameTaken, Unrenewable};
+pub use why::{AdminNameTaken, NeedsForce, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
 use crate::decision::Refusal;
@@ -143,6 +143,21 @@ pub enum Error {
     #[hint = "read the current state again ('vouch override show NAME' for an override, 'vouch list --all' \
               for certificates) and retry with what it shows"]
     StoreConflict { what: String },
+    /// A command without `--store` on the data directory of a master that uses a shared
+    /// store (`DIR/ca/MOVED-TO-SHARED-STORE`): its file store is retired; nothing was read
+    /// or written.
+    #[message("{} is the data directory of a master of the shared store {to}: its file store is retired, and \
+               this command would answer from (and write to) that empty file store; nothing was read or written",
+              dir.display())]
+    #[hint = "give the store as the master's vouch serve does: --store URL or VOUCH_STORE=URL (with its \
+              --ldap-bind-dn and --ldap-password-file, or VOUCH_LDAP_*); only if this directory left the \
+              shared store for good, remove DIR/ca/MOVED-TO-SHARED-STORE (docs/data-directory.md)"]
+    FileStoreRetired { dir: PathBuf, to: String },
+    /// `vouch revoke` / `vouch clean` of a master's service certname or of the last valid
+    /// administrator certificate, without `--force`: nothing was revoked.
+    #[message = "{certname} {why}; nothing was revoked"]
+    #[hint(with = Some(why.hint()))]
+    NeedsForce { certname: String, why: NeedsForce },
     /// `--store` or an LDAP option cannot be used.
     #[message = "store: {detail}"]
     #[hint = "docs/ldap.md lists the --store URL forms (files, ldap://, ldaps:// with --ldap-ca, ldapi://) \

@@ -495,6 +495,9 @@ fn overrides_compare_and_swap(slapd: &dyn Directory) {
     let tmp = tempfile::tempdir().unwrap();
     let d1 = tmp.path().join("m1");
     drop(Master::start(&slapd, &d1, "ca1.test"));
+    // The file store: another data directory (a shared store's master's own is retired).
+    let df = tmp.path().join("f1");
+    ok(&vouch().args(["ca", "init", "--dir", s(&df)]).output().unwrap());
     let name = "web01.example.test";
     let class = tmp.path().join("class.yaml");
     std::fs::write(&class, "classes:\n  - role::db\n").unwrap();
@@ -502,7 +505,7 @@ fn overrides_compare_and_swap(slapd: &dyn Directory) {
         let cmd = |args: &[&str]| {
             let mut c = if ldap { v(&slapd, &d1) } else { vouch() };
             if !ldap {
-                c.args(["--dir", s(&d1)]);
+                c.args(["--dir", s(&df)]);
             }
             c.args(args);
             c

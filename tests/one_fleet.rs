@@ -663,7 +663,7 @@ fn a_master_lost_for_good(slapd: &dyn Directory) {
     // first, then its entries removed.
     for e in listed.iter().filter(|e| e["issuer"] == id2.as_str()) {
         let name = e["name"].as_str().unwrap();
-        ok(&v(&slapd, &d1).args(["clean", name]).output().unwrap());
+        ok(&v(&slapd, &d1).args(["clean", "--force", name]).output().unwrap());
     }
     for dn in [
         format!("vouchCa={id2},ou=cas,{base}"),

@@ -1722,8 +1722,9 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
     assert!(!acert.exists() && !akey.exists());
     assert!(!server.banner.contains("completed:"), "{}", server.banner);
     assert!(server.stop());
-    // The banner's advice works: vouch-admin revoked, the next start makes a new credential.
-    ok(&vouch().args(["--dir", s(&dir), "revoke", "vouch-admin"]).output().unwrap());
+    // The banner's advice works: vouch-admin revoked (the last administrator: --force), the
+    // next start makes a new credential.
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "--force", "vouch-admin"]).output().unwrap());
     let server = Server::start(&dir, &[]);
     assert!(acert.exists() && akey.exists(), "{}", server.banner);
     assert_ne!(serial_of(&acert), admin_serial);
@@ -1749,7 +1750,7 @@ fn a_start_completes_the_credentials_an_interrupted_run_left_missing_and_replace
 
     // The administrator credential's certificate revoked while its files stay: the banner
     // no longer presents it as working.
-    ok(&vouch().args(["--dir", s(&dir), "revoke", "vouch-admin"]).output().unwrap());
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "--force", "vouch-admin"]).output().unwrap());
     let server = Server::start(&dir, &[]);
     assert!(
         server.banner.contains("missing: the administrator credential") && server.banner.contains("no longer"),

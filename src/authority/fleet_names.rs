@@ -56,13 +56,20 @@ impl Authority {
         let (siblings, _) =
             super::masters::fleet_masters(&root, &self.ca_der(), self.store.issuers()?, root_crl.as_deref());
         self.fleet.set(siblings.clone());
-        self.refresh_fleet_names(&siblings, OffsetDateTime::now_utc())?;
+        self.refresh_fleet_names(&siblings, OffsetDateTime::now_utc(), false)?;
         Ok(())
     }
 
     /// Reads the other masters' service certificates from the store (`siblings`: the master
-    /// CAs counted) and reserves their names from now on: how many names that is.
-    pub(super) fn refresh_fleet_names(&self, siblings: &[Vec<u8>], now: OffsetDateTime) -> Result<usize, Error> {
+    /// CAs counted) and reserves their names from now on: how many names that is. With
+    /// `republish` (the maintenance), this master's own is published again where the store's
+    /// copy is missing or another.
+    pub(super) fn refresh_fleet_names(
+        &self,
+        siblings: &[Vec<u8>],
+        now: OffsetDateTime,
+        republish: bool,
+    ) -> Result<usize, Error> {
         let own_id = self.ca_id();
         let mut ids: Vec<String> = siblings.iter().map(|ca| crate::store::ca_id(ca)).collect();
         ids.push(own_id.clone());
@@ -81,7 +88,9 @@ impl Authority {
                 Err(why) => refused_service(&id, &why),
             }
         }
-        self.republish_service_certificate(own_published.as_deref());
+        if republish {
+            self.republish_service_certificate(own_published.as_deref());
+        }
         // A master whose entry is gone (removed from the store) keeps the names it was last
         // seen with, as long as it counts: its names are not freed by whoever may write the store.
         let mut last = self.fleet.names.lock().unwrap_or_else(|e| e.into_inner());

@@ -86,6 +86,21 @@ impl Authority {
         .map(|stored| stored.issued)
     }
 
+    /// [`Authority::issue_local_for_key`]'s refusals of `spec`, judged without issuing or
+    /// locking anything: `vouch serve`'s service certificate, before its CA joins the fleet.
+    pub fn check_local(&self, spec: &LocalSpec<'_>, now: OffsetDateTime) -> Result<(), Error> {
+        let admin = spec.role == certificate::LocalRole::Admin;
+        self.check_local_name(spec.certname, admin)?;
+        let current = self.current_checked(spec.certname)?;
+        if admin {
+            self.check_admin_name_free(spec.certname, current.as_ref(), now)?;
+        }
+        if let Some(c) = &current {
+            local_supersedes(c, spec.certname, spec.role, spec.replace, &self.ca.cert_der, now)?;
+        }
+        Ok(())
+    }
+
     /// The name of a certificate of vouch's own: a certname, not Puppet's reserved one; an
     /// administrator's also no name the service or a Puppet server goes by.
     fn check_local_name(&self, certname: &str, admin: bool) -> Result<(), Error> {

@@ -290,7 +290,7 @@ impl Authority {
         }
         self.publish_own_crl_if_changed()?;
         self.take_sibling_crls(&siblings, now, &mut out)?;
-        out.reserved_names = self.refresh_fleet_names(&siblings, now)?;
+        out.reserved_names = self.refresh_fleet_names(&siblings, now, true)?;
         Ok(out)
     }
 

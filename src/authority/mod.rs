@@ -14,6 +14,7 @@ pub mod documents;
 pub mod fleet;
 mod fleet_apply;
 mod fleet_names;
+mod force_guard;
 mod group_commit;
 pub mod inventory;
 mod issue;
@@ -133,15 +134,39 @@ fn warn(what: &str, detail: &str) {
     tracing::warn!(event = "warning", what, detail);
 }
 
+/// How [`Authority::open_as`] opens the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// As every command does: a shared store registers this master's CA.
+    Joined,
+    /// A shared store read without registering this master's CA (nor marking the
+    /// directory): `vouch serve`'s refusals, checked before it joins the fleet.
+    Unregistered,
+    /// The file store even where the directory's master moved to a shared store: the
+    /// source of `vouch migrate`.
+    MigrateSource,
+}
+
 impl Authority {
     /// Opens the CA in `dir` with its `policy.toml`, on the file store.
     pub fn open(dir: &DataDir) -> Result<Self, Error> {
         Self::open_with(dir, &StoreUrl::default())
     }
 
-    /// Opens the CA in `dir` (its keys and policy) on the store `url` names.
+    /// Opens the CA in `dir` (its keys and policy) on the store `url` names. A shared store
+    /// registers this master's CA in it, and marks the directory's file store retired; the
+    /// file store of a directory so marked is refused ([`DataDir::refuse_retired_file_store`]).
     pub fn open_with(dir: &DataDir, url: &StoreUrl) -> Result<Self, Error> {
+        Self::open_as(dir, url, Opening::Joined)
+    }
+
+    /// Opens the CA as `how` says (`vouch serve`'s checks before it joins the fleet,
+    /// `vouch migrate`'s copy of a retired file store).
+    pub fn open_as(dir: &DataDir, url: &StoreUrl, how: Opening) -> Result<Self, Error> {
         dir.require(bootstrap::CA_CERT)?;
+        if url.is_files() && how != Opening::MigrateSource {
+            dir.refuse_retired_file_store()?;
+        }
         dir.check()?;
         let policy = Policy::load(&dir.policy())?;
         let bootstrap::CertAndKey { cert_der, key } =
@@ -152,11 +177,17 @@ impl Authority {
             source,
         })?;
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
-        let store = crate::store::open_store(url, dir.ca(), policy.replay_journal.as_deref(), &cert_der, &ca_pem)?;
+        let register = how != Opening::Unregistered;
+        let store =
+            crate::store::open_store(url, dir.ca(), policy.replay_journal.as_deref(), &cert_der, &ca_pem, register)?;
+        if register && !url.is_files() {
+            dir.mark_shared_store(&url.url)?;
+        }
         let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
         // The policy's file journal is retired: a hook still pointed at it (run without
-        // --store) refuses instead of keeping a one-time use of its own.
-        if let (Some(j), Some(dir)) = (&shared_journal, &policy.replay_journal) {
+        // --store) refuses instead of keeping a one-time use of its own. Not by an
+        // unregistered open (a refused `vouch serve` leaves its directory as it was).
+        if let (Some(j), Some(dir), true) = (&shared_journal, &policy.replay_journal, register) {
             crate::store::journal::Journal::new(dir).retire(&j.describe()).map_err(|source| Error::Io {
                 path: dir.clone(),
                 op: "retire the file replay journal in",
@@ -193,8 +224,9 @@ impl Authority {
             own_crl_seen: std::sync::Mutex::new(None),
             root_crl_read: std::sync::Mutex::new(None),
         };
-        // A shared store: the fleet's root CRL, where it is newer than this directory's.
-        if auth.store.shares_root_crl() {
+        // A shared store: the fleet's root CRL, where it is newer than this directory's (not
+        // written by an unregistered open).
+        if register && auth.store.shares_root_crl() {
             auth.take_shared_root_crl();
         }
         // The root's CRL in this directory counts in every decision, whatever the policy lists.
@@ -205,7 +237,12 @@ impl Authority {
     /// The command line's open: a wait for the store's lock is told on stderr
     /// ([`Store::announce_lock_waits`]).
     pub fn open_for_cli(dir: &DataDir, url: &StoreUrl) -> Result<Self, Error> {
-        let auth = Self::open_with(dir, url)?;
+        Self::open_for_cli_as(dir, url, Opening::Joined)
+    }
+
+    /// [`Authority::open_for_cli`], opened as `how` says.
+    pub fn open_for_cli_as(dir: &DataDir, url: &StoreUrl, how: Opening) -> Result<Self, Error> {
+        let auth = Self::open_as(dir, url, how)?;
         auth.store.announce_lock_waits();
         Ok(auth)
     }

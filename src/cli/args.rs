@@ -195,6 +195,11 @@ pub enum Command {
         /// cessation-of-operation (cessationOfOperation), privilege-withdrawn (privilegeWithdrawn).
         #[arg(long, default_value = "unspecified")]
         reason: String,
+        /// Revoke a master's service certificate (that master presents a revoked certificate,
+        /// refused by every agent, until its vouch serve restarts) or the store's last valid
+        /// administrator certificate (no client may then use the administrator API) too.
+        #[arg(long)]
+        force: bool,
     },
     /// Revoke a certname's certificate and forget it (and any pending request);
     /// exit 2 if the CA has neither for that name, 3 if the revocation is stored but the CRL
@@ -202,6 +207,10 @@ pub enum Command {
     Clean {
         /// The node to revoke and forget.
         certname: String,
+        /// Clean a master's service certname or the last administrator too (see `vouch
+        /// revoke --force`).
+        #[arg(long)]
+        force: bool,
     },
     /// Approve a node no conductor launched: issue its pending request with the
     /// classification set for it (`vouch override set`); only under `issuance.admin_approval`.

@@ -73,6 +73,7 @@ pub(super) fn certname_for(path: &Path, body: &[u8], explicit: Option<&str>) -> 
 }
 
 pub(super) fn check(cli: &Cli, a: &CheckArgs) -> Result<i32, Error> {
+    super::refuse_retired_beside(cli)?;
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let body = read_file(&a.csr, crate::files::input::Kind::Csr)?;
@@ -379,9 +380,10 @@ fn after_revocation(auth: &Authority) -> &'static str {
     }
 }
 
-pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Error> {
+pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    auth.refuse_unforced(certname, force, now(cli)?)?;
     let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
@@ -390,9 +392,10 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str) -> Result<i32, Err
     Ok(EXIT_OK)
 }
 
-pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str) -> Result<i32, Error> {
+pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    auth.refuse_unforced_serial(serial, force, now(cli)?)?;
     let done = auth.revoke_serial(serial, reason, now(cli)?)?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
@@ -414,8 +417,9 @@ pub(super) fn no_current(cli: &Cli, auth: &Authority, certname: &str, e: Error) 
     }
 }
 
-pub(super) fn clean(cli: &Cli, certname: &String) -> Result<i32, Error> {
+pub(super) fn clean(cli: &Cli, certname: &String, force: bool) -> Result<i32, Error> {
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
+    auth.refuse_unforced(certname, force, now(cli)?)?;
     // Like revoke and renew, a name the CA knows nothing about is an error (exit 2); so is
     // one the store lists without its certificate (clean would only remove a request).
     let revokes = auth.certificate(certname)?.is_some();

@@ -23,6 +23,7 @@ pub(super) fn autosign(cli: &Cli, a: &AutosignArgs) -> Result<i32, Error> {
         source,
     })?;
     let too_large = u64::try_from(body.len()).unwrap_or(u64::MAX) > limit;
+    super::refuse_retired_beside(cli)?;
     let policy_path = find_policy(a.policy.as_deref(), cli.dir.as_deref())?;
     let policy = Policy::load(&policy_path)?;
     let now = now(cli)?;

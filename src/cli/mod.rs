@@ -207,6 +207,16 @@ fn read_file(path: &Path, kind: crate::files::input::Kind) -> Result<Vec<u8>, Er
     crate::error::read_input(path, kind)
 }
 
+/// A command that judges beside a data directory (`--dir`: `autosign`, `check`) without
+/// `--store`, where that directory's master uses a shared store: refused, whatever policy
+/// (and so whatever file journal) it was given, as the directory's own commands are.
+pub(super) fn refuse_retired_beside(cli: &Cli) -> Result<(), Error> {
+    match cli.dir.as_deref() {
+        Some(d) if cli.store_url().is_files() => bootstrap::DataDir::new(d).refuse_retired_file_store(),
+        _ => Ok(()),
+    }
+}
+
 /// Finds the policy: --policy, then VOUCH_POLICY, then VOUCH_DIR (or --dir), then /etc/vouch.
 pub fn find_policy(explicit: Option<&Path>, dir: Option<&Path>) -> Result<PathBuf, Error> {
     if let Some(p) = explicit {
@@ -263,12 +273,16 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
             admin::new(cli, name, cert_out, key_out, key_type)
         }
         Command::List { all, format, conductor } => certs::list(cli, all, format, conductor.as_deref()),
-        Command::Revoke { certname: Some(certname), serial: None, reason } => certs::revoke(cli, certname, reason),
-        Command::Revoke { serial: Some(serial), reason, .. } => certs::revoke_serial(cli, serial, reason),
+        Command::Revoke { certname: Some(certname), serial: None, reason, force } => {
+            certs::revoke(cli, certname, reason, *force)
+        }
+        Command::Revoke { serial: Some(serial), reason, force, .. } => {
+            certs::revoke_serial(cli, serial, reason, *force)
+        }
         Command::Revoke { certname: None, serial: None, .. } => {
             Err(Error::Usage { detail: "give a certname or --serial".into() })
         }
-        Command::Clean { certname } => certs::clean(cli, certname),
+        Command::Clean { certname, force } => certs::clean(cli, certname, *force),
         Command::Approve(a) => approve::approve(cli, a),
         Command::Crl { out, fetch: true, ca_url: Some(url), cacert: Some(cacert) } => {
             compile::crl_fetch(url, cacert, out.as_deref().unwrap_or(Path::new("-")))

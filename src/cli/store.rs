@@ -3,7 +3,7 @@
 use super::args::{LdapCommand, OutFormat, OverrideCommand, SchemaFormat, StoreCommand, VerifyFormat};
 use super::output::say;
 use super::{dir, now, read_file, Cli, EXIT_OK};
-use crate::authority::Authority;
+use crate::authority::{Authority, Opening};
 use crate::error::Error;
 use crate::store::StoreUrl;
 
@@ -249,7 +249,7 @@ pub(super) fn migrate(cli: &Cli, to: &str) -> Result<i32, Error> {
         }
         other => other,
     })?;
-    let auth = Authority::open_for_cli(&data, &crate::store::StoreUrl::default())?;
+    let auth = Authority::open_for_cli_as(&data, &StoreUrl::default(), Opening::MigrateSource)?;
     let mut target = cli.store_url();
     target.url = to.to_string();
     let report = auth.migrate_to(&target, now(cli)?)?;

@@ -1,5 +1,6 @@
-//! Why a certificate does not renew ([`Unrenewable`]) and why a name cannot be an
-//! administrator's ([`AdminNameTaken`]): each reason's words and hint, stated beside it.
+//! Why a certificate does not renew ([`Unrenewable`]), why a name cannot be an
+//! administrator's ([`AdminNameTaken`]) and why a revocation needs `--force`
+//! ([`NeedsForce`]): each reason's words and hint, stated beside it.
 
 use vouch_derive::{Hint, Message};
 
@@ -98,4 +99,24 @@ fn node_name_hint(revoked: bool) -> &'static str {
         "choose another name for the administrator; the node's name is free only once the node is retired \
          and forgotten (`vouch clean NAME` revokes and forgets its certificate)"
     }
+}
+
+/// Why `vouch revoke` / `vouch clean` of a certname needs `--force`
+/// ([`super::Error::NeedsForce`]).
+#[derive(Debug, Clone, PartialEq, Eq, Message, Hint)]
+#[non_exhaustive]
+pub enum NeedsForce {
+    /// A master's service certname (`whose`: "this master" or "another master").
+    #[message = "is the certname of {whose}'s service certificate: revoked, it stays the certificate that master \
+                 presents, and every agent refuses that master until its vouch serve restarts and issues its own \
+                 certificate again"]
+    #[hint = "give --force to revoke it anyway, then restart that master's vouch serve at once (it issues a new \
+              service certificate at start); a node's certname is never a master's"]
+    Service { whose: &'static str },
+    /// The last valid administrator certificate of the store (the fleet's, on a shared store).
+    #[message = "holds the store's last valid administrator certificate (serial {serial}): revoked, no client may \
+                 use vouch serve's administrator API until another administrator certificate is made"]
+    #[hint = "make another administrator first ('vouch admin new NAME --cert-out FILE --key-out FILE' on a \
+              master's data directory), then revoke this one; or give --force to revoke it anyway"]
+    LastAdministrator { serial: String },
 }

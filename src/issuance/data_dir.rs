@@ -14,6 +14,11 @@ pub const CA_BUNDLE: &str = "ca_bundle.pem";
 /// The root's CRL (the master CA's is `ca_crl.pem`).
 pub const ROOT_CRL: &str = "root_crl.pem";
 pub const POLICY: &str = "policy.toml";
+/// In `DIR/ca/`: written (atomically) when the directory's master opens a shared store
+/// (`vouch serve --store URL`, any command given `--store URL`); it names the store's URL
+/// (no credentials). The directory's file store is retired from then on: a command that
+/// would open it (no `--store`) refuses instead of answering from an empty store.
+pub const SHARED_STORE_MARKER: &str = "MOVED-TO-SHARED-STORE";
 
 /// Credentials `vouch serve` keeps in the data directory (paths relative to it).
 pub const SERVER_CERT: &str = "server/server_crt.pem";
@@ -120,6 +125,69 @@ impl DataDir {
         }
         Ok(())
     }
+}
+
+impl DataDir {
+    /// The shared store this directory's master uses ([`SHARED_STORE_MARKER`]), if any. Deny
+    /// by default: anything under that name counts (a directory, a link, a FIFO, bytes that
+    /// are not UTF-8); only a regular file's first bytes are read, never blocking, and the
+    /// store named with its control characters replaced.
+    pub fn shared_store(&self) -> Option<String> {
+        let path = self.file(SHARED_STORE_MARKER);
+        let unreadable = |e: std::io::Error| format!("(a marker vouch cannot read: {e})");
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(unreadable(e)),
+            Ok(m) if !m.file_type().is_file() => Some("(a marker that is not a regular file)".into()),
+            Ok(_) => Some(read_marker(&path).unwrap_or_else(unreadable)),
+        }
+    }
+
+    /// Refuses to open the file store of a directory whose master uses a shared store:
+    /// before anything is created or rewritten in it.
+    pub fn refuse_retired_file_store(&self) -> Result<(), Error> {
+        match self.shared_store() {
+            Some(to) => Err(Error::FileStoreRetired { dir: self.dir.clone(), to }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the directory's file store retired in favour of the shared store `to`
+    /// (idempotent; written atomically).
+    pub fn mark_shared_store(&self, to: &str) -> Result<(), Error> {
+        if self.shared_store().is_some_and(|t| t == to) {
+            return Ok(());
+        }
+        let path = self.file(SHARED_STORE_MARKER);
+        crate::files::durable::write_replace(&path, format!("{to}\n").as_bytes(), 0o644).map_err(|source| Error::Io {
+            path,
+            op: "write",
+            source,
+        })
+    }
+}
+
+/// The most of a marker read: a URL.
+const MARKER_MAX: u64 = 4096;
+
+/// A regular file's first [`MARKER_MAX`] bytes as text, trimmed, control characters as `?`
+/// (opened without following a link and without blocking: a FIFO put there meanwhile is
+/// refused, not waited on).
+fn read_marker(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.take(MARKER_MAX).read_to_end(&mut bytes)?;
+    let to: String =
+        String::from_utf8_lossy(&bytes).trim().chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    Ok(if to.is_empty() { "(unnamed)".to_string() } else { to })
 }
 
 /// Creates a data directory (and missing parents) 0700: the one rule for a new DIR,

@@ -73,6 +73,9 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     if first_run.unfinished {
         notes.add("the conductor credential", conductor_credential(&dir, &conductor.0, &conductor.1, opts, now)?);
     }
+    // Every refusal before this master's first write to a shared store (its CA joins the
+    // fleet's bundle once registered).
+    refuse_server_names(&dir, opts, now)?;
     let auth = Authority::open_with(&dir, &opts.store)?;
     // The CRLs are made here only if one is missing (a first run: agents fetch them at
     // once). One that is merely due (a revocation not on it yet, its refresh window
@@ -81,19 +84,6 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     let crls = [dir.file("ca_crl.pem"), dir.file(bootstrap::ROOT_CRL)];
     if crls.iter().any(|f| !f.exists()) {
         auth.maintain(now)?;
-    }
-    // No name of the service is a node's (any master's, with a shared store: the other
-    // masters' service names are read first, and are no node's).
-    if let Err(e) = auth.read_fleet_names() {
-        tracing::warn!(event = "fleet-not-read", detail = %e);
-    }
-    for name in &opts.server_names {
-        if let Some(serial) = auth.name_of_a_node(name, now)? {
-            return Err(Error::ServerNameOfANode { name: name.clone(), serial });
-        }
-        if auth.another_masters_certname(name) {
-            return Err(Error::ServerNameOfAnotherMaster { name: name.clone() });
-        }
     }
     let served = server_credential(&auth, &dir, opts, now, &mut notes.lines)?;
     // Its names are reserved at every master of the fleet (the maintenance publishes it again
@@ -117,6 +107,40 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     };
     let credentials = Credentials { conductor, admin, served };
     report(&dir, first_run.created_ca, credentials, notes.lines, fleet)
+}
+
+/// Refuses a service name that is a node's, or another master's (with a shared store: the
+/// other masters' service names are read first, and are no node's), and a service
+/// certificate to be issued that the issuance would refuse (its certname, the host's name
+/// without --server-name, another master's service's or an administrator's). The store is
+/// read without registering this master's CA: a refused start leaves the fleet as it was.
+fn refuse_server_names(dir: &DataDir, opts: &ServeOptions, now: OffsetDateTime) -> Result<(), Error> {
+    let auth = Authority::open_as(dir, &opts.store, crate::authority::Opening::Unregistered)?;
+    if let Err(e) = auth.read_fleet_names() {
+        tracing::warn!(event = "fleet-not-read", detail = %e);
+    }
+    for name in &opts.server_names {
+        if let Some(serial) = auth.name_of_a_node(name, now)? {
+            return Err(Error::ServerNameOfANode { name: name.clone(), serial });
+        }
+        if auth.another_masters_certname(name) {
+            return Err(Error::ServerNameOfAnotherMaster { name: name.clone() });
+        }
+    }
+    let (dns, ips) = service_cert::server_names(opts);
+    if !service_cert::server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
+        let certname = dns.first().map_or("localhost", String::as_str);
+        let spec = crate::authority::LocalSpec {
+            certname,
+            role: crate::issuance::certificate::LocalRole::Server,
+            dns_names: &dns,
+            ip_addresses: &ips,
+            key_type: opts.key_type,
+            replace: true,
+        };
+        auth.check_local(&spec, now)?;
+    }
+    Ok(())
 }
 
 /// The first run's own steps (the CA, the conductor credential to start with) are marked

@@ -53,6 +53,9 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
     if scheme != "ldapi" && authority.is_empty() {
         return Err(format!("{url:?}: no host; such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com"));
     }
+    if scheme != "ldapi" {
+        check_host_port(url, authority)?;
+    }
     if scheme == "ldapi" && !authority.is_empty() && !percent_decode(authority)?.starts_with('/') {
         return Err(format!(
             "{url:?}: an ldapi:// URL names its socket path percent-encoded, such as %2Frun%2Fslapd%2Fldapi"
@@ -71,6 +74,48 @@ pub fn parse_ldap_url(url: &str) -> Result<LdapUrl, String> {
     }
     check_base_dn(&base).map_err(|e| format!("{url:?}: base DN {base:?}: {e}"))?;
     Ok(LdapUrl { address: format!("{scheme}://{authority}"), base, scheme })
+}
+
+/// The host and port of an ldap:// or ldaps:// URL: a host (a name, an IPv4 address, or an
+/// IPv6 one in brackets), then at most one `:port` from 1 to 65535. What the LDAP library
+/// cannot parse is a typo (exit 2), never reported as an outage (75).
+fn check_host_port(url: &str, authority: &str) -> Result<(), String> {
+    const SUCH_AS: &str = "such as ldap://127.0.0.1:389/ou=vouch,dc=example,dc=com";
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(rest) => {
+            let Some((v6, after)) = rest.split_once(']') else {
+                return Err(format!(
+                    "{url:?}: the IPv6 host's bracket is not closed, such as ldap://[::1]:389/ou=vouch"
+                ));
+            };
+            if v6.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!("{url:?}: {v6:?} in brackets is not an IPv6 address"));
+            }
+            match after {
+                "" => (v6, None),
+                a => match a.strip_prefix(':') {
+                    Some(p) => (v6, Some(p)),
+                    None => return Err(format!("{url:?}: {a:?} after the IPv6 host is no :port, {SUCH_AS}")),
+                },
+            }
+        }
+        None => match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() || host.contains(['[', ']']) {
+        return Err(format!("{url:?}: no host name before the port, {SUCH_AS}"));
+    }
+    // A port that is no port (a second one, a typo) is a typo, not an outage.
+    if let Some(port) = port {
+        let valid =
+            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok_and(|p| p > 0);
+        if !valid {
+            return Err(format!("{url:?}: {port:?} is not a port number (1 to 65535), {SUCH_AS}"));
+        }
+    }
+    Ok(())
 }
 
 /// A base DN vouch will build names under: `attr=value` RDNs of plain characters (no
@@ -184,16 +229,22 @@ impl StoreUrl {
 
 /// The store of the CA in `ca_dir` (files, whose log replays claims into `journal`, the
 /// policy's replay journal, where it names another data directory's) or at `url` (LDAP, as
-/// the master whose CA certificate is `ca_cert_der`/`ca_cert_pem`).
+/// the master whose CA certificate is `ca_cert_der`/`ca_cert_pem`, registered in it when
+/// `register`).
 pub fn open_store(
     url: &StoreUrl,
     ca_dir: PathBuf,
     journal: Option<&Path>,
     ca_cert_der: &[u8],
     ca_cert_pem: &str,
+    register: bool,
 ) -> Result<Arc<dyn Store>, Error> {
     match url.ldap(Some(super::ca_id(ca_cert_der)))? {
         None => Ok(Arc::new(FileStore::new(ca_dir).with_journal(journal.map(Path::to_path_buf)))),
+        Some(l) if !register => {
+            l.check_opened()?;
+            Ok(Arc::new(l))
+        }
         Some(l) => {
             if l.open_ca(ca_cert_pem)? {
                 // The first time this master CA uses the shared store: certificates its file

@@ -233,20 +233,44 @@ pub(super) fn status_put(
             Ok(ttl) => super::sign::sign(auth, name, who, ttl, now, events),
             Err(resp) => Ok(resp),
         },
-        "revoked" => match auth.revoke(name, "unspecified", false, now) {
-            Ok(_) => Ok(ApiResponse::empty(204)),
-            // Only a request: nothing to revoke (Puppet Server answers 409 too, and
-            // `puppetserver ca clean` then deletes the request).
-            Err(Error::NotFound { .. }) if auth.request(name)?.is_some() => Ok(ApiResponse::text(
-                409,
-                format!("Cannot revoke certificate for host {name} without a signed certificate"),
-            )),
-            Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
-            Err(e) => Err(e),
-        },
+        "revoked" => {
+            if let Some(resp) = unforced(auth, name, now)? {
+                return Ok(resp);
+            }
+            revoke(auth, name, now)
+        }
         other => {
             Ok(ApiResponse::text(400, format!("Bad Request: desired_state {other:?} is not one of: signed, revoked")))
         }
+    }
+}
+
+/// `desired_state: revoked` of `name`'s certificate (answered as Puppet Server does).
+fn revoke(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<ApiResponse, Error> {
+    match auth.revoke(name, "unspecified", false, now) {
+        Ok(_) => Ok(ApiResponse::empty(204)),
+        // Only a request: nothing to revoke (Puppet Server answers 409 too, and
+        // `puppetserver ca clean` then deletes the request).
+        Err(Error::NotFound { .. }) if auth.request(name)?.is_some() => Ok(ApiResponse::text(
+            409,
+            format!("Cannot revoke certificate for host {name} without a signed certificate"),
+        )),
+        Err(Error::NotFound { .. }) => Ok(not_found("certificate", name)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A revocation `vouch revoke` refuses without `--force` (a master's service certname, the
+/// store's last valid administrator certificate): refused here (409), as never forced over
+/// the API.
+fn unforced(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<Option<ApiResponse>, Error> {
+    match auth.refuse_unforced(name, false, now) {
+        Ok(()) => Ok(None),
+        Err(e @ Error::NeedsForce { .. }) => Ok(Some(ApiResponse::text(
+            409,
+            format!("{e} (over this API a revocation is never forced: 'vouch revoke --force' on a master does it)"),
+        ))),
+        Err(e) => Err(e),
     }
 }
 
@@ -262,6 +286,9 @@ pub(super) fn status_delete(
     }
     if auth.request(name)?.is_none() && auth.certificate(name)?.is_none() {
         return Ok(not_found("certificate_status", name));
+    }
+    if let Some(resp) = unforced(auth, name, now)? {
+        return Ok(resp);
     }
     events.push(Event::Admin { client: who.to_string(), action: "clean".into(), certname: name.to_string() });
     auth.revoke(name, "unspecified", true, now)?;

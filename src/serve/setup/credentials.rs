@@ -82,7 +82,8 @@ pub(super) fn admin_credential(
         (true, true) => Ok(admin.found()),
         (true, false) => Ok(Step::Missing(format!(
             "{} has no key beside it ({} is missing): remove the certificate and revoke {ADMIN_NAME} ('vouch revoke \
-             {ADMIN_NAME}') to have a new one made at the next start, or make one with 'vouch admin new NAME'",
+             --force {ADMIN_NAME}', the store's last administrator needs --force) to have a new one made at the next \
+             start, or make one with 'vouch admin new NAME'",
             cert.display(),
             key.display()
         ))),
@@ -151,9 +152,9 @@ impl AdminCredential<'_> {
         } else {
             Ok(Step::Missing(format!(
                 "{} has no certificate, and {ADMIN_NAME}'s current certificate (serial {}) is for \
-                 another key, held elsewhere: nothing was replaced; revoke it ('vouch revoke \
-                 {ADMIN_NAME}') to have one issued for this key at the next start, or make another \
-                 administrator with 'vouch admin new NAME'",
+                 another key, held elsewhere: nothing was replaced; revoke it ('vouch revoke --force \
+                 {ADMIN_NAME}', the store's last administrator needs --force) to have one issued for this key \
+                 at the next start, or make another administrator with 'vouch admin new NAME'",
                 self.key.display(),
                 rec.serial
             )))
@@ -176,8 +177,9 @@ impl AdminCredential<'_> {
             }
             return Ok(Step::Missing(format!(
                 "no administrator credential in {}: {ADMIN_NAME} already has a valid certificate (serial {}, \
-                 held elsewhere), so none was made; revoke it ('vouch revoke {ADMIN_NAME}') to have a new one \
-                 made at the next start, or make another administrator with 'vouch admin new NAME'",
+                 held elsewhere), so none was made; revoke it ('vouch revoke --force {ADMIN_NAME}', the store's \
+                 last administrator needs --force) to have a new one made at the next start, or make another \
+                 administrator with 'vouch admin new NAME'",
                 self.cert.parent().unwrap_or(self.cert).display(),
                 rec.serial,
             )));

@@ -51,7 +51,13 @@ pub fn server_names(opts: &ServeOptions) -> (Vec<String>, Vec<IpAddr>) {
 
 /// Whether the service certificate on disk is usable: present with its key, valid for
 /// a while yet, current in the store, and naming everything asked for.
-fn server_cert_ok(auth: &Authority, dir: &Path, dns: &[String], ips: &[IpAddr], now: OffsetDateTime) -> bool {
+pub(super) fn server_cert_ok(
+    auth: &Authority,
+    dir: &Path,
+    dns: &[String],
+    ips: &[IpAddr],
+    now: OffsetDateTime,
+) -> bool {
     let (cert, key) = (dir.join(SERVER_CERT), dir.join(SERVER_KEY));
     let Ok(pem) = std::fs::read(&cert) else { return false };
     if !key.exists() {

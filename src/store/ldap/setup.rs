@@ -28,16 +28,32 @@ impl LdapStore {
             let rdn = self.base.split(',').next().unwrap_or_default();
             let ou = rdn.strip_prefix("ou=").or_else(|| rdn.strip_prefix("OU="));
             let (true, Some(ou)) = (create_base, ou) else {
+                let how = match (create_base, ou) {
+                    (true, _) => "vouch creates only an ou= base: create this one first",
+                    (false, Some(_)) => "to create it, run 'vouch ldap init --create-base'",
+                    (false, None) => "vouch creates only an ou= base: create any other first",
+                };
                 return Err(StoreError::Ldap {
                     op: "use",
                     dn: self.base.clone(),
                     detail: format!(
-                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; \
-                         to create it, run 'vouch ldap init --create-base'{}",
-                        if ou.is_none() { " (vouch creates only an ou= base; create any other first)" } else { "" }
+                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; {how}"
                     ),
                 });
             };
+            // The base is made under an existing parent only: say which one is missing.
+            if let Some((_, parent)) = self.base.split_once(',') {
+                if self.read(&self.primary, parent)?.is_none() {
+                    return Err(StoreError::Ldap {
+                        op: "add",
+                        dn: self.base.clone(),
+                        detail: format!(
+                            "its parent {parent} does not exist (or the bind DN may not read it): check the URL \
+                             for a typo; --create-base creates only the base entry, under an existing parent"
+                        ),
+                    });
+                }
+            }
             let code = self.add(
                 &self.base,
                 vec![("objectClass", set("organizationalUnit")), ("ou", set(ou.as_bytes().to_vec()))],
@@ -131,6 +147,14 @@ impl LdapStore {
     /// CA (its entry holds its certificate and the counter of its revocations). True the
     /// first time this CA is registered.
     pub fn open_ca(&self, ca_cert_pem: &str) -> Result<bool, StoreError> {
+        self.check_opened()?;
+        let Some(ca) = &self.ca else { return Ok(false) };
+        self.register_ca(ca, ca_cert_pem)
+    }
+
+    /// [`LdapStore::open_ca`]'s checks, with nothing written: the server implements what
+    /// vouch needs, and the store's containers exist.
+    pub fn check_opened(&self) -> Result<(), StoreError> {
         self.check_server()?;
         for c in CONTAINERS {
             let dn = self.container(c);
@@ -144,7 +168,11 @@ impl LdapStore {
                 });
             }
         }
-        let Some(ca) = &self.ca else { return Ok(false) };
+        Ok(())
+    }
+
+    /// Registers this master's CA: true the first time.
+    fn register_ca(&self, ca: &str, ca_cert_pem: &str) -> Result<bool, StoreError> {
         let dn = self.ca_dn(ca);
         let code = self.add(
             &dn,

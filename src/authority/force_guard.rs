@@ -1,0 +1,113 @@
+//! What `vouch revoke` and `vouch clean` refuse without `--force` ([`Error::NeedsForce`]): a
+//! master's service certname (that master would present a revoked certificate until its
+//! `vouch serve` restarts), and the store's last valid administrator certificate (no client
+//! could use `vouch serve`'s administrator API). An administrator's certificate is one
+//! [`Authority::is_admin_certificate`] says is: Puppet's `pp_cli_auth` (`vouch admin new`,
+//! `DIR/admin/` made by `vouch serve`), or a fingerprint this master's `[serve] admins` lists.
+//! They are counted in the store the command opens: the fleet's on a shared store (any
+//! master's administrator is one at every master), this CA's on the file store.
+
+use super::revocation_input::normal_serial;
+use super::Authority;
+use crate::error::{Error, NeedsForce};
+use crate::store::{Current, State};
+use std::ops::ControlFlow;
+use time::OffsetDateTime;
+
+impl Authority {
+    /// Whose service certificate `name` is the certname of, if a master's: this master's
+    /// ("this master"), or another master's of the shared store ("another master"). The
+    /// other masters' names that cannot be read are an error (never taken as none).
+    pub fn service_certname_of(&self, name: &str) -> Result<Option<&'static str>, Error> {
+        let own = std::fs::read(self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT))
+            .ok()
+            .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
+            .map(|(_, der)| super::reserved::names_on_certificate(&der))
+            .and_then(|names| names.into_iter().next());
+        if own.is_some_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
+            return Ok(Some("this master"));
+        }
+        self.read_fleet_names()?;
+        Ok(self.another_masters_certname(name).then_some("another master"))
+    }
+
+    /// Refuses (unless `force`) to revoke `certname`'s current certificate: a master's service
+    /// certname, or the store's last valid administrator certificate.
+    pub fn refuse_unforced(&self, certname: &str, force: bool, now: OffsetDateTime) -> Result<(), Error> {
+        if force {
+            return Ok(());
+        }
+        let refused = |why| Err(Error::NeedsForce { certname: certname.to_string(), why });
+        if let Some(whose) = self.service_certname_of(certname)? {
+            return refused(NeedsForce::Service { whose });
+        }
+        let Some((rec, pem)) = self.certificate(certname)? else { return Ok(()) };
+        if !valid_at(rec.state, &rec.not_after, now) || !self.is_admin_certificate(&pem) {
+            return Ok(());
+        }
+        if self.another_valid_administrator(&rec.serial, now)? {
+            return Ok(());
+        }
+        refused(NeedsForce::LastAdministrator { serial: rec.serial })
+    }
+
+    /// [`Authority::refuse_unforced`] for `vouch revoke --serial`: the serial's certname,
+    /// where the serial is that certname's current, unrevoked certificate (an older one of a
+    /// service or an administrator is no longer presented). A serial not found is left to
+    /// the revocation's own errors.
+    pub fn refuse_unforced_serial(&self, given: &str, force: bool, now: OffsetDateTime) -> Result<(), Error> {
+        let Some(serial) = normal_serial(given).filter(|_| !force) else { return Ok(()) };
+        for s in [serial.clone(), format!("00{serial}")] {
+            // A record that does not read is left to the revocation (its inventory line);
+            // any other error stops here.
+            let rec = match self.store.record(&s) {
+                Ok(Some(rec)) => rec,
+                Ok(None) | Err(crate::store::StoreError::Corrupt { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if rec.state == State::Issued
+                && self.certificate(&rec.certname)?.is_some_and(|(cur, _)| cur.serial == rec.serial)
+            {
+                return self.refuse_unforced(&rec.certname, force, now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the store holds a valid administrator certificate besides `serial`: a walk
+    /// over the store's current certificates ([`crate::store::Store::for_each_current`]: the
+    /// LDAP store's is one paged search), stopped at the first.
+    fn another_valid_administrator(&self, serial: &str, now: OffsetDateTime) -> Result<bool, Error> {
+        let mut found = false;
+        let mut failed = None;
+        self.store.for_each_current(&mut |l, read| {
+            if l.revoked || l.serial == serial {
+                return ControlFlow::Continue(());
+            }
+            let c: Current = match read() {
+                Ok(Some(c)) => c,
+                Ok(None) => return ControlFlow::Continue(()),
+                // Not known: the walk stops, and the command with it (fails closed).
+                Err(e) => {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+            };
+            let other = c.record.serial != serial && valid_at(c.record.state, &c.record.not_after, now);
+            if other && self.is_admin_certificate(&c.pem) {
+                found = true;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })?;
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(found),
+        }
+    }
+}
+
+/// Issued and not expired at `now`.
+fn valid_at(state: State, not_after: &str, now: OffsetDateTime) -> bool {
+    state == State::Issued && crate::encoding::time::parse_rfc3339(not_after).ok().is_some_and(|t| t > now)
+}
