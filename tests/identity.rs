@@ -469,6 +469,7 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
     let retired = sign(&d, &y_csr, &[]);
     assert!(String::from_utf8_lossy(&retired.stderr).contains("retired"), "{}", text(&retired));
     std::fs::remove_file(d.join("replay/MOVED-TO-SHARED-STORE")).unwrap();
+    std::fs::remove_file(d.join("ca/MOVED-TO-SHARED-STORE")).unwrap();
     ok(&sign(&d, &y_csr, &[]));
     let raised = migrate();
     for line in [
@@ -570,10 +571,12 @@ fn migrate_is_refused_beside_a_running_serve_and_retires_the_file_journal() {
     assert!(err.contains("vouch serve is running") && err.contains("nothing was copied"), "{err}");
     let done = ok(&migrate());
     assert!(done.contains("template counts: 1 copied"), "{done}");
-    // The file journal retired: a use counted there now is refused, nothing counted.
+    // The file store and its journal retired: a certificate or a use granted there now is
+    // refused, nothing counted; and so is the hook with a policy of its own naming the journal.
     let after = sign(&d, &bound_csr(&d, &web(y), Some(&doc(y))), &[]);
-    assert_ne!(after.status.code(), Some(0), "a use counted in the file journal after migrate: {}", text(&after));
+    assert_ne!(after.status.code(), Some(0), "a use counted in the file store after migrate: {}", text(&after));
     assert!(String::from_utf8_lossy(&after.stderr).contains("retired"), "{}", text(&after));
+    assert!(d.join("ca/MOVED-TO-SHARED-STORE").exists(), "the data directory not marked");
 }
 
 /// Review: a master CA joining a fleet already on LDAP (`vouch migrate`, as docs/ldap.md

@@ -44,8 +44,11 @@ impl Authority {
         let lock = target.lock()?;
         report.push_str(&self.copy_requests(&target, &lock)?.line("pending requests"));
         report.push_str(&self.copy_overrides(&target, now)?.line("overrides"));
-        // The file journal retired before it is read: a hook (or anything else) that would
-        // claim or count in it from now on is refused, so nothing it grants is left behind.
+        // The file store and its journal retired before they are read: a command on this
+        // directory without --store, or a hook, that would issue, claim or count there from
+        // now on is refused, so nothing it grants is left behind (a re-run of migrate still
+        // reads them).
+        self.dir.mark_shared_store(&to.url)?;
         if let Some(dir) = &self.policy.replay_journal {
             crate::store::journal::Journal::new(dir).retire(&to.url).map_err(|source| Error::Io {
                 path: dir.clone(),
