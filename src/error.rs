@@ -22,8 +22,8 @@ use crate::files::input::{read_bounded, read_path, Kind};
 use std::path::{Path, PathBuf};
 use vouch_derive::{Hint, Message};
 use wording::{
-    crl_not_from_bundle, current_missing, io_hint, listen_hint, listen_message, policy_hint, reconcile_crl_not_written,
-    store_hint, CRL_AFTER_REVOCATION,
+    crl_not_from_bundle, current_missing, io_hint, listen_hint, listen_message, no_ca_hint, policy_hint,
+    reconcile_crl_not_written, staged_note, store_hint, CRL_AFTER_REVOCATION,
 };
 
 /// A command failed. Each variant has a message and a hint.
@@ -37,9 +37,9 @@ pub enum Error {
     #[message("{} already exists; refusing to overwrite it", path.display())]
     #[hint = "choose another path, or move the existing file away first"]
     AlreadyExists { path: PathBuf },
-    #[message("no CA in {}", dir.display())]
-    #[hint = "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA"]
-    NoCa { dir: PathBuf },
+    #[message("no CA in {}{}", dir.display(), staged_note(staged))]
+    #[hint(with = Some(no_ca_hint(staged)))]
+    NoCa { dir: PathBuf, staged: Option<PathBuf> },
     /// The data directory cannot be used: not a directory, or closed to this user.
     #[message("cannot use {} as the CA's data directory: {detail}", dir.display())]
     #[hint = "point --dir / VOUCH_DIR at the CA's data directory, and run vouch as the user that owns it \

@@ -289,6 +289,15 @@ fn a_killed_imports_staging_directory_is_removed_by_the_next_import_and_named_by
     let left = staging_dirs(&dir);
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].join("ca_key.pem").exists() && !dir.join("ca").exists());
+    // Before the re-run: a command on the directory says a stopped run left it, and that
+    // the same import again finishes it (not "run 'vouch ca init'", an unrelated CA).
+    for args in [&["list"][..], &["store", "verify"]] {
+        let o = vouch().args(["--dir", s(&dir)]).args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&left[0].display().to_string()) && err.contains("again"), "{args:?}: {err}");
+        assert!(!err.contains("run 'vouch ca init"), "{args:?}: {err}");
+    }
     let o = import(&dir, &cadir);
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);

@@ -146,3 +146,26 @@ pub(super) fn reconcile_crl_not_written(
         names.join(", ")
     )
 }
+
+/// [`super::Error::NoCa`]'s note when a stopped `ca init` or import left its staging
+/// directory (the new `ca/`, never renamed into place) in the data directory.
+pub(super) fn staged_note(staged: &Option<PathBuf>) -> String {
+    match staged {
+        Some(p) => format!(
+            " (a `ca init` or `vouch import` was stopped before it finished: its staging directory {} is there)",
+            p.display()
+        ),
+        None => String::new(),
+    }
+}
+
+/// [`super::Error::NoCa`]'s hint: with a stopped run's staging directory, the same command again.
+pub(super) fn no_ca_hint(staged: &Option<PathBuf>) -> &'static str {
+    match staged {
+        Some(_) => {
+            "run the same `vouch import` (or `vouch ca init`) again: it removes what the stopped run left and \
+                    finishes; a new `ca init` instead would make an unrelated CA"
+        }
+        None => "run 'vouch ca init --dir DIR' first, or point --dir / VOUCH_DIR at the CA",
+    }
+}

@@ -95,7 +95,8 @@ impl DataDir {
             )));
         }
         if e.kind() == std::io::ErrorKind::NotFound {
-            return Err(Error::NoCa { dir: self.dir.clone() });
+            let staged = super::staging::find(&self.dir).into_iter().next().map(|s| s.path);
+            return Err(Error::NoCa { dir: self.dir.clone(), staged });
         }
         Err(Error::Io { path: file, op: "read", source: e })
     }
