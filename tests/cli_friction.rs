@@ -502,7 +502,7 @@ fn renew_of_a_revoked_an_administrators_or_an_expired_certificate_says_which_and
     }
     assert_eq!(inventory(), before, "something was issued");
     // The administrator's, revoked: said so too.
-    ok(&ca.run(&["revoke", "alice"]));
+    ok(&ca.run(&["revoke", "--force", "alice"])); // the CA's only administrator
     let (code, error, _) = ca.fails(&["renew", "alice", "--out", "-"]);
     assert_eq!(code, Some(2));
     assert!(error.ends_with("is an administrator's (`vouch admin new`), not a node's, and revoked"), "{error}");
