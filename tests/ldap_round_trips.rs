@@ -712,3 +712,76 @@ impl HoldingProxy {
         cv.notify_all();
     }
 }
+
+/// Review: `vouch revoke` run on the data directory (its file store) while `vouch migrate`
+/// copies it. The revoke passes the retired-store check before migrate marks the directory,
+/// then waits for the file store's lock migrate holds; once migrate has marked the store
+/// retired and let go, the revoke writes its revocation into the retired file store and says
+/// it revoked. No master reads that store: the certificate stays valid on the shared store.
+/// What must hold: the revoke is refused (the store retired), or its revocation is on the
+/// shared store. (Fails while the marker is read only before the store's lock is taken.)
+#[test]
+fn a_revoke_waiting_for_migrates_lock_is_not_left_in_the_retired_file_store() {
+    let slapd = slapd();
+    let tmp = tempfile::tempdir().unwrap();
+    let d1 = tmp.path().join("m1");
+    let name = "raced-revoke.example.test";
+    {
+        let m = Master::start_env(&d1, "ca1.test", &[], &[]);
+        let attrs = common::agents::vouched(&d1, name, CLASSIFICATION);
+        let (put, why, cert) = enroll(&m, name, &csr_for(name, &attrs, &p256()));
+        assert_eq!(put, 200, "{why}");
+        assert!(cert.is_some(), "no certificate on the file store:\n{}", m.log());
+    }
+    let proxy = HoldingProxy::start(slapd.port());
+    let env: Vec<(String, String)> = via(&slapd, &proxy).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let url = format!("ldap://127.0.0.1:{}/{}", proxy.port, BASE.replace(',', "%2C").replace('=', "%3D"));
+    // migrate holds the file store's lock from its start; its first certificate's add is held.
+    proxy.hold_add_of("ou=certnames");
+    let migrate = vouch()
+        .envs(env)
+        .args(["--dir", s(&d1), "migrate", "--to", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(proxy.wait_held(Duration::from_secs(60)), "migrate never copied a certificate");
+    let (out, err) = (tmp.path().join("revoke.out"), tmp.path().join("revoke.err"));
+    let revoke = vouch()
+        .args(["--dir", s(&d1), "revoke", name])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // The revoke waits for the lock migrate holds (it says so after a second).
+    common::processes::Wait::up_to(Duration::from_secs(30))
+        .showing(|| std::fs::read_to_string(&err).unwrap_or_default())
+        .until("the revoke waiting for migrate's lock", || {
+            std::fs::read_to_string(&err).unwrap_or_default().contains("waiting for the store's lock")
+        });
+    proxy.release();
+    let migrated = migrate.wait_with_output().unwrap();
+    assert!(migrated.status.success(), "{}", text(&migrated));
+    let revoked = revoke.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    if !revoked.status.success() {
+        assert!(said.contains("retired"), "the revoke failed for another reason: {said}");
+        return;
+    }
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&ok(&vouch()
+        .envs(store_env(&slapd))
+        .args(["--dir", s(&d1), "list", "--all", "--format", "json"])
+        .output()
+        .unwrap()))
+    .unwrap();
+    let on_ldap: Vec<&serde_json::Value> = listed.iter().filter(|e| e["name"] == name).collect();
+    assert!(
+        on_ldap.iter().any(|e| e["state"] == "revoked"),
+        "vouch revoke said it revoked ({said}), but the shared store holds no revocation: {on_ldap:?}\nmigrate: {}",
+        text(&migrated)
+    );
+}
