@@ -556,3 +556,54 @@ fn a_store_url_the_ldap_library_cannot_parse_is_a_usage_error() {
         assert_eq!(out.status.code(), Some(2), "{url}: {}", text(&out));
     }
 }
+
+/// Review: the last-administrator guard is judged before the store's lock is taken. Two
+/// `vouch revoke`s, one of alice and one of bob (the store's only administrators), started
+/// while the file store's lock is held elsewhere (a third command at work): each counts the
+/// other as the valid administrator left, both wait for the lock, and both revoke. No valid
+/// administrator certificate is left, with no --force given. What must hold: one of the two
+/// is refused. (Fails while the guard is judged outside the lock the revocation takes.)
+#[test]
+fn two_revokes_at_once_of_the_last_two_administrators_leave_one() {
+    use std::os::fd::AsRawFd;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("ca");
+    ok(&vouch().args(["ca", "init", "--dir", s(&d)]).output().unwrap());
+    admin_new(&d, &[], "alice");
+    admin_new(&d, &[], "bob");
+    // Another process at work on the store: its lock held while both revokes start.
+    let lock = std::fs::OpenOptions::new().read(true).write(true).open(d.join("ca/.lock")).unwrap();
+    // SAFETY: flock(2) on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let revoke = |name: &str| {
+        let err = tmp.path().join(format!("{name}.err"));
+        let child = vouch()
+            .args(["--dir", s(&d), "revoke", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        (child, err)
+    };
+    let (mut a, a_err) = revoke("alice");
+    let (mut b, b_err) = revoke("bob");
+    let said = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    for err in [&a_err, &b_err] {
+        common::processes::Wait::up_to(std::time::Duration::from_secs(30)).showing(|| said(err)).until(
+            "a revoke waiting for the store's lock, or refused",
+            || {
+                let t = said(err);
+                t.contains("waiting for the store's lock") || t.contains("last valid administrator")
+            },
+        );
+    }
+    drop(lock);
+    let (ra, rb) = (a.wait().unwrap(), b.wait().unwrap());
+    let listed = ok(&run_in(&d, &[], &["list", "--all"]));
+    assert!(
+        !(ra.success() && rb.success()),
+        "both administrators revoked without --force, none left:\n{listed}\nalice: {}\nbob: {}",
+        said(&a_err),
+        said(&b_err)
+    );
+}
