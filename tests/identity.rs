@@ -981,3 +981,89 @@ fn instance_claims_reached_through_a_link_do_not_fail_every_hook() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+/// Review: a `vouch migrate` cut off between its template use records and its template counts
+/// (the LDAP connection lost; the directory already marked), a use of the same template made
+/// by a master on the LDAP store meanwhile (its count absent there: counted from zero), and
+/// migrate run again to finish, as its error says. The re-run takes the LDAP count for this
+/// store's own copied before (its use record was there before this run: the interrupted run
+/// put it there) and keeps the lower count: the template of two uses, spent on the file store
+/// once and on LDAP once, grants a third instance. (Fails while a use record copied without
+/// its count is taken for the count copied.)
+#[test]
+fn migrate_rerun_after_a_cut_between_use_records_and_counts_grants_no_use_past_max_uses() {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let c = cloud();
+    let d = bound_ca(&c, "2");
+    let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
+    let web = |id: &str| format!("{id}.web.asg.example.test");
+    let (x, y, z) = ("i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c");
+    ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
+    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let base = slapd.base();
+    let cut = cutting_proxy(slapd.port());
+    let via = format!("ldap://127.0.0.1:{cut}/{}", base.replace(',', "%2C").replace('=', "%3D"));
+    let first = vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &via]).output().unwrap();
+    assert!(!first.status.success(), "the cut migrate succeeded: {}", text(&first));
+    // A master on LDAP: a use of the template (its count not there yet).
+    {
+        let m = Master::start(&slapd, &d, "ca1.test");
+        let (_, why, cert) = enroll(&m, &web(y), &std::fs::read(bound_csr(&d, &web(y), Some(&doc(y)))).unwrap());
+        assert!(cert.is_some(), "the second use (of two) refused: {why}\n{}", m.log());
+    }
+    let url = slapd.url(&base);
+    let again = ok(&vouch().envs(env).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
+    let m = Master::start(&slapd, &d, "ca1.test");
+    let (_, why, cert) = enroll(&m, &web(z), &std::fs::read(bound_csr(&d, &web(z), Some(&doc(z)))).unwrap());
+    assert!(
+        cert.is_none(),
+        "a third use of a template of two (one on the file store, one on LDAP): {why}\nfirst run: {}\nre-run: {again}",
+        text(&first)
+    );
+}
+
+/// A TCP proxy in front of port `to` that cuts the connection (both ways) at the first add
+/// request carrying a template count (`count:`), never sending it. Its port.
+fn cutting_proxy(to: u16) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (s_in, c_out) = (server, client);
+            let (mut s_in2, mut c_out2) = (s_in.try_clone().unwrap(), c_out.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_in2, &mut c_out2);
+                let _ = c_out2.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
+                while let Ok(n) = c_in.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(len) = common::ldap_proxy::element_len(&buf) {
+                        let msg: Vec<u8> = buf.drain(..len).collect();
+                        let add = common::ldap_proxy::request_dn(&msg, 0x68).is_some();
+                        if add && msg.windows(6).any(|w| w == b"count:") {
+                            let _ = s_in.shutdown(std::net::Shutdown::Both);
+                            let _ = c_out.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                        if s_out.write_all(&msg).is_err() {
+                            return;
+                        }
+                    }
+                }
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
