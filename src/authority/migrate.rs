@@ -172,23 +172,18 @@ impl Authority {
         let Some(dir) = &self.policy.replay_journal else { return Ok(String::new()) };
         let cells = crate::store::journal::Journal::new(dir).template_cells_at(now)?;
         let (mut counts, mut uses, mut instances) = (Counts::default(), Counts::default(), Counts::default());
-        // Use records, counts, then claims: each step keeps what is there, so an interrupted
+        // Counts, use records, then claims: each step keeps what is there, so an interrupted
         // run is finished by the next (a master meanwhile writes a missing record of a
-        // count's last instance with the count's number, the file store's too).
-        // A count the shared store holds is this store's copied by an earlier run (and maybe
-        // counted on since) when this store's last use was there before this run, or when
-        // its own last use is one of this store's; else it was counted there on its own.
+        // count's last instance with the count's number, the file store's too). Counts
+        // first: a master that uses a template after its count was copied counts on from it.
+        // A count the shared store holds is this store's, copied by an earlier run (and maybe
+        // counted on since), when this store's last use was recorded there before this run
+        // (only a copy of this store's count, or the master counting past it, writes that
+        // record), or when its own last use is one of this store's; else it was counted there
+        // on its own, from zero, and the two are summed.
         let ours: std::collections::HashSet<String> = cells.uses.iter().map(|u| u.digest.clone()).collect();
-        let mut held_before = std::collections::HashSet::new();
-        for u in &cells.uses {
-            let imported = target.import_template_use(u)?;
-            if imported == Imported::Present {
-                held_before.insert(u.digest.clone());
-            }
-            counts_of(&mut uses, &imported);
-        }
         for c in &cells.counts {
-            let copied_before = held_before.contains(&c.value.last);
+            let copied_before = !c.value.last.is_empty() && target.template_use_present(&c.value.last)?;
             let imported = target.import_template_count(c, &|last| copied_before || ours.contains(last))?;
             match imported {
                 Imported::Raised { from } => notes.push(format!(
@@ -205,6 +200,9 @@ impl Authority {
                 _ => {}
             }
             counts_of(&mut counts, &imported);
+        }
+        for u in &cells.uses {
+            counts_of(&mut uses, &target.import_template_use(u)?);
         }
         for i in &cells.instances {
             let imported = target.import_instance_claim(i)?;

@@ -178,8 +178,9 @@ impl Authority {
         })?;
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
         let register = how != Opening::Unregistered;
-        let store =
-            crate::store::open_store(url, dir.ca(), policy.replay_journal.as_deref(), &cert_der, &ca_pem, register)?;
+        let journal = policy.replay_journal.as_deref();
+        let migrate_source = how == Opening::MigrateSource;
+        let store = crate::store::open_store(url, dir.ca(), journal, &cert_der, &ca_pem, register, migrate_source)?;
         if register && !url.is_files() {
             dir.mark_shared_store(&url.url)?;
         }

@@ -119,7 +119,22 @@ impl Authority {
     /// was being revoked (a renewal racing a revocation for key compromise) is revoked, and
     /// the certname read again and its current certificate revoked too (bounded).
     pub fn revoke(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
-        let msg = self.revoke_retried(certname, reason, clean, now)?;
+        self.revoke_guarded(certname, reason, clean, true, now)
+    }
+
+    /// [`Authority::revoke`] as `vouch revoke`, `vouch clean` and the API ask it: unless
+    /// `force`, a master's service certname and the store's last valid administrator
+    /// certificate are refused ([`Authority::refuse_unforced`]), judged under the store's
+    /// lock so that two revocations at once cannot each count the other as the one left.
+    pub fn revoke_guarded(
+        &self,
+        certname: &str,
+        reason: &str,
+        clean: bool,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
+        let msg = self.revoke_retried(certname, reason, clean, force, now)?;
         if !clean {
             return Ok(msg);
         }
@@ -131,10 +146,17 @@ impl Authority {
     }
 
     /// [`Authority::revoke`] without what a clean does after it.
-    fn revoke_retried(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
+    fn revoke_retried(
+        &self,
+        certname: &str,
+        reason: &str,
+        clean: bool,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
         let mut done = Vec::new();
         for _ in 0..4 {
-            match self.revoke_once(certname, reason, clean, now) {
+            match self.revoke_once(certname, reason, clean, force, now) {
                 Err(Error::StoreConflict { .. }) => {
                     done.push("a certificate replaced meanwhile was revoked".to_string())
                 }
@@ -154,6 +176,18 @@ impl Authority {
     /// still puts it on the CRL). A serial as openssl prints it (no leading zero octet) finds
     /// the one the store keeps with it.
     pub fn revoke_serial(&self, given: &str, reason: &str, now: OffsetDateTime) -> Result<String, Error> {
+        self.revoke_serial_guarded(given, reason, true, now)
+    }
+
+    /// [`Authority::revoke_serial`] as `vouch revoke --serial` asks it: unless `force`, the
+    /// guard of [`Authority::revoke_guarded`], under the store's lock.
+    pub fn revoke_serial_guarded(
+        &self,
+        given: &str,
+        reason: &str,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
         if reason_code(reason).is_none() {
             return Err(Error::Usage {
                 detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
@@ -162,6 +196,7 @@ impl Authority {
         let serial = normal_serial(given).ok_or_else(|| Error::SerialInvalid { given: given.to_string() })?;
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
+        self.refuse_unforced_serial(given, force, now)?;
         let rec = self.record_by_serial(serial)?;
         self.revoke_found(&lock, rec, reason, now)
     }
@@ -315,7 +350,14 @@ impl Authority {
         ))
     }
 
-    fn revoke_once(&self, certname: &str, reason: &str, clean: bool, now: OffsetDateTime) -> Result<String, Error> {
+    fn revoke_once(
+        &self,
+        certname: &str,
+        reason: &str,
+        clean: bool,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<String, Error> {
         if reason_code(reason).is_none() {
             return Err(Error::Usage {
                 detail: format!("unknown revocation reason {reason:?}; one of {}", REASONS.join(", ")),
@@ -325,6 +367,7 @@ impl Authority {
         // A revocation checkpoints first, under the lock: what the flush can write before, it does.
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
+        self.refuse_unforced(certname, force, now)?;
         // Never another node's certificate in this certname's name (a damaged store).
         let Some(current) = self.current_checked(certname)? else {
             if clean {

@@ -383,8 +383,9 @@ fn after_revocation(auth: &Authority) -> &'static str {
 pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
-    auth.refuse_unforced(certname, force, now(cli)?)?;
-    let done = auth.revoke(certname, reason, false, now(cli)?).map_err(|e| no_current(cli, &auth, certname, e))?;
+    let done = auth
+        .revoke_guarded(certname, reason, false, force, now(cli)?)
+        .map_err(|e| no_current(cli, &auth, certname, e))?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
         note(after_revocation(&auth));
@@ -395,8 +396,7 @@ pub(super) fn revoke(cli: &Cli, certname: &str, reason: &str, force: bool) -> Re
 pub(super) fn revoke_serial(cli: &Cli, serial: &str, reason: &str, force: bool) -> Result<i32, Error> {
     let reason = canonical_reason(reason)?;
     let auth = Authority::open_for_cli(&dir(cli)?, &cli.store_url())?;
-    auth.refuse_unforced_serial(serial, force, now(cli)?)?;
-    let done = auth.revoke_serial(serial, reason, now(cli)?)?;
+    let done = auth.revoke_serial_guarded(serial, reason, force, now(cli)?)?;
     say_done!("{done}")?;
     if !done.ends_with(crate::authority::ALREADY_REVOKED) {
         note(after_revocation(&auth));
@@ -429,7 +429,7 @@ pub(super) fn clean(cli: &Cli, certname: &String, force: bool) -> Result<i32, Er
             e => return Err(e),
         }
     }
-    say_done!("{}", auth.revoke(certname, "cessationOfOperation", true, now(cli)?)?)?;
+    say_done!("{}", auth.revoke_guarded(certname, "cessationOfOperation", true, force, now(cli)?)?)?;
     if revokes {
         note(after_revocation(&auth));
     }

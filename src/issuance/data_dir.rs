@@ -18,7 +18,7 @@ pub const POLICY: &str = "policy.toml";
 /// (`vouch serve --store URL`, any command given `--store URL`); it names the store's URL
 /// (no credentials). The directory's file store is retired from then on: a command that
 /// would open it (no `--store`) refuses instead of answering from an empty store.
-pub const SHARED_STORE_MARKER: &str = "MOVED-TO-SHARED-STORE";
+pub const SHARED_STORE_MARKER: &str = crate::store::RETIRED_MARKER;
 
 /// Credentials `vouch serve` keeps in the data directory (paths relative to it).
 pub const SERVER_CERT: &str = "server/server_crt.pem";

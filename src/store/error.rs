@@ -50,6 +50,12 @@ pub enum StoreError {
         path: PathBuf,
         to: String,
     },
+    /// The data directory's file store, retired by its master's move to a shared store
+    /// (found under the store's lock: `vouch migrate` marked it while this waited).
+    FileStoreRetired {
+        dir: PathBuf,
+        to: String,
+    },
     /// The LDAP server answered with an error vouch does not expect (schema missing, access
     /// denied, a damaged entry).
     Ldap {
@@ -81,6 +87,9 @@ impl std::fmt::Display for StoreError {
             StoreError::Unconfirmed { detail } => write!(f, "not confirmed on the replicas: {detail}"),
             StoreError::Conflict { what } => write!(f, "{what}; nothing was written"),
             StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
+            StoreError::FileStoreRetired { dir, to } => {
+                write!(f, "the file store of {} is retired: its master moved to the shared store {to}", dir.display())
+            }
             StoreError::JournalMoved { path, to } => write!(
                 f,
                 "the replay journal {} is retired: the fleet's one-time use is in the shared store {to} \
@@ -119,6 +128,7 @@ impl From<StoreError> for crate::error::Error {
             }
             e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
             StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
+            StoreError::FileStoreRetired { dir, to } => crate::error::Error::FileStoreRetired { dir, to },
             e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },
             e => crate::error::Error::Store { detail: e.to_string() },
         }

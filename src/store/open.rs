@@ -230,7 +230,7 @@ impl StoreUrl {
 /// The store of the CA in `ca_dir` (files, whose log replays claims into `journal`, the
 /// policy's replay journal, where it names another data directory's) or at `url` (LDAP, as
 /// the master whose CA certificate is `ca_cert_der`/`ca_cert_pem`, registered in it when
-/// `register`).
+/// `register`; a retired file store locked only as `vouch migrate`'s source).
 pub fn open_store(
     url: &StoreUrl,
     ca_dir: PathBuf,
@@ -238,9 +238,13 @@ pub fn open_store(
     ca_cert_der: &[u8],
     ca_cert_pem: &str,
     register: bool,
+    migrate_source: bool,
 ) -> Result<Arc<dyn Store>, Error> {
     match url.ldap(Some(super::ca_id(ca_cert_der)))? {
-        None => Ok(Arc::new(FileStore::new(ca_dir).with_journal(journal.map(Path::to_path_buf)))),
+        None => {
+            let files = FileStore::new(ca_dir).with_journal(journal.map(Path::to_path_buf));
+            Ok(Arc::new(if migrate_source { files.reading_retired() } else { files }))
+        }
         Some(l) if !register => {
             l.check_opened()?;
             Ok(Arc::new(l))

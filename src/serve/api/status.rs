@@ -247,8 +247,9 @@ pub(super) fn status_put(
 
 /// `desired_state: revoked` of `name`'s certificate (answered as Puppet Server does).
 fn revoke(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<ApiResponse, Error> {
-    match auth.revoke(name, "unspecified", false, now) {
+    match auth.revoke_guarded(name, "unspecified", false, false, now) {
         Ok(_) => Ok(ApiResponse::empty(204)),
+        Err(e @ Error::NeedsForce { .. }) => Ok(never_forced(&e)),
         // Only a request: nothing to revoke (Puppet Server answers 409 too, and
         // `puppetserver ca clean` then deletes the request).
         Err(Error::NotFound { .. }) if auth.request(name)?.is_some() => Ok(ApiResponse::text(
@@ -266,12 +267,17 @@ fn revoke(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<ApiRespon
 fn unforced(auth: &Authority, name: &str, now: OffsetDateTime) -> Result<Option<ApiResponse>, Error> {
     match auth.refuse_unforced(name, false, now) {
         Ok(()) => Ok(None),
-        Err(e @ Error::NeedsForce { .. }) => Ok(Some(ApiResponse::text(
-            409,
-            format!("{e} (over this API a revocation is never forced: 'vouch revoke --force' on a master does it)"),
-        ))),
+        Err(e @ Error::NeedsForce { .. }) => Ok(Some(never_forced(&e))),
         Err(e) => Err(e),
     }
+}
+
+/// The API's answer to a revocation that needs `--force` (409).
+fn never_forced(e: &Error) -> ApiResponse {
+    ApiResponse::text(
+        409,
+        format!("{e} (over this API a revocation is never forced: 'vouch revoke --force' on a master does it)"),
+    )
 }
 
 pub(super) fn status_delete(
@@ -291,6 +297,9 @@ pub(super) fn status_delete(
         return Ok(resp);
     }
     events.push(Event::Admin { client: who.to_string(), action: "clean".into(), certname: name.to_string() });
-    auth.revoke(name, "unspecified", true, now)?;
+    match auth.revoke_guarded(name, "unspecified", true, false, now) {
+        Err(e @ Error::NeedsForce { .. }) => return Ok(never_forced(&e)),
+        other => other?,
+    };
     Ok(ApiResponse::empty(204))
 }

@@ -29,6 +29,8 @@ impl Store for FileStore {
         if let Err(source) = lockwait::lock_exclusive(&file, &path, announce) {
             return Err(StoreError::Io { path, op: "lock", source });
         }
+        // Under the lock: a migrate that held it may have retired the store meanwhile.
+        self.refuse_retired()?;
         // Before anything is changed: the mark that tells other processes to forget. Another
         // holder since this process's last lock: its log is re-read, whatever its identity.
         // A flush that failed without the lock: the same.

@@ -46,7 +46,14 @@ pub struct FileStore {
     /// Whether a lock that keeps this process waiting says so on stderr
     /// ([`Store::announce_lock_waits`]).
     announce: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether a lock is taken on a store whose directory's master moved to a shared store
+    /// ([`RETIRED_MARKER`]): only `vouch migrate`'s copy does ([`FileStore::reading_retired`]).
+    retired_ok: bool,
 }
+
+/// The file in `ca/` that says the data directory's master moved to a shared store (the
+/// data directory's `SHARED_STORE_MARKER`): its file store takes no lock but migrate's.
+pub const RETIRED_MARKER: &str = "MOVED-TO-SHARED-STORE";
 
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
@@ -67,7 +74,31 @@ enum Marker {
 
 impl FileStore {
     pub fn new(ca_dir: impl Into<PathBuf>) -> Self {
-        FileStore { root: ca_dir.into(), journal: None, announce: Default::default() }
+        FileStore { root: ca_dir.into(), journal: None, announce: Default::default(), retired_ok: false }
+    }
+
+    /// The store as `vouch migrate` reads it: locked even where its master moved to a
+    /// shared store (the copy re-run after an interruption).
+    pub fn reading_retired(self) -> Self {
+        FileStore { retired_ok: true, ..self }
+    }
+
+    /// Refuses a lock, once it is held, on a store whose master moved to a shared store: a
+    /// command that checked the directory before `vouch migrate` marked it, and waited
+    /// for the lock migrate held, must not write into the retired store. Anything at the
+    /// marker's name counts (as the data directory reads it: deny by default).
+    fn refuse_retired(&self) -> Result<(), StoreError> {
+        let marker = self.p(RETIRED_MARKER);
+        if self.retired_ok || std::fs::symlink_metadata(&marker).is_err() {
+            return Ok(());
+        }
+        let to = crate::files::durable::read_regular(&marker)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).trim().to_string())
+            .filter(|t| !t.is_empty() && !t.chars().any(char::is_control))
+            .unwrap_or_else(|| "(unreadable)".into());
+        let dir = self.root.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone());
+        Err(StoreError::FileStoreRetired { dir, to })
     }
 
     /// The store, told the replay journal its CA's policy names.

@@ -138,6 +138,13 @@ impl LdapStore {
         Err(StoreError::Conflict { what: format!("the template count {}", self.journal_dn(&cell.digest)) })
     }
 
+    /// `vouch migrate`: whether the instance's use record `digest` is in the store.
+    pub fn template_use_present(&self, digest: &str) -> Result<bool, StoreError> {
+        check_hex("template use", digest)?;
+        let cells = LdapCells { store: self, template: digest.to_string(), expiry: time::OffsetDateTime::UNIX_EPOCH };
+        Ok(cells.read_use(digest)?.is_some())
+    }
+
     /// `vouch migrate`: an instance's use record, unless one is there. Its file does not
     /// name its template: the entry's holder slot names the use itself (nothing reads it).
     pub fn import_template_use(&self, cell: &Cell<u64>) -> Result<Imported, StoreError> {
