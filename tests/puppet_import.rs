@@ -485,7 +485,10 @@ fn agents_of_a_real_puppet_server_keep_working_against_vouch_serve_after_the_imp
     // the import says so, and the retired server's certificate is revoked to free it.
     let said = import(&tmp.path().join("again"), &server.join("etc/puppetserver/ca"));
     assert!(text(&said).contains("localhost's certificate carries pp_cli_auth"), "{}", text(&said));
-    ok(&vouch().args(["--dir", s(&dir), "revoke", "localhost"]).output().unwrap());
+    // The CA's only administrator certificate: revoking it needs --force (serve makes vouch-admin).
+    let unforced = vouch().args(["--dir", s(&dir), "revoke", "localhost"]).output().unwrap();
+    assert_eq!(unforced.status.code(), Some(2), "{}", text(&unforced));
+    ok(&vouch().args(["--dir", s(&dir), "revoke", "--force", "localhost"]).output().unwrap());
     let cert = agent.join("ssl/certs/old1.example.test.pem");
     ok(&verify_with_crls(&dir, &cert));
 
