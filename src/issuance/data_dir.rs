@@ -134,14 +134,7 @@ impl DataDir {
     /// are not UTF-8); only a regular file's first bytes are read, never blocking, and the
     /// store named with its control characters replaced.
     pub fn shared_store(&self) -> Option<String> {
-        let path = self.file(SHARED_STORE_MARKER);
-        let unreadable = |e: std::io::Error| format!("(a marker vouch cannot read: {e})");
-        match std::fs::symlink_metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(unreadable(e)),
-            Ok(m) if !m.file_type().is_file() => Some("(a marker that is not a regular file)".into()),
-            Ok(_) => Some(read_marker(&path).unwrap_or_else(unreadable)),
-        }
+        crate::store::retired_to(&self.ca())
     }
 
     /// Refuses to open the file store of a directory whose master uses a shared store:
@@ -166,29 +159,6 @@ impl DataDir {
             source,
         })
     }
-}
-
-/// The most of a marker read: a URL.
-const MARKER_MAX: u64 = 4096;
-
-/// A regular file's first [`MARKER_MAX`] bytes as text, trimmed, control characters as `?`
-/// (opened without following a link and without blocking: a FIFO put there meanwhile is
-/// refused, not waited on).
-fn read_marker(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)?;
-    if !f.metadata()?.file_type().is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    f.take(MARKER_MAX).read_to_end(&mut bytes)?;
-    let to: String =
-        String::from_utf8_lossy(&bytes).trim().chars().map(|c| if c.is_control() { '?' } else { c }).collect();
-    Ok(if to.is_empty() { "(unnamed)".to_string() } else { to })
 }
 
 /// Creates a data directory (and missing parents) 0700: the one rule for a new DIR,

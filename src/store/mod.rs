@@ -70,7 +70,7 @@ pub(crate) use crate::files::fault::crash_point;
 #[cfg(feature = "fault-injection")]
 pub(crate) use crate::files::fault::fail_point;
 pub use error::StoreError;
-pub use file::{FileStore, RETIRED_MARKER, WAL};
+pub use file::{retired_to, FileStore, RETIRED_MARKER, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 pub use records::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Junk, Listed, Override, PendingRequest,

@@ -5,6 +5,8 @@ mod listing;
 mod lockwait;
 pub(crate) use lockwait::holder_of_file;
 mod memory;
+mod retired;
+pub use retired::{retired_to, RETIRED_MARKER};
 mod verify;
 mod wal;
 
@@ -51,10 +53,6 @@ pub struct FileStore {
     retired_ok: bool,
 }
 
-/// The file in `ca/` that says the data directory's master moved to a shared store (the
-/// data directory's `SHARED_STORE_MARKER`): its file store takes no lock but migrate's.
-pub const RETIRED_MARKER: &str = "MOVED-TO-SHARED-STORE";
-
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Marker {
@@ -88,17 +86,13 @@ impl FileStore {
     /// for the lock migrate held, must not write into the retired store. Anything at the
     /// marker's name counts (as the data directory reads it: deny by default).
     fn refuse_retired(&self) -> Result<(), StoreError> {
-        let marker = self.p(RETIRED_MARKER);
-        if self.retired_ok || std::fs::symlink_metadata(&marker).is_err() {
-            return Ok(());
+        match retired_to(&self.root).filter(|_| !self.retired_ok) {
+            None => Ok(()),
+            Some(to) => {
+                let dir = self.root.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone());
+                Err(StoreError::FileStoreRetired { dir, to })
+            }
         }
-        let to = crate::files::durable::read_regular(&marker)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b[..b.len().min(4096)]).trim().to_string())
-            .filter(|t| !t.is_empty() && !t.chars().any(char::is_control))
-            .unwrap_or_else(|| "(unreadable)".into());
-        let dir = self.root.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone());
-        Err(StoreError::FileStoreRetired { dir, to })
     }
 
     /// The store, told the replay journal its CA's policy names.
