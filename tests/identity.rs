@@ -383,10 +383,7 @@ fn a_bound_template_gives_each_instance_one_certificate_and_refuses_every_other_
 #[test]
 fn two_masters_on_one_slapd_enroll_an_instance_id_once_whichever_template() {
     let c = cloud();
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let d1 = bound_ca(&c, "3");
     bound_template(&d1, "db", "1", "db.yaml");
     let d2 = c.dir.path().join("ca2");
@@ -427,10 +424,7 @@ fn two_masters_on_one_slapd_enroll_an_instance_id_once_whichever_template() {
 /// instance claim: on the previous version the third use and the other template were granted.)
 #[test]
 fn migrate_carries_template_counts_and_instance_claims_into_ldap() {
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     migrated_templates_stay_spent(&slapd);
 }
 
@@ -448,7 +442,7 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
     let db = |id: &str| format!("{id}.db.asg.example.test");
     let (x, y, z) = ("i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c");
     let x_doc = doc(x);
-    let env: Vec<(String, String)> = store_env(to).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let env = migrate_env(to);
     let url = to.url(&to.base());
     let migrate = || ok(&vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
     // One use, migrated; a second use on the file store, migrated again: the LDAP store's
@@ -512,10 +506,7 @@ fn migrated_templates_stay_spent(to: &dyn Directory) {
 /// LDAP. (Fails while migrate reads the journal by `--now`: the second instance is granted.)
 #[test]
 fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let c = cloud();
     let d = bound_ca(&c, "1");
     let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
@@ -525,7 +516,7 @@ fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
     // Three days and two hours on: the template (two days) and its cells' buckets past the prune.
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(74);
     let later = vouch::encoding::time::format_rfc3339(later);
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let env = migrate_env(&slapd);
     let url = slapd.url(&slapd.base());
     let report =
         ok(&vouch().envs(env).args(["--dir", s(&d), "--now", &later, "migrate", "--to", &url]).output().unwrap());
@@ -546,17 +537,14 @@ fn migrate_with_a_later_now_leaves_no_spent_template_use_behind() {
 /// refused, not left behind. (Fails while migrate ignores the running serve.)
 #[test]
 fn migrate_is_refused_beside_a_running_serve_and_retires_the_file_journal() {
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let c = cloud();
     let d = bound_ca(&c, "2");
     let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
     let web = |id: &str| format!("{id}.web.asg.example.test");
     let (x, y) = ("i-0000000000000000a", "i-0000000000000000b");
     ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let env = migrate_env(&slapd);
     let url = slapd.url(&slapd.base());
     let migrate = || vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap();
     let log = c.dir.path().join("serve.log");
@@ -587,10 +575,7 @@ fn migrate_is_refused_beside_a_running_serve_and_retires_the_file_journal() {
 /// the third instance is granted.)
 #[test]
 fn migrate_into_a_store_that_counted_the_template_too_grants_no_use_past_max_uses() {
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let c = cloud();
     let d = bound_ca(&c, "2");
     // Another master CA under the same root, with the same policy, already on LDAP.
@@ -612,7 +597,7 @@ fn migrate_into_a_store_that_counted_the_template_too_grants_no_use_past_max_use
     assert!(cert.is_some(), "{why}\n{}", other.log());
     drop(other);
     ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let env = migrate_env(&slapd);
     let url = slapd.url(&slapd.base());
     let report = ok(&vouch().envs(env).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
     let m = Master::start(&slapd, &d, "ca1.test");
@@ -792,10 +777,7 @@ fn instances_that_lost_the_race_for_a_full_template_enroll_with_the_next_one() {
 #[test]
 fn on_ldap_instances_that_lost_the_race_for_a_full_template_enroll_with_the_next_one() {
     let c = cloud();
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let d = bound_ca(&c, "2");
     lost_race_then_next_template(&c, &d, &store_env(&slapd));
 }
@@ -992,17 +974,14 @@ fn instance_claims_reached_through_a_link_do_not_fail_every_hook() {
 /// its count is taken for the count copied.)
 #[test]
 fn migrate_rerun_after_a_cut_between_use_records_and_counts_grants_no_use_past_max_uses() {
-    let slapd = Slapd::start(&slapd_opts());
-    let mut init = vouch();
-    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
-    ok(&init.output().unwrap());
+    let slapd = initialized_slapd();
     let c = cloud();
     let d = bound_ca(&c, "2");
     let doc = |id: &str| c.signer.sign(c.dir.path(), &document(id, ACCOUNT, REGION));
     let web = |id: &str| format!("{id}.web.asg.example.test");
     let (x, y, z) = ("i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c");
     ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
-    let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let env = migrate_env(&slapd);
     let base = slapd.base();
     let cut = cutting_proxy(slapd.port());
     let via = format!("ldap://127.0.0.1:{cut}/{}", base.replace(',', "%2C").replace('=', "%3D"));
@@ -1066,4 +1045,19 @@ fn cutting_proxy(to: u16) -> u16 {
         }
     });
     port
+}
+
+/// A private slapd with the store's containers (`vouch ldap init --create-base`).
+fn initialized_slapd() -> Slapd {
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    slapd
+}
+
+/// `d`'s bind settings without `VOUCH_STORE`: `vouch migrate` reads the file store and names
+/// the shared one with `--to`.
+fn migrate_env(d: &dyn Directory) -> Vec<(String, String)> {
+    store_env(d).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect()
 }
