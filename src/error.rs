@@ -6,6 +6,7 @@
 mod approval;
 mod mistake;
 mod puppet_ca;
+mod serving;
 mod template;
 mod why;
 mod wording;
@@ -13,6 +14,7 @@ mod wording;
 pub use approval::NotApprovable;
 pub use mistake::Mistake;
 pub use puppet_ca::PuppetCaDefect;
+pub use serving::ServingHolder;
 pub use template::TemplateProblem;
 pub use why::{AdminNameTaken, NeedsForce, Unrenewable};
 pub use wording::LISTEN_FLAG;
@@ -344,13 +346,10 @@ pub enum Error {
                  old certificate yet: {error}"]
     #[hint(with = Some(CRL_AFTER_REVOCATION))]
     RenewedCrlNotWritten { certname: String, serial: String, old_serial: String, error: Box<Error> },
-    /// `vouch serve`: another `vouch serve` runs on this data directory (it holds an
-    /// exclusive `flock` on the directory).
-    #[message("another vouch serve is running on {} ({holder}); nothing was changed", dir.display())]
-    #[hint = "one vouch serve per data directory: a second one would issue its own service certificate and \
-              revoke the running one's; stop the other first, or give this one another --dir (a further master: \
-              'vouch ca init --root-cert … --root-key …', docs/operator-guide.md)"]
-    ServeRunning { dir: PathBuf, holder: String },
+    /// `vouch serve`: another process holds this data directory's serving lock (`who`, as recorded).
+    #[message("{who} is running on {} ({holder}); nothing was changed", dir.display())]
+    #[hint(with = Some(who.hint()))]
+    ServeRunning { dir: PathBuf, holder: String, who: ServingHolder },
     /// `admin new --key-out`: not a path a new regular file can be created at (stdout, a
     /// device, a FIFO, a socket, a directory): the key would be lost, or not kept as a file,
     /// while the administrator's certificate stays valid in the store.

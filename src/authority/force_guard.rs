@@ -10,6 +10,7 @@
 use super::revocation_input::normal_serial;
 use super::Authority;
 use crate::error::{Error, NeedsForce};
+use crate::issuance::bootstrap::SERVER_CERT;
 use crate::store::{Current, State};
 use std::ops::ControlFlow;
 use time::OffsetDateTime;
@@ -19,16 +20,40 @@ impl Authority {
     /// ("this master"), or another master's of the shared store ("another master"). The
     /// other masters' names that cannot be read are an error (never taken as none).
     pub fn service_certname_of(&self, name: &str) -> Result<Option<&'static str>, Error> {
-        let own = std::fs::read(self.dir.dir.join(crate::issuance::bootstrap::SERVER_CERT))
-            .ok()
-            .and_then(|pem| crate::encoding::pem::find(&pem, &["CERTIFICATE"]).ok())
-            .map(|(_, der)| super::reserved::names_on_certificate(&der))
-            .and_then(|names| names.into_iter().next());
-        if own.is_some_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
+        if self.own_service_certname().is_ok_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
             return Ok(Some("this master"));
         }
         self.read_fleet_names()?;
         Ok(self.another_masters_certname(name).then_some("another master"))
+    }
+
+    /// This master's service certname: the first name on `DIR/server/server_crt.pem`, or why
+    /// that file does not tell it (missing, unreadable, no certificate).
+    fn own_service_certname(&self) -> Result<String, String> {
+        let pem = std::fs::read(self.dir.dir.join(SERVER_CERT)).map_err(|e| e.to_string())?;
+        let (_, der) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]).map_err(|e| e.to_string())?;
+        super::reserved::names_on_certificate(&der).into_iter().next().ok_or_else(|| "it names nothing".into())
+    }
+
+    /// Where `DIR/server/server_crt.pem` does not tell this master's service certname, the
+    /// certificates `vouch serve` would be presenting (deny by default): the certname it gives
+    /// its certificate without `--server-name` (the host's name, `localhost`), and any
+    /// certificate naming the loopback addresses every service certificate carries (whatever
+    /// its `--server-name`; a node's never does).
+    fn maybe_own_service(&self, certname: &str, pem: &str) -> Option<NeedsForce> {
+        let why = self.own_service_certname().err()?;
+        let file = self.dir.dir.join(SERVER_CERT);
+        let names = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
+            .map(|(_, der)| super::reserved::names_on_certificate(&der))
+            .unwrap_or_default();
+        let sign = if super::reserved::host_name().is_some_and(|h| h == certname) || certname == "localhost" {
+            "the name vouch serve gives its certificate by default"
+        } else if names.iter().any(|n| n == "127.0.0.1" || n == "::1") {
+            "the loopback addresses every service certificate names"
+        } else {
+            return None;
+        };
+        Some(NeedsForce::MaybeService { sign, file, why })
     }
 
     /// Refuses (unless `force`) to revoke `certname`'s current certificate: a master's service
@@ -42,6 +67,9 @@ impl Authority {
             return refused(NeedsForce::Service { whose });
         }
         let Some((rec, pem)) = self.certificate(certname)? else { return Ok(()) };
+        if let Some(why) = self.maybe_own_service(certname, &pem) {
+            return refused(why);
+        }
         if !valid_at(rec.state, &rec.not_after, now) || !self.is_admin_certificate(&pem) {
             return Ok(());
         }

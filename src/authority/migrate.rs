@@ -49,6 +49,31 @@ impl Authority {
         // now on is refused, so nothing it grants is left behind (a re-run of migrate still
         // reads them).
         self.dir.mark_shared_store(&to.url)?;
+        // From here on the directory is marked: a failure says so, and how to finish.
+        self.copy_after_mark(&target, to, now, report, conflicts).map_err(|error| Error::Unfinished {
+            done: format!(
+                "vouch migrate marked {} for the shared store {} ({}: every command without --store refuses \
+                 this directory from now on) and did not finish copying into it: run the same `vouch migrate --to \
+                 {}` again to finish (it copies nothing twice)",
+                self.dir.dir.display(),
+                to.url,
+                self.dir.file(crate::store::RETIRED_MARKER).display(),
+                to.url
+            ),
+            error: Box::new(error),
+        })
+    }
+
+    /// [`Authority::migrate_to`] once the directory is marked: the file journal retired, then
+    /// its entries and template cells copied. The report.
+    fn copy_after_mark(
+        &self,
+        target: &LdapStore,
+        to: &StoreUrl,
+        now: OffsetDateTime,
+        mut report: String,
+        mut conflicts: Vec<String>,
+    ) -> Result<String, Error> {
         if let Some(dir) = &self.policy.replay_journal {
             crate::store::journal::Journal::new(dir).retire(&to.url).map_err(|source| Error::Io {
                 path: dir.clone(),
@@ -59,8 +84,8 @@ impl Authority {
         // What the journal still keeps, by the earlier of `--now` and the clock: a later
         // `--now` must not leave behind entries that are still live (as the prune refuses it).
         let live_at = now.min(OffsetDateTime::now_utc());
-        report.push_str(&self.copy_claims(&target, live_at)?.line("replay-journal entries"));
-        report.push_str(&self.copy_templates(&target, live_at, &mut conflicts)?);
+        report.push_str(&self.copy_claims(target, live_at)?.line("replay-journal entries"));
+        report.push_str(&self.copy_templates(target, live_at, &mut conflicts)?);
         for c in &conflicts {
             report.push_str(&format!("{c}\n"));
         }

@@ -178,12 +178,7 @@ impl Authority {
         })?;
         let ca_pem = crate::encoding::pem::encode("CERTIFICATE", &cert_der);
         let register = how != Opening::Unregistered;
-        let journal = policy.replay_journal.as_deref();
-        let migrate_source = how == Opening::MigrateSource;
-        let store = crate::store::open_store(url, dir.ca(), journal, &cert_der, &ca_pem, register, migrate_source)?;
-        if register && !url.is_files() {
-            dir.mark_shared_store(&url.url)?;
-        }
+        let store = Self::open_store_as(dir, url, how, &policy, &cert_der, &ca_pem)?;
         let shared_journal = if url.is_files() { None } else { crate::store::open_journal(url, None, true)? };
         // The policy's file journal is retired: a hook still pointed at it (run without
         // --store) refuses instead of keeping a one-time use of its own. Not by an
@@ -233,6 +228,48 @@ impl Authority {
         // The root's CRL in this directory counts in every decision, whatever the policy lists.
         auth.refresh_own_crl();
         Ok(auth)
+    }
+
+    /// The store `url` names, opened as `how` says. A shared store that registers this master's
+    /// CA marks the directory for it ([`DataDir::mark_shared_store`]); a directory not marked yet
+    /// is held meanwhile (its serving lock), and refused while a `vouch serve` (or `vouch
+    /// migrate`) holds it: that serve writes its file store, which the mark would retire under
+    /// it ([`crate::error::Mistake::SharedStoreBesideServe`]). Nothing is written then.
+    fn open_store_as(
+        dir: &DataDir,
+        url: &StoreUrl,
+        how: Opening,
+        policy: &Policy,
+        cert_der: &[u8],
+        ca_pem: &str,
+    ) -> Result<Arc<dyn Store>, Error> {
+        let register = how != Opening::Unregistered;
+        let journal = policy.replay_journal.as_deref();
+        let migrate_source = how == Opening::MigrateSource;
+        let open = || crate::store::open_store(url, dir.ca(), journal, cert_der, ca_pem, register, migrate_source);
+        if !register || url.is_files() {
+            return open();
+        }
+        let join = || -> Result<Arc<dyn Store>, Error> {
+            let store = open()?;
+            dir.mark_shared_store(&url.url)?;
+            Ok(store)
+        };
+        if dir.shared_store().is_some() {
+            return join();
+        }
+        crate::issuance::serving_lock::while_holding(&dir.dir, join).unwrap_or_else(|(holder, who)| {
+            // Marked meanwhile (by a `vouch serve --store` that held the lock): as above.
+            if dir.shared_store().is_some() {
+                return join();
+            }
+            Err(Error::Mistake(crate::error::Mistake::SharedStoreBesideServe {
+                dir: dir.dir.clone(),
+                to: url.url.clone(),
+                holder,
+                who,
+            }))
+        })
     }
 
     /// The command line's open: a wait for the store's lock is told on stderr

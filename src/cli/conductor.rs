@@ -21,8 +21,13 @@ pub(super) fn new(
     days: &u32,
 ) -> Result<i32, Error> {
     bootstrap::check_conductor_name(name)?;
-    preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
     let d = dir(cli)?;
+    // The data directory of a master that moved to a shared store is refused without
+    // --store, as by every command that opens its CA: nothing is issued or recorded there.
+    if cli.store_url().is_files() {
+        d.refuse_retired_file_store()?;
+    }
+    preflight(&[(cert_out, Replace::Never), (key_out, Replace::Never)])?;
     let spec = ConductorSpec { name, key_type: (*key_type).into(), days: *days };
     let c = bootstrap::issue_conductor(&d, &spec, now(cli)?)?;
     // A conductor certificate is kept nowhere else: unwritten, it is simply lost.

@@ -243,9 +243,10 @@ pub(super) fn migrate(cli: &Cli, to: &str) -> Result<i32, Error> {
     }
     let data = dir(cli)?;
     // No vouch serve beside the copy, nor started during it (its lock held to the end).
-    crate::serve::setup::hold_serving_lock(&data.dir).map_err(|e| match e {
-        Error::ServeRunning { dir, holder } => {
-            Error::Mistake(crate::error::Mistake::MigrateWhileServing { dir, holder })
+    let migrate = crate::error::ServingHolder::Migrate;
+    crate::issuance::serving_lock::hold_serving_lock(&data.dir, migrate).map_err(|e| match e {
+        Error::ServeRunning { dir, holder, who } => {
+            Error::Mistake(crate::error::Mistake::MigrateWhileServing { dir, holder, who })
         }
         other => other,
     })?;

@@ -1,6 +1,6 @@
 //! A command given what it cannot take, where the plain reading would mislead
 //! ([`Mistake`]): `vouch import` with a shared store, `ca init` with its root's certificate
-//! and key given the wrong way round, `vouch migrate` beside a running `vouch serve`. One
+//! and key given the wrong way round, `vouch migrate` (or `--store`) beside a running `vouch serve`. One
 //! variant each, words and hint beside it.
 
 use std::path::PathBuf;
@@ -37,9 +37,20 @@ pub enum Mistake {
     /// `vouch migrate` while a `vouch serve` runs on the data directory: what it grants during
     /// or after the copy (a certificate, a template's use) would stay in the file store only,
     /// and be granted again by the masters on the shared store.
-    #[message("a vouch serve is running on {} ({holder}): vouch migrate copies a file store nothing else \
-               writes; nothing was copied", dir.display())]
+    #[message("{who} is running on {} ({holder}): vouch migrate copies a file store nothing else writes; \
+               nothing was copied", dir.display())]
     #[hint = "stop that vouch serve (and the Puppet Server hooks that use this directory's journal), run vouch \
               migrate, then start every master with --store URL (docs/ldap.md, migration)"]
-    MigrateWhileServing { dir: PathBuf, holder: String },
+    MigrateWhileServing { dir: PathBuf, holder: String, who: super::ServingHolder },
+    /// A command given `--store URL` on a data directory whose `vouch serve` runs on its file
+    /// store (the directory not marked yet): opened, the shared store would register the
+    /// directory's CA in the fleet and mark its file store retired under that serve, which
+    /// then fails every vouched request.
+    #[message("{who} is running on {} on its file store ({holder}): opened on the shared store {to}, this \
+               command would join its CA to the fleet and retire the file store that serve writes (it would \
+               then fail every vouched request); nothing was read or written", dir.display())]
+    #[hint = "stop that vouch serve first, or move the directory to the shared store with `vouch --dir DIR \
+              migrate --to URL` (docs/ldap.md, migration) and start it again with --store URL; then run this \
+              command again (a vouch migrate holding the directory: wait for it to end)"]
+    SharedStoreBesideServe { dir: PathBuf, to: String, holder: String, who: super::ServingHolder },
 }

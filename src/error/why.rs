@@ -113,6 +113,15 @@ pub enum NeedsForce {
     #[hint = "give --force to revoke it anyway, then restart that master's vouch serve at once (it issues a new \
               service certificate at start); a node's certname is never a master's"]
     Service { whose: &'static str },
+    /// A certificate that may be this master's service certificate: `DIR/server/server_crt.pem`,
+    /// which names it, cannot be read (deny by default), and `sign` says why it may be.
+    #[message("may be this master's service certificate: it carries {sign}, and {} cannot be read to tell \
+               ({why}); revoked, it may stay the certificate this master presents, and every agent refuses that \
+               master until its vouch serve restarts", file.display())]
+    #[hint = "restore DIR/server/server_crt.pem from the running master (or a backup), or give --force to revoke \
+              it anyway, then restart this master's vouch serve at once (it issues a new service certificate at \
+              start)"]
+    MaybeService { sign: &'static str, file: std::path::PathBuf, why: String },
     /// The last valid administrator certificate of the store (the fleet's, on a shared store).
     #[message = "holds the store's last valid administrator certificate (serial {serial}): revoked, no client may \
                  use vouch serve's administrator API until another administrator certificate is made"]

@@ -20,8 +20,8 @@ use service_cert::{server_credential, Served};
 use std::path::PathBuf;
 use time::OffsetDateTime;
 
+pub use crate::issuance::serving_lock::{hold_serving_lock, SERVING_LOCK};
 pub use credentials::ADMIN_NAME;
-pub use lock::{hold_serving_lock, SERVING_LOCK};
 pub use service_cert::server_names;
 
 /// Present from the start of `vouch serve`'s first run (before the CA is made) until
@@ -61,7 +61,12 @@ pub fn prepare(opts: &ServeOptions) -> Result<SetupReport, Error> {
     }
     let dir = DataDir::new(&opts.dir);
     check_data_dir(&dir)?;
-    hold_serving_lock(&dir.dir)?;
+    // A directory whose master moved to a shared store: refused without --store before
+    // anything is written (a first run's credential, the lock's record).
+    if opts.store.is_files() {
+        dir.refuse_retired_file_store()?;
+    }
+    hold_serving_lock(&dir.dir, crate::error::ServingHolder::Serve)?;
     let first_run = FirstRun::start(&dir, opts, now)?;
     let mut notes = Notes { created_ca: first_run.created_ca, lines: Vec::new() };
     complete_policy(&dir, first_run.created_ca, &mut notes)?;

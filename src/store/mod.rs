@@ -63,6 +63,7 @@ pub mod junk;
 pub mod ldap;
 mod open;
 mod records;
+mod retired;
 pub mod templates;
 pub mod verify;
 
@@ -70,12 +71,13 @@ pub(crate) use crate::files::fault::crash_point;
 #[cfg(feature = "fault-injection")]
 pub(crate) use crate::files::fault::fail_point;
 pub use error::StoreError;
-pub use file::{retired_to, FileStore, RETIRED_MARKER, WAL};
+pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
 pub use records::{
     CertRecord, Current, Expected, InventoryEntry, Issuance, IssuanceView, Junk, Listed, Override, PendingRequest,
     Published, Revocation, SpentClaim, State, Supersede, Tombstone,
 };
+pub use retired::{retired_to, RETIRED_MARKER};
 
 use std::fs::File;
 use std::ops::ControlFlow;

@@ -10,9 +10,10 @@ fn the_serving_lock_is_taken_once_per_directory_whatever_path_names_it() {
     std::fs::create_dir(&dir).unwrap();
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&dir, &link).unwrap();
-    super::hold_serving_lock(&dir).unwrap();
-    super::hold_serving_lock(&link).unwrap_or_else(|e| panic!("the same directory by a link: {e}"));
-    super::hold_serving_lock(&tmp.path().join("link/.")).unwrap();
+    super::hold_serving_lock(&dir, crate::error::ServingHolder::Serve).unwrap();
+    super::hold_serving_lock(&link, crate::error::ServingHolder::Serve)
+        .unwrap_or_else(|e| panic!("the same directory by a link: {e}"));
+    super::hold_serving_lock(&tmp.path().join("link/."), crate::error::ServingHolder::Serve).unwrap();
     // Another open file on it (as another process would take it): refused.
     let other = std::fs::File::open(&dir).unwrap();
     assert!(rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockShared).is_err());

@@ -5,8 +5,6 @@ mod listing;
 mod lockwait;
 pub(crate) use lockwait::holder_of_file;
 mod memory;
-mod retired;
-pub use retired::{retired_to, RETIRED_MARKER};
 mod verify;
 mod wal;
 
@@ -14,7 +12,7 @@ pub use wal::WAL;
 
 #[cfg(test)]
 use super::Issuance;
-use super::{CertRecord, Revocation, State, Store, StoreError};
+use super::{retired_to, CertRecord, Revocation, State, Store, StoreError};
 pub(crate) use crate::files::fault::crash_point;
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -49,7 +47,7 @@ pub struct FileStore {
     /// ([`Store::announce_lock_waits`]).
     announce: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Whether a lock is taken on a store whose directory's master moved to a shared store
-    /// ([`RETIRED_MARKER`]): only `vouch migrate`'s copy does ([`FileStore::reading_retired`]).
+    /// ([`super::RETIRED_MARKER`]): only `vouch migrate`'s copy does ([`FileStore::reading_retired`]).
     retired_ok: bool,
 }
 

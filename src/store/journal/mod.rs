@@ -294,22 +294,25 @@ impl Journal {
 }
 
 /// The file a master on a shared store leaves in the policy's journal directory: its
-/// content names the store (no credentials). A journal with it refuses every use.
-pub const MOVED_MARKER: &str = "MOVED-TO-SHARED-STORE";
+/// content names the store (no credentials). A journal with it refuses every use. The name
+/// and its reading are the data directory's ([`super::retired_to`]): deny by default.
+pub const MOVED_MARKER: &str = super::RETIRED_MARKER;
 
 impl Journal {
-    /// Refuses a journal a master on a shared store retired ([`MOVED_MARKER`]).
+    /// Refuses a journal a master on a shared store retired ([`MOVED_MARKER`]): anything at
+    /// that name counts (a directory, a link, a FIFO, an unreadable file), and nothing there
+    /// is waited on.
     fn not_moved(&self) -> Result<(), super::StoreError> {
-        match std::fs::read_to_string(self.dir.join(MOVED_MARKER)) {
-            Ok(to) => Err(super::StoreError::JournalMoved { path: self.dir.clone(), to: to.trim().to_string() }),
-            Err(_) => Ok(()),
+        match super::retired_to(&self.dir) {
+            Some(to) => Err(super::StoreError::JournalMoved { path: self.dir.clone(), to }),
+            None => Ok(()),
         }
     }
 
     /// Marks this journal retired in favour of the shared store `to` (idempotent).
     pub fn retire(&self, to: &str) -> std::io::Result<()> {
         let path = self.dir.join(MOVED_MARKER);
-        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == to) {
+        if super::retired_to(&self.dir).is_some_and(|t| t == to) {
             return Ok(());
         }
         crate::files::durable::create_dirs(&self.dir)?;

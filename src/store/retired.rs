@@ -1,6 +1,8 @@
 //! The mark that a data directory's master moved to a shared store: `ca/MOVED-TO-SHARED-STORE`,
-//! holding the store's URL. Read by the data directory before a command opens its file store,
-//! and by the file store under its lock (a `vouch migrate` may mark it while a command waits).
+//! holding the store's URL (and the same name in the policy's replay journal, retired with it).
+//! Read by the data directory before a command opens its file store, by the file store under
+//! its lock (a `vouch migrate` may mark it while a command waits), and by the file journal
+//! before each use: one reading, deny by default.
 
 use std::path::Path;
 
@@ -11,7 +13,7 @@ pub const RETIRED_MARKER: &str = "MOVED-TO-SHARED-STORE";
 /// The most of a marker that is read.
 const MARKER_MAX: u64 = 4096;
 
-/// The shared store the marker in `ca_dir` names, if there is a marker. Deny by default:
+/// The shared store the marker in `ca_dir` (or a journal's directory) names, if there is a marker. Deny by default:
 /// anything under that name counts (a directory, a link, a FIFO, bytes that are not UTF-8);
 /// only a regular file's first bytes are read, never blocking, and the store named with its
 /// control characters replaced.
