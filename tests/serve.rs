@@ -2755,3 +2755,35 @@ fn a_request_waiting_for_the_stores_lock_is_not_announced_by_serve() {
     assert!(!log.contains("waiting for the store's lock"), "{log}");
     assert!(server.stop());
 }
+
+/// `vouch bench serve` against a running server issues every certificate it counts; with
+/// `--transport-only` (the transport's floor of `examples/floors.sh`) its agents ask for the CA
+/// certificate twice instead, and nothing is issued.
+#[test]
+fn bench_serve_issues_what_it_counts_and_its_transport_floor_issues_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let (addr, pid) = (server.addr().to_string(), server.pid().to_string());
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let o = vouch()
+            .arg("--dir")
+            .arg(&dir)
+            .args(["bench", "serve", "--addr", &addr, "--agents", "2", "--per-agent", "3", "--server-pid", &pid])
+            .args(["--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+    };
+    let before = inventory(&dir).len();
+    let rows = run(&[]);
+    assert_eq!((rows[0]["certificates"].as_u64(), rows[0]["failures"].as_u64()), (Some(6), Some(0)), "{rows}");
+    assert!(rows[0]["server_cpu_ms_per_cert"].as_f64().is_some(), "{rows}");
+    assert_eq!(inventory(&dir).len(), before + 6);
+    let rows = run(&["--transport-only"]);
+    assert_eq!((rows[0]["certificates"].as_u64(), rows[0]["failures"].as_u64()), (Some(6), Some(0)), "{rows}");
+    assert_eq!(inventory(&dir).len(), before + 6, "the transport's floor issued a certificate");
+    assert!(server.stop());
+}

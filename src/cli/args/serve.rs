@@ -113,6 +113,11 @@ pub enum BenchCommand {
         /// TLS connection, GET the CA bundle, GET the CRLs (no copy yet), PUT the CSR, GET the certificate.
         #[arg(long)]
         bootstrap: bool,
+        /// Each certificate replaced by two GETs of the CA certificate on the agent's connection:
+        /// what TLS, HTTP, the request log and the threads cost with no CSR, decision, signature
+        /// or store. A floor to set beside a real run, never a CA's work.
+        #[arg(long, conflicts_with = "bootstrap")]
+        transport_only: bool,
         /// Do not ask for gzip-compressed answers (Puppet's agents do: `Accept-Encoding: gzip`).
         #[arg(long)]
         no_gzip: bool,
