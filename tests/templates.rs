@@ -79,6 +79,23 @@ fn refused_for(o: &Output, code: &str) {
     assert!(text(o).contains(&format!("[{code}]")), "not {code}: {}", text(o));
 }
 
+/// A conductor host in `t/conductor-host` whose policy at hand lets every template through
+/// (versions 1 to 3, unbound templates, an `[[identity.aws]]` entry, no scopes): a template
+/// signed there reaches the CA, which judges it by its own policy.
+fn lax_host(t: &Path) -> PathBuf {
+    let host = t.join("conductor-host");
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::copy(fixture("iid-cloud.pem"), host.join("cloud.pem")).unwrap();
+    std::fs::write(
+        host.join("policy.toml"),
+        "[conductors]\ntrusted_roots = [\"cloud.pem\"]\n\n[attributes]\nversions = [1, 2, 3]\n\n[templates]\n\
+         allow_unbound = true\n\n[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"111122223333\"]\n\
+         regions = [\"eu-west-1\"]\ncertname_patterns = [\"*.asg.example.test\"]\n",
+    )
+    .unwrap();
+    host
+}
+
 /// The files the template's use count left in the replay journal (`.count`, `.use`).
 fn count_files(dir: &Path) -> Vec<String> {
     let mut out = vec![];
@@ -169,10 +186,9 @@ fn a_pattern_escaping_the_conductors_scope_is_refused_at_sign_and_at_decision() 
     assert!(!d.join("template.yaml").exists());
     // Within the scope: signed.
     ok(&sign_template(&d, &d, "web-eu-*.asg.example.test", "5", &[]));
-    // Signed where no policy is at hand, the wide pattern reaches the CA: refused there,
+    // Signed where another policy is at hand, the wide pattern reaches the CA: refused there,
     // even for a name the scope allows, before any count is spent.
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, "*.asg.example.test", "5", &[]));
     refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-pattern-out-of-scope");
     assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
@@ -186,8 +202,7 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     let refused = sign_template(&d, &d, PATTERN, "5", &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("[template-unbound-forbidden]"), "{}", text(&refused));
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
     refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-unbound-forbidden");
     // Bound to the instance identity: this CA has no verifier, and the CSR no document.
@@ -196,8 +211,8 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     assert_eq!(misfit.status.code(), Some(2), "{}", text(&misfit));
     assert!(String::from_utf8_lossy(&misfit.stderr).contains("never matches"), "{}", text(&misfit));
     // Bound, and this CA's policy has no [[identity.aws]]: every node would be refused, so the
-    // policy at hand refuses it at sign (it used to exit 0 with a warning); signed where no
-    // policy is at hand, the CA refuses it for that.
+    // policy at hand refuses it at sign (it used to exit 0 with a warning); signed where a
+    // policy with a verifier is at hand, the CA refuses it for that.
     let bound = ["--identity-binding", "aws:web-{instance-id}.asg.example.test"];
     let unverifiable = sign_template(&d, &d, PATTERN, "5", &bound);
     assert_eq!(unverifiable.status.code(), Some(2), "{}", text(&unverifiable));
@@ -227,9 +242,8 @@ fn a_template_the_policy_refuses_is_refused_at_sign() {
     assert_eq!(off.status.code(), Some(2), "{}", text(&off));
     assert!(String::from_utf8_lossy(&off.stderr).contains("[version-unsupported]"), "{}", text(&off));
     assert!(!d.join("template.yaml").exists());
-    // Signed elsewhere, the CA says why, and only that.
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    // Signed where another policy is at hand, the CA says why, and only that.
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
     let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]);
     refused_for(&o, "version-unsupported");
