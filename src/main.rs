@@ -82,6 +82,7 @@ fn main() {
             }
             match e {
                 vouch::Error::StoreUnavailable { .. }
+                | vouch::Error::Mistake(vouch::error::Mistake::MigrateTargetUnavailable { .. })
                 | vouch::Error::StoreUnconfirmed { .. }
                 | vouch::Error::Limited(_) => vouch::cli::EXIT_TEMPFAIL,
                 vouch::Error::RevokedCrlNotWritten { .. }

@@ -1,7 +1,7 @@
 //! A command given what it cannot take, where the plain reading would mislead
 //! ([`Mistake`]): `vouch import` with a shared store, `ca init` with its root's certificate
-//! and key given the wrong way round, `vouch migrate` beside a running `vouch serve`. One
-//! variant each, words and hint beside it.
+//! and key given the wrong way round, `vouch migrate` beside a running `vouch serve` or
+//! towards an LDAP server it cannot reach. One variant each, words and hint beside it.
 
 use std::path::PathBuf;
 use vouch_derive::{Hint, Message};
@@ -42,4 +42,11 @@ pub enum Mistake {
     #[hint = "stop that vouch serve (and the Puppet Server hooks that use this directory's journal), run vouch \
               migrate, then start every master with --store URL (docs/ldap.md, migration)"]
     MigrateWhileServing { dir: PathBuf, holder: String },
+    /// `vouch migrate --to URL` where no LDAP server answers (or it answered busy): said of
+    /// migrate, whose re-run resumes the copy (exit 75, as the store's unavailability).
+    #[message = "vouch migrate cannot reach the LDAP store {url}: {detail}"]
+    #[hint = "check --to (its host and port, ldap:// or ldaps:// with --ldap-ca, or ldapi://) and that the \
+              LDAP server runs and answers there; then run the same vouch migrate again: it copies what is \
+              missing and keeps what is already there"]
+    MigrateTargetUnavailable { url: String, detail: String },
 }
