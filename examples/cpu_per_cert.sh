@@ -34,14 +34,18 @@
 #
 # Settings: AGENTS (concurrency levels, comma-separated; default 64), KEYS (vouch's CA key
 # types; default "rsa4096 p256"), PER (certificates per agent; default 32 for P-256 and other
-# elliptic keys, 12 for RSA), ROUNDS (A/B rounds, 1-20; default 4), PUPPETSERVER=0 (leave
+# elliptic keys, 12 for RSA, raised at each level of AGENTS to make at least 1,000 certificates:
+# AGENTS=8 runs 8 × 125), ROUNDS (A/B rounds, 1-20; default 4), PUPPETSERVER=0 (leave
 # Puppet Server out of the sitting), PS_PER (its certificates per agent; default 4), PORT (the
 # first port used; default 18500), VOUCH (the build measured in a sitting; default
 # target/release/vouch), LOAD (the load tool: a build with the `bench` feature; default
 # target/release/vouch, else B), KEEP=1 (keep the stores and the servers' logs).
 #
 # CPU time is counted in clock ticks (10 ms): a run needs a thousand certificates or more for
-# its CPU per certificate to be read to 0.01 ms (64 agents × 32 = 2,048 by default). On a
+# its CPU per certificate to be read to 0.01 ms (64 agents × 32 = 2,048 by default), so each
+# level of AGENTS runs on its own with at least that many (a PER given that makes fewer is
+# run as given, with a warning). Puppet Server's runs (PS_PER) are smaller: its CPU per
+# certificate is tens of milliseconds, which a few hundred certificates read to within 1%. On a
 # machine busy with other work the CPU per certificate moves too (by a third between two runs
 # of one binary at a load average of 20-30): judge a change by the medians of alternating runs.
 # Each run serves a new store, warmed up with 80 certificates that are not counted. Stores are
@@ -120,8 +124,22 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$PORT
-per_for() { # KEY
-  case $1 in rsa*) echo "${PER:-12}" ;; *) echo "${PER:-32}" ;; esac
+# The fewest certificates a level of AGENTS runs (CPU time counts in 10 ms ticks).
+MIN_CERTS=1000
+# Certificates per agent at one level: PER when set, else the key type's default raised to
+# make MIN_CERTS certificates at that level.
+per_for() { # KEY LEVEL
+  local per need
+  if [ -n "${PER:-}" ]; then
+    per=$PER
+    [ -n "${CALLGRIND:-}" ] || [ $(($2 * per)) -ge "$MIN_CERTS" ] ||
+      echo "warning: AGENTS level $2 × PER $per = $(($2 * per)) certificates, fewer than $MIN_CERTS: its CPU per certificate reads only to 10 ms ÷ $(($2 * per))" >&2
+  else
+    case $1 in rsa*) per=12 ;; *) per=32 ;; esac
+    need=$(((MIN_CERTS + $2 - 1) / $2))
+    [ "$need" -le "$per" ] || per=$need
+  fi
+  echo "$per"
 }
 # A level's row of `vouch bench serve` (text) as "rate p50 p99 rss cpu client certs failed".
 fields() {
@@ -168,8 +186,12 @@ vouch_run() {
   fi
   [ -z "${CALLGRIND:-}" ] || callgrind_control -i on "$pid" >/dev/null
   t0=$(ticks "$pid")
-  "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents "$AGENTS" --per-agent "$(per_for "$key")" \
-    --server-pid "$pid" | tee -a "$work/raw" | fields
+  local levels level
+  IFS=, read -ra levels <<<"$AGENTS"
+  for level in "${levels[@]}"; do
+    "$LOAD" bench serve --addr "127.0.0.1:$port" --dir "$d" --agents "$level" --per-agent "$(per_for "$key" "$level")" \
+      --server-pid "$pid" | tee -a "$work/raw" | fields
+  done
   echo "$t0 $(ticks "$pid")" >"$work/ticks"
   [ -z "${CALLGRIND:-}" ] || callgrind_control -i off "$pid" >/dev/null
   if [ -n "$st" ]; then

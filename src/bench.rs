@@ -309,6 +309,8 @@ pub struct ServeLoad {
     pub server_pid: Option<u32>,
     /// Each certificate is a whole bootstrap on a new connection (CA bundle, CRLs, PUT, GET).
     pub bootstrap: bool,
+    /// Each certificate replaced by two GETs of the CA certificate: the transport's floor.
+    pub transport_only: bool,
     /// Ask for gzip-compressed answers, as Puppet's agents do.
     pub gzip: bool,
 }
@@ -428,6 +430,7 @@ fn run_level(load: &ServeLoad, config: &Arc<rustls::ClientConfig>, work: Vec<Age
             addr: load.addr,
             host: load.host.clone(),
             bootstrap: load.bootstrap,
+            transport_only: load.transport_only,
             gzip: load.gzip,
         };
         handles.push(std::thread::spawn(move || agent.run(mine)));
@@ -479,6 +482,7 @@ struct Agent {
     addr: std::net::SocketAddr,
     host: String,
     bootstrap: bool,
+    transport_only: bool,
     gzip: bool,
 }
 
@@ -520,15 +524,23 @@ impl Agent {
                     }
                 }
             }
-            let mut put_headers = headers.to_vec();
-            put_headers.push(("Content-Type", "text/plain"));
-            let put = client.request_with_headers(
-                "PUT",
-                &format!("/puppet-ca/v1/certificate_request/{name}"),
-                &put_headers,
-                &csr,
-            );
-            let get = client.request_with_headers("GET", &format!("/puppet-ca/v1/certificate/{name}"), headers, b"");
+            let (put, get) = if self.transport_only {
+                let ca = "/puppet-ca/v1/certificate/ca";
+                (
+                    client.request_with_headers("GET", ca, headers, b""),
+                    client.request_with_headers("GET", ca, headers, b""),
+                )
+            } else {
+                let mut put_headers = headers.to_vec();
+                put_headers.push(("Content-Type", "text/plain"));
+                let put = client.request_with_headers(
+                    "PUT",
+                    &format!("/puppet-ca/v1/certificate_request/{name}"),
+                    &put_headers,
+                    &csr,
+                );
+                (put, client.request_with_headers("GET", &format!("/puppet-ca/v1/certificate/{name}"), headers, b""))
+            };
             match (put, get) {
                 (Ok(p), Ok(g)) if ok && p.status == 200 && g.status == 200 => {
                     bytes += (p.body.len() + g.body.len()) as u64;

@@ -82,8 +82,14 @@ fn main() {
             }
             match e {
                 vouch::Error::StoreUnavailable { .. }
+                | vouch::Error::Mistake(vouch::error::Mistake::MigrateTargetUnavailable { .. })
                 | vouch::Error::StoreUnconfirmed { .. }
                 | vouch::Error::Limited(_) => vouch::cli::EXIT_TEMPFAIL,
+                // Stopped part way by the store going away (`vouch migrate` after it marked the
+                // directory): the same command later finishes it.
+                vouch::Error::Unfinished { error, .. } if matches!(*error, vouch::Error::StoreUnavailable { .. }) => {
+                    vouch::cli::EXIT_TEMPFAIL
+                }
                 vouch::Error::RevokedCrlNotWritten { .. }
                 | vouch::Error::ReconcileCrlNotWritten { .. }
                 | vouch::Error::RenewedCrlNotWritten { .. }

@@ -1,8 +1,9 @@
 //! An operator's careless input on masters of a shared store, against the real vouch binary:
 //! a command run on a master's data directory without `--store` (or VOUCH_STORE), a `vouch
 //! serve` refused at start, a master's service certname revoked, a base under a missing
-//! parent. Each scenario on the shared store runs on a private slapd and (`_on_389ds`) on a
-//! base DN of its own on the test binary's private 389 Directory Server.
+//! parent, a migrate to a server that does not answer or bound anonymously, a state repeated
+//! in the administrator's listing. Each scenario on the shared store runs on a private slapd
+//! and (`_on_389ds`) on a base DN of its own on the test binary's private 389 Directory Server.
 
 mod common;
 
@@ -324,6 +325,86 @@ fn the_admin_api_never_forces_a_revocation() {
     assert_eq!(ok(&run_in(&d, &[], &["list", "--all"])), before, "the store changed");
     let r = admin.request("GET", "/puppet-ca/v1/certificate_statuses/any", None, b"").unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// `certificate_statuses/any?state=signed&state=revoked` answered the first state only; each
+/// state named is answered (Puppet Server 7.9.5 answers every status, the filter dropped), and
+/// a state that is none of the three is a 400 naming it, repeated or not.
+#[test]
+fn the_admin_listing_answers_each_state_a_repeated_state_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("m");
+    let m = Master::start_env(&d, "ca1.test", &[], &[]);
+    let classification = "classes:\n  - role::web\n";
+    for name in ["kept.example.test", "gone.example.test"] {
+        let csr = csr_for(name, &common::agents::vouched(&d, name, classification), &p256());
+        let (_, why, cert) = enroll(&m, name, &csr);
+        assert!(cert.is_some(), "{name}: {why}\n{}", m.log());
+    }
+    ok(&run_in(&d, &[], &["revoke", "gone.example.test"]));
+    let mut admin = m.admin();
+    let mut list = |query: &str| {
+        let r = admin.request("GET", &format!("/puppet-ca/v1/certificate_statuses/any{query}"), None, b"").unwrap();
+        let v: Vec<serde_json::Value> = if r.status == 200 { serde_json::from_slice(&r.body).unwrap() } else { vec![] };
+        let mut names: Vec<(String, String)> = v
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().to_string(), e["state"].as_str().unwrap().to_string()))
+            .collect();
+        names.sort();
+        (r.status, r.text(), names)
+    };
+    let (_, _, signed) = list("?state=signed");
+    let (_, _, revoked) = list("?state=revoked");
+    assert!(signed.contains(&("kept.example.test".into(), "signed".into())), "{signed:?}");
+    assert_eq!(revoked, vec![("gone.example.test".to_string(), "revoked".to_string())]);
+    let (status, body, both) = list("?state=signed&state=revoked");
+    assert_eq!(status, 200, "{body}");
+    let mut want = [signed.clone(), revoked.clone()].concat();
+    want.sort();
+    assert_eq!(both, want, "each state named, once");
+    assert_eq!(list("?state=revoked&state=revoked").2, revoked);
+    let (status, body, _) = list("?state=revoked&state=bogus");
+    assert_eq!((status, body.contains("\"bogus\"")), (400, true), "{body}");
+}
+
+/// `vouch migrate --to URL` where nothing answers: its hint spoke of `vouch serve` ("a running
+/// vouch serve answers 503 meanwhile"); it speaks of migrate, and of running it again (exit 75).
+#[test]
+fn migrate_to_a_server_that_does_not_answer_speaks_of_migrate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("d");
+    ok(&vouch().args(["--dir", s(&d), "ca", "init"]).output().unwrap());
+    let url = format!("ldap://127.0.0.1:{}/ou=vouch,dc=vouch,dc=test", common::processes::free_port());
+    let o = run_in(&d, &[], &["migrate", "--to", &url]);
+    assert_eq!(o.status.code(), Some(75), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("vouch migrate cannot reach the LDAP store {url}")), "{err}");
+    assert!(err.contains("run the same vouch migrate again"), "{err}");
+    assert!(!err.contains("vouch serve"), "{err}");
+}
+
+/// `vouch migrate` with no bind DN, to a slapd whose ACLs show anonymous clients nothing but
+/// the root DSE and the schema: slapd answers the base DN noSuchObject, as for one that does
+/// not exist, and migrate said "the base DN does not exist". It says the bind was anonymous and
+/// how to give one; a base DN that does not exist, bound, is named missing with the entry above.
+#[test]
+fn an_anonymous_migrate_is_told_its_bind_not_that_the_base_is_missing() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("d");
+    ok(&vouch().args(["--dir", s(&d), "ca", "init"]).output().unwrap());
+    let o = run_in(&d, &[], &["migrate", "--to", &slapd.url(&slapd.base())]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the bind is anonymous") && err.contains("--ldap-bind-dn"), "{err}");
+    assert!(!err.contains("the base DN does not exist"), "{err}");
+    let bind: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
+    let o = run_in(&d, &bind, &["migrate", "--to", &slapd.url("ou=nope,dc=vouch,dc=test")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the base DN does not exist: the server holds dc=vouch,dc=test"), "{err}");
+    // Bound, to the store's base DN: migrated.
+    ok(&run_in(&d, &bind, &["migrate", "--to", &slapd.url(&slapd.base())]));
 }
 
 /// The name `vouch serve` gives its service certificate without `--server-name`: this

@@ -2,7 +2,8 @@
 //! decision table (docs/decision.md) cite a fixture or a test on every row, and each one
 //! cited is there and used by a test; a test function named anywhere in the user
 //! documentation exists; every relative link leads to a file, and to a heading in it; and
-//! the documentation tells no project history (issue or stop numbers, seeds).
+//! the documentation tells no project history (issue or stop numbers, seeds); and the
+//! benchmark script runs the thousand certificates its comment says a run needs.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -366,4 +367,65 @@ fn the_documentation_tells_no_project_history() {
         }
     }
     assert!(problems.is_empty(), "project history in the documentation:\n{}", problems.join("\n"));
+}
+
+/// A stand-in for vouch in `examples/cpu_per_cert.sh`: a server that says it listens and waits,
+/// and a load tool that appends each measured run's arguments to `$FAKE_LOG` and prints the row
+/// `vouch bench serve` prints (agents, certificates, failed, …).
+const FAKE_VOUCH: &str = r#"#!/bin/bash
+if [ "$1" = --version ] || [ "$*" = "bench --help" ]; then exit 0; fi
+if [ "$1" = --dir ] && [ "$3" = serve ]; then echo '{"event":"listening"}'; exec sleep 600; fi
+if [ "$1 $2" = "bench serve" ]; then
+  agents=0 per=0
+  while [ $# -gt 0 ]; do
+    case $1 in --agents) agents=$2 ;; --per-agent) per=$2 ;; --server-pid) measured=1 ;; esac
+    shift
+  done
+  [ -z "${measured:-}" ] || echo "--agents $agents --per-agent $per" >>"$FAKE_LOG"
+  echo "${agents%%,*} 1000 0 x 100 1.0 2.0 10 x 0.5 x 0.1 x x"
+  exit 0
+fi
+exit 1
+"#;
+
+/// `examples/cpu_per_cert.sh` says a run needs a thousand certificates for its CPU per
+/// certificate to read to 0.01 ms, and `AGENTS=8` ran 8 agents × 32 = 256 (one call for every
+/// level, one certificates-per-agent for all). Each level of AGENTS now runs at least that
+/// many, by default; run with stand-ins for vouch, so that it takes no time.
+#[test]
+fn the_cpu_per_certificate_script_runs_the_thousand_certificates_it_says_a_run_needs() {
+    use std::os::unix::fs::PermissionsExt;
+    let script = read(&root().join("examples/cpu_per_cert.sh"));
+    assert!(script.contains("a run needs a thousand certificates or more"), "the script's own minimum moved");
+    let tmp = std::env::temp_dir().join(format!("vouch-docs-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let fake = tmp.join("fake-vouch");
+    std::fs::write(&fake, FAKE_VOUCH).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = tmp.join("runs");
+    let o = std::process::Command::new("bash")
+        .arg(root().join("examples/cpu_per_cert.sh"))
+        .envs([("VOUCH", &fake), ("LOAD", &fake), ("FAKE_LOG", &log)])
+        .envs([("AGENTS", "8,64"), ("KEYS", "p256 rsa4096"), ("PUPPETSERVER", "0")])
+        .env_remove("PER")
+        .env_remove("A")
+        .env_remove("B")
+        .env_remove("CALLGRIND")
+        .env_remove("SYSCALLS")
+        .output()
+        .unwrap();
+    let runs = std::fs::read_to_string(&log).unwrap_or_default();
+    std::fs::remove_dir_all(&tmp).unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let mut levels = Vec::new();
+    for line in runs.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        let per: u64 = words[3].parse().unwrap();
+        for agents in words[1].split(',') {
+            let agents: u64 = agents.parse().unwrap();
+            assert!(agents * per >= 1000, "{agents} agents × {per} = {} certificates: {runs}", agents * per);
+            levels.push(agents);
+        }
+    }
+    assert_eq!(levels, [8, 64, 8, 64], "one run per level and key type: {runs}");
 }

@@ -360,6 +360,81 @@ fn a_puppet_ca_key_another_user_owns_is_imported_with_a_warning() {
     assert!(!err.contains("root_key.pem"), "{err}");
 }
 
+/// A copy of the fixture CA directory in `tmp/name`.
+fn cadir_copy(tmp: &Path, name: &str) -> PathBuf {
+    let cadir = tmp.join(name);
+    assert!(Command::new("cp").arg("-a").arg(fixture("puppet-cadir")).arg(&cadir).status().unwrap().success());
+    cadir
+}
+
+/// A `ca_key.pem` the importing user may not read (EACCES): it was reported as
+/// `puppet-ca-unreadable` with the hint "the file is damaged or cut short"; it is named by its
+/// path with the system's error, as a permission to fix. Run as `nobody` (root reads any file).
+#[test]
+fn a_key_this_user_may_not_read_is_named_by_its_path_not_as_damaged() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid cannot fail.
+    assert!(unsafe { libc::geteuid() } == 0, "this test runs vouch as nobody: run the suite as root");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cadir = cadir_copy(tmp.path(), "cadir");
+    std::fs::set_permissions(cadir.join("ca_key.pem"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A copy of the binary nobody may run, wherever the checkout lives.
+    let bin = tmp.path().join("vouch-for-nobody");
+    std::fs::copy(env!("CARGO_BIN_EXE_vouch"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = (0..200)
+        .find_map(|_| {
+            let mut c = Command::new(&bin);
+            c.uid(65534).gid(65534).env_remove("VOUCH_DIR").env_remove("VOUCH_POLICY").env_remove("VOUCH_STORE");
+            c.args(["--dir", s(&tmp.path().join("vouch")), "import", "--puppet-cadir", s(&cadir)]);
+            match c.output() {
+                // Another test's child may hold the copy open for writing until it execs.
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                }
+                other => Some(other.unwrap()),
+            }
+        })
+        .expect("the copy of vouch stayed busy");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[puppet-ca-permission-denied]"), "{err}");
+    assert!(
+        err.contains(&format!("{} cannot be read: Permission denied (os error 13)", s(&cadir.join("ca_key.pem")))),
+        "{err}"
+    );
+    assert!(err.contains("hint: this user may not read that file"), "{err}");
+    assert!(!err.contains("damaged"), "{err}");
+    assert!(!tmp.path().join("vouch").exists());
+}
+
+/// A `ca_crt.pem` holding only the root (Puppet's CA certificate, the intermediate, cut away):
+/// it was a generic `puppet-ca-key-mismatch` ("ca_key.pem is not the private key of
+/// ca_crt.pem"); it is named as the root alone, with root_key.pem beside it or without.
+#[test]
+fn a_ca_crt_holding_only_the_root_is_named_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, keep_root_key) in [true, false].into_iter().enumerate() {
+        let cadir = cadir_copy(tmp.path(), &format!("cadir{i}"));
+        let crt = std::fs::read_to_string(cadir.join("ca_crt.pem")).unwrap();
+        let root = crt.match_indices("-----BEGIN CERTIFICATE-----").nth(1).map(|(at, _)| &crt[at..]).unwrap();
+        std::fs::write(cadir.join("ca_crt.pem"), root).unwrap();
+        if !keep_root_key {
+            std::fs::remove_file(cadir.join("root_key.pem")).unwrap();
+        }
+        let dir = tmp.path().join(format!("vouch{i}"));
+        let o = import(&dir, &cadir);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("[puppet-ca-intermediate-missing]"), "root key {keep_root_key}: {}", text(&o));
+        assert!(text(&o).contains("ca_crt.pem holds only the root (CN=Puppet Root CA"), "{}", text(&o));
+        assert!(text(&o).contains("hint: copy ca_crt.pem whole"), "{}", text(&o));
+        assert!(!dir.exists());
+    }
+}
+
 /// The `serial` file's messages: `0x01` was shown as `0x0x01`, a 70-digit serial was "not a
 /// hexadecimal number", and no number at all (`-5`, empty) was puppet-ca-serial-behind; it is
 /// puppet-ca-unreadable, with what is wrong in it.

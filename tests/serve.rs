@@ -2761,3 +2761,76 @@ fn a_request_waiting_for_the_stores_lock_is_not_announced_by_serve() {
     assert!(!log.contains("waiting for the store's lock"), "{log}");
     assert!(server.stop());
 }
+
+/// `vouch bench serve` against a running server issues every certificate it counts; with
+/// `--transport-only` (the transport's floor of `examples/floors.sh`) its agents ask for the CA
+/// certificate twice instead, and nothing is issued.
+#[test]
+fn bench_serve_issues_what_it_counts_and_its_transport_floor_issues_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &[]);
+    let (addr, pid) = (server.addr().to_string(), server.pid().to_string());
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let o = vouch()
+            .arg("--dir")
+            .arg(&dir)
+            .args(["bench", "serve", "--addr", &addr, "--agents", "2", "--per-agent", "3", "--server-pid", &pid])
+            .args(["--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+    };
+    let before = inventory(&dir).len();
+    let rows = run(&[]);
+    assert_eq!((rows[0]["certificates"].as_u64(), rows[0]["failures"].as_u64()), (Some(6), Some(0)), "{rows}");
+    assert!(rows[0]["server_cpu_ms_per_cert"].as_f64().is_some(), "{rows}");
+    assert_eq!(inventory(&dir).len(), before + 6);
+    let rows = run(&["--transport-only"]);
+    assert_eq!((rows[0]["certificates"].as_u64(), rows[0]["failures"].as_u64()), (Some(6), Some(0)), "{rows}");
+    assert_eq!(inventory(&dir).len(), before + 6, "the transport's floor issued a certificate");
+    assert!(server.stop());
+}
+
+/// `--service-key-type p256` under an RSA-4096 CA: the service presents a P-256 key the RSA
+/// CA signed (each agent's handshake signed with it: half a whole bootstrap's CPU), a real
+/// agent bootstraps through it and gets an RSA-signed certificate, a restart without the flag
+/// keeps the certificate in place, and another type asked for issues it again, the one before
+/// revoked.
+#[test]
+fn a_service_key_of_its_own_type_under_an_rsa_ca_serves_a_real_agent_and_changes_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let text_of = |p: &Path| ok(&openssl(&["x509", "-in", s(p), "-noout", "-text"]));
+    let server = Server::start(&dir, &["--key-type", "rsa4096", "--service-key-type", "p256"]);
+    let served = text_of(&dir.join("server/server_crt.pem"));
+    assert!(served.contains("Public-Key: (256 bit)") && served.contains("sha256WithRSAEncryption"), "{served}");
+    assert!(text_of(&dir.join("ca/ca_crt.pem")).contains("Public-Key: (4096 bit)"));
+    let attrs = tmp.path().join("web01.yaml");
+    conductor_sign(&dir, Some(CERTNAME), CLASSIFICATION, &attrs);
+    let conf = agent(tmp.path(), &server, CERTNAME, Some(&attrs), "");
+    let (o, _) = bootstrap(&conf);
+    assert!(o.status.success(), "{}\n{}", text(&o), std::fs::read_to_string(&server.log).unwrap());
+    let node = text_of(&conf.parent().unwrap().join(format!("ssl/certs/{CERTNAME}.pem")));
+    assert!(node.contains("sha256WithRSAEncryption"), "{node}");
+    ok(&puppet(&conf, &["ssl", "verify"]));
+    let first = serial_of(&dir.join("server/server_crt.pem"));
+    assert!(server.stop());
+
+    let again = Server::start(&dir, &["--key-type", "rsa4096"]);
+    assert_eq!(serial_of(&dir.join("server/server_crt.pem")), first, "{}", again.banner);
+    assert!(!again.banner.contains("issued again"), "{}", again.banner);
+    assert!(again.stop());
+
+    let third = Server::start(&dir, &["--key-type", "rsa4096", "--service-key-type", "rsa2048"]);
+    assert!(third.banner.contains("not a key of --service-key-type"), "{}", third.banner);
+    assert!(text_of(&dir.join("server/server_crt.pem")).contains("Public-Key: (2048 bit)"));
+    let crl = ok(&openssl(&["crl", "-in", s(&dir.join("ca/ca_crl.pem")), "-noout", "-text"]));
+    assert!(crl.to_ascii_lowercase().replace(':', "").contains(&first), "the P-256 one is valid:\n{crl}");
+    // The agent reaches the service through its new key.
+    let (o, _) = bootstrap(&conf);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(third.stop());
+}

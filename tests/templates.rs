@@ -79,6 +79,23 @@ fn refused_for(o: &Output, code: &str) {
     assert!(text(o).contains(&format!("[{code}]")), "not {code}: {}", text(o));
 }
 
+/// A conductor host in `t/conductor-host` whose policy at hand lets every template through
+/// (versions 1 to 3, unbound templates, an `[[identity.aws]]` entry, no scopes): a template
+/// signed there reaches the CA, which judges it by its own policy.
+fn lax_host(t: &Path) -> PathBuf {
+    let host = t.join("conductor-host");
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::copy(fixture("iid-cloud.pem"), host.join("cloud.pem")).unwrap();
+    std::fs::write(
+        host.join("policy.toml"),
+        "[conductors]\ntrusted_roots = [\"cloud.pem\"]\n\n[attributes]\nversions = [1, 2, 3]\n\n[templates]\n\
+         allow_unbound = true\n\n[[identity.aws]]\ncertificates = [\"cloud.pem\"]\naccounts = [\"111122223333\"]\n\
+         regions = [\"eu-west-1\"]\ncertname_patterns = [\"*.asg.example.test\"]\n",
+    )
+    .unwrap();
+    host
+}
+
 /// The files the template's use count left in the replay journal (`.count`, `.use`).
 fn count_files(dir: &Path) -> Vec<String> {
     let mut out = vec![];
@@ -169,10 +186,9 @@ fn a_pattern_escaping_the_conductors_scope_is_refused_at_sign_and_at_decision() 
     assert!(!d.join("template.yaml").exists());
     // Within the scope: signed.
     ok(&sign_template(&d, &d, "web-eu-*.asg.example.test", "5", &[]));
-    // Signed where no policy is at hand, the wide pattern reaches the CA: refused there,
+    // Signed where another policy is at hand, the wide pattern reaches the CA: refused there,
     // even for a name the scope allows, before any count is spent.
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, "*.asg.example.test", "5", &[]));
     refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-pattern-out-of-scope");
     assert!(count_files(&d).is_empty(), "a refused request counted: {:?}", count_files(&d));
@@ -186,8 +202,7 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     let refused = sign_template(&d, &d, PATTERN, "5", &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("[template-unbound-forbidden]"), "{}", text(&refused));
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
     refused_for(&vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]), "template-unbound-forbidden");
     // Bound to the instance identity: this CA has no verifier, and the CSR no document.
@@ -196,8 +211,8 @@ fn unbound_templates_are_refused_unless_the_policy_allows_them_and_bound_ones_ne
     assert_eq!(misfit.status.code(), Some(2), "{}", text(&misfit));
     assert!(String::from_utf8_lossy(&misfit.stderr).contains("never matches"), "{}", text(&misfit));
     // Bound, and this CA's policy has no [[identity.aws]]: every node would be refused, so the
-    // policy at hand refuses it at sign (it used to exit 0 with a warning); signed where no
-    // policy is at hand, the CA refuses it for that.
+    // policy at hand refuses it at sign (it used to exit 0 with a warning); signed where a
+    // policy with a verifier is at hand, the CA refuses it for that.
     let bound = ["--identity-binding", "aws:web-{instance-id}.asg.example.test"];
     let unverifiable = sign_template(&d, &d, PATTERN, "5", &bound);
     assert_eq!(unverifiable.status.code(), Some(2), "{}", text(&unverifiable));
@@ -227,9 +242,8 @@ fn a_template_the_policy_refuses_is_refused_at_sign() {
     assert_eq!(off.status.code(), Some(2), "{}", text(&off));
     assert!(String::from_utf8_lossy(&off.stderr).contains("[version-unsupported]"), "{}", text(&off));
     assert!(!d.join("template.yaml").exists());
-    // Signed elsewhere, the CA says why, and only that.
-    let elsewhere = t.path().join("conductor-host");
-    std::fs::create_dir(&elsewhere).unwrap();
+    // Signed where another policy is at hand, the CA says why, and only that.
+    let elsewhere = lax_host(t.path());
     ok(&sign_template(&elsewhere, &d, PATTERN, "5", &[]));
     let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]);
     refused_for(&o, "version-unsupported");
@@ -311,12 +325,154 @@ fn the_policy_at_hand_is_checked_whole_at_sign_with_its_own_numbers() {
     let o = sign_template(&typo, &d, "db-*.asg.example.test", "5", &[]);
     refused_at_sign(&o, &d, "template-policy-dir-missing", "give --dir the CA's data directory");
     assert!(text(&o).contains(s(&typo)), "{}", text(&o));
-    // A --dir without a policy: signed, and stderr says no policy was checked.
+    // A --dir without a policy: checked against the default policy, which refuses it.
     let bare = t.path().join("conductor-host");
     std::fs::create_dir(&bare).unwrap();
     let o = sign_template(&bare, &d, PATTERN, "5", &[]);
-    ok(&o);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("checked against no CA's policy"), "{}", text(&o));
+    refused_at_sign(&o, &d, "template-refused-by-default-policy", "give this command the CA's policy");
+}
+
+/// `vouch conductor sign --template` of the lab in `lab`, for `expires_in`, with `--dir`
+/// `dir` if any and `VOUCH_POLICY` `policy` if any (else neither), written to `lab/template.yaml`.
+fn sign_beside(lab: &Path, dir: Option<&Path>, policy: Option<&Path>, expires_in: &str, extra: &[&str]) -> Output {
+    let mut c = vouch();
+    if let Some(d) = dir {
+        c.args(["--dir", s(d)]);
+    }
+    if let Some(p) = policy {
+        c.env("VOUCH_POLICY", p);
+    }
+    c.args(["conductor", "sign", "--cert", s(&lab.join("asg.pem")), "--key", s(&lab.join("asg.key"))])
+        .args(["--classification", s(&lab.join("web.yaml")), "--template", "--certname-pattern", PATTERN])
+        .args(["--max-uses", "5", "--expires-in", expires_in, "--out", s(&lab.join("template.yaml"))])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// With no CA's policy at hand (no --dir, a --dir without policy.toml, a VOUCH_POLICY that
+/// cannot be read), a template is checked against the default policy, deny by default: a
+/// 365-day unbound template is refused for each of the three reasons that policy has, named
+/// in one error, and nothing is written. (It was signed, exit 0, with a note on stderr.)
+/// With the CA's policy given (VOUCH_POLICY), the same command signs.
+#[test]
+fn with_no_policy_at_hand_a_template_is_checked_against_the_default_policy() {
+    let system = Path::new(vouch::cli::SYSTEM_POLICY);
+    assert!(!system.exists(), "this test needs a machine without {}: it would be the policy at hand", system.display());
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    let bare = t.path().join("conductor-host");
+    std::fs::create_dir(&bare).unwrap();
+    let hint = "give this command the CA's policy";
+    for o in [sign_beside(&d, None, None, "365d", &[]), sign_beside(&d, Some(&bare), None, "365d", &[])] {
+        refused_at_sign(&o, &d, "template-refused-by-default-policy", hint);
+        for reason in
+            ["no CA's policy is at hand", "[version-unsupported]", "[expiry-too-far]", "[template-unbound-forbidden]"]
+        {
+            assert!(text(&o).contains(reason), "{reason}: {}", text(&o));
+        }
+    }
+    // A policy that cannot be read counts for none: the default policy's reasons, for a
+    // 2-day template two of them; a bound one has no verifier there.
+    let gone = t.path().join("gone.toml");
+    let o = sign_beside(&d, None, Some(&gone), "2d", &[]);
+    refused_at_sign(&o, &d, "template-refused-by-default-policy", hint);
+    assert!(text(&o).contains("cannot be read") && text(&o).contains("[template-unbound-forbidden]"), "{}", text(&o));
+    assert!(!text(&o).contains("[expiry-too-far]"), "{}", text(&o));
+    let o = sign_beside(&d, None, None, "2d", &["--identity-binding", "aws:web-{instance-id}.asg.example.test"]);
+    refused_at_sign(&o, &d, "template-refused-by-default-policy", hint);
+    assert!(text(&o).contains("[identity-verifier-missing]"), "{}", text(&o));
+    assert!(!text(&o).contains("[template-unbound-forbidden]"), "{}", text(&o));
+    // The CA's own policy at hand: signed.
+    ok(&sign_beside(&d, None, Some(&d.join("policy.toml")), "2d", &[]));
+}
+
+/// `--max-uses` past any count (more than 64 bits) was echoed back as 18446744073709551615;
+/// it is refused as given, with the range.
+#[test]
+fn a_max_uses_past_any_count_is_refused_as_given() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    let huge = "99999999999999999999";
+    let o = sign_template(&d, &d, PATTERN, huge, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{huge} is too large")) && err.contains("from 1 to 1000000"), "{err}");
+    assert!(!err.contains("18446744073709551615"), "{err}");
+    assert!(!d.join("template.yaml").exists());
+}
+
+/// A policy whose templates.max_uses is lowered below a template already signed: every node
+/// is refused with a code of its own naming both numbers and what to do (it was
+/// template-max-uses-invalid, "\"50\" must be a decimal from 1 to 10 with no sign or leading
+/// zero", and a hint naming 1 to 1000000).
+#[test]
+fn a_policy_lowered_below_a_signed_templates_max_uses_says_so_at_enrollment() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "50", &[]));
+    let policy = d.join("policy.toml");
+    let text_before = std::fs::read_to_string(&policy).unwrap();
+    assert!(text_before.ends_with("allow_unbound = true\n"), "{text_before}");
+    std::fs::write(&policy, text_before + "max_uses = 10\n").unwrap();
+    let o = vouch_sign(&d, &node_csr(&d, "web-1.asg.example.test", 0), &[]);
+    refused_for(&o, "template-max-uses-above-policy");
+    let err = text(&o);
+    assert!(err.contains("signed for 50 uses") && err.contains("allows at most 10"), "{err}");
+    assert!(err.contains("hint: have the conductor sign a new template"), "{err}");
+    assert!(!err.contains("must be a decimal") && !err.contains("1000000"), "{err}");
+}
+
+/// `vouch template uses FILE [--store URL]`: a template's uses spent and left, as the file
+/// store counts them, then as the shared store does after `vouch migrate` and a use there.
+/// (No command showed them.)
+#[test]
+fn template_uses_shows_the_uses_spent_and_left_on_the_file_store_and_on_ldap() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    lab(&d, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d, &d, PATTERN, "3", &[]));
+    let template = d.join("template.yaml");
+    let uses = |env: &[(String, String)], format: &str| {
+        ok(&vouch()
+            .envs(env.iter().cloned())
+            .args(["--dir", s(&d), "template", "uses", s(&template), "--format", format])
+            .output()
+            .unwrap())
+    };
+    let line = uses(&[], "text");
+    assert!(line.contains(&format!("template {PATTERN} (unbound; expires ")), "{line}");
+    assert!(line.contains("0 of 3 uses spent, 3 left"), "{line}");
+    for i in 1..=2 {
+        ok(&vouch_sign(&d, &node_csr(&d, &format!("web-{i}.asg.example.test"), 0), &[]));
+    }
+    assert!(uses(&[], "text").contains("2 of 3 uses spent, 1 left"), "{}", uses(&[], "text"));
+    let v: serde_json::Value = serde_json::from_str(&uses(&[], "json")).unwrap();
+    assert_eq!((v["used"].as_u64(), v["left"].as_u64(), v["max_uses"].as_u64()), (Some(2), Some(1), Some(3)), "{v}");
+    assert_eq!(v["pattern"], PATTERN, "{v}");
+    // Not a template: said so, exit 2.
+    let attrs = t.path().join("v2.yaml");
+    std::fs::write(&attrs, "custom_attributes:\n  '1.3.6.1.4.1.34380.2.2': '2'\n").unwrap();
+    let o = vouch().args(["--dir", s(&d), "template", "uses", s(&attrs)]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not a template"), "{}", text(&o));
+    // The shared store: the count migrated, then a use counted there.
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let env = store_env(&slapd);
+    let bind: Vec<(String, String)> = env.iter().filter(|(k, _)| k != "VOUCH_STORE").cloned().collect();
+    let url = slapd.url(&slapd.base());
+    ok(&vouch().envs(bind).args(["--dir", s(&d), "migrate", "--to", &url]).output().unwrap());
+    let line = uses(&env, "text");
+    assert!(line.contains("2 of 3 uses spent, 1 left") && !line.contains("replay journal"), "{line}");
+    let csr = node_csr(&d, "web-3.asg.example.test", 0);
+    ok(&vouch().envs(env.iter().cloned()).args(["--dir", s(&d), "sign", "--csr", s(&csr)]).output().unwrap());
+    assert!(uses(&env, "text").contains("3 of 3 uses spent, 0 left"), "{}", uses(&env, "text"));
 }
 
 #[test]

@@ -27,7 +27,7 @@ mod serve;
 mod values;
 
 pub use approve::ApproveArgs;
-pub use authority::{AdminCommand, CaCommand, ConductorCommand, ConductorSignArgs};
+pub use authority::{AdminCommand, CaCommand, ConductorCommand, ConductorSignArgs, TemplateCommand};
 pub use decide::{AutosignArgs, CheckArgs, CsrArgs, IdentityCommand, SignArgs};
 pub use enc::EncRemoteArgs;
 pub use formats::{
@@ -39,7 +39,8 @@ pub use keeping::{AuditCommand, LdapCommand, OverrideCommand, ReconcileArgs, Sch
 pub use serve::BenchCommand;
 pub use serve::ServeArgs;
 pub use values::{
-    check_server_name, MAX_BODY_LIMIT, MAX_CONNECTIONS, MAX_LIFETIME_SECS, MAX_THREADS, MAX_TIMEOUT_SECS,
+    check_server_name, MAX_BODY_LIMIT, MAX_CONNECTIONS, MAX_LIFETIME_SECS, MAX_TEMPLATE_USES, MAX_THREADS,
+    MAX_TIMEOUT_SECS,
 };
 
 use clap::{Parser, Subcommand};
@@ -136,6 +137,9 @@ pub enum Command {
     /// Conductor credentials and signing.
     #[command(subcommand)]
     Conductor(ConductorCommand),
+    /// Templates for autoscaling groups: how many of a template's uses are spent and left.
+    #[command(subcommand)]
+    Template(TemplateCommand),
     /// Make a key and a CSR carrying attributes, exactly as a Puppet agent does.
     Csr(CsrArgs),
     /// Puppet Server's policy-based autosign executable: certname as argument, CSR on stdin, exit 0 signs.
@@ -317,7 +321,7 @@ impl Command {
     pub fn only_reads(&self) -> bool {
         match self {
             Command::List { .. } | Command::Crl { .. } | Command::Enc { .. } | Command::Check(_) => true,
-            Command::Identity(_) => true,
+            Command::Identity(_) | Command::Template(_) => true,
             Command::Store(StoreCommand::Verify { .. }) => true,
             Command::Override(OverrideCommand::Show { .. }) | Command::Ldap(LdapCommand::Schema { .. }) => true,
             // Neither touches the CA: what they print is all they make.

@@ -23,6 +23,7 @@ pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
             client_key,
             server_pid,
             bootstrap,
+            transport_only,
             no_gzip,
             format,
         } => {
@@ -44,6 +45,7 @@ pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
                 per_agent: usize::try_from(*per_agent).unwrap_or(100_000),
                 server_pid: *server_pid,
                 bootstrap: *bootstrap,
+                transport_only: *transport_only,
                 gzip: !*no_gzip,
             };
             bench_serve(&load, *format)?

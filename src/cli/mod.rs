@@ -42,6 +42,7 @@ mod output;
 mod serve;
 mod store;
 mod template;
+mod template_uses;
 
 pub use certs::REVOCATION_REASONS;
 pub use output::say;
@@ -265,6 +266,7 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Autosign(a) => hook::autosign(cli, a),
         Command::Check(a) => certs::check(cli, a),
         Command::Identity(c) => identity::run(cli, c),
+        Command::Template(c) => template_uses::run(cli, c),
         Command::Sign(a) => certs::sign(cli, a),
         Command::Serve(a) => serve::serve(cli, a),
         #[cfg(feature = "bench")]

@@ -18,6 +18,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs) -> Result<i32, Error> {
     opts.store = cli.store_url();
     opts.server_names = a.server_names.clone();
     opts.key_type = a.key_type.into();
+    opts.service_key_type = a.service_key_type.map(Into::into);
     opts.max_body = size(a.max_body, "--max-body")?;
     opts.header_timeout = std::time::Duration::from_secs(a.header_timeout);
     opts.body_timeout = std::time::Duration::from_secs(a.body_timeout);

@@ -253,7 +253,12 @@ pub(super) fn migrate(cli: &Cli, to: &str) -> Result<i32, Error> {
     let auth = Authority::open_for_cli_as(&data, &StoreUrl::default(), Opening::MigrateSource)?;
     let mut target = cli.store_url();
     target.url = to.to_string();
-    let report = auth.migrate_to(&target, now(cli)?)?;
+    let report = auth.migrate_to(&target, now(cli)?).map_err(|e| match e {
+        Error::StoreUnavailable { detail } => {
+            Error::Mistake(crate::error::Mistake::MigrateTargetUnavailable { url: to.to_string(), detail })
+        }
+        other => other,
+    })?;
     say(&report)?;
     Ok(EXIT_OK)
 }

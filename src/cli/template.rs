@@ -1,7 +1,9 @@
 //! `vouch conductor sign --template`: a template (signature version 3) checked before it is
 //! signed, against its own rules and against the CA's policy at hand (--dir's, VOUCH_POLICY,
 //! /etc/vouch): what that policy would refuse for every node is refused here, with the CA's
-//! code ([`TemplateProblem`]), and nothing is written.
+//! code ([`TemplateProblem`]), and nothing is written. With no policy at hand, against the
+//! default policy (deny by default): what a CA whose policy sets neither
+//! `attributes.versions` nor `[templates]` would refuse is refused, every reason named.
 
 use super::args::ConductorSignArgs;
 use super::find_policy;
@@ -17,6 +19,9 @@ use time::OffsetDateTime;
 
 /// The CA's policy at hand, and where it was found.
 type AtHand = Option<(PathBuf, Policy)>;
+
+/// The policy at hand, or why there is none (no policy found, or one that cannot be read).
+type Found = Result<(PathBuf, Policy), String>;
 
 fn refuse(problem: TemplateProblem, at: &AtHand) -> Error {
     Error::Template { problem, policy: at.as_ref().map(|(p, _)| p.clone()) }
@@ -47,7 +52,8 @@ pub(super) fn sign_template(
         .map_err(|problem| refuse(TemplateProblem::PatternMalformed { pattern: pattern.clone(), problem }, &None))?;
     let binding = binding(a)?;
     check_binding_fits_pattern(&binding, &pattern)?;
-    let at = policy_at_hand(cli)?;
+    let found = policy_at_hand(cli)?;
+    let at: AtHand = found.as_ref().ok().cloned();
     let max_uses = a.max_uses.unwrap_or(0);
     let (max, whose) = match &at {
         Some((_, p)) => (p.templates.max_uses.min(tpl::MAX_USES), "the policy's templates.max_uses"),
@@ -59,9 +65,18 @@ pub(super) fn sign_template(
     let req = TemplateRequest { pattern: &pattern, max_uses, binding: &binding };
     let vouched = tpl::vouch_template(cert_der, key, classification, expiry, a.cert_encoding.into(), &req)
         .map_err(|detail| Error::Key { path: a.key.clone(), detail })?;
-    if let Some((_, policy)) = &at {
-        if let Some(problem) = policy_problem(policy, &vouched, classification, &req, expiry, now) {
-            return Err(refuse(problem, &at));
+    match &found {
+        Ok((_, policy)) => {
+            if let Some(problem) = policy_problem(policy, &vouched, classification, &req, expiry, now) {
+                return Err(refuse(problem, &at));
+            }
+        }
+        Err(why) => {
+            let reasons = default_problems(&req, expiry, now);
+            if !reasons.is_empty() {
+                let reasons = reasons.iter().map(|p| format!("[{}] {p}", p.code())).collect::<Vec<_>>().join("; ");
+                return Err(refuse(TemplateProblem::DefaultPolicyRefuses { why: why.clone(), reasons }, &None));
+            }
         }
     }
     if binding.is_empty() {
@@ -87,31 +102,19 @@ fn binding(a: &ConductorSignArgs) -> Result<String, Error> {
 
 /// The policy the template is checked against: --dir's (a --dir that does not exist is an
 /// error: a mistyped one would silently check nothing), VOUCH_POLICY, /etc/vouch. None found,
-/// or one that cannot be read: said on stderr, and the template is checked against no policy.
-fn policy_at_hand(cli: &Cli) -> Result<AtHand, Error> {
+/// or one that cannot be read: why, and the template is checked against the default policy.
+fn policy_at_hand(cli: &Cli) -> Result<Found, Error> {
     if let Some(d) = cli.dir.as_deref().filter(|d| !d.is_dir()) {
         return Err(refuse(TemplateProblem::PolicyDirMissing { dir: d.display().to_string() }, &None));
     }
     let path = match find_policy(None, cli.dir.as_deref()) {
         Ok(path) => path,
-        Err(e) => {
-            note(&format!(
-                "vouch: note: {e}: the template is checked against no CA's policy (each CA checks every node \
-                 against its own); give --dir the CA's data directory to check it now"
-            ));
-            return Ok(None);
-        }
+        Err(e) => return Ok(Err(format!("no CA's policy is at hand ({e})"))),
     };
-    match Policy::load(&path) {
-        Ok(policy) => Ok(Some((path, policy))),
-        Err(e) => {
-            note(&format!(
-                "vouch: warning: the policy {} cannot be read ({e}): the template is checked against no CA's policy",
-                path.display()
-            ));
-            Ok(None)
-        }
-    }
+    Ok(match Policy::load(&path) {
+        Ok(policy) => Ok((path, policy)),
+        Err(e) => Err(format!("the policy at hand cannot be read ({e})")),
+    })
 }
 
 /// A binding's certnames must fit the template's pattern: the CA requires both of every
@@ -140,12 +143,8 @@ fn policy_problem(
     if !policy.versions.contains(&3) {
         return Some(TemplateProblem::VersionOff { accepted: policy.versions.clone() });
     }
-    let limit = time::Duration::try_from(policy.templates.max_lifetime).unwrap_or(time::Duration::MAX);
-    if now.checked_add(limit).is_some_and(|latest| expiry > latest) {
-        return Some(TemplateProblem::ExpiryTooFar {
-            expiry: crate::encoding::time::format_rfc3339(expiry),
-            max_lifetime: crate::policy::format_duration(policy.templates.max_lifetime),
-        });
+    if let Some(problem) = expiry_problem(policy.templates.max_lifetime, expiry, now) {
+        return Some(problem);
     }
     let scope =
         crate::decision::template_scope_refusals(&vouched.conductor, req.pattern, classification, expiry, policy, now);
@@ -161,9 +160,48 @@ fn policy_problem(
     None
 }
 
+/// An expiry further ahead than `max_lifetime` (`templates.max_lifetime`).
+fn expiry_problem(
+    max_lifetime: std::time::Duration,
+    expiry: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Option<TemplateProblem> {
+    let limit = time::Duration::try_from(max_lifetime).unwrap_or(time::Duration::MAX);
+    now.checked_add(limit).is_some_and(|latest| expiry > latest).then(|| TemplateProblem::ExpiryTooFar {
+        expiry: crate::encoding::time::format_rfc3339(expiry),
+        max_lifetime: crate::policy::format_duration(max_lifetime),
+    })
+}
+
+/// What the default policy would refuse of every use of this template, every reason: the
+/// rules of a CA whose policy sets neither `attributes.versions` nor `[templates]` (version 3
+/// not accepted, `templates.max_lifetime` 30 days, unbound templates forbidden) and has no
+/// `[[identity.aws]]` entry to verify a bound one. Its scopes are unknown: it has none.
+fn default_problems(req: &TemplateRequest<'_>, expiry: OffsetDateTime, now: OffsetDateTime) -> Vec<TemplateProblem> {
+    let templates = crate::policy::Templates::default();
+    let mut out = Vec::new();
+    if !crate::policy::DEFAULT_VERSIONS.contains(&3) {
+        out.push(TemplateProblem::VersionOff { accepted: crate::policy::DEFAULT_VERSIONS.to_vec() });
+    }
+    out.extend(expiry_problem(templates.max_lifetime, expiry, now));
+    if req.binding.is_empty() && !templates.allow_unbound {
+        out.push(TemplateProblem::UnboundForbidden);
+    }
+    if !req.binding.is_empty() {
+        out.push(TemplateProblem::VerifierMissing { binding: req.binding.to_string() });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flags_largest_max_uses_is_the_policys_and_the_templates() {
+        assert_eq!(super::super::args::MAX_TEMPLATE_USES, crate::policy::MAX_USES_LIMIT);
+        assert_eq!(super::super::args::MAX_TEMPLATE_USES, tpl::MAX_USES);
+    }
 
     #[test]
     fn a_binding_must_derive_names_of_the_pattern() {

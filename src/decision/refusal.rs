@@ -342,6 +342,14 @@ pub enum Refusal {
     #[message("the template's max uses {value:?} {problem}", value = Capped(value), problem = Capped(problem))]
     #[hint = "sign with a --max-uses within templates.max_uses (1 to 1000000)"]
     TemplateMaxUsesInvalid { value: String, problem: String },
+    /// A template signed for more uses than the policy's `templates.max_uses` allows now
+    /// (the policy lowered after it was signed).
+    #[code = "template-max-uses-above-policy"]
+    #[message = "the template was signed for {max_uses} uses, and the policy's templates.max_uses now allows at \
+                 most {policy_max}: every node of it is refused"]
+    #[hint = "have the conductor sign a new template with --max-uses at most templates.max_uses and update the \
+              group's user-data, or raise templates.max_uses in the CA's policy to the template's max uses"]
+    TemplateMaxUsesAbovePolicy { max_uses: u64, policy_max: u64 },
     /// The certname does not match the template's pattern.
     #[code = "certname-not-in-template"]
     #[message("certname {certname:?} does not match the template's pattern {pattern:?}",

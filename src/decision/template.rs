@@ -128,9 +128,19 @@ pub(super) fn check_template(
             }
         }
     }
-    let max_uses = tpl::parse_max_uses(&t.max_uses, policy.templates.max_uses)
-        .map_err(|problem| reasons.push(Refusal::TemplateMaxUsesInvalid { value: t.max_uses.clone(), problem }))
-        .ok();
+    // Well formed (vouch's own bound), then within the policy's: a policy lowered below what
+    // a template was signed for says so, never that the value is malformed.
+    let max_uses = match tpl::parse_max_uses(&t.max_uses, tpl::MAX_USES) {
+        Err(problem) => {
+            reasons.push(Refusal::TemplateMaxUsesInvalid { value: t.max_uses.clone(), problem });
+            None
+        }
+        Ok(n) if n > policy.templates.max_uses => {
+            reasons.push(Refusal::TemplateMaxUsesAbovePolicy { max_uses: n, policy_max: policy.templates.max_uses });
+            None
+        }
+        Ok(n) => Some(n),
+    };
     let instance = match tpl::check_binding(&t.binding) {
         Err(problem) => {
             reasons.push(Refusal::IdentityBindingMalformed { value: t.binding.clone(), problem });

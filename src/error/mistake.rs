@@ -1,7 +1,7 @@
 //! A command given what it cannot take, where the plain reading would mislead
 //! ([`Mistake`]): `vouch import` with a shared store, `ca init` with its root's certificate
-//! and key given the wrong way round, `vouch migrate` (or `--store`) beside a running `vouch serve`. One
-//! variant each, words and hint beside it.
+//! and key given the wrong way round, `vouch migrate` (or `--store`) beside a running `vouch serve`,
+//! `vouch migrate` towards an LDAP server it cannot reach. One variant each, words and hint beside it.
 
 use std::path::PathBuf;
 use vouch_derive::{Hint, Message};
@@ -53,4 +53,11 @@ pub enum Mistake {
               migrate --to URL` (docs/ldap.md, migration) and start it again with --store URL; then run this \
               command again (a vouch migrate holding the directory: wait for it to end)"]
     SharedStoreBesideServe { dir: PathBuf, to: String, holder: String, who: super::ServingHolder },
+    /// `vouch migrate --to URL` where no LDAP server answers (or it answered busy): said of
+    /// migrate, whose re-run resumes the copy (exit 75, as the store's unavailability).
+    #[message = "vouch migrate cannot reach the LDAP store {url}: {detail}"]
+    #[hint = "check --to (its host and port, ldap:// or ldaps:// with --ldap-ca, or ldapi://) and that the \
+              LDAP server runs and answers there; then run the same vouch migrate again: it copies what is \
+              missing and keeps what is already there"]
+    MigrateTargetUnavailable { url: String, detail: String },
 }

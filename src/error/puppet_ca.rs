@@ -28,6 +28,22 @@ pub enum PuppetCaDefect {
     #[hint = "the file is damaged or cut short: copy it again from the Puppet CA directory (or restore it from \
               a backup) while Puppet Server is stopped"]
     Unreadable { file: String, detail: String },
+    /// A file this user may not open (EACCES): its content is not judged, it may be whole.
+    #[code = "puppet-ca-permission-denied"]
+    #[message = "{path} cannot be read: {detail}"]
+    #[hint = "this user may not read that file (or a directory on its path): run the import as a user who may \
+              read the whole Puppet CA directory (root, or the user Puppet Server runs as), or give that user \
+              read access; keep the keys private to it (mode 0600)"]
+    PermissionDenied { path: String, detail: String },
+    /// `ca_crt.pem` holds one self-signed certificate whose key is not `ca_key.pem`: the root
+    /// alone, without Puppet's CA certificate (the intermediate) before it.
+    #[code = "puppet-ca-intermediate-missing"]
+    #[message = "ca_crt.pem holds only the root ({root}): Puppet's CA certificate, whose key is ca_key.pem and \
+                 which issued the agents' certificates, is missing before it"]
+    #[hint = "copy ca_crt.pem whole from the Puppet CA directory (`puppetserver ca setup` writes Puppet's CA \
+              certificate first, then the root); a file cut to its last certificate, or the root's copy \
+              (root_crt.pem elsewhere), is not the CA's"]
+    IntermediateMissing { root: String },
     /// `ca_crt.pem` is no chain vouch can take over: not one or two CA certificates, the
     /// intermediate not issued by the root, or not allowed to sign.
     #[code = "puppet-ca-chain-invalid"]

@@ -55,8 +55,24 @@ pub enum TemplateProblem {
     #[message = "--dir (or VOUCH_DIR) {dir} names no directory (it does not exist, or is not one): no policy \
                  there can be checked"]
     #[hint = "give --dir the CA's data directory (its policy.toml is what the template is checked against, as \
-              the CA will check every node), or leave --dir and VOUCH_DIR out on a host that holds no CA"]
+              the CA will check every node), or, on a host that holds no CA, leave --dir and VOUCH_DIR out and \
+              give VOUCH_POLICY=FILE, a copy of the CA's policy.toml"]
     PolicyDirMissing { dir: String },
+    /// No CA's policy at hand (none found, or one that cannot be read): the template is
+    /// checked against the default policy, which would refuse every node of it.
+    #[code = "template-refused-by-default-policy"]
+    #[message = "{why}, so the template was checked against the default policy (that of a CA whose \
+                 policy.toml sets neither attributes.versions nor [templates]), which would refuse every node: \
+                 {reasons}"]
+    #[hint = "give this command the CA's policy: --dir DIR (the CA's data directory) or VOUCH_POLICY=FILE (a copy \
+              of the CA's policy.toml, on a conductor host); the template is then checked against what that CA \
+              allows (docs/operator-guide.md, Autoscaling groups)"]
+    DefaultPolicyRefuses {
+        /// Why no policy is at hand.
+        why: String,
+        /// Each reason, `[code] message`, joined by "; ".
+        reasons: String,
+    },
     /// The policy at hand does not accept signature version 3.
     #[code = "version-unsupported"]
     #[message("the policy accepts signature versions {accepted:?}, not 3 (templates)")]

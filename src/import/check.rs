@@ -96,6 +96,9 @@ pub fn plan(f: &CadirFiles) -> Result<Plan, PuppetCaDefect> {
     };
     let self_signed = parsed.len() == 1;
     check_chain(ca, root, self_signed)?;
+    if self_signed {
+        root_alone(f, ca)?;
+    }
     key_matches(&f.ca_key, ca, "ca_key.pem", "ca_crt.pem (its first certificate)")?;
     let root_key = match (&f.root_key, self_signed) {
         (Some(k), false) => {
@@ -161,6 +164,30 @@ fn check_chain(ca: &X509Certificate<'_>, root: &X509Certificate<'_>, self_signed
         &ca.signature_value.data,
     )
     .map_err(|e| chain(format!("{}: {e}", ca.subject())))
+}
+
+/// `ca_crt.pem`'s one self-signed certificate `root` is the root alone, Puppet's CA certificate
+/// (the intermediate) missing before it: `ca_key.pem` is not its key, and `root_key.pem` is, or
+/// the agents' certificates in `signed/` name another issuer. (A self-signed Puppet CA, as
+/// Puppet 5 made them, has its key in `ca_key.pem`; other mismatches are the key's.)
+fn root_alone(f: &CadirFiles, root: &X509Certificate<'_>) -> Result<(), PuppetCaDefect> {
+    let key_of_root = |pem: &str| {
+        crate::issuance::keys::load_pem(pem)
+            .is_ok_and(|kp| kp.public_key_raw() == root.public_key().subject_public_key.data.as_ref())
+    };
+    if key_of_root(&f.ca_key) {
+        return Ok(());
+    }
+    let issued_by_another = f.signed.iter().any(|(_, bytes)| {
+        let der = crate::encoding::pem::find_all(bytes, "CERTIFICATE").ok().and_then(|d| d.into_iter().next());
+        der.is_some_and(|der| {
+            x509_parser::parse_x509_certificate(&der).is_ok_and(|(_, c)| c.issuer().as_raw() != root.subject().as_raw())
+        })
+    });
+    if f.root_key.as_deref().is_some_and(key_of_root) || issued_by_another {
+        return Err(PuppetCaDefect::IntermediateMissing { root: root.subject().to_string() });
+    }
+    Ok(())
 }
 
 /// The PEM key `key` is `cert`'s.

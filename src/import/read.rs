@@ -50,6 +50,16 @@ fn read_file(path: &Path, kind: Kind) -> std::io::Result<Vec<u8>> {
     crate::files::durable::read_regular_followed_at_most(path, kind.limit())
 }
 
+/// Why the file `path` (`name` in the CA directory) could not be read: this user may not
+/// (named with its path and the system's error, never as damaged), or it does not read as
+/// a file of the CA directory (too large, not a regular file, an I/O error).
+fn read_failed(path: &Path, name: &str, e: &std::io::Error) -> PuppetCaDefect {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        return PuppetCaDefect::PermissionDenied { path: path.display().to_string(), detail: e.to_string() };
+    }
+    PuppetCaDefect::Unreadable { file: name.into(), detail: e.to_string() }
+}
+
 /// Reads `cadir`'s files; a missing one is [`PuppetCaDefect::Missing`], one that cannot be
 /// read [`PuppetCaDefect::Unreadable`].
 pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
@@ -58,7 +68,7 @@ pub fn read(cadir: &Path) -> Result<CadirFiles, Error> {
         match read_file(&p, kind) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(refuse(cadir, PuppetCaDefect::Unreadable { file: name.into(), detail: e.to_string() })),
+            Err(e) => Err(refuse(cadir, read_failed(&p, name, &e))),
         }
     };
     let need = |name: &str, kind: Kind| -> Result<Vec<u8>, Error> {
@@ -125,9 +135,8 @@ fn read_signed(cadir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
             continue;
         }
         let p: PathBuf = entry.path();
-        let bytes = read_file(&p, Kind::Cert).map_err(|e| {
-            refuse(cadir, PuppetCaDefect::Unreadable { file: format!("signed/{name}"), detail: e.to_string() })
-        })?;
+        let bytes =
+            read_file(&p, Kind::Cert).map_err(|e| refuse(cadir, read_failed(&p, &format!("signed/{name}"), &e)))?;
         out.push((name, bytes));
     }
     out.sort();

@@ -30,6 +30,9 @@ pub use templates::{Templates, MAX_USES_LIMIT};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The signature versions a policy that sets no `attributes.versions` accepts.
+pub const DEFAULT_VERSIONS: &[u32] = &[1, 2];
+
 /// A policy file problem, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyError {

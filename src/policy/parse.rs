@@ -256,7 +256,7 @@ impl PolicyFile<'_> {
     /// `[attributes]`: the signature versions accepted, how far ahead an expiry may lie.
     fn attributes(&self, raw: RawAttributes) -> Result<AttributesSection, PolicyError> {
         let versions = match raw.versions {
-            None => vec![1, 2],
+            None => super::DEFAULT_VERSIONS.to_vec(),
             Some(v) => {
                 let span = v.span();
                 let list = v.into_inner();

@@ -42,6 +42,9 @@ pub struct ServeOptions {
     /// DNS names and IP addresses for the service's certificate; the first name is its certname.
     pub server_names: Vec<String>,
     pub key_type: crate::issuance::keys::KeyType,
+    /// The service certificate's key type, when the operator chose one (`--service-key-type`):
+    /// a certificate in place with another is issued again.
+    pub service_key_type: Option<crate::issuance::keys::KeyType>,
     /// Largest request body accepted (a CSR is 1–4 KB; Puppet Server takes up to 1 MB).
     pub max_body: usize,
     /// Time allowed for the TLS handshake.
@@ -72,6 +75,7 @@ impl ServeOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 8140)),
             server_names: Vec::new(),
             key_type: crate::issuance::keys::KeyType::default(),
+            service_key_type: None,
             max_body: 256 * 1024,
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(30),

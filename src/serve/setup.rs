@@ -16,7 +16,7 @@ use crate::issuance::bootstrap::{
 use credentials::{admin_credential, conductor_credential, Step};
 use files::io;
 use lock::check_data_dir;
-use service_cert::{server_credential, Served};
+use service_cert::{server_credential, service_key_type, Served};
 use std::path::PathBuf;
 use time::OffsetDateTime;
 
@@ -133,14 +133,14 @@ fn refuse_server_names(dir: &DataDir, opts: &ServeOptions, now: OffsetDateTime) 
         }
     }
     let (dns, ips) = service_cert::server_names(opts);
-    if !service_cert::server_cert_ok(&auth, &dir.dir, &dns, &ips, now) {
+    if !service_cert::server_cert_ok(&auth, &dir.dir, (&dns, &ips), opts.service_key_type, now) {
         let certname = dns.first().map_or("localhost", String::as_str);
         let spec = crate::authority::LocalSpec {
             certname,
             role: crate::issuance::certificate::LocalRole::Server,
             dns_names: &dns,
             ip_addresses: &ips,
-            key_type: opts.key_type,
+            key_type: service_key_type(opts),
             replace: true,
         };
         auth.check_local(&spec, now)?;

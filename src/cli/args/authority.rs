@@ -1,6 +1,7 @@
-//! The CA, its conductors and its administrators: `vouch ca`, `vouch conductor`, `vouch admin`.
+//! The CA, its conductors and its administrators: `vouch ca`, `vouch conductor`, `vouch admin`;
+//! and the templates conductors sign: `vouch template`.
 
-use super::formats::{CertEncodingArg, FormatArg, KeyTypeArg};
+use super::formats::{CertEncodingArg, FormatArg, KeyTypeArg, OutFormat};
 use super::values::{count_value, whole_number, OUTPUT_RULE};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -157,5 +158,22 @@ pub enum AdminCommand {
         /// The administrator's key type.
         #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
         key_type: KeyTypeArg,
+    },
+}
+
+/// `vouch template`: templates for autoscaling groups (signature version 3).
+#[derive(Subcommand, Debug)]
+pub enum TemplateCommand {
+    /// How many of a template's uses are spent and how many are left, as this CA's store
+    /// counts them for the whole fleet (the data directory's replay journal, or the shared
+    /// store with --store); reads, never counts.
+    Uses {
+        /// The template's attributes as `vouch conductor sign --template` wrote them (any
+        /// --format: csr_attributes.yaml, cloud-config, JSON, text).
+        #[arg(value_name = "TEMPLATE-FILE")]
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
     },
 }

@@ -22,9 +22,16 @@ pub struct ServeArgs {
     /// is the service certificate's certname [default: this host's name, localhost].
     #[arg(long = "server-name", value_parser = check_server_name)]
     pub server_names: Vec<String>,
-    /// Key type for a CA created on the first run and for the service's certificate.
+    /// Key type for a CA created on the first run and, unless --service-key-type says another,
+    /// for the service's certificate.
     #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
     pub key_type: KeyTypeArg,
+    /// Key type of the service's own TLS key, whatever the CA's: every agent's TLS handshake
+    /// is signed with it (p256 under an RSA CA halves a whole bootstrap's CPU). A service
+    /// certificate with another key type is issued again at start [default: --key-type's,
+    /// and the certificate in place is kept whatever its key].
+    #[arg(long, value_enum)]
+    pub service_key_type: Option<KeyTypeArg>,
     /// Largest request body accepted, in bytes (1 to 67108864).
     #[arg(long, default_value_t = 256 * 1024, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(MAX_BODY_LIMIT)))]
     pub max_body: u64,
@@ -113,6 +120,11 @@ pub enum BenchCommand {
         /// TLS connection, GET the CA bundle, GET the CRLs (no copy yet), PUT the CSR, GET the certificate.
         #[arg(long)]
         bootstrap: bool,
+        /// Each certificate replaced by two GETs of the CA certificate on the agent's connection:
+        /// what TLS, HTTP, the request log and the threads cost with no CSR, decision, signature
+        /// or store. A floor to set beside a real run, never a CA's work.
+        #[arg(long, conflicts_with = "bootstrap")]
+        transport_only: bool,
         /// Do not ask for gzip-compressed answers (Puppet's agents do: `Accept-Encoding: gzip`).
         #[arg(long)]
         no_gzip: bool,

@@ -27,13 +27,20 @@ pub(super) fn ds389_backend(s: &str) -> Result<String, String> {
     }
 }
 
+/// The largest `--max-uses` any policy allows (`templates.max_uses` is at most this:
+/// `policy::MAX_USES_LIMIT`, which a unit test keeps equal).
+pub const MAX_TEMPLATE_USES: u64 = 1_000_000;
+
 /// `--max-uses`: a count checked later against the policy at hand (whose maximum the refusal
-/// names): any decimal here, one too large for any count read as the largest.
+/// names); a number past any count a template may carry is refused here, as it was given.
 pub(super) fn count_value(s: &str) -> Result<u64, String> {
     let t = s.trim();
     match t.parse::<u64>() {
         Ok(n) => Ok(n),
-        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Ok(u64::MAX),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
+            "{t} is too large: a template yields from 1 to {MAX_TEMPLATE_USES} certificates at most (and at \
+             most the CA policy's templates.max_uses)"
+        )),
         Err(_) => Err("must be a whole number, at least 1 (the certificates the template yields)".to_string()),
     }
 }

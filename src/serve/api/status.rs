@@ -174,12 +174,24 @@ pub(super) fn status_one(auth: &Authority, name: &str) -> Result<ApiResponse, Er
     })
 }
 
-pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Error> {
-    let state = query.split('&').find_map(|kv| kv.strip_prefix("state=")).map(str::to_string);
-    if let Some(s) = state.as_deref().filter(|s| !["requested", "signed", "revoked"].contains(s)) {
-        return Ok(ApiResponse::text(400, format!("Invalid state {s:?}: one of requested, signed, revoked")));
+/// The states `certificate_statuses` is asked for: every `state=` of the query (none: all).
+/// Repeated, each is answered (`state=signed&state=revoked`: both); Puppet Server 7 answers
+/// every status then, unfiltered, which a client asking for two states does not mean.
+fn queried_states(query: &str) -> Result<Vec<&str>, ApiResponse> {
+    let states: Vec<&str> = query.split('&').filter_map(|kv| kv.strip_prefix("state=")).collect();
+    match states.iter().find(|s| !["requested", "signed", "revoked"].contains(s)) {
+        Some(s) => Err(ApiResponse::text(400, format!("Invalid state {s:?}: one of requested, signed, revoked"))),
+        None => Ok(states),
     }
-    let wanted = |v: &serde_json::Value| state.as_deref().is_none_or(|s| v["state"] == s);
+}
+
+pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Error> {
+    let states = match queried_states(query) {
+        Ok(states) => states,
+        Err(response) => return Ok(response),
+    };
+    let asked = |s: &str| states.is_empty() || states.contains(&s);
+    let wanted = |v: &serde_json::Value| v["state"].as_str().is_some_and(asked);
     let mut out = Vec::new();
     // A name listed twice (a request kept beside its certificate, as `on_existing =
     // "supersede"` keeps one) is answered once, as `status_of` answers it: the pending
@@ -192,12 +204,12 @@ pub(super) fn statuses(auth: &Authority, query: &str) -> Result<ApiResponse, Err
             out.extend(status_of(auth, &entry.name)?.filter(wanted));
         }
     }
-    if state.as_deref() != Some("requested") {
+    if asked("signed") || asked("revoked") {
         auth.for_each_current(|l, read| {
             // Each listed name once, answered by that name (as `status_of` reads it), its
             // certificate read only when its listed state is wanted.
             let listed = if l.revoked { "revoked" } else { "signed" };
-            if state.as_deref().is_some_and(|s| s != listed) || !seen.insert(l.certname.clone()) {
+            if !asked(listed) || !seen.insert(l.certname.clone()) {
                 return Ok(());
             }
             if let Some(c) = read()? {

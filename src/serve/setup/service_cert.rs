@@ -7,6 +7,7 @@ use crate::authority::{Authority, LocalSpec};
 use crate::error::Error;
 use crate::issuance::bootstrap::{DataDir, SERVER_CERT, SERVER_KEY};
 use crate::issuance::certificate::LocalRole;
+use crate::issuance::keys::KeyType;
 use crate::store::State;
 use std::net::IpAddr;
 use std::path::Path;
@@ -49,13 +50,42 @@ pub fn server_names(opts: &ServeOptions) -> (Vec<String>, Vec<IpAddr>) {
     (dns, ips)
 }
 
+/// The key type a service certificate issued now gets.
+pub(super) fn service_key_type(opts: &ServeOptions) -> KeyType {
+    opts.service_key_type.unwrap_or(opts.key_type)
+}
+
+/// The key type of a certificate's public key, if it is one vouch makes.
+fn key_type_of(c: &x509_parser::certificate::X509Certificate<'_>) -> Option<KeyType> {
+    use x509_parser::public_key::PublicKey;
+    let spki = c.public_key();
+    if spki.algorithm.algorithm.to_id_string() == "1.3.101.112" {
+        return Some(KeyType::Ed25519);
+    }
+    match spki.parsed().ok()? {
+        PublicKey::RSA(k) => match k.key_size() {
+            2048 => Some(KeyType::Rsa2048),
+            3072 => Some(KeyType::Rsa3072),
+            4096 => Some(KeyType::Rsa4096),
+            _ => None,
+        },
+        PublicKey::EC(p) => match p.key_size() {
+            256 => Some(KeyType::P256),
+            384 => Some(KeyType::P384),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Whether the service certificate on disk is usable: present with its key, valid for
-/// a while yet, current in the store, and naming everything asked for.
+/// a while yet, current in the store, naming everything asked for, and with a key of
+/// `want_key` when the operator chose one.
 pub(super) fn server_cert_ok(
     auth: &Authority,
     dir: &Path,
-    dns: &[String],
-    ips: &[IpAddr],
+    (dns, ips): (&[String], &[IpAddr]),
+    want_key: Option<KeyType>,
     now: OffsetDateTime,
 ) -> bool {
     let (cert, key) = (dir.join(SERVER_CERT), dir.join(SERVER_KEY));
@@ -66,6 +96,9 @@ pub(super) fn server_cert_ok(
     let Ok((_, der)) = crate::encoding::pem::find(&pem, &["CERTIFICATE"]) else { return false };
     let Ok((_, c)) = x509_parser::parse_x509_certificate(&der) else { return false };
     if c.validity().not_after.to_datetime() - now < SERVER_RENEW_BEFORE {
+        return false;
+    }
+    if want_key.is_some_and(|k| key_type_of(&c) != Some(k)) {
         return false;
     }
     let serial = crate::encoding::hex(c.raw_serial());
@@ -108,19 +141,19 @@ pub(super) fn server_credential(
 ) -> Result<Served, Error> {
     let (dns, ips) = server_names(opts);
     let wanted_certname = dns.first().cloned().unwrap_or_else(|| "localhost".into());
-    if !server_cert_ok(auth, &dir.dir, &dns, &ips, now) {
+    if !server_cert_ok(auth, &dir.dir, (&dns, &ips), opts.service_key_type, now) {
         let spec = LocalSpec {
             certname: &wanted_certname,
             role: LocalRole::Server,
             dns_names: &dns,
             ip_addresses: &ips,
-            key_type: opts.key_type,
+            key_type: service_key_type(opts),
             replace: true,
         };
         if let Some((name, serial)) = renew_server_cert(auth, &dir.dir, &spec, now)? {
             notes.push(format!(
                 "completed: the service certificate was issued again (the one in {} did not cover these names, was not \
-                 valid or within 30 days of its end, or had no key); the one presented before ({name}, serial {serial}) is revoked \
+                 valid or within 30 days of its end, had no key or not a key of --service-key-type); the one presented before ({name}, serial {serial}) is revoked \
                  (superseded)",
                 dir.dir.join(SERVER_CERT).display()
             ));

@@ -33,13 +33,7 @@ impl LdapStore {
                     (false, Some(_)) => "to create it, run 'vouch ldap init --create-base'",
                     (false, None) => "vouch creates only an ou= base: create any other first",
                 };
-                return Err(StoreError::Ldap {
-                    op: "use",
-                    dn: self.base.clone(),
-                    detail: format!(
-                        "the base DN does not exist (or the bind DN may not read it): check the URL for a typo; {how}"
-                    ),
-                });
+                return Err(StoreError::Ldap { op: "use", dn: self.base.clone(), detail: self.base_absent(how) });
             };
             // The base is made under an existing parent only: say which one is missing.
             if let Some((_, parent)) = self.base.split_once(',') {
@@ -70,6 +64,31 @@ impl LdapStore {
             }
         }
         Ok(created)
+    }
+
+    /// Why the base DN reads as absent, and what to do (`how`: to create it). slapd answers a
+    /// base search of an entry its ACLs hide from this client as it answers one that does not
+    /// exist (noSuchObject, RFC 4511's rule not to disclose it); what tells them apart is the
+    /// bind (an anonymous one, where the store needs a bind DN) and the matchedDN: the closest
+    /// entry above the base the server shows this client (then the base itself is not there).
+    fn base_absent(&self, how: &str) -> String {
+        let found = self.primary.run(|c| c.search(&self.base, Scope::Base, "(objectClass=*)", vec!["1.1"]));
+        let matched = found.ok().map(|r| r.1).filter(|r| r.rc == rc::NO_SUCH_OBJECT).map(|r| r.matched);
+        match (&self.primary.server.bind, matched.filter(|m| !m.is_empty())) {
+            (_, Some(above)) => format!(
+                "the base DN does not exist: the server holds {above}, and nothing by that name under it: check the \
+                 URL for a typo; {how}"
+            ),
+            (super::conn::Bind::Anonymous, None) => "the bind is anonymous (no --ldap-bind-dn and \
+                 --ldap-password-file, nor VOUCH_LDAP_BIND_DN and VOUCH_LDAP_PASSWORD_FILE), and an anonymous client \
+                 is shown no entry at the base DN: the server's ACLs may hide it (an LDAP server answers an entry \
+                 hidden from a client as one that does not exist: noSuchObject); give the bind DN the store's \
+                 ACLs name and its password file, then check the URL for a typo"
+                .into(),
+            (_, None) => {
+                format!("the base DN does not exist (or the bind DN may not read it): check the URL for a typo; {how}")
+            }
+        }
     }
 
     /// Discovers what the server implements (its root DSE, RFC 4512 5.1) and refuses one that
