@@ -83,7 +83,8 @@ fn main() {
             match e {
                 vouch::Error::StoreUnavailable { .. }
                 | vouch::Error::StoreUnconfirmed { .. }
-                | vouch::Error::Limited(_) => vouch::cli::EXIT_TEMPFAIL,
+                | vouch::Error::Limited(_)
+                | vouch::Error::Busy(_) => vouch::cli::EXIT_TEMPFAIL,
                 vouch::Error::RevokedCrlNotWritten { .. }
                 | vouch::Error::ReconcileCrlNotWritten { .. }
                 | vouch::Error::RenewedCrlNotWritten { .. }
