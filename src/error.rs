@@ -4,6 +4,8 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 mod approval;
+mod busy;
+mod input;
 mod mistake;
 mod puppet_ca;
 mod serving;
@@ -12,6 +14,8 @@ mod why;
 mod wording;
 
 pub use approval::NotApprovable;
+pub use busy::Busy;
+pub use input::{read_input, read_stdin};
 pub use mistake::Mistake;
 pub use puppet_ca::PuppetCaDefect;
 pub use serving::ServingHolder;
@@ -20,8 +24,7 @@ pub use why::{AdminNameTaken, NeedsForce, Unrenewable};
 pub use wording::LISTEN_FLAG;
 
 use crate::decision::Refusal;
-use crate::files::input::{read_bounded, read_path, Kind};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use vouch_derive::{Hint, Message};
 use wording::{
     crl_not_from_bundle, current_missing, io_hint, listen_hint, listen_message, no_ca_hint, policy_hint,
@@ -140,6 +143,10 @@ pub enum Error {
     #[message = "{_0}"]
     #[hint(with = Some(_0.hint()))]
     Limited(crate::limits::Limited),
+    /// Another master held what the command waited for, past its bounded wait: exit 75, 503.
+    #[message = "{_0}"]
+    #[hint(with = Some(_0.hint()))]
+    Busy(Busy),
     /// A concurrent change won a compare-and-swap on the shared store: nothing was written.
     #[message = "{what}; nothing was written"]
     #[hint = "read the current state again ('vouch override show NAME' for an override, 'vouch list --all' \
@@ -585,14 +592,4 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
-}
-
-/// [`read_path`], its failure as a command error naming the file.
-pub fn read_input(path: &Path, kind: Kind) -> Result<Vec<u8>, Error> {
-    read_path(path, kind).map_err(|source| Error::Io { path: path.to_path_buf(), op: "read", source })
-}
-
-/// Standard input up to the kind's limit.
-pub fn read_stdin(kind: Kind) -> Result<Vec<u8>, Error> {
-    read_bounded(std::io::stdin().lock(), kind).map_err(|source| Error::Io { path: "stdin".into(), op: "read", source })
 }

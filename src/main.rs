@@ -84,7 +84,8 @@ fn main() {
                 vouch::Error::StoreUnavailable { .. }
                 | vouch::Error::Mistake(vouch::error::Mistake::MigrateTargetUnavailable { .. })
                 | vouch::Error::StoreUnconfirmed { .. }
-                | vouch::Error::Limited(_) => vouch::cli::EXIT_TEMPFAIL,
+                | vouch::Error::Limited(_)
+                | vouch::Error::Busy(_) => vouch::cli::EXIT_TEMPFAIL,
                 // Stopped part way by the store going away (`vouch migrate` after it marked the
                 // directory): the same command later finishes it.
                 vouch::Error::Unfinished { error, .. } if matches!(*error, vouch::Error::StoreUnavailable { .. }) => {

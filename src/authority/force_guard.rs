@@ -5,15 +5,22 @@
 //! [`Authority::is_admin_certificate`] says is: Puppet's `pp_cli_auth` (`vouch admin new`,
 //! `DIR/admin/` made by `vouch serve`), or a fingerprint this master's `[serve] admins` lists.
 //! They are counted in the store the command opens: the fleet's on a shared store (any
-//! master's administrator is one at every master), this CA's on the file store.
+//! master's administrator is one at every master), this CA's on the file store. A
+//! revocation counts them under the store's lock and, for a valid administrator's
+//! certificate, the fleet's lock on such revocations (`Store::hold_admin_revocations`),
+//! which it keeps until its revocation is written.
 
 use super::revocation_input::normal_serial;
 use super::Authority;
 use crate::error::{Error, NeedsForce};
 use crate::issuance::bootstrap::SERVER_CERT;
-use crate::store::{Current, State};
+use crate::store::{Current, State, WriteLock};
 use std::ops::ControlFlow;
 use time::OffsetDateTime;
+
+/// The fleet's lock on revocations of administrator certificates, held
+/// ([`crate::store::admin_lock`]): given back when dropped.
+pub(super) type AdminHold<'a> = Box<dyn crate::store::admin_lock::Hold + 'a>;
 
 impl Authority {
     /// Whose service certificate `name` is the certname of, if a master's: this master's
@@ -57,34 +64,74 @@ impl Authority {
     }
 
     /// Refuses (unless `force`) to revoke `certname`'s current certificate: a master's service
-    /// certname, or the store's last valid administrator certificate.
+    /// certname, or the store's last valid administrator certificate. A check ahead of a
+    /// revocation (the revocation judges again, [`Authority::refuse_unforced_held`]).
     pub fn refuse_unforced(&self, certname: &str, force: bool, now: OffsetDateTime) -> Result<(), Error> {
+        self.judge_unforced(certname, force, None, now).map(drop)
+    }
+
+    /// [`Authority::refuse_unforced`] as a revocation under `lock` judges it: the count of a
+    /// valid administrator certificate's revocation is made with the fleet's lock on such
+    /// revocations held ([`crate::store::Store::hold_admin_revocations`]: on a shared store,
+    /// two masters revoking the last two administrators at once cannot each count the other's
+    /// as the one left), and the hold is returned, for the caller to keep until its
+    /// revocation is written. No hold for any other revocation.
+    pub(super) fn refuse_unforced_held(
+        &self,
+        lock: &WriteLock,
+        certname: &str,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<Option<AdminHold<'_>>, Error> {
+        self.judge_unforced(certname, force, Some(lock), now)
+    }
+
+    /// [`Authority::refuse_unforced`], the fleet's lock taken under `lock` when given.
+    fn judge_unforced(
+        &self,
+        certname: &str,
+        force: bool,
+        lock: Option<&WriteLock>,
+        now: OffsetDateTime,
+    ) -> Result<Option<AdminHold<'_>>, Error> {
         if force {
-            return Ok(());
+            return Ok(None);
         }
         let refused = |why| Err(Error::NeedsForce { certname: certname.to_string(), why });
         if let Some(whose) = self.service_certname_of(certname)? {
             return refused(NeedsForce::Service { whose });
         }
-        let Some((rec, pem)) = self.certificate(certname)? else { return Ok(()) };
+        let Some((rec, pem)) = self.certificate(certname)? else { return Ok(None) };
         if let Some(why) = self.maybe_own_service(certname, &pem) {
             return refused(why);
         }
         if !valid_at(rec.state, &rec.not_after, now) || !self.is_admin_certificate(&pem) {
-            return Ok(());
+            return Ok(None);
         }
+        let hold = match lock {
+            Some(lock) => self.store.hold_admin_revocations(lock)?,
+            None => None,
+        };
         if self.another_valid_administrator(&rec.serial, now)? {
-            return Ok(());
+            // The tests' pause between the guard's count and the revocation.
+            crate::store::pause_point("revoke:admin-counted");
+            return Ok(hold);
         }
         refused(NeedsForce::LastAdministrator { serial: rec.serial })
     }
 
-    /// [`Authority::refuse_unforced`] for `vouch revoke --serial`: the serial's certname,
+    /// [`Authority::refuse_unforced_held`] for `vouch revoke --serial`: the serial's certname,
     /// where the serial is that certname's current, unrevoked certificate (an older one of a
     /// service or an administrator is no longer presented). A serial not found is left to
     /// the revocation's own errors.
-    pub fn refuse_unforced_serial(&self, given: &str, force: bool, now: OffsetDateTime) -> Result<(), Error> {
-        let Some(serial) = normal_serial(given).filter(|_| !force) else { return Ok(()) };
+    pub(super) fn refuse_unforced_serial(
+        &self,
+        lock: &WriteLock,
+        given: &str,
+        force: bool,
+        now: OffsetDateTime,
+    ) -> Result<Option<AdminHold<'_>>, Error> {
+        let Some(serial) = normal_serial(given).filter(|_| !force) else { return Ok(None) };
         for s in [serial.clone(), format!("00{serial}")] {
             // A record that does not read is left to the revocation (its inventory line);
             // any other error stops here.
@@ -96,10 +143,10 @@ impl Authority {
             if rec.state == State::Issued
                 && self.certificate(&rec.certname)?.is_some_and(|(cur, _)| cur.serial == rec.serial)
             {
-                return self.refuse_unforced(&rec.certname, force, now);
+                return self.refuse_unforced_held(lock, &rec.certname, force, now);
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Whether the store holds a valid administrator certificate besides `serial`: a walk

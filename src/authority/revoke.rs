@@ -1,6 +1,7 @@
 //! Revocation by the master CA: `vouch revoke`, `vouch clean` and `vouch revoke --serial`,
 //! each stored, audited and put on the CRL.
 
+use super::force_guard::AdminHold;
 use super::revocation_input::{normal_serial, reason_code, REASONS};
 use super::{check_name, Authority};
 use crate::encoding::time::format_rfc3339;
@@ -125,7 +126,9 @@ impl Authority {
     /// [`Authority::revoke`] as `vouch revoke`, `vouch clean` and the API ask it: unless
     /// `force`, a master's service certname and the store's last valid administrator
     /// certificate are refused ([`Authority::refuse_unforced`]), judged under the store's
-    /// lock so that two revocations at once cannot each count the other as the one left.
+    /// lock (and, for a valid administrator's certificate, the fleet's lock on such
+    /// revocations: [`crate::store::Store::hold_admin_revocations`]) so that two revocations
+    /// at once cannot each count the other as the one left.
     pub fn revoke_guarded(
         &self,
         certname: &str,
@@ -196,8 +199,10 @@ impl Authority {
         let serial = normal_serial(given).ok_or_else(|| Error::SerialInvalid { given: given.to_string() })?;
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
-        self.refuse_unforced_serial(given, force, now)?;
+        // Held until the revocation is written (a valid administrator's certificate only).
+        let mut hold = self.refuse_unforced_serial(&lock, given, force, now)?;
         let rec = self.record_by_serial(serial)?;
+        confirm(&mut hold)?;
         self.revoke_found(&lock, rec, reason, now)
     }
 
@@ -367,7 +372,8 @@ impl Authority {
         // A revocation checkpoints first, under the lock: what the flush can write before, it does.
         self.store.flush_unlocked()?;
         let lock = self.store.lock()?;
-        self.refuse_unforced(certname, force, now)?;
+        // Held until the revocation is written (a valid administrator's certificate only).
+        let mut hold = self.refuse_unforced_held(&lock, certname, force, now)?;
         // Never another node's certificate in this certname's name (a damaged store).
         let Some(current) = self.current_checked(certname)? else {
             if clean {
@@ -378,6 +384,7 @@ impl Authority {
         };
         let expected = current.expected();
         let rec = current.record;
+        confirm(&mut hold)?;
         if rec.state == State::Revoked && !clean {
             self.crl_for_revoked(&lock, certname, &rec.serial, false, now)?;
             return Ok(format!("{certname} (serial {}) {ALREADY_REVOKED}", rec.serial));
@@ -399,5 +406,14 @@ impl Authority {
         }
         self.revoke_locked(&lock, &rec, Some(&expected), reason, clean, now)?;
         Ok(format!("{} {certname} (serial {})", if clean { "revoked and cleaned" } else { "revoked" }, rec.serial))
+    }
+}
+
+/// Just before a revocation is written: the fleet's lock on administrators' revocations, if
+/// held, is still this holder's (its time moved on); one taken over meanwhile writes nothing.
+fn confirm(hold: &mut Option<AdminHold<'_>>) -> Result<(), Error> {
+    match hold {
+        Some(h) => Ok(h.confirm()?),
+        None => Ok(()),
     }
 }

@@ -56,6 +56,15 @@ pub enum StoreError {
         dir: PathBuf,
         to: String,
     },
+    /// The fleet's lock on revocations of administrator certificates ([`super::admin_lock`])
+    /// is another master's (`holder`, until `until`) past the bounded wait, or (`lost`) this
+    /// holder's time passed and another master took it over before the revocation was
+    /// written: nothing was written.
+    AdminRevocationBusy {
+        holder: String,
+        until: String,
+        lost: bool,
+    },
     /// The LDAP server answered with an error vouch does not expect (schema missing, access
     /// denied, a damaged entry).
     Ldap {
@@ -87,6 +96,10 @@ impl std::fmt::Display for StoreError {
             StoreError::Unconfirmed { detail } => write!(f, "not confirmed on the replicas: {detail}"),
             StoreError::Conflict { what } => write!(f, "{what}; nothing was written"),
             StoreError::Ldap { op, dn, detail } => write!(f, "LDAP {op} of {dn:?} failed: {detail}"),
+            StoreError::AdminRevocationBusy { holder, until, lost } => {
+                let busy = crate::error::Busy::of_admin_lock(holder, until, *lost);
+                write!(f, "{busy}")
+            }
             StoreError::FileStoreRetired { dir, to } => {
                 write!(f, "the file store of {} is retired: its master moved to the shared store {to}", dir.display())
             }
@@ -129,6 +142,9 @@ impl From<StoreError> for crate::error::Error {
             e @ StoreError::JournalMoved { .. } => crate::error::Error::StoreUrl { detail: e.to_string() },
             StoreError::Conflict { what } => crate::error::Error::StoreConflict { what },
             StoreError::FileStoreRetired { dir, to } => crate::error::Error::FileStoreRetired { dir, to },
+            StoreError::AdminRevocationBusy { holder, until, lost } => {
+                crate::error::Error::Busy(crate::error::Busy::of_admin_lock(&holder, &until, lost))
+            }
             e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },
             e => crate::error::Error::Store { detail: e.to_string() },
         }

@@ -53,6 +53,7 @@
 //! what a killed process left. It checkpoints first, so no entry written before a
 //! revocation is ever replayed after it.
 
+pub mod admin_lock;
 pub mod audit;
 mod file;
 pub(crate) use file::holder_of_file;
@@ -67,9 +68,9 @@ mod retired;
 pub mod templates;
 pub mod verify;
 
-pub(crate) use crate::files::fault::crash_point;
 #[cfg(feature = "fault-injection")]
 pub(crate) use crate::files::fault::fail_point;
+pub(crate) use crate::files::fault::{crash_point, pause_point};
 pub use error::StoreError;
 pub use file::{FileStore, WAL};
 pub use open::{open_journal, open_store, parse_ldap_url, LdapUrl, StoreUrl};
@@ -200,6 +201,16 @@ pub trait Store: Send + Sync {
     /// requests wait their turn quietly). A store whose lock never waits on another
     /// process ignores it.
     fn announce_lock_waits(&self) {}
+    /// The fleet's lock on revocations of valid administrator certificates ([`admin_lock`]),
+    /// taken before the last-administrator guard counts and held until the revocation it
+    /// allows is written (given back when the hold is dropped); waits a bounded time for
+    /// another holder, then fails closed ([`StoreError::AdminRevocationBusy`]). `None`: the
+    /// store needs none (the file store: its write lock, which the caller holds, already keeps
+    /// the count and the revocation together).
+    fn hold_admin_revocations(&self, lock: &WriteLock) -> Result<Option<Box<dyn admin_lock::Hold + '_>>, StoreError> {
+        let _ = lock;
+        Ok(None)
+    }
     /// Whether concurrent issuances should be stored in batches (one synchronous write for
     /// many: the file store); otherwise each request stores its own.
     fn batches(&self) -> bool;

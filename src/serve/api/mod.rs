@@ -191,7 +191,10 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
         );
         return ApiResponse { retry_after: Some(l.retry_after()), ..ApiResponse::text(l.status(), text) };
     }
-    if matches!(e, Error::StoreUnavailable { .. } | Error::StoreUnconfirmed { .. } | Error::StoreConflict { .. }) {
+    if matches!(
+        e,
+        Error::StoreUnavailable { .. } | Error::StoreUnconfirmed { .. } | Error::StoreConflict { .. } | Error::Busy(_)
+    ) {
         crate::obs::metrics::METRICS.store_error(crate::obs::metrics::StoreStage::Request);
         events.push(Event::Failed { method: req.method.clone(), path: req.path.clone(), error: detail });
         return unavailable();

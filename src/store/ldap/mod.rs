@@ -15,6 +15,8 @@
 //! vouchCa=crl-<id>                      each master CA's own CRL, the same way (`crls.rs`)
 //! vouchCa=service-<id>                  each master's service certificate (its names are the
 //!                                       fleet's: no node of any master carries them)
+//! vouchCa=admin-revocation-lock         the fleet's lock on revocations of administrator
+//!                                       certificates (`admin_lock.rs`): "free" or "HOLDER until TIME"
 //! ```
 //!
 //! The root CRL's entry reuses an object class slapd already has (vouch's schema is never
@@ -78,6 +80,7 @@
 //! `--store-confirm-replicas`, a claim is confirmed readable on every replica before
 //! anything is signed for it (a standby promoted after a failover then knows it).
 
+mod admin_lock;
 mod claims;
 mod conflicts;
 mod conn;
@@ -99,6 +102,7 @@ mod templates;
 mod tombstones;
 mod view;
 
+pub use admin_lock::ADMIN_LOCK_RDN;
 pub use conn::{may_block, Bind, Pool, Server, MAX_IDLE};
 pub use migrate::Imported;
 
@@ -175,6 +179,9 @@ pub struct LdapStore {
     /// (`legacy.rs`), and when (Unix seconds).
     no_legacy_seen: std::sync::atomic::AtomicBool,
     legacy_checked: std::sync::atomic::AtomicI64,
+    /// Whether a wait for the lock on administrators' revocations is told on stderr
+    /// ([`Store::announce_lock_waits`]).
+    announce: std::sync::atomic::AtomicBool,
 }
 
 impl LdapStore {
@@ -195,6 +202,7 @@ impl LdapStore {
             completed: std::sync::atomic::AtomicI64::new(i64::MIN),
             no_legacy_seen: std::sync::atomic::AtomicBool::new(false),
             legacy_checked: std::sync::atomic::AtomicI64::new(i64::MIN),
+            announce: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -254,6 +262,17 @@ impl Store for LdapStore {
     fn lock(&self) -> Result<WriteLock, StoreError> {
         self.complete_now_and_then()?;
         Ok(WriteLock::shared())
+    }
+
+    fn announce_lock_waits(&self) {
+        self.announce.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn hold_admin_revocations(
+        &self,
+        _lock: &WriteLock,
+    ) -> Result<Option<Box<dyn super::admin_lock::Hold + '_>>, StoreError> {
+        Ok(Some(Box::new(self.take_admin_lock()?)))
     }
 
     fn batches(&self) -> bool {

@@ -16,7 +16,8 @@ pub const NEEDED_CONTROLS: &[(&str, &str)] =
     &[("1.2.840.113556.1.4.319", "the paged results control (RFC 2696), which every listing of the store uses")];
 
 impl LdapStore {
-    /// `vouch ldap init`: the containers under the base DN (and, with `create_base`, the base
+    /// `vouch ldap init`: the containers under the base DN, the lock on revocations of
+    /// administrator certificates (`admin_lock.rs`, free) (and, with `create_base`, the base
     /// entry itself if it is an `ou=` under an existing parent: never by default, so that a
     /// mistyped base DN is an error, not a second, empty store). Refuses a server without
     /// vouch's schema. Idempotent. Returns what it created.
@@ -62,6 +63,9 @@ impl LdapStore {
             if code == rc::SUCCESS {
                 created.push(dn);
             }
+        }
+        if self.init_admin_lock()? {
+            created.push(self.admin_lock_dn());
         }
         Ok(created)
     }

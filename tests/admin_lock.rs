@@ -1,0 +1,165 @@
+//! The fleet's lock on revocations of administrator certificates (docs/ldap.md, "Revoking an
+//! administrator"), against the real vouch binary on a private slapd and (`_on_389ds`) on a
+//! base DN of its own on the test binary's private 389 Directory Server: two masters revoking
+//! the fleet's last two administrators at once leave one, and a master killed while it held
+//! the lock blocks a later revocation no longer than the lock's time.
+
+mod common;
+
+use common::ds389::Ds389;
+use common::ldap_lab::{openldap_store, store_env, Directory, Master};
+use common::processes::{ended_within, wait_within, Wait};
+use common::{ok, s, text, vouch};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+/// The lock's time (`VOUCH_TEST_ADMIN_LOCK_SECS`, a build with fault injection) of a master
+/// killed while it holds it: its lock passes after that.
+const SHORT: &str = "3";
+
+/// The lock's time of a master paused while it holds it: far longer than the test (the
+/// other master's wait, its own default, ends before it: it never takes the lock over).
+const LONG: &str = "600";
+
+/// `vouch` in `dir` on the store `env` names.
+fn run_in(dir: &Path, env: &[(String, String)], args: &[&str]) -> std::process::Output {
+    vouch().envs(env.iter().cloned()).args(["--dir", s(dir)]).args(args).output().unwrap()
+}
+
+/// Two masters of `slapd`'s store (`m1`, `m2` under `tmp`), and the fleet's only two
+/// administrators: master 1's first-run `vouch-admin` and master 2's `alice`.
+fn two_masters_two_administrators(slapd: &dyn Directory, tmp: &Path) -> (PathBuf, PathBuf, Vec<(String, String)>) {
+    let (d1, d2) = (tmp.join("m1"), tmp.join("m2"));
+    drop(Master::start(slapd, &d1, "ca1.test"));
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    let env = store_env(slapd);
+    let (cert, key) = (tmp.join("alice.pem"), tmp.join("alice.key"));
+    ok(&run_in(&d2, &env, &["admin", "new", "alice", "--cert-out", s(&cert), "--key-out", s(&key)]));
+    (d1, d2, env)
+}
+
+/// `vouch revoke NAME` in `dir`, started: stdout dropped, stderr into `err`.
+fn start_revoke(dir: &Path, env: &[(String, String)], extra: &[(&str, &str)], name: &str, err: &Path) -> Child {
+    vouch()
+        .envs(env.iter().cloned())
+        .envs(extra.iter().copied())
+        .args(["--dir", s(dir), "revoke", name])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(err).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// The lock entry's value, as the server's administrator reads it.
+fn lock_value(slapd: &dyn Directory) -> String {
+    let out = slapd.ldapsearch(&slapd.base(), "(vouchCa=admin-revocation-lock)", &["vouchCertificate"]);
+    let found = out.ok().lines().find_map(|l| l.strip_prefix("vouchCertificate: ")).map(str::to_string);
+    found.unwrap_or_else(|| panic!("no lock entry with a plain value: {out}"))
+}
+
+fn said(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// The "Revoked Certificates:" section of `vouch list --all`.
+fn revoked_section(listed: &str) -> &str {
+    listed.split("Revoked Certificates:").nth(1).unwrap_or_else(|| panic!("no revoked section: {listed}"))
+}
+
+/// Master 1 revokes `vouch-admin` and master 2 `alice`, the fleet's only administrators, at
+/// once: master 1 is paused after its guard counted alice as the administrator left, and
+/// master 2 runs while it is. What must hold: exactly one of the two is revoked, and the
+/// other revocation is refused, naming the last administrator. (Each master counted the
+/// other's administrator and both revoked while nothing locked one master out.)
+#[test]
+fn two_masters_revoking_the_last_two_administrators_at_once_leave_one() {
+    racing_revokes(&openldap_store());
+}
+
+#[test]
+fn two_masters_revoking_the_last_two_administrators_at_once_leave_one_on_389ds() {
+    racing_revokes(&Ds389::store("admin_lock_race"));
+}
+
+fn racing_revokes(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, env) = two_masters_two_administrators(slapd, tmp.path());
+    let paused = tmp.path().join("paused");
+    let (a_err, b_err) = (tmp.path().join("a.err"), tmp.path().join("b.err"));
+    let pause = [
+        ("VOUCH_TEST_PAUSE_AT", "revoke:admin-counted"),
+        ("VOUCH_TEST_PAUSE_FILE", s(&paused)),
+        ("VOUCH_TEST_ADMIN_LOCK_SECS", LONG),
+    ];
+    let mut a = start_revoke(&d1, &env, &pause, "vouch-admin", &a_err);
+    Wait::up_to(Duration::from_secs(60)).showing(|| said(&a_err)).until("master 1 paused after its count", || {
+        assert!(a.try_wait().unwrap().is_none(), "master 1 ended before its pause: {}", said(&a_err));
+        paused.exists()
+    });
+    let mut b = start_revoke(&d2, &env, &[], "alice", &b_err);
+    // Master 2 runs until it waits for master 1 (the fix), or to its end (no lock).
+    Wait::up_to(Duration::from_secs(60)).showing(|| said(&b_err)).until("master 2 waiting, or ended", || {
+        said(&b_err).contains("waiting for") || b.try_wait().unwrap().is_some()
+    });
+    std::fs::remove_file(&paused).unwrap();
+    let ra = wait_within(&mut a, Duration::from_secs(60), "master 1's revoke");
+    let rb = wait_within(&mut b, Duration::from_secs(60), "master 2's revoke");
+    let listed = ok(&run_in(&d1, &env, &["list", "--all"]));
+    let outcome =
+        format!("{listed}\nmaster 1 (vouch-admin): {ra}: {}\nmaster 2 (alice): {rb}: {}", said(&a_err), said(&b_err));
+    assert!(!(ra.success() && rb.success()), "both administrators revoked without --force, none left: {outcome}");
+    assert!(ra.success(), "master 1, which counted first, revokes vouch-admin: {outcome}");
+    assert_eq!(rb.code(), Some(2), "{outcome}");
+    let err = said(&b_err);
+    assert!(err.contains("alice") && err.contains("last valid administrator certificate"), "{outcome}");
+    let revoked = revoked_section(&listed);
+    assert!(revoked.contains("vouch-admin") && !revoked.contains("alice"), "{outcome}");
+}
+
+/// A master killed while it holds the lock (aborted right after taking it, its time 3 s): a
+/// later revocation of an administrator at the other master waits for that time to pass
+/// (13 s at most: its own time and 10 s), takes the lock over, and revokes. What must hold:
+/// the later revocation succeeds, and the lock is free after it. (Before the lock, the
+/// killed master's process was never stopped there: it revoked.)
+#[test]
+fn a_master_killed_holding_the_lock_blocks_no_later_revocation_for_good() {
+    stale_holder(&openldap_store());
+}
+
+#[test]
+fn a_master_killed_holding_the_lock_blocks_no_later_revocation_for_good_on_389ds() {
+    stale_holder(&Ds389::store("admin_lock_stale"));
+}
+
+fn stale_holder(slapd: &dyn Directory) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, env) = two_masters_two_administrators(slapd, tmp.path());
+    let (a_err, b_err) = (tmp.path().join("a.err"), tmp.path().join("b.err"));
+    let abort = [("VOUCH_TEST_ABORT_AT", "admin-lock:taken"), ("VOUCH_TEST_ADMIN_LOCK_SECS", SHORT)];
+    let mut a = start_revoke(&d1, &env, &abort, "vouch-admin", &a_err);
+    let ra = wait_within(&mut a, Duration::from_secs(60), "master 1's revoke");
+    assert!(!ra.success() && ra.code().is_none(), "master 1 was not killed holding the lock: {ra}: {}", said(&a_err));
+    let lock = lock_value(slapd);
+    assert!(lock.contains(" until "), "the lock is not held: {lock}");
+    let listed = ok(&run_in(&d1, &env, &["list", "--all"]));
+    assert!(!revoked_section(&listed).contains("vouch-admin"), "master 1 revoked before it was killed: {listed}");
+    let mut b = start_revoke(&d2, &env, &[("VOUCH_TEST_ADMIN_LOCK_SECS", SHORT)], "vouch-admin", &b_err);
+    let rb = ended_within(&mut b, Duration::from_secs(120));
+    let rb = rb.unwrap_or_else(|| {
+        let _ = b.kill();
+        panic!("master 2 still waits: {}", said(&b_err))
+    });
+    assert!(rb.success(), "master 2 did not revoke after the killed holder's time: {rb}: {}", said(&b_err));
+    let listed = ok(&run_in(&d2, &env, &["list", "--all"]));
+    assert!(revoked_section(&listed).contains("vouch-admin"), "{listed}");
+    let lock = lock_value(slapd);
+    assert_eq!(lock, "free", "the lock was not given back");
+    // Nothing else in the way: alice, now the last administrator, is refused at once.
+    let out = run_in(&d1, &env, &["revoke", "alice"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
