@@ -88,17 +88,23 @@ else
   default_load=$VOUCH
 fi
 LOAD=${LOAD:-$default_load}
-"$LOAD" bench --help >/dev/null 2>&1 ||
-  { echo "$LOAD has no bench command: cargo build --release --features bench --bin vouch (or set LOAD)" >&2; exit 2; }
 for bin in ${A:-} ${B:-} $([ "$mode" = sitting ] && echo "$VOUCH"); do
+  [ -x "$bin" ] && [ -f "$bin" ] || { echo "$bin: no such program (build it: cargo build --release --features bench --bin vouch)" >&2; exit 2; }
   "$bin" --version >/dev/null 2>&1 || { echo "$bin: not a vouch binary that runs" >&2; exit 2; }
 done
+"$LOAD" bench --help >/dev/null 2>&1 ||
+  { echo "the load tool $LOAD has no bench command: cargo build --release --features bench --bin vouch (or set LOAD)" >&2; exit 2; }
 for key in $KEYS; do
   case $key in p256 | p384 | ed25519 | rsa2048 | rsa3072 | rsa4096) ;;
     *) echo "KEYS: unknown key type '$key' (p256 p384 ed25519 rsa2048 rsa3072 rsa4096)" >&2; exit 2 ;;
   esac
 done
 case $AGENTS in *[!0-9,]* | '' | ,* | *,) echo "AGENTS: numbers separated by commas, not '$AGENTS'" >&2; exit 2 ;; esac
+IFS=, read -ra _levels <<<"$AGENTS"
+for l in "${_levels[@]}"; do
+  case $l in '' | 0*) echo "AGENTS: numbers from 1 to 4096 separated by commas, not '$AGENTS'" >&2; exit 2 ;; esac
+  [ "${#l}" -le 4 ] && [ "$l" -le 4096 ] || { echo "AGENTS: numbers from 1 to 4096 separated by commas, not '$AGENTS'" >&2; exit 2; }
+done
 if [ -n "${CALLGRIND:-}" ]; then
   case $AGENTS in *,*) echo "CALLGRIND: one level of AGENTS, not '$AGENTS' (a run's count covers all its levels)" >&2; exit 2 ;; esac
   [ -z "${SYSCALLS:-}" ] || { echo "CALLGRIND and SYSCALLS: one at a time (strace of valgrind counts valgrind's calls)" >&2; exit 2; }

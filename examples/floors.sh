@@ -19,8 +19,11 @@
 #
 # Settings: ROUNDS (1-20, default 3), KEYS (default "p256 rsa4096"), VOUCH (default
 # target/release/vouch, built with the `bench` feature), NOSTORE (a build with
-# examples/ceiling.patch; built here from HEAD as examples/ceiling.sh does if unset), PORT
-# (default 18700), KEEP=1 (keep the stores). Certificates per run: 4,096 P-256 (64 x 64),
+# examples/ceiling.patch; built here from HEAD as examples/ceiling.sh does if unset; a
+# build that stores what it serves is refused after its first run), PORT (the first of the
+# ports used, one per run; default 18700), KEEP=1 (keep the stores). Started within minutes
+# of another run's end (which deletes its stores), a run measures the slow inode allocation
+# after a deletion (docs/benchmarks.md, section 9): wait five minutes, or use KEEP=1. Certificates per run: 4,096 P-256 (64 x 64),
 # 1,024 RSA (64 x 16), 4,096 transport pairs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +38,7 @@ ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-18700}
 "$VOUCH" bench serve --help 2>/dev/null | grep -q transport-only ||
   { echo "$VOUCH has no 'bench serve --transport-only': cargo build --release --features bench --bin vouch (or set VOUCH)" >&2; exit 2; }
+[ -n "${KEYS// /}" ] || { echo "KEYS: one key type or more (p256 p384 ed25519 rsa2048 rsa3072 rsa4096), not empty" >&2; exit 2; }
 for key in $KEYS; do
   case $key in p256 | p384 | ed25519 | rsa2048 | rsa3072 | rsa4096) ;;
     *) echo "KEYS: unknown key type '$key' (p256 p384 ed25519 rsa2048 rsa3072 rsa4096)" >&2; exit 2 ;;
@@ -61,7 +65,7 @@ if [ -z "${NOSTORE:-}" ]; then
   NOSTORE=$target/release/vouch
 fi
 "$NOSTORE" --version >/dev/null 2>&1 || { echo "NOSTORE=$NOSTORE: not a vouch binary that runs" >&2; exit 2; }
-port=$PORT
+port=$((PORT - 1))
 # One run: BIN KEY NAME TRANSPORT(0/1) PER_AGENT [ENV...]; prints "rate p99 rss cpu user sys".
 run() {
   local bin=$1 key=$2 d=$work/$3 transport=$4 per=$5 pid t0 t1 extra=()
@@ -103,7 +107,14 @@ for round in $(seq "$ROUNDS"); do
       case $what in
         shipped) r=$(run "$VOUCH" "$key" "$what-$key-$round" 0 "$per") ;;
         transport) r=$(run "$VOUCH" "$key" "$what-$key-$round" 1 64) ;;
-        nostore) r=$(run "$NOSTORE" "$key" "$what-$key-$round" 0 "$per" VOUCH_CEILING=1) ;;
+        nostore)
+          r=$(run "$NOSTORE" "$key" "$what-$key-$round" 0 "$per" VOUCH_CEILING=1)
+          kept=$(find "$work/$what-$key-$round/ca/signed" -type f 2>/dev/null | wc -l)
+          [ "$kept" -lt 80 ] || {
+            echo "NOSTORE=$NOSTORE stored $kept certificates: not a build of examples/ceiling.patch (unset NOSTORE to build one)" >&2
+            exit 2
+          }
+          ;;
       esac
       read -r rate p99 rss cpu user sys <<<"$r"
       LC_ALL=C printf "| %s | %s | %s | %'.0f/s | %.0f ms | %.0f MB | **%.3f ms** | %.3f / %.3f ms |\n" \

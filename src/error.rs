@@ -75,6 +75,10 @@ pub enum Error {
     #[message = "{detail}"]
     #[hint = "see vouch --help"]
     Usage { detail: String },
+    /// `vouch bench serve`: every certificate of a level failed (the figures would mean nothing).
+    #[message = "no certificate was served at {agents} agents: {cause}"]
+    #[hint = "check --addr (is the service listening?), --host (a name on its certificate) and --ca-bundle"]
+    BenchNothingServed { agents: usize, cause: String },
     /// Neither --dir nor VOUCH_DIR, and no usable base for the default data directory (a
     /// user other than root whose HOME is relative or unset, with no absolute XDG_DATA_HOME).
     #[message = "no data directory to use: {why} (a relative one would name a directory under the current one)"]

@@ -2792,6 +2792,16 @@ fn bench_serve_issues_what_it_counts_and_its_transport_floor_issues_nothing() {
     assert_eq!((rows[0]["certificates"].as_u64(), rows[0]["failures"].as_u64()), (Some(6), Some(0)), "{rows}");
     assert_eq!(inventory(&dir).len(), before + 6, "the transport's floor issued a certificate");
     assert!(server.stop());
+    // Nothing listening any more: no figures, a failure that names its cause.
+    let o = vouch()
+        .arg("--dir")
+        .arg(&dir)
+        .args(["bench", "serve", "--addr", &addr, "--agents", "2", "--per-agent", "1", "--transport-only"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(err.contains("no certificate was served at 2 agents") && err.contains("refused"), "{err}");
 }
 
 /// `--service-key-type p256` under an RSA-4096 CA: the service presents a P-256 key the RSA
@@ -2833,4 +2843,20 @@ fn a_service_key_of_its_own_type_under_an_rsa_ca_serves_a_real_agent_and_changes
     let (o, _) = bootstrap(&conf);
     assert!(o.status.success(), "{}", text(&o));
     assert!(third.stop());
+}
+
+/// A name in a request that no certificate has is quoted back in the 404 with every
+/// character that is not printable escaped: a right-to-left override (U+202E) or a
+/// terminal escape in the path never reaches the reader's screen raw.
+#[test]
+fn a_not_found_answer_quotes_an_unprintable_name_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("vouch"), &[]);
+    for (path, shown) in [("%E2%80%AEgro.elpmaxe", "\\u{202e}gro.elpmaxe"), ("a%1B%5B31mred", "a\\u{1b}[31mred")] {
+        let r = server.client(None).request("GET", &format!("/puppet-ca/v1/certificate/{path}"), None, b"").unwrap();
+        let body = r.text();
+        assert_eq!(r.status, 404, "{body}");
+        assert!(body.contains(shown) && !body.contains('\u{202e}') && !body.contains('\u{1b}'), "{body:?}");
+    }
+    assert!(server.stop());
 }

@@ -155,6 +155,13 @@ pub enum Command {
     #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Not in this build (`vouch bench` needs the `bench` feature): says so.
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
     /// Instance identity documents: check one, print the node's cloud-init part.
     #[command(subcommand)]
     Identity(IdentityCommand),

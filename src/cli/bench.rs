@@ -112,23 +112,25 @@ fn bench_hook(runs: u64, no_journal: bool) -> Result<(), Error> {
 /// `vouch bench serve`: load on a running `vouch serve`, a row per level as it completes
 /// (text) or all rows at the end (JSON).
 fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), Error> {
-    if format == OutFormat::Text {
-        sayln!(
-            "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16} {:>12}",
-            "agents",
-            "certs",
-            "failed",
-            "seconds",
-            "certs/s",
-            "p50 ms",
-            "p99 ms",
-            "peak RSS",
-            "server CPU/cert",
-            "client CPU/cert",
-            "bytes/cert"
-        )?;
-    }
+    // The header once the setup has passed and the first level is measured.
+    let mut header = format == OutFormat::Text;
     let rows = crate::bench::serve(load, |r| {
+        if std::mem::take(&mut header) {
+            let _ = sayln!(
+                "{:>7} {:>7} {:>8} {:>9} {:>10} {:>9} {:>9} {:>10} {:>16} {:>16} {:>12}",
+                "agents",
+                "certs",
+                "failed",
+                "seconds",
+                "certs/s",
+                "p50 ms",
+                "p99 ms",
+                "peak RSS",
+                "server CPU/cert",
+                "client CPU/cert",
+                "bytes/cert"
+            );
+        }
         if format == OutFormat::Text {
             let _ = sayln!(
                 "{:>7} {:>7} {:>8} {:>9.2} {:>10.1} {:>9.1} {:>9.1} {:>10} {:>16} {:>16} {:>12.0}",
@@ -149,7 +151,23 @@ fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), 
     if format == OutFormat::Json {
         say_json(&rows)?;
     }
-    Ok(())
+    for r in &rows {
+        if let Some(why) = r.first_failure.as_ref().filter(|_| r.certificates > 0) {
+            eprintln!(
+                "vouch: warning: {} of {} failed at {} agents; the first: {why}",
+                r.failures,
+                r.failures.saturating_add(r.certificates),
+                r.agents
+            );
+        }
+    }
+    match rows.iter().find(|r| r.certificates == 0) {
+        Some(r) => Err(Error::BenchNothingServed {
+            agents: r.agents,
+            cause: r.first_failure.clone().unwrap_or_else(|| "no request was made".into()),
+        }),
+        None => Ok(()),
+    }
 }
 
 mod erased_json {

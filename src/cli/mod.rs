@@ -271,6 +271,11 @@ pub fn run(cli: Cli) -> Result<i32, Error> {
         Command::Serve(a) => serve::serve(cli, a),
         #[cfg(feature = "bench")]
         Command::Bench(b) => bench::bench(cli, b),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench { .. } => Err(Error::Usage {
+            detail: "this vouch was built without `vouch bench`: cargo build --release --features bench --bin vouch"
+                .into(),
+        }),
         Command::Admin(AdminCommand::New { name, cert_out, key_out, key_type }) => {
             admin::new(cli, name, cert_out, key_out, key_type)
         }

@@ -9,7 +9,7 @@ pub struct ApproveArgs {
     pub certname: String,
     /// A lifetime shorter than the policy's (issuance.validity): 3600s, 12h, 30d, 1y; longer
     /// is refused.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub ttl: Option<String>,
     /// Approve only the request with this SHA-256 fingerprint (as `puppetserver ca list`
     /// prints it; colons allowed): another request sent under the name meanwhile is refused.

@@ -22,8 +22,8 @@ pub struct ServeArgs {
     /// is the service certificate's certname [default: this host's name, localhost].
     #[arg(long = "server-name", value_parser = check_server_name)]
     pub server_names: Vec<String>,
-    /// Key type for a CA created on the first run and, unless --service-key-type says another,
-    /// for the service's certificate.
+    /// Key type for a CA created on the first run (a CA in place keeps its own) and, unless
+    /// --service-key-type says another, for a service certificate issued now.
     #[arg(long, value_enum, default_value_t = KeyTypeArg::P256)]
     pub key_type: KeyTypeArg,
     /// Key type of the service's own TLS key, whatever the CA's: every agent's TLS handshake
@@ -105,7 +105,7 @@ pub enum BenchCommand {
         #[arg(long, value_name = "FILE")]
         conductor_key: Option<PathBuf>,
         /// Concurrency levels, comma-separated.
-        #[arg(long, default_value = "1,8,64,256")]
+        #[arg(long, default_value = "1,8,64,256", allow_hyphen_values = true)]
         agents: String,
         /// Certificates each agent asks for (1 to 100000).
         #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = |s: &str| whole_number::<u64>(s, 1, Some(100_000)))]

@@ -57,5 +57,8 @@ fn answer(auth: &Authority, name: &str, current: Option<(crate::store::CertRecor
 }
 
 fn reserved_not_found(name: &str, reason: &crate::decision::Refusal) -> ApiResponse {
-    ApiResponse::text(404, format!("Could not find certificate {name}: {reason}. Hint: {}", reason.hint()))
+    ApiResponse::text(
+        404,
+        format!("Could not find certificate {}: {reason}. Hint: {}", super::shown(name), reason.hint()),
+    )
 }

@@ -213,7 +213,18 @@ fn internal(e: &Error, req: &ApiRequest, events: &mut Vec<Event>) -> ApiResponse
 }
 
 fn not_found(kind: &str, name: &str) -> ApiResponse {
-    ApiResponse::text(404, format!("Could not find {kind} {name}"))
+    ApiResponse::text(404, format!("Could not find {kind} {}", shown(name)))
+}
+
+/// A name from a request as an answer quotes it: as given when it is printable ASCII, else
+/// with every character that is not printable escaped (`\u{202e}`: a direction override or
+/// a terminal escape never reaches a reader's screen raw).
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().all(|b| b.is_ascii_graphic()) {
+        name.into()
+    } else {
+        name.escape_debug().to_string().into()
+    }
 }
 
 fn forbidden(req: &ApiRequest) -> ApiResponse {
