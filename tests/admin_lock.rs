@@ -10,9 +10,13 @@ use common::ds389::Ds389;
 use common::ldap_lab::{openldap_store, store_env, Directory, Master};
 use common::processes::{ended_within, wait_within, Wait};
 use common::{ok, s, text, vouch};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The lock's time (`VOUCH_TEST_ADMIN_LOCK_SECS`, a build with fault injection) of a master
 /// killed while it holds it: its lock passes after that.
@@ -162,4 +166,109 @@ fn stale_holder(slapd: &dyn Directory) {
     // Nothing else in the way: alice, now the last administrator, is refused at once.
     let out = run_in(&d1, &env, &["revoke", "alice"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+/// A TCP proxy in front of slapd that, once `slow` is set, hands each answer of the server
+/// to the client `delay` after it came (in order; the requests go through at once): the
+/// server applies a write at once, its client hears of it `delay` later.
+struct SlowAnswers {
+    port: u16,
+    slow: Arc<AtomicBool>,
+}
+
+impl SlowAnswers {
+    fn start(to: u16, delay: Duration) -> SlowAnswers {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let slow = Arc::new(AtomicBool::new(false));
+        let sl = slow.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_in, &mut s_out);
+                    let _ = s_out.shutdown(Shutdown::Write);
+                });
+                let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+                let (mut s_in, mut c_out, sl) = (server, client, sl.clone());
+                std::thread::spawn(move || {
+                    let mut chunk = [0u8; 16384];
+                    while let Ok(n) = s_in.read(&mut chunk) {
+                        if n == 0 {
+                            break;
+                        }
+                        let due = if sl.load(Ordering::SeqCst) { Instant::now() + delay } else { Instant::now() };
+                        if tx.send((due, chunk[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                });
+                std::thread::spawn(move || {
+                    for (due, bytes) in rx {
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                        if c_out.write_all(&bytes).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Write);
+                });
+            }
+        });
+        SlowAnswers { port, slow }
+    }
+}
+
+/// A lease without a fence (found by review): `confirm` moved its time on just before the
+/// revocation, and nothing bounded the time from that confirm to the write. Master 1's answers
+/// from the server come 4 s late (a slow network; each still inside the client's 5 s
+/// timeout), its lock's time is 1 s (`VOUCH_TEST_ADMIN_LOCK_SECS`, standing for the 30 s
+/// lease against a longer stall): its confirm is applied at once, its lease passes while
+/// the answer travels, master 2 takes the lock over, counts vouch-admin as the administrator
+/// left and revokes alice; master 1 then hears its confirm succeeded and revokes
+/// vouch-admin. What must hold: never both revoked without --force (now: a confirm heard
+/// after half the lease writes nothing; master 2 takes over only after seeing the value
+/// unchanged for a whole lease on its own clock).
+#[test]
+fn a_confirm_heard_after_half_its_lease_writes_nothing_and_one_administrator_is_left() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, env) = two_masters_two_administrators(&slapd, tmp.path());
+    let proxy = SlowAnswers::start(slapd.port(), Duration::from_secs(4));
+    let direct = format!(":{}/", slapd.port());
+    let slow_env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| {
+            (k.clone(), if k == "VOUCH_STORE" { v.replace(&direct, &format!(":{}/", proxy.port)) } else { v.clone() })
+        })
+        .collect();
+    let paused = tmp.path().join("paused");
+    let (a_err, b_err) = (tmp.path().join("a.err"), tmp.path().join("b.err"));
+    let pause = [
+        ("VOUCH_TEST_PAUSE_AT", "revoke:admin-counted"),
+        ("VOUCH_TEST_PAUSE_FILE", s(&paused)),
+        ("VOUCH_TEST_ADMIN_LOCK_SECS", "1"),
+    ];
+    let mut a = start_revoke(&d1, &slow_env, &pause, "vouch-admin", &a_err);
+    Wait::up_to(Duration::from_secs(60)).showing(|| said(&a_err)).until("master 1 paused after its count", || {
+        assert!(a.try_wait().unwrap().is_none(), "master 1 ended before its pause: {}", said(&a_err));
+        paused.exists()
+    });
+    let taken = lock_value(&slapd);
+    let holder = taken.split(" until ").next().unwrap().to_string();
+    assert!(taken.contains(" until "), "master 1 holds no lock: {taken:?}");
+    proxy.slow.store(true, Ordering::SeqCst);
+    std::fs::remove_file(&paused).unwrap();
+    // Master 1's confirm: applied at the server (its time moved on), its answer not heard yet.
+    Wait::up_to(Duration::from_secs(60)).showing(|| lock_value(&slapd)).until("master 1's confirm applied", || {
+        let v = lock_value(&slapd);
+        v != taken && v.starts_with(&holder)
+    });
+    let mut b = start_revoke(&d2, &env, &[], "alice", &b_err);
+    let rb = wait_within(&mut b, Duration::from_secs(120), "master 2's revoke");
+    let ra = wait_within(&mut a, Duration::from_secs(240), "master 1's revoke");
+    let listed = ok(&run_in(&d2, &env, &["list", "--all"]));
+    let outcome =
+        format!("{listed}\nmaster 1 (vouch-admin): {ra}: {}\nmaster 2 (alice): {rb}: {}", said(&a_err), said(&b_err));
+    assert!(!(ra.success() && rb.success()), "both administrators revoked without --force, none left: {outcome}");
 }

@@ -728,3 +728,65 @@ fn a_request_refused_at_admission_holds_none_of_its_templates_uses() {
         text(&again)
     );
 }
+
+/// A file-store CA in `dir` accepting unbound templates, and a template of 3 uses signed by
+/// its conductor `asg` (`dir/template.yaml`), as tests/templates.rs makes them.
+fn file_store_template(dir: &Path) -> PathBuf {
+    ok(&vouch().args(["ca", "init", "--dir", s(dir)]).output().unwrap());
+    let p = dir.join("policy.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains("versions = [1, 2]\n"), "{text}");
+    let text = text.replace("versions = [1, 2]\n", "versions = [1, 2, 3]\n") + "\n[templates]\nallow_unbound = true\n";
+    std::fs::write(&p, text).unwrap();
+    let (cert, key) = (dir.join("asg.pem"), dir.join("asg.key"));
+    ok(&vouch()
+        .args(["conductor", "new", "asg", "--dir", s(dir), "--cert-out", s(&cert), "--key-out", s(&key)])
+        .output()
+        .unwrap());
+    std::fs::write(dir.join("web.yaml"), CLASSIFICATION).unwrap();
+    let template = dir.join("template.yaml");
+    ok(&vouch()
+        .args(["--dir", s(dir), "conductor", "sign", "--cert", s(&cert), "--key", s(&key)])
+        .args(["--classification", s(&dir.join("web.yaml")), "--template", "--certname-pattern", PATTERN])
+        .args(["--max-uses", "3", "--expires-in", "2d", "--out", s(&template)])
+        .output()
+        .unwrap());
+    template
+}
+
+/// `vouch template uses` is a read ("never written", src/cli/template_uses.rs). Asked with
+/// `--store` of a shared store by the data directory of a master still on its file store
+/// (to look at the fleet's count before a move), it opens the CA as every command does: it
+/// registers the CA in the shared store, marks the directory's file store retired and the
+/// policy's replay journal moved. What must hold: nothing written; the directory's own
+/// `vouch sign` (file store, no --store) still works after the look.
+#[test]
+fn template_uses_with_store_is_a_look_that_retires_no_file_store_and_no_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("ca");
+    let template = file_store_template(&d);
+    let slapd = common::ldap_lab::openldap_store();
+    let env = store_env(&slapd);
+    let look = vouch().envs(env.iter().cloned()).args(["--dir", s(&d), "template", "uses", s(&template)]).output();
+    let look = look.unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&look.stdout), String::from_utf8_lossy(&look.stderr));
+    let marker = d.join("ca/MOVED-TO-SHARED-STORE");
+    let journal_marker = d.join("replay/MOVED-TO-SHARED-STORE");
+    let csr = d.join("web-1.csr");
+    ok(&vouch()
+        .args(["csr", "--certname", "web-1.asg.example.test", "--attributes", s(&template)])
+        .args(["--key-out", s(&d.join("web-1.key")), "--csr-out", s(&csr)])
+        .output()
+        .unwrap());
+    let sign = vouch().args(["--dir", s(&d), "sign", "--csr", s(&csr)]).output().unwrap();
+    let signed = format!("{}{}", String::from_utf8_lossy(&sign.stdout), String::from_utf8_lossy(&sign.stderr));
+    assert!(
+        !marker.exists() && !journal_marker.exists() && sign.status.success(),
+        "`template uses --store` ({}: {said}) left the file store retired ({}) / the journal moved ({}); the \
+         directory's own sign then: {}: {signed}",
+        look.status,
+        marker.exists(),
+        journal_marker.exists(),
+        sign.status
+    );
+}

@@ -25,6 +25,15 @@ pub enum Busy {
               answers slowly (the walk over the fleet's certificates took longer than the lock's time) or this \
               host's clock runs behind the other masters' (check NTP)"]
     AdminLockLost { holder: String, until: String },
+    /// This master's confirm of that lock, just before its revocation, was answered more than
+    /// half the lock's time after it was sent: another master could take the lock over before
+    /// the revocation is written, so it is not.
+    #[message = "this master's confirm of the fleet's lock on revocations of administrator certificates took \
+                 {took_ms} ms, more than half the lock's time: nothing was revoked (another master could take the \
+                 lock over before the revocation was written)"]
+    #[hint = "retry: the administrators left are counted again under the lock; if it happens again, the LDAP \
+              server answers slowly from this host (check its load and the network between them)"]
+    AdminLockLate { took_ms: u64 },
 }
 
 impl Busy {

@@ -2,11 +2,15 @@
 //! keeps it (docs/ldap.md, "Revoking an administrator"): the last-administrator guard's count
 //! and the revocation it allows run under one holder at a time across every master, as the
 //! file store's one lock makes them run on one host. One value, [`FREE`] or `HOLDER until
-//! UNTIL` (RFC 3339, UTC), changed only by compare-and-swap: taken from free, taken over from
-//! a holder whose UNTIL passed (a master killed while it held it), confirmed (its UNTIL moved
-//! on) just before the revocation is written, given back to free after it. What a master does
-//! with the value it read is decided here, with no I/O and no clock: the store reads, writes
-//! and tells the time (`ldap/admin_lock.rs`).
+//! UNTIL` (RFC 3339, UTC, for the people reading it), changed only by compare-and-swap: taken
+//! from free, taken over from a holder whose exact value a taker has itself seen unchanged for
+//! a whole lease on its own monotonic clock (a master killed while it held it; no master's
+//! wall clock is compared with another's), confirmed (the value changed) just before the
+//! revocation is written, given back to free after it. A holder whose confirm took more than
+//! half a lease writes nothing ([`confirmed_in_time`]): a taker's lease, counted from the
+//! moment it first read the confirmed value, cannot end before the holder's write does. What
+//! a master does with the value it read is decided here, with no I/O and no clock: the store
+//! reads, writes and tells the time (`ldap/admin_lock.rs`).
 
 use crate::encoding::time::{format_rfc3339, parse_rfc3339};
 use std::time::Duration;
@@ -67,17 +71,27 @@ pub enum Step {
     Damaged { value: String },
 }
 
-/// What to do with the lock's value `read` (`None`: no entry) at `now`.
-pub fn next_step(read: Option<&str>, now: OffsetDateTime) -> Step {
+/// What to do with the lock's value `read` (`None`: no entry), which this master has seen
+/// unchanged for `unchanged_for` (by its own monotonic clock, from its first read of that
+/// exact value), for a lock of `lease`.
+pub fn next_step(read: Option<&str>, unchanged_for: Duration, lease: Duration) -> Step {
     let Some(value) = read else { return Step::Add };
     if value == FREE {
         return Step::Swap { old: value.to_string() };
     }
     match parse_held(value) {
-        Some((_, until)) if until <= now => Step::Swap { old: value.to_string() },
+        Some(_) if unchanged_for >= lease => Step::Swap { old: value.to_string() },
         Some((holder, until)) => Step::Wait { holder: holder.to_string(), until },
         None => Step::Damaged { value: value.to_string() },
     }
+}
+
+/// Whether a holder whose confirm was answered `took` after it was sent may write its
+/// revocation: only within half a `lease`, so that the write ends before any taker's lease
+/// (counted from its first read of the confirmed value, at the earliest when the confirm was
+/// sent) can.
+pub fn confirmed_in_time(took: Duration, lease: Duration) -> bool {
+    took <= lease / 2
 }
 
 /// The holder and time of a held value; `None` for anything else.
@@ -96,23 +110,36 @@ mod tests {
         parse_rfc3339(s).unwrap()
     }
 
-    /// No entry is added; free is taken; a live holder is waited for; one whose time passed
-    /// (to the second) is taken over; anything else is never taken.
+    /// No entry is added; free is taken; a holder is waited for until this master has seen
+    /// its exact value unchanged for a whole lease (whatever time the value names: a holder's
+    /// clock ahead or behind changes nothing), then taken over; anything else is never taken.
     #[test]
     fn each_value_read_says_what_to_do() {
-        let now = at("2026-11-29T17:00:00Z");
-        assert_eq!(next_step(None, now), Step::Add);
-        assert_eq!(next_step(Some("free"), now), Step::Swap { old: "free".into() });
-        let live = held("ab12-77-c0ffee", at("2026-11-29T17:00:01Z"));
-        assert_eq!(live, "ab12-77-c0ffee until 2026-11-29T17:00:01Z");
-        let wait = Step::Wait { holder: "ab12-77-c0ffee".into(), until: at("2026-11-29T17:00:01Z") };
-        assert_eq!(next_step(Some(&live), now), wait);
-        let stale = held("ab12-77-c0ffee", now);
-        assert_eq!(next_step(Some(&stale), now), Step::Swap { old: stale.clone() });
+        let lease = Duration::from_secs(30);
+        let (none, almost) = (Duration::ZERO, Duration::from_millis(29_999));
+        assert_eq!(next_step(None, none, lease), Step::Add);
+        assert_eq!(next_step(Some("free"), none, lease), Step::Swap { old: "free".into() });
+        // A time long past, as a holder whose clock runs behind writes it: still waited for.
+        let live = held("ab12-77-c0ffee", at("2000-01-01T00:00:00Z"));
+        assert_eq!(live, "ab12-77-c0ffee until 2000-01-01T00:00:00Z");
+        let wait = Step::Wait { holder: "ab12-77-c0ffee".into(), until: at("2000-01-01T00:00:00Z") };
+        assert_eq!(next_step(Some(&live), none, lease), wait);
+        assert_eq!(next_step(Some(&live), almost, lease), wait);
+        assert_eq!(next_step(Some(&live), lease, lease), Step::Swap { old: live.clone() });
         for damaged in
             ["", "FREE ", "held", " until 2026-11-29T17:00:01Z", "a b until 2026-11-29T17:00:01Z", "x until soon"]
         {
-            assert_eq!(next_step(Some(damaged), now), Step::Damaged { value: damaged.into() }, "{damaged:?}");
+            let step = next_step(Some(damaged), Duration::from_secs(3600), lease);
+            assert_eq!(step, Step::Damaged { value: damaged.into() }, "{damaged:?}");
         }
+    }
+
+    /// A confirm answered within half a lease lets the holder write; a later one does not.
+    #[test]
+    fn a_confirm_heard_late_writes_nothing() {
+        let lease = Duration::from_secs(30);
+        assert!(confirmed_in_time(Duration::from_millis(3), lease));
+        assert!(confirmed_in_time(Duration::from_secs(15), lease));
+        assert!(!confirmed_in_time(Duration::from_millis(15_001), lease));
     }
 }

@@ -65,6 +65,11 @@ pub enum StoreError {
         until: String,
         lost: bool,
     },
+    /// This holder's confirm of that lock was answered `took_ms` after it was sent, more than
+    /// half the lock's time: nothing was written (a taker's lease could end before the write).
+    AdminLockLate {
+        took_ms: u64,
+    },
     /// The LDAP server answered with an error vouch does not expect (schema missing, access
     /// denied, a damaged entry).
     Ldap {
@@ -99,6 +104,9 @@ impl std::fmt::Display for StoreError {
             StoreError::AdminRevocationBusy { holder, until, lost } => {
                 let busy = crate::error::Busy::of_admin_lock(holder, until, *lost);
                 write!(f, "{busy}")
+            }
+            StoreError::AdminLockLate { took_ms } => {
+                write!(f, "{}", crate::error::Busy::AdminLockLate { took_ms: *took_ms })
             }
             StoreError::FileStoreRetired { dir, to } => {
                 write!(f, "the file store of {} is retired: its master moved to the shared store {to}", dir.display())
@@ -144,6 +152,9 @@ impl From<StoreError> for crate::error::Error {
             StoreError::FileStoreRetired { dir, to } => crate::error::Error::FileStoreRetired { dir, to },
             StoreError::AdminRevocationBusy { holder, until, lost } => {
                 crate::error::Error::Busy(crate::error::Busy::of_admin_lock(&holder, &until, lost))
+            }
+            StoreError::AdminLockLate { took_ms } => {
+                crate::error::Error::Busy(crate::error::Busy::AdminLockLate { took_ms })
             }
             e @ StoreError::Ldap { .. } => crate::error::Error::StoreLdap { detail: e.to_string() },
             e => crate::error::Error::Store { detail: e.to_string() },

@@ -68,10 +68,18 @@ impl LdapStore {
         let started = Instant::now();
         let limit = lease.saturating_add(admin_lock::WAIT_BEYOND_LEASE);
         let mut told = false;
+        // The value last read and when this master first read it (its own monotonic clock).
+        let mut seen: Option<(Option<String>, Instant)> = None;
         loop {
             let now = OffsetDateTime::now_utc();
             let mine = admin_lock::held(&holder, now.saturating_add(to_time(lease)));
-            let code = match next_step(self.admin_lock_value()?.as_deref(), now) {
+            let read = self.admin_lock_value()?;
+            let since = match &seen {
+                Some((value, at)) if *value == read => *at,
+                _ => Instant::now(),
+            };
+            seen = Some((read.clone(), since));
+            let code = match next_step(read.as_deref(), since.elapsed(), lease) {
                 Step::Add => self.add(&dn, Self::admin_lock_entry(&mine))?,
                 Step::Swap { old } => self.modify(&dn, cas(VALUE, old, mine.as_str()).to_vec())?,
                 Step::Wait { holder: other, until } => {
@@ -140,12 +148,20 @@ pub(super) struct LdapHold<'a> {
 
 impl Hold for LdapHold<'_> {
     fn confirm(&mut self) -> Result<(), StoreError> {
+        let lease = admin_lock::lease();
         let now = OffsetDateTime::now_utc();
-        let next = admin_lock::held(&self.holder, now.saturating_add(to_time(admin_lock::lease())));
+        let next = admin_lock::held(&self.holder, now.saturating_add(to_time(lease)));
         let dn = self.store.admin_lock_dn();
+        let sent = Instant::now();
         if self.store.modify(&dn, cas(VALUE, self.value.as_str(), next.as_str()).to_vec())? == rc::SUCCESS {
             self.value = next;
-            return Ok(());
+            if admin_lock::confirmed_in_time(sent.elapsed(), lease) {
+                return Ok(());
+            }
+            // Heard too late to be sure no taker's lease ends before this write would: nothing
+            // is written (the hold is given back when dropped, if still this holder's).
+            let took_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
+            return Err(StoreError::AdminLockLate { took_ms });
         }
         // Taken over: whoever holds it now, as far as a read tells.
         let now_read = self.store.admin_lock_value()?.unwrap_or_default();
