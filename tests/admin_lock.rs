@@ -272,3 +272,169 @@ fn a_confirm_heard_after_half_its_lease_writes_nothing_and_one_administrator_is_
         format!("{listed}\nmaster 1 (vouch-admin): {ra}: {}\nmaster 2 (alice): {rb}: {}", said(&a_err), said(&b_err));
     assert!(!(ra.success() && rb.success()), "both administrators revoked without --force, none left: {outcome}");
 }
+
+/// A TCP proxy in front of slapd that, once armed with a holder's name, forwards the first
+/// request naming it (the holder's confirm) at once and every later request of any of its
+/// connections `delay` after it came: the holder's confirm is answered at once, and its
+/// revocation write then reaches the server late (a master stalled between its confirm and
+/// its write, or a slow network on the way there).
+struct SlowAfterConfirm {
+    port: u16,
+    holder: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    stalling: Arc<AtomicBool>,
+}
+
+impl SlowAfterConfirm {
+    fn start(to: u16, delay: Duration) -> SlowAfterConfirm {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let holder: Arc<std::sync::Mutex<Option<Vec<u8>>>> = Arc::default();
+        let stalling = Arc::new(AtomicBool::new(false));
+        let (h, st) = (holder.clone(), stalling.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+                let (mut s_in, mut c_out) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s_in, &mut c_out);
+                    let _ = c_out.shutdown(Shutdown::Write);
+                });
+                let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+                let (mut c_in, mut s_out, h, st) = (client, server, h.clone(), st.clone());
+                std::thread::spawn(move || {
+                    let mut chunk = [0u8; 16384];
+                    while let Ok(n) = c_in.read(&mut chunk) {
+                        if n == 0 {
+                            break;
+                        }
+                        let bytes = chunk[..n].to_vec();
+                        let mut due = Instant::now();
+                        if st.load(Ordering::SeqCst) {
+                            due += delay;
+                        } else if let Some(name) = h.lock().unwrap().as_ref() {
+                            if bytes.windows(name.len()).any(|w| w == name.as_slice()) {
+                                st.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        if tx.send((due, bytes)).is_err() {
+                            break;
+                        }
+                    }
+                });
+                std::thread::spawn(move || {
+                    for (due, bytes) in rx {
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                        if s_out.write_all(&bytes).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = s_out.shutdown(Shutdown::Write);
+                });
+            }
+        });
+        SlowAfterConfirm { port, holder, stalling }
+    }
+}
+
+/// review15 probe: a holder whose confirm is answered at once (well within half its lease)
+/// and whose revocation write then reaches the server late. Master 1's lock time is 1 s
+/// (`VOUCH_TEST_ADMIN_LOCK_SECS`, standing for the 30 s lease), its requests after the
+/// confirm reach slapd 4 s late (each inside the client's timeout); master 2, started once
+/// the confirm is applied, sees the confirmed value unchanged for its 1 s lease, takes the
+/// lock over, counts vouch-admin as the administrator left and revokes alice; master 1's
+/// write of vouch-admin's revocation lands after. What must hold: never both revoked
+/// without --force. (docs/ldap.md names this as what is left: nothing fences the write.)
+#[test]
+#[ignore = "review15 finding (documented residual): a write reaching the store more than half a lease after its confirm meets a second count"]
+fn review15_a_write_landing_late_after_a_timely_confirm_leaves_no_administrator() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, env) = two_masters_two_administrators(&slapd, tmp.path());
+    let proxy = SlowAfterConfirm::start(slapd.port(), Duration::from_secs(4));
+    let direct = format!(":{}/", slapd.port());
+    let slow_env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| {
+            (k.clone(), if k == "VOUCH_STORE" { v.replace(&direct, &format!(":{}/", proxy.port)) } else { v.clone() })
+        })
+        .collect();
+    assert_ne!(slow_env, env, "master 1 does not go through the proxy");
+    let paused = tmp.path().join("paused");
+    let (a_err, b_err) = (tmp.path().join("a.err"), tmp.path().join("b.err"));
+    let lease = [("VOUCH_TEST_ADMIN_LOCK_SECS", "1")];
+    let pause = [("VOUCH_TEST_PAUSE_AT", "revoke:admin-counted"), ("VOUCH_TEST_PAUSE_FILE", s(&paused)), lease[0]];
+    let mut a = start_revoke(&d1, &slow_env, &pause, "vouch-admin", &a_err);
+    Wait::up_to(Duration::from_secs(60)).showing(|| said(&a_err)).until("master 1 paused after its count", || {
+        assert!(a.try_wait().unwrap().is_none(), "master 1 ended before its pause: {}", said(&a_err));
+        paused.exists()
+    });
+    let taken = lock_value(&slapd);
+    assert!(taken.contains(" until "), "master 1 holds no lock: {taken:?}");
+    let holder = taken.split(" until ").next().unwrap().to_string();
+    *proxy.holder.lock().unwrap() = Some(holder.clone().into_bytes());
+    std::fs::remove_file(&paused).unwrap();
+    Wait::up_to(Duration::from_secs(60)).showing(|| lock_value(&slapd)).until("master 1's confirm applied", || {
+        proxy.stalling.load(Ordering::SeqCst) && lock_value(&slapd).starts_with(&holder)
+    });
+    let mut b = start_revoke(&d2, &env, &lease, "alice", &b_err);
+    let rb = wait_within(&mut b, Duration::from_secs(120), "master 2's revoke");
+    let ra = wait_within(&mut a, Duration::from_secs(240), "master 1's revoke");
+    let listed = ok(&run_in(&d2, &env, &["list", "--all"]));
+    let outcome =
+        format!("{listed}\nmaster 1 (vouch-admin): {ra}: {}\nmaster 2 (alice): {rb}: {}", said(&a_err), said(&b_err));
+    assert!(!(ra.success() && rb.success()), "both administrators revoked without --force, none left: {outcome}");
+}
+
+/// review15 probe: docs/ldap.md says "a holder's confirm changes the value, so a taker counts
+/// again from its next read". The value's time has whole seconds, and a confirm made within
+/// the second its take was made (a quick count: the usual case) writes the very value the
+/// take wrote: a taker that read it before the confirm keeps counting from that earlier read,
+/// so its lease may end up to a second before "30 s after the confirm was sent". Three
+/// revocations at master 1, each confirm held up 2 s on its way on (its value read then).
+/// What must hold: each confirm's value differs from its take's.
+#[test]
+#[ignore = "review15 finding: a confirm within the take's second rewrites the identical value (src/store/ldap/admin_lock.rs)"]
+fn review15_a_confirm_changes_the_value_its_take_wrote() {
+    let slapd = openldap_store();
+    let tmp = tempfile::tempdir().unwrap();
+    let (d1, d2, env) = two_masters_two_administrators(&slapd, tmp.path());
+    let names = ["bob", "carol", "dave"];
+    for name in names {
+        let (cert, key) = (tmp.path().join(format!("{name}.pem")), tmp.path().join(format!("{name}.key")));
+        ok(&run_in(&d2, &env, &["admin", "new", name, "--cert-out", s(&cert), "--key-out", s(&key)]));
+    }
+    let direct = format!(":{}/", slapd.port());
+    let mut unchanged = Vec::new();
+    for name in names {
+        let proxy = SlowAfterConfirm::start(slapd.port(), Duration::from_secs(2));
+        let slow_env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| {
+                let v = if k == "VOUCH_STORE" { v.replace(&direct, &format!(":{}/", proxy.port)) } else { v.clone() };
+                (k.clone(), v)
+            })
+            .collect();
+        let paused = tmp.path().join(format!("paused-{name}"));
+        let a_err = tmp.path().join(format!("{name}.err"));
+        let pause = [("VOUCH_TEST_PAUSE_AT", "revoke:admin-counted"), ("VOUCH_TEST_PAUSE_FILE", s(&paused))];
+        let mut a = start_revoke(&d1, &slow_env, &pause, name, &a_err);
+        Wait::up_to(Duration::from_secs(60)).showing(|| said(&a_err)).until("master 1 paused after its count", || {
+            assert!(a.try_wait().unwrap().is_none(), "master 1 ended before its pause: {}", said(&a_err));
+            paused.exists()
+        });
+        let taken = lock_value(&slapd);
+        let holder = taken.split(" until ").next().unwrap().to_string();
+        *proxy.holder.lock().unwrap() = Some(holder.into_bytes());
+        std::fs::remove_file(&paused).unwrap();
+        Wait::up_to(Duration::from_secs(60)).until("master 1's confirm sent", || proxy.stalling.load(Ordering::SeqCst));
+        // The confirm applied; master 1's next request still held up.
+        std::thread::sleep(Duration::from_millis(300));
+        let confirmed = lock_value(&slapd);
+        if confirmed == taken {
+            unchanged.push(format!("{name}: take and confirm both wrote {taken:?}"));
+        }
+        let ra = wait_within(&mut a, Duration::from_secs(120), "master 1's revoke");
+        assert!(ra.success(), "{ra}: {}", said(&a_err));
+    }
+    assert!(unchanged.is_empty(), "a confirm left the lock's value as its take wrote it:\n{}", unchanged.join("\n"));
+}

@@ -2860,3 +2860,97 @@ fn a_not_found_answer_quotes_an_unprintable_name_escaped() {
     }
     assert!(server.stop());
 }
+
+/// review15 probe: the paths no route matches, a method not allowed on a route and an
+/// administrator's route asked without a certificate are quoted back decoded and raw: `Not
+/// Found: no route for …`, `Method Not Allowed: … is not allowed on …` and `Forbidden
+/// request: …` echo a percent-encoded right-to-left override (U+202E) or terminal
+/// escape (ESC) from the request line unescaped, as the 404 of a certificate's name no
+/// longer does. What must hold: no answer of the CA API carries a control or bidi
+/// character the request put there.
+#[test]
+#[ignore = "review15 finding: the 404 'no route', 405 and 403 answers echo a decoded path raw (src/serve/api/mod.rs)"]
+fn review15_no_route_and_method_answers_quote_an_unprintable_path_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("vouch"), &[]);
+    let mut raw = Vec::new();
+    for (method, path) in [
+        ("GET", "/puppet-ca/v1/%E2%80%AEgro.elpmaxe"),
+        ("GET", "/%1B%5B31mred"),
+        ("POST", "/puppet-ca/v1/certificate/%E2%80%AEgro.elpmaxe"),
+        ("DELETE", "/puppet-ca/v1/certificate_revocation_list/%1B%5B31mred"),
+        // No client certificate: 403 Forbidden quoting the path.
+        ("GET", "/puppet-ca/v1/certificate_status/%E2%80%AEgro.elpmaxe"),
+    ] {
+        let r = server.client(None).request(method, path, None, b"").unwrap();
+        let body = r.text();
+        if body.contains('\u{202e}') || body.contains('\u{1b}') {
+            raw.push(format!("{method} {path} -> {}: {body:?}", r.status));
+        }
+    }
+    assert!(server.stop());
+    assert!(raw.is_empty(), "answers echoing a raw control/bidi character:\n{}", raw.join("\n"));
+}
+
+/// review15 probe: a node's CSR carries a self-made conductor certificate whose subject holds
+/// a right-to-left override (U+202E); its refusal ("conductor certificate … does not chain
+/// to a trusted root") names that subject as it is, and an administrator's
+/// `certificate_status` answer (JSON, which escapes controls but not U+202E) quotes the
+/// pending request's reasons with the character raw. What must hold: no answer of the CA
+/// API carries a control or bidi character a request put there.
+#[test]
+#[ignore = "review15 finding: a refusal reason quotes a conductor subject raw in certificate_status (src/decision/refusal.rs Capped)"]
+fn review15_a_pending_requests_reasons_quote_a_bidi_conductor_subject_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("vouch"), &[]);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "evil\u{202e}rehcnual");
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages =
+        vec![rcgen::ExtendedKeyUsagePurpose::Other(vouch::encoding::oids::EKU_CONDUCTOR.to_vec())];
+    let cert = params.self_signed(&key).unwrap();
+    let name = "bidi-node.example.test";
+    let class = vouch::vouching::classification::Classification::from_yaml("classes: [ntp]\n", 65536).unwrap();
+    let expiry = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let enc = vouch::vouching::attrs::CertEncoding::Base64Der;
+    let a = vouch::vouching::attrs::vouch(cert.der(), &key, &class, expiry, enc, Some(name)).unwrap();
+    let attrs = vouch::vouching::attrs::CsrAttributes::from_vouched(&a, Some(vouch::policy::DEFAULT_MIRROR_OID));
+    let csr = common::agents::csr_for(name, &attrs, &p256());
+    let path = format!("/puppet-ca/v1/certificate_request/{name}");
+    let r = server.client(None).request("PUT", &path, Some("text/plain"), &csr).unwrap();
+    assert!(!r.text().contains('\u{202e}'), "{:?}", r.text());
+    let st = server.admin().request("GET", &format!("/puppet-ca/v1/certificate_status/{name}"), None, b"").unwrap();
+    let body = st.text();
+    assert!(server.stop());
+    assert_eq!(st.status, 200, "{body}");
+    assert!(body.contains("conductor"), "the refusal is not the conductor's: {body}");
+    assert!(!body.contains('\u{202e}'), "certificate_status quotes the bidi character raw: {body:?}");
+}
+
+/// review15 probe: `vouch bench serve` whose level is served in part (the server closes every
+/// connection past one per address: two of three agents fail) warns of the partial failure
+/// with `eprintln!`, which panics (exit 101) when stderr cannot be written (here /dev/full).
+/// What must hold: the figures are printed and the run ends without a panic.
+#[test]
+#[ignore = "review15 finding: src/cli/bench.rs's partial-failure warning uses eprintln!, which panics on an unwritable stderr"]
+fn review15_bench_serve_partial_failure_warning_never_panics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vouch");
+    let server = Server::start(&dir, &["--max-connections-per-address", "1"]);
+    let addr = server.addr().to_string();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = vouch()
+        .arg("--dir")
+        .arg(&dir)
+        .args(["bench", "serve", "--addr", &addr, "--agents", "3", "--per-agent", "2", "--transport-only"])
+        .args(["--format", "json"])
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert!(server.stop());
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    let (certs, failed) = (rows[0]["certificates"].as_u64().unwrap(), rows[0]["failures"].as_u64().unwrap());
+    assert!(certs > 0 && failed > 0, "no partial failure to warn of: {rows}");
+    assert_ne!(o.status.code(), Some(101), "vouch bench serve panicked on an unwritable stderr: {rows}");
+}

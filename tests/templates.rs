@@ -790,3 +790,58 @@ fn template_uses_with_store_is_a_look_that_retires_no_file_store_and_no_journal(
         sign.status
     );
 }
+
+/// Every file under `dir` with its length and modification time.
+fn review15_tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.push(format!("{} {} {:?}", e.path().display(), m.len(), m.modified().ok()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// review15 probe: `vouch template uses --store` asked by the data directory of a master that
+/// never joined the fleet (master 2), while master 1 spent two of a template's three uses on
+/// the shared store. What must hold: it reads the fleet's count (2 of 3), and it writes
+/// nothing: the directory server's entries (operational attributes too) and master 2's
+/// directory are as they were.
+#[test]
+fn review15_template_uses_with_store_from_an_unjoined_directory_reads_the_fleets_count_and_writes_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let (d1, d2) = (t.path().join("m1"), t.path().join("m2"));
+    lab(&d1, "\n[templates]\nallow_unbound = true\n");
+    ok(&sign_template(&d1, &d1, PATTERN, "3", &[]));
+    ok(&vouch()
+        .args(["ca", "init", "--dir", s(&d2)])
+        .args(["--root-cert", s(&d1.join("ca/root_crt.pem")), "--root-key", s(&d1.join("ca/root_key.pem"))])
+        .output()
+        .unwrap());
+    edit_policy(&d2, "\n[templates]\nallow_unbound = true\n");
+    let slapd = Slapd::start(&slapd_opts());
+    let mut init = vouch();
+    init.envs(store_env(&slapd)).args(["--dir", s(slapd.dir()), "ldap", "init", "--create-base"]);
+    ok(&init.output().unwrap());
+    let env = store_env(&slapd);
+    for i in 1..=2 {
+        let csr = node_csr(&d1, &format!("web-{i}.asg.example.test"), 0);
+        ok(&vouch().envs(env.iter().cloned()).args(["--dir", s(&d1), "sign", "--csr", s(&csr)]).output().unwrap());
+    }
+    let dump = || slapd.ldapsearch(&slapd.base(), "(objectClass=*)", &["*", "+"]).ok().to_string();
+    let (entries, files) = (dump(), review15_tree(&d2));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let template = d1.join("template.yaml");
+    let look = vouch().envs(env.iter().cloned()).args(["--dir", s(&d2), "template", "uses", s(&template)]).output();
+    let line = ok(&look.unwrap());
+    assert!(line.contains("2 of 3 uses spent, 1 left"), "the fleet's count misread: {line}");
+    let after = dump();
+    assert!(after == entries, "the look wrote to the directory server:\nbefore:\n{entries}\nafter:\n{after}");
+    assert_eq!(review15_tree(&d2), files, "the look wrote in master 2's directory");
+}
