@@ -336,7 +336,7 @@ impl SlowAfterConfirm {
     }
 }
 
-/// review15 probe: a holder whose confirm is answered at once (well within half its lease)
+/// a holder whose confirm is answered at once (well within half its lease)
 /// and whose revocation write then reaches the server late. Master 1's lock time is 1 s
 /// (`VOUCH_TEST_ADMIN_LOCK_SECS`, standing for the 30 s lease), its requests after the
 /// confirm reach slapd 4 s late (each inside the client's timeout); master 2, started once
@@ -345,8 +345,8 @@ impl SlowAfterConfirm {
 /// write of vouch-admin's revocation lands after. What must hold: never both revoked
 /// without --force. (docs/ldap.md names this as what is left: nothing fences the write.)
 #[test]
-#[ignore = "review15 finding (documented residual): a write reaching the store more than half a lease after its confirm meets a second count"]
-fn review15_a_write_landing_late_after_a_timely_confirm_leaves_no_administrator() {
+#[ignore = "the residual docs/ldap.md names: a revocation write held up more than half a lease after its confirm meets a second count (LDAP cannot fence it); kept to show it"]
+fn a_write_landing_late_after_a_timely_confirm_leaves_no_administrator() {
     let slapd = openldap_store();
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d2, env) = two_masters_two_administrators(&slapd, tmp.path());
@@ -385,7 +385,7 @@ fn review15_a_write_landing_late_after_a_timely_confirm_leaves_no_administrator(
     assert!(!(ra.success() && rb.success()), "both administrators revoked without --force, none left: {outcome}");
 }
 
-/// review15 probe: docs/ldap.md says "a holder's confirm changes the value, so a taker counts
+/// docs/ldap.md says "a holder's confirm changes the value, so a taker counts
 /// again from its next read". The value's time has whole seconds, and a confirm made within
 /// the second its take was made (a quick count: the usual case) writes the very value the
 /// take wrote: a taker that read it before the confirm keeps counting from that earlier read,
@@ -393,8 +393,7 @@ fn review15_a_write_landing_late_after_a_timely_confirm_leaves_no_administrator(
 /// revocations at master 1, each confirm held up 2 s on its way on (its value read then).
 /// What must hold: each confirm's value differs from its take's.
 #[test]
-#[ignore = "review15 finding: a confirm within the take's second rewrites the identical value (src/store/ldap/admin_lock.rs)"]
-fn review15_a_confirm_changes_the_value_its_take_wrote() {
+fn a_confirm_changes_the_value_its_take_wrote() {
     let slapd = openldap_store();
     let tmp = tempfile::tempdir().unwrap();
     let (d1, d2, env) = two_masters_two_administrators(&slapd, tmp.path());

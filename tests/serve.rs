@@ -2861,7 +2861,7 @@ fn a_not_found_answer_quotes_an_unprintable_name_escaped() {
     assert!(server.stop());
 }
 
-/// review15 probe: the paths no route matches, a method not allowed on a route and an
+/// the paths no route matches, a method not allowed on a route and an
 /// administrator's route asked without a certificate are quoted back decoded and raw: `Not
 /// Found: no route for …`, `Method Not Allowed: … is not allowed on …` and `Forbidden
 /// request: …` echo a percent-encoded right-to-left override (U+202E) or terminal
@@ -2869,8 +2869,7 @@ fn a_not_found_answer_quotes_an_unprintable_name_escaped() {
 /// longer does. What must hold: no answer of the CA API carries a control or bidi
 /// character the request put there.
 #[test]
-#[ignore = "review15 finding: the 404 'no route', 405 and 403 answers echo a decoded path raw (src/serve/api/mod.rs)"]
-fn review15_no_route_and_method_answers_quote_an_unprintable_path_escaped() {
+fn no_route_and_method_answers_quote_an_unprintable_path_escaped() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("vouch"), &[]);
     let mut raw = Vec::new();
@@ -2892,15 +2891,14 @@ fn review15_no_route_and_method_answers_quote_an_unprintable_path_escaped() {
     assert!(raw.is_empty(), "answers echoing a raw control/bidi character:\n{}", raw.join("\n"));
 }
 
-/// review15 probe: a node's CSR carries a self-made conductor certificate whose subject holds
+/// a node's CSR carries a self-made conductor certificate whose subject holds
 /// a right-to-left override (U+202E); its refusal ("conductor certificate … does not chain
 /// to a trusted root") names that subject as it is, and an administrator's
 /// `certificate_status` answer (JSON, which escapes controls but not U+202E) quotes the
 /// pending request's reasons with the character raw. What must hold: no answer of the CA
 /// API carries a control or bidi character a request put there.
 #[test]
-#[ignore = "review15 finding: a refusal reason quotes a conductor subject raw in certificate_status (src/decision/refusal.rs Capped)"]
-fn review15_a_pending_requests_reasons_quote_a_bidi_conductor_subject_escaped() {
+fn a_pending_requests_reasons_quote_a_bidi_conductor_subject_escaped() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("vouch"), &[]);
     let key = rcgen::KeyPair::generate().unwrap();
@@ -2928,13 +2926,12 @@ fn review15_a_pending_requests_reasons_quote_a_bidi_conductor_subject_escaped() 
     assert!(!body.contains('\u{202e}'), "certificate_status quotes the bidi character raw: {body:?}");
 }
 
-/// review15 probe: `vouch bench serve` whose level is served in part (the server closes every
+/// `vouch bench serve` whose level is served in part (the server closes every
 /// connection past one per address: two of three agents fail) warns of the partial failure
 /// with `eprintln!`, which panics (exit 101) when stderr cannot be written (here /dev/full).
 /// What must hold: the figures are printed and the run ends without a panic.
 #[test]
-#[ignore = "review15 finding: src/cli/bench.rs's partial-failure warning uses eprintln!, which panics on an unwritable stderr"]
-fn review15_bench_serve_partial_failure_warning_never_panics() {
+fn bench_serve_partial_failure_warning_never_panics() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("vouch");
     let server = Server::start(&dir, &["--max-connections-per-address", "1"]);

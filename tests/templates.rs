@@ -792,7 +792,7 @@ fn template_uses_with_store_is_a_look_that_retires_no_file_store_and_no_journal(
 }
 
 /// Every file under `dir` with its length and modification time.
-fn review15_tree(dir: &Path) -> Vec<String> {
+fn tree_of(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -808,13 +808,13 @@ fn review15_tree(dir: &Path) -> Vec<String> {
     out
 }
 
-/// review15 probe: `vouch template uses --store` asked by the data directory of a master that
+/// `vouch template uses --store` asked by the data directory of a master that
 /// never joined the fleet (master 2), while master 1 spent two of a template's three uses on
 /// the shared store. What must hold: it reads the fleet's count (2 of 3), and it writes
 /// nothing: the directory server's entries (operational attributes too) and master 2's
 /// directory are as they were.
 #[test]
-fn review15_template_uses_with_store_from_an_unjoined_directory_reads_the_fleets_count_and_writes_nothing() {
+fn template_uses_with_store_from_an_unjoined_directory_reads_the_fleets_count_and_writes_nothing() {
     let t = tempfile::tempdir().unwrap();
     let (d1, d2) = (t.path().join("m1"), t.path().join("m2"));
     lab(&d1, "\n[templates]\nallow_unbound = true\n");
@@ -835,7 +835,7 @@ fn review15_template_uses_with_store_from_an_unjoined_directory_reads_the_fleets
         ok(&vouch().envs(env.iter().cloned()).args(["--dir", s(&d1), "sign", "--csr", s(&csr)]).output().unwrap());
     }
     let dump = || slapd.ldapsearch(&slapd.base(), "(objectClass=*)", &["*", "+"]).ok().to_string();
-    let (entries, files) = (dump(), review15_tree(&d2));
+    let (entries, files) = (dump(), tree_of(&d2));
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let template = d1.join("template.yaml");
     let look = vouch().envs(env.iter().cloned()).args(["--dir", s(&d2), "template", "uses", s(&template)]).output();
@@ -843,5 +843,5 @@ fn review15_template_uses_with_store_from_an_unjoined_directory_reads_the_fleets
     assert!(line.contains("2 of 3 uses spent, 1 left"), "the fleet's count misread: {line}");
     let after = dump();
     assert!(after == entries, "the look wrote to the directory server:\nbefore:\n{entries}\nafter:\n{after}");
-    assert_eq!(review15_tree(&d2), files, "the look wrote in master 2's directory");
+    assert_eq!(tree_of(&d2), files, "the look wrote in master 2's directory");
 }

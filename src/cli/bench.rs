@@ -5,6 +5,7 @@ use super::output::say;
 use super::{dir, Cli, EXIT_OK};
 use crate::error::Error;
 use crate::issuance::keys::KeyType;
+use std::io::Write;
 
 pub(super) fn bench(cli: &Cli, b: &BenchCommand) -> Result<i32, Error> {
     match b {
@@ -153,7 +154,9 @@ fn bench_serve(load: &crate::bench::ServeLoad, format: OutFormat) -> Result<(), 
     }
     for r in &rows {
         if let Some(why) = r.first_failure.as_ref().filter(|_| r.certificates > 0) {
-            eprintln!(
+            // Never eprintln!: it panics when stderr cannot be written.
+            let _ = writeln!(
+                std::io::stderr(),
                 "vouch: warning: {} of {} failed at {} agents; the first: {why}",
                 r.failures,
                 r.failures.saturating_add(r.certificates),

@@ -539,49 +539,5 @@ fn name_reserved(certname: &str, name: &str, holder: &str) -> String {
 
 impl std::error::Error for Refusal {}
 
-/// A value shown in a refusal's message, capped: its first characters and its length, so
-/// a request cannot make a message (an audit line, a log line) as large as itself.
-struct Capped<'a, T: ?Sized>(&'a T);
-
-/// A quoted value (a name, an attribute's text): the first 64 characters.
-const CAP_QUOTED: usize = 64;
-/// A description (a parser's error, a subject): longer, still bounded.
-const CAP_TEXT: usize = 256;
-
-fn cap(rendered: String, chars: usize) -> String {
-    if rendered.chars().count() <= chars.saturating_add(16) {
-        return rendered;
-    }
-    let head: String = rendered.chars().take(chars).collect();
-    format!("{head}…({} bytes)", rendered.len())
-}
-
-impl<T: std::fmt::Display + ?Sized> std::fmt::Display for Capped<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&cap(self.0.to_string(), CAP_TEXT))
-    }
-}
-
-impl<T: std::fmt::Debug + ?Sized> std::fmt::Debug for Capped<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&cap(format!("{:?}", self.0), CAP_QUOTED))
-    }
-}
-
-#[cfg(test)]
-mod capped_tests {
-    use super::*;
-
-    #[test]
-    fn a_huge_value_is_capped_in_the_message() {
-        let r = Refusal::VersionMalformed { value: "9".repeat(200_000) };
-        let m = r.to_string();
-        assert!(m.len() < 300, "{}", m.len());
-        assert!(m.contains("(200002 bytes)"), "{m}");
-        let long = crate::identity::IdentityRefusal::AlgorithmUnsupported { algorithm: "1.2".repeat(10_000) };
-        let m = Refusal::IdentityRefused { reason: long }.to_string();
-        assert!(m.len() < 400, "an identity refusal of {} bytes", m.len());
-        let short = Refusal::VersionMalformed { value: "x1".into() };
-        assert_eq!(short.to_string(), "signature version \"x1\" is not a plain decimal integer");
-    }
-}
+mod capped;
+use capped::Capped;

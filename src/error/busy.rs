@@ -22,8 +22,8 @@ pub enum Busy {
                  time before the revocation was written, and {holder} took it over (until {until}); nothing was \
                  revoked"]
     #[hint = "retry: the administrators left are counted again under the lock; if it happens again, the store \
-              answers slowly (the walk over the fleet's certificates took longer than the lock's time) or this \
-              host's clock runs behind the other masters' (check NTP)"]
+              answers slowly (the walk over the fleet's certificates took longer than the lock's time, or this \
+              master was paused)"]
     AdminLockLost { holder: String, until: String },
     /// This master's confirm of that lock, just before its revocation, was answered more than
     /// half the lock's time after it was sent: another master could take the lock over before

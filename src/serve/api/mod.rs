@@ -232,14 +232,14 @@ fn forbidden(req: &ApiRequest) -> ApiResponse {
         403,
         format!(
             "Forbidden request: {} (method :{}). Please see the server logs for details.",
-            req.path,
+            shown(&req.path),
             req.method.to_ascii_lowercase()
         ),
     )
 }
 
 fn method_not_allowed(req: &ApiRequest) -> ApiResponse {
-    ApiResponse::text(405, format!("Method Not Allowed: {} is not allowed on {}", req.method, req.path))
+    ApiResponse::text(405, format!("Method Not Allowed: {} is not allowed on {}", req.method, shown(&req.path)))
 }
 
 /// A certname in a URL: Puppet's rules (lowercase, no path tricks).
@@ -257,7 +257,7 @@ fn route(
         return Ok(ApiResponse::text(200, "running"));
     }
     let Some(rest) = req.path.strip_prefix(PREFIX) else {
-        return Ok(ApiResponse::text(404, format!("Not Found: no route for {}", req.path)));
+        return Ok(ApiResponse::text(404, format!("Not Found: no route for {}", shown(&req.path))));
     };
     let (endpoint, name) = match rest.split_once('/') {
         Some((e, n)) => (e, Some(n)),
@@ -304,7 +304,7 @@ fn route(
         },
         ("certificate" | "certificate_revocation_list" | "certificate_request", Some(_))
         | ("certificate_renewal" | "expirations", None) => Ok(method_not_allowed(req)),
-        _ => Ok(ApiResponse::text(404, format!("Not Found: no route for {}", req.path))),
+        _ => Ok(ApiResponse::text(404, format!("Not Found: no route for {}", shown(&req.path)))),
     }
 }
 

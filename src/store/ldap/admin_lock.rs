@@ -114,7 +114,7 @@ impl LdapStore {
             };
             if code == rc::SUCCESS {
                 crate::store::crash_point("admin-lock:taken");
-                return Ok(LdapHold { store: self, holder, value: mine });
+                return Ok(LdapHold { store: self, holder, confirms: 0, value: mine });
             }
             // Another master took it from the same value first: read it again (within the wait).
             if started.elapsed() >= limit {
@@ -142,6 +142,9 @@ fn nonce() -> Result<String, StoreError> {
 pub(super) struct LdapHold<'a> {
     store: &'a LdapStore,
     holder: String,
+    /// Confirms made: each writes `HOLDER.N`, so that a confirm always changes the value
+    /// (a taker watching it counts its lease again), even within the second of the take.
+    confirms: u32,
     /// The value this holder last wrote.
     value: String,
 }
@@ -150,7 +153,9 @@ impl Hold for LdapHold<'_> {
     fn confirm(&mut self) -> Result<(), StoreError> {
         let lease = admin_lock::lease();
         let now = OffsetDateTime::now_utc();
-        let next = admin_lock::held(&self.holder, now.saturating_add(to_time(lease)));
+        self.confirms = self.confirms.saturating_add(1);
+        let me = format!("{}.{}", self.holder, self.confirms);
+        let next = admin_lock::held(&me, now.saturating_add(to_time(lease)));
         let dn = self.store.admin_lock_dn();
         let sent = Instant::now();
         if self.store.modify(&dn, cas(VALUE, self.value.as_str(), next.as_str()).to_vec())? == rc::SUCCESS {
