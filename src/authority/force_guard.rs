@@ -24,10 +24,11 @@ pub(super) type AdminHold<'a> = Box<dyn crate::store::admin_lock::Hold + 'a>;
 
 impl Authority {
     /// Whose service certificate `name` is the certname of, if a master's: this master's
-    /// ("this master"), or another master's of the shared store ("another master"). The
-    /// other masters' names that cannot be read are an error (never taken as none).
-    pub fn service_certname_of(&self, name: &str) -> Result<Option<&'static str>, Error> {
-        if self.own_service_certname().is_ok_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
+    /// (`own`: [`Authority::own_service_certname`], "this master"), or another master's of the
+    /// shared store ("another master"). The other masters' names that cannot be read are an
+    /// error (never taken as none).
+    fn service_certname_of(&self, name: &str, own: Option<&str>) -> Result<Option<&'static str>, Error> {
+        if own.is_some_and(|cn| cn.eq_ignore_ascii_case(name.strip_suffix('.').unwrap_or(name))) {
             return Ok(Some("this master"));
         }
         self.read_fleet_names()?;
@@ -42,13 +43,12 @@ impl Authority {
         super::reserved::names_on_certificate(&der).into_iter().next().ok_or_else(|| "it names nothing".into())
     }
 
-    /// Where `DIR/server/server_crt.pem` does not tell this master's service certname, the
-    /// certificates `vouch serve` would be presenting (deny by default): the certname it gives
-    /// its certificate without `--server-name` (the host's name, `localhost`), and any
-    /// certificate naming the loopback addresses every service certificate carries (whatever
-    /// its `--server-name`; a node's never does).
-    fn maybe_own_service(&self, certname: &str, pem: &str) -> Option<NeedsForce> {
-        let why = self.own_service_certname().err()?;
+    /// Where `DIR/server/server_crt.pem` does not tell this master's service certname (`why`
+    /// not), the certificates `vouch serve` would be presenting (deny by default): the
+    /// certname it gives its certificate without `--server-name` (the host's name,
+    /// `localhost`), and any certificate naming the loopback addresses every service
+    /// certificate carries (whatever its `--server-name`; a node's never does).
+    fn maybe_own_service(&self, certname: &str, pem: &str, why: String) -> Option<NeedsForce> {
         let file = self.dir.dir.join(SERVER_CERT);
         let names = crate::encoding::pem::find(pem.as_bytes(), &["CERTIFICATE"])
             .map(|(_, der)| super::reserved::names_on_certificate(&der))
@@ -98,11 +98,13 @@ impl Authority {
             return Ok(None);
         }
         let refused = |why| Err(Error::NeedsForce { certname: certname.to_string(), why });
-        if let Some(whose) = self.service_certname_of(certname)? {
+        // `DIR/server/server_crt.pem` read once for both checks.
+        let own = self.own_service_certname();
+        if let Some(whose) = self.service_certname_of(certname, own.as_deref().ok())? {
             return refused(NeedsForce::Service { whose });
         }
         let Some((rec, pem)) = self.certificate(certname)? else { return Ok(None) };
-        if let Some(why) = self.maybe_own_service(certname, &pem) {
+        if let Some(why) = own.err().and_then(|why| self.maybe_own_service(certname, &pem, why)) {
             return refused(why);
         }
         if !valid_at(rec.state, &rec.not_after, now) || !self.is_admin_certificate(&pem) {

@@ -35,11 +35,7 @@ pub(super) fn run(cli: &Cli, c: &TemplateCommand) -> Result<i32, Error> {
     // A look: with --store, the CA is not registered in the shared store and the directory is not
     // marked as moved (as every other command opening it there does).
     let auth = Authority::open_for_cli_as(&dir(cli)?, &cli.store_url(), crate::authority::Opening::Unregistered)?;
-    let journal = auth.journal(true).ok_or_else(|| Error::Usage {
-        detail: "this CA keeps no replay journal (replay.enabled = false in its policy): no template's uses are \
-                 counted, and a template's attributes are refused"
-            .into(),
-    })?;
+    let journal = auth.journal(true).ok_or(Error::Mistake(crate::error::Mistake::TemplateUsesWithoutJournal))?;
     let u = TemplateUse {
         template_key: t.template_key.clone(),
         instance_key: NO_INSTANCE.into(),

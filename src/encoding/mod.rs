@@ -7,6 +7,7 @@ pub mod dn;
 pub mod oids;
 pub mod pem;
 pub mod server_name;
+pub mod text;
 pub mod time;
 
 /// Lowercase hex, two digits a byte (serials, digests, fingerprints without colons).

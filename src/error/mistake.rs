@@ -34,6 +34,13 @@ pub enum Mistake {
     #[hint = "give --root-key the root's private key (ROOT_DIR/ca/root_key.pem) and --root-cert its certificate \
               (ROOT_DIR/ca/root_crt.pem)"]
     RootKeyIsCert { key: PathBuf },
+    /// `vouch template uses` on a CA whose policy keeps no replay journal: no template's
+    /// uses are counted there (and its nodes' template attributes are refused).
+    #[message = "this CA keeps no replay journal (replay.enabled = false in its policy): no template's uses are \
+                 counted, and a template's attributes are refused"]
+    #[hint = "templates need the replay journal: remove `enabled = false` from [replay] in policy.toml (or give \
+              --store for the fleet's shared store)"]
+    TemplateUsesWithoutJournal,
     /// `vouch migrate` while a `vouch serve` runs on the data directory: what it grants during
     /// or after the copy (a certificate, a template's use) would stay in the file store only,
     /// and be granted again by the masters on the shared store.

@@ -11,39 +11,24 @@ const CAP_QUOTED: usize = 64;
 /// A description (a parser's error, a subject): longer, still bounded.
 const CAP_TEXT: usize = 256;
 
-fn cap(rendered: String, chars: usize) -> String {
+fn cap(rendered: &str, chars: usize) -> std::borrow::Cow<'_, str> {
     if rendered.chars().count() <= chars.saturating_add(16) {
-        return rendered;
+        return rendered.into();
     }
     let head: String = rendered.chars().take(chars).collect();
-    format!("{head}…({} bytes)", rendered.len())
+    format!("{head}…({} bytes)", rendered.len()).into()
 }
 
 impl<T: std::fmt::Display + ?Sized> std::fmt::Display for Capped<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&cap(unprintable_escaped(&self.0.to_string()), CAP_TEXT))
+        let rendered = self.0.to_string();
+        f.write_str(&cap(&crate::encoding::text::escaped(&rendered), CAP_TEXT))
     }
-}
-
-/// A value a node chose (a subject, a parser's words about its bytes) as a refusal shows it:
-/// control characters and the invisible ones that reorder or hide text (bidirectional
-/// controls, zero-width characters) escaped as `\u{…}`, so that none reaches a reader's
-/// screen raw; everything else as it is.
-fn unprintable_escaped(s: &str) -> String {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-            || matches!(c, '\u{061c}' | '\u{feff}')
-    };
-    if !s.chars().any(hidden) {
-        return s.to_string();
-    }
-    s.chars().map(|c| if hidden(c) { format!("\\u{{{:x}}}", u32::from(c)) } else { c.to_string() }).collect()
 }
 
 impl<T: std::fmt::Debug + ?Sized> std::fmt::Debug for Capped<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&cap(format!("{:?}", self.0), CAP_QUOTED))
+        f.write_str(&cap(&format!("{:?}", self.0), CAP_QUOTED))
     }
 }
 

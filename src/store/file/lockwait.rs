@@ -88,7 +88,7 @@ impl Holder {
                 let mut shown: String = args
                     .join(" ")
                     .chars()
-                    .map(|c| if c.is_control() || reorders_or_hides(c) { '?' } else { c })
+                    .map(|c| if c.is_control() || crate::encoding::text::reorders_or_hides(c) { '?' } else { c })
                     .take(COMMAND_MAX.saturating_add(1))
                     .collect();
                 if shown.chars().count() > COMMAND_MAX {
@@ -99,13 +99,6 @@ impl Holder {
             }
         }
     }
-}
-
-/// Whether `c` is a format character a terminal that renders bidirectional text acts on, or
-/// one that shows nothing: the bidirectional marks, embeddings, overrides and isolates, the
-/// zero-width spaces and joiners, the byte order mark.
-fn reorders_or_hides(c: char) -> bool {
-    matches!(c, '\u{61c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 /// The holder of the `flock` on the file `(dev, ino)`, from `/proc/locks` and `/proc/PID/cmdline`.
