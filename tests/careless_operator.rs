@@ -10,33 +10,8 @@ mod common;
 use common::agents::{csr_for, p256};
 use common::ds389::Ds389;
 use common::ldap_lab::{enroll, openldap_store, store_env, Directory, Master};
-use common::{ok, s, text, vouch};
+use common::{ca_id, ok, s, snapshot, text, vouch};
 use std::path::Path;
-
-/// The names under `dir` (recursively, relative), sorted, with each file's bytes.
-fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            if p.is_dir() {
-                todo.push(p);
-                out.push((rel + "/", Vec::new()));
-            } else {
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn ca_id(dir: &Path) -> String {
-    let pem = std::fs::read(dir.join("ca/ca_crt.pem")).unwrap();
-    vouch::store::ca_id(&vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap().1)
-}
 
 #[test]
 fn a_command_without_store_on_a_shared_store_masters_directory_is_refused_before_it_writes() {

@@ -983,7 +983,10 @@ fn migrate_rerun_after_a_cut_between_use_records_and_counts_grants_no_use_past_m
     ok(&sign(&d, &bound_csr(&d, &web(x), Some(&doc(x))), &[]));
     let env = migrate_env(&slapd);
     let base = slapd.base();
-    let cut = cutting_proxy(slapd.port());
+    // Cut at the first add of a template count (`count:`), never sent.
+    let cut = common::ldap_proxy::cutting_proxy(slapd.port(), |msg| {
+        common::ldap_proxy::request_dn(msg, 0x68).is_some() && msg.windows(6).any(|w| w == b"count:")
+    });
     let via = format!("ldap://127.0.0.1:{cut}/{}", base.replace(',', "%2C").replace('=', "%3D"));
     let first = vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &via]).output().unwrap();
     assert!(!first.status.success(), "the cut migrate succeeded: {}", text(&first));
@@ -1002,49 +1005,6 @@ fn migrate_rerun_after_a_cut_between_use_records_and_counts_grants_no_use_past_m
         "a third use of a template of two (one on the file store, one on LDAP): {why}\nfirst run: {}\nre-run: {again}",
         text(&first)
     );
-}
-
-/// A TCP proxy in front of port `to` that cuts the connection (both ways) at the first add
-/// request carrying a template count (`count:`), never sending it. Its port.
-fn cutting_proxy(to: u16) -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
-            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            let (s_in, c_out) = (server, client);
-            let (mut s_in2, mut c_out2) = (s_in.try_clone().unwrap(), c_out.try_clone().unwrap());
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut s_in2, &mut c_out2);
-                let _ = c_out2.shutdown(std::net::Shutdown::Write);
-            });
-            std::thread::spawn(move || {
-                let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
-                while let Ok(n) = c_in.read(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(len) = common::ldap_proxy::element_len(&buf) {
-                        let msg: Vec<u8> = buf.drain(..len).collect();
-                        let add = common::ldap_proxy::request_dn(&msg, 0x68).is_some();
-                        if add && msg.windows(6).any(|w| w == b"count:") {
-                            let _ = s_in.shutdown(std::net::Shutdown::Both);
-                            let _ = c_out.shutdown(std::net::Shutdown::Both);
-                            return;
-                        }
-                        if s_out.write_all(&msg).is_err() {
-                            return;
-                        }
-                    }
-                }
-                let _ = s_out.shutdown(std::net::Shutdown::Write);
-            });
-        }
-    });
-    port
 }
 
 /// A private slapd with the store's containers (`vouch ldap init --create-base`).

@@ -9,35 +9,10 @@ mod common;
 use common::agents::{csr_for, p256, vouched};
 use common::ldap_lab::{enroll, openldap_store, store_env, Directory, Master};
 use common::processes::{Wait, Watchdog};
-use common::{ok, s, text, vouch};
+use common::{ca_id, ok, s, snapshot, text, vouch};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-
-/// The names under `dir` (recursively, relative), sorted, with each file's bytes.
-fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            if p.is_dir() {
-                todo.push(p);
-                out.push((rel + "/", Vec::new()));
-            } else {
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn ca_id(dir: &Path) -> String {
-    let pem = std::fs::read(dir.join("ca/ca_crt.pem")).unwrap();
-    vouch::store::ca_id(&vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap().1)
-}
 
 /// A CA in `d` (`vouch ca init`) with the conductor credential `vouch serve` would make
 /// (`d/conductor/`), for [`vouched`].
@@ -129,49 +104,6 @@ fn a_journal_marker_that_is_no_regular_file_refuses_the_hook_and_never_hangs_it(
     }
 }
 
-/// A TCP proxy in front of port `to` that cuts the connection (both ways) at the first add
-/// request whose DN holds `dn_part`, never sending it. Its port.
-fn cutting_proxy(to: u16, dn_part: String) -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
-            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            let (s_in, c_out) = (server, client);
-            let (mut s_in2, mut c_out2) = (s_in.try_clone().unwrap(), c_out.try_clone().unwrap());
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut s_in2, &mut c_out2);
-                let _ = c_out2.shutdown(std::net::Shutdown::Write);
-            });
-            let dn_part = dn_part.clone();
-            std::thread::spawn(move || {
-                let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
-                while let Ok(n) = c_in.read(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(len) = common::ldap_proxy::element_len(&buf) {
-                        let msg: Vec<u8> = buf.drain(..len).collect();
-                        if common::ldap_proxy::request_dn(&msg, 0x68).is_some_and(|dn| dn.contains(&dn_part)) {
-                            let _ = s_in.shutdown(std::net::Shutdown::Both);
-                            let _ = c_out.shutdown(std::net::Shutdown::Both);
-                            return;
-                        }
-                        if s_out.write_all(&msg).is_err() {
-                            return;
-                        }
-                    }
-                }
-                let _ = s_out.shutdown(std::net::Shutdown::Write);
-            });
-        }
-    });
-    port
-}
-
 /// The replay journal entries (file names: 64 hex digits) under `journal`.
 fn journal_entries(journal: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -204,7 +136,11 @@ fn a_migrate_cut_off_after_it_marked_the_directory_says_so_and_how_to_finish() {
     assert_eq!(entries.len(), 1, "{entries:?}");
     let env: Vec<(String, String)> = store_env(&slapd).into_iter().filter(|(k, _)| k != "VOUCH_STORE").collect();
     let base = slapd.base();
-    let cut = cutting_proxy(slapd.port(), format!("vouchKey={}", entries[0]));
+    // Cut at the first add whose DN holds this entry's key, never sent.
+    let dn_part = format!("vouchKey={}", entries[0]);
+    let cut = common::ldap_proxy::cutting_proxy(slapd.port(), move |msg| {
+        common::ldap_proxy::request_dn(msg, 0x68).is_some_and(|dn| dn.contains(&dn_part))
+    });
     let via = format!("ldap://127.0.0.1:{cut}/{}", base.replace(',', "%2C").replace('=', "%3D"));
     let first = vouch().envs(env.clone()).args(["--dir", s(&d), "migrate", "--to", &via]).output().unwrap();
     let err = String::from_utf8_lossy(&first.stderr);

@@ -770,6 +770,7 @@ fn template_uses_with_store_is_a_look_that_retires_no_file_store_and_no_journal(
     let look = vouch().envs(env.iter().cloned()).args(["--dir", s(&d), "template", "uses", s(&template)]).output();
     let look = look.unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&look.stdout), String::from_utf8_lossy(&look.stderr));
+    assert!(look.status.success() && said.contains("0 of 3 uses spent"), "the look itself: {}: {said}", look.status);
     let marker = d.join("ca/MOVED-TO-SHARED-STORE");
     let journal_marker = d.join("replay/MOVED-TO-SHARED-STORE");
     let csr = d.join("web-1.csr");

@@ -127,3 +127,47 @@ impl LdapProxy {
         self.swallowed.load(Ordering::SeqCst)
     }
 }
+
+/// A TCP proxy in front of port `to` that cuts the connection (both ways) at the first
+/// request `cut` holds for (one whole BER message), never sending it; every request before it
+/// and every answer go through. Its port; it stops with the test process.
+pub fn cutting_proxy(to: u16, cut: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cut = Arc::new(cut);
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (s_in, c_out) = (server, client);
+            let (mut s_in2, mut c_out2) = (s_in.try_clone().unwrap(), c_out.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_in2, &mut c_out2);
+                let _ = c_out2.shutdown(Shutdown::Write);
+            });
+            let cut = cut.clone();
+            std::thread::spawn(move || {
+                let (mut buf, mut chunk) = (Vec::new(), [0u8; 16384]);
+                while let Ok(n) = c_in.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(len) = element_len(&buf) {
+                        let msg: Vec<u8> = buf.drain(..len).collect();
+                        if cut(&msg) {
+                            let _ = s_in.shutdown(Shutdown::Both);
+                            let _ = c_out.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        if s_out.write_all(&msg).is_err() {
+                            return;
+                        }
+                    }
+                }
+                let _ = s_out.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    port
+}

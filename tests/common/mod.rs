@@ -314,3 +314,29 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The names under `dir` (recursively, relative), sorted, with each file's bytes.
+pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            if p.is_dir() {
+                todo.push(p);
+                out.push((rel + "/", Vec::new()));
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The master CA id of the CA in `dir` (as the shared store names it).
+pub fn ca_id(dir: &Path) -> String {
+    let pem = std::fs::read(dir.join("ca/ca_crt.pem")).unwrap();
+    vouch::store::ca_id(&vouch::encoding::pem::find(&pem, &["CERTIFICATE"]).unwrap().1)
+}
